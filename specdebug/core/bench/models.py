@@ -1,0 +1,193 @@
+"""The one result model every benchmark produces: built-in client, external command, or a parsed file.
+
+A result is only worth keeping with the conditions that produced it, so besides the client-side
+figures it carries the profile fingerprint, the host, the server-side spec metrics seen in the log
+during the run, the GPU state before and after, and warnings (warmup, throttling, errors).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class LatencyStats(BaseModel):
+    """Distribution of one latency in milliseconds; a field is None when the source did not have it."""
+
+    mean: float | None = None
+    p50: float | None = None  # "Median" in the external formats
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    std: float | None = None
+    extra: dict[str, float] = Field(default_factory=dict)  # other percentiles, e.g. {"p99.9": ...}
+
+    @classmethod
+    def from_samples(cls, samples: Sequence[float]) -> LatencyStats:
+        """Stats of raw samples (ms), percentiles by linear interpolation as numpy's default."""
+        if not samples:
+            return cls()
+        xs = sorted(samples)
+        mean = sum(xs) / len(xs)
+        var = sum((x - mean) ** 2 for x in xs) / len(xs)
+        return cls(
+            mean=mean,
+            p50=percentile(xs, 50),
+            p90=percentile(xs, 90),
+            p95=percentile(xs, 95),
+            p99=percentile(xs, 99),
+            max=xs[-1],
+            std=math.sqrt(var),
+        )
+
+    def is_empty(self) -> bool:
+        return all(v is None for k, v in self if k != "extra") and not self.extra
+
+
+def percentile(sorted_xs: Sequence[float], q: float) -> float:
+    """q-th percentile of already sorted data, linear interpolation between closest ranks."""
+    if not sorted_xs:
+        raise ValueError("no samples")
+    pos = (len(sorted_xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    frac = pos - lo
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * frac
+
+
+class GpuState(BaseModel):
+    """One GPU as nvidia-smi reported it at one moment."""
+
+    index: int
+    name: str | None = None
+    temperature_c: float | None = None
+    sm_clock_mhz: float | None = None
+    max_sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    power_w: float | None = None
+    utilization_pct: float | None = None
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+    throttle_reasons: list[str] = Field(default_factory=list)  # decoded active clock-event reasons
+
+    @property
+    def throttled(self) -> bool:
+        return bool(self.throttle_reasons)
+
+
+class ServerMetrics(BaseModel):
+    """Server-side figures from the log lines the server wrote during the run (means over the samples)."""
+
+    accept_len: float | None = None
+    verify_ms: float | None = None
+    gen_throughput: float | None = None
+    samples: int = 0  # number of metric samples seen in the log slice
+    log_bytes: int = 0  # size of the log slice scanned
+    extra: dict[str, float] = Field(default_factory=dict)  # profile-defined patterns (means)
+
+
+class SpecDecoding(BaseModel):
+    """vLLM bench serve's "Speculative Decoding" section (computed by the client from /metrics deltas)."""
+
+    acceptance_rate_pct: float | None = None
+    acceptance_length: float | None = None
+    drafts: int | None = None
+    draft_tokens: int | None = None
+    accepted_tokens: int | None = None
+    per_position_acceptance_pct: list[float] = Field(default_factory=list)
+
+
+class BenchConfig(BaseModel):
+    """What was asked of the benchmark (the built-in client's knobs, or what an external block printed)."""
+
+    requests: int | None = None
+    concurrency: int | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    seed: int | None = None
+    request_rate: str | None = None  # text: external tools print "inf"
+    backend: str | None = None
+    command: list[str] | None = None  # external command argv
+
+
+BenchKind = Literal["builtin", "external", "parsed"]
+SourceFormat = Literal["builtin", "sglang", "vllm", "unknown"]
+
+
+class BenchResult(BaseModel):
+    """One benchmark run (or one parsed result block) with everything needed to trust it later."""
+
+    kind: BenchKind = "builtin"
+    source_format: SourceFormat = "builtin"
+    label: str | None = None
+
+    # who/where/when
+    profile: str | None = None
+    fingerprint: str | None = None
+    server_version: str | None = None
+    host: str | None = None
+    started_at: float | None = None  # unix seconds
+    finished_at: float | None = None
+    argv: list[str] | None = None  # the profile's resolved launch argv (for config diffs in reports)
+    env: dict[str, str] | None = None  # the profile's env, secrets masked
+    config: BenchConfig = Field(default_factory=BenchConfig)
+
+    # client-side figures
+    status: Literal["done", "failed", "cancelled"] = "done"
+    duration_s: float | None = None
+    successful_requests: int | None = None
+    failed_requests: int | None = None
+    total_input_tokens: int | None = None
+    total_output_tokens: int | None = None
+    total_output_tokens_retokenized: int | None = None
+    output_tok_s: float | None = None  # total output tokens / wall duration (bench_serving's definition)
+    decode_tok_s: float | None = None  # per-stream decode rate excluding TTFT (mean over requests)
+    request_throughput: float | None = None
+    input_tok_s: float | None = None
+    total_tok_s: float | None = None
+    peak_output_tok_s: float | None = None
+    peak_concurrent_requests: float | None = None
+    request_goodput: float | None = None
+    mean_concurrency: float | None = None
+    ttft_ms: LatencyStats = Field(default_factory=LatencyStats)
+    itl_ms: LatencyStats = Field(default_factory=LatencyStats)
+    tpot_ms: LatencyStats = Field(default_factory=LatencyStats)
+    e2e_ms: LatencyStats = Field(default_factory=LatencyStats)
+    accept_length: float | None = None  # as the external tool printed it
+    spec: SpecDecoding | None = None
+    errors: list[str] = Field(default_factory=list)  # first few error messages
+
+    # conditions
+    server: ServerMetrics | None = None
+    gpu_before: list[GpuState] = Field(default_factory=list)
+    gpu_after: list[GpuState] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+    # external output kept as text
+    fields: dict[str, str] = Field(default_factory=dict)  # every "Key: value" line of the result block
+    unparsed_lines: list[str] = Field(default_factory=list)  # lines of the block no rule understood
+
+    def headline(self) -> float | None:
+        """The single tok/s figure to compare runs by (decode rate for one stream, else throughput)."""
+        if self.config.concurrency in (None, 1) and self.decode_tok_s is not None:
+            return self.decode_tok_s
+        return self.output_tok_s
+
+    def gpu_warnings(self) -> list[str]:
+        return [w for w in self.warnings if w.startswith("GPU")]
+
+
+class BenchProgress(BaseModel):
+    """Progress report while a benchmark runs (built-in: requests and tokens; external: output lines)."""
+
+    done_requests: int = 0
+    total_requests: int = 0
+    output_tokens: int = 0
+    elapsed_s: float = 0.0
+    tok_s: float | None = None
+    line: str | None = None  # external: one output line
+    phase: str = "running"  # "warmup", "running", "collecting"

@@ -1,0 +1,133 @@
+"""The session journal: one folder per session, one append-only ``events.jsonl`` inside.
+
+Every conclusion of a debugging session hangs on events recorded here (launches, verdicts,
+marks, benchmark results), so the file is written the crash-safe way: one JSON object per
+line, each line written with a single ``write`` on an ``O_APPEND`` descriptor and flushed at
+once; results are also fsync'd so a kill -9 or power loss cannot take back a reported number.
+A reader tolerates a torn last line (the process died mid-write) and a writer that finds one
+starts on a fresh line, so later events are never glued onto the fragment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+EVENTS_FILE = "events.jsonl"
+
+# The kinds other modules write; any other string is accepted too (forward compatible).
+KINDS = ("launch", "verdict", "stop", "mark", "bench_result", "note")
+
+
+def sessions_root() -> Path:
+    """Folder holding all sessions under the user data dir (``.../specdebug/sessions``)."""
+    return Path(platformdirs.user_data_dir("specdebug")) / "sessions"
+
+
+class Journal:
+    """Append-only event log of one session folder (created on first use)."""
+
+    def __init__(self, session_dir: str | os.PathLike[str]) -> None:
+        self.session_dir = Path(session_dir)
+        self.path = self.session_dir / EVENTS_FILE
+        self._lock = threading.Lock()  # panes append from workers and the event loop alike
+
+    @staticmethod
+    def default_dir() -> Path:
+        """A new session folder path named by the local time it starts (not created yet)."""
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        base = sessions_root() / stamp
+        path, n = base, 1
+        while path.exists():  # two sessions started in the same second
+            n += 1
+            path = base.with_name(f"{stamp}-{n}")
+        return path
+
+    @staticmethod
+    def latest_dir() -> Path | None:
+        """Most recent existing session folder, to reopen it (None when there is none)."""
+        root = sessions_root()
+        if not root.is_dir():
+            return None
+        dirs = sorted(p for p in root.iterdir() if (p / EVENTS_FILE).is_file())
+        return dirs[-1] if dirs else None
+
+    def append(self, kind: str, data: dict[str, Any], *, sync: bool = False) -> dict[str, Any]:
+        """Record one event; returns it with ``ts`` (unix seconds) and ``kind`` added.
+
+        ``sync=True`` fsyncs the file (results): the event survives a crash of the machine too.
+        """
+        event = {**data, "ts": time.time(), "kind": kind}
+        line = (json.dumps(event, default=_jsonable, ensure_ascii=False) + "\n").encode()
+        with self._lock:
+            self.session_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                if _ends_torn(self.path):
+                    line = b"\n" + line
+                _write_all(fd, line)
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        return event
+
+    def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]:
+        """All readable events in order, optionally only those of ``kinds``.
+
+        A line that does not decode (the torn tail of a killed writer) is skipped, never raised.
+        """
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        out: list[dict[str, Any]] = []
+        for chunk in raw.split(b"\n"):
+            if not chunk.strip():
+                continue
+            try:
+                event = json.loads(chunk)
+            except ValueError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            if kinds is None or event.get("kind") in kinds:
+                out.append(event)
+        return out
+
+
+def _ends_torn(path: Path) -> bool:
+    """True when the file is non-empty and its last byte is not a newline."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except FileNotFoundError:
+        return False
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _jsonable(obj: Any) -> Any:
+    """Fallback encoder: pydantic models, paths, sets and the like become plain JSON."""
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    return str(obj)

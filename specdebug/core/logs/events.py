@@ -1,0 +1,71 @@
+"""Typed events the log service hands to front ends: parsed lines, metric samples, follow notices.
+
+Models are pydantic so verbs can dump them as JSON and panes can trust their shape. The hot path
+(one model per matching line, up to tens of thousands per second) builds them with
+`model_construct`, because the parser already produced clean values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+MetricValue = float | list[float]
+
+
+class MetricSample(BaseModel):
+    """One number taken from one log line."""
+
+    name: str
+    value: MetricValue
+    offset: int | None = None  # byte offset of the line in its file
+    ts: str | None = None  # timestamp as printed by the server (no year for vLLM)
+    warmup: bool = False  # seen before the ready/warmup-done marker
+
+
+class LogMatch(BaseModel):
+    """A log line that meant something: a batch line, an error, a milestone, a profile pattern."""
+
+    offset: int | None = None  # byte offset of the line start (exact; used for resume and context)
+    lineno: int | None = None  # 1-based line number when known (scan of a whole file)
+    line: str
+    event: str  # decode_batch, prefill_batch, engine_stats, spec_decode, error, ready, warmup_done,
+    #            startup, nccl_env, a profile pattern name, or "match" for grep patterns
+    also: list[str] = Field(default_factory=list)  # further event names the same line counts for
+    fields: dict[str, Any] = Field(default_factory=dict)  # every key/value the line carried, normalised keys
+    metrics: dict[str, MetricValue] = Field(default_factory=dict)  # the subset that are named metrics
+    spans: list[tuple[int, int, str]] = Field(default_factory=list)  # (start, end, name) of values in `line`
+    warmup: bool = False
+    ts: str | None = None
+    phase: str | None = None  # startup phase the line enters, when it is a milestone
+    inode: int | None = None  # file identity when followed (offsets are per inode)
+
+    def samples(self) -> list[MetricSample]:
+        return [
+            MetricSample.model_construct(name=k, value=v, offset=self.offset, ts=self.ts, warmup=self.warmup)
+            for k, v in self.metrics.items()
+        ]
+
+
+FollowEventKind = Literal[
+    "opened",  # following started: inode, offset
+    "missing",  # the file does not exist (yet); following waits for it
+    "truncated",  # the file shrank below our offset: restarted from 0
+    "rotated",  # the path now names another file (inode changed): restarted from 0 of the new one
+    "reconnecting",  # the SSH connection dropped; waiting to resume from `offset`
+    "resumed",  # reconnected; following again from `offset`
+    "fallback",  # no python3 on the box: plain `tail -c +N -F`, no prefilter, no rotation detection
+    "ended",  # the remote follower exited (detail says why)
+    "error",  # the follower could not start (detail says why)
+]
+
+
+class LogEvent(BaseModel):
+    """Something that happened to the followed file or to the follow itself (not a log line)."""
+
+    kind: FollowEventKind
+    path: str
+    offset: int | None = None
+    inode: int | None = None
+    detail: str = ""

@@ -1,0 +1,195 @@
+"""The remote API: the only way core code touches a box.
+
+Core services receive a `Remote` and never see asyncssh, channels or shell syntax.  Two
+implementations exist: `SSHRemote` (specdebug.remote.connection) for real hosts, and the same
+class pointed at the demo's in-process SSH server.  Commands are argv lists; quoting happens
+in one place (specdebug.remote.shell) so user text is never pasted into shell syntax.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+
+class RemoteError(Exception):
+    """Base class of every error the remote layer raises towards core code."""
+
+
+class NotConnected(RemoteError):
+    """The host is not connected right now (connecting, reconnecting or failed)."""
+
+
+class ConnectionDropped(RemoteError):
+    """The connection went away while a request or stream was in flight.
+
+    Streams raise this so the caller can resume (e.g. from a byte offset) once the
+    connection is back: `await remote.wait_connected()`.
+    """
+
+
+class HostKeyRefused(RemoteError):
+    """The host key was unknown and not accepted, or it changed (never accepted)."""
+
+    def __init__(self, message: str, *, host: str, key_type: str, fingerprint: str, changed: bool):
+        super().__init__(message)
+        self.host = host
+        self.key_type = key_type
+        self.fingerprint = fingerprint
+        self.changed = changed
+
+
+class RequestTimeout(RemoteError):
+    """A probe request took longer than its timeout; the channel stays usable."""
+
+
+class ConnState(StrEnum):
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class ConnStatus:
+    """What the UI shows about a host's connection."""
+
+    state: ConnState
+    rtt_ms: float | None = None
+    attempt: int = 0
+    last_error: str | None = None
+
+
+@dataclass
+class RunResult:
+    """Outcome of a short command.  exit_status is None when it was killed by timeout."""
+
+    exit_status: int | None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    @property
+    def out(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def err(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+@dataclass
+class FileRead:
+    """One file read by the probe: data, or an error name (ENOENT, EACCES, ESRCH...)."""
+
+    path: str
+    data: bytes | None = None
+    error: str | None = None
+
+
+@dataclass
+class ProcInfo:
+    """One process as /proc shows it (read in a single probe for the whole table)."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    uid: int
+    state: str
+    start_ticks: int
+    comm: str
+    cmdline: list[str] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return " ".join(self.cmdline) if self.cmdline else f"[{self.comm}]"
+
+
+class Forward(Protocol):
+    """A local TCP port forwarded to host:port on the box; survives reconnects."""
+
+    local_port: int
+
+    async def close(self) -> None: ...
+
+
+class Stream(Protocol):
+    """Output of a long-running remote command, line by line.
+
+    Iterate it for lines (str with the trailing newline removed, or raw bytes lines including
+    b"\\n" when opened with binary=True).  Leaving the loop early, `aclose()`, or cancelling the
+    task ends the remote process too.  When the connection drops mid-stream, iteration raises
+    ConnectionDropped.  After normal end, `exit_status` holds the remote exit code.
+    """
+
+    exit_status: int | None
+
+    def __aiter__(self) -> AsyncIterator: ...
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Stream: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class Remote(Protocol):
+    """One host.  All methods are safe to call concurrently."""
+
+    name: str  # what the user typed (alias or user@host:port)
+
+    @property
+    def status(self) -> ConnStatus: ...
+
+    async def wait_connected(self, timeout: float | None = None) -> None: ...
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = 30.0,
+        input: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> RunResult:
+        """Run a short command through the probe channel (no new SSH channel)."""
+        ...
+
+    async def read_files(self, paths: Sequence[str], *, max_bytes: int = 1 << 20) -> list[FileRead]:
+        """Read many (small) files in one round trip; one failure never hides the rest."""
+        ...
+
+    async def read_file(self, path: str, *, offset: int = 0, max_bytes: int = 1 << 20) -> bytes:
+        """Read one file (raises RemoteError naming the path when it cannot)."""
+        ...
+
+    async def processes(self) -> list[ProcInfo]:
+        """The box's process table from /proc, in one probe."""
+        ...
+
+    def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        binary: bool = False,
+        stderr: bool = False,
+    ) -> Stream:
+        """Start a long-running command on its own exec channel (queued under MaxSessions).
+
+        stderr=True merges stderr into the lines (2>&1 on the box)."""
+        ...
+
+    async def forward_local_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> Forward: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,144 @@
+"""Host specs (`HOST`, `user@HOST`, `user@HOST:PORT`, ssh config alias) and ssh config resolution.
+
+asyncssh reads ssh config itself; we resolve it too because the host-key policy needs the real
+HostName, Port and UserKnownHostsFile, and because options asyncssh silently ignores
+(StrictHostKeyChecking, ControlMaster, LocalForward...) deserve one warning.
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncssh
+from asyncssh.config import SSHClientConfig
+
+IGNORED_OPTIONS = {
+    "stricthostkeychecking": "StrictHostKeyChecking (specdebug always verifies host keys itself)",
+    "controlmaster": "ControlMaster (specdebug keeps its own connection per host)",
+    "controlpath": "ControlPath",
+    "controlpersist": "ControlPersist",
+    "localforward": "LocalForward",
+    "remoteforward": "RemoteForward",
+    "dynamicforward": "DynamicForward",
+}
+
+
+class HostSpecError(ValueError):
+    """A host spec or ssh config problem the user must fix (exit code 2)."""
+
+
+@dataclass
+class HostSpec:
+    """What the user typed, split, plus the config file to read."""
+
+    text: str
+    host: str
+    user: str | None = None
+    port: int | None = None
+    config_path: Path | None = None
+
+    @classmethod
+    def parse(cls, text: str, config_path: str | Path | None = None) -> HostSpec:
+        m = re.fullmatch(r"(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s]+)(?::(?P<port>\d+))?", text)
+        if not m:
+            raise HostSpecError(f"bad host spec {text!r}: expected HOST, user@HOST, user@HOST:PORT or an ssh config alias")
+        port = int(m["port"]) if m["port"] else None
+        if port is not None and not 0 < port < 65536:
+            raise HostSpecError(f"bad port in {text!r}")
+        cfg = Path(config_path).expanduser() if config_path else None
+        if cfg is not None and not cfg.is_file():
+            raise HostSpecError(f"ssh config file not found: {cfg}")
+        return cls(text=text, host=m["host"].strip("[]"), user=m["user"], port=port, config_path=cfg)
+
+
+@dataclass
+class ResolvedHost:
+    """The spec after ssh config: where we really connect and which known_hosts we trust."""
+
+    spec: HostSpec
+    hostname: str
+    port: int
+    user: str
+    known_hosts: list[Path]
+    keepalive_interval: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def config_paths(self) -> list[str]:
+        if self.spec.config_path:
+            return [str(self.spec.config_path)]
+        default = Path("~/.ssh/config").expanduser()
+        return [str(default)] if default.is_file() else []
+
+
+def resolve(spec: HostSpec) -> ResolvedHost:
+    paths = [str(spec.config_path)] if spec.config_path else []
+    if not paths and Path("~/.ssh/config").expanduser().is_file():
+        paths = [str(Path("~/.ssh/config").expanduser())]
+    local_user = getpass.getuser()
+    try:
+        cfg = SSHClientConfig.load(
+            None, paths, False, False, False, local_user, spec.user or (), spec.host, spec.port or ()
+        )
+    except (OSError, asyncssh.Error, ValueError) as exc:
+        where = paths[0] if paths else "ssh config"
+        raise HostSpecError(f"{where}: {exc}") from exc
+    hostname = str(cfg.get("Hostname", spec.host))
+    port = int(cfg.get("Port", spec.port or 22))
+    user = str(cfg.get("User", local_user))
+    kh = cfg.get("UserKnownHostsFile")
+    if kh:
+        known = [Path(p).expanduser() for p in (kh if isinstance(kh, list | tuple) else [kh])]
+    else:
+        known = [Path("~/.ssh/known_hosts").expanduser()]
+    interval = cfg.get("ServerAliveInterval")
+    warnings = _ignored_option_warnings(paths, spec.host)
+    return ResolvedHost(
+        spec=spec,
+        hostname=hostname,
+        port=port,
+        user=user,
+        known_hosts=known,
+        keepalive_interval=float(interval) if interval else None,
+        warnings=warnings,
+    )
+
+
+def _ignored_option_warnings(paths: list[str], host: str) -> list[str]:
+    """Options in the config that asyncssh ignores, for the Host blocks that match `host`."""
+    found: dict[str, str] = {}
+    for path in paths:
+        try:
+            text = Path(path).read_text(errors="replace")
+        except OSError:
+            continue
+        applies = True
+        for raw in text.splitlines():
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, _, value = line.replace("=", " ", 1).partition(" ")
+            k = key.lower()
+            if k == "host":
+                applies = _host_matches(value.split(), host)
+            elif k == "match":
+                applies = True  # be conservative: warn about options under Match blocks too
+            elif applies and k in IGNORED_OPTIONS:
+                found.setdefault(k, f"{path}: {key} is ignored: {IGNORED_OPTIONS[k]}")
+    return list(found.values())
+
+
+def _host_matches(patterns: list[str], host: str) -> bool:
+    import fnmatch
+
+    ok = False
+    for pat in patterns:
+        neg = pat.startswith("!")
+        if fnmatch.fnmatch(host, pat.lstrip("!")):
+            if neg:
+                return False
+            ok = True
+    return ok

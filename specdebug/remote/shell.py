@@ -1,0 +1,58 @@
+"""The one place where argv becomes shell text.
+
+Every remote command is an argv list; sshd hands the command string to the login shell, so it
+must be quoted.  User text (patterns, env names, paths) only ever appears as a quoted word.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def sh_join(argv: Sequence[str]) -> str:
+    """Quote an argv list for a POSIX shell (each word survives byte for byte)."""
+    if not argv:
+        raise ValueError("empty argv")
+    return shlex.join(str(a) for a in argv)
+
+
+def env_assignments(env: Mapping[str, str] | None) -> list[str]:
+    """`K=V` words for `env K=V cmd`: sshd drops SSH `env` requests unless AcceptEnv matches."""
+    words = []
+    for name, value in (env or {}).items():
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"invalid environment variable name: {name!r}")
+        words.append(f"{name}={value}")
+    return words
+
+
+def with_env_cwd(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None) -> list[str]:
+    """Wrap argv so it runs with extra env in cwd, still as a pure argv list."""
+    argv = list(argv)
+    if env:
+        argv = ["env", *env_assignments(env), *argv]
+    if cwd:
+        # cd needs a shell; the directory and the command stay positional parameters
+        argv = ["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", cwd, *argv]
+    return argv
+
+
+# Runs "$@" so that the remote command ends when our channel closes: OpenSSH keeps a no-pty
+# command running after close (and ignores signals for root logins before 10.0), so a watchdog
+# waits for stdin EOF and kills the session's process group.  The command's own exit status is
+# passed through when it ends first.
+_WATCHDOG = (
+    '{ cat >/dev/null 2>&1; kill -TERM 0; } </dev/stdin >/dev/null 2>&1 & '
+    '"$@" </dev/null & c=$!; wait "$c"; exit $?'
+)
+_WATCHDOG_MERGED = "exec 2>&1; " + _WATCHDOG
+
+
+def watchdog_command(argv: Sequence[str], *, merge_stderr: bool = False) -> str:
+    """Shell text for a long-running stream: argv under the stdin-EOF watchdog."""
+    script = _WATCHDOG_MERGED if merge_stderr else _WATCHDOG
+    return sh_join(["sh", "-c", script, "sh", *argv])

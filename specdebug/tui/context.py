@@ -1,0 +1,29 @@
+"""What every pane can reach: the hosts, the chosen profile, the session journal, read-only mode.
+
+Panes get one AppContext at construction and ask it for the selected host's Remote when
+they act, so switching hosts or profiles needs no rewiring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specdebug.remote.api import Remote
+
+
+@dataclass
+class AppContext:
+    remotes: dict[str, Remote] = field(default_factory=dict)  # host name -> Remote (insertion order = UI order)
+    selected: str | None = None  # host the panes act on
+    profile_path: Path | None = None
+    profile: Any = None  # specdebug.core.profiles.Profile once loaded
+    session_dir: Path | None = None  # journal folder (specdebug.core.journal.Journal)
+    readonly: bool = False  # pairing seats: no action that changes the box
+    journal: Any = None  # specdebug.core.journal.Journal
+
+    def remote(self) -> Remote | None:
+        if self.selected and self.selected in self.remotes:
+            return self.remotes[self.selected]
+        return next(iter(self.remotes.values()), None)

@@ -1,0 +1,28 @@
+"""Base class of every pane: its id and title, its context, and read-only enforcement.
+
+A pane lists the actions that change the box in MUTATING_ACTIONS; with --readonly those
+actions are disabled (check_action returns False), so read-only mode is one switch.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.widget import Widget
+
+from specdebug.tui.context import AppContext
+
+
+class Pane(Widget):
+    PANE_ID: ClassVar[str] = "pane"
+    TITLE: ClassVar[str] = "Pane"
+    MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, ctx: AppContext, **kwargs) -> None:
+        super().__init__(id=kwargs.pop("id", self.PANE_ID), **kwargs)
+        self.ctx = ctx
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.ctx.readonly and action in self.MUTATING_ACTIONS:
+            return False
+        return True

@@ -1,0 +1,24 @@
+"""Shared fixtures: a real OpenSSH sshd on loopback and a connected SSHRemote to it."""
+
+from __future__ import annotations
+
+import pytest
+
+from specdebug.remote.connection import SSHRemote
+from tests.sshd_harness import Sshd, start_sshd
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory) -> Sshd:
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def remote(sshd: Sshd):
+    r = SSHRemote(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=1.0, connect_timeout=5.0)
+    await r.start()
+    await r.wait_connected(15)
+    yield r
+    await r.close()

@@ -1,0 +1,160 @@
+"""A throwaway OpenSSH sshd on 127.0.0.1 for tests and perf scripts.
+
+Real sshd, not a mock: MaxSessions, delayed slot release, root signal refusal and AcceptEnv
+behave as on a GPU box.  Keys live in a temp dir; clients reach it only through the generated
+ssh_config (alias `gpubox`).  A fake nvidia-smi is first on the sessions' PATH.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SSHD = next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Sshd:
+    workdir: Path
+    port: int
+    proc: subprocess.Popen
+    config_path: Path  # client ssh_config
+    known_hosts: Path
+    client_key: Path
+    host_key_pub: str
+    alias: str = "gpubox"
+    extra: dict = field(default_factory=dict)
+
+    def write_client_config(self, path: Path, known_hosts: Path, alias: str = "gpubox", **options: str) -> Path:
+        lines = [
+            f"Host {alias}",
+            "  HostName 127.0.0.1",
+            f"  Port {self.port}",
+            f"  User {getpass.getuser()}",
+            f"  IdentityFile {self.client_key}",
+            "  IdentitiesOnly yes",
+            f"  UserKnownHostsFile {known_hosts}",
+        ]
+        lines += [f"  {k} {v}" for k, v in options.items()]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def kill_sessions(self) -> int:
+        """Kill the per-connection sshd processes (server side of every open connection)."""
+        killed = 0
+        for pid in _children(self.proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        return killed
+
+    def stop(self) -> None:
+        self.kill_sessions()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(")") + 2 :].split()[1])
+        if ppid == pid:
+            out.append(int(d.name))
+    return out
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+def start_sshd(workdir: Path, *, max_sessions: int = 10, port: int | None = None) -> Sshd:
+    if SSHD is None:
+        raise RuntimeError("sshd not found: install openssh-server (apt-get install openssh-server)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    hostkey, client = workdir / "hostkey", workdir / "client"
+    if not hostkey.exists():
+        _keygen(hostkey)
+    if not client.exists():
+        _keygen(client)
+    shutil.copy(f"{client}.pub", workdir / "authorized_keys")
+    Path("/run/sshd").mkdir(exist_ok=True) if os.geteuid() == 0 else None
+    port = port or free_port()
+    session_path = ":".join([str(FIXTURES / "bin"), os.path.dirname(sys.executable), "/usr/local/bin:/usr/bin:/bin"])
+    base = [
+        f"Port {port}",
+        "ListenAddress 127.0.0.1",
+        f"HostKey {hostkey}",
+        f"PidFile {workdir / 'sshd.pid'}",
+        f"AuthorizedKeysFile {workdir / 'authorized_keys'}",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "UsePAM no",
+        "StrictModes no",
+        "PermitRootLogin prohibit-password",
+        "AllowTcpForwarding yes",
+        f"MaxSessions {max_sessions}",
+        "MaxStartups 100:30:200",
+        f"SetEnv PATH={session_path} SPECDEBUG_TEST_SSHD=1",
+        "Subsystem sftp internal-sftp",
+    ]
+    cfg = workdir / "sshd_config"
+    cfg.write_text("\n".join(base + ["PerSourcePenalties no"]) + "\n")
+    if subprocess.run([SSHD, "-t", "-f", str(cfg)], capture_output=True).returncode != 0:
+        cfg.write_text("\n".join(base) + "\n")  # OpenSSH < 9.8 does not know PerSourcePenalties
+        check = subprocess.run([SSHD, "-t", "-f", str(cfg)], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise RuntimeError(f"sshd config rejected: {check.stderr}")
+    log = open(workdir / "sshd.log", "ab")
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"sshd exited: {(workdir / 'sshd.log').read_text()[-2000:]}") from None
+            time.sleep(0.05)
+    else:
+        raise RuntimeError("sshd did not start listening")
+    host_pub = (workdir / "hostkey.pub").read_text().split()
+    known = workdir / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
+    sshd = Sshd(
+        workdir=workdir,
+        port=port,
+        proc=proc,
+        config_path=workdir / "ssh_config",
+        known_hosts=known,
+        client_key=client,
+        host_key_pub=f"{host_pub[0]} {host_pub[1]}",
+    )
+    sshd.write_client_config(sshd.config_path, known)
+    return sshd
