@@ -69,18 +69,25 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return _finish(args.func(args))
+    from specdebug.verbs.common import VerbExit
+
+    try:
+        return _finish(args.func(args))
+    except VerbExit as exc:
+        return exc.code
 
 
 def _finish(result: object) -> int:
-    if inspect.iscoroutine(result):
-        try:
+    from specdebug.verbs.common import VerbExit
+
+    try:
+        if inspect.iscoroutine(result):
             result = asyncio.run(result)
-        except KeyboardInterrupt:
-            return 130
-    code = int(result or 0)
-    sys.exit(code) if __name__ == "__main__" else None
-    return code
+    except KeyboardInterrupt:
+        return 130
+    except VerbExit as exc:
+        return exc.code
+    return int(result or 0)
 
 
 def entry() -> None:

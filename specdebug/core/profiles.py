@@ -224,9 +224,9 @@ class Profile(_Strict):
             elif srv.kind in DEFAULT_PORTS:
                 srv.port = DEFAULT_PORTS[srv.kind]
             else:
-                raise ValueError("server.port is required for kind 'custom' (or put --port in argv)")
+                raise ValueError("server.port: required for kind 'custom' (or put --port in argv)")
         elif argv_port is not None and argv_port != srv.port:
-            raise ValueError(f"server.port {srv.port} disagrees with --port {argv_port} in server.argv")
+            raise ValueError(f"server.port: {srv.port} disagrees with --port {argv_port} in server.argv")
         return self
 
     # -- identity and knobs ------------------------------------------------------------
@@ -548,7 +548,8 @@ def _translate(exc: ValidationError, top: _Source, provenance: dict) -> ProfileE
         if known:
             msg += f" (known: {', '.join(known)})"
     elif etype == "missing":
-        msg = "missing required key"
+        table = ".".join(loc[:-1])
+        msg = f"missing required key {loc[-1]!r}" + (f" in [{table}]" if table else "")
         if loc == ("server",):
             msg = "missing required table [server] (with at least argv = [...])"
     elif etype.endswith("_type") or etype in ("literal_error", "model_type", "dict_type", "list_type"):
@@ -564,8 +565,8 @@ def _translate(exc: ValidationError, top: _Source, provenance: dict) -> ProfileE
     if etype == "value_error" and not loc:
         # model-level check (e.g. port): point at the key it talks about
         for word, path in (("server.port", ("server", "port")),):
-            if word in msg:
-                field = word
+            if msg.startswith(word + ": "):
+                field, msg = word, msg[len(word) + 2 :]
                 src = provenance.get(path, top)
                 line = find_key_line(src.text, path) or find_key_line(src.text, ("server",))
     return ProfileError(msg, file=src.path, line=line or None, field=field)

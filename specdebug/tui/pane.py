@@ -17,6 +17,9 @@ class Pane(Widget):
     PANE_ID: ClassVar[str] = "pane"
     TITLE: ClassVar[str] = "Pane"
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset()
+    DEFAULT_CSS = """
+    Pane { height: 1fr; width: 1fr; }
+    """
 
     def __init__(self, ctx: AppContext, **kwargs) -> None:
         super().__init__(id=kwargs.pop("id", self.PANE_ID), **kwargs)

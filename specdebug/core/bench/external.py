@@ -20,7 +20,9 @@ BLOCK_START = re.compile(r"^=+\s*Serving Benchmark Result\s*=+$")
 BLOCK_END = re.compile(r"^=+$")
 SECTION = re.compile(r"^-+\s*(?P<title>[^-].*?)\s*-+$")
 KEY_VALUE = re.compile(r"^\s*(?P<key>[^:]+?)\s*:\s*(?P<value>.*?)\s*$")
-LATENCY_KEY = re.compile(r"^(?P<stat>Mean|Median|Std|Max|Min|P(?P<pct>\d+(?:\.\d+)?))\s+(?P<metric>.+?)\s+\(ms\)$")
+LATENCY_KEY = re.compile(
+    r"^(?P<stat>Mean|Median|Std|Max|Min|P(?P<pct>\d+(?:\.\d+)?))\s+(?P<metric>.+?)\s+\(ms\)$"
+)
 POSITION_KEY = re.compile(r"^Position\s+(?P<pos>\d+)$")
 
 LATENCY_METRICS = {
@@ -30,6 +32,7 @@ LATENCY_METRICS = {
     "e2e latency": "e2e_ms",
     "e2el": "e2e_ms",
 }
+
 
 def _num(text: str) -> float:
     return float(text.replace(",", ""))
@@ -75,8 +78,19 @@ SPEC_FIELDS: dict[str, tuple[str, Callable[[str], object]]] = {
     "draft tokens": ("draft_tokens", _intval),
     "accepted tokens": ("accepted_tokens", _intval),
 }
-SGLANG_HINTS = ("backend", "max reqeuest concurrency", "max request concurrency", "concurrency", "accept length")
-VLLM_HINTS = ("failed requests", "maximum request concurrency", "request rate configured (rps)", "request goodput (req/s)")
+SGLANG_HINTS = (
+    "backend",
+    "max reqeuest concurrency",
+    "max request concurrency",
+    "concurrency",
+    "accept length",
+)
+VLLM_HINTS = (
+    "failed requests",
+    "maximum request concurrency",
+    "request rate configured (rps)",
+    "request goodput (req/s)",
+)
 
 
 def _clean_lines(text: str) -> list[str]:
@@ -111,7 +125,9 @@ def find_blocks(lines: list[str]) -> list[tuple[list[str], bool]]:
     return blocks
 
 
-def parse_block(block: Iterable[str], *, complete: bool = True, fmt: SourceFormat | None = None) -> BenchResult:
+def parse_block(
+    block: Iterable[str], *, complete: bool = True, fmt: SourceFormat | None = None
+) -> BenchResult:
     """One result block (lines between the frames) into a BenchResult; never raises on content."""
     res = BenchResult(kind="parsed", source_format="unknown")
     spec = SpecDecoding()
@@ -254,7 +270,9 @@ def parse_all(text: str, *, fmt: SourceFormat | None = None) -> list[BenchResult
 
 def parse_saved_json(obj: dict) -> BenchResult:
     """A record of ``--output-file`` (sglang) / ``--save-result`` (vLLM) JSON into the same model."""
-    res = BenchResult(kind="parsed", source_format="vllm" if "failed" in obj and "backend" not in obj else "sglang")
+    res = BenchResult(
+        kind="parsed", source_format="vllm" if "failed" in obj and "backend" not in obj else "sglang"
+    )
 
     def num(key: str) -> float | None:
         v = obj.get(key)
@@ -283,8 +301,13 @@ def parse_saved_json(obj: dict) -> BenchResult:
         res.config.backend = obj["backend"]
     if isinstance(obj.get("max_concurrency"), int):
         res.config.concurrency = obj["max_concurrency"]
-    for short, target in (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("itl", "itl_ms"), ("e2e_latency", "e2e_ms"),
-                          ("e2el", "e2e_ms")):
+    for short, target in (
+        ("ttft", "ttft_ms"),
+        ("tpot", "tpot_ms"),
+        ("itl", "itl_ms"),
+        ("e2e_latency", "e2e_ms"),
+        ("e2el", "e2e_ms"),
+    ):
         stats: LatencyStats = getattr(res, target)
         for prefix, attr in (("mean", "mean"), ("median", "p50"), ("std", "std")):
             v = num(f"{prefix}_{short}_ms")

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from specdebug.core.hosts import GpuInfo
+
 
 class LatencyStats(BaseModel):
     """Distribution of one latency in milliseconds; a field is None when the source did not have it."""
@@ -57,26 +59,6 @@ def percentile(sorted_xs: Sequence[float], q: float) -> float:
     hi = min(lo + 1, len(sorted_xs) - 1)
     frac = pos - lo
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * frac
-
-
-class GpuState(BaseModel):
-    """One GPU as nvidia-smi reported it at one moment."""
-
-    index: int
-    name: str | None = None
-    temperature_c: float | None = None
-    sm_clock_mhz: float | None = None
-    max_sm_clock_mhz: float | None = None
-    mem_clock_mhz: float | None = None
-    power_w: float | None = None
-    utilization_pct: float | None = None
-    memory_used_mib: float | None = None
-    memory_total_mib: float | None = None
-    throttle_reasons: list[str] = Field(default_factory=list)  # decoded active clock-event reasons
-
-    @property
-    def throttled(self) -> bool:
-        return bool(self.throttle_reasons)
 
 
 class ServerMetrics(BaseModel):
@@ -163,8 +145,8 @@ class BenchResult(BaseModel):
 
     # conditions
     server: ServerMetrics | None = None
-    gpu_before: list[GpuState] = Field(default_factory=list)
-    gpu_after: list[GpuState] = Field(default_factory=list)
+    gpu_before: list[GpuInfo] = Field(default_factory=list)
+    gpu_after: list[GpuInfo] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
 
     # external output kept as text

@@ -1,0 +1,395 @@
+"""The built-in benchmark: a streaming OpenAI-completions client that measures what a user feels.
+
+It talks to ``http://127.0.0.1:<port>`` (an SSH local forward to the box's server port, or a
+local sim), so it uses ``trust_env=False``: a proxy exported on the laptop must not capture it.
+Requests ask for a fixed output length with ``ignore_eos`` so every config decodes the same
+number of tokens, and prompts are seeded words so runs are repeatable.
+
+Tokens are counted from the stream itself: ``usage.completion_tokens`` when the server sends it
+(per chunk with ``continuous_usage_stats``, else in the final usage chunk), otherwise one token
+per non-empty chunk. Speculative servers send several tokens in one chunk; the gap before such a
+chunk is split evenly over its tokens for ITL (as sglang.bench_serving does), so ITL stays a
+per-token figure.
+
+Two throughput figures are reported:
+- ``output_tok_s``: total output tokens / wall duration (sglang/vLLM bench definition; includes TTFT),
+- ``decode_tok_s``: tokens after the first chunk / time from first to last chunk, summed over
+  requests (the per-stream decode rate; for one stream it is the "tok/s" a user quotes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field
+
+from specdebug.core.bench.models import BenchConfig, BenchProgress, BenchResult, LatencyStats
+
+ProgressFn = Callable[[BenchProgress], None]
+
+_WORDS = (
+    "the of and to in is that for it as was with be by on not he this are or his from at which but have an "
+    "they you were her she there one all we their been has would when if so no what up out about into them "
+    "can only other time new some could these two may first then do any like my now over such our man me "
+    "even most made after also did many before must through back years where much your way well down should"
+).split()
+MAX_ERRORS_KEPT = 10
+
+
+class BuiltinParams(BaseModel):
+    """Knobs of one built-in run (defaults = one stream, the user's single-request tok/s)."""
+
+    requests: int = Field(default=4, ge=1)
+    concurrency: int = Field(default=1, ge=1)
+    input_len: int = Field(default=512, ge=1)
+    output_len: int = Field(default=256, ge=1)
+    seed: int = 0
+    warmup_requests: int = Field(default=1, ge=0)
+    temperature: float = 0.0
+    ignore_eos: bool = True
+    endpoint: str = "/v1/completions"
+    model: str | None = None
+    timeout_s: float = 600.0
+
+    @classmethod
+    def from_spec(cls, spec: Any = None, **overrides: Any) -> BuiltinParams:
+        """From a profile's BenchSpec (any object with the same attribute names), then overrides."""
+        data: dict[str, Any] = {}
+        if spec is not None:
+            for name in cls.model_fields:
+                if hasattr(spec, name):
+                    data[name] = getattr(spec, name)
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**data)
+
+
+def make_prompt(input_len: int, seed: int, index: int) -> str:
+    """A deterministic prompt of ``input_len`` words (≈ tokens); distinct per request index."""
+    rng = random.Random(f"{seed}:{index}")
+    return " ".join(rng.choice(_WORDS) for _ in range(input_len))
+
+
+@dataclass
+class RequestRecord:
+    """What one streamed request did, in monotonic seconds."""
+
+    start: float = 0.0
+    end: float = 0.0
+    ok: bool = False
+    error: str | None = None
+    chunk_times: list[float] = field(default_factory=list)  # arrival of each chunk carrying tokens
+    chunk_tokens: list[int] = field(default_factory=list)  # tokens in each such chunk
+    usage_completion: int | None = None  # final usage.completion_tokens
+    usage_prompt: int | None = None
+    text_chars: int = 0
+
+    @property
+    def output_tokens(self) -> int:
+        counted = sum(self.chunk_tokens)
+        return self.usage_completion if self.usage_completion is not None else counted
+
+    @property
+    def ttft(self) -> float | None:
+        return self.chunk_times[0] - self.start if self.chunk_times else None
+
+
+class _Live:
+    """Shared counters for progress reports (throttled so a fast stream does not flood the UI)."""
+
+    def __init__(self, total: int, progress: ProgressFn | None, interval: float = 0.1) -> None:
+        self.total = total
+        self.done = 0
+        self.tokens = 0
+        self.t0 = time.perf_counter()
+        self.progress = progress
+        self.interval = interval
+        self.last = 0.0
+        self.phase = "running"
+
+    def report(self, force: bool = False) -> None:
+        if self.progress is None:
+            return
+        now = time.perf_counter()
+        if not force and now - self.last < self.interval:
+            return
+        self.last = now
+        elapsed = now - self.t0
+        self.progress(
+            BenchProgress(
+                done_requests=self.done,
+                total_requests=self.total,
+                output_tokens=self.tokens,
+                elapsed_s=elapsed,
+                tok_s=self.tokens / elapsed if elapsed > 0 else None,
+                phase=self.phase,
+            )
+        )
+
+
+async def discover_model(client: httpx.AsyncClient) -> str:
+    """The served model id from ``GET /v1/models`` (servers reject unknown names)."""
+    try:
+        resp = await client.get("/v1/models", timeout=10)
+        data = resp.json().get("data") or []
+        if data and isinstance(data[0], dict) and data[0].get("id"):
+            return str(data[0]["id"])
+    except (httpx.HTTPError, ValueError, AttributeError):
+        pass
+    return "default"
+
+
+async def stream_one(
+    client: httpx.AsyncClient,
+    params: BuiltinParams,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    live: _Live | None,
+) -> RequestRecord:
+    """One streaming completion; failures are recorded, never raised (cancellation is)."""
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": params.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        "ignore_eos": params.ignore_eos,
+    }
+    rec = RequestRecord(start=time.perf_counter())
+    prev_usage = 0
+    try:
+        async with client.stream("POST", params.endpoint, json=body) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode("utf-8", "replace")
+                rec.error = f"HTTP {resp.status_code}: {text.strip()[:200]}"
+                return rec
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    break
+                now = time.perf_counter()
+                try:
+                    chunk = json.loads(payload)
+                except ValueError:
+                    continue
+                if isinstance(chunk, dict) and chunk.get("error"):
+                    rec.error = f"server error: {str(chunk['error'])[:200]}"
+                    return rec
+                text = _chunk_text(chunk)
+                usage = chunk.get("usage") if isinstance(chunk, dict) else None
+                completion = usage.get("completion_tokens") if isinstance(usage, dict) else None
+                if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+                    rec.usage_prompt = usage["prompt_tokens"]
+                if isinstance(completion, int):
+                    rec.usage_completion = completion
+                if not text:
+                    n = 0  # role/usage-only chunk (the final usage chunk has no choices)
+                elif isinstance(completion, int):
+                    n = max(completion - prev_usage, 1)  # continuous usage: exact tokens in this chunk
+                    prev_usage = completion
+                else:
+                    n = 1
+                if n > 0:
+                    rec.chunk_times.append(now)
+                    rec.chunk_tokens.append(n)
+                    if live is not None:
+                        live.tokens += n
+                        live.report()
+                rec.text_chars += len(text)
+    except httpx.HTTPError as exc:
+        rec.error = f"{type(exc).__name__}: {exc}"[:200] or type(exc).__name__
+        return rec
+    finally:
+        rec.end = time.perf_counter()
+    if not rec.chunk_times:
+        rec.error = "stream ended without any token"
+        return rec
+    rec.ok = True  # a missing [DONE] is tolerated: some servers omit it and the tokens did arrive
+    return rec
+
+
+def _chunk_text(chunk: Any) -> str:
+    if not isinstance(chunk, dict):
+        return ""
+    choices = chunk.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        return ""
+    c = choices[0]
+    text = c.get("text")
+    if text is None and isinstance(c.get("delta"), dict):  # chat-style chunks
+        text = c["delta"].get("content")
+    return text or ""
+
+
+async def run_builtin(
+    base_url: str,
+    params: BuiltinParams,
+    *,
+    progress: ProgressFn | None = None,
+    client: httpx.AsyncClient | None = None,
+) -> BenchResult:
+    """Run the benchmark against ``base_url`` and return client-side figures (no conditions yet).
+
+    Cancelling the calling task cancels every in-flight request (the HTTP streams close).
+    """
+    own = client is None
+    if client is None:
+        client = httpx.AsyncClient(
+            base_url=base_url,
+            trust_env=False,
+            timeout=httpx.Timeout(params.timeout_s, connect=15.0),
+            limits=httpx.Limits(
+                max_connections=params.concurrency + 2, max_keepalive_connections=params.concurrency + 2
+            ),
+        )
+    try:
+        model = params.model or await discover_model(client)
+        live = _Live(params.requests, progress)
+        if params.warmup_requests:
+            live.phase = "warmup"
+            live.report(force=True)
+            warm = [
+                stream_one(
+                    client,
+                    params,
+                    model,
+                    make_prompt(params.input_len, params.seed, -1 - i),
+                    min(params.output_len, 16),
+                    None,
+                )
+                for i in range(params.warmup_requests)
+            ]
+            await asyncio.gather(*warm)
+        live = _Live(params.requests, progress)
+        live.report(force=True)
+        records: list[RequestRecord] = [RequestRecord() for _ in range(params.requests)]
+        next_index = 0
+
+        async def worker() -> None:
+            nonlocal next_index
+            while next_index < params.requests:
+                i = next_index
+                next_index += 1
+                prompt = make_prompt(params.input_len, params.seed, i)
+                records[i] = await stream_one(client, params, model, prompt, params.output_len, live)
+                live.done += 1
+                live.report(force=True)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(min(params.concurrency, params.requests))))
+        t1 = time.perf_counter()
+        live.phase = "collecting"
+        live.report(force=True)
+        result = summarize(records, t1 - t0, params)
+        result.config.backend = model
+        return result
+    finally:
+        if own:
+            await client.aclose()
+
+
+def summarize(records: list[RequestRecord], duration: float, params: BuiltinParams) -> BenchResult:
+    """Turn request records into the result figures (pure: unit tests feed synthetic records)."""
+    ok = [r for r in records if r.ok]
+    failed = [r for r in records if not r.ok]
+    res = BenchResult(
+        kind="builtin",
+        source_format="builtin",
+        config=BenchConfig(
+            requests=params.requests,
+            concurrency=params.concurrency,
+            input_len=params.input_len,
+            output_len=params.output_len,
+            seed=params.seed,
+            request_rate="inf",
+        ),
+        duration_s=duration,
+        successful_requests=len(ok),
+        failed_requests=len(failed),
+    )
+    res.errors = [r.error or "unknown error" for r in failed][:MAX_ERRORS_KEPT]
+    if failed:
+        res.warnings.append(f"{len(failed)} of {len(records)} requests failed: {res.errors[0]}")
+    if not ok:
+        res.status = "failed"
+        return res
+    out_tokens = sum(r.output_tokens for r in ok)
+    res.total_output_tokens = out_tokens
+    prompt = [r.usage_prompt for r in ok if r.usage_prompt is not None]
+    res.total_input_tokens = sum(prompt) if len(prompt) == len(ok) else params.input_len * len(ok)
+    if duration > 0:
+        res.output_tok_s = out_tokens / duration
+        res.request_throughput = len(ok) / duration
+        res.input_tok_s = res.total_input_tokens / duration
+        res.total_tok_s = (res.total_input_tokens + out_tokens) / duration
+        res.mean_concurrency = sum(r.end - r.start for r in ok) / duration
+
+    ttfts = [r.ttft * 1000 for r in ok if r.ttft is not None]
+    e2es = [(r.end - r.start) * 1000 for r in ok]
+    itls: list[float] = []
+    tpots: list[float] = []
+    dec_tokens = 0
+    dec_time = 0.0
+    for r in ok:
+        tokens = _scaled_chunk_tokens(r)
+        for k in range(1, len(r.chunk_times)):
+            gap = (r.chunk_times[k] - r.chunk_times[k - 1]) * 1000
+            n = max(tokens[k], 1)
+            itls.extend([gap / n] * n)
+        if r.output_tokens > 1 and r.ttft is not None:
+            tpots.append((r.end - r.start - r.ttft) * 1000 / (r.output_tokens - 1))
+        if len(r.chunk_times) > 1:
+            dec_tokens += sum(tokens[1:])
+            dec_time += r.chunk_times[-1] - r.chunk_times[0]
+    res.ttft_ms = LatencyStats.from_samples(ttfts)
+    res.e2e_ms = LatencyStats.from_samples(e2es)
+    res.itl_ms = LatencyStats.from_samples(itls)
+    res.tpot_ms = LatencyStats.from_samples(tpots)
+    if dec_time > 0:
+        res.decode_tok_s = dec_tokens / dec_time
+    res.peak_output_tok_s, res.peak_concurrent_requests = _peaks(ok)
+    short = [r for r in ok if params.ignore_eos and r.output_tokens < params.output_len]
+    if short:
+        res.warnings.append(
+            f"{len(short)} requests returned fewer than {params.output_len} tokens (ignore_eos not honoured?)"
+        )
+    return res
+
+
+def _scaled_chunk_tokens(r: RequestRecord) -> list[int]:
+    """Per-chunk token counts; when only a final usage total is known, spread the surplus evenly."""
+    counted = sum(r.chunk_tokens)
+    if r.usage_completion is None or r.usage_completion == counted or not r.chunk_tokens:
+        return r.chunk_tokens
+    total = r.usage_completion
+    n = len(r.chunk_tokens)
+    base, extra = divmod(total, n)
+    return [base + (1 if i < extra else 0) for i in range(n)]
+
+
+def _peaks(ok: list[RequestRecord]) -> tuple[float | None, float | None]:
+    """Highest tokens in any 1 s bucket, and most requests in flight at once."""
+    if not ok:
+        return None, None
+    t0 = min(r.start for r in ok)
+    buckets: dict[int, int] = {}
+    for r in ok:
+        for t, n in zip(r.chunk_times, _scaled_chunk_tokens(r), strict=False):
+            b = int(t - t0)
+            buckets[b] = buckets.get(b, 0) + n
+    edges = sorted([(r.start, 1) for r in ok] + [(r.end, -1) for r in ok], key=lambda e: (e[0], e[1]))
+    cur = peak = 0
+    for _, d in edges:
+        cur += d
+        peak = max(peak, cur)
+    return (float(max(buckets.values())) if buckets else None), float(peak)

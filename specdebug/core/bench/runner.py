@@ -1,0 +1,281 @@
+"""One benchmark run end to end: conditions before, the run, conditions after, the journal.
+
+The pane's "run benchmark" key and `specdebug bench` both call `run_benchmark`. Around the
+measurement it records what makes a number trustworthy later: the profile fingerprint (with the
+server version the server reports), GPU state before/after, the server's own log figures during
+the run, and warnings (server not ready yet, GPU throttling, failed requests, error lines).
+The result is appended to the session journal with fsync before the function returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel
+
+from specdebug.core.bench import external, gpu, serverlog
+from specdebug.core.bench.builtin import BuiltinParams, ProgressFn, run_builtin
+from specdebug.core.bench.models import BenchProgress, BenchResult
+from specdebug.core.secrets import mask_argv, mask_env
+from specdebug.remote.api import Remote, RemoteError
+
+READY_LINES = {
+    "sglang": "The server is fired up and ready to roll!",
+    "vllm": "Application startup complete.",
+}
+MAX_LOG_SLICE = 8 << 20  # scan at most the last 8 MiB the server wrote during the run
+MAX_OUTPUT_LINES = 5000  # external output kept for parsing (the result block is at the end)
+LineFn = Callable[[str], None]
+
+
+class BenchError(Exception):
+    """The benchmark could not run at all (no profile command, server unreachable...)."""
+
+
+class BenchRequest(BaseModel):
+    """What the user asked for; None fields come from the profile's [bench] table."""
+
+    kind: Literal["builtin", "external"] = "builtin"
+    requests: int | None = None
+    concurrency: int | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    seed: int | None = None
+    label: str | None = None
+
+
+class ServerState(BaseModel):
+    health_status: int | None = None  # None: no answer at all
+    health_error: str | None = None
+    version: str | None = None
+    ready_line: bool | None = None  # None: not checked (custom kind, or no log)
+
+
+async def server_state(client: httpx.AsyncClient, health_path: str) -> ServerState:
+    """Health status and server version through the forward (both optional)."""
+    st = ServerState()
+    try:
+        st.health_status = (await client.get(health_path, timeout=10)).status_code
+    except httpx.HTTPError as exc:
+        st.health_error = f"{type(exc).__name__}: {exc}"
+        return st
+    for path in ("/get_server_info", "/server_info", "/version"):
+        try:
+            resp = await client.get(path, timeout=10)
+            if resp.status_code == 200:
+                data = resp.json()
+                if isinstance(data, dict) and isinstance(data.get("version"), str):
+                    st.version = data["version"]
+                    break
+        except (httpx.HTTPError, ValueError):
+            continue
+    return st
+
+
+async def log_size(remote: Remote, path: str) -> int | None:
+    """Current size of the server log on the box (None when it cannot be read)."""
+    if not path:
+        return None
+    try:
+        res = await remote.run(["stat", "-L", "-c", "%s", "--", path], timeout=15)
+    except RemoteError:
+        return None
+    try:
+        return int(res.out.strip()) if res.ok else None
+    except ValueError:
+        return None
+
+
+async def has_ready_line(remote: Remote, path: str, kind: str) -> bool | None:
+    line = READY_LINES.get(kind)
+    if not line or not path:
+        return None
+    try:
+        res = await remote.run(["grep", "-m", "1", "-c", "-F", "--", line, path], timeout=30)
+    except RemoteError:
+        return None
+    if res.exit_status not in (0, 1):
+        return None
+    return res.exit_status == 0
+
+
+async def read_slice(remote: Remote, path: str, start: int | None, end: int | None) -> bytes:
+    """The bytes the server appended between two sizes (the tail, when there is a lot)."""
+    if start is None or end is None or end <= start:
+        return b""
+    offset = max(start, end - MAX_LOG_SLICE)
+    try:
+        return await remote.read_file(path, offset=offset, max_bytes=end - offset)
+    except RemoteError:
+        return b""
+
+
+def substitute(argv: list[str], port: int) -> list[str]:
+    """``{port}`` in the external command names the server's port on the box (data, no shell)."""
+    return [a.replace("{port}", str(port)) for a in argv]
+
+
+async def run_external(
+    remote: Remote,
+    argv: list[str],
+    *,
+    cwd: str | None = None,
+    on_line: LineFn | None = None,
+) -> BenchResult:
+    """Run the profile's benchmark command on the box, stream its output, parse its result block."""
+    lines: list[str] = []
+    t0 = time.time()
+    async with remote.stream(argv, cwd=cwd, stderr=True) as stream:
+        async for line in stream:
+            text = line if isinstance(line, str) else line.decode("utf-8", "replace")
+            text = text.rstrip("\n")
+            lines.append(text)
+            if len(lines) > MAX_OUTPUT_LINES:
+                del lines[: len(lines) - MAX_OUTPUT_LINES]
+            if on_line is not None:
+                on_line(text)
+        status = stream.exit_status
+    parsed = external.parse_output("\n".join(lines))
+    if parsed is None:
+        res = BenchResult(kind="external", source_format="unknown", status="failed")
+        tail = [x for x in lines if x.strip()][-5:]
+        res.errors = [f"no result block in the output (exit {status})", *tail]
+        res.unparsed_lines = lines[-50:]
+    else:
+        res = parsed
+        res.kind = "external"
+        if status not in (0, None):
+            res.warnings.append(f"benchmark command exited with status {status}")
+    res.config.command = mask_argv(list(argv))
+    if res.duration_s is None:
+        res.duration_s = time.time() - t0
+    return res
+
+
+async def run_benchmark(
+    remote: Remote,
+    profile: Any,
+    request: BenchRequest | None = None,
+    *,
+    journal: Any = None,
+    progress: ProgressFn | None = None,
+    on_line: LineFn | None = None,
+    host: str | None = None,
+) -> BenchResult:
+    """Measure, record the conditions, append the result to the journal (fsync), return it.
+
+    Cancelling the task stops the run (HTTP streams or the remote command end) and records nothing.
+    """
+    request = request or BenchRequest()
+    srv = profile.server
+    started = time.time()
+    fwd = await remote.forward_local_port(srv.port)
+    base_url = f"http://127.0.0.1:{fwd.local_port}"
+    try:
+        async with httpx.AsyncClient(base_url=base_url, trust_env=False) as client:
+            (gpus_before, gpu_err), size_before, state, ready = await asyncio.gather(
+                gpu.snapshot(remote),
+                log_size(remote, srv.log_file),
+                server_state(client, profile.ready.health),
+                has_ready_line(remote, srv.log_file, srv.kind)
+                if profile.ready.require_ready_line
+                else _none(),
+            )
+        state.ready_line = ready
+        if state.health_status is None:
+            raise BenchError(f"server not reachable on port {srv.port}: {state.health_error}")
+
+        if request.kind == "external":
+            command = getattr(profile.bench, "command", None)
+            if not command:
+                raise BenchError(f"profile {profile.name!r} has no [bench] command for an external benchmark")
+            argv = substitute(list(command), srv.port)
+            if progress is not None:
+                progress(BenchProgress(phase="running"))
+
+            def line_cb(text: str) -> None:
+                if on_line is not None:
+                    on_line(text)
+                if progress is not None:
+                    progress(BenchProgress(phase="running", line=text, elapsed_s=time.time() - started))
+
+            result = await run_external(remote, argv, cwd=srv.cwd, on_line=line_cb)
+        else:
+            params = BuiltinParams.from_spec(
+                profile.bench,
+                requests=request.requests,
+                concurrency=request.concurrency,
+                input_len=request.input_len,
+                output_len=request.output_len,
+                seed=request.seed,
+            )
+            result = await run_builtin(base_url, params, progress=progress)
+
+        (gpus_after, _), size_after = await asyncio.gather(
+            gpu.snapshot(remote), log_size(remote, srv.log_file)
+        )
+        log_slice = await read_slice(remote, srv.log_file, size_before, size_after)
+    finally:
+        with contextlib.suppress(Exception):
+            await fwd.close()
+
+    result.label = request.label
+    result.profile = profile.name
+    result.server_version = state.version
+    result.fingerprint = profile.fingerprint(state.version)
+    result.host = host or getattr(remote, "name", None)
+    result.started_at = started
+    result.finished_at = time.time()
+    result.argv = mask_argv(list(srv.argv))
+    result.env = mask_env(dict(srv.env))
+    result.gpu_before = gpus_before
+    result.gpu_after = gpus_after
+    log_errors: list[str] = []
+    if size_before is not None and size_after is not None:
+        result.server, log_errors = serverlog.server_metrics(
+            log_slice, getattr(profile, "patterns", {}) or {}, srv.kind
+        )
+    result.warnings = [
+        *_warnings(state, gpus_before, gpus_after, gpu_err, log_errors, size_before, size_after),
+        *result.warnings,
+    ]
+    if result.status == "done" and not result.successful_requests and result.kind == "builtin":
+        result.status = "failed"
+    if journal is not None:
+        journal.append("bench_result", result.model_dump(mode="json"), sync=True)
+    return result
+
+
+async def _none() -> None:
+    return None
+
+
+def _warnings(
+    state: ServerState,
+    before: list,
+    after: list,
+    gpu_err: str | None,
+    log_errors: list[str],
+    size_before: int | None,
+    size_after: int | None,
+) -> list[str]:
+    out: list[str] = []
+    if state.health_status != 200:
+        out.append(f"server not ready: health answered HTTP {state.health_status} (still in warmup?)")
+    if state.ready_line is False:
+        out.append("server not ready: no ready line in the log yet (still in warmup?)")
+    out += gpu.gpu_warnings(before, after)
+    if gpu_err:
+        out.append(f"no GPU state: {gpu_err}")
+    if size_before is None:
+        out.append("server log not readable: no server-side metrics")
+    elif size_after is not None and size_after < size_before:
+        out.append("server log shrank during the run (truncated or rotated): no server-side metrics")
+    if log_errors:
+        out.append(f"{len(log_errors)} error line(s) in the server log during the run: {log_errors[0]}")
+    return out

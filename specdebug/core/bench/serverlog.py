@@ -1,0 +1,89 @@
+"""Server-side figures during a benchmark, from the log bytes the server appended while it ran.
+
+The runner records the log size before and after and hands the slice here. What the server
+says about itself (accept length, verify time, generation throughput) is the cross-check of the
+client's tok/s: a tok/s drop with an unchanged accept length points at the step time, not at
+acceptance. Lines go through the logs service's `LogParser` (the same pattern packs the Logs
+pane and `specdebug scan` use), so the numbers agree everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from specdebug.core.bench.models import ServerMetrics
+from specdebug.core.logs.parser import LogParser, PatternError
+
+# pack metric names -> our three headline names (SGLang decode line / vLLM stats and spec lines)
+ALIASES = {
+    "accept_len": "accept_len",
+    "mean_acceptance_length": "accept_len",
+    "gen_throughput": "gen_throughput",
+    "avg_generation_throughput": "gen_throughput",
+    "verify_ms": "verify_ms",
+}
+# The packs have no verify-time line (SGLang prints none by default); a profile pattern named
+# verify_ms wins, else this catches "verify ... : <n> ms" shapes such as the sim's --profile-verify.
+VERIFY_MS = re.compile(r"verify[^,\n]*?[:=]\s*(?P<v>[\d.]+)\s*ms", re.IGNORECASE)
+KNOWN = ("accept_len", "verify_ms", "gen_throughput")
+MAX_ERRORS = 5
+
+
+def _parse(text: str, kind: str, patterns: Mapping[str, str]) -> tuple[dict[str, list[float]], list[str]]:
+    """Metric name -> values in log order, and the error lines."""
+    pack = kind if kind in ("sglang", "vllm") else "auto"
+    try:
+        parser = LogParser(pack, patterns=patterns, from_start=False)
+    except PatternError:
+        parser = LogParser(pack, from_start=False)
+    series: dict[str, list[float]] = {}
+    errors: list[str] = []
+    for line in text.splitlines():
+        m = parser.parse(line)
+        if m is None:
+            if "verify_ms" not in patterns:
+                vm = VERIFY_MS.search(line)
+                if vm:
+                    series.setdefault("verify_ms", []).append(float(vm.group("v")))
+            continue
+        if m.event == "error" or "error" in m.also:
+            if len(errors) < MAX_ERRORS:
+                errors.append(m.line.strip()[:200])
+        for name, value in m.metrics.items():
+            if isinstance(value, int | float):
+                series.setdefault(ALIASES.get(name, name), []).append(float(value))
+        if "verify_ms" not in patterns and "verify_ms" not in m.metrics:
+            vm = VERIFY_MS.search(m.line)
+            if vm:
+                series.setdefault("verify_ms", []).append(float(vm.group("v")))
+    return series, errors
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    xs = list(values)
+    return sum(xs) / len(xs) if xs else None
+
+
+def server_metrics(
+    log_slice: bytes, patterns: Mapping[str, str] | None = None, kind: str = "auto"
+) -> tuple[ServerMetrics, list[str]]:
+    """Means of the server's own figures over the slice, and the error lines seen in it.
+
+    The first gen-throughput sample of a slice covers the idle time before the run (SGLang divides
+    tokens since the last log line by elapsed time), so it is dropped when later samples exist.
+    """
+    text = log_slice.decode("utf-8", "replace")
+    series, errors = _parse(text, kind, patterns or {})
+    gen = series.get("gen_throughput", [])
+    if len(gen) > 1:
+        gen = gen[1:]
+    res = ServerMetrics(
+        accept_len=_mean(series.get("accept_len", [])),
+        verify_ms=_mean(series.get("verify_ms", [])),
+        gen_throughput=_mean(gen),
+        samples=max((len(v) for k, v in series.items() if k in KNOWN), default=0),
+        log_bytes=len(log_slice),
+    )
+    res.extra = {k: m for k, v in series.items() if k not in KNOWN and (m := _mean(v)) is not None}
+    return res, errors

@@ -1,0 +1,610 @@
+"""Did the environment reach the workers?  Per worker PID, per variable, with proof.
+
+Why this is not just `cat /proc/PID/environ`: SGLang and vLLM workers call setproctitle, which
+overwrites the memory /proc/PID/environ shows (it reads as NULs) unless SPT_NOENV was set at
+launch.  So each worker gets an `environ_state`, and when its environ cannot be read the answer
+comes from other evidence: NCCL's own `NAME set by environment to VALUE` lines in the server log
+(NCCL_DEBUG=INFO; each names the PID that read the variable) and the launcher's environ (which the
+workers inherit, except for what the server overwrites on purpose).
+
+Exit-code semantics (documented for the headless verb):
+  * `ok` only from direct proof for that PID: its own environ, or an NCCL log line from that PID.
+  * a value seen only in the launcher's environ is inference, not proof: `unverifiable`.
+  * exit 0 when every expected variable is `ok` on every worker (and there is at least one worker);
+    exit 1 otherwise, with one reason per problem (clobbered/denied/gone environ, missing, different).
+Secrets: values whose names look secret are masked in every model this module returns (unless the
+caller asks for `show_secrets`); comparisons are done before masking, so `different` still shows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from specdebug.core.logs.patterns import parse_nccl_env_line as _parse_nccl_fields
+from specdebug.core.secrets import mask_argv, mask_value, same_value, scrub, secret_values
+from specdebug.core.workers import Selection, select_workers, server_kind
+from specdebug.remote.api import FileRead, ProcInfo, Remote
+
+EnvironState = Literal["readable", "clobbered", "denied", "gone"]
+VarStatus = Literal["ok", "missing", "different", "unverifiable"]
+VarSource = Literal["environ", "nccl_log", "launcher"]
+
+DEFAULT_PREFIXES: tuple[str, ...] = ("NCCL_", "CUDA_", "TORCH_", "SGLANG_", "VLLM_", "PYTORCH_")
+
+#: Variables the server sets itself before spawning workers, replacing the user's value
+#: (SGLang `_set_envs_and_config`; vLLM's older NCCL_CUMEM_ENABLE override inside each worker).
+SERVER_OVERWRITES: dict[str, dict[str, str]] = {
+    "sglang": {
+        "NCCL_CUMEM_ENABLE": "SGLang sets NCCL_CUMEM_ENABLE itself before spawning workers",
+        "NCCL_NVLS_ENABLE": "SGLang sets NCCL_NVLS_ENABLE from --enable-nccl-nvls before spawning workers",
+        "CUDA_DEVICE_MAX_CONNECTIONS": "SGLang sets CUDA_DEVICE_MAX_CONNECTIONS itself before spawning workers",
+    },
+    "vllm": {
+        "NCCL_CUMEM_ENABLE": "older vLLM versions set NCCL_CUMEM_ENABLE=0 inside each worker (invisible in environ)",
+    },
+}
+
+CLK_TCK = 100  # USER_HZ: the unit of /proc/PID/stat start times on every mainstream Linux arch
+_NAME_RE = re.compile(rb"^[A-Za-z_][A-Za-z0-9_]*$")
+NCCL_ENV_MARKER = "set by environment to"
+SPT_ADVICE = "relaunch with SPT_NOENV=1 (specdebug launch sets it by default)"
+
+
+class NcclEnvLine(BaseModel):
+    """One `HOST:PID:TID [RANK] NCCL INFO NAME set by environment to VALUE` line."""
+
+    host: str
+    pid: int
+    tid: int
+    rank: int
+    name: str
+    value: str
+    line: str
+
+
+def parse_nccl_env_line(line: str) -> NcclEnvLine | None:
+    """Parse NCCL's proof line (the logs package owns the format; this adds the line itself)."""
+    fields = _parse_nccl_fields(line)
+    if fields is None:
+        return None
+    return NcclEnvLine(**fields, line=line.rstrip("\r\n"))
+
+
+class VarCheck(BaseModel):
+    """One variable on one process: status, the expected and actual values (masked), and the source."""
+
+    status: VarStatus
+    expected: str | None = None
+    actual: str | None = None
+    source: VarSource = "environ"
+    overwritten_by_server: bool = False
+    note: str | None = None
+
+
+class ProcEnv(BaseModel):
+    """A worker (or the launcher) with its environ state and per-variable checks."""
+
+    pid: int
+    ppid: int | None = None
+    pgid: int | None = None
+    title: str = ""
+    user: str | None = None
+    uid: int | None = None
+    start_time: float | None = None  # epoch seconds
+    state: str | None = None
+    environ_state: EnvironState
+    environ_error: str | None = None
+    env_count: int = 0  # NAME=value pairs read
+    vars: dict[str, VarCheck] = Field(default_factory=dict)
+    extra: dict[str, str] = Field(default_factory=dict)  # prefix-matching vars not expected (masked)
+
+
+class Evidence(BaseModel):
+    """Proof other than the worker's own environ: an NCCL log line, or the launcher's environ."""
+
+    source: Literal["nccl_log", "launcher"]
+    pid: int | None = None
+    rank: int | None = None
+    name: str
+    value: str
+    line: str | None = None
+    is_worker: bool = True
+
+
+class EnvSummary(BaseModel):
+    workers: int
+    ok: bool
+    exit_code: int
+    counts: dict[str, int] = Field(default_factory=dict)  # var status -> number of (worker, var) cells
+    environ_states: dict[str, int] = Field(default_factory=dict)
+    method: str = ""  # how the answer was obtained (shown in the pane and the verb)
+    reasons: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    server_kind: str | None = None
+
+
+class EnvReport(BaseModel):
+    selection: str
+    expected: dict[str, str] = Field(default_factory=dict)  # masked
+    expected_source: str = ""
+    prefixes: list[str] = Field(default_factory=list)
+    log_path: str | None = None
+    masked: bool = True
+    workers: list[ProcEnv] = Field(default_factory=list)
+    launcher: ProcEnv | None = None
+    evidence: list[Evidence] = Field(default_factory=list)
+    summary: EnvSummary
+
+    def worker(self, pid: int) -> ProcEnv | None:
+        return next((w for w in self.workers if w.pid == pid), None)
+
+    def env_of(self, pid: int) -> dict[str, str]:
+        """Visible (masked) values of one process: checked vars with an actual value, plus extras."""
+        proc = self.launcher if self.launcher and self.launcher.pid == pid else self.worker(pid)
+        if proc is None:
+            return {}
+        out = {k: v.actual for k, v in proc.vars.items() if v.actual is not None and v.source == "environ"}
+        out.update(proc.extra)
+        return dict(sorted(out.items()))
+
+
+class EnvQuery(BaseModel):
+    """What to check: how to find the workers and what env they should have."""
+
+    pids: list[int] = Field(default_factory=list)
+    match: str | None = None
+    root_pid: int | None = None
+    pgid: int | None = None
+    expected: dict[str, str] = Field(default_factory=dict)
+    expected_source: str = "--expect"
+    expect_from_launcher: bool = False
+    prefixes: list[str] = Field(default_factory=lambda: list(DEFAULT_PREFIXES))
+    log_path: str | None = None
+    server_kind: str | None = None
+    show_secrets: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing /proc files
+
+
+def parse_environ(data: bytes) -> dict[str, str] | None:
+    """NAME=value pairs of a NUL-separated environ; None when it holds no pair at all (clobbered)."""
+    env: dict[str, str] = {}
+    for chunk in data.split(b"\0"):
+        name, sep, value = chunk.partition(b"=")
+        if sep and _NAME_RE.match(name):
+            env[name.decode("ascii")] = value.decode("utf-8", "surrogateescape")
+    return env or None
+
+
+def parse_status(data: bytes | None) -> dict[str, str]:
+    """/proc/PID/status as a dict of its `Key:\\tvalue` lines."""
+    out: dict[str, str] = {}
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def parse_passwd(data: bytes | None) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        parts = line.split(":")
+        if len(parts) > 3 and parts[2].isdigit():
+            out.setdefault(int(parts[2]), parts[0])
+    return out
+
+
+def parse_btime(data: bytes | None) -> float | None:
+    for line in (data or b"").decode("ascii", "replace").splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    return None
+
+
+def classify_environ(
+    read: FileRead | None, proc_state: str | None
+) -> tuple[EnvironState, dict[str, str], str | None]:
+    """environ_state, the env (empty unless readable), and the error name (EACCES...) if any."""
+    if read is None or read.error in ("ENOENT", "ESRCH") or proc_state in ("Z", "X"):
+        return "gone", {}, (read.error if read else "ENOENT") or "zombie"
+    if read.error in ("EACCES", "EPERM"):
+        return "denied", {}, read.error
+    if read.error:
+        return "denied", {}, read.error
+    data = read.data or b""
+    if data == b"":
+        # a process started with an empty environment (env -i) reads as b"", not as NULs
+        return "readable", {}, None
+    env = parse_environ(data)
+    if env is None:
+        return "clobbered", {}, None
+    return "readable", env, None
+
+
+# ---------------------------------------------------------------------------------------------
+# the check itself (pure: built from a process table, file reads and log lines)
+
+
+def _values_equal(expected: str, actual: str, *, numeric: bool = False) -> bool:
+    if same_value(expected, actual):
+        return True
+    if numeric:
+        try:
+            return int(expected.strip()) == int(actual.strip())
+        except ValueError:
+            return False
+    return False
+
+
+class _Masker:
+    """Masks values for output; collects every raw secret seen so free text can be scrubbed."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self.secrets: set[str] = set()
+
+    def learn(self, env: Mapping[str, str]) -> None:
+        if not self.show:
+            self.secrets |= secret_values(env)
+
+    def value(self, name: str, value: str | None) -> str | None:
+        return value if self.show else mask_value(name, value)
+
+    def env(self, env: Mapping[str, str]) -> dict[str, str]:
+        return {k: self.value(k, v) or "" for k, v in env.items()}
+
+    def text(self, text: str) -> str:
+        return text if self.show else scrub(text, self.secrets)
+
+    def argv(self, argv: Sequence[str]) -> str:
+        words = [a for a in argv if a]
+        return " ".join(words) if self.show else self.text(" ".join(mask_argv(words)))
+
+
+def _wanted_extra(name: str, prefixes: Sequence[str]) -> bool:
+    return any(name.startswith(p) for p in prefixes)
+
+
+def _short_title(proc: ProcEnv) -> str:
+    return proc.title.split(" ")[0] if proc.title else f"pid {proc.pid}"
+
+
+def build_report(
+    query: EnvQuery,
+    procs: Sequence[ProcInfo],
+    reads: Mapping[str, FileRead],
+    nccl_lines: Sequence[str] = (),
+    *,
+    selection: Selection | None = None,
+    log_error: str | None = None,
+) -> EnvReport:
+    """Turn a process table, the probe's file reads and NCCL log lines into the report."""
+    sel = selection or select_workers(
+        procs, pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid
+    )
+    users = parse_passwd(reads.get("/etc/passwd").data if reads.get("/etc/passwd") else None)
+    btime = parse_btime(reads.get("/proc/stat").data if reads.get("/proc/stat") else None)
+    kind = query.server_kind or server_kind(sel.workers)
+    overwrites = SERVER_OVERWRITES.get(kind or "", {})
+    mask = _Masker(query.show_secrets)
+    mask.learn(query.expected)
+
+    def read_proc(info: ProcInfo | None, pid: int) -> tuple[ProcEnv, dict[str, str]]:
+        status = parse_status(
+            reads.get(f"/proc/{pid}/status").data if reads.get(f"/proc/{pid}/status") else None
+        )
+        state = (status.get("State") or (info.state if info else "") or "").split(" ")[0] or None
+        env_state, env, err = classify_environ(reads.get(f"/proc/{pid}/environ"), state)
+        cmd_read = reads.get(f"/proc/{pid}/cmdline")
+        argv = info.cmdline if info else []
+        if cmd_read is not None and cmd_read.data:
+            argv = [a.decode("utf-8", "replace") for a in cmd_read.data.split(b"\0")]
+        uid = int(status["Uid"].split()[0]) if status.get("Uid") else (info.uid if info else None)
+        ppid = int(status["PPid"]) if status.get("PPid", "").isdigit() else (info.ppid if info else None)
+        start = btime + info.start_ticks / CLK_TCK if (info is not None and btime is not None) else None
+        mask.learn(env)
+        proc = ProcEnv(
+            pid=pid,
+            ppid=ppid,
+            pgid=info.pgid if info else None,
+            uid=uid,
+            user=users.get(uid, str(uid)) if uid is not None else None,
+            start_time=start,
+            state=state,
+            environ_state=env_state,
+            environ_error=err,
+            env_count=len(env),
+        )
+        proc.title = "\0".join(argv)  # masked below, once every secret is known
+        return proc, env
+
+    launcher_env: dict[str, str] = {}
+    launcher: ProcEnv | None = None
+    if sel.launcher is not None:
+        launcher, launcher_env = read_proc(sel.launcher, sel.launcher.pid)
+    workers: list[tuple[ProcEnv, dict[str, str]]] = [read_proc(p, p.pid) for p in sel.workers]
+    workers += [read_proc(None, pid) for pid in sel.missing_pids]
+
+    reasons: list[str] = []
+    warnings: list[str] = []
+    expected = dict(query.expected)
+    expected_source = query.expected_source
+    if query.expect_from_launcher:
+        if launcher is None:
+            reasons.append("--expect-from-launcher: no launcher process found above the workers")
+        elif launcher.environ_state != "readable":
+            reasons.append(
+                f"--expect-from-launcher: environ of launcher pid {launcher.pid} is {launcher.environ_state}"
+            )
+        else:
+            from_launcher = {k: v for k, v in launcher_env.items() if _wanted_extra(k, query.prefixes)}
+            expected = {**from_launcher, **expected}
+            expected_source = f"launcher pid {launcher.pid}" + (" + --expect" if query.expected else "")
+
+    # NCCL proof lines, per pid
+    nccl: dict[int, dict[str, NcclEnvLine]] = {}
+    worker_pids = {w.pid for w, _ in workers}
+    evidence: list[Evidence] = []
+    for raw in nccl_lines:
+        parsed = parse_nccl_env_line(raw)
+        if parsed is None:
+            continue
+        interesting = parsed.pid in worker_pids or (launcher is not None and parsed.pid == launcher.pid)
+        if not interesting:
+            continue
+        nccl.setdefault(parsed.pid, {})[parsed.name] = parsed
+        evidence.append(
+            Evidence(
+                source="nccl_log",
+                pid=parsed.pid,
+                rank=parsed.rank,
+                name=parsed.name,
+                value=mask.value(parsed.name, parsed.value) or "",
+                line=mask.text(parsed.line),
+                is_worker=parsed.pid in worker_pids,
+            )
+        )
+
+    def check(proc: ProcEnv, env: dict[str, str], name: str, want: str, is_worker: bool) -> VarCheck:
+        note = overwrites.get(name)
+        vc = VarCheck(
+            status="unverifiable",
+            expected=mask.value(name, want),
+            overwritten_by_server=bool(note),
+            note=note,
+        )
+        proof = nccl.get(proc.pid, {}).get(name)
+        if proc.environ_state == "readable":
+            actual = env.get(name)
+            vc.actual = mask.value(name, actual)
+            if actual is None:
+                vc.status = "missing"
+            else:
+                vc.status = "ok" if _values_equal(want, actual) else "different"
+            if proof is not None and (actual is None or not _values_equal(proof.value, actual, numeric=True)):
+                vc.status = "ok" if _values_equal(want, proof.value, numeric=True) else "different"
+                vc.actual, vc.source = mask.value(name, proof.value), "nccl_log"
+                vc.note = _join(
+                    vc.note,
+                    f"environ shows {mask.value(name, actual)!s} at exec; NCCL read "
+                    f"{mask.value(name, proof.value)}",
+                )
+            return vc
+        if proof is not None:
+            vc.status = "ok" if _values_equal(want, proof.value, numeric=True) else "different"
+            vc.actual, vc.source = mask.value(name, proof.value), "nccl_log"
+            return vc
+        if is_worker and launcher is not None and launcher.environ_state == "readable":
+            vc.source = "launcher"
+            vc.actual = mask.value(name, launcher_env.get(name))
+            inferred = "absent" if name not in launcher_env else "inherited"
+            vc.note = _join(vc.note, f"{inferred} from launcher pid {launcher.pid} (inference, not proof)")
+        return vc
+
+    for proc, env in workers:
+        for name, want in expected.items():
+            proc.vars[name] = check(proc, env, name, want, True)
+        proc.extra = mask.env(
+            {k: v for k, v in sorted(env.items()) if k not in expected and _wanted_extra(k, query.prefixes)}
+        )
+    if launcher is not None:
+        for name, want in expected.items():
+            launcher.vars[name] = check(launcher, launcher_env, name, want, False)
+        launcher.extra = mask.env(
+            {
+                k: v
+                for k, v in sorted(launcher_env.items())
+                if k not in expected and _wanted_extra(k, query.prefixes)
+            }
+        )
+
+    # titles masked now that every secret value is known
+    for proc in [w for w, _ in workers] + ([launcher] if launcher else []):
+        proc.title = mask.argv(proc.title.split("\0"))
+
+    # launcher evidence for workers whose own environ is unreadable
+    blind = [w for w, _ in workers if w.environ_state != "readable"]
+    if blind and launcher is not None and launcher.environ_state == "readable":
+        for name in expected:
+            if name in launcher_env:
+                evidence.append(
+                    Evidence(
+                        source="launcher",
+                        pid=launcher.pid,
+                        name=name,
+                        value=mask.value(name, launcher_env[name]) or "",
+                        is_worker=False,
+                    )
+                )
+
+    # reasons, counts, summary
+    counts: dict[str, int] = {s: 0 for s in ("ok", "missing", "different", "unverifiable")}
+    states: dict[str, int] = {}
+    for proc, _ in workers:
+        states[proc.environ_state] = states.get(proc.environ_state, 0) + 1
+        for vc in proc.vars.values():
+            counts[vc.status] += 1
+        label = _short_title(proc)
+        # an unreadable environ fails the check only when it leaves a variable without proof
+        target = reasons if any(vc.status != "ok" for vc in proc.vars.values()) else warnings
+        if proc.environ_state == "clobbered":
+            target.append(f"environ of {label} (pid {proc.pid}) is clobbered by setproctitle; {SPT_ADVICE}")
+        elif proc.environ_state == "denied":
+            target.append(
+                f"environ of {label} (pid {proc.pid}, user {proc.user}) is not readable "
+                f"({proc.environ_error}): another user's process; check as that user or root"
+            )
+        elif proc.environ_state == "gone":
+            target.append(f"pid {proc.pid} is gone")
+    for name in expected:
+        for status in ("missing", "different", "unverifiable"):
+            hit = [w for w, _ in workers if w.vars[name].status == status]
+            if not hit:
+                continue
+            pids = ", ".join(str(w.pid) for w in hit)
+            if status == "different":
+                for w in hit:
+                    vc = w.vars[name]
+                    reasons.append(
+                        f"{name} different on pid {w.pid}: expected {vc.expected}, actual {vc.actual}"
+                        + (f" ({vc.note})" if vc.overwritten_by_server else "")
+                    )
+            else:
+                reasons.append(f"{name} {status} on {len(hit)}/{len(workers)} workers (pids {pids})")
+    if not workers:
+        reasons.insert(0, f"no workers found ({sel.how})")
+    if not expected:
+        warnings.append(
+            "no expected variables (use -c PROFILE, --expect K=V or --expect-from-launcher); "
+            "showing what the workers have"
+        )
+    for name in expected:
+        if name in overwrites and any(w.vars[name].status != "ok" for w, _ in workers):
+            warnings.append(f"{name}: {overwrites[name]}; a user value never reaches the workers")
+    if log_error:
+        warnings.append(log_error)
+    if launcher is not None and launcher.environ_state != "readable" and blind:
+        warnings.append(f"launcher pid {launcher.pid} environ is {launcher.environ_state} too")
+
+    ok = bool(workers) and not reasons
+    method = _method(workers, launcher, nccl, query.log_path)
+    summary = EnvSummary(
+        workers=len(workers),
+        ok=ok,
+        exit_code=0 if ok else 1,
+        counts=counts,
+        environ_states=states,
+        method=method,
+        reasons=[mask.text(r) for r in reasons],
+        warnings=[mask.text(w) for w in warnings],
+        server_kind=kind,
+    )
+    report = EnvReport(
+        selection=mask.text(sel.how),
+        expected=mask.env(expected),
+        expected_source=expected_source,
+        prefixes=list(query.prefixes),
+        log_path=query.log_path,
+        masked=not query.show_secrets,
+        workers=[w for w, _ in workers],
+        launcher=launcher,
+        evidence=evidence,
+        summary=summary,
+    )
+    if query.show_secrets or not mask.secrets:
+        return report
+    # belt and braces: no raw secret value survives anywhere in the report, whatever field it reached
+    return EnvReport.model_validate(_scrub_tree(report.model_dump(), mask))
+
+
+def _scrub_tree(obj: object, mask: _Masker) -> object:
+    if isinstance(obj, str):
+        return mask.text(obj)
+    if isinstance(obj, dict):
+        return {k: _scrub_tree(v, mask) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_scrub_tree(v, mask) for v in obj]
+    return obj
+
+
+def _join(a: str | None, b: str) -> str:
+    return f"{a}; {b}" if a else b
+
+
+def _method(
+    workers: list[tuple[ProcEnv, dict[str, str]]],
+    launcher: ProcEnv | None,
+    nccl: dict[int, dict[str, NcclEnvLine]],
+    log_path: str | None,
+) -> str:
+    """One line saying how the answer was obtained."""
+    n = len(workers)
+    readable = sum(1 for w, _ in workers if w.environ_state == "readable")
+    parts = [f"/proc/PID/environ read for {readable}/{n} workers"]
+    with_log = sum(1 for w, _ in workers if w.pid in nccl)
+    if with_log:
+        parts.append(
+            f"NCCL 'set by environment' lines for {with_log}/{n} workers"
+            + (f" in {log_path}" if log_path else "")
+        )
+    elif log_path:
+        parts.append(f"no NCCL proof lines in {log_path}")
+    if launcher is not None:
+        parts.append(f"launcher pid {launcher.pid} environ {launcher.environ_state}")
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# IO: one probe for the process table, one for all /proc files, one grep of the log
+
+
+def proc_paths(pids: Sequence[int]) -> list[str]:
+    paths = ["/proc/stat", "/etc/passwd"]
+    for pid in pids:
+        paths += [f"/proc/{pid}/environ", f"/proc/{pid}/cmdline", f"/proc/{pid}/status"]
+    return paths
+
+
+async def read_nccl_lines(
+    remote: Remote, log_path: str, *, timeout: float = 30.0, max_lines: int = 20000
+) -> tuple[list[str], str | None]:
+    """NCCL 'set by environment' lines from the server log (grep on the box, fixed string)."""
+    path = log_path[2:] if log_path.startswith("~/") else log_path  # the probe runs in the login home
+    res = await remote.run(
+        ["grep", "-a", "-F", "-m", str(max_lines), "-e", NCCL_ENV_MARKER, "--", path], timeout=timeout
+    )
+    if res.timed_out:
+        return [], f"reading NCCL lines from {log_path} timed out"
+    if res.exit_status == 1:
+        return [], None
+    if res.exit_status != 0:
+        err = res.err.strip().splitlines()
+        return [], f"cannot read log {log_path}: {err[-1] if err else f'grep exit {res.exit_status}'}"
+    return res.out.splitlines(), None
+
+
+async def check_env(remote: Remote, query: EnvQuery) -> EnvReport:
+    """Find the workers, read their /proc files in one probe, read NCCL proof lines, build the report."""
+    procs = await remote.processes()
+    sel = select_workers(procs, pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid)
+    pids = [p.pid for p in sel.workers] + list(sel.missing_pids)
+    if sel.launcher is not None:
+        pids.append(sel.launcher.pid)
+    reads = {r.path: r for r in await remote.read_files(proc_paths(pids), max_bytes=4 << 20)}
+    lines: list[str] = []
+    log_error = None
+    if query.log_path:
+        lines, log_error = await read_nccl_lines(remote, query.log_path)
+    return build_report(query, procs, reads, lines, selection=sel, log_error=log_error)
+
+
+def state_file_path(profile_name: str) -> str:
+    """Where the launcher records a server's PID/PGID on the box."""
+    return f"~/.specdebug/servers/{profile_name}.json"

@@ -1,0 +1,193 @@
+"""Host facts for the hosts pane and `specdebug probe`: system info and GPUs, in one round trip.
+
+Everything comes through the probe channel: /proc files in one read request and nvidia-smi
+as one short command, concurrently.  A box without nvidia-smi is not a failure: gpus is empty
+and gpu_error says why.  Throttle reasons are decoded because a throttled GPU changes
+benchmark results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from pydantic import BaseModel
+
+from specdebug.remote.api import Remote, RemoteError
+
+GPU_FIELDS = [
+    "index",
+    "name",
+    "uuid",
+    "utilization.gpu",
+    "memory.used",
+    "memory.total",
+    "temperature.gpu",
+    "power.draw",
+    "clocks.sm",
+    "clocks.max.sm",
+    "clocks_throttle_reasons.active",
+]
+NVIDIA_SMI_ARGV = ["nvidia-smi", f"--query-gpu={','.join(GPU_FIELDS)}", "--format=csv,noheader,nounits"]
+
+# nvmlClocksThrottleReasons bits (NVML / nvidia-smi -q "Clocks Event Reasons")
+THROTTLE_BITS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+# reasons that change benchmark results (idle and app-clock settings are benign)
+PERFORMANCE_THROTTLES = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                         "hw_power_brake_slowdown"}
+
+
+class GpuInfo(BaseModel):
+    index: int | None = None
+    name: str | None = None
+    uuid: str | None = None
+    utilization_pct: float | None = None
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+    temperature_c: float | None = None
+    power_draw_w: float | None = None
+    clocks_sm_mhz: float | None = None
+    clocks_max_sm_mhz: float | None = None
+    throttle_reasons_raw: str | None = None
+    throttle_reasons: list[str] = []
+
+    @property
+    def throttled(self) -> bool:
+        return bool(PERFORMANCE_THROTTLES.intersection(self.throttle_reasons))
+
+
+class HostInfo(BaseModel):
+    host: str
+    connected: bool
+    hostname: str | None = None
+    kernel: str | None = None
+    cpus: int | None = None
+    mem_total_bytes: int | None = None
+    mem_available_bytes: int | None = None
+    load: list[float] | None = None
+    uptime_s: float | None = None
+    gpus: list[GpuInfo] = []
+    gpu_error: str | None = None
+    rtt_ms: float | None = None
+    error: str | None = None
+
+
+def _num(text: str) -> float | None:
+    text = text.strip()
+    if not text or text.startswith("[") or text.lower() in {"n/a", "nan"}:
+        return None  # [N/A], [Not Supported], [Unknown Error]
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _str(text: str) -> str | None:
+    text = text.strip()
+    return None if not text or text.startswith("[") else text
+
+
+def decode_throttle(raw: str | None) -> list[str]:
+    if not raw:
+        return []
+    try:
+        bits = int(raw, 16) if raw.lower().startswith("0x") else int(raw)
+    except ValueError:
+        return []
+    return [name for bit, name in THROTTLE_BITS.items() if bits & bit]
+
+
+def parse_nvidia_smi(text: str) -> list[GpuInfo]:
+    """Rows of `nvidia-smi --query-gpu=<GPU_FIELDS> --format=csv,noheader,nounits`.
+
+    Tolerates [N/A] / [Not Supported] values and rows with fewer fields (old drivers)."""
+    gpus = []
+    for line in text.splitlines():
+        if not line.strip() or line.lower().startswith("index"):
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        cells += [""] * (len(GPU_FIELDS) - len(cells))
+        idx = _num(cells[0])
+        raw = _str(cells[10])
+        gpus.append(
+            GpuInfo(
+                index=int(idx) if idx is not None else None,
+                name=_str(cells[1]),
+                uuid=_str(cells[2]),
+                utilization_pct=_num(cells[3]),
+                memory_used_mib=_num(cells[4]),
+                memory_total_mib=_num(cells[5]),
+                temperature_c=_num(cells[6]),
+                power_draw_w=_num(cells[7]),
+                clocks_sm_mhz=_num(cells[8]),
+                clocks_max_sm_mhz=_num(cells[9]),
+                throttle_reasons_raw=raw,
+                throttle_reasons=decode_throttle(raw),
+            )
+        )
+    return gpus
+
+
+async def query_gpus(remote: Remote) -> tuple[list[GpuInfo], str | None]:
+    """GPUs and an error text (None when fine).  No nvidia-smi is reported, not raised."""
+    try:
+        res = await remote.run(NVIDIA_SMI_ARGV, timeout=20)
+    except RemoteError as exc:
+        return [], f"nvidia-smi failed: {exc}"
+    if res.timed_out:
+        return [], "nvidia-smi timed out after 20 s"
+    if res.exit_status == 127 or "not found" in res.err.lower() or "no such file" in res.err.lower():
+        return [], "nvidia-smi not found on the box"
+    if res.exit_status != 0:
+        return [], f"nvidia-smi exit {res.exit_status}: {(res.err or res.out).strip()[:300]}"
+    return parse_nvidia_smi(res.out), None
+
+
+async def gather_host_info(remote: Remote) -> HostInfo:
+    """One snapshot of a connected host (raises RemoteError when not connected)."""
+    files_task = asyncio.ensure_future(
+        remote.read_files(
+            [
+                "/proc/sys/kernel/hostname",
+                "/proc/sys/kernel/osrelease",
+                "/proc/loadavg",
+                "/proc/uptime",
+                "/proc/meminfo",
+                "/proc/cpuinfo",
+            ]
+        )
+    )
+    t0 = time.perf_counter()
+    gpus, gpu_error = await query_gpus(remote)
+    files = {f.path: (f.data or b"").decode("utf-8", "replace") for f in await files_task}
+    del t0
+    info = HostInfo(host=remote.name, connected=True, gpus=gpus, gpu_error=gpu_error, rtt_ms=remote.status.rtt_ms)
+    info.hostname = files["/proc/sys/kernel/hostname"].strip() or None
+    info.kernel = files["/proc/sys/kernel/osrelease"].strip() or None
+    parts = files["/proc/loadavg"].split()
+    if len(parts) >= 3:
+        info.load = [float(p) for p in parts[:3]]
+    up = files["/proc/uptime"].split()
+    if up:
+        info.uptime_s = float(up[0])
+    for line in files["/proc/meminfo"].splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("MemTotal", "MemAvailable") and rest.split():
+            value = int(rest.split()[0]) * 1024
+            if key == "MemTotal":
+                info.mem_total_bytes = value
+            else:
+                info.mem_available_bytes = value
+    cpus = sum(1 for line in files["/proc/cpuinfo"].splitlines() if line.startswith("processor"))
+    info.cpus = cpus or None
+    return info

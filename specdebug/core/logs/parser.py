@@ -1,0 +1,219 @@
+"""Turn raw log lines into LogMatch events: pack parsing, profile patterns, grep patterns, warmup tags.
+
+One LogParser per file being read. It is stateful for two reasons only: `auto` settles on a pack
+after a few lines, and warmup tagging needs to know whether the ready/warmup-done marker has
+passed. Both the headless `scan`/`grep` verbs and the Logs pane feed lines through this class, so
+they agree on every number.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from specdebug.core.logs.events import LogMatch
+from specdebug.core.logs.patterns import (
+    ANSI_RE,
+    NCCL_ENV_RE,
+    PACKS,
+    Pack,
+    PackDetector,
+    Parsed,
+    get_pack,
+    parse_nccl_env_line,
+    parse_value,
+    split_prefix,
+)
+
+_NAMED_GROUP_RE = re.compile(r"\(\?P<[A-Za-z_]\w*>")
+
+
+class PatternError(ValueError):
+    """A user or profile pattern does not compile (message names it)."""
+
+
+def compile_patterns(patterns: Mapping[str, str]) -> dict[str, re.Pattern[str]]:
+    out: dict[str, re.Pattern[str]] = {}
+    for name, src in patterns.items():
+        try:
+            out[name] = re.compile(src)
+        except re.error as exc:
+            raise PatternError(f"pattern {name!r} ({src!r}) does not compile: {exc}") from None
+    return out
+
+
+def strip_named_groups(src: str) -> str:
+    """`(?P<value>x)` -> `(?:x)`: lets many patterns be OR-ed into one prefilter (group names clash)."""
+    return _NAMED_GROUP_RE.sub("(?:", src)
+
+
+def combine(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    """One regex matching any of `patterns` (named groups dropped); None for no patterns."""
+    if not patterns:
+        return None
+    try:
+        return re.compile("|".join(f"(?:{strip_named_groups(p)})" for p in patterns))
+    except re.error:
+        # backreferences to named groups etc.: fall back to the patterns one by one
+        compiled = [re.compile(p) for p in patterns]
+
+        class _Any:
+            def search(self, s: str, _c=compiled) -> bool:
+                return any(c.search(s) for c in _c)
+
+        return _Any()  # type: ignore[return-value]
+
+
+class LogParser:
+    """Parse lines of one file.
+
+    pack: "sglang", "vllm" or "auto" (decided from the lines; until then both packs are tried).
+    patterns: named profile patterns; a named capture `value` becomes metric NAME, other named
+      captures become fields; every match counts as event NAME.
+    grep: user regexes; when given, only lines matching one of them are reported (event "match"
+      unless the pack recognises the line too), and their named captures become fields.
+    from_start: True when the first line fed is the file's first line. Warmup tagging only starts
+      "pending" then; following from the end of a running server's log assumes warmup is over.
+    """
+
+    def __init__(
+        self,
+        pack: str | Pack = "auto",
+        *,
+        patterns: Mapping[str, str] | None = None,
+        grep: Sequence[str] = (),
+        from_start: bool = True,
+    ) -> None:
+        self._detector: PackDetector | None = None
+        if isinstance(pack, Pack):
+            self.pack: Pack | None = pack
+        elif pack == "auto":
+            self.pack = None
+            self._detector = PackDetector()
+        else:
+            self.pack = get_pack(pack)
+        self.patterns = compile_patterns(patterns or {})
+        self.grep = list(compile_patterns({f"-e {i + 1}": p for i, p in enumerate(grep)}).values())
+        self.in_warmup = from_start
+        self.marker_seen = False
+        sources = list(self.candidate_patterns())
+        self._candidate = combine(sources)
+
+    @property
+    def pack_name(self) -> str | None:
+        if self.pack:
+            return self.pack.name
+        return self._detector.best() if self._detector else None
+
+    def candidate_patterns(self) -> list[str]:
+        """Regexes selecting every line this parser could report: the on-box prefilter."""
+        if self.grep:
+            return [p.pattern for p in self.grep]
+        packs = [self.pack] if self.pack else list(PACKS.values())
+        out: list[str] = []
+        for pk in packs:
+            for src in pk.prefilter:
+                if src not in out:
+                    out.append(src)
+        out.extend(p.pattern for p in self.patterns.values())
+        return out
+
+    def parse(
+        self,
+        line: str | bytes,
+        offset: int | None = None,
+        lineno: int | None = None,
+        inode: int | None = None,
+    ) -> LogMatch | None:
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        line = line.rstrip("\r\n")
+        if self._detector is not None and self.pack is None:
+            decided = self._detector.feed(line)
+            if decided:
+                self.pack = PACKS[decided]
+        if self._candidate is not None and not self._candidate.search(line):
+            return None
+        if "\x1b" in line:
+            line = ANSI_RE.sub("", line)
+        grep_fields: dict[str, Any] | None = None
+        if self.grep:
+            for rx in self.grep:
+                m = rx.search(line)
+                if m:
+                    grep_fields = {k: _num(v) for k, v in m.groupdict().items() if v is not None}
+                    break
+            if grep_fields is None:
+                return None
+        prefix = split_prefix(line)
+        msg = line[prefix.start :]
+        parsed = self._parse_pack(msg, prefix.start, prefix.level)
+        if parsed is None and "set by environment to" in line and NCCL_ENV_RE.search(line):
+            parsed = Parsed("nccl_env", parse_nccl_env_line(line) or {})
+        # warmup bookkeeping happens before tagging so the marker line itself is not warmup
+        pack = self.pack
+        if parsed is not None and pack is not None:
+            if pack.restart_re.search(msg):
+                self.in_warmup = True
+            if parsed.event in ("ready", "warmup_done"):
+                self.in_warmup = False
+                self.marker_seen = True
+        elif parsed is not None and parsed.event in ("ready", "warmup_done"):
+            self.in_warmup = False
+            self.marker_seen = True
+        events: list[str] = [parsed.event] if parsed else []
+        fields = dict(parsed.fields) if parsed else {}
+        metrics = dict(parsed.metrics) if parsed else {}
+        spans = list(parsed.spans) if parsed else []
+        for name, rx in self.patterns.items():
+            m = rx.search(line)
+            if not m:
+                continue
+            events.append(name)
+            gd = m.groupdict()
+            for k, v in gd.items():
+                if v is None:
+                    continue
+                if k == "value":
+                    num = _num(v)
+                    if isinstance(num, int | float):
+                        metrics[name] = float(num)
+                        spans.append((m.start("value"), m.end("value"), name))
+                else:
+                    fields[k] = _num(v)
+        if grep_fields is not None:
+            fields.update(grep_fields)
+            if not events:
+                events.append("match")
+        if not events:
+            return None
+        return LogMatch.model_construct(
+            offset=offset,
+            lineno=lineno,
+            line=line,
+            event=events[0],
+            also=events[1:],
+            fields=fields,
+            metrics=metrics,
+            spans=spans,
+            warmup=self.in_warmup,
+            ts=prefix.ts,
+            phase=parsed.phase if parsed else None,
+            inode=inode,
+        )
+
+    def _parse_pack(self, msg: str, base: int, level: str | None) -> Parsed | None:
+        if self.pack is not None:
+            return self.pack.parse_message(msg, base, level)
+        # undecided: batch/stat lines are unique to one pack, so the first that parses wins
+        for pk in PACKS.values():
+            parsed = pk.parse_message(msg, base, level)
+            if parsed is not None:
+                return parsed
+        return None
+
+
+def _num(text: str) -> Any:
+    value, _ = parse_value(text)
+    return value if not isinstance(value, bool) else text

@@ -1,0 +1,273 @@
+"""The Textual app: header with connection states, one tab per pane, footer, palette, help.
+
+The app owns the remotes (one SSHRemote per host), the journal and the layout; panes get an
+AppContext and act through core services.  Every binding has an id, remappable from
+~/.config/specdebug/keymap.toml; every action is in the command palette; a worker failure
+becomes a notification, never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import tomllib
+from functools import partial
+from pathlib import Path
+
+from platformdirs import user_config_dir
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.command import Hit, Hits, Provider
+from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState
+
+from specdebug.remote.api import ConnState
+from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
+from specdebug.tui.context import AppContext
+from specdebug.tui.pane import Pane
+from specdebug.tui.panes.hosts import HostsPane
+
+# (module, class) of each pane, in tab order; a pane whose module is missing is skipped
+PANES = [
+    ("specdebug.tui.panes.hosts", "HostsPane"),
+    ("specdebug.tui.panes.startup", "StartupPane"),
+    ("specdebug.tui.panes.logs", "LogsPane"),
+    ("specdebug.tui.panes.env", "EnvPane"),
+    ("specdebug.tui.panes.bench", "BenchPane"),
+]
+LAYOUT_DIRS = [
+    Path(user_config_dir("specdebug")) / "layouts",
+    Path(__file__).resolve().parents[2] / "layouts",  # the repo's layouts/ (editable install)
+    Path(__file__).resolve().parent / "layouts",  # packaged copy
+]
+KEYMAP_FILE = Path(user_config_dir("specdebug")) / "keymap.toml"
+
+
+def find_layout(name: str) -> Path:
+    if name.endswith(".tcss") and Path(name).is_file():
+        return Path(name)
+    for d in LAYOUT_DIRS:
+        candidate = d / f"{name}.tcss"
+        if candidate.is_file():
+            return candidate
+    known = sorted({p.stem for d in LAYOUT_DIRS if d.is_dir() for p in d.glob("*.tcss")})
+    raise ValueError(f"layout {name!r} not found (known: {', '.join(known) or 'none'})")
+
+
+def load_keymap(path: Path = KEYMAP_FILE) -> dict[str, str]:
+    """`[keymap]` table of binding id -> keys; a bad file is reported, never fatal."""
+    if not path.is_file():
+        return {}
+    with path.open("rb") as f:
+        data = tomllib.load(f)
+    table = data.get("keymap", data)
+    return {str(k): str(v) for k, v in table.items() if isinstance(v, str)}
+
+
+def load_panes() -> list[type[Pane]]:
+    panes = []
+    for module_name, cls_name in PANES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        panes.append(getattr(module, cls_name))
+    return panes
+
+
+class ActionsProvider(Provider):
+    """Every binding of the app and of every pane, searchable in the command palette."""
+
+    def _entries(self):
+        app = self.app
+        assert isinstance(app, SpecdebugApp)
+        seen = set()
+        sources = [(app, "app")] + [(p, p.TITLE) for p in app.query(Pane)]
+        for node, scope in sources:
+            for binding in node.BINDINGS:
+                if not isinstance(binding, Binding) or not binding.description or binding.action in seen:
+                    continue
+                seen.add((scope, binding.action))
+                yield f"{scope}: {binding.description}", binding, node
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, binding, node in self._entries():
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(text), partial(self._run, node, binding), help=binding.id or "")
+
+    async def discover(self) -> Hits:
+        for text, binding, node in self._entries():
+            yield Hit(1.0, text, partial(self._run, node, binding), help=binding.id or "")
+
+    async def _run(self, node, binding: Binding) -> None:
+        if isinstance(node, Pane):
+            self.app.query_one(TabbedContent).active = f"tab-{node.PANE_ID}"
+        await node.run_action(binding.action)
+
+
+class SpecdebugApp(App):
+    TITLE = "specdebug"
+    COMMANDS = App.COMMANDS | {ActionsProvider}
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("question_mark,f1", "help", "Help", id="app.help"),
+        Binding("ctrl+l", "cycle_layout", "Layout", id="app.layout"),
+        Binding("1", "show_tab(0)", "Hosts", id="app.tab1", show=False),
+        Binding("2", "show_tab(1)", "Startup", id="app.tab2", show=False),
+        Binding("3", "show_tab(2)", "Logs", id="app.tab3", show=False),
+        Binding("4", "show_tab(3)", "Env", id="app.tab4", show=False),
+        Binding("5", "show_tab(4)", "Bench", id="app.tab5", show=False),
+    ]
+    CSS = """
+    TabbedContent { height: 1fr; }
+    #status-line { height: 1; padding: 0 1; background: $boost; }
+    """
+
+    def __init__(
+        self,
+        ctx: AppContext,
+        *,
+        layout: str = "default",
+        keymap: dict[str, str] | None = None,
+        owns_remotes: bool = True,
+    ) -> None:
+        self.layout_path = find_layout(layout)
+        super().__init__(css_path=[self.layout_path])
+        self.ctx = ctx
+        self.layout_name = layout
+        self._keymap = keymap if keymap is not None else {}
+        self._owns_remotes = owns_remotes
+        self.pane_classes = load_panes()
+        if ctx.readonly:
+            self.sub_title = "read-only"
+
+    # ---- composition -----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        yield Static(id="status-line")
+        with TabbedContent(id="tabs"):
+            for cls in self.pane_classes:
+                with TabPane(cls.TITLE, id=f"tab-{cls.PANE_ID}"):
+                    yield cls(self.ctx)
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        if self._keymap:
+            self.set_keymap(self._keymap)
+        for remote in self.ctx.remotes.values():
+            if hasattr(remote, "_on_host_key"):
+                remote._on_host_key = self.ask_host_key
+            if hasattr(remote, "add_listener"):
+                remote.add_listener(lambda _st: self.call_later(self.refresh_status))
+            start = getattr(remote, "start", None)
+            if start:
+                await start()
+        self.refresh_status()
+
+    def refresh_status(self) -> None:
+        parts = Text()
+        for name, remote in self.ctx.remotes.items():
+            st = remote.status
+            style = {"connected": "green", "failed": "bold red", "reconnecting": "bold yellow"}.get(
+                st.state.value, "yellow"
+            )
+            if parts:
+                parts.append("  ")
+            parts.append(f"{name} ", style="bold")
+            parts.append(st.state.value, style=style)
+            if st.state is ConnState.CONNECTED and st.rtt_ms is not None:
+                parts.append(f" {st.rtt_ms:.1f}ms", style="dim")
+            if st.state is ConnState.RECONNECTING:
+                parts.append(f" (attempt {st.attempt}: {st.last_error or ''})", style="dim")
+            if st.state is ConnState.FAILED:
+                parts.append(f" ({st.last_error or ''})"[:100], style="dim")
+        if self.ctx.profile is not None:
+            parts.append(f"   profile {getattr(self.ctx.profile, 'name', '?')}", style="cyan")
+        if self.ctx.readonly:
+            parts.append("   READ-ONLY", style="bold magenta")
+        try:
+            self.query_one("#status-line", Static).update(parts)
+        except Exception:
+            pass
+
+    # ---- host keys ---------------------------------------------------------------------------------
+    async def ask_host_key(self, info: HostKeyInfo) -> KeyDecision:
+        from specdebug.tui.screens.hostkey import HostKeyScreen
+
+        future: asyncio.Future[KeyDecision] = asyncio.get_running_loop().create_future()
+
+        def done(decision: KeyDecision | None) -> None:
+            if not future.done():
+                future.set_result(decision or KeyDecision.REFUSE)
+
+        self.push_screen(HostKeyScreen(info), done)
+        return await future
+
+    # ---- actions ------------------------------------------------------------------------------------
+    def action_help(self) -> None:
+        from specdebug.tui.screens.help import HelpScreen
+
+        rows = []
+        active = self.query_one(TabbedContent).active
+        panes = [p for p in self.query(Pane) if f"tab-{p.PANE_ID}" == active]
+        for scope, node in [(p.TITLE, p) for p in panes] + [("app", self)]:
+            for b in node.BINDINGS:
+                if isinstance(b, Binding) and b.description:
+                    keys = self._keymap.get(b.id or "", b.key) if b.id else b.key
+                    rows.append((scope, keys, b.description, b.id or ""))
+        self.push_screen(HelpScreen(rows, f"specdebug keys: {panes[0].TITLE if panes else 'app'}"))
+
+    def action_show_tab(self, index: int) -> None:
+        if 0 <= index < len(self.pane_classes):
+            self.query_one(TabbedContent).active = f"tab-{self.pane_classes[index].PANE_ID}"
+
+    def action_cycle_layout(self) -> None:
+        names = sorted({p.stem for d in LAYOUT_DIRS if d.is_dir() for p in d.glob("*.tcss")})
+        if not names:
+            return
+        nxt = names[(names.index(self.layout_name) + 1) % len(names)] if self.layout_name in names else names[0]
+        self.set_layout(nxt)
+
+    def set_layout(self, name: str) -> None:
+        """Swap the layout stylesheet at runtime (a bad file is reported; the old one stays)."""
+        try:
+            path = find_layout(name)
+            sheet = self.stylesheet.copy()
+            sheet.source.pop((str(self.layout_path.resolve()), ""), None)
+            sheet.read(path)
+            sheet.parse()
+        except Exception as exc:  # StylesheetParseError, OSError, ValueError
+            self.notify(f"layout {name}: {exc}", severity="error")
+            return
+        self.stylesheet = sheet
+        self.layout_path, self.layout_name = path, name
+        self.refresh_css(animate=False)
+        self.notify(f"layout: {name}")
+
+    # ---- failures -----------------------------------------------------------------------------------
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            err = event.worker.error
+            self.notify(f"{event.worker.name or 'task'} failed: {err}", severity="error", markup=False)
+
+    async def on_unmount(self) -> None:
+        if self._owns_remotes:
+            for remote in self.ctx.remotes.values():
+                close = getattr(remote, "close", None)
+                if close:
+                    try:
+                        await asyncio.wait_for(close(), 3.0)
+                    except Exception:
+                        pass
+
+
+def on_hosts_status(app: SpecdebugApp) -> None:  # pragma: no cover - kept for API symmetry
+    app.refresh_status()
+
+
+__all__ = ["SpecdebugApp", "HostsPane", "find_layout", "load_keymap"]

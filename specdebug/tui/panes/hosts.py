@@ -1,0 +1,218 @@
+"""Hosts pane: one row per host with its connection state, and the selected host's GPU table.
+
+Host facts refresh every few seconds in a worker per host, so a slow or dead host only
+delays its own row.  All remote text goes into cells as plain Text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import DataTable, Static
+
+from specdebug.core.hosts import HostInfo, gather_host_info
+from specdebug.remote.api import ConnState, ConnStatus, RemoteError
+from specdebug.tui.pane import Pane
+
+STATE_STYLE = {
+    ConnState.CONNECTING: "yellow",
+    ConnState.CONNECTED: "green",
+    ConnState.RECONNECTING: "bold yellow",
+    ConnState.FAILED: "bold red",
+    ConnState.CLOSED: "dim",
+}
+REFRESH_S = 5.0
+
+
+def status_text(status: ConnStatus) -> Text:
+    text = Text(status.state.value, style=STATE_STYLE.get(status.state, ""))
+    if status.state is ConnState.CONNECTED and status.rtt_ms is not None:
+        text.append(f" {status.rtt_ms:.1f} ms", style="dim")
+    if status.state is ConnState.RECONNECTING:
+        text.append(f" #{status.attempt}", style="dim")
+    if status.last_error and status.state in (ConnState.RECONNECTING, ConnState.FAILED):
+        text.append(f" {status.last_error}"[:80], style="dim")
+    return text
+
+
+def _gib(n: int | None) -> str:
+    return f"{n / 2**30:.0f} GiB" if n else ""
+
+
+class HostsPane(Pane):
+    PANE_ID = "hosts"
+    TITLE = "Hosts"
+    BINDINGS = [
+        Binding("r", "refresh", "Refresh", id="hosts.refresh"),
+        Binding("enter", "select_host", "Select host", id="hosts.select", show=False),
+    ]
+    DEFAULT_CSS = """
+    HostsPane { layout: vertical; }
+    HostsPane #hosts-table { height: auto; max-height: 50%; }
+    HostsPane #gpu-title { height: 1; margin-top: 1; color: $text-muted; }
+    HostsPane #gpu-table { height: 1fr; }
+    """
+
+    class StatusChanged(Message):
+        def __init__(self, host: str, status: ConnStatus) -> None:
+            super().__init__()
+            self.host = host
+            self.status = status
+
+    class InfoReady(Message):
+        def __init__(self, info: HostInfo) -> None:
+            super().__init__()
+            self.info = info
+
+    def __init__(self, ctx, **kwargs) -> None:
+        super().__init__(ctx, **kwargs)
+        self.infos: dict[str, HostInfo] = {}
+        self.statuses: dict[str, ConnStatus] = {}
+
+    def compose(self) -> ComposeResult:
+        hosts = DataTable(id="hosts-table", cursor_type="row", zebra_stripes=True)
+        for label, key in [("host", "host"), ("state", "state"), ("hostname", "hostname"), ("kernel", "kernel"),
+                           ("cpus", "cpus"), ("mem", "mem"), ("load 1/5/15", "load"), ("up", "up"),
+                           ("gpus", "gpus")]:
+            hosts.add_column(label, key=key)
+        yield hosts
+        yield Static("GPUs", id="gpu-title")
+        gpus = DataTable(id="gpu-table", cursor_type="row", zebra_stripes=True)
+        for label, key in [("gpu", "index"), ("name", "name"), ("util", "util"), ("mem used/total", "mem"),
+                           ("temp", "temp"), ("power", "power"), ("sm clock", "clock"), ("throttle", "throttle")]:
+            gpus.add_column(label, key=key)
+        yield gpus
+
+    def on_mount(self) -> None:
+        table = self.query_one("#hosts-table", DataTable)
+        for name, remote in self.ctx.remotes.items():
+            table.add_row(*self._row(name), key=name)
+            listener = getattr(remote, "add_listener", None)
+            if listener:
+                listener(lambda st, n=name: self._post_status(n, st))
+            self.statuses[name] = remote.status
+            self.poll_host(name)
+        self._render_gpus()
+
+    def _post_status(self, host: str, status: ConnStatus) -> None:
+        self.post_message(self.StatusChanged(host, status))
+
+    @on(StatusChanged)
+    def _status_changed(self, event: StatusChanged) -> None:
+        self.statuses[event.host] = event.status
+        self._update_row(event.host)
+
+    @on(InfoReady)
+    def _info_ready(self, event: InfoReady) -> None:
+        self.infos[event.info.host] = event.info
+        self._update_row(event.info.host)
+        if event.info.host == (self.ctx.selected or next(iter(self.ctx.remotes), None)):
+            self._render_gpus()
+
+    def show_info(self, info: HostInfo, status: ConnStatus | None = None) -> None:
+        """Feed a snapshot directly (used by tests and snapshots)."""
+        if status is not None:
+            self.statuses[info.host] = status
+        self.infos[info.host] = info
+        self._update_row(info.host)
+        self._render_gpus()
+
+    def _row(self, name: str) -> list:
+        info = self.infos.get(name)
+        status = self.statuses.get(name) or ConnStatus(ConnState.CONNECTING)
+        if info is None:
+            return [Text(name, style="bold"), status_text(status), "", "", "", "", "", "", ""]
+        throttled = sum(1 for g in info.gpus if g.throttled)
+        gpus = Text(str(len(info.gpus)) if info.gpus else (info.gpu_error and "none" or "0"))
+        if throttled:
+            gpus.append(f" ({throttled} throttled)", style="bold red")
+        up = f"{info.uptime_s / 86400:.1f} d" if info.uptime_s else ""
+        return [
+            Text(name, style="bold"),
+            status_text(status),
+            Text(info.hostname or ""),
+            Text(info.kernel or ""),
+            str(info.cpus or ""),
+            _gib(info.mem_total_bytes),
+            " ".join(f"{x:.2f}" for x in info.load or []),
+            up,
+            gpus,
+        ]
+
+    def _update_row(self, name: str) -> None:
+        table = self.query_one("#hosts-table", DataTable)
+        if name not in table.rows:
+            table.add_row(*self._row(name), key=name)
+            return
+        for key, value in zip(
+            ["host", "state", "hostname", "kernel", "cpus", "mem", "load", "up", "gpus"], self._row(name), strict=True
+        ):
+            table.update_cell(name, key, value, update_width=True)
+
+    def _render_gpus(self) -> None:
+        name = self.ctx.selected or next(iter(self.ctx.remotes), None) or next(iter(self.infos), None)
+        table = self.query_one("#gpu-table", DataTable)
+        title = self.query_one("#gpu-title", Static)
+        table.clear()
+        info = self.infos.get(name) if name else None
+        if info is None:
+            title.update(Text(f"GPUs of {name or '-'}: waiting for the host"))
+            return
+        if info.gpu_error and not info.gpus:
+            title.update(Text(f"GPUs of {name}: {info.gpu_error}", style="yellow"))
+            return
+        title.update(Text(f"GPUs of {name} ({info.hostname or '?'})"))
+        for g in info.gpus:
+            throttle = Text(", ".join(g.throttle_reasons) or "-", style="bold red" if g.throttled else "dim")
+            mem = f"{(g.memory_used_mib or 0) / 1024:.1f}/{(g.memory_total_mib or 0) / 1024:.1f} GiB"
+            clock = f"{g.clocks_sm_mhz or 0:.0f}/{g.clocks_max_sm_mhz or 0:.0f} MHz" if g.clocks_sm_mhz else "n/a"
+            table.add_row(
+                str(g.index),
+                Text(g.name or "?"),
+                f"{g.utilization_pct:.0f}%" if g.utilization_pct is not None else "n/a",
+                mem,
+                Text(f"{g.temperature_c:.0f} C" if g.temperature_c is not None else "n/a",
+                     style="bold red" if (g.temperature_c or 0) >= 83 else ""),
+                f"{g.power_draw_w:.0f} W" if g.power_draw_w is not None else "n/a",
+                clock,
+                throttle,
+            )
+
+    @work(group="hosts-poll", exit_on_error=False)
+    async def poll_host(self, name: str) -> None:
+        """Refresh one host forever; waits quietly while it is down."""
+        remote = self.ctx.remotes[name]
+        while True:
+            try:
+                await remote.wait_connected(None)
+                info = await gather_host_info(remote)
+                self.post_message(self.InfoReady(info))
+            except RemoteError:
+                pass
+            if remote.status.state is ConnState.FAILED:
+                return
+            await asyncio.sleep(REFRESH_S)
+
+    def action_refresh(self) -> None:
+        self.workers.cancel_group(self, "hosts-poll")
+        for name in self.ctx.remotes:
+            self.poll_host(name)
+
+    @on(DataTable.RowHighlighted, "#hosts-table")
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key and event.row_key.value in self.ctx.remotes:
+            self.ctx.selected = event.row_key.value
+            self._render_gpus()
+
+    def action_select_host(self) -> None:
+        table = self.query_one("#hosts-table", DataTable)
+        if table.row_count:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+            self.ctx.selected = key
+            self._render_gpus()
+            self.notify(f"acting on {key}")

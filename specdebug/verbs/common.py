@@ -1,0 +1,113 @@
+"""Shared plumbing for headless verbs: host arguments, connecting with the headless host-key
+policy, JSON output and exit codes (0 ok, 1 the checked thing failed, 2 usage/config error)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from specdebug.remote.api import HostKeyRefused, RemoteError
+from specdebug.remote.connection import SSHRemote, accept_and_save_keys, refuse_unknown_keys
+from specdebug.remote.hostspec import HostSpecError
+
+
+class VerbExit(Exception):
+    """Raise to end a verb with an exit code (message already printed)."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message or f"exit {code}")
+        self.code = code
+        self.message = message
+
+
+def add_ssh_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-F", "--ssh-config", metavar="FILE", help="ssh config file (default ~/.ssh/config)")
+    parser.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="trust and save an unknown host key (a changed key is always refused)",
+    )
+    parser.add_argument("--connect-timeout", type=float, default=15.0, metavar="S", help=argparse.SUPPRESS)
+
+
+def add_host_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    add_ssh_args(parser)
+    parser.add_argument(
+        "host",
+        nargs=None if required else "?",
+        help="HOST, user@HOST, user@HOST:PORT or an ssh config alias",
+    )
+
+
+def make_remote(host: str, args: argparse.Namespace) -> SSHRemote:
+    policy = accept_and_save_keys if getattr(args, "accept_new_host_key", False) else refuse_unknown_keys
+    return SSHRemote(host, ssh_config=getattr(args, "ssh_config", None), on_host_key=policy)
+
+
+@asynccontextmanager
+async def open_remote(args: argparse.Namespace, host: str | None = None) -> AsyncIterator[SSHRemote]:
+    """Connected remote for a verb; failures print one clear line and raise VerbExit."""
+    host = host or args.host
+    try:
+        remote = make_remote(host, args)
+    except HostSpecError as exc:
+        err(str(exc))
+        raise VerbExit(2, str(exc)) from exc
+    for warning in remote.warnings:
+        err(f"warning: {warning}")
+    try:
+        await remote.start()
+        await remote.wait_connected(getattr(args, "connect_timeout", 15.0))
+    except HostKeyRefused as exc:
+        await remote.close()
+        err(str(exc))
+        raise VerbExit(1, str(exc)) from exc
+    except RemoteError as exc:
+        await remote.close()
+        err(f"{host}: not connected: {exc}")
+        raise VerbExit(1, str(exc)) from exc
+    try:
+        yield remote
+    finally:
+        await remote.close()
+
+
+def err(message: str) -> None:
+    print(f"specdebug: {message}", file=sys.stderr, flush=True)
+
+
+def print_json(obj: Any) -> None:
+    """One JSON object on one line (pydantic models are dumped in JSON mode)."""
+    if hasattr(obj, "model_dump"):
+        obj = obj.model_dump(mode="json")
+    print(json.dumps(obj, default=str), flush=True)
+
+
+def run_verb(func):
+    """Decorator: turn VerbExit into its exit code, so verbs can bail out from deep inside."""
+    import functools
+    import inspect
+
+    if inspect.iscoroutinefunction(func):
+
+        @functools.wraps(func)
+        async def wrapper(args):
+            try:
+                return await func(args)
+            except VerbExit as exc:
+                return exc.code
+
+        return wrapper
+
+    @functools.wraps(func)
+    def sync_wrapper(args):
+        try:
+            return func(args)
+        except VerbExit as exc:
+            return exc.code
+
+    return sync_wrapper

@@ -1,0 +1,132 @@
+"""`specdebug profile check|schema|diff`: validate a profile, print its schema, list differing knobs.
+
+No host needed: these read local files only.  Exit codes: 0 ok (diff: also when profiles differ),
+2 when a profile cannot be loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from specdebug.core.profiles import ProfileError, diff_profiles, load_profile, profile_schema
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("profile", help="check, diff and describe server profiles (TOML)")
+    sub = parser.add_subparsers(dest="profile_cmd", metavar="CMD", required=True)
+
+    check = sub.add_parser("check", help="validate a profile and print it resolved (after extends)")
+    check.add_argument("file")
+    check.add_argument("--json", action="store_true", help="print the resolved profile as JSON")
+    check.set_defaults(func=cmd_check)
+
+    schema = sub.add_parser("schema", help="print the JSON schema of the profile format")
+    schema.set_defaults(func=cmd_schema)
+
+    diff = sub.add_parser("diff", help="list the knobs (CLI flags, env vars) two profiles differ in")
+    diff.add_argument("a")
+    diff.add_argument("b")
+    diff.add_argument("--all", action="store_true", help="include --port/--host/--log-file")
+    diff.add_argument("--json", action="store_true")
+    diff.set_defaults(func=cmd_diff)
+
+
+def _load(path: str):
+    try:
+        return load_profile(path)
+    except ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    profile = _load(args.file)
+    if profile is None:
+        return 2
+    data = profile.model_dump(mode="json")
+    if args.json:
+        data["fingerprint"] = profile.fingerprint()
+        data["extends_chain"] = [str(p) for p in profile.extends_chain]
+        print(json.dumps(data, indent=2))
+        return 0
+    print(f"# {profile.source}: ok (fingerprint {profile.fingerprint()})")
+    for base in profile.extends_chain:
+        print(f"# extends {base}")
+    print(_to_toml(data))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(profile_schema(), indent=2))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    a, b = _load(args.a), _load(args.b)
+    if a is None or b is None:
+        return 2
+    knobs = diff_profiles(a, b, include_plumbing=args.all)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "a": {"name": a.name, "file": str(a.source), "fingerprint": a.fingerprint()},
+                    "b": {"name": b.name, "file": str(b.source), "fingerprint": b.fingerprint()},
+                    "knobs": [k.model_dump(mode="json") for k in knobs],
+                },
+                indent=2,
+            )
+        )
+        return 0
+    if not knobs:
+        print(f"{a.name} and {b.name}: no differing knobs")
+        return 0
+    width = max(len(k.name) for k in knobs)
+    print(f"{'knob':<{width}}  kind     {a.name}  ->  {b.name}")
+    for k in knobs:
+        print(f"{k.name:<{width}}  {k.kind:<7}  {_show(k.value_a)}  ->  {_show(k.value_b)}")
+    return 0
+
+
+def _show(value: str | None) -> str:
+    return "(absent)" if value is None else value
+
+
+def _to_toml(data: dict) -> str:
+    """A small TOML writer for the resolved profile (values are str/int/float/bool/list/dict)."""
+    lines: list[str] = []
+    scalars = {k: v for k, v in data.items() if not isinstance(v, dict)}
+    for key, value in scalars.items():
+        if value is not None:
+            lines.append(f"{key} = {_toml_value(value)}")
+    for key, value in data.items():
+        if isinstance(value, dict):
+            _toml_table(lines, [key], value)
+    return "\n".join(lines)
+
+
+def _toml_table(lines: list[str], path: list[str], table: dict) -> None:
+    lines.append("")
+    lines.append(f"[{'.'.join(_toml_key(p) for p in path)}]")
+    for key, value in table.items():
+        if value is not None and not isinstance(value, dict):
+            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    for key, value in table.items():
+        if isinstance(value, dict):
+            _toml_table(lines, [*path, key], value)
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() else json.dumps(key)
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(value)

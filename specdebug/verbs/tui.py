@@ -1,0 +1,75 @@
+"""`specdebug [-F FILE] HOST [HOST ...]`: open the TUI on one or more hosts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from specdebug.remote.connection import SSHRemote
+from specdebug.remote.hostspec import HostSpecError
+from specdebug.tui.context import AppContext
+
+
+def tui_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="specdebug", description="Open the specdebug TUI on HOST(s).")
+    p.add_argument("-F", "--ssh-config", metavar="FILE", help="ssh config file (default ~/.ssh/config)")
+    p.add_argument("-c", "--profile", metavar="PROFILE", help="server profile (TOML) the panes act on")
+    p.add_argument("--layout", default="default", help="layout name from layouts/ (default: default)")
+    p.add_argument("--session", metavar="DIR", help="session folder (journal); default: a new one")
+    p.add_argument("--readonly", action="store_true", help="disable every action that changes the box")
+    p.add_argument("hosts", nargs="+", metavar="HOST")
+    return p
+
+
+def build_context(args: argparse.Namespace, remotes: dict) -> AppContext:
+    ctx = AppContext(remotes=remotes, selected=next(iter(remotes), None), readonly=args.readonly)
+    if args.profile:
+        from specdebug.core.profiles import load_profile
+
+        ctx.profile_path = Path(args.profile)
+        ctx.profile = load_profile(ctx.profile_path)
+    try:
+        from specdebug.core.journal import Journal
+
+        ctx.session_dir = Path(args.session) if args.session else Journal.default_dir()
+        ctx.journal = Journal(ctx.session_dir)
+    except ModuleNotFoundError:
+        pass
+    return ctx
+
+
+def run_app(ctx: AppContext, layout: str) -> int:
+    from specdebug.tui.app import SpecdebugApp, load_keymap
+
+    try:
+        keymap = load_keymap()
+    except (OSError, ValueError) as exc:
+        print(f"specdebug: keymap ignored: {exc}", file=sys.stderr)
+        keymap = {}
+    SpecdebugApp(ctx, layout=layout, keymap=keymap).run()
+    return 0
+
+
+def run_tui_from_argv(argv: list[str]) -> int:
+    args = tui_parser().parse_args(argv)
+    remotes = {}
+    try:
+        for host in args.hosts:
+            remote = SSHRemote(host, ssh_config=args.ssh_config)
+            for w in remote.warnings:
+                print(f"specdebug: warning: {w}", file=sys.stderr)
+            remotes[host] = remote
+        ctx = build_context(args, remotes)
+        from specdebug.tui.app import find_layout
+
+        find_layout(args.layout)
+    except (HostSpecError, ValueError) as exc:
+        print(f"specdebug: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if type(exc).__name__ == "ProfileError":
+            print(f"specdebug: {exc}", file=sys.stderr)
+            return 2
+        raise
+    return run_app(ctx, args.layout)
