@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -605,6 +605,45 @@ async def check_env(remote: Remote, query: EnvQuery) -> EnvReport:
     return build_report(query, procs, reads, lines, selection=sel, log_error=log_error)
 
 
-def state_file_path(profile_name: str) -> str:
-    """Where the launcher records a server's PID/PGID on the box."""
-    return f"~/.specdebug/servers/{profile_name}.json"
+async def query_for_profile(
+    remote: Remote,
+    profile: Any,
+    *,
+    expect: Mapping[str, str] | None = None,
+    expect_from_launcher: bool = False,
+    prefixes: Sequence[str] | None = None,
+    log_path: str | None = None,
+    show_secrets: bool = False,
+) -> EnvQuery:
+    """The query for a profile's server: expected env = profile.server.env (+ overrides); workers from
+    the launch record on the box (~/.specdebug/servers/<name>.json), else from profile.workers.match.
+
+    Raises LookupError when neither exists (nothing tells which processes are the server's).
+    """
+    from specdebug.core.servers import group_members, load_record
+
+    record = await load_record(remote, profile.name)
+    server = profile.server
+    query = EnvQuery(
+        expected={**server.env, **(expect or {})},
+        expected_source=f"profile {profile.name}" + (" + --expect" if expect else ""),
+        expect_from_launcher=expect_from_launcher,
+        prefixes=list(prefixes or DEFAULT_PREFIXES),
+        server_kind=server.kind if server.kind != "custom" else None,
+        show_secrets=show_secrets,
+    )
+    alive = False
+    if record is not None and record.stopped_at is None:
+        alive = bool(group_members(await remote.processes(), record))
+    if alive:
+        query.root_pid, query.pgid, query.match = record.pid, record.pgid, profile.workers.match
+        query.log_path = log_path or record.log_file or server.log_file or None
+    elif profile.workers.match:
+        query.match = profile.workers.match
+        query.log_path = log_path or server.log_file or None
+    else:
+        raise LookupError(
+            f"no running server recorded for profile {profile.name} on {remote.name} "
+            "and the profile has no [workers] match"
+        )
+    return query

@@ -31,6 +31,23 @@ def sessions_root() -> Path:
     return Path(platformdirs.user_data_dir("specdebug")) / "sessions"
 
 
+def resolve_session(arg: str | os.PathLike[str] | None, *, for_writing: bool) -> Path | None:
+    """Which session a headless verb uses: --session DIR, else $SPECDEBUG_SESSION, else the latest one.
+
+    Writers with no session at all get a new folder; readers get None. Reusing the latest
+    session lets `specdebug bench` twice and then `specdebug history` show both runs.
+    """
+    if arg:
+        return Path(arg).expanduser()
+    env = os.environ.get("SPECDEBUG_SESSION")
+    if env:
+        return Path(env).expanduser()
+    latest = Journal.latest_dir()
+    if latest is not None:
+        return latest
+    return Journal.default_dir() if for_writing else None
+
+
 class Journal:
     """Append-only event log of one session folder (created on first use)."""
 

@@ -71,8 +71,9 @@ _READ_STATE = 'if [ -f "$HOME/$1" ]; then cat "$HOME/$1"; else exit 3; fi'
 
 async def save_record(remote: Remote, record: ServerRecord) -> None:
     data = record.model_dump_json(indent=1).encode()
-    res = await remote.run(["sh", "-c", _WRITE_STATE, "sh", *state_path_words(record.profile)], input=data,
-                           timeout=15)
+    res = await remote.run(
+        ["sh", "-c", _WRITE_STATE, "sh", *state_path_words(record.profile)], input=data, timeout=15
+    )
     if not res.ok:
         raise RemoteError(f"cannot write the server state file: {res.err.strip() or res.exit_status}")
 

@@ -50,8 +50,14 @@ BACKOFF_CAP_S = 30.0
 _CONNECT_ERRORS = (OSError, asyncssh.Error, TimeoutError, asyncio.TimeoutError)
 
 
-def _helper_source() -> str:
-    return resources.files("specdebug.remote").joinpath("box_helper.py").read_text()
+def _helper_command() -> str:
+    """python3 -c with the helper compressed: short in `ps` output, no quoting surprises."""
+    import zlib
+
+    source = resources.files("specdebug.remote").joinpath("box_helper.py").read_text()
+    packed = base64.b64encode(zlib.compress(source.encode(), 9)).decode()
+    boot = f"import base64,zlib;exec(zlib.decompress(base64.b64decode('{packed}')))"
+    return sh_join(["python3", "-u", "-c", boot])
 
 
 async def refuse_unknown_keys(info: HostKeyInfo) -> KeyDecision:
@@ -450,9 +456,8 @@ class SSHRemote:
         self._conn = conn
         self._probe = None
         if self._use_helper:
-            cmd = sh_join(["python3", "-u", "-c", _helper_source()])
             try:
-                proc = await conn.create_process(cmd, encoding=None)
+                proc = await conn.create_process(_helper_command(), encoding=None)
                 probe = _ProbeChannel(proc)
                 self.helper_info = await probe.start()
                 self._probe = probe

@@ -46,8 +46,11 @@ def with_env_cwd(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd:
 # waits for stdin EOF and kills the session's process group.  The command's own exit status is
 # passed through when it ends first.
 _WATCHDOG = (
-    '{ cat >/dev/null 2>&1; kill -TERM 0; } </dev/stdin >/dev/null 2>&1 & '
-    '"$@" </dev/null & c=$!; wait "$c"; exit $?'
+    # background jobs of a non-interactive sh get stdin from /dev/null, so keep the channel's
+    # stdin on fd 3 for the watchdog's cat
+    "exec 3<&0; "
+    "{ cat <&3 >/dev/null 2>&1; kill -TERM 0; } >/dev/null 2>&1 & "
+    '"$@" </dev/null 3<&- & c=$!; exec 3<&-; wait "$c"; exit $?'
 )
 _WATCHDOG_MERGED = "exec 2>&1; " + _WATCHDOG
 

@@ -259,7 +259,7 @@ class Pack:
                     metrics[name] = [float(x) for x in value]
                 elif isinstance(value, int | float) and not isinstance(value, bool):
                     if key in self.percent_fields and units.get(key) != "%":
-                        value = value * 100.0
+                        value = round(value * 100.0, 9)
                     metrics[name] = float(value)
                 else:
                     continue

@@ -1,0 +1,36 @@
+"""Logs service: parse SGLang/vLLM logs into metrics, follow remote files, scan files after the fact.
+
+Modules: patterns (packs, detection, key/value tails, NCCL env lines), parser (stateful line
+parser), stats (bounded series), scan (whole files), follow (remote follow by offset), context
+(+-N lines around an offset), location (HOST:PATH), events (pydantic models).
+"""
+
+from specdebug.core.logs.events import LogEvent, LogMatch, MetricSample
+from specdebug.core.logs.parser import LogParser, PatternError
+from specdebug.core.logs.patterns import PACKS, SGLANG, VLLM, Pack, detect_pack, get_pack, parse_nccl_env_line
+from specdebug.core.logs.scan import Analyzer, ScanResult, scan_chunks, scan_file, scan_lines, scan_remote
+from specdebug.core.logs.stats import MetricStore, Series, SeriesStats
+
+__all__ = [
+    "PACKS",
+    "SGLANG",
+    "VLLM",
+    "Analyzer",
+    "LogEvent",
+    "LogMatch",
+    "LogParser",
+    "MetricSample",
+    "MetricStore",
+    "Pack",
+    "PatternError",
+    "ScanResult",
+    "Series",
+    "SeriesStats",
+    "detect_pack",
+    "get_pack",
+    "parse_nccl_env_line",
+    "scan_chunks",
+    "scan_file",
+    "scan_lines",
+    "scan_remote",
+]

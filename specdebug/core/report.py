@@ -1,0 +1,259 @@
+"""Session history and the markdown report built from a journal.
+
+The report is what a user pastes into a PR or an issue: every benchmark result with the config
+that produced it, how each run's config differs from the previous one (so "94 -> 60 tok/s"
+comes with "--speculative-num-steps: 2 -> 3"), warnings that make a number suspect, and the
+session's notes and marks. Config diffs use the argv/env recorded with each result (the
+profile file may have changed since), split into knobs the same way profiles.diff_profiles does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from specdebug.core.bench.models import BenchResult, LatencyStats
+from specdebug.core.profiles import PLUMBING_FLAGS, split_argv
+
+BASELINE_LABEL = "baseline"
+
+
+@dataclass
+class HistoryEntry:
+    """One recorded result; `id` is its 1-based position in the session, `ts` its journal time."""
+
+    id: int
+    ts: float
+    result: BenchResult
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "ts": self.ts, **self.result.model_dump(mode="json")}
+
+
+def history(events: list[dict[str, Any]]) -> list[HistoryEntry]:
+    """The session's bench results in order (a record that no longer validates is skipped)."""
+    out: list[HistoryEntry] = []
+    for ev in events:
+        if ev.get("kind") != "bench_result":
+            continue
+        data = {k: v for k, v in ev.items() if k not in ("ts", "kind")}
+        try:
+            res = BenchResult.model_validate(data)
+        except ValidationError:
+            continue
+        out.append(HistoryEntry(id=len(out) + 1, ts=float(ev.get("ts") or 0.0), result=res))
+    return out
+
+
+def baseline_event(result_ts: float) -> dict[str, Any]:
+    """The journal "mark" that makes a result the session's baseline."""
+    return {"label": BASELINE_LABEL, "result_ts": result_ts}
+
+
+def baseline_of(events: list[dict[str, Any]], entries: list[HistoryEntry]) -> HistoryEntry | None:
+    """The result last marked as baseline, else the first result."""
+    chosen: float | None = None
+    for ev in events:
+        if ev.get("kind") == "mark" and ev.get("label") == BASELINE_LABEL and "result_ts" in ev:
+            chosen = ev["result_ts"]
+    if chosen is not None:
+        for e in entries:
+            if abs(e.ts - float(chosen)) < 1e-6:
+                return e
+    return entries[0] if entries else None
+
+
+def delta_pct(value: float | None, base: float | None) -> float | None:
+    if value is None or base is None or base == 0:
+        return None
+    return (value - base) / base * 100.0
+
+
+def _knobs(res: BenchResult) -> dict[str, str]:
+    """Recorded argv/env as name -> value ("(set)" for a switch), plumbing flags left out."""
+    out: dict[str, str] = {}
+    if res.argv:
+        prefix, flags = split_argv(list(res.argv))
+        out["(command)"] = " ".join(prefix)
+        for name, values in flags:
+            if name not in PLUMBING_FLAGS:
+                out[name] = " ".join(values) if values else "(set)"
+    for k, v in (res.env or {}).items():
+        out[f"env {k}"] = v
+    return out
+
+
+def config_diff(a: BenchResult, b: BenchResult) -> list[str]:
+    """Human lines for what differs between two results' launch configs (empty: same config)."""
+    ka, kb = _knobs(a), _knobs(b)
+    lines = []
+    for name in [*ka, *[n for n in kb if n not in ka]]:
+        va, vb = ka.get(name), kb.get(name)
+        if va != vb:
+            lines.append(f"{name}: {_show(va)} -> {_show(vb)}")
+    if a.server_version != b.server_version and (a.server_version or b.server_version):
+        lines.append(f"server version: {_show(a.server_version)} -> {_show(b.server_version)}")
+    return lines
+
+
+def _show(v: str | None) -> str:
+    return "(absent)" if v is None else repr(v)
+
+
+def metric_diff(a: BenchResult, b: BenchResult) -> list[tuple[str, float | None, float | None, float | None]]:
+    """(metric, a, b, delta %) rows for the compare view and the report."""
+    sa, sb = a.server, b.server
+    rows = [
+        ("tok/s", a.headline(), b.headline()),
+        ("output tok/s", a.output_tok_s, b.output_tok_s),
+        ("req/s", a.request_throughput, b.request_throughput),
+        ("TTFT p50 ms", a.ttft_ms.p50, b.ttft_ms.p50),
+        ("ITL p50 ms", a.itl_ms.p50, b.itl_ms.p50),
+        ("ITL p99 ms", a.itl_ms.p99, b.itl_ms.p99),
+        ("accept len", _accept(a), _accept(b)),
+        ("verify ms", sa.verify_ms if sa else None, sb.verify_ms if sb else None),
+        ("server gen tok/s", sa.gen_throughput if sa else None, sb.gen_throughput if sb else None),
+    ]
+    return [(name, x, y, delta_pct(y, x)) for name, x, y in rows]
+
+
+def _accept(r: BenchResult) -> float | None:
+    if r.server and r.server.accept_len is not None:
+        return r.server.accept_len
+    return r.accept_length
+
+
+def fmt(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def fmt_delta(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.1f}%"
+
+
+def fmt_time(ts: float | None) -> str:
+    return "-" if not ts else datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _lat(s: LatencyStats) -> str:
+    return fmt(s.p50) if s.p50 is not None else fmt(s.mean)
+
+
+def render_markdown(events: list[dict[str, Any]], *, title: str = "specdebug session") -> str:
+    """The whole session as markdown: results table, config diffs, warnings, notes and marks."""
+    entries = history(events)
+    base = baseline_of(events, entries)
+    out = [f"# {title}", ""]
+    if events:
+        hosts = sorted({e.result.host for e in entries if e.result.host})
+        out.append(
+            f"- events: {len(events)}, from {fmt_time(events[0].get('ts'))} to {fmt_time(events[-1].get('ts'))}"
+        )
+        if hosts:
+            out.append(f"- hosts: {', '.join(hosts)}")
+        if base is not None:
+            out.append(f"- baseline: run #{base.id} ({base.result.profile or '?'})")
+        out.append("")
+    out += ["## Results", ""]
+    if not entries:
+        out += ["No benchmark results in this session.", ""]
+    else:
+        out.append(
+            "| # | time | profile | fingerprint | kind | tok/s | vs base | output tok/s | req/s | TTFT ms | "
+            "ITL ms | accept len | verify ms | warnings |"
+        )
+        out.append("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        for e in entries:
+            r = e.result
+            d = delta_pct(r.headline(), base.result.headline()) if base and base is not e else None
+            out.append(
+                "| "
+                + " | ".join(
+                    _cell(x)
+                    for x in (
+                        str(e.id),
+                        fmt_time(r.started_at or e.ts),
+                        r.profile or "-",
+                        f"`{r.fingerprint}`" if r.fingerprint else "-",
+                        r.kind if r.status == "done" else f"{r.kind} ({r.status})",
+                        fmt(r.headline()),
+                        "base" if base is e else fmt_delta(d),
+                        fmt(r.output_tok_s),
+                        fmt(r.request_throughput, 2),
+                        _lat(r.ttft_ms),
+                        _lat(r.itl_ms),
+                        fmt(_accept(r), 2),
+                        fmt(r.server.verify_ms if r.server else None, 2),
+                        str(len(r.warnings)) if r.warnings else "",
+                    )
+                )
+                + " |"
+            )
+        out += [
+            "",
+            "tok/s = single-stream decode rate (excludes TTFT) when concurrency is 1, else output tok/s.",
+            "",
+        ]
+        out += _diff_section(entries)
+        out += _warning_section(entries)
+    out += _notes_section(events)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _diff_section(entries: list[HistoryEntry]) -> list[str]:
+    out = ["## Config changes between runs", ""]
+    any_diff = False
+    for prev, cur in zip(entries, entries[1:], strict=False):
+        lines = config_diff(prev.result, cur.result)
+        if not lines:
+            continue
+        any_diff = True
+        d = delta_pct(cur.result.headline(), prev.result.headline())
+        out.append(
+            f"**#{prev.id} {prev.result.profile or '?'} -> #{cur.id} {cur.result.profile or '?'}** "
+            f"(tok/s {fmt(prev.result.headline())} -> {fmt(cur.result.headline())}, {fmt_delta(d)})"
+        )
+        out.append("")
+        out += [f"- `{_cell(x)}`" for x in lines]
+        out.append("")
+    if not any_diff:
+        out += ["All runs used the same recorded config." if len(entries) > 1 else "Only one run.", ""]
+    return out
+
+
+def _warning_section(entries: list[HistoryEntry]) -> list[str]:
+    rows = [(e, w) for e in entries for w in e.result.warnings]
+    if not rows:
+        return []
+    out = ["## Warnings", ""]
+    out += [f"- #{e.id} {e.result.profile or '?'}: {_cell(w)}" for e, w in rows]
+    return [*out, ""]
+
+
+_SUMMARY_KEYS = ("text", "label", "message", "verdict", "profile", "phase", "reason", "status")
+
+
+def _notes_section(events: list[dict[str, Any]]) -> list[str]:
+    rows = []
+    for ev in events:
+        kind = ev.get("kind")
+        if kind in ("bench_result", None):
+            continue
+        if kind == "mark" and ev.get("label") == BASELINE_LABEL:
+            continue
+        parts = [f"{k}={ev[k]}" for k in _SUMMARY_KEYS if ev.get(k) not in (None, "", [], {})]
+        if not parts:
+            rest = {k: v for k, v in ev.items() if k not in ("ts", "kind")}
+            parts = [json.dumps(rest, default=str)[:200]]
+        rows.append(f"- {fmt_time(ev.get('ts'))} **{kind}**: {_cell(', '.join(str(p) for p in parts))}")
+    if not rows:
+        return []
+    return ["## Notes, marks and events", "", *rows, ""]

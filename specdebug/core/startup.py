@@ -1,0 +1,912 @@
+"""Launch a server from a profile and say, the moment it is knowable, whether it came up.
+
+The old way was a 15-second loop of fresh `ssh host curl /health` calls: up to 15 s late when the
+server was ready and blind to a crash until the timeout.  Here three watchers run at once and feed
+one pure state machine (`StartupTracker`):
+
+* the log, followed from the byte offset it had at launch (`tail -c +N -F` on its own channel):
+  startup phases in order, the ready line, error lines (pattern pack from `specdebug.core.logs`);
+* the health endpoint, polled every 0.25 s through an SSH port forward (or from the box itself
+  when forwarding is refused);
+* the process group's liveness (`remote.processes()` every 0.5 s).
+
+Ready = health 200 and (the kind's ready line seen, unless the profile disables that).  Failed =
+an error line (then a short settle window collects the traceback up to its exception line, which
+becomes the reason), or the group died, or timeout_s passed (the reason names the last phase).
+
+The server is started detached: `setsid`, stdin from /dev/null, output appended to the log file,
+so it lives on when specdebug quits or the connection drops.  It is stopped by its recorded
+process group, never by a name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import statistics
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from specdebug.core.profiles import Profile
+from specdebug.core.servers import (
+    PortHolder,
+    ServerRecord,
+    find_port_holder,
+    group_members,
+    health_on_box,
+    load_record,
+    save_record,
+)
+from specdebug.remote.api import ConnectionDropped, Remote, RemoteError
+from specdebug.remote.shell import env_assignments
+
+Clock = Callable[[], float]
+
+# -- events --------------------------------------------------------------------------------
+
+
+class ServerPhase(BaseModel):
+    """A startup phase entered (first milestone line of it), with the time we saw it."""
+
+    type: Literal["phase"] = "phase"
+    name: str
+    at: float  # unix seconds, local clock
+    elapsed_s: float  # since launch
+    line: str | None = None
+
+
+class LogLine(BaseModel):
+    type: Literal["log"] = "log"
+    text: str
+    at: float
+
+
+class HealthChange(BaseModel):
+    type: Literal["health"] = "health"
+    status: int | None  # HTTP status; None = no answer (refused, timeout)
+    at: float
+
+
+class GroupChange(BaseModel):
+    type: Literal["group"] = "group"
+    pids: list[int]
+    at: float
+
+
+class Launched(BaseModel):
+    type: Literal["launched"] = "launched"
+    record: ServerRecord
+
+
+class Verdict(BaseModel):
+    """How a startup ended: ready, or failed with the reason and the log lines around it."""
+
+    type: Literal["verdict"] = "verdict"
+    verdict: Literal["ready", "failed"]
+    profile: str = ""
+    fingerprint: str = ""
+    phases: list[ServerPhase] = Field(default_factory=list)
+    last_phase: str | None = None
+    ready_at: float | None = None
+    at: float = 0.0
+    elapsed_s: float = 0.0
+    reason: str | None = None
+    error_kind: str | None = None  # pattern kind (oom, nccl, scheduler_exception...), exited, timeout
+    excerpt: list[str] = Field(default_factory=list)
+    pid: int | None = None
+    pgid: int | None = None
+    log_file: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The headless JSON shape (issue: verdict, phases[{name, at, elapsed_s}], ready_at, ...)."""
+        return {
+            "verdict": self.verdict,
+            "profile": self.profile,
+            "fingerprint": self.fingerprint,
+            "phases": [{"name": p.name, "at": p.at, "elapsed_s": round(p.elapsed_s, 3)} for p in self.phases],
+            "last_phase": self.last_phase,
+            "ready_at": self.ready_at,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "reason": self.reason,
+            "error_kind": self.error_kind,
+            "excerpt": self.excerpt,
+            "pid": self.pid,
+            "pgid": self.pgid,
+            "log_file": self.log_file,
+        }
+
+
+StartupEvent = Annotated[
+    ServerPhase | LogLine | HealthChange | GroupChange | Launched | Verdict, Field(discriminator="type")
+]
+
+
+class LaunchRefused(Exception):
+    """Not launched: the port is taken, or this profile's server is still running."""
+
+    def __init__(self, message: str, *, holder: PortHolder | None = None, record: ServerRecord | None = None):
+        super().__init__(message)
+        self.holder = holder
+        self.record = record
+
+
+# -- the pure state machine ------------------------------------------------------------------
+
+EXC_LINE_RE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)(?::\s?.*)?$")
+TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
+_PREFIX_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\] ")
+EXCERPT_BEFORE = 5
+EXCERPT_MAX = 80
+
+
+def _packs() -> dict[str, Any]:
+    try:
+        from specdebug.core.logs.patterns import PACKS
+    except ImportError:  # pragma: no cover - the logs pack ships with specdebug
+        return {}
+    return PACKS
+
+
+@dataclass
+class _Failing:
+    kind: str
+    started: float
+    deadline: float
+    trigger_index: int | None = None
+    trigger_msg: str | None = None
+    reason: str | None = None
+    reason_at: float = 0.0
+    last_line_at: float = 0.0
+    last_index: int | None = None
+
+
+class StartupTracker:
+    """Turns log lines, health answers and group liveness into phases and one Verdict.
+
+    Pure (no I/O, time passed in) so every rule is unit-tested with fake inputs; `watch` feeds it.
+    """
+
+    SETTLE_S = 1.2  # longest wait after an error line for the traceback's exception line
+    QUIET_S = 0.3  # after the exception line: finish once the log is quiet this long
+    EXIT_SETTLE_S = 0.6  # after the group died: let the last log lines arrive
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        started_at: float,
+        timeout_s: float,
+        require_ready_line: bool = True,
+        profile: str = "",
+        fingerprint: str = "",
+        pid: int | None = None,
+        pgid: int | None = None,
+        log_file: str | None = None,
+        deadline: float | None = None,
+    ) -> None:
+        self.pack = _packs().get(kind)
+        self.require_ready_line = require_ready_line and self.pack is not None
+        self.started_at = started_at
+        self.timeout_s = timeout_s
+        self.deadline = deadline if deadline is not None else started_at + timeout_s
+        self.meta = {
+            "profile": profile,
+            "fingerprint": fingerprint,
+            "pid": pid,
+            "pgid": pgid,
+            "log_file": log_file,
+        }
+        self.phases: list[ServerPhase] = [ServerPhase(name="launch", at=started_at, elapsed_s=0.0)]
+        self._seen_phases = {"launch"}
+        self.lines: deque[tuple[int, str]] = deque(maxlen=400)
+        self.n = 0
+        self.ready_line_at: float | None = None
+        self.health_ok_at: float | None = None
+        self.health_status: int | None = None
+        self.pids: list[int] | None = None
+        self.last_progress_at = started_at
+        self.failing: _Failing | None = None
+        self.verdict: Verdict | None = None
+
+    # inputs ---------------------------------------------------------------------------------
+
+    def feed_line(self, text: str, at: float) -> list[Any]:
+        out: list[Any] = [LogLine(text=text, at=at)]
+        self.lines.append((self.n, text))
+        index = self.n
+        self.n += 1
+        if self.verdict is not None:
+            return out
+        msg = self.message(text)
+        if self.failing is not None:
+            self.failing.last_line_at = at
+            self.failing.last_index = index
+            if EXC_LINE_RE.match(msg):
+                self.failing.reason, self.failing.reason_at = msg, at
+            return out
+        kind = self.error_kind(text, msg)
+        if kind is not None:
+            self.failing = _Failing(
+                kind=kind,
+                started=at,
+                deadline=at + self.SETTLE_S,
+                trigger_index=index,
+                trigger_msg=msg,
+                last_line_at=at,
+                last_index=index,
+            )
+            if EXC_LINE_RE.match(msg):
+                self.failing.reason, self.failing.reason_at = msg, at
+            return out
+        phase = self.pack.phase_of(text) if self.pack is not None else None
+        if phase and not phase.endswith("_done") and phase not in self._seen_phases:
+            self._seen_phases.add(phase)
+            ev = ServerPhase(name=phase, at=at, elapsed_s=at - self.started_at, line=text)
+            self.phases.append(ev)
+            self.last_progress_at = at
+            out.append(ev)
+        elif phase:
+            self.last_progress_at = at
+        if self.pack is not None and self.ready_line_at is None and self.pack.is_ready(text):
+            self.ready_line_at = at
+        out.extend(self._check_ready(at))
+        return out
+
+    def health(self, status: int | None, at: float) -> list[Any]:
+        out: list[Any] = []
+        if status != self.health_status:
+            self.health_status = status
+            out.append(HealthChange(status=status, at=at))
+        if status == 200 and self.health_ok_at is None:
+            self.health_ok_at = at
+        if self.verdict is None:
+            out.extend(self._check_ready(at))
+        return out
+
+    def group(self, pids: list[int], at: float) -> list[Any]:
+        out: list[Any] = []
+        if pids != self.pids:
+            self.pids = list(pids)
+            out.append(GroupChange(pids=list(pids), at=at))
+        if not pids and self.verdict is None:
+            if self.failing is None:
+                self.failing = _Failing(kind="exited", started=at, deadline=at + self.EXIT_SETTLE_S)
+            else:
+                self.failing.deadline = min(self.failing.deadline, at + self.EXIT_SETTLE_S)
+        return out
+
+    def tick(self, at: float) -> list[Any]:
+        if self.verdict is not None:
+            return []
+        f = self.failing
+        if f is not None:
+            quiet = f.reason is not None and at - max(f.reason_at, f.last_line_at) >= self.QUIET_S
+            if quiet or at >= f.deadline:
+                return [self._fail(at)]
+            return []
+        if at >= self.deadline:
+            return [self._timeout(at)]
+        return []
+
+    # helpers --------------------------------------------------------------------------------
+
+    def message(self, text: str) -> str:
+        if self.pack is not None:
+            return self.pack.message(text).strip()
+        return _PREFIX_RE.sub("", text).strip()
+
+    def error_kind(self, text: str, msg: str) -> str | None:
+        if self.pack is not None:
+            kind = self.pack.error_kind(text)
+            if kind:
+                return kind
+        if TRACEBACK_RE.search(msg):
+            return "traceback"
+        if self.pack is None and EXC_LINE_RE.match(msg):
+            return "exception"
+        return None
+
+    @property
+    def last_phase(self) -> str:
+        return self.phases[-1].name
+
+    def _check_ready(self, at: float) -> list[Verdict]:
+        if self.failing is not None or self.health_ok_at is None:
+            return []
+        if self.require_ready_line and self.ready_line_at is None:
+            return []
+        ready_at = max(self.health_ok_at, self.ready_line_at or 0.0)
+        if "ready" not in self._seen_phases:
+            self._seen_phases.add("ready")
+            self.phases.append(ServerPhase(name="ready", at=ready_at, elapsed_s=ready_at - self.started_at))
+        self.verdict = Verdict(
+            verdict="ready",
+            phases=list(self.phases),
+            last_phase="ready",
+            ready_at=ready_at,
+            at=at,
+            elapsed_s=ready_at - self.started_at,
+            **self.meta,
+        )
+        return [self.verdict]
+
+    def _fail(self, at: float) -> Verdict:
+        f = self.failing
+        assert f is not None
+        if f.kind == "exited":
+            last = next((t for _, t in reversed(self.lines) if t.strip()), None)
+            reason = f"server exited (process group {self.meta['pgid']} is gone)"
+            if last:
+                reason += f"; last log line: {self.message(last)}"
+            excerpt = [t for _, t in list(self.lines)[-20:]]
+        else:
+            reason = f.reason or f.trigger_msg or f.kind
+            first = (f.trigger_index or 0) - EXCERPT_BEFORE
+            excerpt = [t for i, t in self.lines if i >= first]
+            if len(excerpt) > EXCERPT_MAX:
+                head, tail = excerpt[:20], excerpt[-(EXCERPT_MAX - 21) :]
+                excerpt = [*head, f"[... {len(excerpt) - len(head) - len(tail)} lines ...]", *tail]
+        return self._finish("failed", at, reason, f.kind, excerpt)
+
+    def _timeout(self, at: float) -> Verdict:
+        waited = at - self.started_at
+        reason = f"timed out after {waited:.0f} s in phase {self.last_phase}"
+        reason += f" (no progress for {at - self.last_progress_at:.0f} s"
+        reason += f", health {self.health_status if self.health_status else 'not answering'}"
+        if self.require_ready_line:
+            reason += ", ready line " + ("seen" if self.ready_line_at else "not seen")
+        reason += ")"
+        return self._finish("failed", at, reason, "timeout", [t for _, t in list(self.lines)[-20:]])
+
+    def _finish(self, verdict: str, at: float, reason: str, kind: str, excerpt: list[str]) -> Verdict:
+        self.verdict = Verdict(
+            verdict=verdict,
+            phases=list(self.phases),
+            last_phase=self.last_phase,
+            at=at,  # type: ignore[arg-type]
+            elapsed_s=at - self.started_at,
+            reason=reason,
+            error_kind=kind,
+            excerpt=excerpt,
+            **self.meta,
+        )
+        return self.verdict
+
+
+# -- history (ETA) ---------------------------------------------------------------------------
+
+
+class StartupHistory(BaseModel):
+    """What earlier successful startups of a profile took (from the journal's verdict events)."""
+
+    profile: str
+    runs: int
+    expected_total_s: float
+    phase_starts: dict[str, float]  # median elapsed_s at which each phase began
+
+    def eta(self, elapsed_s: float) -> float:
+        return max(0.0, self.expected_total_s - elapsed_s)
+
+
+def startup_history(
+    events: list[dict[str, Any]], profile: str, fingerprint: str | None = None
+) -> StartupHistory | None:
+    """Median startup time of earlier ready verdicts of `profile` (same fingerprint when given)."""
+    runs = [
+        e
+        for e in events
+        if e.get("kind") == "verdict"
+        and e.get("verdict") == "ready"
+        and e.get("profile") == profile
+        and (fingerprint is None or e.get("fingerprint") in (None, "", fingerprint))
+    ]
+    if not runs:
+        return None
+    totals = [float(e.get("elapsed_s") or 0) for e in runs]
+    starts: dict[str, list[float]] = {}
+    for e in runs:
+        for p in e.get("phases") or []:
+            starts.setdefault(p["name"], []).append(float(p.get("elapsed_s") or 0))
+    return StartupHistory(
+        profile=profile,
+        runs=len(runs),
+        expected_total_s=statistics.median(totals),
+        phase_starts={k: statistics.median(v) for k, v in starts.items()},
+    )
+
+
+# -- launch ------------------------------------------------------------------------------------
+
+# Positional parameters only: $1 log path, $2 cwd, then the command (env K=V ... argv).  `~` in the
+# log path or cwd is expanded here, on the box.  setsid: own session and process group (PGID == PID
+# because a background job of a non-interactive sh is not a group leader, so setsid does not fork).
+LAUNCH_SCRIPT = r"""
+log=$1; dir=$2; shift 2
+case $log in "~") log=$HOME;; "~/"*) log=$HOME/${log#"~/"};; esac
+case $log in /*) ;; *) log=$PWD/$log;; esac
+if [ -n "$dir" ]; then
+  case $dir in "~") dir=$HOME;; "~/"*) dir=$HOME/${dir#"~/"};; esac
+  cd -- "$dir" || exit 4
+fi
+mkdir -p -- "$(dirname -- "$log")" || exit 3
+: >>"$log" || exit 3
+size=$(wc -c <"$log")
+if command -v setsid >/dev/null 2>&1; then
+  setsid "$@" </dev/null >>"$log" 2>&1 &
+else
+  python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' "$@" </dev/null >>"$log" 2>&1 &
+fi
+printf '%s\n%s\n%s\n' "$!" "$size" "$log"
+"""
+
+
+def launch_env(profile: Profile) -> dict[str, str]:
+    env = dict(profile.server.env)
+    if profile.server.spt_noenv:
+        env.setdefault("SPT_NOENV", "1")
+    return env
+
+
+def launch_argv(profile: Profile) -> list[str]:
+    """The argv run on the box (as `sh -c LAUNCH_SCRIPT sh LOG CWD env K=V... ARGV...`)."""
+    command = ["env", *env_assignments(launch_env(profile)), *profile.server.argv]
+    return ["sh", "-c", LAUNCH_SCRIPT, "sh", profile.server.log_file, profile.server.cwd or "", *command]
+
+
+async def check_can_launch(remote: Remote, profile: Profile) -> None:
+    """Raise LaunchRefused when this profile's server still runs or its port is taken."""
+    record = await load_record(remote, profile.name)
+    if record is not None and record.stopped_at is None:
+        members = group_members(await remote.processes(), record)
+        if members:
+            raise LaunchRefused(
+                f"{profile.name} is already running (PID {record.pid}, PGID {record.pgid}, "
+                f"{len(members)} processes); stop or restart it",
+                record=record,
+            )
+    holder = await find_port_holder(remote, profile.server.port)
+    if holder.listening:
+        raise LaunchRefused(f"not launching {profile.name}: {holder.describe()}", holder=holder)
+
+
+async def launch(
+    remote: Remote, profile: Profile, *, journal: Any = None, clock: Clock = time.time, check: bool = True
+) -> ServerRecord:
+    """Start the profile's server detached on the box and record it (state file + journal)."""
+    if check:
+        await check_can_launch(remote, profile)
+    started = clock()
+    res = await remote.run(launch_argv(profile), timeout=30)
+    fields = res.out.splitlines()
+    if not res.ok or len(fields) < 3:
+        what = {3: "cannot create the log file", 4: "cannot cd to the working directory"}.get(
+            res.exit_status or 0, "launch failed"
+        )
+        raise RemoteError(f"{what}: {res.err.strip() or res.out.strip() or res.exit_status}")
+    pid, size, log_path = int(fields[0]), int(fields[1]), fields[2]
+    pgid, start_ticks = pid, None
+    with contextlib.suppress(RemoteError):
+        leader = next((p for p in await remote.processes() if p.pid == pid), None)
+        if leader is not None:
+            pgid, start_ticks = leader.pgid, leader.start_ticks
+    record = ServerRecord(
+        profile=profile.name,
+        host=getattr(remote, "name", ""),
+        fingerprint=profile.fingerprint(),
+        pid=pid,
+        pgid=pgid,
+        start_ticks=start_ticks,
+        port=profile.server.port,
+        log_file=log_path,
+        log_offset=size,
+        started_at=started,
+        argv=_masked_argv(profile.server.argv),
+        env=_masked_env(launch_env(profile)),
+        cwd=profile.server.cwd,
+    )
+    await save_record(remote, record)
+    if journal is not None:
+        journal.append("launch", record.model_dump(mode="json"), sync=True)
+    return record
+
+
+def _masked_env(env: dict[str, str]) -> dict[str, str]:
+    try:
+        from specdebug.core.secrets import mask_env
+    except ImportError:  # pragma: no cover
+        return env
+    return mask_env(env)
+
+
+def _masked_argv(argv: list[str]) -> list[str]:
+    try:
+        from specdebug.core.secrets import mask_argv
+    except ImportError:  # pragma: no cover
+        return argv
+    return mask_argv(argv)
+
+
+# -- watch -------------------------------------------------------------------------------------
+
+
+async def watch(
+    remote: Remote,
+    record: ServerRecord,
+    profile: Profile,
+    *,
+    timeout_s: float | None = None,
+    deadline: float | None = None,
+    journal: Any = None,
+    clock: Clock = time.time,
+    health_interval: float = 0.25,
+    group_interval: float = 0.5,
+    tick_interval: float = 0.1,
+) -> AsyncIterator[Any]:
+    """Stream startup events for a launched (or attached) server; the last one is its Verdict."""
+    tracker = StartupTracker(
+        kind=profile.server.kind,
+        started_at=record.started_at,
+        timeout_s=timeout_s if timeout_s is not None else profile.ready.timeout_s,
+        require_ready_line=profile.ready.require_ready_line,
+        profile=profile.name,
+        fingerprint=record.fingerprint or profile.fingerprint(),
+        pid=record.pid,
+        pgid=record.pgid,
+        log_file=record.log_file,
+        deadline=deadline,
+    )
+    if deadline is None and timeout_s is not None:
+        tracker.deadline = record.started_at + timeout_s
+    queue: asyncio.Queue[tuple[str, tuple]] = asyncio.Queue()
+    tasks = [
+        asyncio.create_task(_follow_log(remote, record.log_file, record.log_offset, queue, clock)),
+        asyncio.create_task(
+            _poll_health(remote, record.port, profile.ready.health, queue, clock, health_interval)
+        ),
+        asyncio.create_task(_poll_group(remote, record, queue, clock, group_interval)),
+        asyncio.create_task(_ticker(queue, clock, tick_interval)),
+    ]
+    try:
+        while True:
+            kind, payload = await queue.get()
+            if kind == "line":
+                events = tracker.feed_line(*payload)
+            elif kind == "health":
+                events = tracker.health(*payload)
+            elif kind == "group":
+                events = tracker.group(*payload)
+            else:
+                events = tracker.tick(*payload)
+            for ev in events:
+                if isinstance(ev, Verdict) and journal is not None:
+                    journal.append("verdict", ev.model_dump(mode="json"), sync=True)
+                yield ev
+                if isinstance(ev, Verdict):
+                    return
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def launch_and_watch(
+    remote: Remote,
+    profile: Profile,
+    *,
+    journal: Any = None,
+    timeout_s: float | None = None,
+    clock: Clock = time.time,
+) -> AsyncIterator[Any]:
+    """Launch, then watch: a Launched event, phases/log/health events, and the Verdict."""
+    record = await launch(remote, profile, journal=journal, clock=clock)
+    yield Launched(record=record)
+    async for ev in watch(remote, record, profile, timeout_s=timeout_s, journal=journal, clock=clock):
+        yield ev
+
+
+def _clean_line(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace").rstrip("\n")
+    if "\r" in text:  # progress bars redraw with \r: keep what the terminal would show last
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = parts[-1] if parts else ""
+    return text
+
+
+async def _follow_log(remote: Remote, path: str, offset: int, queue: asyncio.Queue, clock: Clock) -> None:
+    """Every line appended to the log from `offset` on; resumes at the same byte after a drop."""
+    while True:
+        try:
+            async with remote.stream(
+                ["tail", "-c", f"+{offset + 1}", "-F", "--", path], binary=True
+            ) as stream:
+                async for raw in stream:
+                    offset += len(raw)
+                    await queue.put(("line", (_clean_line(raw), clock())))
+        except ConnectionDropped:
+            with contextlib.suppress(RemoteError, asyncio.TimeoutError, TimeoutError):
+                await remote.wait_connected(30)
+        except RemoteError:
+            pass
+        await asyncio.sleep(0.5)
+
+
+async def _poll_health(
+    remote: Remote, port: int, path: str, queue: asyncio.Queue, clock: Clock, interval: float
+) -> None:
+    """GET the health path every `interval` s through a port forward (or from the box if refused)."""
+    import httpx
+
+    forward = client = None
+    try:
+        with contextlib.suppress(Exception):
+            forward = await remote.forward_local_port(port)
+        if forward is not None:
+            client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(2.0, connect=1.0))
+        while True:
+            t0 = clock()
+            status: int | None = None
+            try:
+                if client is not None and forward is not None:
+                    resp = await client.get(f"http://127.0.0.1:{forward.local_port}{path}")
+                    status = resp.status_code
+                else:
+                    status = await health_on_box(remote, port, path)
+            except Exception:
+                status = None
+            await queue.put(("health", (status, clock())))
+            await asyncio.sleep(max(0.02, interval - (clock() - t0)))
+    finally:
+        if client is not None:
+            await client.aclose()
+        if forward is not None:
+            with contextlib.suppress(Exception):
+                await forward.close()
+
+
+async def _poll_group(
+    remote: Remote, record: ServerRecord, queue: asyncio.Queue, clock: Clock, interval: float
+) -> None:
+    """Live PIDs of the server's process group (only successful listings count: a drop is not a death)."""
+    while True:
+        try:
+            procs = await remote.processes()
+        except RemoteError:
+            procs = None
+        if procs is not None:
+            await queue.put(("group", (sorted(p.pid for p in group_members(procs, record)), clock())))
+        await asyncio.sleep(interval)
+
+
+async def _ticker(queue: asyncio.Queue, clock: Clock, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        await queue.put(("tick", (clock(),)))
+
+
+# -- stop / status / attach --------------------------------------------------------------------
+
+
+class StopResult(BaseModel):
+    type: Literal["stopped"] = "stopped"
+    profile: str
+    pid: int | None = None
+    pgid: int | None = None
+    was_running: bool = False
+    stopped: bool = False  # nothing of the group is left
+    signals: list[str] = Field(default_factory=list)
+    remaining: list[int] = Field(default_factory=list)
+    elapsed_s: float = 0.0
+    message: str = ""
+
+
+_KILLPG = "import os, signal, sys; os.killpg(int(sys.argv[1]), getattr(signal, 'SIG' + sys.argv[2]))"
+
+
+async def _signal_group(remote: Remote, pgid: int, sig: str) -> None:
+    res = await remote.run(["kill", f"-{sig}", "--", f"-{pgid}"], timeout=15)
+    if not res.ok:  # a kill without group syntax (rare): ask python
+        await remote.run(["python3", "-c", _KILLPG, str(pgid), sig], timeout=15)
+
+
+async def stop_record(
+    remote: Remote,
+    record: ServerRecord,
+    *,
+    grace_s: float = 10.0,
+    journal: Any = None,
+    clock: Clock = time.time,
+    poll_s: float = 0.2,
+) -> StopResult:
+    """TERM the recorded process group, KILL it after `grace_s`, and confirm nothing of it is left."""
+    t0 = clock()
+    result = StopResult(profile=record.profile, pid=record.pid, pgid=record.pgid)
+    members = group_members(await remote.processes(), record)
+    result.was_running = bool(members)
+    if members:
+        for sig, wait_s in (("TERM", grace_s), ("KILL", 10.0)):
+            result.signals.append(sig)
+            await _signal_group(remote, record.pgid, sig)
+            end = clock() + wait_s
+            while True:
+                members = group_members(await remote.processes(), record)
+                # zombies are gone as far as the group goes: they hold no resources but their slot
+                members = [p for p in members if p.state != "Z"]
+                if not members or clock() >= end:
+                    break
+                await asyncio.sleep(poll_s)
+            if not members:
+                break
+    result.remaining = [p.pid for p in members]
+    result.stopped = not members
+    result.elapsed_s = clock() - t0
+    if not result.was_running:
+        result.message = f"{record.profile}: not running (process group {record.pgid} is gone)"
+    elif result.stopped:
+        result.message = (
+            f"{record.profile}: stopped process group {record.pgid} ({', '.join(result.signals)})"
+        )
+    else:
+        result.message = f"{record.profile}: still running after KILL: PIDs {result.remaining}"
+    if result.stopped and record.stopped_at is None:
+        with contextlib.suppress(RemoteError):
+            await save_record(remote, record.model_copy(update={"stopped_at": clock()}))
+    if journal is not None:
+        journal.append("stop", result.model_dump(mode="json"))
+    return result
+
+
+async def stop(remote: Remote, profile: Profile, *, grace_s: float = 10.0, journal: Any = None) -> StopResult:
+    record = await load_record(remote, profile.name)
+    if record is None:
+        return StopResult(
+            profile=profile.name, stopped=True, message=f"{profile.name}: never launched on this box"
+        )
+    return await stop_record(remote, record, grace_s=grace_s, journal=journal)
+
+
+class ServerStatus(BaseModel):
+    type: Literal["status"] = "status"
+    profile: str
+    state: Literal["running", "stopped", "not_launched", "exited"]
+    record: ServerRecord | None = None
+    pids: list[int] = Field(default_factory=list)
+    titles: list[str] = Field(default_factory=list)
+    port: int
+    port_holder: PortHolder | None = None
+    health: int | None = None
+
+    def describe(self) -> str:
+        if self.state == "not_launched":
+            text = f"{self.profile}: not launched by specdebug on this box"
+        elif self.state == "running":
+            r = self.record
+            assert r is not None
+            text = f"{self.profile}: running, PID {r.pid} PGID {r.pgid}, {len(self.pids)} processes"
+            text += f", health {self.health or 'not answering'} on port {self.port}"
+        else:
+            text = f"{self.profile}: {self.state}"
+        if self.port_holder and self.port_holder.listening and self.state != "running":
+            text += f"; {self.port_holder.describe()}"
+        return text
+
+
+async def status(remote: Remote, profile: Profile) -> ServerStatus:
+    record = await load_record(remote, profile.name)
+    holder = await find_port_holder(remote, profile.server.port)
+    st = ServerStatus(
+        profile=profile.name,
+        state="not_launched",
+        record=record,
+        port=profile.server.port,
+        port_holder=holder,
+    )
+    if record is None:
+        return st
+    members = group_members(await remote.processes(), record)
+    st.pids = sorted(p.pid for p in members)
+    st.titles = [p.title for p in sorted(members, key=lambda p: p.pid)]
+    if members:
+        st.state = "running"
+        st.health = await health_on_box(remote, record.port, profile.ready.health)
+    else:
+        st.state = "stopped" if record.stopped_at else "exited"
+    return st
+
+
+async def expand_path(remote: Remote, path: str) -> str:
+    if not path.startswith("~"):
+        return path
+    res = await remote.run(
+        [
+            "sh",
+            "-c",
+            'case $1 in "~") printf %s "$HOME";; "~/"*) printf %s "$HOME/${1#"~/"}";; *) printf %s "$1";; esac',
+            "sh",
+            path,
+        ],
+        timeout=15,
+    )
+    return res.out if res.ok and res.out else path
+
+
+async def _file_size(remote: Remote, path: str) -> int | None:
+    res = await remote.run(["wc", "-c", "--", path], timeout=15)
+    if not res.ok:
+        return None
+    return int(res.out.split()[0])
+
+
+async def attach(
+    remote: Remote,
+    profile: Profile,
+    *,
+    pid: int | None = None,
+    port: int | None = None,
+    log: str | None = None,
+    journal: Any = None,
+    clock: Clock = time.time,
+    scan_bytes: int = 8 << 20,
+) -> ServerRecord:
+    """Adopt a server started by hand: by PID or by the PID listening on the port.
+
+    The log is read from the start of the latest run in it (the kind's restart line, e.g.
+    SGLang's `server_args=`), so phases already passed are replayed before following live.
+    """
+    port = port or profile.server.port
+    if pid is None:
+        holder = await find_port_holder(remote, port)
+        if not holder.listening:
+            raise LaunchRefused(f"nothing listens on port {port}; give --pid")
+        if holder.pid is None:
+            raise LaunchRefused(holder.describe())
+        pid = holder.pid
+    procs = await remote.processes()
+    proc = next((p for p in procs if p.pid == pid), None)
+    if proc is None:
+        raise LaunchRefused(f"no process with PID {pid}")
+    log_path = await expand_path(remote, log or profile.server.log_file)
+    size = await _file_size(remote, log_path)
+    offset = 0
+    if size is not None:
+        start = max(0, size - scan_bytes)
+        data = await remote.read_file(log_path, offset=start, max_bytes=size - start)
+        offset = start + _last_run_offset(data, profile.server.kind)
+    record = ServerRecord(
+        profile=profile.name,
+        host=getattr(remote, "name", ""),
+        fingerprint=profile.fingerprint(),
+        pid=pid,
+        pgid=proc.pgid,
+        start_ticks=proc.start_ticks if proc.pgid == pid else None,
+        port=port,
+        log_file=log_path,
+        log_offset=offset,
+        started_at=clock(),
+        argv=_masked_argv(proc.cmdline),
+        attached=True,
+    )
+    await save_record(remote, record)
+    if journal is not None:
+        journal.append("launch", {**record.model_dump(mode="json"), "attached": True}, sync=True)
+    return record
+
+
+def _last_run_offset(data: bytes, kind: str) -> int:
+    """Byte offset (within data) of the line where the latest server start begins, else of the first line."""
+    pack = _packs().get(kind)
+    rx = getattr(pack, "restart_re", None)
+    best = 0
+    if rx is None:
+        return best
+    pos = 0
+    for line in data.split(b"\n"):
+        if rx.search(line.decode("utf-8", "replace")):
+            best = pos
+        pos += len(line) + 1
+    return best

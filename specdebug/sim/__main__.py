@@ -1,0 +1,8 @@
+"""`python -m specdebug.sim [SGLang flags] [sim flags]`: run the simulated SGLang server."""
+
+import sys
+
+if __name__ == "__main__":
+    from specdebug.sim.launcher import main
+
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,161 @@
+"""The sim's GPU cost model: how long one forward takes and how many tokens it yields.
+
+Pure functions and constants only, so unit tests can check the calibration without a server.
+See the package docstring (`specdebug.sim`) for the model in words and the calibration targets.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# --- calibration constants (the user's story: a 1T MoE on 8 PCIe GPUs) ---------------------------
+TARGET_DECODE_MS = 1000.0 / 89.0  # one plain decode step, batch 1 -> 89 tok/s baseline
+DRAFT_STEP_MS = 2.0  # one draft-model step (EAGLE head), batch 1
+VERIFY_BASE_MS = 13.0  # target verify forward, fixed part
+VERIFY_PER_DRAFT_TOKEN_MS = 1.0  # target verify, per draft token in the tree
+# verify with all NCCL tuning vars missing is 30/19 slower (6 draft tokens: 19 ms -> 30 ms)
+NCCL_MISSING_VERIFY_FACTOR = 30.0 / 19.0
+NCCL_TUNING_VARS = ("NCCL_PROTO", "NCCL_ALGO", "NCCL_P2P_LEVEL")
+NO_CUDA_GRAPH_FACTOR = 1.35  # --disable-cuda-graph: every decode/verify step is this much slower
+
+# batch growth: per extra request in the batch, each part gets this much slower
+DECODE_BATCH_GROWTH = 0.03
+DRAFT_BATCH_GROWTH = 0.02
+VERIFY_TOKEN_BATCH_GROWTH = 0.5  # the per-draft-token part grows fast: bs x draft tokens are verified
+
+PREFILL_BASE_MS = 20.0
+PREFILL_PER_TOKEN_MS = 0.05
+DRAFT_EXTEND_MS = 2.0
+
+# conditional acceptance of the draft token at depth i (1-based) given depth i-1 was accepted, topk 1
+ACCEPT_TOPK1 = (0.56, 0.32 / 0.56, 0.55, 0.53, 0.51, 0.49, 0.47, 0.45)
+# a wider tree (topk > 1) raises each depth's acceptance: q = 1 - (1 - a) ** (breadth ** GAMMA)
+BREADTH_GAMMA = 0.1768
+
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    """Speculative settings after SGLang's own adjustments (topk 1 -> draft tokens = steps + 1)."""
+
+    algorithm: str | None = None
+    num_steps: int = 0
+    topk: int = 1
+    num_draft_tokens: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.algorithm is not None and self.algorithm.upper() in SPEC_ALGORITHMS
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Duration of one decode iteration for the whole batch, split like a profiler would."""
+
+    draft_ms: float
+    verify_ms: float  # target verify (spec) or target decode (no spec)
+
+    @property
+    def total_ms(self) -> float:
+        return self.draft_ms + self.verify_ms
+
+
+def missing_nccl_vars(worker_envs: list[Mapping[str, str]]) -> int:
+    """How many NCCL tuning vars are missing from at least one worker (0..3)."""
+    if not worker_envs:
+        return len(NCCL_TUNING_VARS)
+    return sum(1 for name in NCCL_TUNING_VARS if any(not env.get(name) for env in worker_envs))
+
+
+def verify_penalty(missing: int) -> float:
+    """Verify slowdown factor: linear in the number of missing tuning vars, 30/19 when all are."""
+    missing = max(0, min(missing, len(NCCL_TUNING_VARS)))
+    return 1.0 + (NCCL_MISSING_VERIFY_FACTOR - 1.0) * missing / len(NCCL_TUNING_VARS)
+
+
+def step_cost(spec: SpecConfig, batch_size: int = 1, *, nccl_missing: int = 0, cuda_graph: bool = True) -> StepCost:
+    """Time of one decode iteration with `batch_size` running requests."""
+    extra = max(batch_size, 1) - 1
+    graph = 1.0 if cuda_graph else NO_CUDA_GRAPH_FACTOR
+    if not spec.enabled:
+        return StepCost(0.0, TARGET_DECODE_MS * (1 + DECODE_BATCH_GROWTH * extra) * graph)
+    draft = spec.num_steps * DRAFT_STEP_MS * (1 + DRAFT_BATCH_GROWTH * extra) * graph
+    verify = VERIFY_BASE_MS * (1 + DECODE_BATCH_GROWTH * extra) + VERIFY_PER_DRAFT_TOKEN_MS * spec.num_draft_tokens * (
+        1 + VERIFY_TOKEN_BATCH_GROWTH * extra
+    )
+    return StepCost(draft, verify * verify_penalty(nccl_missing) * graph)
+
+
+def prefill_ms(new_tokens: int, spec: SpecConfig) -> float:
+    """Time of a prefill (extend) forward over `new_tokens` prompt tokens."""
+    return PREFILL_BASE_MS + PREFILL_PER_TOKEN_MS * new_tokens + (DRAFT_EXTEND_MS if spec.enabled else 0.0)
+
+
+def breadth(spec: SpecConfig) -> float:
+    """Candidates per tree level the verify sees: limited by topk and by the draft-token budget."""
+    if spec.num_steps <= 0:
+        return 1.0
+    return max(1.0, min(float(spec.topk), (spec.num_draft_tokens - 1) / spec.num_steps))
+
+
+def conditional_acceptance(spec: SpecConfig) -> list[float]:
+    """P(depth i accepted | depth i-1 accepted) for i = 1..num_steps."""
+    b = breadth(spec)
+    out = []
+    for i in range(spec.num_steps):
+        a = ACCEPT_TOPK1[min(i, len(ACCEPT_TOPK1) - 1)]
+        out.append(1.0 - (1.0 - a) ** (b**BREADTH_GAMMA))
+    return out
+
+
+def accept_length_distribution(spec: SpecConfig) -> list[float]:
+    """P(accept length = k) for k = 1..num_steps+1 (accept length counts the bonus token, like SGLang)."""
+    if not spec.enabled:
+        return [1.0]
+    probs = []
+    reach = 1.0  # P(accept length >= k)
+    for q in conditional_acceptance(spec):
+        probs.append(reach * (1.0 - q))
+        reach *= q
+    probs.append(reach)
+    return probs
+
+
+def expected_accept_length(spec: SpecConfig) -> float:
+    return sum((k + 1) * p for k, p in enumerate(accept_length_distribution(spec)))
+
+
+def expected_rate(spec: SpecConfig, batch_size: int = 1, *, nccl_missing: int = 0, cuda_graph: bool = True) -> float:
+    """Modelled decode tokens/s of one stream (steady state, after the first token)."""
+    cost = step_cost(spec, batch_size, nccl_missing=nccl_missing, cuda_graph=cuda_graph)
+    return expected_accept_length(spec) * 1000.0 / cost.total_ms
+
+
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+class AcceptSampler:
+    """Per-request acceptance lengths: an additive-recurrence (golden ratio) sequence through the CDF.
+
+    Seeded start, so runs are deterministic under --seed, and low-discrepancy, so even 40 steps
+    realise the expected mean within ~1% -- a client measuring a short stream sees the modelled rate.
+    """
+
+    def __init__(self, spec: SpecConfig, rng: random.Random):
+        self._cdf: list[float] = []
+        total = 0.0
+        for p in accept_length_distribution(spec):
+            total += p
+            self._cdf.append(total)
+        self._u = rng.random()
+
+    def next(self) -> int:
+        self._u = (self._u + _GOLDEN) % 1.0
+        for k, c in enumerate(self._cdf):
+            if self._u < c:
+                return k + 1
+        return len(self._cdf)

@@ -1,0 +1,252 @@
+"""Command-line flags of the sim: SGLang's names (parsed into a ServerArgs look-alike) plus sim-only ones.
+
+Unknown flags are rejected the way SGLang's argparse does, so a typo in a profile fails like on a
+real box.  ServerArgs' dataclass repr is what the `server_args=ServerArgs(...)` log line prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from specdebug.sim import FAULT_PHASES, HANG_PHASES
+from specdebug.sim.costmodel import SPEC_ALGORITHMS, SpecConfig
+
+TOPK1_ADJUST_WARNING = (
+    "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
+)
+
+
+@dataclass
+class ServerArgs:
+    """The subset of SGLang's ServerArgs the sim understands, in SGLang's field order."""
+
+    model_path: str = "specdebug-sim/SimMoE-1T-Instruct"
+    tokenizer_path: str | None = None
+    tokenizer_mode: str = "auto"
+    skip_tokenizer_init: bool = False
+    load_format: str = "auto"
+    trust_remote_code: bool = False
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    quantization: str | None = None
+    context_length: int | None = None
+    device: str = "cuda"
+    served_model_name: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 30000
+    mem_fraction_static: float | None = None
+    max_running_requests: int | None = None
+    max_total_tokens: int | None = None
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int = 16384
+    schedule_policy: str = "fcfs"
+    cuda_graph_max_bs: int | None = None
+    tp_size: int = 1
+    dp_size: int = 1
+    ep_size: int = 1
+    pp_size: int = 1
+    stream_interval: int = 1
+    random_seed: int | None = None
+    watchdog_timeout: float = 300
+    log_level: str = "info"
+    log_level_http: str | None = None
+    log_requests: bool = False
+    api_key: str | None = None
+    enable_metrics: bool = False
+    decode_log_interval: int = 40
+    speculative_algorithm: str | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_accept_threshold_single: float = 1.0
+    speculative_accept_threshold_acc: float = 1.0
+    attention_backend: str | None = None
+    disable_cuda_graph: bool = False
+    enable_torch_compile: bool = False
+    enable_dp_attention: bool = False
+    disable_overlap_schedule: bool = False
+    disable_custom_all_reduce: bool = False
+    enable_nccl_nvls: bool = False
+    enable_symm_mem: bool = False
+    skip_server_warmup: bool = False
+
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+
+@dataclass
+class SimOptions:
+    """Sim-only switches (not part of ServerArgs, never printed in the server_args line)."""
+
+    log_file: str | None = None
+    time_scale: float = 1.0
+    seed: int = 0
+    fail_at: str | None = None
+    hang_at: str | None = None
+    oom: bool = False
+    drop_env: list[str] = field(default_factory=list)
+    profile_verify: bool = False
+
+
+@dataclass
+class SimConfig:
+    server: ServerArgs
+    sim: SimOptions
+    spec: SpecConfig
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Picklable form handed to the spawned children."""
+        return {"server": asdict(self.server), "sim": asdict(self.sim), "spec": asdict(self.spec)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SimConfig:
+        return cls(ServerArgs(**data["server"]), SimOptions(**data["sim"]), SpecConfig(**data["spec"]))
+
+
+def _bool_flag(parser: argparse.ArgumentParser, *names: str) -> None:
+    parser.add_argument(*names, action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m specdebug.sim",
+        description="A simulated SGLang speculative-decoding server (no GPU): SGLang's flags, logs, "
+        "processes and endpoints, plus sim-only fault switches.",
+    )
+    d = ServerArgs()
+    p.add_argument("--model-path", "--model", default=d.model_path)
+    p.add_argument("--tokenizer-path")
+    p.add_argument("--tokenizer-mode", default="auto")
+    p.add_argument("--load-format", default="auto")
+    _bool_flag(p, "--trust-remote-code")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--kv-cache-dtype", default="auto")
+    p.add_argument("--quantization")
+    p.add_argument("--context-length", type=int)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--served-model-name")
+    p.add_argument("--host", default=d.host)
+    p.add_argument("--port", type=int, default=d.port)
+    p.add_argument("--mem-fraction-static", type=float)
+    p.add_argument("--max-running-requests", type=int)
+    p.add_argument("--max-total-tokens", type=int)
+    p.add_argument("--chunked-prefill-size", type=int)
+    p.add_argument("--max-prefill-tokens", type=int, default=d.max_prefill_tokens)
+    p.add_argument("--schedule-policy", default="fcfs")
+    p.add_argument("--cuda-graph-max-bs", type=int)
+    p.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=1)
+    p.add_argument("--dp-size", "--dp", dest="dp_size", type=int, default=1)
+    p.add_argument("--ep-size", "--ep", dest="ep_size", type=int, default=1)
+    p.add_argument("--pp-size", type=int, default=1)
+    p.add_argument("--stream-interval", type=int, default=1)
+    p.add_argument("--random-seed", type=int)
+    p.add_argument("--watchdog-timeout", type=float, default=300)
+    p.add_argument("--log-level", default="info", choices=sorted(["debug", "info", "warning", "error", "critical"]))
+    p.add_argument("--log-level-http")
+    _bool_flag(p, "--log-requests")
+    p.add_argument("--api-key")
+    _bool_flag(p, "--enable-metrics")
+    p.add_argument("--decode-log-interval", type=int, default=40)
+    p.add_argument(
+        "--speculative-algorithm",
+        type=str.upper,
+        choices=[*SPEC_ALGORITHMS, "NONE"],
+        help="EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM or NONE",
+    )
+    p.add_argument("--speculative-draft-model-path", "--speculative-draft-model")
+    p.add_argument("--speculative-num-steps", type=int)
+    p.add_argument("--speculative-eagle-topk", type=int)
+    p.add_argument("--speculative-num-draft-tokens", type=int)
+    p.add_argument("--speculative-accept-threshold-single", type=float, default=1.0)
+    p.add_argument("--speculative-accept-threshold-acc", type=float, default=1.0)
+    p.add_argument("--attention-backend")
+    for name in (
+        "--disable-cuda-graph",
+        "--enable-torch-compile",
+        "--enable-dp-attention",
+        "--disable-overlap-schedule",
+        "--disable-custom-all-reduce",
+        "--enable-nccl-nvls",
+        "--enable-symm-mem",
+        "--skip-server-warmup",
+    ):
+        _bool_flag(p, name)
+
+    sim = p.add_argument_group("sim-only")
+    sim.add_argument("--log-file", help="also append every log line to this file (+ sidecar <log-file>.sim.json)")
+    sim.add_argument("--time-scale", type=float, default=1.0, help="multiplies startup durations (1.0 = minutes)")
+    sim.add_argument("--seed", type=int, default=0, help="seeds acceptance lengths and generated text")
+    sim.add_argument("--fail-at", choices=FAULT_PHASES, help="crash a scheduler with a traceback in this phase")
+    sim.add_argument("--hang-at", choices=HANG_PHASES, help="stop making progress in this phase, stay alive")
+    sim.add_argument("--oom", action="store_true", help="CUDA out of memory while capturing cuda graphs")
+    sim.add_argument(
+        "--drop-env", action="append", default=[], metavar="PREFIX", help="workers do not get vars with this prefix"
+    )
+    sim.add_argument("--profile-verify", action="store_true", help="print [EAGLE3 profile] Target verify lines")
+    return p
+
+
+def _spec_config(server: ServerArgs, warnings: list[str]) -> SpecConfig:
+    algo = server.speculative_algorithm
+    if algo in (None, "NONE"):
+        server.speculative_algorithm = None
+        return SpecConfig()
+    if server.speculative_num_steps is None:
+        server.speculative_num_steps = 3
+    if server.speculative_eagle_topk is None:
+        server.speculative_eagle_topk = 1
+    if server.speculative_num_draft_tokens is None:
+        server.speculative_num_draft_tokens = server.speculative_num_steps + 1
+    if algo in ("EAGLE", "EAGLE3") and server.speculative_draft_model_path is None:
+        server.speculative_draft_model_path = f"{server.model_path}-{algo}-draft"
+    if (
+        server.speculative_eagle_topk == 1
+        and server.speculative_num_draft_tokens != server.speculative_num_steps + 1
+    ):
+        warnings.append(TOPK1_ADJUST_WARNING)
+        server.speculative_num_draft_tokens = server.speculative_num_steps + 1
+    return SpecConfig(
+        algorithm=algo,
+        num_steps=server.speculative_num_steps,
+        topk=server.speculative_eagle_topk,
+        num_draft_tokens=server.speculative_num_draft_tokens,
+    )
+
+
+def parse_args(argv: list[str]) -> SimConfig:
+    """Parse argv; exits 2 with argparse's message on bad flags, like SGLang."""
+    ns = vars(build_parser().parse_args(argv))
+    sim = SimOptions(
+        log_file=ns.pop("log_file"),
+        time_scale=max(0.0, ns.pop("time_scale")),
+        seed=ns.pop("seed"),
+        fail_at=ns.pop("fail_at"),
+        hang_at=ns.pop("hang_at"),
+        oom=ns.pop("oom"),
+        drop_env=ns.pop("drop_env"),
+        profile_verify=ns.pop("profile_verify"),
+    )
+    server = ServerArgs(**ns)
+    if server.tokenizer_path is None:
+        server.tokenizer_path = server.model_path
+    if server.mem_fraction_static is None:
+        server.mem_fraction_static = 0.88
+    if server.chunked_prefill_size is None:
+        server.chunked_prefill_size = 8192
+    warnings: list[str] = []
+    spec = _spec_config(server, warnings)
+    if server.cuda_graph_max_bs is None:
+        server.cuda_graph_max_bs = 48 if spec.enabled else 160
+    if server.random_seed is None:
+        server.random_seed = sim.seed
+    if spec.enabled and server.speculative_algorithm in ("EAGLE", "EAGLE3"):
+        warnings.insert(0, "Overlap scheduler is disabled because of using eagle speculative decoding.")
+        server.disable_overlap_schedule = True
+    return SimConfig(server=server, sim=sim, spec=spec, warnings=warnings)

@@ -1,0 +1,208 @@
+"""`specdebug bench`: run a benchmark on a host (built-in client or the profile's command), or parse a saved output.
+
+    specdebug bench [-F FILE] HOST -c PROFILE [--kind builtin|external] [--requests N] [--concurrency C]
+                    [--input-len L] [--output-len L] [--seed S] [--label TEXT] [--session DIR] [--json]
+    specdebug bench --parse FILE [--json]
+
+The result is appended (fsync'd) to the session journal (--session, else $SPECDEBUG_SESSION, else
+the latest session, else a new one). Exit codes: 0 done, 1 the benchmark failed, 2 usage/profile error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specdebug.core.bench.external import parse_all, parse_saved_json
+from specdebug.core.bench.models import BenchProgress, BenchResult
+from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark
+from specdebug.core.journal import Journal, resolve_session
+from specdebug.core.profiles import ProfileError, load_profile
+from specdebug.core.report import fmt
+from specdebug.remote.api import RemoteError
+from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, print_json, run_verb
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "bench",
+        help="benchmark a server (built-in streaming client or the profile's command); --parse a saved output",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_host_args(p, required=False)
+    p.add_argument("-c", "--profile", metavar="PROFILE", help="server profile (TOML) of the running server")
+    p.add_argument("--kind", choices=("builtin", "external"), default="builtin")
+    p.add_argument("--requests", type=_positive, metavar="N", help="number of measured requests")
+    p.add_argument(
+        "--concurrency", type=_positive, metavar="C", help="requests in flight at once (1 = one stream)"
+    )
+    p.add_argument("--input-len", type=_positive, metavar="L", help="prompt length (words, ~tokens)")
+    p.add_argument("--output-len", type=_positive, metavar="L", help="tokens generated per request")
+    p.add_argument("--seed", type=int, metavar="S")
+    p.add_argument("--label", metavar="TEXT", help="free text stored with the result")
+    p.add_argument("--session", metavar="DIR", help="session folder (journal) to record the result in")
+    p.add_argument(
+        "--parse", metavar="FILE", help="parse a saved sglang.bench_serving / vllm bench serve output"
+    )
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.set_defaults(func=cmd_bench)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+@run_verb
+async def cmd_bench(args: argparse.Namespace) -> int:
+    if args.parse:
+        return _cmd_parse(args)
+    if not args.host or not args.profile:
+        err("bench needs HOST and -c PROFILE (or --parse FILE)")
+        return 2
+    try:
+        profile = load_profile(args.profile)
+    except ProfileError as exc:
+        err(str(exc))
+        return 2
+    session = resolve_session(args.session, for_writing=True)
+    journal = Journal(session) if session else None
+    request = BenchRequest(
+        kind=args.kind,
+        requests=args.requests,
+        concurrency=args.concurrency,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        seed=args.seed,
+        label=args.label,
+    )
+    show_progress = sys.stderr.isatty()
+
+    def on_progress(p: BenchProgress) -> None:
+        if show_progress and p.line is None:
+            rate = f"{p.tok_s:.1f} tok/s" if p.tok_s else ""
+            print(
+                f"\r{p.phase}: {p.done_requests}/{p.total_requests} requests {rate}   ",
+                end="",
+                file=sys.stderr,
+            )
+
+    def on_line(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    async with open_remote(args) as remote:
+        try:
+            result = await run_benchmark(
+                remote,
+                profile,
+                request,
+                journal=journal,
+                progress=on_progress,
+                on_line=on_line,
+                host=args.host,
+            )
+        except BenchError as exc:
+            err(str(exc))
+            raise VerbExit(1) from exc
+        except RemoteError as exc:
+            err(f"{args.host}: {exc}")
+            raise VerbExit(1) from exc
+        finally:
+            if show_progress:
+                print(file=sys.stderr)
+    if args.json:
+        print_json({**result.model_dump(mode="json"), "session": str(session) if session else None})
+    else:
+        print(summary(result))
+        if session:
+            print(f"recorded in {session}")
+    return 0 if result.status == "done" else 1
+
+
+def _cmd_parse(args: argparse.Namespace) -> int:
+    path = Path(args.parse)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        err(f"cannot read {path}: {exc.strerror or exc}")
+        return 2
+    results = _parse_text(text)
+    if not results:
+        err(f"{path}: no benchmark result block found")
+        return 1
+    result = results[-1]
+    if args.session:
+        Journal(args.session).append("bench_result", result.model_dump(mode="json"), sync=True)
+    if args.json:
+        print_json(result)
+    else:
+        print(summary(result))
+    return 0
+
+
+def _parse_text(text: str) -> list[BenchResult]:
+    """Result blocks of a tool's printed output, or records of its saved JSON / JSONL."""
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        out = []
+        for line in stripped.splitlines():
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                out = []
+                break
+            if isinstance(obj, dict):
+                out.append(parse_saved_json(obj))
+        if not out:
+            try:
+                obj = json.loads(stripped)
+                if isinstance(obj, dict):
+                    out = [parse_saved_json(obj)]
+            except ValueError:
+                pass
+        if out:
+            return out
+    return parse_all(text)
+
+
+def summary(r: BenchResult) -> str:
+    """A few human lines: the headline figure first, then latency, server view, warnings."""
+    who = f"{r.profile} ({r.fingerprint})" if r.profile else r.source_format
+    where = f" on {r.host}" if r.host else ""
+    lines = []
+    if r.status != "done":
+        lines.append(f"{who}{where}: benchmark {r.status}")
+        lines += [f"  error: {e}" for e in r.errors[:3]]
+    head = r.headline()
+    decode = f"{fmt(r.decode_tok_s)} tok/s decode, " if r.decode_tok_s is not None else ""
+    lines.append(
+        f"{who}{where}: {fmt(head)} tok/s  ({decode}output {fmt(r.output_tok_s)} tok/s, "
+        f"{fmt(r.request_throughput, 2)} req/s, {r.successful_requests or 0} ok"
+        f"{f', {r.failed_requests} failed' if r.failed_requests else ''})"
+    )
+    lines.append(
+        f"  TTFT ms p50 {fmt(r.ttft_ms.p50)} p99 {fmt(r.ttft_ms.p99)}   "
+        f"ITL ms p50 {fmt(r.itl_ms.p50, 2)} p99 {fmt(r.itl_ms.p99, 2)}   TPOT ms mean {fmt(r.tpot_ms.mean, 2)}"
+    )
+    if r.accept_length is not None:
+        lines.append(f"  accept length (client): {fmt(r.accept_length, 2)}")
+    if r.spec is not None and r.spec.acceptance_rate_pct is not None:
+        lines.append(f"  acceptance rate: {fmt(r.spec.acceptance_rate_pct)}%")
+    if r.server is not None:
+        s = r.server
+        lines.append(
+            f"  server: accept len {fmt(s.accept_len, 2)}, verify {fmt(s.verify_ms, 2)} ms, "
+            f"gen {fmt(s.gen_throughput)} tok/s ({s.samples} log samples)"
+        )
+    lines += [f"  warning: {w}" for w in r.warnings]
+    if r.unparsed_lines:
+        lines.append(f"  {len(r.unparsed_lines)} unrecognised line(s) kept as text")
+    return "\n".join(lines)

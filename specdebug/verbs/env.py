@@ -1,0 +1,182 @@
+"""`specdebug env`: did the env reach the workers?  Per worker PID, per variable, with proof.
+
+Exit codes: 0 every expected variable is ok on every worker (from the worker's own environ or an
+NCCL 'set by environment' line of that PID); 1 any is missing, different or unverifiable (a launcher
+value alone is inference, not proof), or no workers were found; 2 usage or profile error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from specdebug.core.envcheck import (
+    DEFAULT_PREFIXES,
+    EnvQuery,
+    EnvReport,
+    ProcEnv,
+    check_env,
+    query_for_profile,
+)
+from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, print_json, run_verb
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "env",
+        help="check which env vars each worker process really has",
+        description="Compare each worker's /proc/PID/environ with the expected env; when environ is "
+        "clobbered by setproctitle, use NCCL 'set by environment' log lines and the launcher's environ.",
+        epilog="exit status: 0 all expected vars ok on every worker; 1 any missing/different/unverifiable; "
+        "2 usage error",
+    )
+    add_host_args(p)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("-c", "--profile", metavar="PROFILE", help="profile TOML: its server env and workers")
+    which.add_argument("--match", metavar="REGEX", help="workers: regex over /proc/PID/cmdline")
+    which.add_argument("--pid", type=int, action="append", metavar="N", help="worker PID (repeatable)")
+    p.add_argument(
+        "--expect", action="append", default=[], metavar="K=V", help="expected variable (repeatable)"
+    )
+    p.add_argument(
+        "--expect-from-launcher",
+        action="store_true",
+        help="expect what the launcher process has (variables with the shown prefixes)",
+    )
+    p.add_argument(
+        "--prefix",
+        action="append",
+        metavar="P",
+        help=f"prefixes of extra variables to show (repeatable; default {' '.join(DEFAULT_PREFIXES)})",
+    )
+    p.add_argument("--log", metavar="PATH", help="server log on the box to search for NCCL proof lines")
+    p.add_argument("--show-secrets", action="store_true", help="print secret-looking values in clear")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run_env)
+
+
+def parse_expect(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not _NAME_RE.match(name):
+            err(f"env: --expect wants NAME=VALUE, got {item!r}")
+            raise VerbExit(2)
+        out[name] = value
+    return out
+
+
+def _load_profile(path: str):
+    from specdebug.core.profiles import ProfileError, load_profile
+
+    try:
+        return load_profile(path)
+    except (ProfileError, OSError) as exc:
+        err(f"env: {exc}")
+        raise VerbExit(2) from exc
+
+
+@run_verb
+async def run_env(args: argparse.Namespace) -> int:
+    expect = parse_expect(args.expect)
+    if args.match is not None:
+        try:
+            re.compile(args.match)
+        except re.error as exc:
+            err(f"env: invalid --match regex: {exc}")
+            raise VerbExit(2) from exc
+    profile = _load_profile(args.profile) if args.profile else None
+    if args.show_secrets:
+        err("warning: --show-secrets prints secret-looking values (tokens, keys, passwords) in clear")
+    prefixes = args.prefix or list(DEFAULT_PREFIXES)
+    async with open_remote(args) as remote:
+        if profile is not None:
+            try:
+                query = await query_for_profile(
+                    remote,
+                    profile,
+                    expect=expect,
+                    expect_from_launcher=args.expect_from_launcher,
+                    prefixes=prefixes,
+                    log_path=args.log,
+                    show_secrets=args.show_secrets,
+                )
+            except LookupError as exc:
+                err(f"env: {exc}")
+                raise VerbExit(1) from exc
+        else:
+            query = EnvQuery(
+                pids=args.pid or [],
+                match=args.match,
+                expected=expect,
+                expect_from_launcher=args.expect_from_launcher,
+                prefixes=prefixes,
+                log_path=args.log,
+                show_secrets=args.show_secrets,
+            )
+        report = await check_env(remote, query)
+    if args.json:
+        print_json(report)
+    else:
+        print(format_report(report, args.host))
+    for warning in report.summary.warnings:
+        err(f"warning: {warning}")
+    for reason in report.summary.reasons:
+        err(f"env: {reason}")
+    return report.summary.exit_code
+
+
+def _cell(vc) -> str:
+    if vc.status == "ok":
+        text = f"ok          {vc.actual}"
+    elif vc.status == "missing":
+        text = f"missing     (expected {vc.expected})"
+    elif vc.status == "different":
+        text = f"different   {vc.actual} (expected {vc.expected})"
+    else:
+        text = "unverifiable" + (f" (launcher has {vc.actual})" if vc.actual is not None else "")
+    if vc.source != "environ":
+        text += f"  [{vc.source}]"
+    if vc.overwritten_by_server:
+        text += "  [overwritten by server]"
+    return text
+
+
+def _proc_block(role: str, proc: ProcEnv) -> list[str]:
+    state = proc.environ_state + (
+        f" {proc.environ_error}" if proc.environ_error and proc.environ_state != "clobbered" else ""
+    )
+    lines = [f"{role:<8} pid {proc.pid:<7} {proc.user or '?':<10} {state:<12} {proc.title[:100]}"]
+    width = max((len(n) for n in [*proc.vars, *proc.extra]), default=0)
+    for name, vc in proc.vars.items():
+        lines.append(f"  {name:<{width}}  {_cell(vc)}")
+    for name, value in proc.extra.items():
+        lines.append(f"  {name:<{width}}  (extra)     {value}")
+    return lines
+
+
+def format_report(report: EnvReport, host: str) -> str:
+    """Plain text for a terminal: one block per process, evidence, and the verdict."""
+    s = report.summary
+    lines = [
+        f"workers on {host}: {report.selection} ({s.workers} found)",
+        f"expected: {len(report.expected)} variables from {report.expected_source or '-'}",
+        f"how: {s.method}",
+        "",
+    ]
+    if report.launcher is not None:
+        lines += _proc_block("launcher", report.launcher)
+    for w in report.workers:
+        lines += _proc_block("worker", w)
+    if report.evidence:
+        lines += ["", "evidence:"]
+        for e in report.evidence:
+            where = f"pid {e.pid}" + (f" [{e.rank}]" if e.rank is not None else "")
+            lines.append(
+                f"  {e.source:<8} {where:<14} {e.name}={e.value}" + (f"   {e.line}" if e.line else "")
+            )
+    counts = ", ".join(f"{n} {k}" for k, n in s.counts.items() if n)
+    lines += ["", f"verdict: {'OK' if s.ok else 'FAILED'}" + (f" ({counts})" if counts else "")]
+    return "\n".join(lines)

@@ -1,0 +1,80 @@
+"""`specdebug history` (the session's benchmark results) and `specdebug report` (markdown for a PR).
+
+    specdebug history [--session DIR] [--json]      -> {"results": [...]}
+    specdebug report  [--session DIR] [-o FILE]
+
+Without --session: $SPECDEBUG_SESSION, else the most recent session. Exit 0, or 2 when there is
+no session to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from specdebug.core.journal import Journal, resolve_session
+from specdebug.core.report import baseline_of, delta_pct, fmt, fmt_delta, fmt_time, history, render_markdown
+from specdebug.verbs.common import err, print_json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    h = subparsers.add_parser("history", help="list the benchmark results of a session")
+    h.add_argument("--session", metavar="DIR", help="session folder (default: the latest)")
+    h.add_argument("--json", action="store_true", help='print {"results": [...]}')
+    h.set_defaults(func=cmd_history)
+
+    r = subparsers.add_parser("report", help="markdown report of a session: results, config diffs, notes")
+    r.add_argument("--session", metavar="DIR", help="session folder (default: the latest)")
+    r.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    r.set_defaults(func=cmd_report)
+
+
+def _journal(arg: str | None) -> Journal | None:
+    session = resolve_session(arg, for_writing=False)
+    if session is None:
+        err("no session yet (run a benchmark first, or pass --session DIR)")
+        return None
+    if arg and not Path(session).is_dir():
+        err(f"no session folder at {session}")
+        return None
+    return Journal(session)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    journal = _journal(args.session)
+    if journal is None:
+        return 2
+    events = journal.events()
+    entries = history(events)
+    if args.json:
+        print_json({"session": str(journal.session_dir), "results": [e.to_json() for e in entries]})
+        return 0
+    print(f"session {journal.session_dir}: {len(entries)} result(s)")
+    base = baseline_of(events, entries)
+    for e in entries:
+        r = e.result
+        d = (
+            "base"
+            if base is e
+            else fmt_delta(delta_pct(r.headline(), base.result.headline() if base else None))
+        )
+        accept = r.server.accept_len if r.server and r.server.accept_len is not None else r.accept_length
+        warn = f"  [{len(r.warnings)} warning(s)]" if r.warnings else ""
+        print(
+            f"#{e.id:<3} {fmt_time(r.started_at or e.ts)}  {r.profile or r.source_format:<20} "
+            f"{fmt(r.headline()):>8} tok/s {d:>8}  accept {fmt(accept, 2):>5}  "
+            f"TTFT {fmt(r.ttft_ms.p50):>7} ms  {r.fingerprint or '-'}{warn}"
+        )
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    journal = _journal(args.session)
+    if journal is None:
+        return 2
+    text = render_markdown(journal.events(), title=f"specdebug session {journal.session_dir.name}")
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        print(text, end="")
+    return 0

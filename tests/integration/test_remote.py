@@ -1,0 +1,233 @@
+"""The remote layer against a real OpenSSH sshd on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specdebug.remote.api import ConnState, HostKeyRefused
+from specdebug.remote.connection import SSHRemote, accept_and_save_keys
+from tests.sshd_harness import start_sshd
+
+
+def specdebug(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_probe_by_alias_through_F(sshd):
+    r = specdebug("probe", "-F", str(sshd.config_path), "gpubox", "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    for key in ["host", "connected", "hostname", "kernel", "cpus", "mem_total_bytes", "load", "uptime_s", "gpus",
+                "gpu_error", "rtt_ms"]:
+        assert key in info
+    assert info["connected"] is True and info["hostname"]
+    assert len(info["load"]) == 3 and info["cpus"] >= 1
+    assert len(info["gpus"]) == 4  # the fake nvidia-smi
+    assert info["gpus"][2]["throttle_reasons"] == ["sw_thermal_slowdown"]
+    assert info["gpus"][3]["power_draw_w"] is None  # [N/A]
+
+
+def test_unknown_host_key_refused_then_accepted_with_flag(sshd, tmp_path):
+    kh = tmp_path / "known_hosts"
+    cfg = sshd.write_client_config(tmp_path / "ssh_config", kh)
+    r = specdebug("probe", "-F", str(cfg), "gpubox", "--json")
+    assert r.returncode == 1
+    assert "unknown host key" in r.stderr and "SHA256:" in r.stderr and "gpubox" in r.stderr
+    assert not kh.exists() or kh.read_text() == ""
+    r = specdebug("probe", "-F", str(cfg), "gpubox", "--json", "--accept-new-host-key")
+    assert r.returncode == 0, r.stderr
+    assert f"[127.0.0.1]:{sshd.port} ssh-ed25519" in kh.read_text()
+    r = specdebug("probe", "-F", str(cfg), "gpubox", "--json")  # saved: no flag needed now
+    assert r.returncode == 0, r.stderr
+
+
+async def test_changed_host_key_refused_and_nothing_runs(sshd, tmp_path):
+    other = tmp_path / "otherkey"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"[127.0.0.1]:{sshd.port} " + " ".join(Path(f"{other}.pub").read_text().split()[:2]) + "\n")
+    cfg = sshd.write_client_config(tmp_path / "ssh_config", kh)
+    r = specdebug("probe", "-F", str(cfg), "gpubox", "--accept-new-host-key")
+    assert r.returncode == 1
+    assert "HOST KEY CHANGED" in r.stderr and "SHA256:" in r.stderr
+    marker = tmp_path / "ran"
+    remote = SSHRemote("gpubox", ssh_config=cfg, on_host_key=accept_and_save_keys)
+    await remote.start()
+    with pytest.raises(HostKeyRefused) as info:
+        await remote.wait_connected(10)
+        await remote.run(["touch", str(marker)])
+    assert info.value.changed
+    assert remote.status.state is ConnState.FAILED
+    await remote.close()
+    assert not marker.exists()
+    assert kh.read_text().count("\n") == 1  # the flag never overrides a changed key
+
+
+async def test_reconnects_after_server_side_killed(sshd, remote):
+    states = []
+    remote.add_listener(lambda st: states.append(st.state))
+    assert (await remote.run(["true"])).ok
+    assert sshd.kill_sessions() >= 1
+    deadline = time.monotonic() + 20
+    while ConnState.RECONNECTING not in states and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert ConnState.RECONNECTING in states
+    await remote.wait_connected(20)
+    res = await remote.run(["cat", "/proc/loadavg"])
+    assert res.ok and len(res.out.split()) == 5
+    assert states[-1] is ConnState.CONNECTED
+
+
+def _procs_with(arg: str) -> list[int]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if arg.encode() in (d / "cmdline").read_bytes().split(b"\0"):
+                    found.append(int(d.name))
+            except OSError:
+                pass
+    return found
+
+
+async def test_cancelled_stream_leaves_no_remote_process(remote):
+    tag = f"{time.time():.6f}"  # unique sleep argument
+    stream = remote.stream(["sh", "-c", 'echo started; exec sleep "$1"', "sh", f"1000.{tag.replace('.', '')}"])
+    async for line in stream:
+        assert line == "started"
+        break  # leaving the loop closes the stream
+    await stream.aclose()
+    arg = f"1000.{tag.replace('.', '')}"
+    deadline = time.monotonic() + 5
+    while _procs_with(arg) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert _procs_with(arg) == []
+
+
+async def test_task_cancel_ends_remote_stream(remote):
+    arg = f"999.{int(time.time() * 1e6)}"
+
+    async def consume():
+        async for _ in remote.stream(["sh", "-c", 'echo go; exec sleep "$1"', "sh", arg]):
+            pass
+
+    task = asyncio.create_task(consume())
+    deadline = time.monotonic() + 5
+    while not _procs_with(arg) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert _procs_with(arg)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    deadline = time.monotonic() + 5
+    while _procs_with(arg) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert _procs_with(arg) == []
+
+
+async def test_max_sessions_2_ten_streams_complete(tmp_path):
+    server = start_sshd(tmp_path / "sshd2", max_sessions=2)
+    remote = SSHRemote("gpubox", ssh_config=server.config_path)
+    try:
+        await remote.start()
+        await remote.wait_connected(10)
+
+        async def one(i: int) -> list[str]:
+            return [line async for line in remote.stream(["sh", "-c", f"sleep 0.2; echo done{i}"])]
+
+        results = await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(10))), 60)
+        assert results == [[f"done{i}"] for i in range(10)]
+        assert (await remote.run(["true"])).ok  # the probe channel kept its slot
+    finally:
+        await remote.close()
+        server.stop()
+
+
+async def test_stream_exit_status_and_stderr_merge(remote):
+    stream = remote.stream(["sh", "-c", "echo out; echo err >&2; exit 7"], stderr=True)
+    lines = [line async for line in stream]
+    assert sorted(lines) == ["err", "out"]
+    assert stream.exit_status == 7
+
+
+async def test_invalid_utf8_does_not_kill_connection(remote):
+    res = await remote.run(["printf", "\\377\\376ok"])
+    assert res.stdout == b"\xff\xfeok"
+    lines = [line async for line in remote.stream(["printf", "a\\377b\\n"])]
+    assert lines == ["a\ufffdb"]
+    assert (await remote.run(["true"])).ok
+
+
+async def test_request_timeout_keeps_channel(remote):
+    res = await remote.run(["sleep", "5"], timeout=0.3)
+    assert res.timed_out and res.exit_status is None
+    assert (await remote.run(["echo", "still"])).out == "still\n"
+
+
+async def test_overlapping_requests(remote):
+    t0 = time.monotonic()
+    results = await asyncio.gather(*(remote.run(["sh", "-c", f"sleep 0.3; echo {i}"]) for i in range(8)))
+    assert [r.out.strip() for r in results] == [str(i) for i in range(8)]
+    assert time.monotonic() - t0 < 2.0  # they overlapped rather than queued behind each other
+
+
+async def test_read_files_one_failure_does_not_hide_rest(remote, tmp_path):
+    f = tmp_path / "x"
+    f.write_bytes(b"abc")
+    got = await remote.read_files([str(f), str(tmp_path / "missing"), "/proc/loadavg"])
+    assert got[0].data == b"abc"
+    assert got[1].error == "ENOENT"
+    assert got[2].data  # /proc files report size 0 but are read fully
+
+
+async def test_forward_local_port(remote):
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+    fwd = await remote.forward_local_port(port)
+    reader, writer = await asyncio.open_connection("127.0.0.1", fwd.local_port)
+    conn, _ = await asyncio.get_running_loop().run_in_executor(None, srv.accept)
+    conn.sendall(b"hello")
+    assert await reader.readexactly(5) == b"hello"
+    writer.close()
+    conn.close()
+    srv.close()
+    await fwd.close()
+
+
+hostile = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=0, max_size=40
+) | st.sampled_from(["$(touch /tmp/pwned)", "`id`", "a;b", "x\ny", "*", "'", '"', "\\", "$HOME", "-n", "--", "~"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(args=st.lists(hostile, min_size=1, max_size=5))
+def test_hostile_arguments_arrive_byte_for_byte(sshd, args):
+    async def check():
+        for use_helper in (True, False):
+            r = SSHRemote("gpubox", ssh_config=sshd.config_path, use_helper=use_helper)
+            try:
+                await r.wait_connected(15)
+                res = await r.run(["printf", "%s\\0", *args])
+                assert res.stdout == b"".join(a.encode() + b"\0" for a in args)
+                lines = [ln async for ln in r.stream(["printf", "%s\\0", *args], binary=True)]
+                assert b"".join(lines) == b"".join(a.encode() + b"\0" for a in args)
+            finally:
+                await r.close()
+
+    asyncio.run(check())
+    assert not Path("/tmp/pwned").exists()

@@ -1,0 +1,213 @@
+"""StartupTracker: phases, ready criterion, error settle window, group death, timeout (no I/O)."""
+
+from __future__ import annotations
+
+from specdebug.core.startup import (
+    GroupChange,
+    HealthChange,
+    ServerPhase,
+    StartupTracker,
+    Verdict,
+    startup_history,
+)
+
+T0 = 1000.0
+P = "[2026-01-01 10:00:00 TP0] "
+
+STARTUP = [
+    "[2026-01-01 10:00:00] server_args=ServerArgs(model_path='m', tp_size=8)",
+    P + "Init torch distributed begin.",
+    P + "Load weight begin. avail mem=78.00 GB",
+    "[2026-01-01 10:00:00 TP1] Load weight begin. avail mem=78.00 GB",
+    P + "Load weight end. elapsed=10.00 s, type=X, avail mem=40.00 GB, mem usage=38.00 GB.",
+    P + "KV Cache is allocated. #tokens: 100000, K size: 4.00 GB, V size: 4.00 GB",
+    P + "Memory pool end. avail mem=20.00 GB",
+    P + "Capture cuda graph begin. This can take up to several minutes. avail mem=20.00 GB",
+    P + "Capture cuda graph end. Time elapsed: 5.00 s. mem usage=1.00 GB. avail mem=19.00 GB.",
+    P + "max_total_num_tokens=100000, chunked_prefill_size=8192, max_prefill_tokens=16384, context_len=4096",
+    "[2026-01-01 10:00:00] INFO:     Started server process [123]",
+    "[2026-01-01 10:00:00] INFO:     Waiting for application startup.",
+    "[2026-01-01 10:00:00] INFO:     Application startup complete.",
+    "[2026-01-01 10:00:00] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)",
+    '[2026-01-01 10:00:00] INFO:     127.0.0.1:40000 - "GET /get_model_info HTTP/1.1" 200 OK',
+]
+READY = "[2026-01-01 10:00:00] The server is fired up and ready to roll!"
+
+
+def tracker(**kw) -> StartupTracker:
+    args = {"kind": "sglang", "started_at": T0, "timeout_s": 60.0, "profile": "p", "pid": 7, "pgid": 7}
+    args.update(kw)
+    return StartupTracker(**args)
+
+
+def feed(t: StartupTracker, lines, start: float = T0 + 1, step: float = 0.1) -> list:
+    out = []
+    for i, line in enumerate(lines):
+        out += t.feed_line(line, start + i * step)
+    return out
+
+
+def verdicts(events) -> list[Verdict]:
+    return [e for e in events if isinstance(e, Verdict)]
+
+
+def test_phases_in_order_once_each() -> None:
+    t = tracker()
+    events = feed(t, STARTUP)
+    names = [e.name for e in events if isinstance(e, ServerPhase)]
+    assert names == ["args", "init_distributed", "load_weights", "kv_cache", "cuda_graph", "scheduler_ready",
+                     "http_server", "http_ready", "warmup"]
+    assert t.last_phase == "warmup"
+    assert t.phases[0].name == "launch" and t.phases[0].elapsed_s == 0
+    assert abs(t.phases[3].elapsed_s - 1.2) < 1e-6  # load_weights at the 3rd line
+
+
+def test_ready_needs_health_and_ready_line() -> None:
+    t = tracker()
+    feed(t, STARTUP)
+    assert not verdicts(t.health(503, T0 + 3))
+    assert not verdicts(t.health(200, T0 + 3.5))  # health ok, ready line not yet
+    out = t.feed_line(READY, T0 + 3.7)
+    (v,) = verdicts(out)
+    assert v.verdict == "ready" and v.ready_at == T0 + 3.7 and v.phases[-1].name == "ready"
+    assert v.pid == 7 and v.reason is None
+    # ready line first, health later: ready_at is the later of the two
+    t2 = tracker()
+    feed(t2, [*STARTUP, READY])
+    (v2,) = verdicts(t2.health(200, T0 + 9))
+    assert v2.ready_at == T0 + 9
+
+
+def test_ready_line_optional() -> None:
+    t = tracker(require_ready_line=False)
+    feed(t, STARTUP[:3])
+    (v,) = verdicts(t.health(200, T0 + 2))
+    assert v.verdict == "ready"
+    custom = tracker(kind="custom")  # no ready line known for custom servers
+    assert verdicts(custom.health(200, T0 + 1))
+
+
+def test_health_changes_reported_once() -> None:
+    t = tracker()
+    evs = t.health(None, T0 + 1) + t.health(None, T0 + 1.25) + t.health(503, T0 + 1.5) + t.health(503, T0 + 2)
+    assert [e.status for e in evs if isinstance(e, HealthChange)] == [None, 503]
+
+
+CRASH = [
+    P + "Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sglang/srt/managers/scheduler.py", line 2000, in run_scheduler_process',
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank)",
+    '  File "/sglang/srt/model_executor/cuda_graph_runner.py", line 300, in __init__',
+    '    raise Exception(f"Capture cuda graph failed: {e}\\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}")',
+    "Exception: Capture cuda graph failed: CUDA error: out of memory",
+    "Possible solutions:",
+    "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+]
+
+
+def test_crash_reason_is_the_exception_line() -> None:
+    t = tracker()
+    feed(t, STARTUP[:8])
+    out = feed(t, CRASH, start=T0 + 5, step=0.01)
+    assert not verdicts(out)
+    assert not verdicts(t.tick(T0 + 5.1))  # still collecting
+    (v,) = verdicts(t.tick(T0 + 5.5))  # quiet for 0.3 s after the exception line
+    assert v.verdict == "failed"
+    assert v.reason == "Exception: Capture cuda graph failed: CUDA error: out of memory"
+    assert v.error_kind == "scheduler_exception"
+    assert v.last_phase == "cuda_graph"
+    assert CRASH[0] in v.excerpt and CRASH[5] in v.excerpt and STARTUP[7] in v.excerpt
+    assert v.elapsed_s == 5.5
+
+
+def test_error_without_exception_line_settles_on_trigger() -> None:
+    t = tracker()
+    t.feed_line(P + "Received sigquit from a child process. It usually means the child failed.", T0 + 2)
+    assert not verdicts(t.tick(T0 + 2.5))
+    (v,) = verdicts(t.tick(T0 + 2 + t.SETTLE_S))
+    assert v.reason.startswith("Received sigquit") and v.error_kind == "sigquit"
+
+
+def test_oom_line_is_its_own_reason() -> None:
+    t = tracker()
+    t.feed_line(P + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", T0 + 2)
+    (v,) = verdicts(t.tick(T0 + 2.4))
+    assert v.error_kind == "oom" and v.reason.startswith("torch.OutOfMemoryError")
+
+
+def test_bare_traceback_is_an_error() -> None:
+    t = tracker()
+    feed(t, ["Traceback (most recent call last):", '  File "x.py", line 1', "ValueError: bad"], T0 + 1, 0.01)
+    (v,) = verdicts(t.tick(T0 + 2))
+    assert v.reason == "ValueError: bad"
+
+
+def test_vllm_engine_core_failed() -> None:
+    t = tracker(kind="vllm")
+    lines = [
+        "(APIServer pid=1) INFO 01-01 10:00:00 [api_server.py:1] vLLM API server version 0.11.0",
+        "(EngineCore_DP0 pid=2) ERROR 01-01 10:00:05 [core.py:700] EngineCore failed to start.",
+        "(EngineCore_DP0 pid=2) ERROR 01-01 10:00:05 [core.py:700] Traceback (most recent call last):",
+        "(EngineCore_DP0 pid=2) ERROR 01-01 10:00:05 [core.py:700] ValueError: No available memory for the "
+        "cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+    ]
+    feed(t, lines, T0 + 1, 0.01)
+    (v,) = verdicts(t.tick(T0 + 2))
+    assert v.error_kind == "engine_core_failed"
+    assert v.reason.startswith("ValueError: No available memory")
+
+
+def test_group_death_fails_with_last_line() -> None:
+    t = tracker()
+    feed(t, STARTUP[:3])
+    evs = t.group([7, 8, 9], T0 + 2) + t.group([7, 8, 9], T0 + 2.5)
+    assert len([e for e in evs if isinstance(e, GroupChange)]) == 1
+    t.group([], T0 + 3)
+    assert not verdicts(t.tick(T0 + 3.2))
+    t.feed_line("env: 'python9': No such file or directory", T0 + 3.3)  # late line still makes it in
+    (v,) = verdicts(t.tick(T0 + 3 + t.EXIT_SETTLE_S))
+    assert v.error_kind == "exited" and "process group 7 is gone" in v.reason
+    assert "python9" in v.reason
+
+
+def test_timeout_names_the_phase() -> None:
+    t = tracker(timeout_s=10)
+    feed(t, STARTUP)  # ends in warmup
+    t.health(503, T0 + 4)
+    assert not verdicts(t.tick(T0 + 9.9))
+    (v,) = verdicts(t.tick(T0 + 10))
+    assert v.error_kind == "timeout" and v.last_phase == "warmup"
+    assert "timed out after 10 s in phase warmup" in v.reason and "503" in v.reason
+    assert v.excerpt[-1] == STARTUP[-1]
+
+
+def test_nothing_after_verdict() -> None:
+    t = tracker(timeout_s=1)
+    t.tick(T0 + 1)
+    assert not verdicts(t.tick(T0 + 2)) and not verdicts(t.health(200, T0 + 2))
+
+
+def test_summary_shape() -> None:
+    t = tracker()
+    feed(t, [*STARTUP, READY])
+    (v,) = verdicts(t.health(200, T0 + 4))
+    s = v.summary()
+    assert {"verdict", "phases", "ready_at", "reason", "excerpt", "pid", "pgid"} <= set(s)
+    assert set(s["phases"][0]) == {"name", "at", "elapsed_s"}
+
+
+def test_history_eta() -> None:
+    events = [
+        {"kind": "verdict", "verdict": "ready", "profile": "p", "elapsed_s": 10,
+         "phases": [{"name": "load_weights", "elapsed_s": 2}]},
+        {"kind": "verdict", "verdict": "ready", "profile": "p", "elapsed_s": 14,
+         "phases": [{"name": "load_weights", "elapsed_s": 4}]},
+        {"kind": "verdict", "verdict": "ready", "profile": "p", "elapsed_s": 12, "phases": []},
+        {"kind": "verdict", "verdict": "failed", "profile": "p", "elapsed_s": 99},
+        {"kind": "verdict", "verdict": "ready", "profile": "other", "elapsed_s": 99},
+    ]
+    h = startup_history(events, "p")
+    assert h is not None and h.runs == 3 and h.expected_total_s == 12
+    assert h.phase_starts["load_weights"] == 3
+    assert h.eta(5) == 7 and h.eta(20) == 0
+    assert startup_history(events, "nope") is None
