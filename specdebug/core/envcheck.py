@@ -401,7 +401,7 @@ def build_report(
             vc.status = "ok" if _values_equal(want, proof.value, numeric=True) else "different"
             vc.actual, vc.source = mask.value(name, proof.value), "nccl_log"
             return vc
-        if is_worker and launcher is not None and launcher.environ_state == "readable":
+        if note is None and is_worker and launcher is not None and launcher.environ_state == "readable":
             vc.source = "launcher"
             vc.actual = mask.value(name, launcher_env.get(name))
             inferred = "absent" if name not in launcher_env else "inherited"
@@ -433,7 +433,7 @@ def build_report(
     blind = [w for w, _ in workers if w.environ_state != "readable"]
     if blind and launcher is not None and launcher.environ_state == "readable":
         for name in expected:
-            if name in launcher_env:
+            if name in launcher_env and name not in overwrites:  # overwritten ones never reach the workers
                 evidence.append(
                     Evidence(
                         source="launcher",

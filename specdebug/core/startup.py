@@ -138,7 +138,7 @@ class LaunchRefused(Exception):
 
 # -- the pure state machine ------------------------------------------------------------------
 
-EXC_LINE_RE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)(?::\s?.*)?$")
+EXC_LINE_RE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*)?(?:Error|Exception|Exit|Interrupt)(?::\s?.*)?$")
 TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
 _PREFIX_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\] ")
 EXCERPT_BEFORE = 5
@@ -209,6 +209,7 @@ class StartupTracker:
         self.ready_line_at: float | None = None
         self.health_ok_at: float | None = None
         self.health_status: int | None = None
+        self._health_polled = False
         self.pids: list[int] | None = None
         self.last_progress_at = started_at
         self.failing: _Failing | None = None
@@ -260,7 +261,8 @@ class StartupTracker:
 
     def health(self, status: int | None, at: float) -> list[Any]:
         out: list[Any] = []
-        if status != self.health_status:
+        if status != self.health_status or not self._health_polled:
+            self._health_polled = True
             self.health_status = status
             out.append(HealthChange(status=status, at=at))
         if status == 200 and self.health_ok_at is None:

@@ -135,6 +135,7 @@ class SpecdebugApp(App):
         layout: str = "default",
         keymap: dict[str, str] | None = None,
         owns_remotes: bool = True,
+        panes: list[type[Pane]] | None = None,
     ) -> None:
         self.layout_path = find_layout(layout)
         super().__init__(css_path=[self.layout_path])
@@ -142,7 +143,7 @@ class SpecdebugApp(App):
         self.layout_name = layout
         self._keymap = keymap if keymap is not None else {}
         self._owns_remotes = owns_remotes
-        self.pane_classes = load_panes()
+        self.pane_classes = panes if panes is not None else load_panes()
         if ctx.readonly:
             self.sub_title = "read-only"
 

@@ -4,22 +4,12 @@ latency stats, errors, progress and cancellation, against a tiny local SSE serve
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
 from specdebug.core.bench.builtin import BuiltinParams, RequestRecord, make_prompt, run_builtin, summarize
 from specdebug.core.bench.models import LatencyStats, percentile
-
-_spec = importlib.util.spec_from_file_location(
-    "bench_fake_sse", Path(__file__).resolve().parents[1] / "fixtures" / "bench" / "fake_sse.py"
-)
-fake_sse = importlib.util.module_from_spec(_spec)
-sys.modules["bench_fake_sse"] = fake_sse
-_spec.loader.exec_module(fake_sse)
-FakeSSEServer, FakeServerConfig = fake_sse.FakeSSEServer, fake_sse.FakeServerConfig
+from tests.fixtures.bench.fake_sse import FakeServerConfig, FakeSSEServer
 
 
 def test_percentiles_like_numpy() -> None:

@@ -18,8 +18,17 @@ TOKEN = "hf_VerySecretTokenValue123"
 
 
 def P(pid, ppid, cmdline, *, uid=0, state="S"):  # noqa: N802
-    return ProcInfo(pid=pid, ppid=ppid, pgid=200, sid=1, uid=uid, state=state, start_ticks=5000,
-                    comm=cmdline[0][:15], cmdline=cmdline)
+    return ProcInfo(
+        pid=pid,
+        ppid=ppid,
+        pgid=200,
+        sid=1,
+        uid=uid,
+        state=state,
+        start_ticks=5000,
+        comm=cmdline[0][:15],
+        cmdline=cmdline,
+    )
 
 
 def environ(**env) -> bytes:
@@ -39,14 +48,18 @@ NCCL = {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring"}
 def reads(envs: dict[int, bytes | str], *, status_uid=None) -> dict[str, FileRead]:
     out = {
         "/proc/stat": FileRead("/proc/stat", b"cpu 1 2 3\nbtime 1700000000\n"),
-        "/etc/passwd": FileRead("/etc/passwd", b"root:x:0:0::/root:/bin/sh\nbob:x:1001:1001::/home/bob:/bin/sh\n"),
+        "/etc/passwd": FileRead(
+            "/etc/passwd", b"root:x:0:0::/root:/bin/sh\nbob:x:1001:1001::/home/bob:/bin/sh\n"
+        ),
     }
     for pid, env in envs.items():
         path = f"/proc/{pid}/environ"
         out[path] = FileRead(path, error=env) if isinstance(env, str) else FileRead(path, env)
         uid = (status_uid or {}).get(pid, 0)
-        out[f"/proc/{pid}/status"] = FileRead(f"/proc/{pid}/status", f"Name:\tx\nState:\tS (sleeping)\nPPid:\t200\n"
-                                              f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}\n".encode())
+        out[f"/proc/{pid}/status"] = FileRead(
+            f"/proc/{pid}/status",
+            f"Name:\tx\nState:\tS (sleeping)\nPPid:\t200\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n".encode(),
+        )
     return out
 
 
@@ -71,22 +84,37 @@ def test_parse_environ_states():
 
 def test_parse_nccl_lines():
     a = parse_nccl_env_line("gpuhost:41733:41790 [1] NCCL INFO NCCL_IB_DISABLE set by environment to 1.")
-    assert (a.host, a.pid, a.tid, a.rank, a.name, a.value) == ("gpuhost", 41733, 41790, 1, "NCCL_IB_DISABLE", "1")
-    b = parse_nccl_env_line("[2025-10-22 10:27:57 TP0] box-1.lan:7:8 [0] NCCL INFO NCCL_PROTO set by environment to Simple\r\n")
+    assert (a.host, a.pid, a.tid, a.rank, a.name, a.value) == (
+        "gpuhost",
+        41733,
+        41790,
+        1,
+        "NCCL_IB_DISABLE",
+        "1",
+    )
+    b = parse_nccl_env_line(
+        "[2025-10-22 10:27:57 TP0] box-1.lan:7:8 [0] NCCL INFO NCCL_PROTO set by environment to Simple\r\n"
+    )
     assert (b.pid, b.name, b.value) == (7, "NCCL_PROTO", "Simple")
     assert parse_nccl_env_line("gpuhost:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC") is None
     assert parse_nccl_env_line("random text set by environment to x") is None
 
 
 def test_all_ok_readable():
-    env = environ(NCCL_PROTO="Simple", NCCL_ALGO="Ring", SPT_NOENV="1", CUDA_VISIBLE_DEVICES="0,1", PATH="/bin")
+    env = environ(
+        NCCL_PROTO="Simple", NCCL_ALGO="Ring", SPT_NOENV="1", CUDA_VISIBLE_DEVICES="0,1", PATH="/bin"
+    )
     rep = build_report(q(expected=NCCL), PROCS, reads({200: env, 201: env, 202: env}))
     assert rep.summary.exit_code == 0 and rep.summary.ok
     assert [w.pid for w in rep.workers] == [201, 202]
     w = rep.workers[0]
     assert w.environ_state == "readable"
     assert w.vars["NCCL_PROTO"].model_dump(include={"status", "expected", "actual", "source"}) == {
-        "status": "ok", "expected": "Simple", "actual": "Simple", "source": "environ"}
+        "status": "ok",
+        "expected": "Simple",
+        "actual": "Simple",
+        "source": "environ",
+    }
     assert w.extra == {"CUDA_VISIBLE_DEVICES": "0,1"}  # prefix-filtered, PATH not shown
     assert w.user == "root" and w.start_time == 1700000000 + 50
     assert rep.launcher.pid == 200 and rep.launcher.vars["NCCL_ALGO"].status == "ok"
@@ -104,8 +132,11 @@ def test_missing_names_given():
 
 
 def test_different_shows_both_values():
-    rep = build_report(q(expected=NCCL), PROCS, reads({201: environ(NCCL_PROTO="LL", NCCL_ALGO="Ring"),
-                                                       202: environ(**NCCL)}))
+    rep = build_report(
+        q(expected=NCCL),
+        PROCS,
+        reads({201: environ(NCCL_PROTO="LL", NCCL_ALGO="Ring"), 202: environ(**NCCL)}),
+    )
     vc = rep.workers[0].vars["NCCL_PROTO"]
     assert (vc.status, vc.expected, vc.actual) == ("different", "Simple", "LL")
     assert rep.workers[1].vars["NCCL_PROTO"].status == "ok"
@@ -120,8 +151,10 @@ def test_clobbered_explains_and_infers_from_launcher():
     vc = rep.workers[0].vars["NCCL_PROTO"]
     assert (vc.status, vc.source, vc.actual) == ("unverifiable", "launcher", "Simple")
     assert "inference" in vc.note
-    assert ("environ of sglang::scheduler_TP0 (pid 201) is clobbered by setproctitle; relaunch with SPT_NOENV=1 "
-            "(specdebug launch sets it by default)") in rep.summary.reasons
+    assert (
+        "environ of sglang::scheduler_TP0 (pid 201) is clobbered by setproctitle; relaunch with SPT_NOENV=1 "
+        "(specdebug launch sets it by default)"
+    ) in rep.summary.reasons
     assert {e.source for e in rep.evidence} == {"launcher"}
 
 
@@ -132,8 +165,12 @@ def test_clobbered_with_nccl_proof():
         "box:202:901 [1] NCCL INFO NCCL_PROTO set by environment to LL",
         "box:999:1 [0] NCCL INFO NCCL_PROTO set by environment to Simple",  # stale pid from an older run
     ]
-    rep = build_report(q(expected=NCCL, log_path="/tmp/x.log"), PROCS,
-                       reads({200: environ(**NCCL), 201: CLOBBERED, 202: CLOBBERED}), lines)
+    rep = build_report(
+        q(expected=NCCL, log_path="/tmp/x.log"),
+        PROCS,
+        reads({200: environ(**NCCL), 201: CLOBBERED, 202: CLOBBERED}),
+        lines,
+    )
     w0, w1 = rep.workers
     assert w0.vars["NCCL_PROTO"].status == "ok" and w0.vars["NCCL_PROTO"].source == "nccl_log"
     assert w1.vars["NCCL_PROTO"].status == "different" and w1.vars["NCCL_PROTO"].actual == "LL"
@@ -148,16 +185,23 @@ def test_clobbered_with_nccl_proof():
 
 
 def test_all_proven_by_nccl_exits_zero():
-    lines = [f"box:{pid}:1 [{i}] NCCL INFO {k} set by environment to {v}"
-             for i, pid in enumerate((201, 202)) for k, v in NCCL.items()]
+    lines = [
+        f"box:{pid}:1 [{i}] NCCL INFO {k} set by environment to {v}"
+        for i, pid in enumerate((201, 202))
+        for k, v in NCCL.items()
+    ]
     rep = build_report(q(expected=NCCL), PROCS, reads({201: CLOBBERED, 202: CLOBBERED}), lines)
     assert rep.summary.exit_code == 0
 
 
 def test_nccl_integer_compares_numerically_and_overrides_exec_environ():
     lines = ["box:201:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1."]
-    rep = build_report(q(expected={"NCCL_IB_DISABLE": "01"}), PROCS,
-                       reads({201: environ(NCCL_IB_DISABLE="0"), 202: environ(NCCL_IB_DISABLE="01")}), lines)
+    rep = build_report(
+        q(expected={"NCCL_IB_DISABLE": "01"}),
+        PROCS,
+        reads({201: environ(NCCL_IB_DISABLE="0"), 202: environ(NCCL_IB_DISABLE="01")}),
+        lines,
+    )
     w0, w1 = rep.workers
     assert (w0.vars["NCCL_IB_DISABLE"].status, w0.vars["NCCL_IB_DISABLE"].source) == ("ok", "nccl_log")
     assert "NCCL read 1" in w0.vars["NCCL_IB_DISABLE"].note
@@ -165,8 +209,11 @@ def test_nccl_integer_compares_numerically_and_overrides_exec_environ():
 
 
 def test_denied_only_on_its_row():
-    rep = build_report(q(pids=[201, 202], match=None, expected=NCCL), PROCS,
-                       reads({201: "EACCES", 202: environ(**NCCL)}, status_uid={201: 1001}))
+    rep = build_report(
+        q(pids=[201, 202], match=None, expected=NCCL),
+        PROCS,
+        reads({201: "EACCES", 202: environ(**NCCL)}, status_uid={201: 1001}),
+    )
     w0, w1 = rep.workers
     assert w0.environ_state == "denied" and w0.user == "bob" and w0.environ_error == "EACCES"
     assert w0.vars["NCCL_PROTO"].status == "unverifiable"
@@ -175,8 +222,9 @@ def test_denied_only_on_its_row():
 
 
 def test_gone_pid_keeps_others():
-    rep = build_report(q(pids=[202, 999], match=None, expected=NCCL), PROCS, reads({202: environ(**NCCL),
-                                                                                   999: "ENOENT"}))
+    rep = build_report(
+        q(pids=[202, 999], match=None, expected=NCCL), PROCS, reads({202: environ(**NCCL), 999: "ENOENT"})
+    )
     assert [(w.pid, w.environ_state) for w in rep.workers] == [(202, "readable"), (999, "gone")]
     assert "pid 999 is gone" in rep.summary.reasons
 
@@ -191,8 +239,12 @@ def test_secrets_masked_everywhere_but_compared():
     env = environ(HF_TOKEN=TOKEN, NCCL_PROTO="Simple", NCCL_API_KEY="ncclsecretvalue")
     other = environ(HF_TOKEN="hf_AnotherSecretValue999", NCCL_PROTO="Simple", NCCL_API_KEY="ncclsecretvalue")
     lines = [f"box:201:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to {TOKEN}"]
-    rep = build_report(q(expected={"HF_TOKEN": TOKEN, "NCCL_PROTO": "Simple"}, log_path="l"), PROCS,
-                       reads({200: env, 201: env, 202: other}), lines)
+    rep = build_report(
+        q(expected={"HF_TOKEN": TOKEN, "NCCL_PROTO": "Simple"}, log_path="l"),
+        PROCS,
+        reads({200: env, 201: env, 202: other}),
+        lines,
+    )
     dumped = rep.model_dump_json()
     for secret in (TOKEN, "hf_AnotherSecretValue999", "ncclsecretvalue", "sk-live-abcdef"):
         assert secret not in dumped
@@ -213,8 +265,11 @@ def test_show_secrets_reveals():
 
 def test_sglang_overwrites_flagged():
     env = environ(NCCL_CUMEM_ENABLE="0", CUDA_DEVICE_MAX_CONNECTIONS="8")
-    rep = build_report(q(expected={"NCCL_CUMEM_ENABLE": "1"}), PROCS, reads({200: environ(NCCL_CUMEM_ENABLE="1"),
-                                                                              201: env, 202: env}))
+    rep = build_report(
+        q(expected={"NCCL_CUMEM_ENABLE": "1"}),
+        PROCS,
+        reads({200: environ(NCCL_CUMEM_ENABLE="1"), 201: env, 202: env}),
+    )
     vc = rep.workers[0].vars["NCCL_CUMEM_ENABLE"]
     assert vc.status == "different" and vc.overwritten_by_server
     assert rep.summary.server_kind == "sglang"
@@ -224,13 +279,18 @@ def test_sglang_overwrites_flagged():
 
 def test_expect_from_launcher():
     launcher = environ(NCCL_PROTO="Simple", NCCL_ALGO="Ring", HOME="/root")
-    rep = build_report(q(expect_from_launcher=True), PROCS,
-                       reads({200: launcher, 201: environ(NCCL_PROTO="Simple"), 202: launcher}))
+    rep = build_report(
+        q(expect_from_launcher=True),
+        PROCS,
+        reads({200: launcher, 201: environ(NCCL_PROTO="Simple"), 202: launcher}),
+    )
     assert set(rep.expected) == {"NCCL_PROTO", "NCCL_ALGO"}
     assert rep.expected_source == "launcher pid 200"
     assert rep.workers[0].vars["NCCL_ALGO"].status == "missing"
     assert rep.summary.exit_code == 1
-    rep = build_report(q(expect_from_launcher=True), PROCS, reads({200: CLOBBERED, 201: launcher, 202: launcher}))
+    rep = build_report(
+        q(expect_from_launcher=True), PROCS, reads({200: CLOBBERED, 201: launcher, 202: launcher})
+    )
     assert any("--expect-from-launcher" in r for r in rep.summary.reasons)
 
 
@@ -280,8 +340,10 @@ async def test_check_env_reads_everything_in_one_probe():
 
 
 async def test_check_env_log_missing_is_a_warning():
-    rep = await check_env(FakeRemote(reads({201: environ(**NCCL), 202: environ(**NCCL)}), None),
-                          q(expected=NCCL, log_path="x.log"))
+    rep = await check_env(
+        FakeRemote(reads({201: environ(**NCCL), 202: environ(**NCCL)}), None),
+        q(expected=NCCL, log_path="x.log"),
+    )
     assert rep.summary.exit_code == 0
     assert any("cannot read log x.log" in w for w in rep.summary.warnings)
 
@@ -289,7 +351,23 @@ async def test_check_env_log_missing_is_a_warning():
 @pytest.mark.parametrize("state", ["Z", "X"])
 def test_zombie_is_gone(state):
     procs = PROCS[:2] + [P(201, 200, ["sglang::scheduler_TP0"], state=state)]
-    rep = build_report(q(pids=[201], match=None, expected=NCCL), procs, {
-        "/proc/201/environ": FileRead("/proc/201/environ", b""),
-        "/proc/201/status": FileRead("/proc/201/status", f"State:\t{state} (zombie)\n".encode())})
+    rep = build_report(
+        q(pids=[201], match=None, expected=NCCL),
+        procs,
+        {
+            "/proc/201/environ": FileRead("/proc/201/environ", b""),
+            "/proc/201/status": FileRead("/proc/201/status", f"State:\t{state} (zombie)\n".encode()),
+        },
+    )
     assert rep.workers[0].environ_state == "gone"
+
+
+def test_overwritten_var_is_not_inferred_from_launcher():
+    rep = build_report(
+        q(expected={"NCCL_CUMEM_ENABLE": "1"}),
+        PROCS,
+        reads({200: environ(NCCL_CUMEM_ENABLE="1"), 201: CLOBBERED, 202: CLOBBERED}),
+    )
+    vc = rep.workers[0].vars["NCCL_CUMEM_ENABLE"]
+    assert (vc.status, vc.actual, vc.source) == ("unverifiable", None, "environ")
+    assert not rep.evidence

@@ -5,8 +5,17 @@ from specdebug.remote.api import ProcInfo
 
 
 def P(pid, ppid, cmdline, *, pgid=None, comm=None, uid=0, state="S"):  # noqa: N802
-    return ProcInfo(pid=pid, ppid=ppid, pgid=pgid or pid, sid=1, uid=uid, state=state, start_ticks=1000 + pid,
-                    comm=comm or (cmdline[0][:15] if cmdline else "kworker"), cmdline=cmdline)
+    return ProcInfo(
+        pid=pid,
+        ppid=ppid,
+        pgid=pgid or pid,
+        sid=1,
+        uid=uid,
+        state=state,
+        start_ticks=1000 + pid,
+        comm=comm or (cmdline[0][:15] if cmdline else "kworker"),
+        cmdline=cmdline,
+    )
 
 
 TABLE = [

@@ -55,8 +55,17 @@ def test_phases_in_order_once_each() -> None:
     t = tracker()
     events = feed(t, STARTUP)
     names = [e.name for e in events if isinstance(e, ServerPhase)]
-    assert names == ["args", "init_distributed", "load_weights", "kv_cache", "cuda_graph", "scheduler_ready",
-                     "http_server", "http_ready", "warmup"]
+    assert names == [
+        "args",
+        "init_distributed",
+        "load_weights",
+        "kv_cache",
+        "cuda_graph",
+        "scheduler_ready",
+        "http_server",
+        "http_ready",
+        "warmup",
+    ]
     assert t.last_phase == "warmup"
     assert t.phases[0].name == "launch" and t.phases[0].elapsed_s == 0
     assert abs(t.phases[3].elapsed_s - 1.2) < 1e-6  # load_weights at the 3rd line
@@ -198,10 +207,20 @@ def test_summary_shape() -> None:
 
 def test_history_eta() -> None:
     events = [
-        {"kind": "verdict", "verdict": "ready", "profile": "p", "elapsed_s": 10,
-         "phases": [{"name": "load_weights", "elapsed_s": 2}]},
-        {"kind": "verdict", "verdict": "ready", "profile": "p", "elapsed_s": 14,
-         "phases": [{"name": "load_weights", "elapsed_s": 4}]},
+        {
+            "kind": "verdict",
+            "verdict": "ready",
+            "profile": "p",
+            "elapsed_s": 10,
+            "phases": [{"name": "load_weights", "elapsed_s": 2}],
+        },
+        {
+            "kind": "verdict",
+            "verdict": "ready",
+            "profile": "p",
+            "elapsed_s": 14,
+            "phases": [{"name": "load_weights", "elapsed_s": 4}],
+        },
         {"kind": "verdict", "verdict": "ready", "profile": "p", "elapsed_s": 12, "phases": []},
         {"kind": "verdict", "verdict": "failed", "profile": "p", "elapsed_s": 99},
         {"kind": "verdict", "verdict": "ready", "profile": "other", "elapsed_s": 99},

@@ -34,7 +34,8 @@ def ctl(*parts):
     out.write(b"!" + b"\t".join(p if isinstance(p, bytes) else str(p).encode() for p in parts) + b"\n")
 def main():
     path = os.path.expanduser(sys.argv[1]); off = int(sys.argv[2]); want = int(sys.argv[3])
-    pats = [re.compile(p.encode("utf-8", "surrogateescape")) for p in sys.argv[4:]]
+    once = sys.argv[4] == "once"
+    pats = [re.compile(p.encode("utf-8", "surrogateescape")) for p in sys.argv[5:]]
     if len(pats) == 1:
         test = pats[0].search
     elif pats:
@@ -67,6 +68,8 @@ def main():
         try:
             f = open(path, "rb"); break
         except (FileNotFoundError, NotADirectoryError):
+            if once:
+                ctl("ERR", "no such file: " + path); out.flush(); sys.exit(1)
             if not said_missing:
                 ctl("MISSING"); out.flush(); said_missing = True
             if time.time() - last_out > 5:
@@ -107,6 +110,8 @@ def main():
             emit(data); out.flush(); last_out = time.time()
             continue
         now = time.time()
+        if once:
+            emit(b"", final=True); ctl("END", pos); out.flush(); return
         if pos != reported or now - last_out > 5:
             ctl("POS" if pos != reported else "HB", pos); out.flush(); reported = pos; last_out = now
         try:
@@ -143,8 +148,11 @@ class RawLine:
     inode: int | None = None
 
 
-def agent_argv(path: str, offset: int | None, inode: int | None, prefilter: Sequence[str]) -> list[str]:
-    """argv of the on-box follower. offset None = from the end (start of the last complete line)."""
+def agent_argv(
+    path: str, offset: int | None, inode: int | None, prefilter: Sequence[str], once: bool = False
+) -> list[str]:
+    """argv of the on-box follower. offset None = from the end (start of the last complete line);
+    once = read to the end of the file and exit (grep without --follow)."""
     pats: list[str] = []
     if prefilter:
         combined = "|".join(f"(?:{strip_named_groups(p)})" for p in prefilter)
@@ -153,7 +161,8 @@ def agent_argv(path: str, offset: int | None, inode: int | None, prefilter: Sequ
             pats = [combined]
         except re.error:
             pats = list(prefilter)
-    return ["python3", "-I", "-S", "-c", AGENT, path, str(-1 if offset is None else offset), str(inode or 0), *pats]
+    mode = "once" if once else "follow"
+    return ["python3", "-I", "-S", "-c", AGENT, path, str(-1 if offset is None else offset), str(inode or 0), mode, *pats]
 
 
 def tail_argv(path: str, offset: int) -> list[str]:
@@ -176,6 +185,7 @@ class Follower:
         offset: int | None = None,
         inode: int | None = None,
         reconnect: bool = True,
+        once: bool = False,
     ) -> None:
         for p in prefilter:
             re.compile(p)  # fail here, with a Python traceback, not on the box
@@ -186,6 +196,7 @@ class Follower:
         self.offset = offset
         self.inode = inode
         self.reconnect = reconnect
+        self.once = once
         self.fallback = False
         self.reconnects = 0
 
@@ -195,10 +206,11 @@ class Follower:
                 if self.fallback:
                     async for item in self._tail_once():
                         yield item
+                    yield LogEvent(kind="ended", path=self.path, offset=self.offset, detail="tail ended")
                     return
                 got_any = False
                 status = None
-                argv = agent_argv(self.path, self.offset, self.inode, self.prefilter)
+                argv = agent_argv(self.path, self.offset, self.inode, self.prefilter, self.once)
                 async with self.remote.stream(argv, binary=True) as stream:
                     async for rec in stream:
                         got_any = True
@@ -232,7 +244,7 @@ class Follower:
             return RawLine(off, data, self.inode)
         parts = rec[1:].split(b"\t")
         kind = parts[0]
-        if kind in (b"POS", b"HB"):
+        if kind in (b"POS", b"HB", b"END"):
             pos = int(parts[1])
             if pos >= 0:
                 self.offset = pos
@@ -265,7 +277,10 @@ class Follower:
             size, ino = (int(x) for x in res.out.split()) if res.ok else (0, 0)
             self.offset, self.inode = size, ino or None
         quoted = (f"'{self.path}'", self.path)
-        async with self.remote.stream(tail_argv(self.path, self.offset), binary=True, stderr=True) as stream:
+        argv = tail_argv(self.path, self.offset)
+        if self.once:
+            argv.remove("-F")
+        async with self.remote.stream(argv, binary=True, stderr=True) as stream:
             async for rec in stream:
                 data = rec[:-1] if rec.endswith(b"\n") else rec
                 text = data.decode("utf-8", "replace")
@@ -289,11 +304,16 @@ async def follow_matches(
     *,
     from_start: bool = False,
     offset: int | None = None,
-    extra_prefilter: Sequence[str] = (),
+    once: bool = False,
+    follower: Follower | None = None,
 ) -> AsyncIterator[LogMatch | LogEvent]:
-    """Parsed matches (and follow events) of a remote file: what the pane and `grep --follow` show."""
-    follower = Follower(remote, path, prefilter=[*parser.candidate_patterns(), *extra_prefilter],
-                        offset=0 if from_start else offset)
+    """Parsed matches (and follow events) of a remote file: what the pane and `grep` show.
+
+    Pass your own `follower` (built with `parser.candidate_patterns()` as prefilter) to read its
+    offset/inode/resolved path while following."""
+    if follower is None:
+        follower = Follower(remote, path, prefilter=parser.candidate_patterns(),
+                            offset=0 if from_start else offset, once=once)
     local = combine(parser.candidate_patterns())
     async for item in follower.lines():
         if isinstance(item, LogEvent):

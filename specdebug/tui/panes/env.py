@@ -15,7 +15,14 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from specdebug.core.envcheck import DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv, check_env, query_for_profile
+from specdebug.core.envcheck import (
+    DEFAULT_PREFIXES,
+    EnvQuery,
+    EnvReport,
+    ProcEnv,
+    check_env,
+    query_for_profile,
+)
 from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
 
@@ -26,7 +33,14 @@ STATUS_STYLE = {
     "unverifiable": "magenta",
 }
 ENVIRON_STYLE = {"readable": "green", "clobbered": "bold yellow", "denied": "bold red", "gone": "dim"}
-SOURCE_TAG = {"nccl_log": " (nccl)", "launcher": " (launcher?)", "environ": ""}
+LEGEND = (
+    ("ok", "green"),
+    ("missing", "bold red"),
+    ("≠ different", "bold yellow"),
+    ("? unverifiable (~launcher's value)", "magenta"),
+    ("[nccl] proven by NCCL log", "dim"),
+    ("! set by the server itself", "bold red"),
+)
 DEFAULT_MATCH = r"^(sglang::scheduler|VLLM::(Worker|EngineCore))"
 MAX_VALUE = 40
 
@@ -61,11 +75,11 @@ def var_cell(proc: ProcEnv, name: str) -> Text:
             text.append(" ≠", style=style)
         else:
             text = Text("?", style=style)
-            if vc.actual is not None:
-                text.append(f" {_clip(vc.actual, 20)}", style="dim")
-        if SOURCE_TAG.get(vc.source):
-            text.append(SOURCE_TAG[vc.source], style="dim")
-        if vc.overwritten_by_server:
+            if vc.actual is not None:  # the launcher's value: inference, not proof
+                text.append(f" ~{_clip(vc.actual, 20)}", style="dim")
+        if vc.source == "nccl_log":
+            text.append(" [nccl]", style="dim")
+        if vc.overwritten_by_server and vc.status != "ok":
             text.append(" !", style="bold red")
         return text
     if name in proc.extra:
@@ -88,6 +102,7 @@ class EnvPane(Pane):
     EnvPane #env-how { height: auto; color: $text-muted; }
     EnvPane #env-verdict { height: auto; max-height: 6; }
     EnvPane #env-matrix { height: 1fr; }
+    EnvPane #env-legend { height: 1; }
     EnvPane #env-diff-title { height: 1; margin-top: 1; color: $text-muted; }
     EnvPane #env-diff { height: auto; max-height: 12; }
     EnvPane #env-evidence-title { height: 1; margin-top: 1; color: $text-muted; }
@@ -109,6 +124,10 @@ class EnvPane(Pane):
         yield Static(Text("press r to check the workers' environment"), id="env-how")
         yield Static(Text(""), id="env-verdict")
         yield DataTable(id="env-matrix", cursor_type="cell", zebra_stripes=True)
+        legend = Text()
+        for i, (label, style) in enumerate(LEGEND):
+            legend.append(("  " if i else "") + label, style=style)
+        yield Static(legend, id="env-legend")
         yield Static(Text("diff: mark two process columns with m"), id="env-diff-title")
         yield DataTable(id="env-diff", cursor_type="row", show_cursor=False)
         yield Static(Text("evidence"), id="env-evidence-title")
@@ -143,7 +162,9 @@ class EnvPane(Pane):
             if self.ctx.profile is not None:
                 query = await query_for_profile(remote, self.ctx.profile)
             else:
-                query = EnvQuery(match=DEFAULT_MATCH, prefixes=list(DEFAULT_PREFIXES), expect_from_launcher=True)
+                query = EnvQuery(
+                    match=DEFAULT_MATCH, prefixes=list(DEFAULT_PREFIXES), expect_from_launcher=True
+                )
             report = await check_env(remote, query)
         except (RemoteError, LookupError, OSError) as exc:
             self.notify(f"env check failed: {exc}", severity="error")
@@ -216,8 +237,10 @@ class EnvPane(Pane):
         table.add_column("variable", key="var")
         table.add_column("expected", key="expected")
         for role, proc in procs:
-            label = Text(f"{'launcher' if role == 'launcher' else short_title(proc)} {proc.pid}",
-                         style="bold" if role == "launcher" else "")
+            label = Text(
+                f"{'launcher' if role == 'launcher' else short_title(proc)} {proc.pid}",
+                style="bold" if role == "launcher" else "",
+            )
             table.add_column(label, key=_col_key(proc.pid))
         row = [Text("environ", style="italic"), Text("")]
         for _, proc in procs:
@@ -226,7 +249,10 @@ class EnvPane(Pane):
         extras = sorted({n for _, p in procs for n in p.extra} - set(self.report.expected))
         for name in list(self.report.expected) + extras:
             expected = self.report.expected.get(name)
-            row = [Text(name), Text(_clip(expected), style="bold") if expected is not None else Text("-", style="dim")]
+            row = [
+                Text(name),
+                Text(_clip(expected), style="bold") if expected is not None else Text("-", style="dim"),
+            ]
             row += [var_cell(proc, name) for _, proc in procs]
             table.add_row(*row, key=name)
 
@@ -243,7 +269,9 @@ class EnvPane(Pane):
         table.clear()
         if self.report is None or len(self.marked) < 2:
             chosen = ", ".join(str(p) for p in self.marked)
-            title.update(Text("diff: mark two process columns with m" + (f" (marked {chosen})" if chosen else "")))
+            title.update(
+                Text("diff: mark two process columns with m" + (f" (marked {chosen})" if chosen else ""))
+            )
             return
         a, b = self.marked
         pa, pb = (next(p for _, p in self._procs() if p.pid == pid) for pid in (a, b))
@@ -266,8 +294,13 @@ class EnvPane(Pane):
         table = self.query_one("#env-evidence", DataTable)
         title = self.query_one("#env-evidence-title", Static)
         table.clear()
-        title.update(Text(f"evidence: {len(self.report.evidence)} item(s)" if self.report.evidence
-                          else "evidence: none besides the workers' own environ"))
+        title.update(
+            Text(
+                f"evidence: {len(self.report.evidence)} item(s)"
+                if self.report.evidence
+                else "evidence: none besides the workers' own environ"
+            )
+        )
         for e in self.report.evidence:
             table.add_row(
                 Text(e.source),

@@ -1,0 +1,360 @@
+"""The sim's HTTP API (starlette under uvicorn, like SGLang's FastAPI app): native + OpenAI endpoints.
+
+Shapes follow SGLang's http_server.py / openai protocol: /health is 503 until warmup is done,
+/v1/models says owned_by "sglang", streaming answers are SSE `data: {...}` chunks ending with
+`data: [DONE]`, and `stream_options.include_usage` adds a final usage-only chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from specdebug.sim.engine import HISTOGRAM_BUCKETS, Engine, Finish, Histogram, Request, count_tokens
+from specdebug.sim.options import SimConfig
+
+SGLANG_VERSION = "0.5.4.post1"
+HEALTH_GENERATE_TIMEOUT_S = 20.0
+
+
+@dataclass
+class ServerState:
+    """What the endpoints read: config, the engine and the scheduler-reported facts."""
+
+    cfg: SimConfig
+    engine: Engine
+    ready: bool = False
+    max_total_num_tokens: int = 0
+    max_req_input_len: int = 0
+    memory: dict[str, float] = field(default_factory=dict)
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def model_id(self) -> str:
+        s = self.cfg.server
+        return s.served_model_name or s.model_path
+
+
+def _sse(obj: Any) -> bytes:
+    return f"data: {json.dumps(obj)}\n\n".encode()
+
+
+async def _json_body(request: HttpRequest) -> dict[str, Any] | Response:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return JSONResponse({"object": "error", "message": "Invalid JSON body", "code": 400}, status_code=400)
+    if not isinstance(body, dict):
+        return JSONResponse({"object": "error", "message": "Body must be an object", "code": 400}, status_code=400)
+    return body
+
+
+async def _chunks(engine: Engine, req: Request) -> AsyncIterator[list[str] | Finish]:
+    """Yield the token lists of each forward, then the Finish; aborts the request if the client leaves."""
+    try:
+        while True:
+            item = await req.out.get()
+            yield item
+            if isinstance(item, Finish):
+                return
+    finally:
+        if req.finished is None:
+            engine.abort(req)
+
+
+def build_app(state: ServerState) -> Starlette:
+    engine = state.engine
+
+    async def health(request: HttpRequest) -> Response:
+        return Response(status_code=200 if state.ready else 503)
+
+    async def health_generate(request: HttpRequest) -> Response:
+        if not state.ready:
+            return Response(status_code=503)
+        req = engine.submit(1, 1, ignore_eos=True)
+        try:
+            async with asyncio.timeout(HEALTH_GENERATE_TIMEOUT_S):
+                async for _ in _chunks(engine, req):
+                    pass
+        except TimeoutError:
+            return Response(status_code=503)
+        return Response(status_code=200)
+
+    async def model_info(request: HttpRequest) -> Response:
+        s = state.cfg.server
+        return JSONResponse(
+            {
+                "model_path": s.model_path,
+                "tokenizer_path": s.tokenizer_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": "deepseek_v3",
+                "architectures": ["DeepseekV3ForCausalLM"],
+            }
+        )
+
+    async def server_info(request: HttpRequest) -> Response:
+        internal: dict[str, Any] = {
+            "last_gen_throughput": round(engine.stats.last_gen_throughput, 2),
+            "memory_usage": {**state.memory, "token_capacity": state.max_total_num_tokens},
+            "load": len(engine.running) + len(engine.waiting),
+        }
+        if state.cfg.spec.enabled and engine.stats.cum_verify:
+            internal["avg_spec_accept_length"] = engine.stats.avg_spec_accept_length
+        info = {
+            **asdict(state.cfg.server),
+            "max_total_num_tokens": state.max_total_num_tokens,
+            "max_req_input_len": state.max_req_input_len,
+            "internal_states": [internal],
+            "version": SGLANG_VERSION,
+        }
+        return JSONResponse(info)
+
+    async def models(request: HttpRequest) -> Response:
+        s = state.cfg.server
+        card = {
+            "id": state.model_id,
+            "object": "model",
+            "created": state.created,
+            "owned_by": "sglang",
+            "root": s.model_path,
+            "max_model_len": s.context_length or 131072,
+        }
+        return JSONResponse({"object": "list", "data": [card]})
+
+    async def get_load(request: HttpRequest) -> Response:
+        return JSONResponse(
+            [
+                {
+                    "num_reqs": len(engine.running) + len(engine.waiting),
+                    "num_waiting_reqs": len(engine.waiting),
+                    "num_tokens": engine.used_tokens,
+                }
+            ]
+        )
+
+    async def flush_cache(request: HttpRequest) -> Response:
+        return PlainTextResponse("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n")
+
+    async def metrics(request: HttpRequest) -> Response:
+        if not state.cfg.server.enable_metrics:
+            return PlainTextResponse("Not Found", status_code=404)
+        return PlainTextResponse(render_metrics(state), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def generate(request: HttpRequest) -> Response:
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        text = body.get("text") or ""
+        if isinstance(text, list):
+            text = text[0] if text else ""
+        ids = body.get("input_ids")
+        sp = body.get("sampling_params") or {}
+        prompt_tokens = len(ids) if isinstance(ids, list) else count_tokens(str(text))
+        req = engine.submit(prompt_tokens, int(sp.get("max_new_tokens", 128)), ignore_eos=bool(sp.get("ignore_eos")))
+
+        def meta(finish: Finish | None) -> dict[str, Any]:
+            reason = None
+            if finish is not None:
+                reason = {"type": finish.reason, "length": req.generated} if finish.reason == "length" else {
+                    "type": finish.reason,
+                    "matched": finish.matched_stop,
+                }
+            m: dict[str, Any] = {
+                "id": req.rid,
+                "finish_reason": reason,
+                "prompt_tokens": req.prompt_tokens,
+                "completion_tokens": req.generated,
+                "cached_tokens": 0,
+                "e2e_latency": time.monotonic() - req.created,
+            }
+            if state.cfg.spec.enabled:
+                m["spec_verify_ct"] = req.verify_ct
+            return m
+
+        if body.get("stream"):
+
+            async def stream() -> AsyncIterator[bytes]:
+                out = ""
+                async for item in _chunks(engine, req):
+                    if isinstance(item, Finish):
+                        yield _sse({"text": out, "meta_info": meta(item)})
+                    else:
+                        out += "".join(item)
+                        yield _sse({"text": out, "meta_info": meta(None)})
+                yield b"data: [DONE]\n\n"
+
+            return StreamingResponse(stream(), media_type="text/event-stream")
+        out = ""
+        finish: Finish | None = None
+        async for item in _chunks(engine, req):
+            if isinstance(item, Finish):
+                finish = item
+            else:
+                out += "".join(item)
+        return JSONResponse({"text": out, "meta_info": meta(finish)})
+
+    async def openai(request: HttpRequest, chat: bool) -> Response:
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        if chat:
+            messages = body.get("messages") or []
+            prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+            prompt_tokens = count_tokens(prompt) + 4 * len(messages)
+            default_max = 4096
+        else:
+            prompt = body.get("prompt") or ""
+            if isinstance(prompt, list):
+                prompt_tokens = len(prompt) if prompt and isinstance(prompt[0], int) else count_tokens(" ".join(map(str, prompt)))
+            else:
+                prompt_tokens = count_tokens(str(prompt))
+            default_max = 16
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or default_max
+        req = engine.submit(prompt_tokens, int(max_tokens), ignore_eos=bool(body.get("ignore_eos")))
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        created = int(time.time())
+        model = body.get("model") or state.model_id
+        obj = "chat.completion" if chat else "text_completion"
+
+        def usage() -> dict[str, int]:
+            return {
+                "prompt_tokens": req.prompt_tokens,
+                "completion_tokens": req.generated,
+                "total_tokens": req.prompt_tokens + req.generated,
+            }
+
+        def choice(text: str, finish: Finish | None, *, first: bool = False) -> dict[str, Any]:
+            reason = finish.reason if finish is not None and finish.reason != "abort" else None
+            c: dict[str, Any] = {"index": 0}
+            if chat:
+                delta: dict[str, Any] = {"role": "assistant", "content": text} if first else {"content": text}
+                c["delta"] = delta
+            else:
+                c["text"] = text
+                c["logprobs"] = None
+            c["finish_reason"] = reason
+            c["matched_stop"] = finish.matched_stop if finish is not None else None
+            return c
+
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            chunk_obj = "chat.completion.chunk" if chat else "text_completion"
+
+            def chunk(choices: list[dict[str, Any]], with_usage: dict[str, int] | None = None) -> bytes:
+                return _sse(
+                    {"id": rid, "object": chunk_obj, "created": created, "model": model, "choices": choices,
+                     "usage": with_usage}
+                )  # fmt: skip
+
+            async def stream() -> AsyncIterator[bytes]:
+                first = True
+                if chat:
+                    yield chunk([choice("", None, first=True)])
+                    first = False
+                async for item in _chunks(engine, req):
+                    if isinstance(item, Finish):
+                        yield chunk([choice("", item)])
+                    else:
+                        yield chunk([choice("".join(item), None, first=first)])
+                        first = False
+                if include_usage:
+                    yield chunk([], usage())
+                yield b"data: [DONE]\n\n"
+
+            return StreamingResponse(stream(), media_type="text/event-stream")
+
+        out = ""
+        finish: Finish | None = None
+        async for item in _chunks(engine, req):
+            if isinstance(item, Finish):
+                finish = item
+            else:
+                out += "".join(item)
+        c = choice(out, finish)
+        if chat:
+            c.pop("delta")
+            c["message"] = {"role": "assistant", "content": out}
+        return JSONResponse({"id": rid, "object": obj, "created": created, "model": model, "choices": [c],
+                             "usage": usage()})  # fmt: skip
+
+    async def completions(request: HttpRequest) -> Response:
+        return await openai(request, chat=False)
+
+    async def chat_completions(request: HttpRequest) -> Response:
+        return await openai(request, chat=True)
+
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route("/health_generate", health_generate, methods=["GET"]),
+        Route("/get_model_info", model_info, methods=["GET"]),
+        Route("/model_info", model_info, methods=["GET"]),
+        Route("/get_server_info", server_info, methods=["GET"]),
+        Route("/server_info", server_info, methods=["GET"]),
+        Route("/get_load", get_load, methods=["GET"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/flush_cache", flush_cache, methods=["POST", "GET"]),
+        Route("/generate", generate, methods=["POST", "PUT"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def _histogram(name: str, help_text: str, h: Histogram, labels: str) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+    for bound, n in zip(HISTOGRAM_BUCKETS, h.counts, strict=True):
+        lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {float(n)}')
+    lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {float(h.count)}')
+    lines.append(f"{name}_sum{{{labels}}} {h.total}")
+    lines.append(f"{name}_count{{{labels}}} {float(h.count)}")
+    return lines
+
+
+def render_metrics(state: ServerState) -> str:
+    """Prometheus text with SGLang's metric names (gauges of the last decode-log interval)."""
+    e = state.engine
+    labels = f'model_name="{state.model_id}",engine_type="unified",tp_rank="0",pp_rank="0"'
+    gauges = {
+        "sglang:num_running_reqs": ("The number of running requests.", len(e.running)),
+        "sglang:num_used_tokens": ("The number of used tokens.", e.used_tokens),
+        "sglang:token_usage": ("The token usage.", e.used_tokens / e.max_total_tokens),
+        "sglang:gen_throughput": ("The generation throughput (token/s).", e.stats.last_gen_throughput),
+        "sglang:num_queue_reqs": ("The number of requests in the waiting queue.", len(e.waiting)),
+        "sglang:cache_hit_rate": ("The prefix cache hit rate.", 0.0),
+        "sglang:spec_accept_length": ("The average acceptance length of speculative decoding.", e.stats.last_accept_len),
+        "sglang:spec_accept_rate": ("The average acceptance rate of speculative decoding.", e.stats.last_accept_rate),
+        "sglang:max_total_num_tokens": ("Maximum total number of tokens in the KV cache.", state.max_total_num_tokens),
+    }
+    lines: list[str] = []
+    for name, (help_text, value) in gauges.items():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name}{{{labels}}} {float(value)}"]
+    counters = {
+        "sglang:prompt_tokens_total": ("Number of prefill tokens processed.", e.stats.prompt_tokens_total),
+        "sglang:generation_tokens_total": ("Number of generation tokens processed.", e.stats.generation_tokens_total),
+        "sglang:num_requests_total": ("Number of requests processed.", e.stats.num_requests_total),
+    }
+    for name, (help_text, value) in counters.items():
+        base = name.removesuffix("_total")
+        lines += [f"# HELP {base} {help_text}", f"# TYPE {base} counter", f"{name}{{{labels}}} {float(value)}"]
+    lines += _histogram(
+        "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", e.stats.ttft, labels
+    )
+    lines += _histogram(
+        "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", e.stats.e2e, labels
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,372 @@
+"""The spawned children: one scheduler per TP rank and the detokenizer, titled like SGLang's.
+
+Each child sets its title with setproctitle (clobbering /proc/PID/environ unless SPT_NOENV was set at
+launch, exactly as on a real box), reports the env it really has to the launcher, walks through the
+startup milestones printing SGLang's per-rank lines, and then idles until told to crash (warmup
+fault) or until the launcher goes away (PR_SET_PDEATHSIG plus a getppid poll: no orphans).
+Kept free of heavy imports: every spawn re-imports this module.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from specdebug.sim import faults
+from specdebug.sim.logsink import LogSink, rank_prefix
+from specdebug.sim.options import SimConfig
+
+# startup durations in seconds at --time-scale 1.0 (a 1T MoE on 8 GPUs: a few minutes)
+DURATIONS = {
+    "init": 6.0,
+    "load_weights": 75.0,
+    "kv_cache": 3.0,
+    "cuda_graph": 30.0,
+    "draft_load": 6.0,
+    "draft_graph": 12.0,
+    "draft_extend_graph": 6.0,
+}
+FAULT_AT_FRACTION = 0.4  # how far into a phase a fault or hang strikes
+
+# reported env: what decides the cost model and the profile switch
+REPORTED_PREFIXES = ("NCCL_", "EAGLE3_", "SPT_NOENV", "CUDA_")
+
+NCCL_VERSION = "2.21.5+cuda12.4"
+NCCL_QUIET_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
+
+MLA_BYTES_PER_TOKEN = (512 + 64) * 2 * 61  # DeepSeek-V3 style MLA cache, bf16, 61 layers
+GPU_TOTAL_GB = 79.19
+TARGET_ARCH = "DeepseekV3ForCausalLM"
+DRAFT_ARCH = "LlamaForCausalLMEagle3"
+
+
+@dataclass
+class MemoryPlan:
+    """Per-rank memory figures printed in the milestones (GB), derived from --mem-fraction-static."""
+
+    total: float
+    avail_start: float
+    after_init: float
+    weights: float
+    after_weights: float
+    kv: float
+    after_pool: float
+    graph: float
+    after_graph: float
+    draft_weights: float
+    draft_graph: float
+    final: float
+    tokens: int
+
+    @classmethod
+    def for_config(cls, cfg: SimConfig) -> MemoryPlan:
+        s = cfg.server
+        total = GPU_TOTAL_GB
+        avail_start = total - 0.76
+        after_init = avail_start - (0.43 if s.tp_size > 1 else 0.0)
+        weights = 62.0
+        after_weights = after_init - weights
+        kv = after_weights - total * (1.0 - (s.mem_fraction_static or 0.88))
+        after_pool = after_weights - max(kv, 0.0)
+        graph = 0.0 if s.disable_cuda_graph else 0.35 + 0.85 * (s.cuda_graph_max_bs or 160) / 160
+        after_graph = after_pool - graph
+        spec = cfg.spec.enabled
+        draft_weights = 1.22 if spec else 0.0
+        draft_graph = (0.0 if s.disable_cuda_graph else 0.49) if spec else 0.0
+        final = after_graph - draft_weights - 2 * draft_graph
+        tokens = max(0, int(max(kv, 0.0) * 1024**3 / MLA_BYTES_PER_TOKEN))
+        if s.max_total_tokens:
+            tokens = min(tokens, s.max_total_tokens)
+        return cls(
+            total, avail_start, after_init, weights, after_weights, kv, after_pool, graph, after_graph,
+            draft_weights, draft_graph, final, tokens,
+        )  # fmt: skip
+
+
+def cuda_graph_batch_sizes(max_bs: int) -> list[int]:
+    sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8))
+    return [b for b in sizes if b <= max_bs]
+
+
+def die_with_parent() -> None:
+    """SIGKILL this child when the launcher dies (like SGLang's kill_itself_when_parent_died), plus a poll."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def poll() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(0)
+            time.sleep(0.2)
+
+    threading.Thread(target=poll, name="parent-watch", daemon=True).start()
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def _reported_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(REPORTED_PREFIXES)}
+
+
+def nccl_debug_on(env: dict[str, str]) -> bool:
+    return env.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE")
+
+
+def nccl_init_lines(env: dict[str, str], rank: int, nranks: int, pid: int, tid: int, host: str) -> list[str]:
+    """What NCCL prints with NCCL_DEBUG=INFO at comm init: one `set by environment` line per var it reads."""
+    head = f"{host}:{pid}:{tid} [{rank}] NCCL INFO "
+    lines = [head + "Bootstrap : Using lo:127.0.0.1<0>"]
+    if rank == 0:
+        lines.append(head + f"NCCL version {NCCL_VERSION}")
+    lines.append(head + "cudaDriverVersion 12040")
+    for name in sorted(env):
+        if not name.startswith("NCCL_") or name in NCCL_QUIET_VARS:
+            continue
+        value = env[name]
+        dot = "." if value.lstrip("-").isdigit() else ""  # integer params print "%lld."
+        lines.append(head + f"{name} set by environment to {value}{dot}")
+    lines += [
+        head + "NET/IB : No device found.",
+        head + "NET/Socket : Using [0]lo:127.0.0.1<0>",
+        head + "Using network Socket",
+    ]
+    comm = f"0x{0x55D0C8A00000 + rank * 0x1000:x}"
+    bus = f"{(rank + 1) * 0x1000:x}"
+    ident = f"rank {rank} nranks {nranks} cudaDev {rank} nvmlDev {rank} busId {bus} commId 0x5f3c1e2d9a7b4c01"
+    lines.append(head + f"ncclCommInitRank comm {comm} {ident} - Init START")
+    if nranks > 1:
+        p2p_off = env.get("NCCL_P2P_DISABLE") == "1" or env.get("NCCL_P2P_LEVEL", "").upper() in ("LOC", "0")
+        via = "SHM/direct/direct" if p2p_off else "P2P/direct pointer"
+        peer = (rank + 1) % nranks
+        lines.append(head + f"Channel 00/0 : {rank}[{rank}] -> {peer}[{peer}] via {via}")
+        lines.append(head + f"Channel 01/0 : {rank}[{rank}] -> {peer}[{peer}] via {via}")
+        lines.append(head + "Connected all rings")
+    lines.append(head + f"ncclCommInitRank comm {comm} {ident} - Init COMPLETE")
+    return lines
+
+
+class SimScheduler:
+    """One TP rank's startup and idle loop."""
+
+    def __init__(self, cfg: SimConfig, tp_rank: int, conn: Connection, sink: LogSink):
+        self.cfg = cfg
+        self.rank = tp_rank
+        self.conn = conn
+        self.sink = sink
+        self.mem = MemoryPlan.for_config(cfg)
+        tp = cfg.server.tp_size
+        self.fail_rank = tp - 1  # faults strike the last rank: a tool must look beyond TP0
+        self.skew = 1.0 + 0.004 * tp_rank
+        self.env = _reported_env()
+
+    # --- helpers ---------------------------------------------------------------------------------
+    def _send(self, *msg: Any) -> None:
+        try:
+            self.conn.send(msg)
+        except (OSError, EOFError):
+            os._exit(0)
+
+    def _sleep(self, key: str, fraction: float = 1.0) -> None:
+        time.sleep(DURATIONS[key] * self.cfg.sim.time_scale * self.skew * fraction)
+
+    def _phase(self, name: str, line: str) -> None:
+        when = self.sink.info(line) or time.time()
+        self._send("phase", name, when)
+
+    def _checkpoint(self, phase: str) -> None:
+        """Called FAULT_AT_FRACTION into each phase: hang (all ranks) or crash (the fail rank)."""
+        sim = self.cfg.sim
+        if sim.hang_at == phase:
+            self._send("hang", phase, time.time())
+            while True:
+                time.sleep(3600)
+        if sim.fail_at == phase and self.rank == self.fail_rank:
+            self._raise_fault(phase)
+
+    def _raise_fault(self, phase: str) -> None:
+        m = self.mem
+        if phase == "init":
+            faults.init_torch_distributed(self.rank)
+        elif phase == "load_weights":
+            faults.load_model(f"{self.cfg.server.model_path}/model-00037-of-00064.safetensors")
+        elif phase == "kv_cache":
+            faults.init_memory_pool(m.total, self.cfg.server.mem_fraction_static or 0.88)
+        elif phase == "cuda_graph":
+            faults.init_cuda_graphs(self.rank, m.total, 1.06, oom=False)
+
+    def _tqdm(self, text: str) -> None:
+        if self.rank == 0:
+            self.sink.raw(text)  # tqdm bars: stderr, TP0 only, no log prefix
+
+    # --- startup ---------------------------------------------------------------------------------
+    def startup(self) -> None:
+        s, m, spec = self.cfg.server, self.mem, self.cfg.spec
+        t = time.monotonic()
+        self._phase("init", "Init torch distributed begin.")
+        self._sleep("init", FAULT_AT_FRACTION)
+        self._checkpoint("init")
+        if nccl_debug_on(self.env):
+            host, pid, tid = socket.gethostname(), os.getpid(), threading.get_native_id()
+            for line in nccl_init_lines(self.env, self.rank, s.tp_size, pid, tid, host):
+                self.sink.raw(line, stream=1)
+        self._sleep("init", 1 - FAULT_AT_FRACTION)
+        self.sink.info(
+            f"Init torch distributed ends. elapsed={time.monotonic() - t:.2f} s, mem usage={m.avail_start - m.after_init:.2f} GB"
+        )
+
+        t = time.monotonic()
+        self._phase("load_weights", f"Load weight begin. avail mem={m.after_init:.2f} GB")
+        self._tqdm("Loading safetensors checkpoint shards:   0% Completed | 0/64 [00:00<?, ?it/s]")
+        self._sleep("load_weights", FAULT_AT_FRACTION)
+        self._checkpoint("load_weights")
+        self._tqdm("Loading safetensors checkpoint shards:  50% Completed | 32/64 [00:30<00:30,  1.07it/s]")
+        self._sleep("load_weights", 1 - FAULT_AT_FRACTION)
+        self._tqdm("Loading safetensors checkpoint shards: 100% Completed | 64/64 [01:15<00:00,  1.17it/s]")
+        self.sink.info(
+            f"Load weight end. elapsed={time.monotonic() - t:.2f} s, type={TARGET_ARCH}, dtype=torch.bfloat16, "
+            f"avail mem={m.after_weights:.2f} GB, mem usage={m.weights:.2f} GB."
+        )
+
+        self._phase("kv_cache", "Using KV cache dtype: torch.bfloat16")
+        self._sleep("kv_cache", FAULT_AT_FRACTION)
+        self._checkpoint("kv_cache")
+        if m.tokens <= 0:
+            faults.init_memory_pool(m.total, s.mem_fraction_static or 0.88)
+        self._sleep("kv_cache", 1 - FAULT_AT_FRACTION)
+        self.sink.info(f"KV Cache is allocated. #tokens: {m.tokens}, KV size: {m.kv:.2f} GB")
+        self.sink.info(f"Memory pool end. avail mem={m.after_pool:.2f} GB")
+
+        if not s.disable_cuda_graph:
+            t = time.monotonic()
+            self._phase(
+                "cuda_graph",
+                f"Capture cuda graph begin. This can take up to several minutes. avail mem={m.after_pool:.2f} GB",
+            )
+            sizes = cuda_graph_batch_sizes(s.cuda_graph_max_bs or 160)
+            if self.rank == 0:
+                self.sink.info(f"Capture cuda graph bs {sizes}")
+            self._sleep("cuda_graph", FAULT_AT_FRACTION)
+            self._checkpoint("cuda_graph")
+            if (self.cfg.sim.oom and self.rank == self.fail_rank) or m.after_graph < 0.3:
+                faults.init_cuda_graphs(self.rank, m.total, max(m.after_pool - m.graph * 0.6, 0.01), oom=True)
+            self._sleep("cuda_graph", 1 - FAULT_AT_FRACTION)
+            took = time.monotonic() - t
+            self._tqdm(
+                f"Capturing batches (bs=1 avail_mem={m.after_graph:.2f} GB): 100%|██████████| "
+                f"{len(sizes)}/{len(sizes)} [00:{min(int(took), 59):02d}<00:00, {len(sizes) / max(took, 0.01):5.2f}it/s]"
+            )
+            self.sink.info(
+                f"Capture cuda graph end. Time elapsed: {took:.2f} s. mem usage={m.graph:.2f} GB. "
+                f"avail mem={m.after_graph:.2f} GB."
+            )
+        if spec.enabled:
+            self._draft_startup()
+        if self.rank == 0:
+            max_running = s.max_running_requests or (48 if spec.enabled else 4096)
+            self.sink.info(
+                f"max_total_num_tokens={m.tokens}, chunked_prefill_size={s.chunked_prefill_size}, "
+                f"max_prefill_tokens={s.max_prefill_tokens}, max_running_requests={max_running}, "
+                f"context_len={s.context_length or 131072}, available_gpu_mem={m.final:.2f} GB"
+            )
+        self._send(
+            "ready",
+            {
+                "status": "ready",
+                "rank": self.rank,
+                "pid": os.getpid(),
+                "env": self.env,
+                "max_total_num_tokens": m.tokens,
+                "max_req_input_len": (s.context_length or 131072) - 5,
+                "memory": {"weight": m.weights, "kvcache": round(m.kv, 2), "graph": round(m.graph, 2)},
+            },
+        )
+
+    def _draft_startup(self) -> None:
+        s, m = self.cfg.server, self.mem
+        t = time.monotonic()
+        self.sink.info(f"Load weight begin. avail mem={m.after_graph:.2f} GB")
+        self._sleep("draft_load")
+        self.sink.info(
+            f"Load weight end. elapsed={time.monotonic() - t:.2f} s, type={DRAFT_ARCH}, dtype=torch.bfloat16, "
+            f"avail mem={m.after_graph - m.draft_weights:.2f} GB, mem usage={m.draft_weights:.2f} GB."
+        )
+        if s.disable_cuda_graph:
+            return
+        avail = m.after_graph - m.draft_weights
+        for label, key in (("draft", "draft_graph"), ("draft extend", "draft_extend_graph")):
+            t = time.monotonic()
+            self.sink.info(
+                f"Capture {label} cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB"
+            )
+            self._sleep(key)
+            avail -= m.draft_graph
+            self.sink.info(
+                f"Capture {label} cuda graph end. Time elapsed: {time.monotonic() - t:.2f} s. "
+                f"avail mem={avail:.2f} GB. mem usage={m.draft_graph:.2f} GB."
+            )
+
+    # --- serving ---------------------------------------------------------------------------------
+    def serve(self) -> None:
+        """Idle like a scheduler whose batches the launcher's engine models; crash on request."""
+        while True:
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            if msg == "fail_forward":
+                faults.event_loop_normal()
+            elif msg == "exit":
+                return
+
+
+def run_scheduler_process(cfg_dict: dict[str, Any], tp_rank: int, conn: Connection) -> None:
+    """Entry point of a spawned scheduler (mirrors sglang's run_scheduler_process)."""
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C goes to the launcher, which ends us
+    cfg = SimConfig.from_dict(cfg_dict)
+    prefix = rank_prefix(tp_rank, cfg.server.tp_size)
+    import setproctitle
+
+    setproctitle.setproctitle(f"sglang::scheduler{prefix.replace(' ', '_')}")
+    sink = LogSink(cfg.sim.log_file, level=cfg.server.log_level, prefix=prefix)
+    scheduler = SimScheduler(cfg, tp_rank, conn, sink)
+    try:
+        scheduler.startup()
+        scheduler.serve()
+    except Exception:
+        sink.error(f"Scheduler hit an exception: {traceback.format_exc().rstrip()}")
+        try:
+            os.kill(os.getppid(), signal.SIGQUIT)
+        except OSError:
+            pass
+        sys.exit(1)
+
+
+def run_detokenizer_process(cfg_dict: dict[str, Any], conn: Connection) -> None:
+    """Entry point of the spawned detokenizer: titled, idle, gone with the launcher."""
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import setproctitle
+
+    setproctitle.setproctitle("sglang::detokenizer")
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg == "exit":
+            return

@@ -1,0 +1,372 @@
+"""Bench pane: run a benchmark with one key, keep every result, compare runs.
+
+The run is `specdebug.core.bench.runner.run_benchmark`, the same call as `specdebug bench`; this
+pane renders progress (batched on a timer), the session history from the journal (so reopening a
+session shows it), a bar chart of tok/s by profile, and a compare panel (config diff + metric
+diff) for two runs. Profile names, warnings and external output are remote or user text, so
+they are rendered as plain `Text`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Log, Static
+
+from specdebug.core.bench.models import BenchProgress, BenchResult
+from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark
+from specdebug.core.report import (
+    HistoryEntry,
+    baseline_event,
+    baseline_of,
+    config_diff,
+    delta_pct,
+    fmt,
+    fmt_delta,
+    fmt_time,
+    history,
+    metric_diff,
+)
+from specdebug.remote.api import RemoteError
+from specdebug.tui.pane import Pane
+
+COLUMNS = [
+    ("#", "id"),
+    ("profile", "profile"),
+    ("tok/s", "tok_s"),
+    ("vs base", "delta"),
+    ("accept len", "accept"),
+    ("verify ms", "verify"),
+    ("TTFT ms", "ttft"),
+    ("GPU", "gpu"),
+    ("time", "time"),
+]
+BAR_WIDTH = 28
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+FLUSH_S = 0.1
+
+
+def bar(value: float, top: float, width: int = BAR_WIDTH) -> str:
+    """A horizontal bar of `value` scaled so `top` fills `width` cells (eighth-cell resolution)."""
+    if top <= 0 or value <= 0:
+        return ""
+    eighths = round(value / top * width * 8)
+    full, rest = divmod(min(eighths, width * 8), 8)
+    return "█" * full + (_EIGHTHS[rest] if rest else "")
+
+
+def chart(entries: list[HistoryEntry]) -> Text:
+    """tok/s of the latest successful run of each profile, in order of first appearance."""
+    latest: dict[str, float] = {}
+    for e in entries:
+        v = e.result.headline()
+        if e.result.status == "done" and v is not None:
+            latest[e.result.profile or e.result.source_format] = v
+    text = Text()
+    if not latest:
+        text.append("no results yet", style="dim")
+        return text
+    top = max(latest.values())
+    width = max(len(n) for n in latest)
+    for i, (name, v) in enumerate(latest.items()):
+        if i:
+            text.append("\n")
+        text.append(f"{name:<{width}} ")
+        text.append(bar(v, top), style="cyan" if v < top else "bold green")
+        text.append(f" {v:.1f}")
+    return text
+
+
+def progress_text(p: BenchProgress | None, kind: str, profile: str | None) -> Text:
+    if p is None:
+        return Text(f"ready: b run ({kind}) · k kind · s baseline · c compare · x cancel", style="dim")
+    t = Text(f"running {profile or '?'} ({kind}) ", style="bold")
+    if p.phase == "warmup":
+        t.append("warming up…")
+    elif p.total_requests:
+        t.append(f"{p.done_requests}/{p.total_requests} requests, {p.output_tokens} tokens")
+        if p.tok_s:
+            t.append(f", {p.tok_s:.1f} tok/s")
+    else:
+        t.append("external command running")
+    t.append(f"  {p.elapsed_s:.1f} s", style="dim")
+    if p.phase == "collecting":
+        t.append("  collecting GPU state and server log…", style="dim")
+    return t
+
+
+def compare_renderable(a: HistoryEntry, b: HistoryEntry) -> Group:
+    """Config diff + metric diff of two runs (A = earlier pick, B = the other)."""
+    title = Text(
+        f"Compare #{a.id} {a.result.profile or '?'}  vs  #{b.id} {b.result.profile or '?'}", style="bold"
+    )
+    diffs = config_diff(a.result, b.result)
+    cfg = Text("config: ", style="bold")
+    if diffs:
+        for line in diffs:
+            cfg.append("\n  " + line)
+    else:
+        cfg.append("same recorded config", style="dim")
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+    for col in ("metric", f"#{a.id}", f"#{b.id}", "delta"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for name, x, y, d in metric_diff(a.result, b.result):
+        style = "" if d is None or abs(d) < 2 else ("green" if (d > 0) != ("ms" in name) else "red")
+        table.add_row(Text(name), fmt(x, 2), fmt(y, 2), Text(fmt_delta(d), style=style))
+    return Group(title, cfg, Text(""), table)
+
+
+class BenchPane(Pane):
+    PANE_ID = "bench"
+    TITLE = "Bench"
+    MUTATING_ACTIONS = frozenset({"run"})
+    BINDINGS = [
+        Binding("b", "run", "Run benchmark", id="bench.run"),
+        Binding("x", "cancel", "Cancel", id="bench.cancel"),
+        Binding("k", "toggle_kind", "Builtin/external", id="bench.kind"),
+        Binding("s", "baseline", "Set baseline", id="bench.baseline"),
+        Binding("c", "compare", "Compare", id="bench.compare"),
+        Binding("r", "reload", "Reload history", id="bench.reload", show=False),
+    ]
+    DEFAULT_CSS = """
+    BenchPane { layout: vertical; }
+    BenchPane #bench-status { height: 1; padding: 0 1; }
+    BenchPane #bench-main { height: 1fr; }
+    BenchPane #bench-table { width: 2fr; }
+    BenchPane #bench-side { width: 1fr; min-width: 40; padding: 0 1; }
+    BenchPane #bench-chart { height: auto; margin-bottom: 1; }
+    BenchPane #bench-compare { height: auto; display: none; }
+    BenchPane #bench-compare.-shown { display: block; }
+    BenchPane #bench-output { height: 8; display: none; }
+    BenchPane #bench-output.-shown { display: block; }
+    """
+
+    class ResultReady(Message):
+        def __init__(self, result: BenchResult) -> None:
+            super().__init__()
+            self.result = result
+
+    def __init__(self, ctx, **kwargs) -> None:
+        super().__init__(ctx, **kwargs)
+        self.entries: list[HistoryEntry] = []
+        self.events: list[dict] = []
+        self.baseline_ts: float | None = None
+        self.kind = "builtin"
+        self.progress: BenchProgress | None = None
+        self.running_profile: str | None = None
+        self.picked: HistoryEntry | None = None
+        self._lines: list[str] = []
+        self._dirty = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(progress_text(None, self.kind, None), id="bench-status")
+        with Horizontal(id="bench-main"):
+            table = DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
+            for label, key in COLUMNS:
+                table.add_column(label, key=key)
+            yield table
+            with Vertical(id="bench-side"):
+                yield Static(id="bench-chart")
+                yield Static(id="bench-compare")
+        yield Log(id="bench-output", highlight=False, max_lines=2000)
+
+    def on_mount(self) -> None:
+        self.reload()
+        self.set_interval(FLUSH_S, self._flush)
+
+    # ---- data ------------------------------------------------------------------------------------
+    def reload(self) -> None:
+        """Read the session journal again (a reopened session shows its history)."""
+        journal = self.ctx.journal
+        if journal is not None:
+            self.events = journal.events()
+            self.entries = history(self.events)
+            base = baseline_of(self.events, self.entries)
+            self.baseline_ts = base.ts if base else None
+        self._render_table()
+
+    def show_results(self, results: list[BenchResult], baseline: int | None = None) -> None:
+        """Feed results directly (tests and snapshots; no journal, no clock)."""
+        self.entries = [
+            HistoryEntry(id=i + 1, ts=r.started_at or float(i), result=r) for i, r in enumerate(results)
+        ]
+        self.baseline_ts = self.entries[baseline].ts if baseline is not None and self.entries else None
+        self._render_table()
+
+    def _baseline(self) -> HistoryEntry | None:
+        for e in self.entries:
+            if self.baseline_ts is not None and abs(e.ts - self.baseline_ts) < 1e-6:
+                return e
+        return self.entries[0] if self.entries else None
+
+    def _row(self, e: HistoryEntry, base: HistoryEntry | None) -> list:
+        r = e.result
+        accept = r.server.accept_len if r.server and r.server.accept_len is not None else r.accept_length
+        gpu_w = r.gpu_warnings()
+        if base is e:
+            delta = Text("base", style="bold")
+        else:
+            d = delta_pct(r.headline(), base.result.headline() if base else None)
+            delta = Text(fmt_delta(d), style="" if d is None or abs(d) < 2 else ("green" if d > 0 else "red"))
+        status = "" if r.status == "done" else f" ({r.status})"
+        return [
+            str(e.id),
+            Text((r.profile or r.source_format) + status, style="red" if status else ""),
+            Text(fmt(r.headline()), style="bold"),
+            delta,
+            fmt(accept, 2),
+            fmt(r.server.verify_ms if r.server else None, 2),
+            fmt(r.ttft_ms.p50 if r.ttft_ms.p50 is not None else r.ttft_ms.mean),
+            Text(f"{len(gpu_w)} warn" if gpu_w else "ok", style="bold red" if gpu_w else "green"),
+            fmt_time(r.started_at or e.ts)[11:],
+        ]
+
+    def _render_table(self) -> None:
+        table = self.query_one("#bench-table", DataTable)
+        table.clear()
+        base = self._baseline()
+        for e in self.entries:
+            table.add_row(*self._row(e, base), key=str(e.id))
+        self.query_one("#bench-chart", Static).update(chart(self.entries))
+
+    def _highlighted(self) -> HistoryEntry | None:
+        table = self.query_one("#bench-table", DataTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return next((e for e in self.entries if str(e.id) == key), None)
+
+    # ---- running ---------------------------------------------------------------------------------
+    def action_run(self) -> None:
+        remote = self.ctx.remote()
+        profile = self.ctx.profile
+        if remote is None or profile is None:
+            self.notify("choose a host and a profile first", severity="error")
+            return
+        self.running_profile = profile.name
+        self.progress = BenchProgress(phase="warmup")
+        self._lines.clear()
+        log = self.query_one("#bench-output", Log)
+        log.clear()
+        log.set_class(self.kind == "external", "-shown")
+        self._dirty = True
+        self.run_bench(remote, profile, self.kind)
+
+    @work(exclusive=True, group="bench-run", exit_on_error=False)
+    async def run_bench(self, remote, profile, kind: str) -> None:
+        try:
+            result = await run_benchmark(
+                remote,
+                profile,
+                BenchRequest(kind=kind),
+                journal=self.ctx.journal,
+                progress=self._on_progress,
+                on_line=self._lines.append,
+                host=self.ctx.selected or getattr(remote, "name", None),
+            )
+        except asyncio.CancelledError:
+            self.progress = None
+            self._dirty = True
+            self.notify("benchmark cancelled (nothing recorded)", severity="warning")
+            raise
+        except (BenchError, RemoteError) as exc:
+            self.progress = None
+            self._dirty = True
+            self.notify(f"benchmark failed: {exc}", severity="error", markup=False)
+            return
+        self.progress = None
+        self._dirty = True
+        self.post_message(self.ResultReady(result))
+
+    def _on_progress(self, p: BenchProgress) -> None:
+        if p.line is not None:
+            return  # output lines arrive through on_line; keep the last counters
+        self.progress = p
+        self._dirty = True
+
+    def _flush(self) -> None:
+        if self._lines:
+            lines, self._lines = self._lines, []
+            self.query_one("#bench-output", Log).write_lines(lines)
+        if self._dirty:
+            self._dirty = False
+            self.query_one("#bench-status", Static).update(
+                progress_text(self.progress, self.kind, self.running_profile)
+            )
+
+    @on(ResultReady)
+    def _result_ready(self, event: ResultReady) -> None:
+        r = event.result
+        if self.ctx.journal is not None:
+            self.reload()
+        else:
+            self.entries.append(HistoryEntry(id=len(self.entries) + 1, ts=r.finished_at or 0.0, result=r))
+            self._render_table()
+        table = self.query_one("#bench-table", DataTable)
+        table.move_cursor(row=table.row_count - 1)
+        sev = "information" if r.status == "done" and not r.warnings else "warning"
+        self.notify(
+            f"{r.profile}: {fmt(r.headline())} tok/s ({len(r.warnings)} warnings)", severity=sev, markup=False
+        )
+
+    def action_cancel(self) -> None:
+        if self.progress is None:
+            self.notify("no benchmark running")
+            return
+        self.workers.cancel_group(self, "bench-run")
+
+    def action_toggle_kind(self) -> None:
+        self.kind = "external" if self.kind == "builtin" else "builtin"
+        self._dirty = True
+
+    # ---- baseline and compare ----------------------------------------------------------------------
+    def action_baseline(self) -> None:
+        e = self._highlighted()
+        if e is None:
+            return
+        self.baseline_ts = e.ts
+        if self.ctx.journal is not None:
+            self.ctx.journal.append("mark", baseline_event(e.ts))
+        self._render_table()
+        self.notify(f"baseline: #{e.id} {e.result.profile or ''}", markup=False)
+
+    def action_compare(self) -> None:
+        """First press picks run A; a press on another run compares; on the same run: vs baseline."""
+        e = self._highlighted()
+        panel = self.query_one("#bench-compare", Static)
+        if e is None:
+            return
+        if panel.has_class("-shown") and self.picked is None:
+            panel.remove_class("-shown")
+            return
+        if self.picked is None:
+            self.picked = e
+            self.notify(
+                f"picked #{e.id}: move to another run and press c (same run: vs baseline)", markup=False
+            )
+            return
+        a, b = self.picked, e
+        self.picked = None
+        if a is b:
+            base = self._baseline()
+            if base is None or base is e:
+                self.notify("pick a different run, or set another baseline")
+                return
+            a = base
+        self.show_compare(a, b)
+
+    def show_compare(self, a: HistoryEntry, b: HistoryEntry) -> None:
+        panel = self.query_one("#bench-compare", Static)
+        panel.update(compare_renderable(a, b))
+        panel.add_class("-shown")
+
+    def action_reload(self) -> None:
+        self.reload()

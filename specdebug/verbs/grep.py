@@ -1,0 +1,95 @@
+"""`specdebug grep HOST:PATH -e REGEX ...`: matching lines of a log on the box, as they come.
+
+The regexes (Python syntax, named captures become `fields`) are applied on the box by the
+follow agent, so only matching lines cross the network. `--follow` keeps following (like
+`tail -F | grep`), resuming at the exact byte offset after a reconnect; without it the file is
+read once. A local path is accepted too (read once).
+Exit codes: 0 some line matched (or --follow ran until interrupted), 1 no match or the file cannot
+be read, 2 usage/pattern error.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from specdebug.core.logs.events import LogEvent, LogMatch
+from specdebug.core.logs.location import split_host_path
+from specdebug.core.logs.parser import LogParser, PatternError
+from specdebug.core.logs.patterns import PACK_NAMES
+from specdebug.core.logs.scan import iter_lines_with_offsets
+from specdebug.verbs.common import add_ssh_args, err, print_json, run_verb
+from specdebug.verbs.scan import LOG_HELP, match_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("grep", help="print log lines matching regexes (on the box), optionally following")
+    p.add_argument("log", metavar="HOST:PATH", help=LOG_HELP)
+    p.add_argument("-e", "--regexp", dest="patterns", action="append", metavar="REGEX", default=[],
+                   help="Python regex; repeat for several (any may match); default: the pack's lines")
+    p.add_argument("--pack", choices=PACK_NAMES, default=None,
+                   help="also parse matches with this pattern pack (fields, metrics, events)")
+    p.add_argument("--follow", action="store_true", help="keep following the file (tail -F)")
+    p.add_argument("--from-start", action="store_true", help="with --follow: start at the beginning, not the end")
+    p.add_argument("--json", action="store_true", help="one JSON object per match: offset, line, fields, ...")
+    add_ssh_args(p)
+    p.set_defaults(func=grep)
+
+
+def _emit(item: LogMatch | LogEvent, as_json: bool) -> bool:
+    if isinstance(item, LogEvent):
+        if item.kind in ("opened", "ended", "resumed"):
+            return False
+        if as_json:
+            print_json(item)
+        else:
+            err(f"{item.path}: {item.kind}" + (f": {item.detail}" if item.detail else ""))
+        return False
+    if as_json:
+        print_json(match_json(item))
+    else:
+        print(item.line, flush=True)
+    return True
+
+
+@run_verb
+async def grep(args: argparse.Namespace) -> int:
+    from specdebug.verbs.common import VerbExit, open_remote
+
+    if not args.patterns and not args.pack:
+        err("grep: give at least one -e REGEX (or --pack to select the pack's lines)")
+        raise VerbExit(2)
+    try:
+        parser = LogParser(args.pack or "auto", grep=args.patterns, from_start=args.from_start or not args.follow)
+    except PatternError as exc:
+        err(str(exc))
+        raise VerbExit(2, str(exc)) from exc
+    host, path = split_host_path(args.log)
+    found = False
+    if host is None:
+        if args.follow:
+            err("grep --follow needs HOST:PATH (a file on a box)")
+            raise VerbExit(2)
+        try:
+            with open(path, "rb") as f:
+                chunks = iter(lambda: f.read(1 << 20), b"")
+                for lineno, (offset, line) in enumerate(iter_lines_with_offsets(chunks), 1):
+                    m = parser.parse(line, offset=offset, lineno=lineno)
+                    if m is not None:
+                        found |= _emit(m, args.json)
+        except OSError as exc:
+            err(f"cannot read {path}: {exc.strerror or exc}")
+            return 1
+        return 0 if found else 1
+
+    from specdebug.core.logs.follow import follow_matches
+
+    failed = False
+    async with open_remote(args, host) as remote:
+        async for item in follow_matches(remote, path, parser, from_start=args.from_start or not args.follow,
+                                         once=not args.follow):
+            if isinstance(item, LogEvent) and item.kind == "error":
+                failed = True
+            found |= _emit(item, args.json)
+    if failed and not found:
+        return 1
+    return 0 if (found or args.follow) else 1

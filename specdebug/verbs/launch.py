@@ -1,0 +1,234 @@
+"""Headless server lifecycle: `launch`, `stop`, `status`, `restart`, `attach` (same core as the startup pane).
+
+Exit codes: 0 ready / stopped / running, 1 failed / refused / not running, 2 usage or profile error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from specdebug.core import startup
+from specdebug.core.profiles import Profile, ProfileError, load_profile
+from specdebug.remote.api import RemoteError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from specdebug.verbs.common import add_host_args
+
+    def common(p: argparse.ArgumentParser, *, session: bool = True) -> None:
+        add_host_args(p)
+        p.add_argument("-c", "--profile", required=True, metavar="PROFILE", help="server profile (TOML)")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        if session:
+            p.add_argument(
+                "--session", metavar="DIR", help="journal folder to record launches and verdicts in"
+            )
+
+    p = subparsers.add_parser("launch", help="start a server from a profile, detached (--wait: until ready)")
+    common(p)
+    p.add_argument("--wait", action="store_true", help="watch the startup and print the verdict")
+    p.add_argument("--timeout", type=float, metavar="S", help="override the profile's ready.timeout_s")
+    p.set_defaults(func=cmd_launch)
+
+    p = subparsers.add_parser("restart", help="stop the profile's server, then launch it again")
+    common(p)
+    p.add_argument("--wait", action="store_true", help="watch the startup and print the verdict")
+    p.add_argument("--timeout", type=float, metavar="S", help="override the profile's ready.timeout_s")
+    p.add_argument("--grace", type=float, default=10.0, metavar="S", help="seconds between TERM and KILL")
+    p.set_defaults(func=cmd_restart)
+
+    p = subparsers.add_parser("stop", help="stop the profile's server (its process group: TERM, then KILL)")
+    common(p)
+    p.add_argument("--grace", type=float, default=10.0, metavar="S", help="seconds between TERM and KILL")
+    p.set_defaults(func=cmd_stop)
+
+    p = subparsers.add_parser("status", help="is the profile's server running, and healthy?")
+    common(p, session=False)
+    p.set_defaults(func=cmd_status)
+
+    p = subparsers.add_parser("attach", help="watch a server started by hand (by its port or --pid)")
+    common(p)
+    p.add_argument("--pid", type=int, help="server PID (default: the PID listening on the profile's port)")
+    p.add_argument("--port", type=int, help="port to find the server by (default: the profile's)")
+    p.add_argument("--log", metavar="PATH", help="log file on the box (default: the profile's log_file)")
+    p.add_argument("--timeout", type=float, metavar="S", help="seconds to wait for ready from now")
+    p.set_defaults(func=cmd_attach)
+
+
+def _profile(args: argparse.Namespace) -> Profile:
+    from specdebug.verbs.common import VerbExit, err
+
+    try:
+        return load_profile(args.profile)
+    except ProfileError as exc:
+        err(str(exc))
+        raise VerbExit(2, str(exc)) from exc
+
+
+def _journal(args: argparse.Namespace) -> Any:
+    if not getattr(args, "session", None):
+        return None
+    from specdebug.core.journal import Journal
+
+    return Journal(args.session)
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    """Progress for humans: stdout normally, stderr under --json (stdout holds one JSON object)."""
+    print(text, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+
+async def _watch_and_report(args, remote, record, profile, journal, *, deadline: float | None = None) -> int:
+    from specdebug.verbs.common import print_json
+
+    verdict = None
+    timeout = getattr(args, "timeout", None)
+    async for ev in startup.watch(
+        remote, record, profile, timeout_s=timeout, deadline=deadline, journal=journal
+    ):
+        if isinstance(ev, startup.ServerPhase):
+            _say(args, f"  {ev.elapsed_s:7.1f}s  {ev.name}")
+        elif isinstance(ev, startup.Verdict):
+            verdict = ev
+    assert verdict is not None
+    if args.json:
+        print_json(verdict.summary())
+    elif verdict.verdict == "ready":
+        print(f"ready after {verdict.elapsed_s:.1f}s (PID {verdict.pid}, PGID {verdict.pgid})")
+    else:
+        print(f"failed after {verdict.elapsed_s:.1f}s in phase {verdict.last_phase}: {verdict.reason}")
+        if verdict.excerpt:
+            print("--- log excerpt ---")
+            for line in verdict.excerpt:
+                print(line)
+    return 0 if verdict.verdict == "ready" else 1
+
+
+async def _launch(args: argparse.Namespace, remote, profile: Profile, journal) -> int:
+    from specdebug.verbs.common import err, print_json
+
+    try:
+        record = await startup.launch(remote, profile, journal=journal)
+    except startup.LaunchRefused as exc:
+        err(str(exc))
+        if args.json:
+            holder = exc.holder.model_dump(mode="json") if exc.holder else None
+            print_json(
+                {
+                    "verdict": "refused",
+                    "reason": str(exc),
+                    "port_holder": holder,
+                    "pid": exc.holder.pid if exc.holder else (exc.record.pid if exc.record else None),
+                }
+            )
+        return 1
+    if not args.wait:
+        if args.json:
+            print_json(record)
+        else:
+            print(f"launched {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}")
+        return 0
+    _say(args, f"launched {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}")
+    return await _watch_and_report(args, remote, record, profile, journal)
+
+
+async def cmd_launch(args: argparse.Namespace) -> int:
+    from specdebug.verbs.common import VerbExit, err, open_remote
+
+    try:
+        profile = _profile(args)
+        async with open_remote(args) as remote:
+            return await _launch(args, remote, profile, _journal(args))
+    except VerbExit as exc:
+        return exc.code
+    except RemoteError as exc:
+        err(str(exc))
+        return 1
+
+
+async def cmd_restart(args: argparse.Namespace) -> int:
+    from specdebug.verbs.common import VerbExit, err, open_remote
+
+    try:
+        profile = _profile(args)
+        async with open_remote(args) as remote:
+            journal = _journal(args)
+            result = await startup.stop(remote, profile, grace_s=args.grace, journal=journal)
+            _say(args, result.message)
+            if not result.stopped:
+                err(result.message)
+                return 1
+            return await _launch(args, remote, profile, journal)
+    except VerbExit as exc:
+        return exc.code
+    except RemoteError as exc:
+        err(str(exc))
+        return 1
+
+
+async def cmd_stop(args: argparse.Namespace) -> int:
+    from specdebug.verbs.common import VerbExit, err, open_remote, print_json
+
+    try:
+        profile = _profile(args)
+        async with open_remote(args) as remote:
+            result = await startup.stop(remote, profile, grace_s=args.grace, journal=_journal(args))
+    except VerbExit as exc:
+        return exc.code
+    except RemoteError as exc:
+        err(str(exc))
+        return 1
+    if args.json:
+        print_json(result)
+    else:
+        print(result.message)
+    return 0 if result.stopped else 1
+
+
+async def cmd_status(args: argparse.Namespace) -> int:
+    from specdebug.verbs.common import VerbExit, err, open_remote, print_json
+
+    try:
+        profile = _profile(args)
+        async with open_remote(args) as remote:
+            st = await startup.status(remote, profile)
+    except VerbExit as exc:
+        return exc.code
+    except RemoteError as exc:
+        err(str(exc))
+        return 1
+    if args.json:
+        print_json(st)
+    else:
+        print(st.describe())
+    return 0 if st.state == "running" else 1
+
+
+async def cmd_attach(args: argparse.Namespace) -> int:
+    from specdebug.verbs.common import VerbExit, err, open_remote
+
+    try:
+        profile = _profile(args)
+        async with open_remote(args) as remote:
+            journal = _journal(args)
+            try:
+                record = await startup.attach(
+                    remote, profile, pid=args.pid, port=args.port, log=args.log, journal=journal
+                )
+            except startup.LaunchRefused as exc:
+                err(str(exc))
+                return 1
+            _say(
+                args,
+                f"attached to {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}",
+            )
+            deadline = time.time() + (args.timeout or profile.ready.timeout_s)
+            return await _watch_and_report(args, remote, record, profile, journal, deadline=deadline)
+    except VerbExit as exc:
+        return exc.code
+    except RemoteError as exc:
+        err(str(exc))
+        return 1

@@ -1,0 +1,137 @@
+"""`specdebug scan LOG`: after-the-fact analysis of a server log (local path or HOST:PATH).
+
+Prints metric stats (n, mean, p50, p90, min, max, last) and event counts; the Logs pane shows
+the same numbers live because both go through specdebug.core.logs.
+Exit codes: 0 scanned, 1 the file cannot be read, 2 usage/profile/pattern error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from specdebug.core.logs.events import LogMatch
+from specdebug.core.logs.location import split_host_path
+from specdebug.core.logs.parser import PatternError
+from specdebug.core.logs.patterns import PACK_NAMES
+from specdebug.core.logs.scan import ScanResult, scan_file, scan_remote
+from specdebug.remote.api import RemoteError
+from specdebug.verbs.common import add_ssh_args, err, print_json, run_verb
+
+LOG_HELP = "a local path, or HOST:PATH on a box (split at the last ':' before '/' or '~')"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("scan", help="parse a server log after the fact: metric stats and event counts")
+    p.add_argument("log", metavar="LOG", help=LOG_HELP)
+    p.add_argument("--pack", choices=PACK_NAMES, default=None, help="pattern pack (default: the profile's kind, else auto)")
+    p.add_argument("-c", "--profile", metavar="PROFILE", help="profile TOML: its named patterns become metrics")
+    p.add_argument("--include-warmup", action="store_true", help="count samples from before the ready marker")
+    p.add_argument("--events", action="store_true", help="also print every match (one JSON line each with --json)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_ssh_args(p)
+    p.set_defaults(func=scan)
+
+
+def load_patterns(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    """(pack, extra patterns) from --pack and -c PROFILE; profile problems raise VerbExit(2)."""
+    from specdebug.verbs.common import VerbExit
+
+    pack = args.pack
+    patterns: dict[str, str] = {}
+    if getattr(args, "profile", None):
+        from specdebug.core.profiles import ProfileError, load_profile  # another helper's module: lazy
+
+        try:
+            prof = load_profile(args.profile)
+        except (ProfileError, OSError) as exc:
+            err(str(exc))
+            raise VerbExit(2, str(exc)) from exc
+        patterns = dict(prof.patterns)
+        if pack is None and prof.server.kind in ("sglang", "vllm"):
+            pack = prof.server.kind
+    return pack or "auto", patterns
+
+
+def match_json(m: LogMatch) -> dict[str, Any]:
+    d: dict[str, Any] = {"offset": m.offset}
+    if m.lineno is not None:
+        d["lineno"] = m.lineno
+    d.update(event=m.event, line=m.line, fields=m.fields, metrics=m.metrics, warmup=m.warmup)
+    if m.also:
+        d["also"] = m.also
+    if m.ts:
+        d["ts"] = m.ts
+    if m.phase:
+        d["phase"] = m.phase
+    return d
+
+
+def match_text(m: LogMatch) -> str:
+    where = f"L{m.lineno}" if m.lineno is not None else f"@{m.offset}"
+    events = "+".join([m.event, *m.also])
+    nums = " ".join(f"{k}={_fmt(v)}" for k, v in m.metrics.items())
+    extra = f" [{m.fields.get('error_kind') or m.phase}]" if m.event in ("error", "startup") else ""
+    warm = " (warmup)" if m.warmup else ""
+    return f"{where} {events}{extra}{warm} {nums}".rstrip()
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, list):
+        return "[" + ",".join(_fmt(x) for x in v) + "]"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def print_result(res: ScanResult, *, include_warmup: bool) -> None:
+    print(f"pack: {res.pack or '?'}   lines: {res.lines}")
+    if res.warmup_marker and not include_warmup:
+        print("warmup samples (before the ready marker) left out; --include-warmup counts them")
+    if res.metrics:
+        print(f"{'metric':<28}{'n':>7}{'mean':>11}{'p50':>11}{'p90':>11}{'min':>11}{'max':>11}{'last':>11}")
+        for name, st in res.metrics.items():
+            cells = "".join(f"{_fmt(st[k]):>11}" for k in ("mean", "p50", "p90", "min", "max", "last"))
+            print(f"{name:<28}{st['n']:>7}{cells}")
+    else:
+        print("no metric samples")
+    if res.events:
+        print("events: " + ", ".join(f"{k} {v}" for k, v in sorted(res.events.items())))
+
+
+@run_verb
+async def scan(args: argparse.Namespace) -> int:
+    from specdebug.verbs.common import VerbExit, open_remote
+
+    pack, patterns = load_patterns(args)
+    on_match = None
+    if args.events:
+        on_match = (lambda m: print_json(match_json(m))) if args.json else (lambda m: print(match_text(m)))
+    host, path = split_host_path(args.log)
+    kwargs = dict(pack=pack, patterns=patterns, include_warmup=args.include_warmup, on_match=on_match)
+    try:
+        if host is None:
+            try:
+                res = scan_file(path, **kwargs)
+            except OSError as exc:
+                err(f"cannot read {path}: {exc.strerror or exc}")
+                return 1
+        else:
+            from specdebug.core.logs.follow import expand_remote_path
+
+            async with open_remote(args, host) as remote:
+                try:
+                    res = await scan_remote(remote, await expand_remote_path(remote, path), **kwargs)
+                except RemoteError as exc:
+                    err(str(exc))
+                    return 1
+    except PatternError as exc:
+        err(str(exc))
+        raise VerbExit(2, str(exc)) from exc
+    if args.json:
+        print_json(res)
+    else:
+        print_result(res, include_warmup=args.include_warmup)
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,77 @@
+"""Hosts pane: live against the real sshd (Pilot), and a snapshot with fixed data."""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual.widgets import DataTable
+
+from specdebug.remote.api import ConnState, ConnStatus
+from specdebug.remote.connection import SSHRemote
+from specdebug.tui.app import SpecdebugApp
+from specdebug.tui.context import AppContext
+from specdebug.tui.panes.hosts import HostsPane
+from specdebug.tui.screens.hostkey import HostKeyScreen
+from tests.tui.fakes import StillRemote, sample_host_info
+
+
+async def _wait_for(pilot, predicate, timeout=15.0):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "condition not reached"
+        await pilot.pause(0.05)
+
+
+async def test_hosts_pane_shows_connected_host_and_gpus(sshd):
+    remote = SSHRemote("gpubox", ssh_config=sshd.config_path)
+    app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        pane = app.query_one(HostsPane)
+        await _wait_for(pilot, lambda: "gpubox" in pane.infos)
+        table = app.query_one("#hosts-table", DataTable)
+        row = [str(c) for c in table.get_row("gpubox")]
+        assert row[1].startswith("connected")
+        assert row[2] == pane.infos["gpubox"].hostname
+        assert app.query_one("#gpu-table", DataTable).row_count == 4
+
+
+async def test_unknown_host_key_modal_accept_and_save(sshd, tmp_path):
+    kh = tmp_path / "known_hosts"
+    cfg = sshd.write_client_config(tmp_path / "ssh_config", kh)
+    remote = SSHRemote("gpubox", ssh_config=cfg)
+    app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await _wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen))
+        assert "SHA256:" in app.screen.info.fingerprint
+        await pilot.press("s")
+        await _wait_for(pilot, lambda: remote.status.state is ConnState.CONNECTED)
+    assert f"[127.0.0.1]:{sshd.port}" in kh.read_text()
+
+
+async def test_readonly_and_worker_errors_never_crash():
+    app = SpecdebugApp(AppContext(remotes={"box": StillRemote("box")}, readonly=True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        await pilot.press("escape")
+        assert app.is_running
+
+
+def _snapshot_app() -> SpecdebugApp:
+    remotes = {
+        "gpubox": StillRemote("gpubox"),
+        "spare": StillRemote("spare", ConnStatus(ConnState.RECONNECTING, attempt=3, last_error="connection refused")),
+    }
+    return SpecdebugApp(AppContext(remotes=remotes, selected="gpubox"), panes=[HostsPane])
+
+
+def test_hosts_pane_snapshot(snap_compare):
+    async def feed(pilot):
+        pane = pilot.app.query_one(HostsPane)
+        pane.show_info(sample_host_info("gpubox"), ConnStatus(ConnState.CONNECTED, rtt_ms=1.2))
+        await pilot.pause()
+
+    assert snap_compare(_snapshot_app(), run_before=feed, terminal_size=(130, 32))
+
+
