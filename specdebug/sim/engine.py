@@ -218,11 +218,6 @@ class Engine:
                 self._wake.clear()
                 await self._wake.wait()
                 self._deadline = time.monotonic()
-            if self.before_first_forward is not None:
-                hook, self.before_first_forward = self.before_first_forward, None
-                hook()
-            if self.hung:
-                await asyncio.Event().wait()  # a hung GPU: nothing ever completes
             if self.waiting and len(self.running) < self.max_running:
                 await self._prefill()
             elif self.running:
@@ -239,6 +234,11 @@ class Engine:
             f"token usage: {usage:.2f}, #running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, "
             f"cuda graph: False, input throughput (token/s): {new_tokens / duration:.2f}"
         )
+        if self.before_first_forward is not None:
+            hook, self.before_first_forward = self.before_first_forward, None
+            hook()
+        if self.hung:
+            await asyncio.Event().wait()  # a hung (or crashed) GPU: this forward never completes
         await self._sleep_until(self._advance(duration))
         self._forward_ct += 1
         now = time.monotonic()

@@ -115,6 +115,7 @@ class SpecdebugApp(App):
     COMMANDS = App.COMMANDS | {ActionsProvider}
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("ctrl+c", "quit", "Quit", id="app.quit_ctrl_c", show=False, priority=True),
         Binding("question_mark,f1", "help", "Help", id="app.help"),
         Binding("ctrl+l", "cycle_layout", "Layout", id="app.layout"),
         Binding("1", "show_tab(0)", "Hosts", id="app.tab1", show=False),
@@ -144,6 +145,7 @@ class SpecdebugApp(App):
         self._keymap = keymap if keymap is not None else {}
         self._owns_remotes = owns_remotes
         self.pane_classes = panes if panes is not None else load_panes()
+        self.autorun: list[str] = []  # binding ids to run once mounted (the demo launches the sim)
         if ctx.readonly:
             self.sub_title = "read-only"
 
@@ -169,6 +171,16 @@ class SpecdebugApp(App):
             if start:
                 await start()
         self.refresh_status()
+        if self.autorun:
+            self.call_after_refresh(self._run_autorun)
+
+    async def _run_autorun(self) -> None:
+        for binding_id in self.autorun:
+            for pane in self.query(Pane):
+                for b in pane.BINDINGS:
+                    if isinstance(b, Binding) and b.id == binding_id:
+                        self.query_one(TabbedContent).active = f"tab-{pane.PANE_ID}"
+                        await pane.run_action(b.action)
 
     def refresh_status(self) -> None:
         parts = Text()

@@ -70,15 +70,16 @@ async def grep(args: argparse.Namespace) -> int:
             err("grep --follow needs HOST:PATH (a file on a box)")
             raise VerbExit(2)
         try:
-            with open(path, "rb") as f:
-                chunks = iter(lambda: f.read(1 << 20), b"")
-                for lineno, (offset, line) in enumerate(iter_lines_with_offsets(chunks), 1):
-                    m = parser.parse(line, offset=offset, lineno=lineno)
-                    if m is not None:
-                        found |= _emit(m, args.json)
+            f = open(path, "rb")
         except OSError as exc:
             err(f"cannot read {path}: {exc.strerror or exc}")
             return 1
+        with f:
+            chunks = iter(lambda: f.read(1 << 20), b"")
+            for lineno, (offset, line) in enumerate(iter_lines_with_offsets(chunks), 1):
+                m = parser.parse(line, offset=offset, lineno=lineno)
+                if m is not None:
+                    found |= _emit(m, args.json)
         return 0 if found else 1
 
     from specdebug.core.logs.follow import follow_matches

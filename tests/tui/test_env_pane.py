@@ -159,6 +159,9 @@ class FakeRemote:
     name = "gpubox"
     status = ConnStatus(ConnState.CONNECTED)
 
+    async def wait_connected(self, timeout=None):
+        return None
+
     async def processes(self):
         return PROCS
 

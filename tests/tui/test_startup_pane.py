@@ -65,8 +65,9 @@ def feed(pane: StartupPane, upto: int, *, finish: bool) -> None:
 
 
 class StartupApp(App):
-    def __init__(self, upto: int = len(LINES), finish: bool = True, history: bool = True) -> None:
+    def __init__(self, upto: int = len(LINES), finish: bool = True, history: bool = True, ready: bool = False):
         super().__init__()
+        self.ready = ready
         profile = load_profile(EXAMPLES / "eagle3-3step.toml")
         self.ctx = AppContext(profile=profile, journal=FakeJournal(HISTORY if history else []))
         self.upto, self.finish = upto, finish
@@ -76,9 +77,26 @@ class StartupApp(App):
 
     def on_mount(self) -> None:
         pane = self.query_one(StartupPane)
-        pane.clock = lambda: T0 + 7.6
-        feed(pane, self.upto, finish=self.finish)
+        if self.ready:
+            feed_ready(pane)
+        else:
+            pane.clock = lambda: T0 + 7.6
+            feed(pane, self.upto, finish=self.finish)
         pane.render_view()
+
+
+def feed_ready(pane: StartupPane) -> None:
+    pane.clock = lambda: T0 + 20
+    profile = pane.ctx.profile
+    tracker = StartupTracker(kind="sglang", started_at=T0, timeout_s=120, profile=profile.name, pid=4242, pgid=4242)
+    pane.apply(Launched(record=record(profile)))
+    for dt, line in LINES[:5]:
+        for ev in tracker.feed_line(line, T0 + dt):
+            pane.apply(ev)
+    for ev in tracker.feed_line("[2026-01-01 10:00:00] The server is fired up and ready to roll!", T0 + 12):
+        pane.apply(ev)
+    for ev in tracker.health(200, T0 + 12.1):
+        pane.apply(ev)
 
 
 def test_startup_pane_failed_snapshot(snap_compare):
@@ -90,24 +108,7 @@ def test_startup_pane_in_progress_snapshot(snap_compare):
 
 
 def test_startup_pane_ready_without_history_snapshot(snap_compare):
-    class ReadyApp(StartupApp):
-        def on_mount(self) -> None:
-            pane = self.query_one(StartupPane)
-            pane.clock = lambda: T0 + 20
-            profile = pane.ctx.profile
-            tracker = StartupTracker(kind="sglang", started_at=T0, timeout_s=120, profile=profile.name, pid=4242,
-                                     pgid=4242)
-            pane.apply(Launched(record=record(profile)))
-            for dt, line in LINES[:5]:
-                for ev in tracker.feed_line(line, T0 + dt):
-                    pane.apply(ev)
-            for ev in tracker.feed_line("[2026-01-01 10:00:00] The server is fired up and ready to roll!", T0 + 12):
-                pane.apply(ev)
-            for ev in tracker.health(200, T0 + 12.1):
-                pane.apply(ev)
-            pane.render_view()
-
-    assert snap_compare(ReadyApp(history=False), terminal_size=(130, 40))
+    assert snap_compare(StartupApp(history=False, ready=True), terminal_size=(130, 40))
 
 
 async def test_state_and_eta():
@@ -118,7 +119,7 @@ async def test_state_and_eta():
         assert pane.state == "starting" and pane.history is not None
         assert "ETA 6.4s" in pane.head_text().plain  # usual 14 s, 7.6 s elapsed
         assert [p.name for p in pane.phases][-1] == "cuda_graph"
-        assert any(isinstance(e, LogLine) for e in []) is False
+        assert len(pane.log_lines) == 5 and isinstance(LogLine(text="x", at=0), LogLine)
 
 
 async def test_bindings_have_ids_and_readonly_disables_mutations():

@@ -16,7 +16,7 @@ from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark,
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile_text
 from specdebug.core.report import history
-from specdebug.remote.api import RemoteError, RunResult
+from specdebug.remote.api import ConnState, ConnStatus, RemoteError, RunResult
 from tests.fixtures.bench.fake_sse import FakeServerConfig, FakeSSEServer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -65,6 +65,7 @@ class LocalRemote:
     """Just enough of the Remote protocol, run on this machine (the fake nvidia-smi first on PATH)."""
 
     name = "local"
+    status = ConnStatus(ConnState.CONNECTED, rtt_ms=0.1)
 
     def __init__(self, gpus_csv: Path | None = None) -> None:
         self.env = dict(os.environ, PATH=f"{FIXTURES / 'bin'}{os.pathsep}{os.environ['PATH']}")

@@ -108,14 +108,17 @@ class LogParser:
 
     def candidate_patterns(self) -> list[str]:
         """Regexes selecting every line this parser could report: the on-box prefilter."""
-        if self.grep:
-            return [p.pattern for p in self.grep]
         packs = [self.pack] if self.pack else list(PACKS.values())
         out: list[str] = []
-        for pk in packs:
-            for src in pk.prefilter:
-                if src not in out:
-                    out.append(src)
+        if self.grep:
+            # grep patterns select; marker lines still pass so warmup tagging stays right
+            out.extend(p.pattern for p in self.grep)
+            sources = [rx.pattern for pk in packs for rx in (pk.warmup_done_re, pk.restart_re)]
+        else:
+            sources = [src for pk in packs for src in pk.prefilter]
+        for src in sources:
+            if src not in out:
+                out.append(src)
         out.extend(p.pattern for p in self.patterns.values())
         return out
 
@@ -137,6 +140,8 @@ class LogParser:
             return None
         if "\x1b" in line:
             line = ANSI_RE.sub("", line)
+        prefix = split_prefix(line)
+        msg = line[prefix.start :]
         grep_fields: dict[str, Any] | None = None
         if self.grep:
             for rx in self.grep:
@@ -145,23 +150,14 @@ class LogParser:
                     grep_fields = {k: _num(v) for k, v in m.groupdict().items() if v is not None}
                     break
             if grep_fields is None:
+                self._markers(msg)
                 return None
-        prefix = split_prefix(line)
-        msg = line[prefix.start :]
         parsed = self._parse_pack(msg, prefix.start, prefix.level)
         if parsed is None and "set by environment to" in line and NCCL_ENV_RE.search(line):
             parsed = Parsed("nccl_env", parse_nccl_env_line(line) or {})
-        # warmup bookkeeping happens before tagging so the marker line itself is not warmup
-        pack = self.pack
-        if parsed is not None and pack is not None:
-            if pack.restart_re.search(msg):
-                self.in_warmup = True
-            if parsed.event in ("ready", "warmup_done"):
-                self.in_warmup = False
-                self.marker_seen = True
-        elif parsed is not None and parsed.event in ("ready", "warmup_done"):
-            self.in_warmup = False
-            self.marker_seen = True
+        if parsed is not None:
+            # before tagging, so the marker line itself is not warmup
+            self._markers(msg)
         events: list[str] = [parsed.event] if parsed else []
         fields = dict(parsed.fields) if parsed else {}
         metrics = dict(parsed.metrics) if parsed else {}
@@ -202,6 +198,18 @@ class LogParser:
             phase=parsed.phase if parsed else None,
             inode=inode,
         )
+
+    def _markers(self, msg: str) -> None:
+        """Warmup bookkeeping: a server (re)start opens warmup, a ready/warmup-done line closes it."""
+        packs = [self.pack] if self.pack else list(PACKS.values())
+        for pk in packs:
+            if pk.restart_re.search(msg):
+                self.in_warmup = True
+                return
+            if pk.warmup_done_re.search(msg) and (self.pack or pk is PACKS["sglang"]):
+                self.in_warmup = False
+                self.marker_seen = True
+                return
 
     def _parse_pack(self, msg: str, base: int, level: str | None) -> Parsed | None:
         if self.pack is not None:

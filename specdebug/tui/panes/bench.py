@@ -134,6 +134,7 @@ class BenchPane(Pane):
         Binding("k", "toggle_kind", "Builtin/external", id="bench.kind"),
         Binding("s", "baseline", "Set baseline", id="bench.baseline"),
         Binding("c", "compare", "Compare", id="bench.compare"),
+        Binding("escape", "close_compare", "Close compare", id="bench.close_compare", show=False),
         Binding("r", "reload", "Reload history", id="bench.reload", show=False),
     ]
     DEFAULT_CSS = """
@@ -163,6 +164,7 @@ class BenchPane(Pane):
         self.progress: BenchProgress | None = None
         self.running_profile: str | None = None
         self.picked: HistoryEntry | None = None
+        self.compared: tuple[int, int] | None = None  # ids of the runs in the compare panel
         self._lines: list[str] = []
         self._dirty = False
 
@@ -231,10 +233,13 @@ class BenchPane(Pane):
 
     def _render_table(self) -> None:
         table = self.query_one("#bench-table", DataTable)
+        row = table.cursor_row
         table.clear()
         base = self._baseline()
         for e in self.entries:
             table.add_row(*self._row(e, base), key=str(e.id))
+        if self.entries:
+            table.move_cursor(row=min(row, len(self.entries) - 1), animate=False)
         self.query_one("#bench-chart", Static).update(chart(self.entries))
 
     def _highlighted(self) -> HistoryEntry | None:
@@ -341,11 +346,7 @@ class BenchPane(Pane):
     def action_compare(self) -> None:
         """First press picks run A; a press on another run compares; on the same run: vs baseline."""
         e = self._highlighted()
-        panel = self.query_one("#bench-compare", Static)
         if e is None:
-            return
-        if panel.has_class("-shown") and self.picked is None:
-            panel.remove_class("-shown")
             return
         if self.picked is None:
             self.picked = e
@@ -364,9 +365,14 @@ class BenchPane(Pane):
         self.show_compare(a, b)
 
     def show_compare(self, a: HistoryEntry, b: HistoryEntry) -> None:
+        self.compared = (a.id, b.id)
         panel = self.query_one("#bench-compare", Static)
         panel.update(compare_renderable(a, b))
         panel.add_class("-shown")
+
+    def action_close_compare(self) -> None:
+        self.picked = None
+        self.query_one("#bench-compare", Static).remove_class("-shown")
 
     def action_reload(self) -> None:
         self.reload()

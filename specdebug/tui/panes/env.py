@@ -43,6 +43,7 @@ LEGEND = (
 )
 DEFAULT_MATCH = r"^(sglang::scheduler|VLLM::(Worker|EngineCore))"
 MAX_VALUE = 40
+CONNECT_WAIT_S = 30.0
 
 
 def _clip(value: str, limit: int = MAX_VALUE) -> str:
@@ -141,7 +142,9 @@ class EnvPane(Pane):
         for label in ("source", "pid", "rank", "variable", "value", "line"):
             ev.add_column(label, key=label)
         if self.ctx.remote() is not None:
-            self.action_refresh()
+            self.run_check(
+                quiet=True
+            )  # first answer without a keystroke; a down host is the hosts pane's news
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -154,11 +157,12 @@ class EnvPane(Pane):
         self.run_check()
 
     @work(exclusive=True, group="env-check", exit_on_error=False)
-    async def run_check(self) -> None:
+    async def run_check(self, quiet: bool = False) -> None:
         remote = self.ctx.remote()
         if remote is None:
             return
         try:
+            await remote.wait_connected(CONNECT_WAIT_S)
             if self.ctx.profile is not None:
                 query = await query_for_profile(remote, self.ctx.profile)
             else:
@@ -166,8 +170,9 @@ class EnvPane(Pane):
                     match=DEFAULT_MATCH, prefixes=list(DEFAULT_PREFIXES), expect_from_launcher=True
                 )
             report = await check_env(remote, query)
-        except (RemoteError, LookupError, OSError) as exc:
-            self.notify(f"env check failed: {exc}", severity="error")
+        except (RemoteError, LookupError, OSError, TimeoutError) as exc:
+            if not quiet:
+                self.notify(f"env check failed: {exc}", severity="error")
             self.query_one("#env-how", Static).update(Text(f"env check failed: {exc}", style="red"))
             return
         self.post_message(self.ReportReady(report))

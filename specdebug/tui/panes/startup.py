@@ -61,12 +61,15 @@ class StartupPane(Pane):
         Binding("a", "attach", "Attach", id="startup.attach"),
     ]
     MUTATING_ACTIONS = frozenset({"launch", "stop", "restart"})
+    can_focus = True  # only Statics inside: the pane itself takes focus so its keys work
     DEFAULT_CSS = """
     StartupPane { layout: vertical; }
     StartupPane #startup-head { height: auto; padding: 0 1; }
     StartupPane #startup-body { height: auto; }
     StartupPane #startup-phases { width: 52; height: auto; padding: 0 1; }
     StartupPane #startup-verdict { width: 1fr; height: auto; padding: 0 1; }
+    StartupPane #startup-verdict-text { text-wrap: nowrap; text-overflow: ellipsis; }
+    StartupPane #startup-log { text-wrap: nowrap; text-overflow: ellipsis; }
     StartupPane #startup-log-title { height: 1; padding: 0 1; color: $text-muted; margin-top: 1; }
     StartupPane #startup-log { height: 1fr; padding: 0 1; }
     """
@@ -125,7 +128,7 @@ class StartupPane(Pane):
         if isinstance(ev, Launched):
             self.record = ev.record
             self.state = "starting"
-            self.phases = []
+            self.phases = [ServerPhase(name="launch", at=ev.record.started_at, elapsed_s=0.0)]
             self.verdict = None
             self.log_lines.clear()
         elif isinstance(ev, ServerPhase):
@@ -219,6 +222,8 @@ class StartupPane(Pane):
             p = seen.get(name)
             usual = self.history.phase_starts.get(name) if self.history else None
             if p is None:
+                if self.verdict is not None and self.verdict.verdict == "ready":
+                    continue  # this server never printed that milestone
                 table.add_row(Text("·", style="dim"), Text(name, style="dim"), "", "", Text(_fmt_s(usual), style="dim"))
                 continue
             nxt = next((seen[n] for n in names[i + 1 :] if n in seen), None)
@@ -240,7 +245,7 @@ class StartupPane(Pane):
 
     def verdict_text(self) -> Text:
         v = self.verdict
-        text = Text()
+        text = Text(no_wrap=True, overflow="ellipsis")
         if v is None:
             if self.message:
                 text.append(self.message)
@@ -258,7 +263,7 @@ class StartupPane(Pane):
             shown = v.excerpt[-12:]
             for line in shown:
                 style = "bold red" if v.reason and v.reason in line else "dim"
-                text.append(line[:200] + "\n", style=style)
+                text.append(line[:300] + "\n", style=style)
         return text
 
     # -- actions --------------------------------------------------------------------------------

@@ -1,0 +1,128 @@
+"""The demo: loopback SSH server + the simulated box + the TUI, and a clean exit.
+
+The sim is launched by the startup pane exactly as on a real box (detached, own process group,
+recorded in ~/.specdebug/servers/), so the demo shows the real flow.  On exit (q, Ctrl+C,
+SIGTERM, SIGHUP) the recorded server is stopped through the same core `stop`, and every process
+the loopback server ran is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+from specdebug.core.profiles import Profile, load_profile
+from specdebug.demo.loopback_sshd import LoopbackSSHServer
+from specdebug.remote.connection import SSHRemote
+from specdebug.tui.context import AppContext
+
+EXAMPLES = [
+    Path(__file__).resolve().parents[2] / "examples",  # repo checkout / editable install
+    Path(__file__).resolve().parent / "examples",  # packaged copy
+]
+DEFAULT_PROFILE = "eagle3-2step-nccl.toml"
+
+
+def find_example(name: str) -> Path:
+    p = Path(name)
+    if p.is_file():
+        return p
+    for d in EXAMPLES:
+        if (d / name).is_file():
+            return d / name
+        if (d / f"{name}.toml").is_file():
+            return d / f"{name}.toml"
+    raise FileNotFoundError(f"demo profile {name!r} not found in examples/")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def demo_profile(path: Path, workdir: Path, time_scale: float | None = None) -> Profile:
+    """The example profile on a free port with a temp log, run by this very Python."""
+    profile = load_profile(path)
+    port = free_port()
+    argv = list(profile.server.argv)
+    if argv and argv[0] in ("python3", "python"):
+        argv[0] = sys.executable
+    if "--port" in argv:
+        argv[argv.index("--port") + 1] = str(port)
+    else:
+        argv += ["--port", str(port)]
+    if time_scale is not None:
+        if "--time-scale" in argv:
+            argv[argv.index("--time-scale") + 1] = str(time_scale)
+        else:
+            argv += ["--time-scale", str(time_scale)]
+    server = profile.server.model_copy(update={"argv": argv, "port": port, "log_file": str(workdir / "server.log")})
+    return profile.model_copy(update={"name": f"demo-{profile.name}", "server": server})
+
+
+async def _stop_server(config: Path, alias: str, profile: Profile) -> None:
+    from specdebug.core.startup import stop
+
+    remote = SSHRemote(alias, ssh_config=config)
+    try:
+        await remote.wait_connected(5)
+        await asyncio.wait_for(stop(remote, profile, grace_s=3.0), 15)
+    finally:
+        await remote.close()
+
+
+def _kill_recorded_group(profile: Profile) -> None:
+    """Last resort when the SSH path fails: the demo box is this machine."""
+    import json
+
+    state = Path("~/.specdebug/servers").expanduser() / f"{profile.name}.json"
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        pgid = int(json.loads(state.read_text())["pgid"])
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def run_demo(profile_name: str = DEFAULT_PROFILE, *, layout: str = "default", autolaunch: bool = True,
+             time_scale: float | None = None, session: str | None = None) -> int:
+    from specdebug.tui.app import SpecdebugApp, load_keymap
+
+    workdir = Path(tempfile.mkdtemp(prefix="specdebug-demo-box-"))
+    profile = demo_profile(find_example(profile_name), workdir, time_scale)
+    server = LoopbackSSHServer(alias="simbox")
+    server.start()
+
+    def on_signal(signum, frame):  # SIGTERM/SIGHUP: leave through the same cleanup as q
+        raise SystemExit(128 + signum)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        remote = SSHRemote("simbox", ssh_config=server.config_path)
+        ctx = AppContext(remotes={"simbox": remote}, selected="simbox", profile=profile,
+                         profile_path=find_example(profile_name))
+        try:
+            from specdebug.core.journal import Journal
+
+            ctx.session_dir = Path(session) if session else workdir / "session"
+            ctx.journal = Journal(ctx.session_dir)
+        except ModuleNotFoundError:
+            pass
+        app = SpecdebugApp(ctx, layout=layout, keymap=load_keymap())
+        if autolaunch:
+            app.autorun = ["startup.launch"]
+        app.run()
+    finally:
+        try:
+            asyncio.run(_stop_server(server.config_path, "simbox", profile))
+        except Exception:
+            pass
+        _kill_recorded_group(profile)
+        server.stop()
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    return 0

@@ -1,0 +1,102 @@
+"""A simulated SGLang speculative-decoding server: a GPU box specdebug can debug without a GPU.
+
+Run it as `python -m specdebug.sim [flags]` or `specdebug sim [flags]`.  It takes SGLang's flag
+names (--model-path, --tp, --port, --speculative-algorithm, --speculative-num-steps, ...) plus
+sim-only ones (--log-file, --time-scale, --seed, --fail-at, --hang-at, --oom, --drop-env,
+--profile-verify), and behaves like `python -m sglang.launch_server` wherever specdebug looks:
+
+Processes
+    The launcher (title = its command line) spawns, with multiprocessing "spawn", one scheduler per
+    TP rank titled `sglang::scheduler_TP<r>` (plain `sglang::scheduler` when tp=1) and a
+    `sglang::detokenizer`, via setproctitle.  setproctitle clobbers /proc/PID/environ of those
+    children unless SPT_NOENV is set at launch, as on a real box.  --drop-env PREFIX removes vars
+    from the launcher's os.environ right before spawning, so workers lack them while the launcher's
+    own (exec-time) /proc environ still shows them.  The launcher also applies SGLang's overrides
+    (NCCL_CUMEM_ENABLE, NCCL_NVLS_ENABLE, CUDA_DEVICE_MAX_CONNECTIONS, CUDA_MODULE_LOADING).  Children
+    die with the launcher (PR_SET_PDEATHSIG + getppid poll); a dead child takes the server down.
+
+Log (stderr, uvicorn access lines on stdout, and appended to --log-file, one write per line)
+    SGLang's formats: `[YYYY-mm-dd HH:MM:SS TP<r>] msg` for scheduler lines (no rank when tp=1,
+    like newer SGLang), `[YYYY-mm-dd HH:MM:SS] msg` for the main process, uvicorn lines as SGLang's
+    set_uvicorn_logging_configs() formats them, NCCL INFO lines (`HOST:PID:TID [RANK] NCCL INFO
+    NAME set by environment to VALUE`) from each worker for the NCCL_* vars it really has when its
+    env has NCCL_DEBUG=INFO.
+
+Phases (`PHASES`) and the log line that starts each:
+    init          `Init torch distributed begin.`                    (each rank)
+    load_weights  `Load weight begin. avail mem=... GB`              (each rank; target model)
+    kv_cache      `Using KV cache dtype: torch.bfloat16`             (each rank)
+    cuda_graph    `Capture cuda graph begin. This can take up to several minutes. ...` (each rank;
+                  absent with --disable-cuda-graph; the draft model's load and graph captures
+                  follow inside this phase when speculative)
+    http          `INFO:     Started server process [PID]`           (uvicorn, main process)
+    warmup        the access line of the warmup's `GET /get_model_info`
+    ready         `The server is fired up and ready to roll!`        (never with --skip-server-warmup)
+    Startup durations at --time-scale 1.0 total about 2.5 minutes; tests use 0.01-0.05.
+
+Sidecar `<log-file>.sim.json` (only with --log-file; rewritten atomically at each change)
+    {"pid", "argv", "host", "port", "log_file", "started_at", "tp_size", "speculative_algorithm",
+     "workers": {"0": pid, ...}, "detokenizer_pid",
+     "phases": {phase: unix time the phase's first line was written (earliest rank)},
+     "ready_at": unix time right after the ready line was written (null until then),
+     "ready_line": true (false when --skip-server-warmup made it ready without the line),
+     "state": "starting" | "hung" | "ready" | "failed" | "stopped" | "exited",
+     "hung_at": {"phase", "t"}, "failed_at", "stopped_at", "stop_signal",
+     "worker_env": {rank: NCCL_*/EAGLE3_*/CUDA_* vars the worker reported},
+     "nccl_tuning_missing": 0..3, "profile_verify": bool,
+     "model": {"step_ms", "draft_ms", "verify_ms", "expected_accept_length",
+               "expected_single_stream_tok_s"}}
+
+Faults
+    --fail-at init|load_weights|kv_cache|cuda_graph|warmup: the last TP rank raises a real
+    exception part-way into the phase, logs `Scheduler hit an exception: Traceback ...`, SIGQUITs the
+    launcher, which logs `Received sigquit from a child process. It usually means the child
+    failed.` and kills the tree, itself included (exit by SIGKILL, as SGLang's kill_process_tree).
+    --oom: `torch.OutOfMemoryError: CUDA out of memory. ...` while capturing cuda graphs, re-raised
+    as `Exception: Capture cuda graph failed: ...` with SGLang's "Possible solutions" block.
+    --hang-at PHASE: every rank (or, for warmup, the engine) stops making progress; all stay alive.
+    Too small --mem-fraction-static gives SGLang's "Not enough memory" error; too large an OOM.
+
+Cost model (real time, not scaled by --time-scale; constants in `costmodel`)
+    One decode iteration for a batch of bs running requests takes
+        no speculation:  T_decode * (1 + 0.03 (bs-1)),  T_decode = 1000/89 ms = 11.24 ms
+        speculative:     num_steps * 2.0 ms * (1 + 0.02 (bs-1))                          (draft)
+                       + [13.0 ms * (1 + 0.03 (bs-1)) + 1.0 ms * num_draft_tokens * (1 + 0.5 (bs-1))]
+                         * (1 + (30/19 - 1) * missing/3)                                  (target verify)
+    where `missing` = how many of NCCL_PROTO, NCCL_ALGO, NCCL_P2P_LEVEL are absent from at least one
+    worker's real environment (each scheduler reports its env to the launcher at startup).  With
+    --disable-cuda-graph every step is 1.35x slower.  Each iteration yields, per request, an
+    acceptance length A in 1..num_steps+1 (counting the bonus token; 1 without speculation): depth i
+    is accepted given depth i-1 with probability q_i = 1 - (1 - a_i)^(b^0.1768), a = (0.56, 0.571,
+    0.55, 0.53, ...), b = min(topk, (num_draft_tokens-1)/num_steps) >= 1.  A is drawn per step from
+    that distribution by a golden-ratio sequence with a seeded start (deterministic under --seed,
+    low-discrepancy so short streams realise the mean).  Prefill: 20 ms + 0.05 ms/token (+2 ms draft
+    extend), which also yields the first token.  Forward end times are deadlines on the monotonic
+    clock, so the client-measured decode rate (tokens after the first / time) equals E[A] / step.
+    Calibration, single stream (topk 1 forces num_draft_tokens = num_steps + 1, as in SGLang):
+        NONE                                      89.0 tok/s
+        EAGLE3 2 steps / topk 1 / 3 draft, NCCL   step 4 + 16 ms, E[A] 1.88  -> 94.0 tok/s
+        EAGLE3 3 steps / topk>=2 / 6 draft, none  step 6 + 30 ms, E[A] 2.16  -> 60.0 tok/s
+        same with the NCCL vars                   step 6 + 19 ms             -> 86.4 tok/s
+    Concurrent requests share iterations (continuous batching), so per-stream rate falls as the
+    batch grows while total throughput rises.  --profile-verify (or EAGLE3_PROFILE=1 in the workers'
+    env) prints every 10 decode steps `[EAGLE3 profile] step=N draft: x ms, Target verify: y ms,
+    accept: k` with TP0's prefix.
+"""
+
+PHASES: list[str] = ["init", "load_weights", "kv_cache", "cuda_graph", "http", "warmup", "ready"]
+FAULT_PHASES: list[str] = ["init", "load_weights", "kv_cache", "cuda_graph", "warmup"]
+HANG_PHASES: list[str] = ["init", "load_weights", "kv_cache", "cuda_graph", "warmup"]
+
+# the line that starts each phase (substring match); see the module docstring
+PHASE_LINES: dict[str, str] = {
+    "init": "Init torch distributed begin.",
+    "load_weights": "Load weight begin.",
+    "kv_cache": "Using KV cache dtype:",
+    "cuda_graph": "Capture cuda graph begin.",
+    "http": "Started server process [",
+    "warmup": '"GET /get_model_info',
+    "ready": "The server is fired up and ready to roll!",
+}
+
+__all__ = ["FAULT_PHASES", "HANG_PHASES", "PHASES", "PHASE_LINES"]

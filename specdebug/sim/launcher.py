@@ -1,0 +1,331 @@
+"""The sim's main process: what `python -m sglang.launch_server` does, minus the GPU.
+
+Order of events (as in SGLang's engine.py / http_server.py): log server_args, set SGLang's own env
+overrides, spawn schedulers + detokenizer, wait for every rank's "ready" over its pipe, start uvicorn
+in this process, warm up with a real GET /get_model_info + POST /generate to itself, then print
+"The server is fired up and ready to roll!" and turn /health to 200.  A child that dies (or sends
+SIGQUIT after a traceback) takes everything down with SGLang's sigquit line.  The launcher never
+calls setproctitle, so its title stays its command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from specdebug.sim import costmodel
+from specdebug.sim.logsink import LogSink, Sidecar, rank_prefix, set_launcher_sink, uvicorn_log_config
+from specdebug.sim.options import SimConfig, parse_args
+from specdebug.sim.worker import run_detokenizer_process, run_scheduler_process
+
+SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
+READY_LINE = "The server is fired up and ready to roll!"
+WARMUP_PROMPT = "The capital city of France is"
+SIDECAR_SUFFIX = ".sim.json"
+
+
+def sidecar_path(log_file: str | None) -> str | None:
+    return f"{log_file}{SIDECAR_SUFFIX}" if log_file else None
+
+
+class Launcher:
+    def __init__(self, cfg: SimConfig):
+        self.cfg = cfg
+        s = cfg.server
+        self.sink = LogSink(cfg.sim.log_file, level=s.log_level)
+        self.sink.on_line = self._on_line
+        set_launcher_sink(self.sink)
+        self.sidecar = Sidecar(
+            sidecar_path(cfg.sim.log_file),
+            {
+                "pid": os.getpid(),
+                "argv": list(sys.argv),
+                "host": s.host,
+                "port": s.port,
+                "log_file": cfg.sim.log_file,
+                "started_at": time.time(),
+                "tp_size": s.tp_size,
+                "speculative_algorithm": s.speculative_algorithm,
+                "workers": {},
+                "detokenizer_pid": None,
+            },
+        )
+        self.procs: list[BaseProcess] = []
+        self.sched_procs: list[BaseProcess] = []
+        self.conns: list[Connection] = []
+        self.ready: dict[int, dict[str, Any]] = {}
+        self._failing = False
+        self._stopping = False
+        self._seen_warmup_poll = False
+
+    # --- log hooks -------------------------------------------------------------------------------
+    def _on_line(self, text: str, when: float) -> None:
+        if "Started server process [" in text:
+            self.sidecar.phase("http", when)
+        elif not self._seen_warmup_poll and '"GET /get_model_info' in text:
+            self._seen_warmup_poll = True
+            self.sidecar.phase("warmup", when)
+
+    # --- signals ---------------------------------------------------------------------------------
+    def _on_sigquit(self, signum: int | None, frame: object) -> None:
+        """SGLang's sigquit handler: a child failed -> kill the whole tree, this process included."""
+        if self._failing or self._stopping:
+            return
+        self._failing = True
+        self.sink.error(SIGQUIT_LINE)
+        self.sidecar.update(state="failed", failed_at=time.time())
+        self._kill_children(signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def _on_term(self, signum: int, frame: object) -> None:
+        if self._failing:
+            return
+        self._stopping = True
+        self.sidecar.update(state="stopped", stopped_at=time.time(), stop_signal=signal.Signals(signum).name)
+        self._kill_children(signal.SIGTERM)
+        os._exit(130 if signum == signal.SIGINT else 0)
+
+    def _kill_children(self, sig: int) -> None:
+        for p in self.procs:
+            if p.pid is not None and p.exitcode is None:
+                try:
+                    os.kill(p.pid, sig)
+                except OSError:
+                    pass
+        if sig != signal.SIGKILL:
+            deadline = time.monotonic() + 1.0
+            for p in self.procs:
+                p.join(max(0.0, deadline - time.monotonic()))
+            self._kill_children(signal.SIGKILL)
+
+    # --- startup ---------------------------------------------------------------------------------
+    def _set_envs_and_config(self) -> None:
+        """SGLang's own env overrides in the launcher (user values of these names never reach workers)."""
+        s = self.cfg.server
+        os.environ["NCCL_CUMEM_ENABLE"] = str(int(s.enable_symm_mem))
+        os.environ["NCCL_NVLS_ENABLE"] = str(int(s.enable_nccl_nvls))
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "8"
+        os.environ["CUDA_MODULE_LOADING"] = "AUTO"
+        for prefix in self.cfg.sim.drop_env:
+            for name in [k for k in os.environ if k.startswith(prefix)]:
+                del os.environ[name]  # spawn children get the parent's os.environ as it is now
+
+    def _spawn(self) -> None:
+        ctx = mp.get_context("spawn")
+        data = self.cfg.to_dict()
+        for rank in range(self.cfg.server.tp_size):
+            parent_end, child_end = ctx.Pipe(duplex=True)
+            proc = ctx.Process(target=run_scheduler_process, args=(data, rank, child_end), daemon=True)
+            proc.start()
+            child_end.close()
+            self.procs.append(proc)
+            self.sched_procs.append(proc)
+            self.conns.append(parent_end)
+        parent_end, child_end = ctx.Pipe(duplex=True)
+        detok = ctx.Process(target=run_detokenizer_process, args=(data, child_end), daemon=True)
+        detok.start()
+        child_end.close()
+        self.procs.append(detok)
+        self.detok_conn = parent_end
+        self.sidecar.update(
+            workers={str(r): p.pid for r, p in enumerate(self.sched_procs)}, detokenizer_pid=detok.pid
+        )
+
+    def _wait_ready(self) -> None:
+        """Read every scheduler's pipe until all ranks are ready; a dead child fails the launch."""
+        pending = {conn: rank for rank, conn in enumerate(self.conns)}
+        sentinels = {p.sentinel: p for p in self.procs}
+        while len(self.ready) < len(self.conns):
+            for obj in wait([*pending, *sentinels], timeout=1.0):
+                if obj in sentinels:
+                    self._on_sigquit(None, None)
+                    return
+                conn = obj
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    pending.pop(conn, None)
+                    continue
+                kind = msg[0]
+                if kind == "phase":
+                    self.sidecar.phase(msg[1], msg[2])
+                elif kind == "hang":
+                    self.sidecar.update(state="hung", hung_at={"phase": msg[1], "t": msg[2]})
+                elif kind == "ready":
+                    info = msg[1]
+                    self.ready[info["rank"]] = info
+                    pending.pop(conn, None)
+
+    def _watch_children(self) -> None:
+        """While serving: any child exit is a failure (SIGQUIT to ourselves runs the handler)."""
+        sentinels = [p.sentinel for p in self.procs]
+        wait(sentinels)
+        if not self._stopping and not self._failing:
+            os.kill(os.getpid(), signal.SIGQUIT)
+
+    # --- serving ---------------------------------------------------------------------------------
+    def _model_facts(self) -> tuple[int, bool]:
+        envs = [info["env"] for info in self.ready.values()]
+        missing = costmodel.missing_nccl_vars(envs) if self.cfg.spec.enabled else 0
+        tp0_env = self.ready.get(0, {}).get("env", {})
+        profile = self.cfg.sim.profile_verify or tp0_env.get("EAGLE3_PROFILE", "") not in ("", "0")
+        return missing, profile
+
+    async def _serve(self) -> None:
+        import uvicorn
+
+        from specdebug.sim.engine import Engine
+        from specdebug.sim.http import ServerState, build_app
+
+        s, spec = self.cfg.server, self.cfg.spec
+        tp0 = self.ready.get(0, {})
+        missing, profile = self._model_facts()
+        max_running = s.max_running_requests or (48 if spec.enabled else 4096)
+        prefix = rank_prefix(0, s.tp_size)
+        engine = Engine(
+            spec,
+            log=lambda msg: self.sink.log(msg, prefix=prefix),
+            seed=self.cfg.sim.seed,
+            max_total_tokens=tp0.get("max_total_num_tokens", 100000),
+            max_running=max_running,
+            decode_log_interval=s.decode_log_interval,
+            cuda_graph=not s.disable_cuda_graph,
+            nccl_missing=missing,
+            profile=profile,
+        )
+        self.sidecar.update(
+            worker_env={str(r): info["env"] for r, info in sorted(self.ready.items())},
+            nccl_tuning_missing=missing,
+            profile_verify=profile,
+            model={
+                "step_ms": engine.step_cost(1).total_ms,
+                "draft_ms": engine.step_cost(1).draft_ms,
+                "verify_ms": engine.step_cost(1).verify_ms,
+                "expected_accept_length": costmodel.expected_accept_length(spec),
+                "expected_single_stream_tok_s": costmodel.expected_rate(
+                    spec, nccl_missing=missing, cuda_graph=not s.disable_cuda_graph
+                ),
+            },
+        )
+        if self.cfg.sim.fail_at == "warmup":
+            engine.before_first_forward = lambda: self._crash_scheduler(engine)
+        elif self.cfg.sim.hang_at == "warmup":
+            engine.before_first_forward = lambda: self._hang_engine(engine)
+        state = ServerState(
+            self.cfg,
+            engine,
+            max_total_num_tokens=tp0.get("max_total_num_tokens", 0),
+            max_req_input_len=tp0.get("max_req_input_len", 0),
+            memory=tp0.get("memory", {}),
+        )
+        config = uvicorn.Config(
+            build_app(state),
+            host=s.host,
+            port=s.port,
+            log_config=uvicorn_log_config(s.log_level_http or s.log_level),
+            timeout_graceful_shutdown=1,
+            timeout_keep_alive=5,
+        )
+        server = uvicorn.Server(config)
+        engine.start()
+        warmup = asyncio.get_running_loop().create_task(self._warmup(state, server))
+        try:
+            await server.serve()
+        finally:
+            warmup.cancel()
+            await engine.stop()
+
+    def _crash_scheduler(self, engine: Any) -> None:
+        """--fail-at warmup: the fail rank's scheduler crashes in its first forward; nothing completes."""
+        engine.hung = True
+        try:
+            self.conns[-1].send("fail_forward")
+        except OSError:
+            pass
+
+    def _hang_engine(self, engine: Any) -> None:
+        engine.hung = True
+        self.sidecar.update(state="hung", hung_at={"phase": "warmup", "t": time.time()})
+
+    async def _warmup(self, state: Any, server: Any) -> None:
+        import httpx
+
+        while not server.started:
+            await asyncio.sleep(0.01)
+        s = self.cfg.server
+        if s.skip_server_warmup:
+            state.ready = True
+            now = time.time()
+            self.sidecar.phase("ready", now)
+            self.sidecar.update(state="ready", ready_at=now, ready_line=False)
+            return
+        url = s.url()
+        try:
+            async with httpx.AsyncClient(trust_env=False) as client:
+                for _ in range(120):
+                    await asyncio.sleep(1.0 * self.cfg.sim.time_scale)
+                    try:
+                        res = await client.get(url + "/get_model_info", timeout=5)
+                        if res.status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        continue
+                res = await client.post(
+                    url + "/generate",
+                    json={"text": WARMUP_PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": 8}},
+                    timeout=None,
+                )
+                res.raise_for_status()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.sink.error(f"Initialization failed. warmup error: {traceback.format_exc().rstrip()}")
+            self.sidecar.update(state="failed", failed_at=time.time())
+            self._failing = True
+            self._kill_children(signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
+            return
+        when = self.sink.info(READY_LINE) or time.time()
+        state.ready = True
+        self.sidecar.phase("ready", when)
+        self.sidecar.update(state="ready", ready_at=when, ready_line=True)
+
+    # --- main ------------------------------------------------------------------------------------
+    def run(self) -> int:
+        signal.signal(signal.SIGQUIT, self._on_sigquit)
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_term)
+        self.sink.info(f"server_args={self.cfg.server!r}")
+        for line in self.cfg.warnings:
+            self.sink.warning(line)
+        self._set_envs_and_config()
+        try:
+            self._spawn()
+            self._wait_ready()
+            threading.Thread(target=self._watch_children, name="child-watch", daemon=True).start()
+            asyncio.run(self._serve())
+        except SystemExit as exc:  # uvicorn exits 1 when it cannot bind
+            self._stopping = True
+            self._kill_children(signal.SIGTERM)
+            self.sidecar.update(state="exited", exit_code=exc.code)
+            return int(exc.code or 0)
+        finally:
+            if not self._failing:
+                self._stopping = True
+                self._kill_children(signal.SIGTERM)
+        self.sidecar.update(state="stopped", stopped_at=time.time())
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_args(list(sys.argv[1:] if argv is None else argv))
+    return Launcher(cfg).run()

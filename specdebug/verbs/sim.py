@@ -1,0 +1,26 @@
+"""`specdebug sim [flags]`: run the simulated SGLang box in the foreground (same as `python -m specdebug.sim`)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    # prefix_chars that never occur: every argument (even --tp, --help) goes to the sim's own parser
+    parser = subparsers.add_parser(
+        "sim",
+        help="run a simulated SGLang speculative-decoding server (SGLang flags; see `specdebug sim --help`)",
+        add_help=False,
+        prefix_chars="\x00",
+    )
+    parser.add_argument("sim_args", nargs=argparse.REMAINDER)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from specdebug.sim.launcher import main
+
+    try:
+        return main(list(args.sim_args))
+    except SystemExit as exc:  # argparse errors / --help inside the sim's parser
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
