@@ -254,6 +254,7 @@ class Engine:
 
     async def _decode(self) -> None:
         bs = len(self.running)
+        used = self.used_tokens
         cost = self.step_cost(bs)
         await self._sleep_until(self._advance(cost.total_ms / 1000.0))
         self._forward_ct += 1
@@ -281,7 +282,7 @@ class Engine:
                 f"Target verify: {cost.verify_ms * jitter:.2f} ms, accept: {acc}"
             )
         if self._decode_ct % self.decode_log_interval == 0:
-            self._log_decode(bs)
+            self._log_decode(bs, used)
 
     def _emit(self, req: Request, tokens: list[str]) -> None:
         if tokens:
@@ -292,11 +293,10 @@ class Engine:
             self.stats.e2e.observe(time.monotonic() - req.created)
             req.out.put_nowait(req.finished)
 
-    def _log_decode(self, bs: int) -> None:
+    def _log_decode(self, bs: int, used: int) -> None:
         now = time.monotonic()
         self.stats.last_gen_throughput = self._tokens_since_log / max(now - self._last_log, 1e-6)
         self._last_log, self._tokens_since_log = now, 0
-        used = self.used_tokens
         msg = f"Decode batch, #running-req: {bs}, #token: {used}, token usage: {used / self.max_total_tokens:.2f}, "
         if self.spec.enabled and self._spec_fwd:
             accept_len = self._spec_acc / self._spec_fwd

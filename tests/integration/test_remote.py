@@ -231,3 +231,15 @@ def test_hostile_arguments_arrive_byte_for_byte(sshd, args):
 
     asyncio.run(check())
     assert not Path("/tmp/pwned").exists()
+
+
+def test_ignored_ssh_options_warned_once_and_keys_still_verified(sshd, tmp_path):
+    kh = tmp_path / "known_hosts"
+    cfg = sshd.write_client_config(
+        tmp_path / "ssh_config", kh, StrictHostKeyChecking="no", ControlMaster="auto", LocalForward="8000 127.0.0.1:8000"
+    )
+    r = specdebug("probe", "-F", str(cfg), "gpubox", "--json")
+    assert r.returncode == 1  # StrictHostKeyChecking=no does not switch verification off
+    assert r.stderr.count("StrictHostKeyChecking is ignored") == 1
+    assert "ControlMaster is ignored" in r.stderr and "LocalForward is ignored" in r.stderr
+    assert "unknown host key" in r.stderr

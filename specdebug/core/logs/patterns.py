@@ -42,7 +42,7 @@ NCCL_ENV_RE = re.compile(
 NUM_RE = re.compile(r"^(?P<num>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\s*(?P<unit>\S.*)?$")
 _GENERIC_EXC = r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)(?::|$)"
 _TRACE_CONT = re.compile(r"^(?:\s|Traceback \(most recent call last\)|File \")")
-_MILESTONE_NUM_RE = re.compile(r"([A-Za-z_][\w .#-]*?)\s*[=:] ?(-?\d+(?:\.\d+)?)(?=[\s,.)]|$)")
+_MILESTONE_NUM_RE = re.compile(r"(#?[A-Za-z_][\w-]*(?: [A-Za-z_][\w-]*)*)\s*[=:] ?(-?\d+(?:\.\d+)?)(?=[\s,.)]|$)")
 
 
 @dataclass
@@ -201,6 +201,7 @@ class Pack:
     prefilter: tuple[str, ...]  # regexes (Python syntax) that select every candidate line on the box
     percent_fields: frozenset[str] = frozenset()  # fields printed as fractions in old versions -> x100
     error_levels: frozenset[str] = frozenset()  # logger levels that make a line an error
+    list_metrics: frozenset[str] = frozenset()  # metrics that are always lists (one value per position)
 
     def message(self, line: str) -> str:
         line = ANSI_RE.sub("", line) if "\x1b" in line else line
@@ -255,8 +256,11 @@ class Pack:
                 if name in metrics or key not in fields:
                     continue
                 value = fields[key]
-                if isinstance(value, list):
-                    metrics[name] = [float(x) for x in value]
+                if isinstance(value, list) or name in self.list_metrics:
+                    values = value if isinstance(value, list) else [value]
+                    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in values):
+                        continue
+                    metrics[name] = [float(x) for x in values]
                 elif isinstance(value, int | float) and not isinstance(value, bool):
                     if key in self.percent_fields and units.get(key) != "%":
                         value = round(value * 100.0, 9)
@@ -344,7 +348,7 @@ SGLANG = Pack(
         for k, r in (
             ("scheduler_exception", r"Scheduler hit an exception"),
             ("detokenizer_exception", r"DetokenizerManager hit an exception"),
-            ("sigquit", r"Received sigquit from a child process|SIGQUIT received"),
+            ("sigquit", r"Received sigquit from a child proces|SIGQUIT received"),
             ("watchdog", r"watchdog timeout"),
             ("cuda_graph", r"Capture cuda graph failed"),
             *_ERR_COMMON,
@@ -432,6 +436,7 @@ VLLM = Pack(
     ),
     percent_fields=frozenset({"draft_acceptance_rate"}),
     error_levels=frozenset({"ERROR", "CRITICAL"}),
+    list_metrics=frozenset({"per_position_acceptance"}),
 )
 
 PACKS: dict[str, Pack] = {"sglang": SGLANG, "vllm": VLLM}

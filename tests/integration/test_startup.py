@@ -1,0 +1,269 @@
+"""Startup over the real loopback sshd and the simulated box: ready/failed detection, refusals, stop,
+attach, and a server that outlives a killed specdebug.
+
+Timing claims are measured against the sim's own record (`<log-file>.sim.json`: ready_at, failed_at).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from specdebug.core import startup
+from specdebug.core.profiles import Profile, load_profile
+from specdebug.core.servers import group_members, load_record
+from tests.sshd_harness import free_port
+
+pytestmark = pytest.mark.slow
+TIME_SCALE = "0.02"
+
+
+def sim_profile(
+    tmp_path: Path,
+    name: str,
+    *extra: str,
+    port: int | None = None,
+    timeout_s: float = 60,
+    env: dict | None = None,
+) -> Profile:
+    port = port or free_port()
+    sim_log = tmp_path / f"{name}.sim.log"
+    return Profile.model_validate(
+        {
+            "name": name,
+            "server": {
+                "argv": [
+                    sys.executable,
+                    "-m",
+                    "specdebug.sim",
+                    "--tp",
+                    "2",
+                    "--port",
+                    str(port),
+                    "--time-scale",
+                    TIME_SCALE,
+                    "--log-file",
+                    str(sim_log),
+                    *extra,
+                ],
+                "log_file": str(tmp_path / f"{name}.log"),
+                "env": env or {"NCCL_PROTO": "LL"},
+                "kind": "sglang",
+            },
+            "ready": {"timeout_s": timeout_s},
+        }
+    )
+
+
+def sidecar(profile: Profile) -> dict:
+    argv = profile.server.argv
+    path = Path(argv[argv.index("--log-file") + 1] + ".sim.json")
+    return json.loads(path.read_text())
+
+
+def write_profile_toml(tmp_path: Path, profile: Profile) -> Path:
+    s = profile.server
+    path = tmp_path / f"{profile.name}.toml"
+    path.write_text(
+        f"name = {json.dumps(profile.name)}\n[server]\nargv = {json.dumps(s.argv)}\n"
+        f"log_file = {json.dumps(s.log_file)}\nport = {s.port}\n[ready]\ntimeout_s = {profile.ready.timeout_s}\n"
+    )
+    return path
+
+
+async def run_to_verdict(remote, profile: Profile, **kw) -> tuple[startup.Verdict, list]:
+    events = []
+    async for ev in startup.launch_and_watch(remote, profile, **kw):
+        events.append(ev)
+    assert isinstance(events[-1], startup.Verdict)
+    return events[-1], events
+
+
+async def members(remote, profile: Profile) -> list[int]:
+    record = await load_record(remote, profile.name)
+    return [p.pid for p in group_members(await remote.processes(), record)]
+
+
+async def test_ready_refusals_and_stop(remote, tmp_path: Path) -> None:
+    profile = sim_profile(tmp_path, "readytest")
+    verdict, events = await run_to_verdict(remote, profile)
+    assert verdict.verdict == "ready", verdict.reason
+    sim = sidecar(profile)
+    lag = verdict.ready_at - sim["ready_at"]
+    print(f"ready detection lag: {lag * 1000:.0f} ms")
+    assert -0.05 <= lag < 1.0
+    names = [p.name for p in verdict.phases]
+    assert names[0] == "launch" and names[-1] == "ready"
+    assert names.index("load_weights") < names.index("cuda_graph") < names.index("warmup")
+    assert verdict.pid == verdict.pgid == sim["pid"]
+
+    # the group holds the launcher and its spawned workers
+    pids = await members(remote, profile)
+    assert sim["pid"] in pids and set(map(int, sim["workers"].values())) <= set(pids)
+    # launched with SPT_NOENV=1 and the profile env (the box is this machine)
+    environ = Path(f"/proc/{sim['pid']}/environ").read_bytes().split(b"\0")
+    assert b"SPT_NOENV=1" in environ and b"NCCL_PROTO=LL" in environ
+
+    # a second launch of the same profile, and another profile on the same port, are refused
+    with pytest.raises(startup.LaunchRefused, match="already running"):
+        await startup.launch(remote, profile)
+    other = sim_profile(tmp_path, "intruder", port=profile.server.port)
+    with pytest.raises(startup.LaunchRefused) as info:
+        await startup.launch(remote, other)
+    assert info.value.holder is not None and info.value.holder.pid == sim["pid"]
+    assert f"PID {sim['pid']}" in str(info.value)
+
+    st = await startup.status(remote, profile)
+    assert st.state == "running" and st.health == 200
+
+    result = await startup.stop(remote, profile, grace_s=5)
+    assert result.was_running and result.stopped and result.remaining == []
+    assert await members(remote, profile) == []
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    assert (await startup.status(remote, profile)).state == "stopped"
+    again = await startup.stop(remote, profile)
+    assert again.stopped and not again.was_running
+
+
+async def test_fail_at_cuda_graph(remote, tmp_path: Path) -> None:
+    profile = sim_profile(tmp_path, "crashtest", "--fail-at", "cuda_graph")
+    verdict, events = await run_to_verdict(remote, profile)
+    assert verdict.verdict == "failed"
+    sim = sidecar(profile)
+    delay = verdict.at - sim["failed_at"]
+    print(f"failure detection delay: {delay * 1000:.0f} ms")
+    assert delay < 2.0
+    assert verdict.last_phase == "cuda_graph"
+    assert "Capture cuda graph failed" in verdict.reason
+    assert any(verdict.reason in line for line in verdict.excerpt)
+    assert any("Traceback" in line for line in verdict.excerpt)
+    await startup.stop(remote, profile, grace_s=2)
+    assert await members(remote, profile) == []
+
+
+async def test_hang_at_warmup_times_out(remote, tmp_path: Path) -> None:
+    profile = sim_profile(tmp_path, "hangtest", "--hang-at", "warmup", timeout_s=4)
+    verdict, _ = await run_to_verdict(remote, profile)
+    assert verdict.verdict == "failed" and verdict.error_kind == "timeout"
+    assert 4.0 <= verdict.elapsed_s < 5.0
+    assert verdict.last_phase == "warmup" and "phase warmup" in verdict.reason
+    assert (await members(remote, profile)) != []  # a hang stays alive until stopped
+    result = await startup.stop(remote, profile, grace_s=3)
+    assert result.stopped and await members(remote, profile) == []
+
+
+async def test_attach_by_port(remote, tmp_path: Path) -> None:
+    profile = sim_profile(tmp_path, "attachtest")
+    log = open(profile.server.log_file, "ab")
+    proc = subprocess.Popen(
+        profile.server.argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+    )  # started "by hand"
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline and not Path(profile.server.log_file).read_text().count("fired up"):
+            await asyncio.sleep(0.2)
+        record = await startup.attach(remote, profile)
+        assert record.pid == proc.pid and record.pgid == proc.pid and record.attached
+        events = [ev async for ev in startup.watch(remote, record, profile, deadline=time.time() + 20)]
+        verdict = events[-1]
+        assert verdict.verdict == "ready"
+        assert "load_weights" in [p.name for p in verdict.phases]  # replayed from the log
+        result = await startup.stop(remote, profile, grace_s=5)
+        assert result.stopped
+        assert proc.wait(5) is not None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+def _specdebug(sshd, *args: str, **kw) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "specdebug.cli", *args[:1], "-F", str(sshd.config_path), *args[1:]]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+async def test_verbs_and_server_survives_killed_specdebug(sshd, remote, tmp_path: Path) -> None:
+    profile = sim_profile(tmp_path, "survivor")
+    path = write_profile_toml(tmp_path, profile)
+    proc = _specdebug(sshd, "launch", sshd.alias, "-c", str(path), "--wait", "--json")
+    # kill -9 specdebug once the server is launched (its first phases are in the log)
+    log = Path(profile.server.log_file)
+    deadline = time.time() + 30
+    while time.time() < deadline and not (
+        log.exists() and "Load weight begin" in log.read_text(errors="replace")
+    ):
+        await asyncio.sleep(0.1)
+    proc.kill()
+    proc.wait(5)
+    record = await load_record(remote, profile.name)
+    assert record is not None
+    async with httpx.AsyncClient(trust_env=False) as client:
+        status = None
+        deadline = time.time() + 30
+        while time.time() < deadline and status != 200:
+            try:
+                status = (await client.get(f"http://127.0.0.1:{profile.server.port}/health")).status_code
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.2)
+    assert status == 200  # the server came up without specdebug watching
+    assert record.pid in await members(remote, profile)
+
+    st = _specdebug(sshd, "status", sshd.alias, "-c", str(path), "--json")
+    out, err = st.communicate(timeout=60)
+    assert st.returncode == 0, err
+    assert json.loads(out)["state"] == "running"
+
+    # a second launch is refused (exit 1) naming the holder
+    again = _specdebug(sshd, "launch", sshd.alias, "-c", str(path), "--json")
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 1 and str(record.pid) in err
+
+    stop = _specdebug(sshd, "stop", sshd.alias, "-c", str(path), "--json")
+    out, err = stop.communicate(timeout=60)
+    assert stop.returncode == 0, err
+    assert json.loads(out)["stopped"] is True
+    assert await members(remote, profile) == []
+
+
+async def test_launch_verb_json_failed_and_bad_profile(sshd, tmp_path: Path) -> None:
+    profile = sim_profile(tmp_path, "verbfail", "--fail-at", "load_weights")
+    path = write_profile_toml(tmp_path, profile)
+    session = tmp_path / "session"
+    proc = _specdebug(
+        sshd, "launch", sshd.alias, "-c", str(path), "--wait", "--json", "--session", str(session)
+    )
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 1, err
+    data = json.loads(out)
+    assert data["verdict"] == "failed" and data["reason"] and data["excerpt"]
+    assert {"phases", "ready_at", "pid", "pgid"} <= set(data)
+    assert all(set(p) == {"name", "at", "elapsed_s"} for p in data["phases"])
+    kinds = [json.loads(line)["kind"] for line in (session / "events.jsonl").read_text().splitlines()]
+    assert kinds == ["launch", "verdict"]
+    stop = _specdebug(sshd, "stop", sshd.alias, "-c", str(path))
+    stop.communicate(timeout=60)
+    assert stop.returncode == 0
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\n[server]\nport = "x"\n')
+    proc = _specdebug(sshd, "launch", sshd.alias, "-c", str(bad), "--wait")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "bad.toml:3" in err
+
+
+def test_examples_resolve_for_the_sim() -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    for name in ("baseline", "eagle3-2step-nccl", "eagle3-3step", "eagle3-3step-nccl"):
+        p = load_profile(examples / f"{name}.toml")
+        assert p.server.argv[:3] == ["python3", "-m", "specdebug.sim"]
