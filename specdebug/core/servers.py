@@ -101,7 +101,8 @@ def group_members(procs: Sequence[ProcInfo], record: ServerRecord) -> list[ProcI
     leader = next((p for p in members if p.pid == record.pgid), None)
     if leader and record.start_ticks is not None and leader.start_ticks != record.start_ticks:
         return []
-    return members
+    # zombies are dead: they wait for init to reap them, which can take a moment
+    return [p for p in members if p.state != "Z"]
 
 
 # Finds the PIDs whose open sockets LISTEN on the port: /proc/net/tcp{,6} gives the socket inode,

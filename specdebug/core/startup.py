@@ -737,8 +737,6 @@ async def stop_record(
             end = clock() + wait_s
             while True:
                 members = group_members(await remote.processes(), record)
-                # zombies are gone as far as the group goes: they hold no resources but their slot
-                members = [p for p in members if p.state != "Z"]
                 if not members or clock() >= end:
                     break
                 await asyncio.sleep(poll_s)

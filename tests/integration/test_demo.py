@@ -16,7 +16,13 @@ SOCKET = "specdebug-test-demo"
 
 
 def tmux(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True)
+    return subprocess.run(["tmux", "-L", SOCKET, "-f", "/dev/null", *args], capture_output=True, text=True)
+
+
+def new_session(name: str, cmd: str, width: int = 150, height: int = 45) -> None:
+    r = tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), cmd)
+    assert r.returncode == 0, r.stderr
+    tmux("resize-window", "-t", name, "-x", str(width), "-y", str(height))
 
 
 def sim_pids() -> set[int]:
@@ -48,10 +54,9 @@ def wait_screen(predicate, timeout: float) -> str:
 @pytest.mark.parametrize("quit_key", ["q", "C-c"])
 def test_demo_runs_and_quits_clean(quit_key, tmp_path):
     before = sim_pids()
-    cmd = f"{sys.executable} -m specdebug.cli demo --time-scale 0.02 --session {tmp_path / 'session'}; sleep 30"
+    cmd = f"env -u COLUMNS -u LINES {sys.executable} -m specdebug.cli demo --time-scale 0.02 --session {tmp_path / 'session'}; sleep 30"
     tmux("kill-server")
-    r = tmux("new-session", "-d", "-s", "demo", "-x", "150", "-y", "45", cmd)
-    assert r.returncode == 0, r.stderr
+    new_session("demo", cmd)
     try:
         wait_screen(lambda s: "simbox connected" in s, 30)
         # the sim comes up through the startup pane and reaches ready

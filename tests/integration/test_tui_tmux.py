@@ -14,14 +14,20 @@ SOCKET = "specdebug-test-tui"
 
 
 def tmux(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True)
+    return subprocess.run(["tmux", "-L", SOCKET, "-f", "/dev/null", *args], capture_output=True, text=True)
+
+
+def new_session(name: str, cmd: str, width: int = 150, height: int = 45) -> None:
+    r = tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), cmd)
+    assert r.returncode == 0, r.stderr
+    tmux("resize-window", "-t", name, "-x", str(width), "-y", str(height))
 
 
 def test_tui_shows_connected_host_with_hostname_and_gpus(sshd):
     hostname = open("/proc/sys/kernel/hostname").read().strip()
-    cmd = f"{sys.executable} -m specdebug.cli -F {sshd.config_path} gpubox; sleep 20"
+    cmd = f"env -u COLUMNS -u LINES {sys.executable} -m specdebug.cli -F {sshd.config_path} gpubox; sleep 20"
     tmux("kill-server")
-    assert tmux("new-session", "-d", "-s", "tui", "-x", "150", "-y", "40", cmd).returncode == 0
+    new_session("tui", cmd, 150, 40)
     try:
         deadline = time.monotonic() + 30
         screen = ""

@@ -112,6 +112,7 @@ async def test_run_and_cancel_against_fake_server(tmp_path: Path) -> None:
         app = SpecdebugApp(ctx, panes=[BenchPane])
         async with app.run_test(size=(150, 30)) as pilot:
             pane = app.query_one(BenchPane)
+            app.query_one("#bench-table", DataTable).focus()
             await pilot.press("b")
             for _ in range(200):
                 await pilot.pause(0.05)
@@ -139,6 +140,7 @@ async def test_readonly_blocks_run(tmp_path: Path) -> None:
     app = SpecdebugApp(ctx, panes=[BenchPane])
     async with app.run_test(size=(120, 30)) as pilot:
         pane = app.query_one(BenchPane)
+        app.query_one("#bench-table", DataTable).focus()
         assert pane.check_action("run", ()) is False
         await pilot.press("b")
         await pilot.pause()
@@ -148,6 +150,7 @@ async def test_readonly_blocks_run(tmp_path: Path) -> None:
 async def test_run_without_profile_notifies() -> None:
     app = SpecdebugApp(AppContext(remotes={"gpubox": StillRemote("gpubox")}), panes=[BenchPane])
     async with app.run_test(size=(120, 30)) as pilot:
+        app.query_one("#bench-table", DataTable).focus()
         await pilot.press("b")
         await pilot.pause()
         assert app.query_one(BenchPane).progress is None

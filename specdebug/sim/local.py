@@ -1,0 +1,139 @@
+"""Start and stop a sim as a local subprocess (tests, demo): own session, killed as a whole group.
+
+    with start_local_sim(["--tp", "2"], log_file=tmp_path / "sim.log", time_scale=0.02) as sim:
+        sim.wait_ready()
+        httpx.get(sim.url + "/health")
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from specdebug.sim.launcher import SIDECAR_SUFFIX
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (bind port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def sim_argv(args: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", "specdebug.sim", *args]
+
+
+class LocalSim:
+    """A running sim process; `stop()` (or leaving the `with`) kills its whole process group."""
+
+    def __init__(self, proc: subprocess.Popen, port: int, log_file: Path, host: str = "127.0.0.1"):
+        self.proc = proc
+        self.port = port
+        self.host = host
+        self.log_file = log_file
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def sidecar_path(self) -> Path:
+        return Path(f"{self.log_file}{SIDECAR_SUFFIX}")
+
+    def sidecar(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.sidecar_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def log_text(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_for(self, predicate: Any, timeout: float = 30.0, interval: float = 0.02) -> Any:
+        """Poll `predicate()` until truthy (returned) or the timeout (TimeoutError)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(interval)
+        raise TimeoutError(f"sim condition not met in {timeout}s; log tail:\n{self.log_text()[-3000:]}")
+
+    def wait_ready(self, timeout: float = 30.0) -> dict[str, Any]:
+        """Wait until the sidecar says ready; raises if the sim exits first."""
+
+        def ready() -> dict[str, Any] | None:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sim exited ({self.proc.returncode}); log tail:\n{self.log_text()[-3000:]}")
+            data = self.sidecar()
+            return data if data.get("state") == "ready" else None
+
+        return self.wait_for(ready, timeout)
+
+    def wait_exit(self, timeout: float = 15.0) -> int:
+        return self.proc.wait(timeout)
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def stop(self) -> None:
+        """SIGKILL the process group (launcher, schedulers, detokenizer, resource tracker)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def __enter__(self) -> LocalSim:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_local_sim(
+    args: Sequence[str] = (),
+    *,
+    log_file: Path,
+    port: int | None = None,
+    time_scale: float | None = 0.02,
+    env: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    stdout: Any = subprocess.DEVNULL,
+) -> LocalSim:
+    """Start `python -m specdebug.sim` in its own session, on 127.0.0.1 and a free port, logging to log_file."""
+    port = port or free_port()
+    argv = list(args) + ["--host", "127.0.0.1", "--port", str(port), "--log-file", str(log_file)]
+    if time_scale is not None:
+        argv += ["--time-scale", str(time_scale)]
+    full_env = dict(os.environ if env is None else env)
+    full_env.update(extra_env or {})
+    proc = subprocess.Popen(
+        sim_argv(argv),
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=subprocess.STDOUT if stdout is not subprocess.DEVNULL else subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return LocalSim(proc, port, Path(log_file))
