@@ -243,3 +243,33 @@ def test_ignored_ssh_options_warned_once_and_keys_still_verified(sshd, tmp_path)
     assert r.stderr.count("StrictHostKeyChecking is ignored") == 1
     assert "ControlMaster is ignored" in r.stderr and "LocalForward is ignored" in r.stderr
     assert "unknown host key" in r.stderr
+
+
+async def test_forward_survives_reconnect_on_same_local_port(sshd, remote):
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    srv.settimeout(10)
+    fwd = await remote.forward_local_port(srv.getsockname()[1])
+    local = fwd.local_port
+    sshd.kill_sessions()
+    await asyncio.sleep(0.3)
+    await remote.wait_connected(20)
+    deadline = time.monotonic() + 10
+    while True:  # the listener is rebound right after the reconnect
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", local)
+            break
+        except OSError:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+    conn, _ = await asyncio.get_running_loop().run_in_executor(None, srv.accept)
+    conn.sendall(b"again")
+    assert await asyncio.wait_for(reader.readexactly(5), 10) == b"again"
+    assert fwd.local_port == local
+    writer.close()
+    conn.close()
+    srv.close()
+    await fwd.close()

@@ -49,7 +49,8 @@ COLUMNS = [
     ("GPU", "gpu"),
     ("time", "time"),
 ]
-BAR_WIDTH = 28
+BAR_WIDTH = 30
+NAME_WIDTH = 18
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 FLUSH_S = 0.1
 
@@ -75,11 +76,12 @@ def chart(entries: list[HistoryEntry]) -> Text:
         text.append("no results yet", style="dim")
         return text
     top = max(latest.values())
-    width = max(len(n) for n in latest)
+    width = min(max(len(n) for n in latest), NAME_WIDTH)
     for i, (name, v) in enumerate(latest.items()):
         if i:
             text.append("\n")
-        text.append(f"{name:<{width}} ")
+        short = name if len(name) <= width else name[: width - 1] + "…"
+        text.append(f"{short:<{width}} ")
         text.append(bar(v, top), style="cyan" if v < top else "bold green")
         text.append(f" {v:.1f}")
     return text
@@ -141,8 +143,8 @@ class BenchPane(Pane):
     BenchPane { layout: vertical; }
     BenchPane #bench-status { height: 1; padding: 0 1; }
     BenchPane #bench-main { height: 1fr; }
-    BenchPane #bench-table { width: 2fr; }
-    BenchPane #bench-side { width: 1fr; min-width: 40; padding: 0 1; }
+    BenchPane #bench-table { width: 1fr; }
+    BenchPane #bench-side { width: 62; padding: 0 1; }
     BenchPane #bench-chart { height: auto; margin-bottom: 1; }
     BenchPane #bench-compare { height: auto; display: none; }
     BenchPane #bench-compare.-shown { display: block; }
