@@ -40,7 +40,9 @@ class Sshd:
     alias: str = "gpubox"
     extra: dict = field(default_factory=dict)
 
-    def write_client_config(self, path: Path, known_hosts: Path, alias: str = "gpubox", **options: str) -> Path:
+    def write_client_config(
+        self, path: Path, known_hosts: Path, alias: str = "gpubox", **options: str
+    ) -> Path:
         lines = [
             f"Host {alias}",
             "  HostName 127.0.0.1",
@@ -106,7 +108,9 @@ def start_sshd(workdir: Path, *, max_sessions: int = 10, port: int | None = None
     shutil.copy(f"{client}.pub", workdir / "authorized_keys")
     Path("/run/sshd").mkdir(exist_ok=True) if os.geteuid() == 0 else None
     port = port or free_port()
-    session_path = ":".join([str(FIXTURES / "bin"), os.path.dirname(sys.executable), "/usr/local/bin:/usr/bin:/bin"])
+    session_path = ":".join(
+        [str(FIXTURES / "bin"), os.path.dirname(sys.executable), "/usr/local/bin:/usr/bin:/bin"]
+    )
     base = [
         f"Port {port}",
         "ListenAddress 127.0.0.1",
@@ -132,7 +136,9 @@ def start_sshd(workdir: Path, *, max_sessions: int = 10, port: int | None = None
         if check.returncode != 0:
             raise RuntimeError(f"sshd config rejected: {check.stderr}")
     log = open(workdir / "sshd.log", "ab")
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log, start_new_session=True)
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log, start_new_session=True
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:

@@ -43,8 +43,13 @@ THROTTLE_BITS = {
     0x100: "display_clock_setting",
 }
 # reasons that change benchmark results (idle and app-clock settings are benign)
-PERFORMANCE_THROTTLES = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
-                         "hw_power_brake_slowdown"}
+PERFORMANCE_THROTTLES = {
+    "sw_power_cap",
+    "hw_slowdown",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+}
 
 
 class GpuInfo(BaseModel):
@@ -171,7 +176,9 @@ async def gather_host_info(remote: Remote) -> HostInfo:
     gpus, gpu_error = await query_gpus(remote)
     files = {f.path: (f.data or b"").decode("utf-8", "replace") for f in await files_task}
     del t0
-    info = HostInfo(host=remote.name, connected=True, gpus=gpus, gpu_error=gpu_error, rtt_ms=remote.status.rtt_ms)
+    info = HostInfo(
+        host=remote.name, connected=True, gpus=gpus, gpu_error=gpu_error, rtt_ms=remote.status.rtt_ms
+    )
     info.hostname = files["/proc/sys/kernel/hostname"].strip() or None
     info.kernel = files["/proc/sys/kernel/osrelease"].strip() or None
     parts = files["/proc/loadavg"].split()

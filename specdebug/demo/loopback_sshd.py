@@ -102,6 +102,7 @@ class LoopbackSSHServer:
         self._groups.clear()
         loop = self._loop
         if loop is not None and loop.is_running():
+
             async def shutdown() -> None:
                 if self._server is not None:
                     self._server.close()
@@ -119,9 +120,14 @@ class LoopbackSSHServer:
         env = dict(os.environ)
         env.pop("TEXTUAL", None)
         proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", command,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True, env=env,
+            "/bin/sh",
+            "-c",
+            command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            env=env,
         )
         self._groups.add(proc.pid)
 

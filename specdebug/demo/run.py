@@ -63,7 +63,9 @@ def demo_profile(path: Path, workdir: Path, time_scale: float | None = None) -> 
             argv[argv.index("--time-scale") + 1] = str(time_scale)
         else:
             argv += ["--time-scale", str(time_scale)]
-    server = profile.server.model_copy(update={"argv": argv, "port": port, "log_file": str(workdir / "server.log")})
+    server = profile.server.model_copy(
+        update={"argv": argv, "port": port, "log_file": str(workdir / "server.log")}
+    )
     return profile.model_copy(update={"name": f"demo-{profile.name}", "server": server})
 
 
@@ -88,8 +90,14 @@ def _kill_recorded_group(profile: Profile) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def run_demo(profile_name: str = DEFAULT_PROFILE, *, layout: str = "default", autolaunch: bool = True,
-             time_scale: float | None = None, session: str | None = None) -> int:
+def run_demo(
+    profile_name: str = DEFAULT_PROFILE,
+    *,
+    layout: str = "default",
+    autolaunch: bool = True,
+    time_scale: float | None = None,
+    session: str | None = None,
+) -> int:
     from specdebug.tui.app import SpecdebugApp, load_keymap
 
     workdir = Path(tempfile.mkdtemp(prefix="specdebug-demo-box-"))
@@ -103,8 +111,12 @@ def run_demo(profile_name: str = DEFAULT_PROFILE, *, layout: str = "default", au
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         remote = SSHRemote("simbox", ssh_config=server.config_path)
-        ctx = AppContext(remotes={"simbox": remote}, selected="simbox", profile=profile,
-                         profile_path=find_example(profile_name))
+        ctx = AppContext(
+            remotes={"simbox": remote},
+            selected="simbox",
+            profile=profile,
+            profile_path=find_example(profile_name),
+        )
         try:
             from specdebug.core.journal import Journal
 

@@ -62,7 +62,7 @@ def _op_run(req):
             start_new_session=True,
         )
     except OSError as exc:
-        return {"rc": 127, "out": "", "err": _b64(("%s: %s\n" % (req["argv"][0], exc.strerror)).encode())}
+        return {"rc": 127, "out": "", "err": _b64(("{}: {}\n".format(req["argv"][0], exc.strerror)).encode())}
     _children.add(p)
     timed_out = False
     try:
@@ -76,7 +76,12 @@ def _op_run(req):
         out, err = p.communicate()
     finally:
         _children.discard(p)
-    return {"rc": None if timed_out else p.returncode, "out": _b64(out), "err": _b64(err), "timed_out": timed_out}
+    return {
+        "rc": None if timed_out else p.returncode,
+        "out": _b64(out),
+        "err": _b64(err),
+        "timed_out": timed_out,
+    }
 
 
 _ERRNAMES = {2: "ENOENT", 3: "ESRCH", 13: "EACCES", 1: "EPERM", 21: "EISDIR", 20: "ENOTDIR"}
@@ -97,7 +102,7 @@ def _read_one(path, offset, limit):
                 left -= len(chunk)
             return {"path": path, "data": _b64(b"".join(chunks))}
     except OSError as exc:
-        return {"path": path, "error": _ERRNAMES.get(exc.errno, "E%d" % (exc.errno or 0))}
+        return {"path": path, "error": _ERRNAMES.get(exc.errno, f"E{exc.errno or 0}")}
 
 
 def _op_read(req):
@@ -112,11 +117,11 @@ def _op_ps(req):
         if not name.isdigit():
             continue
         try:
-            with open("/proc/%s/stat" % name, "rb") as f:
+            with open(f"/proc/{name}/stat", "rb") as f:
                 stat = f.read().decode("utf-8", "replace")
-            with open("/proc/%s/cmdline" % name, "rb") as f:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
                 cmdline = f.read()
-            uid = os.stat("/proc/%s" % name).st_uid
+            uid = os.stat(f"/proc/{name}").st_uid
         except OSError:
             continue
         lp, rp = stat.find("("), stat.rfind(")")
@@ -125,8 +130,17 @@ def _op_ps(req):
         while args and args[-1] == "":
             args.pop()
         procs.append(
-            [int(name), int(fields[1]), int(fields[2]), int(fields[3]), uid, fields[0], int(fields[19]),
-             stat[lp + 1 : rp], args]
+            [
+                int(name),
+                int(fields[1]),
+                int(fields[2]),
+                int(fields[3]),
+                uid,
+                fields[0],
+                int(fields[19]),
+                stat[lp + 1 : rp],
+                args,
+            ]
         )
     return {"procs": procs}
 
@@ -141,13 +155,21 @@ def _handle(req):
         resp["id"] = rid
         resp["ok"] = True
     except Exception as exc:  # report, never die: one bad request must not kill the channel
-        resp = {"id": rid, "ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}
+        resp = {"id": rid, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
     _send(resp)
 
 
 def main():
     pool = ThreadPoolExecutor(max_workers=32)
-    _send({"id": 0, "ok": True, "hello": "specdebug-helper", "pid": os.getpid(), "python": sys.version.split()[0]})
+    _send(
+        {
+            "id": 0,
+            "ok": True,
+            "hello": "specdebug-helper",
+            "pid": os.getpid(),
+            "python": sys.version.split()[0],
+        }
+    )
     for line in sys.stdin.buffer:
         line = line.strip()
         if not line:

@@ -160,7 +160,7 @@ class _ProbeChannel:
             # the helper enforces run timeouts itself; this is the backstop for a wedged channel
             backstop = None if wait_s is None else wait_s + 5.0
             resp = await asyncio.wait_for(fut, backstop)
-        except (TimeoutError, asyncio.TimeoutError) as exc:
+        except TimeoutError as exc:
             self._pending.pop(rid, None)
             raise RequestTimeout(f"{op} request timed out after {wait_s} s") from exc
         if not resp.get("ok"):
@@ -204,9 +204,13 @@ class SSHStream:
                 try:
                     line = await self._proc.stdout.readline()
                 except asyncssh.ConnectionLost as exc:
-                    raise ConnectionDropped(f"{self._remote.name}: connection lost during stream: {exc}") from exc
+                    raise ConnectionDropped(
+                        f"{self._remote.name}: connection lost during stream: {exc}"
+                    ) from exc
                 except asyncssh.DisconnectError as exc:
-                    raise ConnectionDropped(f"{self._remote.name}: disconnected during stream: {exc}") from exc
+                    raise ConnectionDropped(
+                        f"{self._remote.name}: disconnected during stream: {exc}"
+                    ) from exc
                 if not line:
                     break
                 if self._binary:
@@ -257,7 +261,9 @@ class _SSHForward:
         self._listener: asyncssh.SSHListener | None = None
 
     async def _bind(self, conn: asyncssh.SSHClientConnection) -> None:
-        self._listener = await conn.forward_local_port("127.0.0.1", self.local_port, self.remote_host, self.remote_port)
+        self._listener = await conn.forward_local_port(
+            "127.0.0.1", self.local_port, self.remote_host, self.remote_port
+        )
         self.local_port = self._listener.get_port()
 
     async def close(self) -> None:
@@ -341,7 +347,7 @@ class SSHRemote:
 
         try:
             await asyncio.wait_for(_wait(), timeout)
-        except (TimeoutError, asyncio.TimeoutError) as exc:
+        except TimeoutError as exc:
             raise NotConnected(
                 f"{self.name}: not connected after {timeout} s ({self._status.state.value}"
                 f"{': ' + self._status.last_error if self._status.last_error else ''})"
@@ -398,12 +404,22 @@ class SSHRemote:
         changed = hostkeys.classify(key, r.hostname, r.port, r.known_hosts)
         info = hostkeys.describe(self.name, r.hostname, r.port, key, changed)
         if changed:
-            raise HostKeyRefused(hostkeys.refusal_message(info), host=self.name, key_type=info.key_type,
-                                 fingerprint=info.fingerprint, changed=True)
+            raise HostKeyRefused(
+                hostkeys.refusal_message(info),
+                host=self.name,
+                key_type=info.key_type,
+                fingerprint=info.fingerprint,
+                changed=True,
+            )
         decision = await self._on_host_key(info)
         if decision is KeyDecision.REFUSE:
-            raise HostKeyRefused(hostkeys.refusal_message(info), host=self.name, key_type=info.key_type,
-                                 fingerprint=info.fingerprint, changed=False)
+            raise HostKeyRefused(
+                hostkeys.refusal_message(info),
+                host=self.name,
+                key_type=info.key_type,
+                fingerprint=info.fingerprint,
+                changed=False,
+            )
         if decision is KeyDecision.SAVE:
             hostkeys.save_key(info, r.known_hosts[0])
         else:
@@ -422,7 +438,11 @@ class SSHRemote:
                 conn = await self._connect_once()
                 await self._setup(conn)
             except (HostKeyRefused, asyncssh.PermissionDenied) as exc:
-                msg = str(exc) if isinstance(exc, HostKeyRefused) else f"{self.name}: authentication failed ({exc})"
+                msg = (
+                    str(exc)
+                    if isinstance(exc, HostKeyRefused)
+                    else f"{self.name}: authentication failed ({exc})"
+                )
                 self._fail(exc if isinstance(exc, HostKeyRefused) else NotConnected(msg))
                 self._settled.set()
                 return
@@ -461,9 +481,13 @@ class SSHRemote:
                 probe = _ProbeChannel(proc)
                 self.helper_info = await probe.start()
                 self._probe = probe
-            except (RemoteError, asyncssh.Error, OSError, ValueError, TimeoutError, asyncio.TimeoutError) as exc:
-                log.warning("%s: resident helper unavailable (%s); using one exec channel per request", self.name, exc)
-                self.warnings.append(f"no python3 helper on the box ({exc}); probes use exec channels (slower)")
+            except (RemoteError, asyncssh.Error, OSError, ValueError, TimeoutError) as exc:
+                log.warning(
+                    "%s: resident helper unavailable (%s); using one exec channel per request", self.name, exc
+                )
+                self.warnings.append(
+                    f"no python3 helper on the box ({exc}); probes use exec channels (slower)"
+                )
         for fwd in list(self._forwards):
             try:
                 await fwd._bind(conn)
@@ -585,7 +609,9 @@ class SSHRemote:
             )
         return await self._run_exec(with_env_cwd(argv, env, cwd), timeout=timeout, input=input)
 
-    async def _run_exec(self, argv: Sequence[str], *, timeout: float | None, input: bytes | None) -> RunResult:
+    async def _run_exec(
+        self, argv: Sequence[str], *, timeout: float | None, input: bytes | None
+    ) -> RunResult:
         # with input the command reads stdin itself, so it cannot sit under the stdin watchdog
         command = sh_join(argv) if input is not None else watchdog_command(argv)
         proc = await self._open_exec(command)
@@ -594,8 +620,10 @@ class SSHRemote:
                 proc.stdin.write(input)
                 proc.stdin.write_eof()
             try:
-                out, err = await asyncio.wait_for(asyncio.gather(proc.stdout.read(), proc.stderr.read()), timeout)
-            except (TimeoutError, asyncio.TimeoutError):
+                out, err = await asyncio.wait_for(
+                    asyncio.gather(proc.stdout.read(), proc.stderr.read()), timeout
+                )
+            except TimeoutError:
                 return RunResult(exit_status=None, timed_out=True)
             await proc.wait_closed()
             return RunResult(exit_status=proc.exit_status, stdout=out, stderr=err)
@@ -624,8 +652,17 @@ class SSHRemote:
             f = _file_read(resp["files"][0])
         else:
             r = await self._run_exec(
-                ["sh", "-c", 'tail -c +"$1" -- "$2" | head -c "$3"', "sh", str(offset + 1), path, str(max_bytes)],
-                timeout=30.0, input=None,
+                [
+                    "sh",
+                    "-c",
+                    'tail -c +"$1" -- "$2" | head -c "$3"',
+                    "sh",
+                    str(offset + 1),
+                    path,
+                    str(max_bytes),
+                ],
+                timeout=30.0,
+                input=None,
             )
             f = FileRead(path, data=r.stdout) if r.ok else FileRead(path, error=_errname(r.err))
         if f.error:
@@ -638,8 +675,17 @@ class SSHRemote:
             raise RemoteError(f"{self.name}: process listing needs python3 on the box")
         resp = await self._probe.request("ps", 30.0)
         return [
-            ProcInfo(pid=p[0], ppid=p[1], pgid=p[2], sid=p[3], uid=p[4], state=p[5], start_ticks=p[6],
-                     comm=p[7], cmdline=p[8])
+            ProcInfo(
+                pid=p[0],
+                ppid=p[1],
+                pgid=p[2],
+                sid=p[3],
+                uid=p[4],
+                state=p[5],
+                start_ticks=p[6],
+                comm=p[7],
+                cmdline=p[8],
+            )
             for p in resp["procs"]
         ]
 
@@ -652,7 +698,9 @@ class SSHRemote:
         binary: bool = False,
         stderr: bool = False,
     ) -> SSHStream:
-        return SSHStream(self, with_env_cwd([str(a) for a in argv], env, cwd), binary=binary, merge_stderr=stderr)
+        return SSHStream(
+            self, with_env_cwd([str(a) for a in argv], env, cwd), binary=binary, merge_stderr=stderr
+        )
 
     async def forward_local_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> _SSHForward:
         conn = await self._ready(30.0)

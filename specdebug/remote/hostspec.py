@@ -44,7 +44,9 @@ class HostSpec:
     def parse(cls, text: str, config_path: str | Path | None = None) -> HostSpec:
         m = re.fullmatch(r"(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s]+)(?::(?P<port>\d+))?", text)
         if not m:
-            raise HostSpecError(f"bad host spec {text!r}: expected HOST, user@HOST, user@HOST:PORT or an ssh config alias")
+            raise HostSpecError(
+                f"bad host spec {text!r}: expected HOST, user@HOST, user@HOST:PORT or an ssh config alias"
+            )
         port = int(m["port"]) if m["port"] else None
         if port is not None and not 0 < port < 65536:
             raise HostSpecError(f"bad port in {text!r}")

@@ -30,7 +30,9 @@ def env_assignments(env: Mapping[str, str] | None) -> list[str]:
     return words
 
 
-def with_env_cwd(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None) -> list[str]:
+def with_env_cwd(
+    argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None
+) -> list[str]:
     """Wrap argv so it runs with extra env in cwd, still as a pure argv list."""
     argv = list(argv)
     if env:

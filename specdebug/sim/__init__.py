@@ -69,8 +69,8 @@ Cost model (real time, not scaled by --time-scale; constants in `costmodel`)
     acceptance length A in 1..num_steps+1 (counting the bonus token; 1 without speculation): depth i
     is accepted given depth i-1 with probability q_i = 1 - (1 - a_i)^(b^0.1768), a = (0.56, 0.571,
     0.55, 0.53, ...), b = min(topk, (num_draft_tokens-1)/num_steps) >= 1.  A is drawn per step from
-    that distribution by a golden-ratio sequence with a seeded start (deterministic under --seed,
-    low-discrepancy so short streams realise the mean).  Prefill: 20 ms + 0.05 ms/token (+2 ms draft
+    that distribution by smooth weighted round-robin with seeded random start credits (deterministic
+    under --seed, low-discrepancy so even 40 steps realise the mean within ~3%).  Prefill: 20 ms + 0.05 ms/token (+2 ms draft
     extend), which also yields the first token.  Forward end times are deadlines on the monotonic
     clock, so the client-measured decode rate (tokens after the first / time) equals E[A] / step.
     Calibration, single stream (topk 1 forces num_draft_tokens = num_steps + 1, as in SGLang):

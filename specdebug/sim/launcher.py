@@ -31,6 +31,7 @@ SIGQUIT_LINE = "Received sigquit from a child process. It usually means the chil
 READY_LINE = "The server is fired up and ready to roll!"
 WARMUP_PROMPT = "The capital city of France is"
 SIDECAR_SUFFIX = ".sim.json"
+STOP_GRACE_S = 0.2  # after a child exits, wait this long for a SIGTERM/SIGINT of our own before failing
 
 
 def sidecar_path(log_file: str | None) -> str | None:
@@ -147,7 +148,7 @@ class Launcher:
         while len(self.ready) < len(self.conns):
             for obj in wait([*pending, *sentinels], timeout=1.0):
                 if obj in sentinels:
-                    self._on_sigquit(None, None)
+                    self._child_died()
                     return
                 conn = obj
                 try:
@@ -165,12 +166,16 @@ class Launcher:
                     self.ready[info["rank"]] = info
                     pending.pop(conn, None)
 
-    def _watch_children(self) -> None:
-        """While serving: any child exit is a failure (SIGQUIT to ourselves runs the handler)."""
-        sentinels = [p.sentinel for p in self.procs]
-        wait(sentinels)
+    def _child_died(self) -> None:
+        """A child exited: a failure, unless we are being stopped (a group SIGTERM reaches us too)."""
+        time.sleep(STOP_GRACE_S)
         if not self._stopping and not self._failing:
             os.kill(os.getpid(), signal.SIGQUIT)
+
+    def _watch_children(self) -> None:
+        """While serving: any child exit is a failure (SIGQUIT to ourselves runs the handler)."""
+        wait([p.sentinel for p in self.procs])
+        self._child_died()
 
     # --- serving ---------------------------------------------------------------------------------
     def _model_facts(self) -> tuple[int, bool]:

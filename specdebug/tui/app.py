@@ -98,7 +98,9 @@ class ActionsProvider(Provider):
         for text, binding, node in self._entries():
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), partial(self._run, node, binding), help=binding.id or "")
+                yield Hit(
+                    score, matcher.highlight(text), partial(self._run, node, binding), help=binding.id or ""
+                )
 
     async def discover(self) -> Hits:
         for text, binding, node in self._entries():
@@ -243,7 +245,9 @@ class SpecdebugApp(App):
         names = sorted({p.stem for d in LAYOUT_DIRS if d.is_dir() for p in d.glob("*.tcss")})
         if not names:
             return
-        nxt = names[(names.index(self.layout_name) + 1) % len(names)] if self.layout_name in names else names[0]
+        nxt = (
+            names[(names.index(self.layout_name) + 1) % len(names)] if self.layout_name in names else names[0]
+        )
         self.set_layout(nxt)
 
     def set_layout(self, name: str) -> None:

@@ -15,7 +15,9 @@ from specdebug.remote.api import Remote
 
 @dataclass
 class AppContext:
-    remotes: dict[str, Remote] = field(default_factory=dict)  # host name -> Remote (insertion order = UI order)
+    remotes: dict[str, Remote] = field(
+        default_factory=dict
+    )  # host name -> Remote (insertion order = UI order)
     selected: str | None = None  # host the panes act on
     profile_path: Path | None = None
     profile: Any = None  # specdebug.core.profiles.Profile once loaded

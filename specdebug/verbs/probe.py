@@ -37,11 +37,15 @@ def _print_text(info: HostInfo) -> None:
         return
     mem = f"{info.mem_total_bytes / 2**30:.1f} GiB" if info.mem_total_bytes else "?"
     load = " ".join(f"{x:.2f}" for x in info.load or [])
-    print(f"{info.host}: {info.hostname}  kernel {info.kernel}  {info.cpus} cpus  {mem}  load {load}"
-          f"  rtt {info.rtt_ms or 0:.1f} ms")
+    print(
+        f"{info.host}: {info.hostname}  kernel {info.kernel}  {info.cpus} cpus  {mem}  load {load}"
+        f"  rtt {info.rtt_ms or 0:.1f} ms"
+    )
     if info.gpu_error:
         print(f"  gpus: {info.gpu_error}")
     for g in info.gpus:
         flag = "  THROTTLED: " + ",".join(g.throttle_reasons) if g.throttled else ""
-        print(f"  GPU{g.index} {g.name}  util {g.utilization_pct}%  mem {g.memory_used_mib}/{g.memory_total_mib} MiB"
-              f"  {g.temperature_c}C  {g.power_draw_w} W  sm {g.clocks_sm_mhz}/{g.clocks_max_sm_mhz} MHz{flag}")
+        print(
+            f"  GPU{g.index} {g.name}  util {g.utilization_pct}%  mem {g.memory_used_mib}/{g.memory_total_mib} MiB"
+            f"  {g.temperature_c}C  {g.power_draw_w} W  sm {g.clocks_sm_mhz}/{g.clocks_max_sm_mhz} MHz{flag}"
+        )

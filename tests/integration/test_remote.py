@@ -28,8 +28,19 @@ def test_probe_by_alias_through_F(sshd):
     r = specdebug("probe", "-F", str(sshd.config_path), "gpubox", "--json")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
-    for key in ["host", "connected", "hostname", "kernel", "cpus", "mem_total_bytes", "load", "uptime_s", "gpus",
-                "gpu_error", "rtt_ms"]:
+    for key in [
+        "host",
+        "connected",
+        "hostname",
+        "kernel",
+        "cpus",
+        "mem_total_bytes",
+        "load",
+        "uptime_s",
+        "gpus",
+        "gpu_error",
+        "rtt_ms",
+    ]:
         assert key in info
     assert info["connected"] is True and info["hostname"]
     assert len(info["load"]) == 3 and info["cpus"] >= 1
@@ -103,7 +114,9 @@ def _procs_with(arg: str) -> list[int]:
 
 async def test_cancelled_stream_leaves_no_remote_process(remote):
     tag = f"{time.time():.6f}"  # unique sleep argument
-    stream = remote.stream(["sh", "-c", 'echo started; exec sleep "$1"', "sh", f"1000.{tag.replace('.', '')}"])
+    stream = remote.stream(
+        ["sh", "-c", 'echo started; exec sleep "$1"', "sh", f"1000.{tag.replace('.', '')}"]
+    )
     async for line in stream:
         assert line == "started"
         break  # leaving the loop closes the stream
@@ -211,7 +224,9 @@ async def test_forward_local_port(remote):
 
 hostile = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=0, max_size=40
-) | st.sampled_from(["$(touch /tmp/pwned)", "`id`", "a;b", "x\ny", "*", "'", '"', "\\", "$HOME", "-n", "--", "~"])
+) | st.sampled_from(
+    ["$(touch /tmp/pwned)", "`id`", "a;b", "x\ny", "*", "'", '"', "\\", "$HOME", "-n", "--", "~"]
+)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -236,7 +251,11 @@ def test_hostile_arguments_arrive_byte_for_byte(sshd, args):
 def test_ignored_ssh_options_warned_once_and_keys_still_verified(sshd, tmp_path):
     kh = tmp_path / "known_hosts"
     cfg = sshd.write_client_config(
-        tmp_path / "ssh_config", kh, StrictHostKeyChecking="no", ControlMaster="auto", LocalForward="8000 127.0.0.1:8000"
+        tmp_path / "ssh_config",
+        kh,
+        StrictHostKeyChecking="no",
+        ControlMaster="auto",
+        LocalForward="8000 127.0.0.1:8000",
     )
     r = specdebug("probe", "-F", str(cfg), "gpubox", "--json")
     assert r.returncode == 1  # StrictHostKeyChecking=no does not switch verification off

@@ -259,7 +259,7 @@ async def test_launch_verb_json_failed_and_bad_profile(sshd, tmp_path: Path) -> 
     bad.write_text('name = "bad"\n[server]\nport = "x"\n')
     proc = _specdebug(sshd, "launch", sshd.alias, "-c", str(bad), "--wait")
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2 and "bad.toml:3" in err
+    assert proc.returncode == 2 and "bad.toml:2: server.argv" in err
 
 
 def test_examples_resolve_for_the_sim() -> None:

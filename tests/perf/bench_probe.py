@@ -68,20 +68,37 @@ def main() -> None:
         cfg = str(server.config_path)
     try:
         probe = asyncio.run(probe_channel(cfg, args.host, args.n))
-        control = ["ssh", "-F", cfg, "-o", "ControlMaster=auto", "-o", f"ControlPath={tmp}/cm-%C",
-                   "-o", "ControlPersist=60", args.host]
+        control = [
+            "ssh",
+            "-F",
+            cfg,
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            f"ControlPath={tmp}/cm-%C",
+            "-o",
+            "ControlPersist=60",
+            args.host,
+        ]
         ssh_samples(control, 3)  # start the master
         cm = ssh_samples(control, args.n)
-        subprocess.run(["ssh", "-F", cfg, "-o", f"ControlPath={tmp}/cm-%C", "-O", "exit", args.host],
-                       capture_output=True)
+        subprocess.run(
+            ["ssh", "-F", cfg, "-o", f"ControlPath={tmp}/cm-%C", "-O", "exit", args.host], capture_output=True
+        )
         fresh = ssh_samples(["ssh", "-F", cfg, args.host], max(10, args.n // 5))
     finally:
         if server:
             server.stop()
     p, c, f = median_ms(probe), median_ms(cm), median_ms(fresh)
-    print(f"probe channel   median {p:8.3f} ms  p90 {statistics.quantiles(probe, n=10)[-1] * 1000:8.3f} ms  (n={len(probe)})")
-    print(f"ControlMaster   median {c:8.3f} ms  p90 {statistics.quantiles(cm, n=10)[-1] * 1000:8.3f} ms  (n={len(cm)})")
-    print(f"fresh ssh       median {f:8.3f} ms  p90 {statistics.quantiles(fresh, n=10)[-1] * 1000:8.3f} ms  (n={len(fresh)})")
+    print(
+        f"probe channel   median {p:8.3f} ms  p90 {statistics.quantiles(probe, n=10)[-1] * 1000:8.3f} ms  (n={len(probe)})"
+    )
+    print(
+        f"ControlMaster   median {c:8.3f} ms  p90 {statistics.quantiles(cm, n=10)[-1] * 1000:8.3f} ms  (n={len(cm)})"
+    )
+    print(
+        f"fresh ssh       median {f:8.3f} ms  p90 {statistics.quantiles(fresh, n=10)[-1] * 1000:8.3f} ms  (n={len(fresh)})"
+    )
     print(f"ratios: ControlMaster/probe = {c / p:.1f}x, fresh/probe = {f / p:.1f}x")
     print(f"RESULT probe_ms={p:.3f} controlmaster_ms={c:.3f} fresh_ssh_ms={f:.3f}")
 

@@ -61,7 +61,9 @@ async def test_readonly_and_worker_errors_never_crash():
 def _snapshot_app() -> SpecdebugApp:
     remotes = {
         "gpubox": StillRemote("gpubox"),
-        "spare": StillRemote("spare", ConnStatus(ConnState.RECONNECTING, attempt=3, last_error="connection refused")),
+        "spare": StillRemote(
+            "spare", ConnStatus(ConnState.RECONNECTING, attempt=3, last_error="connection refused")
+        ),
     }
     return SpecdebugApp(AppContext(remotes=remotes, selected="gpubox"), panes=[HostsPane])
 
@@ -73,5 +75,3 @@ def test_hosts_pane_snapshot(snap_compare):
         await pilot.pause()
 
     assert snap_compare(_snapshot_app(), run_before=feed, terminal_size=(130, 32))
-
-

@@ -1,8 +1,8 @@
+import pytest
+
 from specdebug.core.hosts import decode_throttle, parse_nvidia_smi
 from specdebug.remote.hostspec import HostSpec, HostSpecError
 from specdebug.remote.shell import sh_join, watchdog_command
-
-import pytest
 
 
 def test_parse_rows_with_na_and_short_rows():
@@ -26,8 +26,12 @@ def test_decode_throttle_idle_is_not_a_performance_throttle():
 
 @pytest.mark.parametrize(
     "text,host,user,port",
-    [("gpubox", "gpubox", None, None), ("me@10.1.230.174", "10.1.230.174", "me", None),
-     ("me@box:2222", "box", "me", 2222), ("[::1]:22", "::1", None, 22)],
+    [
+        ("gpubox", "gpubox", None, None),
+        ("me@10.1.230.174", "10.1.230.174", "me", None),
+        ("me@box:2222", "box", "me", 2222),
+        ("[::1]:22", "::1", None, 22),
+    ],
 )
 def test_host_spec_forms(text, host, user, port):
     spec = HostSpec.parse(text)

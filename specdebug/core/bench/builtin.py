@@ -85,7 +85,8 @@ class RequestRecord:
     ok: bool = False
     error: str | None = None
     chunk_times: list[float] = field(default_factory=list)  # arrival of each chunk carrying tokens
-    chunk_tokens: list[int] = field(default_factory=list)  # tokens in each such chunk
+    chunk_tokens: list[int] = field(default_factory=list)  # tokens in each such chunk (as counted)
+    chunk_chars: list[int] = field(default_factory=list)  # text length of each such chunk
     usage_completion: int | None = None  # final usage.completion_tokens
     usage_prompt: int | None = None
     text_chars: int = 0
@@ -202,6 +203,7 @@ async def stream_one(
                 if n > 0:
                     rec.chunk_times.append(now)
                     rec.chunk_tokens.append(n)
+                    rec.chunk_chars.append(len(text))
                     if live is not None:
                         live.tokens += n
                         live.report()
@@ -367,14 +369,27 @@ def summarize(records: list[RequestRecord], duration: float, params: BuiltinPara
 
 
 def _scaled_chunk_tokens(r: RequestRecord) -> list[int]:
-    """Per-chunk token counts; when only a final usage total is known, spread the surplus evenly."""
+    """Per-chunk token counts.
+
+    Exact when the server sent per-chunk usage. When only the final usage total is known and
+    chunks carry several tokens (speculative steps), the surplus over one token per chunk is
+    spread in proportion to each chunk's text length (largest remainder), so a one-token first
+    chunk is not credited with a burst's worth of tokens.
+    """
     counted = sum(r.chunk_tokens)
-    if r.usage_completion is None or r.usage_completion == counted or not r.chunk_tokens:
-        return r.chunk_tokens
     total = r.usage_completion
     n = len(r.chunk_tokens)
-    base, extra = divmod(total, n)
-    return [base + (1 if i < extra else 0) for i in range(n)]
+    if total is None or total == counted or n == 0 or total < n:
+        return r.chunk_tokens
+    surplus = total - n
+    weights = [max(c, 1) for c in (r.chunk_chars if len(r.chunk_chars) == n else [1] * n)]
+    wsum = sum(weights)
+    shares = [surplus * w / wsum for w in weights]
+    out = [1 + int(x) for x in shares]
+    left = total - sum(out)
+    for i in sorted(range(n), key=lambda i: shares[i] - int(shares[i]), reverse=True)[:left]:
+        out[i] += 1
+    return out
 
 
 def _peaks(ok: list[RequestRecord]) -> tuple[float | None, float | None]:

@@ -76,15 +76,31 @@ class HostsPane(Pane):
 
     def compose(self) -> ComposeResult:
         hosts = DataTable(id="hosts-table", cursor_type="row", zebra_stripes=True)
-        for label, key in [("host", "host"), ("state", "state"), ("hostname", "hostname"), ("kernel", "kernel"),
-                           ("cpus", "cpus"), ("mem", "mem"), ("load 1/5/15", "load"), ("up", "up"),
-                           ("gpus", "gpus")]:
+        for label, key in [
+            ("host", "host"),
+            ("state", "state"),
+            ("hostname", "hostname"),
+            ("kernel", "kernel"),
+            ("cpus", "cpus"),
+            ("mem", "mem"),
+            ("load 1/5/15", "load"),
+            ("up", "up"),
+            ("gpus", "gpus"),
+        ]:
             hosts.add_column(label, key=key)
         yield hosts
         yield Static("GPUs", id="gpu-title")
         gpus = DataTable(id="gpu-table", cursor_type="row", zebra_stripes=True)
-        for label, key in [("gpu", "index"), ("name", "name"), ("util", "util"), ("mem used/total", "mem"),
-                           ("temp", "temp"), ("power", "power"), ("sm clock", "clock"), ("throttle", "throttle")]:
+        for label, key in [
+            ("gpu", "index"),
+            ("name", "name"),
+            ("util", "util"),
+            ("mem used/total", "mem"),
+            ("temp", "temp"),
+            ("power", "power"),
+            ("sm clock", "clock"),
+            ("throttle", "throttle"),
+        ]:
             gpus.add_column(label, key=key)
         yield gpus
 
@@ -150,7 +166,9 @@ class HostsPane(Pane):
             table.add_row(*self._row(name), key=name)
             return
         for key, value in zip(
-            ["host", "state", "hostname", "kernel", "cpus", "mem", "load", "up", "gpus"], self._row(name), strict=True
+            ["host", "state", "hostname", "kernel", "cpus", "mem", "load", "up", "gpus"],
+            self._row(name),
+            strict=True,
         ):
             table.update_cell(name, key, value, update_width=True)
 
@@ -170,14 +188,18 @@ class HostsPane(Pane):
         for g in info.gpus:
             throttle = Text(", ".join(g.throttle_reasons) or "-", style="bold red" if g.throttled else "dim")
             mem = f"{(g.memory_used_mib or 0) / 1024:.1f}/{(g.memory_total_mib or 0) / 1024:.1f} GiB"
-            clock = f"{g.clocks_sm_mhz or 0:.0f}/{g.clocks_max_sm_mhz or 0:.0f} MHz" if g.clocks_sm_mhz else "n/a"
+            clock = (
+                f"{g.clocks_sm_mhz or 0:.0f}/{g.clocks_max_sm_mhz or 0:.0f} MHz" if g.clocks_sm_mhz else "n/a"
+            )
             table.add_row(
                 str(g.index),
                 Text(g.name or "?"),
                 f"{g.utilization_pct:.0f}%" if g.utilization_pct is not None else "n/a",
                 mem,
-                Text(f"{g.temperature_c:.0f} C" if g.temperature_c is not None else "n/a",
-                     style="bold red" if (g.temperature_c or 0) >= 83 else ""),
+                Text(
+                    f"{g.temperature_c:.0f} C" if g.temperature_c is not None else "n/a",
+                    style="bold red" if (g.temperature_c or 0) >= 83 else "",
+                ),
                 f"{g.power_draw_w:.0f} W" if g.power_draw_w is not None else "n/a",
                 clock,
                 throttle,

@@ -36,7 +36,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(table)
             yield Static(
                 Text(
-                    "\nRemap keys in ~/.config/specdebug/keymap.toml:  [keymap]  \"bench.run\" = \"ctrl+b\"\n"
+                    '\nRemap keys in ~/.config/specdebug/keymap.toml:  [keymap]  "bench.run" = "ctrl+b"\n'
                     "Every action is also in the command palette (ctrl+p).  Esc closes.",
                     style="dim",
                 )
