@@ -14,7 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 #: Substrings (case-insensitive) that make a variable or flag name secret.
 SECRET_WORDS: tuple[str, ...] = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASS", "CREDENTIAL")
 
-_SECRET_RE = re.compile("|".join(SECRET_WORDS), re.IGNORECASE)
+# Substring match, except the count/tool words that merely contain TOKEN or PASS (`--max-total-tokens`,
+# `--tokenizer-path`, `SPECULATIVE_NUM_DRAFT_TOKENS`, `PASSTHROUGH`): masking those would hide the very
+# knobs being debugged, while no real credential is named that way.
+_SECRET_RE = re.compile(r"TOKEN(?!S|IZ)|KEY|SECRET|PASSWORD|PASS(?!THROUGH)|CREDENTIAL", re.IGNORECASE)
 _MASKED_RE = re.compile(r"^<masked #[0-9a-f]{8}>$")
 #: Secret values shorter than this are not scrubbed out of free text (too many false hits).
 MIN_SCRUB_LEN = 4

@@ -138,7 +138,9 @@ class LaunchRefused(Exception):
 
 # -- the pure state machine ------------------------------------------------------------------
 
-EXC_LINE_RE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*)?(?:Error|Exception|Exit|Interrupt)(?::\s?.*)?$")
+EXC_LINE_RE = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*)?(?:Error|Exception|Exit|Interrupt)(?::\s?.*)?$"
+)
 TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
 _PREFIX_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\] ")
 EXCERPT_BEFORE = 5
@@ -174,7 +176,7 @@ class StartupTracker:
 
     SETTLE_S = 1.2  # longest wait after an error line for the traceback's exception line
     QUIET_S = 0.3  # after the exception line: finish once the log is quiet this long
-    EXIT_SETTLE_S = 0.6  # after the group died: let the last log lines arrive
+    EXIT_SETTLE_S = 0.5  # after the group died: let the last log lines arrive
 
     def __init__(
         self,
@@ -211,6 +213,7 @@ class StartupTracker:
         self.health_status: int | None = None
         self._health_polled = False
         self.pids: list[int] | None = None
+        self._empty_listings = 0
         self.last_progress_at = started_at
         self.failing: _Failing | None = None
         self.verdict: Verdict | None = None
@@ -276,7 +279,9 @@ class StartupTracker:
         if pids != self.pids:
             self.pids = list(pids)
             out.append(GroupChange(pids=list(pids), at=at))
-        if not pids and self.verdict is None:
+        self._empty_listings = 0 if pids else self._empty_listings + 1
+        # two empty listings in a row: one listing can miss a process that is mid-exec
+        if self._empty_listings >= 2 and self.verdict is None:
             if self.failing is None:
                 self.failing = _Failing(kind="exited", started=at, deadline=at + self.EXIT_SETTLE_S)
             else:
@@ -566,10 +571,11 @@ async def watch(
     if deadline is None and timeout_s is not None:
         tracker.deadline = record.started_at + timeout_s
     queue: asyncio.Queue[tuple[str, tuple]] = asyncio.Queue()
+    poke = asyncio.Event()  # set when the ready line arrives: ask /health now, not at the next poll
     tasks = [
         asyncio.create_task(_follow_log(remote, record.log_file, record.log_offset, queue, clock)),
         asyncio.create_task(
-            _poll_health(remote, record.port, profile.ready.health, queue, clock, health_interval)
+            _poll_health(remote, record.port, profile.ready.health, queue, clock, health_interval, poke)
         ),
         asyncio.create_task(_poll_group(remote, record, queue, clock, group_interval)),
         asyncio.create_task(_ticker(queue, clock, tick_interval)),
@@ -579,6 +585,8 @@ async def watch(
             kind, payload = await queue.get()
             if kind == "line":
                 events = tracker.feed_line(*payload)
+                if tracker.ready_line_at is not None and tracker.health_ok_at is None:
+                    poke.set()
             elif kind == "health":
                 events = tracker.health(*payload)
             elif kind == "group":
@@ -639,7 +647,13 @@ async def _follow_log(remote: Remote, path: str, offset: int, queue: asyncio.Que
 
 
 async def _poll_health(
-    remote: Remote, port: int, path: str, queue: asyncio.Queue, clock: Clock, interval: float
+    remote: Remote,
+    port: int,
+    path: str,
+    queue: asyncio.Queue,
+    clock: Clock,
+    interval: float,
+    poke: asyncio.Event | None = None,
 ) -> None:
     """GET the health path every `interval` s through a port forward (or from the box if refused)."""
     import httpx
@@ -662,7 +676,13 @@ async def _poll_health(
             except Exception:
                 status = None
             await queue.put(("health", (status, clock())))
-            await asyncio.sleep(max(0.02, interval - (clock() - t0)))
+            wait = max(0.02, interval - (clock() - t0))
+            if poke is None:
+                await asyncio.sleep(wait)
+            else:
+                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                    await asyncio.wait_for(poke.wait(), wait)
+                poke.clear()
     finally:
         if client is not None:
             await client.aclose()

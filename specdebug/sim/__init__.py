@@ -65,7 +65,8 @@ Cost model (real time, not scaled by --time-scale; constants in `costmodel`)
                          * (1 + (30/19 - 1) * missing/3)                                  (target verify)
     where `missing` = how many of NCCL_PROTO, NCCL_ALGO, NCCL_P2P_LEVEL are absent from at least one
     worker's real environment (each scheduler reports its env to the launcher at startup).  With
-    --disable-cuda-graph every step is 1.35x slower.  Each iteration yields, per request, an
+    --disable-cuda-graph, or a batch larger than --cuda-graph-max-bs, every step is 1.35x slower
+    (and the decode line says `cuda graph: False`).  Each iteration yields, per request, an
     acceptance length A in 1..num_steps+1 (counting the bonus token; 1 without speculation): depth i
     is accepted given depth i-1 with probability q_i = 1 - (1 - a_i)^(b^0.1768), a = (0.56, 0.571,
     0.55, 0.53, ...), b = min(topk, (num_draft_tokens-1)/num_steps) >= 1.  A is drawn per step from

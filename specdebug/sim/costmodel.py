@@ -76,16 +76,18 @@ def verify_penalty(missing: int) -> float:
     return 1.0 + (NCCL_MISSING_VERIFY_FACTOR - 1.0) * missing / len(NCCL_TUNING_VARS)
 
 
-def step_cost(spec: SpecConfig, batch_size: int = 1, *, nccl_missing: int = 0, cuda_graph: bool = True) -> StepCost:
+def step_cost(
+    spec: SpecConfig, batch_size: int = 1, *, nccl_missing: int = 0, cuda_graph: bool = True
+) -> StepCost:
     """Time of one decode iteration with `batch_size` running requests."""
     extra = max(batch_size, 1) - 1
     graph = 1.0 if cuda_graph else NO_CUDA_GRAPH_FACTOR
     if not spec.enabled:
         return StepCost(0.0, TARGET_DECODE_MS * (1 + DECODE_BATCH_GROWTH * extra) * graph)
     draft = spec.num_steps * DRAFT_STEP_MS * (1 + DRAFT_BATCH_GROWTH * extra) * graph
-    verify = VERIFY_BASE_MS * (1 + DECODE_BATCH_GROWTH * extra) + VERIFY_PER_DRAFT_TOKEN_MS * spec.num_draft_tokens * (
-        1 + VERIFY_TOKEN_BATCH_GROWTH * extra
-    )
+    verify = VERIFY_BASE_MS * (
+        1 + DECODE_BATCH_GROWTH * extra
+    ) + VERIFY_PER_DRAFT_TOKEN_MS * spec.num_draft_tokens * (1 + VERIFY_TOKEN_BATCH_GROWTH * extra)
     return StepCost(draft, verify * verify_penalty(nccl_missing) * graph)
 
 
@@ -128,7 +130,9 @@ def expected_accept_length(spec: SpecConfig) -> float:
     return sum((k + 1) * p for k, p in enumerate(accept_length_distribution(spec)))
 
 
-def expected_rate(spec: SpecConfig, batch_size: int = 1, *, nccl_missing: int = 0, cuda_graph: bool = True) -> float:
+def expected_rate(
+    spec: SpecConfig, batch_size: int = 1, *, nccl_missing: int = 0, cuda_graph: bool = True
+) -> float:
     """Modelled decode tokens/s of one stream (steady state, after the first token)."""
     cost = step_cost(spec, batch_size, nccl_missing=nccl_missing, cuda_graph=cuda_graph)
     return expected_accept_length(spec) * 1000.0 / cost.total_ms

@@ -125,6 +125,7 @@ class Engine:
         max_running: int,
         decode_log_interval: int,
         cuda_graph: bool,
+        cuda_graph_max_bs: int = 160,
         nccl_missing: int = 0,
         profile: bool = False,
     ):
@@ -135,6 +136,7 @@ class Engine:
         self.max_running = max(max_running, 1)
         self.decode_log_interval = max(decode_log_interval, 1)
         self.cuda_graph = cuda_graph
+        self.cuda_graph_max_bs = cuda_graph_max_bs
         self.nccl_missing = nccl_missing
         self.profile = profile and spec.enabled
         self.waiting: list[Request] = []
@@ -188,7 +190,13 @@ class Engine:
         return sum(r.prompt_tokens + r.generated for r in self.running)
 
     def step_cost(self, bs: int) -> costmodel.StepCost:
-        return costmodel.step_cost(self.spec, bs, nccl_missing=self.nccl_missing, cuda_graph=self.cuda_graph)
+        return costmodel.step_cost(
+            self.spec, bs, nccl_missing=self.nccl_missing, cuda_graph=self.graph_used(bs)
+        )
+
+    def graph_used(self, bs: int) -> bool:
+        """Decode replays a captured graph only up to --cuda-graph-max-bs (larger batches run eager)."""
+        return self.cuda_graph and bs <= self.cuda_graph_max_bs
 
     # --- loop ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -305,7 +313,7 @@ class Engine:
             self._spec_acc = self._spec_fwd = 0
             msg += f"accept len: {accept_len:.2f}, accept rate: {accept_rate:.2f}, "
         msg += (
-            f"cuda graph: {self.cuda_graph}, gen throughput (token/s): {self.stats.last_gen_throughput:.2f}, "
+            f"cuda graph: {self.graph_used(bs)}, gen throughput (token/s): {self.stats.last_gen_throughput:.2f}, "
             f"#queue-req: {len(self.waiting)}"
         )
         self._log(msg)

@@ -55,7 +55,9 @@ async def _json_body(request: HttpRequest) -> dict[str, Any] | Response:
     except (json.JSONDecodeError, UnicodeDecodeError):
         return JSONResponse({"object": "error", "message": "Invalid JSON body", "code": 400}, status_code=400)
     if not isinstance(body, dict):
-        return JSONResponse({"object": "error", "message": "Body must be an object", "code": 400}, status_code=400)
+        return JSONResponse(
+            {"object": "error", "message": "Body must be an object", "code": 400}, status_code=400
+        )
     return body
 
 
@@ -147,7 +149,9 @@ def build_app(state: ServerState) -> Starlette:
         )
 
     async def flush_cache(request: HttpRequest) -> Response:
-        return PlainTextResponse("Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n")
+        return PlainTextResponse(
+            "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n"
+        )
 
     async def metrics(request: HttpRequest) -> Response:
         if not state.cfg.server.enable_metrics:
@@ -164,15 +168,21 @@ def build_app(state: ServerState) -> Starlette:
         ids = body.get("input_ids")
         sp = body.get("sampling_params") or {}
         prompt_tokens = len(ids) if isinstance(ids, list) else count_tokens(str(text))
-        req = engine.submit(prompt_tokens, int(sp.get("max_new_tokens", 128)), ignore_eos=bool(sp.get("ignore_eos")))
+        req = engine.submit(
+            prompt_tokens, int(sp.get("max_new_tokens", 128)), ignore_eos=bool(sp.get("ignore_eos"))
+        )
 
         def meta(finish: Finish | None) -> dict[str, Any]:
             reason = None
             if finish is not None:
-                reason = {"type": finish.reason, "length": req.generated} if finish.reason == "length" else {
-                    "type": finish.reason,
-                    "matched": finish.matched_stop,
-                }
+                reason = (
+                    {"type": finish.reason, "length": req.generated}
+                    if finish.reason == "length"
+                    else {
+                        "type": finish.reason,
+                        "matched": finish.matched_stop,
+                    }
+                )
             m: dict[str, Any] = {
                 "id": req.rid,
                 "finish_reason": reason,
@@ -219,7 +229,11 @@ def build_app(state: ServerState) -> Starlette:
         else:
             prompt = body.get("prompt") or ""
             if isinstance(prompt, list):
-                prompt_tokens = len(prompt) if prompt and isinstance(prompt[0], int) else count_tokens(" ".join(map(str, prompt)))
+                prompt_tokens = (
+                    len(prompt)
+                    if prompt and isinstance(prompt[0], int)
+                    else count_tokens(" ".join(map(str, prompt)))
+                )
             else:
                 prompt_tokens = count_tokens(str(prompt))
             default_max = 16
@@ -336,25 +350,47 @@ def render_metrics(state: ServerState) -> str:
         "sglang:gen_throughput": ("The generation throughput (token/s).", e.stats.last_gen_throughput),
         "sglang:num_queue_reqs": ("The number of requests in the waiting queue.", len(e.waiting)),
         "sglang:cache_hit_rate": ("The prefix cache hit rate.", 0.0),
-        "sglang:spec_accept_length": ("The average acceptance length of speculative decoding.", e.stats.last_accept_len),
-        "sglang:spec_accept_rate": ("The average acceptance rate of speculative decoding.", e.stats.last_accept_rate),
-        "sglang:max_total_num_tokens": ("Maximum total number of tokens in the KV cache.", state.max_total_num_tokens),
+        "sglang:spec_accept_length": (
+            "The average acceptance length of speculative decoding.",
+            e.stats.last_accept_len,
+        ),
+        "sglang:spec_accept_rate": (
+            "The average acceptance rate of speculative decoding.",
+            e.stats.last_accept_rate,
+        ),
+        "sglang:max_total_num_tokens": (
+            "Maximum total number of tokens in the KV cache.",
+            state.max_total_num_tokens,
+        ),
     }
     lines: list[str] = []
     for name, (help_text, value) in gauges.items():
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name}{{{labels}}} {float(value)}"]
     counters = {
         "sglang:prompt_tokens_total": ("Number of prefill tokens processed.", e.stats.prompt_tokens_total),
-        "sglang:generation_tokens_total": ("Number of generation tokens processed.", e.stats.generation_tokens_total),
+        "sglang:generation_tokens_total": (
+            "Number of generation tokens processed.",
+            e.stats.generation_tokens_total,
+        ),
         "sglang:num_requests_total": ("Number of requests processed.", e.stats.num_requests_total),
     }
     for name, (help_text, value) in counters.items():
         base = name.removesuffix("_total")
-        lines += [f"# HELP {base} {help_text}", f"# TYPE {base} counter", f"{name}{{{labels}}} {float(value)}"]
+        lines += [
+            f"# HELP {base} {help_text}",
+            f"# TYPE {base} counter",
+            f"{name}{{{labels}}} {float(value)}",
+        ]
     lines += _histogram(
-        "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", e.stats.ttft, labels
+        "sglang:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        e.stats.ttft,
+        labels,
     )
     lines += _histogram(
-        "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", e.stats.e2e, labels
+        "sglang:e2e_request_latency_seconds",
+        "Histogram of End-to-end request latency in seconds",
+        e.stats.e2e,
+        labels,
     )
     return "\n".join(lines) + "\n"

@@ -204,6 +204,7 @@ class Launcher:
             max_running=max_running,
             decode_log_interval=s.decode_log_interval,
             cuda_graph=not s.disable_cuda_graph,
+            cuda_graph_max_bs=s.cuda_graph_max_bs or 160,
             nccl_missing=missing,
             profile=profile,
         )

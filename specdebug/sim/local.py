@@ -1,8 +1,8 @@
 """Start and stop a sim as a local subprocess (tests, demo): own session, killed as a whole group.
 
-    with start_local_sim(["--tp", "2"], log_file=tmp_path / "sim.log", time_scale=0.02) as sim:
-        sim.wait_ready()
-        httpx.get(sim.url + "/health")
+with start_local_sim(["--tp", "2"], log_file=tmp_path / "sim.log", time_scale=0.02) as sim:
+    sim.wait_ready()
+    httpx.get(sim.url + "/health")
 """
 
 from __future__ import annotations
@@ -80,7 +80,9 @@ class LocalSim:
 
         def ready() -> dict[str, Any] | None:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"sim exited ({self.proc.returncode}); log tail:\n{self.log_text()[-3000:]}")
+                raise RuntimeError(
+                    f"sim exited ({self.proc.returncode}); log tail:\n{self.log_text()[-3000:]}"
+                )
             data = self.sidecar()
             return data if data.get("state") == "ready" else None
 
@@ -137,3 +139,62 @@ def start_local_sim(
         start_new_session=True,
     )
     return LocalSim(proc, port, Path(log_file))
+
+
+def pid_alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (reaped-or-not does not matter to callers)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X")
+
+
+def children_titles(parent: int) -> dict[int, str]:
+    """{pid: cmdline title} of the live children of `parent` (from /proc)."""
+    out: dict[int, str] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmdline = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[1]) == parent and fields[0] not in ("Z", "X"):
+            out[int(d.name)] = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+    return out
+
+
+def stream_completion_rate(
+    url: str, max_tokens: int = 128, *, timeout: float = 60.0
+) -> tuple[float, int, dict]:
+    """Stream one /v1/completions request (ignore_eos); returns (decode tok/s, tokens, usage).
+
+    Rate = tokens after the first chunk / time from the first to the last chunk: the decode rate a
+    client sees, which the sim's cost model predicts (`model.expected_single_stream_tok_s`)."""
+    import httpx
+
+    times: list[tuple[float, int]] = []
+    usage: dict = {}
+    body = {"model": "m", "prompt": "Say something long.", "max_tokens": max_tokens, "stream": True,
+            "ignore_eos": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    with httpx.stream("POST", url + "/v1/completions", json=body, timeout=timeout) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            if line == "data: [DONE]":
+                break
+            obj = json.loads(line[6:])
+            if obj["choices"] and obj["choices"][0].get("text"):
+                times.append((time.monotonic(), len(obj["choices"][0]["text"].split())))
+            if obj.get("usage"):
+                usage = obj["usage"]
+        else:
+            raise RuntimeError("stream ended without data: [DONE]")
+    tokens = sum(n for _, n in times)
+    if len(times) < 2:
+        return 0.0, tokens, usage
+    return (tokens - times[0][1]) / (times[-1][0] - times[0][0]), tokens, usage

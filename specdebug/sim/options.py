@@ -148,7 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stream-interval", type=int, default=1)
     p.add_argument("--random-seed", type=int)
     p.add_argument("--watchdog-timeout", type=float, default=300)
-    p.add_argument("--log-level", default="info", choices=sorted(["debug", "info", "warning", "error", "critical"]))
+    p.add_argument(
+        "--log-level", default="info", choices=sorted(["debug", "info", "warning", "error", "critical"])
+    )
     p.add_argument("--log-level-http")
     _bool_flag(p, "--log-requests")
     p.add_argument("--api-key")
@@ -180,16 +182,28 @@ def build_parser() -> argparse.ArgumentParser:
         _bool_flag(p, name)
 
     sim = p.add_argument_group("sim-only")
-    sim.add_argument("--log-file", help="also append every log line to this file (+ sidecar <log-file>.sim.json)")
-    sim.add_argument("--time-scale", type=float, default=1.0, help="multiplies startup durations (1.0 = minutes)")
+    sim.add_argument(
+        "--log-file", help="also append every log line to this file (+ sidecar <log-file>.sim.json)"
+    )
+    sim.add_argument(
+        "--time-scale", type=float, default=1.0, help="multiplies startup durations (1.0 = minutes)"
+    )
     sim.add_argument("--seed", type=int, default=0, help="seeds acceptance lengths and generated text")
-    sim.add_argument("--fail-at", choices=FAULT_PHASES, help="crash a scheduler with a traceback in this phase")
+    sim.add_argument(
+        "--fail-at", choices=FAULT_PHASES, help="crash a scheduler with a traceback in this phase"
+    )
     sim.add_argument("--hang-at", choices=HANG_PHASES, help="stop making progress in this phase, stay alive")
     sim.add_argument("--oom", action="store_true", help="CUDA out of memory while capturing cuda graphs")
     sim.add_argument(
-        "--drop-env", action="append", default=[], metavar="PREFIX", help="workers do not get vars with this prefix"
+        "--drop-env",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="workers do not get vars with this prefix",
     )
-    sim.add_argument("--profile-verify", action="store_true", help="print [EAGLE3 profile] Target verify lines")
+    sim.add_argument(
+        "--profile-verify", action="store_true", help="print [EAGLE3 profile] Target verify lines"
+    )
     return p
 
 

@@ -160,6 +160,13 @@ def test_hand_started_with_spt_noenv_all_ok(sshd, hand_sim):
         }
         assert w["vars"]["HF_TOKEN"]["actual"].startswith("<masked #")
     no_secret(r)
+    # the server sets NCCL_CUMEM_ENABLE itself before spawning: the user's value never reaches the workers
+    r2 = specdebug(
+        "env", "-F", str(sshd.config_path), "gpubox", *sim.pid_args(), "--expect", "NCCL_CUMEM_ENABLE=1"
+    )
+    assert r2.returncode == 1
+    assert "different   0 (expected 1)  [overwritten by server]" in r2.stdout
+    assert "SGLang sets NCCL_CUMEM_ENABLE itself" in r2.stderr
 
 
 def test_drop_env_shows_missing_with_names(sshd, hand_sim):

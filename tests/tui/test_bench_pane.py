@@ -27,18 +27,38 @@ ARGV = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculat
 def fake_results() -> list[BenchResult]:
     def r(name, tok, steps, env, accept, verify, ttft, start, **kw):
         return BenchResult(
-            profile=name, fingerprint=f"fp{steps}", host="gpubox", started_at=start, argv=[*ARGV, steps], env=env,
-            config=BenchConfig(concurrency=1), decode_tok_s=tok, output_tok_s=tok * 0.98, request_throughput=0.3,
-            ttft_ms=LatencyStats(p50=ttft, mean=ttft), itl_ms=LatencyStats(p50=1000 / tok, p99=30.0),
-            server=ServerMetrics(accept_len=accept, verify_ms=verify, gen_throughput=tok, samples=4), **kw,
+            profile=name,
+            fingerprint=f"fp{steps}",
+            host="gpubox",
+            started_at=start,
+            argv=[*ARGV, steps],
+            env=env,
+            config=BenchConfig(concurrency=1),
+            decode_tok_s=tok,
+            output_tok_s=tok * 0.98,
+            request_throughput=0.3,
+            ttft_ms=LatencyStats(p50=ttft, mean=ttft),
+            itl_ms=LatencyStats(p50=1000 / tok, p99=30.0),
+            server=ServerMetrics(accept_len=accept, verify_ms=verify, gen_throughput=tok, samples=4),
+            **kw,
         )
 
     hot = GpuInfo(index=2, temperature_c=86, throttle_reasons=["sw_thermal_slowdown"])
     return [
         r("baseline", 89.0, "1", {}, 1.0, 11.2, 40.0, 1_700_000_000.0),
         r("eagle-2step-nccl", 94.2, "2", {"NCCL_PROTO": "Simple"}, 2.1, 19.0, 42.5, 1_700_000_300.0),
-        r("eagle-3step", 60.3, "3", {}, 2.5, 30.0, 44.1, 1_700_000_600.0,
-          gpu_after=[hot], warnings=["GPU 2 throttled after the run: sw_thermal_slowdown"]),
+        r(
+            "eagle-3step",
+            60.3,
+            "3",
+            {},
+            2.5,
+            30.0,
+            44.1,
+            1_700_000_600.0,
+            gpu_after=[hot],
+            warnings=["GPU 2 throttled after the run: sw_thermal_slowdown"],
+        ),
         r("eagle-2step-nccl", 93.8, "2", {"NCCL_PROTO": "Simple"}, 2.1, 19.1, 41.9, 1_700_000_900.0),
     ]
 
@@ -63,7 +83,9 @@ def utc(monkeypatch):
 
 
 def test_bench_pane_snapshot(snap_compare, utc) -> None:
-    app = SpecdebugApp(AppContext(remotes={"gpubox": StillRemote("gpubox")}, selected="gpubox"), panes=[BenchPane])
+    app = SpecdebugApp(
+        AppContext(remotes={"gpubox": StillRemote("gpubox")}, selected="gpubox"), panes=[BenchPane]
+    )
 
     async def feed(pilot):
         pane = pilot.app.query_one(BenchPane)

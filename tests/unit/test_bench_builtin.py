@@ -30,9 +30,17 @@ def test_prompt_is_seeded_and_sized() -> None:
 
 def test_summarize_synthetic_records() -> None:
     # one request: ttft 100 ms, then 4 chunks each 50 ms apart carrying 1,3,1,3 tokens (speculative bursts)
-    r = RequestRecord(start=0.0, end=0.35, ok=True, chunk_times=[0.1, 0.15, 0.2, 0.25, 0.3],
-                      chunk_tokens=[1, 3, 1, 3, 2], usage_completion=10)
-    res = summarize([r, RequestRecord(ok=False, error="HTTP 500: boom")], 0.5, BuiltinParams(requests=2, output_len=10))
+    r = RequestRecord(
+        start=0.0,
+        end=0.35,
+        ok=True,
+        chunk_times=[0.1, 0.15, 0.2, 0.25, 0.3],
+        chunk_tokens=[1, 3, 1, 3, 2],
+        usage_completion=10,
+    )
+    res = summarize(
+        [r, RequestRecord(ok=False, error="HTTP 500: boom")], 0.5, BuiltinParams(requests=2, output_len=10)
+    )
     assert res.successful_requests == 1 and res.failed_requests == 1
     assert res.total_output_tokens == 10
     assert res.output_tok_s == pytest.approx(20.0)
@@ -54,7 +62,10 @@ def test_summarize_all_failed() -> None:
 @pytest.mark.parametrize(
     ("cfg", "label"),
     [
-        (FakeServerConfig(step_s=0.002, tokens_per_chunk=[1, 3, 2], continuous_usage=True), "per-chunk usage"),
+        (
+            FakeServerConfig(step_s=0.002, tokens_per_chunk=[1, 3, 2], continuous_usage=True),
+            "per-chunk usage",
+        ),
         (FakeServerConfig(step_s=0.002, tokens_per_chunk=[1], continuous_usage=False), "final usage only"),
         (FakeServerConfig(step_s=0.002, continuous_usage=False, final_usage=False), "no usage at all"),
     ],
@@ -62,14 +73,21 @@ def test_summarize_all_failed() -> None:
 async def test_client_counts_tokens(cfg, label) -> None:
     seen = []
     async with FakeSSEServer(cfg) as srv:
-        res = await run_builtin(srv.url, BuiltinParams(requests=3, output_len=30, input_len=8), progress=seen.append)
+        res = await run_builtin(
+            srv.url, BuiltinParams(requests=3, output_len=30, input_len=8), progress=seen.append
+        )
     assert res.status == "done", label
     assert res.total_output_tokens == 90, label
     assert res.successful_requests == 3 and res.failed_requests == 0
     assert res.config.backend == "fake-model"
     assert res.output_tok_s and res.decode_tok_s and res.decode_tok_s >= res.output_tok_s * 0.9
     for stats in (res.ttft_ms, res.itl_ms):
-        assert stats.p50 is not None and stats.p90 is not None and stats.p99 is not None and stats.mean is not None
+        assert (
+            stats.p50 is not None
+            and stats.p90 is not None
+            and stats.p99 is not None
+            and stats.mean is not None
+        )
     assert res.total_input_tokens == 24
     assert seen[0].phase == "warmup" and seen[-1].phase == "collecting"
     assert max(p.done_requests for p in seen) == 3

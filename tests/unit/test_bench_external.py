@@ -24,7 +24,11 @@ def test_sglang_new_every_field() -> None:
     assert (r.config.backend, r.config.request_rate, r.config.concurrency) == ("sglang", "inf", 1)
     assert r.successful_requests == 20
     assert r.duration_s == 57.31
-    assert (r.total_input_tokens, r.total_output_tokens, r.total_output_tokens_retokenized) == (20480, 5120, 5118)
+    assert (r.total_input_tokens, r.total_output_tokens, r.total_output_tokens_retokenized) == (
+        20480,
+        5120,
+        5118,
+    )
     assert r.request_throughput == 0.35
     assert r.input_tok_s == 357.36
     assert r.output_tok_s == 89.34
@@ -34,12 +38,20 @@ def test_sglang_new_every_field() -> None:
     assert r.mean_concurrency == 1.0
     assert r.accept_length == 2.84
     assert r.e2e_ms.model_dump(exclude_defaults=True) == {
-        "mean": 2864.51, "p50": 2861.07, "p90": 2890.22, "p95": 2899.80, "p99": 2911.47
+        "mean": 2864.51,
+        "p50": 2861.07,
+        "p90": 2890.22,
+        "p95": 2899.80,
+        "p99": 2911.47,
     }
     assert r.ttft_ms.model_dump(exclude_defaults=True) == {"mean": 41.27, "p50": 40.85, "p99": 52.10}
     assert r.tpot_ms.model_dump(exclude_defaults=True) == {"mean": 11.07, "p50": 11.06, "p99": 11.21}
     assert r.itl_ms.model_dump(exclude_defaults=True) == {
-        "mean": 11.08, "p50": 0.03, "p95": 31.77, "p99": 33.02, "max": 48.61
+        "mean": 11.08,
+        "p50": 0.03,
+        "p95": 31.77,
+        "p99": 33.02,
+        "max": 48.61,
     }
     assert r.fields["Total input vision tokens"] == "0"
     assert r.unparsed_lines == [] and r.warnings == []
@@ -70,11 +82,29 @@ def test_vllm_spec_section_and_percentiles() -> None:
     assert r.request_throughput == 2.42 and r.request_goodput == 2.10
     assert r.output_tok_s == 620.31 and r.peak_output_tok_s == 712.0
     assert r.peak_concurrent_requests == 8.0 and r.total_tok_s == 3101.55
-    assert r.ttft_ms.model_dump(exclude_defaults=True) == {"mean": 121.55, "p50": 118.02, "p90": 180.40, "p99": 240.33}
-    assert r.tpot_ms.model_dump(exclude_defaults=True) == {"mean": 12.44, "p50": 12.31, "p90": 13.90, "p99": 15.02}
-    assert r.itl_ms.model_dump(exclude_defaults=True) == {"mean": 30.11, "p50": 28.75, "p90": 41.06, "p99": 77.92}
+    assert r.ttft_ms.model_dump(exclude_defaults=True) == {
+        "mean": 121.55,
+        "p50": 118.02,
+        "p90": 180.40,
+        "p99": 240.33,
+    }
+    assert r.tpot_ms.model_dump(exclude_defaults=True) == {
+        "mean": 12.44,
+        "p50": 12.31,
+        "p90": 13.90,
+        "p99": 15.02,
+    }
+    assert r.itl_ms.model_dump(exclude_defaults=True) == {
+        "mean": 30.11,
+        "p50": 28.75,
+        "p90": 41.06,
+        "p99": 77.92,
+    }
     assert r.e2e_ms.model_dump(exclude_defaults=True) == {
-        "mean": 3293.60, "p50": 3270.15, "p90": 3502.88, "p99": 3790.40
+        "mean": 3293.60,
+        "p50": 3270.15,
+        "p90": 3502.88,
+        "p99": 3790.40,
     }
     assert r.spec is not None
     assert r.spec.acceptance_rate_pct == 71.42 and r.spec.acceptance_length == 3.14
@@ -101,16 +131,18 @@ def test_truncated_block_warns() -> None:
 
 
 def test_crlf_and_extra_percentiles_and_bad_numbers() -> None:
-    text = "\r\n".join([
-        "============ Serving Benchmark Result ============",
-        "Successful requests:                     5         ",
-        "P99.9 TTFT (ms):                         12.5",
-        "Min TTFT (ms):                           1.5",
-        "Mean FOO (ms):                           3.0",
-        "Output token throughput (tok/s):         abc",
-        "Per-position acceptance (%):             80.0, 60.0",
-        "==================================================",
-    ])
+    text = "\r\n".join(
+        [
+            "============ Serving Benchmark Result ============",
+            "Successful requests:                     5         ",
+            "P99.9 TTFT (ms):                         12.5",
+            "Min TTFT (ms):                           1.5",
+            "Mean FOO (ms):                           3.0",
+            "Output token throughput (tok/s):         abc",
+            "Per-position acceptance (%):             80.0, 60.0",
+            "==================================================",
+        ]
+    )
     r = parse_output(text)
     assert r.successful_requests == 5
     assert r.ttft_ms.extra == {"p99.9": 12.5, "min": 1.5}
@@ -133,15 +165,39 @@ def test_garbage_never_raises(garbage: str) -> None:
 
 
 def test_saved_json_records() -> None:
-    sg = {"backend": "sglang", "duration": 10.0, "completed": 4, "total_input_tokens": 400, "total_output_tokens": 800,
-          "request_throughput": 0.4, "output_throughput": 80.0, "mean_ttft_ms": 40.0, "median_ttft_ms": 39.0,
-          "p99_ttft_ms": 55.0, "mean_itl_ms": 12.0, "p95_itl_ms": 30.0, "accept_length": 2.5, "max_concurrency": 1,
-          "mean_e2e_latency_ms": 2500.0}
+    sg = {
+        "backend": "sglang",
+        "duration": 10.0,
+        "completed": 4,
+        "total_input_tokens": 400,
+        "total_output_tokens": 800,
+        "request_throughput": 0.4,
+        "output_throughput": 80.0,
+        "mean_ttft_ms": 40.0,
+        "median_ttft_ms": 39.0,
+        "p99_ttft_ms": 55.0,
+        "mean_itl_ms": 12.0,
+        "p95_itl_ms": 30.0,
+        "accept_length": 2.5,
+        "max_concurrency": 1,
+        "mean_e2e_latency_ms": 2500.0,
+    }
     r = parse_saved_json(sg)
     assert r.source_format == "sglang" and r.output_tok_s == 80.0 and r.accept_length == 2.5
     assert r.ttft_ms.p99 == 55.0 and r.itl_ms.p95 == 30.0 and r.e2e_ms.mean == 2500.0
-    vl = {"duration": 5.0, "completed": 10, "failed": 1, "output_throughput": 300.0, "p99_e2el_ms": 900.0,
-          "median_tpot_ms": 9.0}
+    vl = {
+        "duration": 5.0,
+        "completed": 10,
+        "failed": 1,
+        "output_throughput": 300.0,
+        "p99_e2el_ms": 900.0,
+        "median_tpot_ms": 9.0,
+    }
     r = parse_saved_json(vl)
-    assert r.source_format == "vllm" and r.failed_requests == 1 and r.e2e_ms.p99 == 900.0 and r.tpot_ms.p50 == 9.0
+    assert (
+        r.source_format == "vllm"
+        and r.failed_requests == 1
+        and r.e2e_ms.p99 == 900.0
+        and r.tpot_ms.p50 == 9.0
+    )
     json.dumps(r.model_dump(mode="json"))

@@ -10,10 +10,26 @@ import pytest
 from specdebug.cli import main
 from specdebug.core.bench.models import BenchConfig, BenchResult, LatencyStats, ServerMetrics
 from specdebug.core.journal import Journal
-from specdebug.core.report import baseline_event, baseline_of, config_diff, history, metric_diff, render_markdown
+from specdebug.core.report import (
+    baseline_event,
+    baseline_of,
+    config_diff,
+    history,
+    metric_diff,
+    render_markdown,
+)
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
-ARGV = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--port", "30000", "--speculative-num-steps"]
+ARGV = [
+    "python",
+    "-m",
+    "sglang.launch_server",
+    "--model-path",
+    "m",
+    "--port",
+    "30000",
+    "--speculative-num-steps",
+]
 
 
 def result(name: str, tok_s: float, steps: str, env: dict[str, str], **kw) -> BenchResult:
@@ -41,11 +57,18 @@ def session(tmp_path: Path) -> Path:
     j.append("launch", {"profile": "base"})
     j.append("bench_result", result("base", 89.0, "1", {}).model_dump(mode="json"), sync=True)
     j.append("note", {"text": "now with NCCL env | 2 steps"})
-    j.append("bench_result", result("two", 94.0, "2", {"NCCL_PROTO": "Simple"}).model_dump(mode="json"), sync=True)
+    j.append(
+        "bench_result", result("two", 94.0, "2", {"NCCL_PROTO": "Simple"}).model_dump(mode="json"), sync=True
+    )
     j.append(
         "bench_result",
-        result("three", 60.0, "3", {"NCCL_PROTO": "Simple"}, warnings=["GPU 2 throttled after the run: hw_slowdown"])
-        .model_dump(mode="json"),
+        result(
+            "three",
+            60.0,
+            "3",
+            {"NCCL_PROTO": "Simple"},
+            warnings=["GPU 2 throttled after the run: hw_slowdown"],
+        ).model_dump(mode="json"),
         sync=True,
     )
     j.append("mark", {"label": "regression seen"})
@@ -109,8 +132,16 @@ def test_bench_parse_verb(capsys, tmp_path: Path) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["output_tok_s"] == 620.31 and data["successful_requests"] == 100
     assert data["accept_length"] == 3.14
-    assert data["ttft_ms"] == {"mean": 121.55, "p50": 118.02, "p90": 180.4, "p95": None, "p99": 240.33,
-                               "max": None, "std": None, "extra": {}}
+    assert data["ttft_ms"] == {
+        "mean": 121.55,
+        "p50": 118.02,
+        "p90": 180.4,
+        "p95": None,
+        "p99": 240.33,
+        "max": None,
+        "std": None,
+        "extra": {},
+    }
     assert data["tpot_ms"]["p99"] == 15.02 and data["e2e_ms"]["p90"] == 3502.88
     saved = tmp_path / "saved.jsonl"
     saved.write_text(json.dumps({"backend": "sglang", "output_throughput": 77.0, "completed": 2}) + "\n")

@@ -42,7 +42,11 @@ class _Stream:
 
     async def __aenter__(self):
         self.proc = await asyncio.create_subprocess_exec(
-            *self.argv, cwd=self.cwd, env=self.env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+            *self.argv,
+            cwd=self.cwd,
+            env=self.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
         )
         return self
 
@@ -126,7 +130,9 @@ async def test_builtin_run_records_conditions(tmp_path: Path) -> None:
 
     async with FakeSSEServer(FakeServerConfig(step_s=0.001, version="0.5.9")) as srv:
         profile = make_profile(srv.port, log)
-        res = await run_benchmark(LocalRemote(), profile, BenchRequest(requests=2), journal=journal, progress=progress)
+        res = await run_benchmark(
+            LocalRemote(), profile, BenchRequest(requests=2), journal=journal, progress=progress
+        )
     assert res.status == "done" and res.successful_requests == 2 and res.config.output_len == 20
     assert res.profile == "base" and res.server_version == "0.5.9"
     assert res.fingerprint == profile.fingerprint("0.5.9") != profile.fingerprint()
@@ -189,10 +195,14 @@ async def test_external_without_block_fails(tmp_path: Path) -> None:
 async def test_external_needs_a_command(tmp_path: Path) -> None:
     async with FakeSSEServer() as srv:
         with pytest.raises(BenchError, match="no \\[bench\\] command"):
-            await run_benchmark(LocalRemote(), make_profile(srv.port, tmp_path / "x.log"), BenchRequest(kind="external"))
+            await run_benchmark(
+                LocalRemote(), make_profile(srv.port, tmp_path / "x.log"), BenchRequest(kind="external")
+            )
 
 
 def test_substitute_port() -> None:
     assert substitute(["--port", "{port}", "--base-url=http://127.0.0.1:{port}"], 30000) == [
-        "--port", "30000", "--base-url=http://127.0.0.1:30000"
+        "--port",
+        "30000",
+        "--base-url=http://127.0.0.1:30000",
     ]

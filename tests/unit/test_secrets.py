@@ -18,10 +18,28 @@ from specdebug.core.secrets import (
 
 
 def test_secret_names_case_insensitive():
-    for name in ("HF_TOKEN", "hf_token", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "PGPASS",
-                 "GOOGLE_APPLICATION_CREDENTIALS", "apikey"):
+    for name in (
+        "HF_TOKEN",
+        "hf_token",
+        "OPENAI_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "DB_PASSWORD",
+        "PGPASS",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "apikey",
+    ):
         assert is_secret_name(name), name
-    for name in ("NCCL_PROTO", "CUDA_VISIBLE_DEVICES", "PATH", "HOME", "SGLANG_LOG_LEVEL"):
+    for name in (
+        "NCCL_PROTO",
+        "CUDA_VISIBLE_DEVICES",
+        "PATH",
+        "HOME",
+        "SGLANG_LOG_LEVEL",
+        "max-total-tokens",
+        "tokenizer-path",
+        "SPECULATIVE_NUM_DRAFT_TOKENS",
+        "NCCL_PASSTHROUGH",
+    ):
         assert not is_secret_name(name), name
 
 
@@ -51,8 +69,19 @@ def test_fingerprint_compares_without_showing():
 
 
 def test_mask_argv_flags_and_assignments():
-    argv = ["python", "-m", "sglang.launch_server", "--api-key", "sk-live-1", "--hf-token=hf_x9",
-            "--port", "30000", "HF_TOKEN=hf_zz", "--tp", "2"]
+    argv = [
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--api-key",
+        "sk-live-1",
+        "--hf-token=hf_x9",
+        "--port",
+        "30000",
+        "HF_TOKEN=hf_zz",
+        "--tp",
+        "2",
+    ]
     out = mask_argv(argv)
     joined = " ".join(out)
     for secret in ("sk-live-1", "hf_x9", "hf_zz"):
@@ -60,6 +89,8 @@ def test_mask_argv_flags_and_assignments():
     assert out[:4] == argv[:4]
     assert out[6:8] == ["--port", "30000"]
     assert out[-2:] == ["--tp", "2"]
+    knobs = ["--max-total-tokens", "8192", "--tokenizer-path", "/m/tok", "--speculative-num-draft-tokens=6"]
+    assert mask_argv(knobs) == knobs
 
 
 def test_mask_argv_flag_without_value():

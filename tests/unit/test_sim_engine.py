@@ -111,9 +111,18 @@ def test_memory_plan_and_graph_sizes() -> None:
 @pytest.mark.parametrize(
     ("call", "last"),
     [
-        (lambda: faults.load_model("m/x.safetensors"), "safetensors_rust.SafetensorError: Error while deserializing"),
-        (lambda: faults.init_memory_pool(79.0, 0.88), "RuntimeError: Not enough memory. Please try to increase"),
-        (lambda: faults.init_cuda_graphs(0, 79.0, 1.0, oom=True), "Exception: Capture cuda graph failed: CUDA out"),
+        (
+            lambda: faults.load_model("m/x.safetensors"),
+            "safetensors_rust.SafetensorError: Error while deserializing",
+        ),
+        (
+            lambda: faults.init_memory_pool(79.0, 0.88),
+            "RuntimeError: Not enough memory. Please try to increase",
+        ),
+        (
+            lambda: faults.init_cuda_graphs(0, 79.0, 1.0, oom=True),
+            "Exception: Capture cuda graph failed: CUDA out",
+        ),
         (lambda: faults.event_loop_normal(), "torch.AcceleratorError: CUDA error: an illegal memory access"),
     ],
 )
@@ -128,3 +137,9 @@ def test_fault_tracebacks_read_like_the_real_ones(call, last) -> None:
         assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate" in text
         assert "During handling of the above exception, another exception occurred:" in text
         assert "4. disable CUDA graph by --disable-cuda-graph." in text
+
+
+def test_batches_beyond_cuda_graph_max_bs_run_eager() -> None:
+    engine = make_engine([], cuda_graph_max_bs=2)
+    assert engine.graph_used(2) and not engine.graph_used(3)
+    assert engine.step_cost(3).total_ms > engine.step_cost(2).total_ms * 1.3

@@ -54,7 +54,12 @@ def test_bad_flags_exit_2(argv: list[str], capsys) -> None:
 
 def test_phases_are_ordered_and_faults_known() -> None:
     assert PHASES[0] == "init" and PHASES[-1] == "ready"
-    assert PHASES.index("load_weights") < PHASES.index("cuda_graph") < PHASES.index("http") < PHASES.index("warmup")
+    assert (
+        PHASES.index("load_weights")
+        < PHASES.index("cuda_graph")
+        < PHASES.index("http")
+        < PHASES.index("warmup")
+    )
     assert set(FAULT_PHASES) <= set(PHASES)
 
 

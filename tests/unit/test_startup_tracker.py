@@ -171,6 +171,10 @@ def test_group_death_fails_with_last_line() -> None:
     feed(t, STARTUP[:3])
     evs = t.group([7, 8, 9], T0 + 2) + t.group([7, 8, 9], T0 + 2.5)
     assert len([e for e in evs if isinstance(e, GroupChange)]) == 1
+    t.group([], T0 + 2.7)
+    t.group([7], T0 + 2.8)  # one empty listing alone is not a death
+    assert not verdicts(t.tick(T0 + 3.5))
+    t.group([], T0 + 2.9)
     t.group([], T0 + 3)
     assert not verdicts(t.tick(T0 + 3.2))
     t.feed_line("env: 'python9': No such file or directory", T0 + 3.3)  # late line still makes it in

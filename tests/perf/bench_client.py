@@ -1,0 +1,143 @@
+"""How fast a token stream can the built-in benchmark client measure? (so it is never the bottleneck)
+
+    python tests/perf/bench_client.py [--tokens N] [--no-ssh]
+
+A zero-step-time OpenAI SSE server (tests/fixtures/bench/fake_sse.py, one token per chunk, as fast as
+asyncio can write) runs in its own process on 127.0.0.1. Against the same stream we measure:
+  bare      a raw asyncio socket reader that only counts `data:` events (the ceiling of one stream)
+  builtin   specdebug's client (httpx, SSE parsing, per-chunk timing), one stream
+  builtin4  the same with 4 concurrent streams (total tokens/s)
+  forward   the builtin client through an SSH local forward from a loopback sshd (skip: --no-ssh)
+The sim's fastest modelled single stream is ~94 tok/s; real EAGLE servers reach a few hundred per stream.
+Last line:  RESULT bench_client bare_tok_s=.. builtin_tok_s=.. builtin_ratio=.. builtin4_tok_s=.. forward_tok_s=..
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from specdebug.core.bench.builtin import BuiltinParams, run_builtin  # noqa: E402
+
+SERVER = """
+import asyncio, sys
+from tests.fixtures.bench.fake_sse import FakeServerConfig, FakeSSEServer
+async def main():
+    async with FakeSSEServer(FakeServerConfig(step_s=0.0, continuous_usage=False)) as srv:
+        print(srv.port, flush=True)
+        await asyncio.Event().wait()
+asyncio.run(main())
+"""
+
+
+async def bare_reader(port: int, tokens: int) -> float:
+    """Tokens/s seen by a socket reader that does nothing but count SSE events."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    body = json.dumps({"model": "m", "prompt": "hi", "max_tokens": tokens, "stream": True}).encode()
+    writer.write(
+        b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n" % len(body) + body
+    )
+    await writer.drain()
+    pat = b'"text_completion"'  # once per token chunk (the final usage chunk has no object field)
+    count = 0
+    t0 = None
+    tail = b""
+    while True:
+        data = await reader.read(1 << 16)
+        if not data:
+            break
+        if t0 is None:
+            t0 = time.perf_counter()
+        buf = tail + data  # tail is shorter than pat: no occurrence is counted twice
+        count += buf.count(pat)
+        tail = buf[-(len(pat) - 1) :]
+        if b"[DONE]" in buf:
+            break
+    assert count == tokens, (count, tokens)
+    elapsed = time.perf_counter() - (t0 or time.perf_counter())
+    writer.close()
+    return count / elapsed if elapsed > 0 else 0.0
+
+
+async def builtin(url: str, tokens: int, concurrency: int = 1) -> float:
+    params = BuiltinParams(
+        requests=concurrency,
+        concurrency=concurrency,
+        output_len=tokens,
+        input_len=8,
+        warmup_requests=1,
+        model="m",
+    )
+    res = await run_builtin(url, params)
+    assert res.status == "done", res.errors
+    assert res.total_output_tokens == tokens * concurrency
+    return res.decode_tok_s if concurrency == 1 else res.output_tok_s
+
+
+async def through_forward(port: int, tokens: int) -> float | None:
+    try:
+        from specdebug.remote.connection import SSHRemote
+        from tests.sshd_harness import start_sshd
+    except ImportError:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            sshd = start_sshd(Path(tmp))
+        except Exception as exc:  # no sshd binary here
+            print(f"forward: skipped ({exc})")
+            return None
+        try:
+            remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+            await remote.start()
+            await remote.wait_connected(15)
+            fwd = await remote.forward_local_port(port)
+            try:
+                return await builtin(f"http://127.0.0.1:{fwd.local_port}", tokens)
+            finally:
+                await fwd.close()
+                await remote.close()
+        finally:
+            sshd.stop()
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", type=int, default=100_000)
+    ap.add_argument("--no-ssh", action="store_true")
+    args = ap.parse_args()
+    server = subprocess.Popen([sys.executable, "-c", SERVER], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        url = f"http://127.0.0.1:{port}"
+        await bare_reader(port, 2000)  # warm up
+        bare = max([await bare_reader(port, args.tokens) for _ in range(3)])
+        print(f"bare reader       {bare:12,.0f} tok/s")
+        mine = max([await builtin(url, args.tokens) for _ in range(3)])
+        print(f"builtin client    {mine:12,.0f} tok/s  ({mine / bare:.2f} of bare)")
+        four = await builtin(url, args.tokens // 4, concurrency=4)
+        print(f"builtin x4        {four:12,.0f} tok/s total")
+        fwd = None if args.no_ssh else await through_forward(port, args.tokens // 2)
+        if fwd is not None:
+            print(f"builtin via SSH   {fwd:12,.0f} tok/s")
+        print(
+            f"RESULT bench_client bare_tok_s={bare:.0f} builtin_tok_s={mine:.0f} builtin_ratio={mine / bare:.3f} "
+            f"builtin4_tok_s={four:.0f} forward_tok_s={fwd or 0:.0f}"
+        )
+    finally:
+        server.kill()
+        server.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
