@@ -602,7 +602,8 @@ async def watch(
     finally:
         for t in tasks:
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # bounded: a watcher stuck in library code must not keep the caller from its verdict
+        await asyncio.wait(tasks, timeout=5)
 
 
 async def launch_and_watch(
@@ -680,8 +681,12 @@ async def _poll_health(
             if poke is None:
                 await asyncio.sleep(wait)
             else:
-                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                    await asyncio.wait_for(poke.wait(), wait)
+                # asyncio.wait, not wait_for: 3.11's wait_for can swallow a cancel and hang the watch
+                waiter = asyncio.ensure_future(poke.wait())
+                try:
+                    await asyncio.wait({waiter}, timeout=wait)
+                finally:
+                    waiter.cancel()
                 poke.clear()
     finally:
         if client is not None:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -25,6 +26,26 @@ from tests.sshd_harness import free_port
 
 pytestmark = pytest.mark.slow
 TIME_SCALE = "0.02"
+LAUNCHED: list[str] = []  # profile names whose servers the teardown makes sure are gone
+
+
+@pytest.fixture(autouse=True)
+def kill_leftovers():
+    """Whatever a failing test left running is killed by its recorded process group (the box is this machine)."""
+    yield
+    state_dir = Path.home() / ".specdebug" / "servers"
+    while LAUNCHED:
+        name = LAUNCHED.pop()
+        path = state_dir / f"{name}.json"
+        try:
+            pgid = json.loads(path.read_text())["pgid"]
+            leader = Path(f"/proc/{pgid}/cmdline").read_bytes()
+        except (OSError, ValueError, KeyError):
+            path.unlink(missing_ok=True)
+            continue
+        if name.encode() in leader:  # still our sim (its --log-file names the profile), not a reused PID
+            os.killpg(pgid, signal.SIGKILL)
+        path.unlink(missing_ok=True)
 
 
 def sim_profile(
@@ -35,6 +56,8 @@ def sim_profile(
     timeout_s: float = 60,
     env: dict | None = None,
 ) -> Profile:
+    name = f"{name}-{uuid.uuid4().hex[:6]}"  # others may run these tests at the same time on this box
+    LAUNCHED.append(name)
     port = port or free_port()
     sim_log = tmp_path / f"{name}.sim.log"
     return Profile.model_validate(

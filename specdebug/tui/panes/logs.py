@@ -646,10 +646,10 @@ class LogsPane(Pane):
         m = entry.match
         if self.follower is not None and m.inode is not None and self.follower.inode not in (None, m.inode):
             self.app.notify("that line is from a file that was rotated away; showing the current file", severity="warning")
-        self._context(remote, m.offset)
+        self._fetch_context(remote, m.offset)
 
     @work(exclusive=True, group="logs-context", exit_on_error=False)
-    async def _context(self, remote, offset: int) -> None:
+    async def _fetch_context(self, remote, offset: int) -> None:
         path = (self.follower.resolved_path if self.follower else None) or self.path or ""
         try:
             lines = await read_context(remote, path, offset)

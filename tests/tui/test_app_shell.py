@@ -1,0 +1,52 @@
+"""The whole app with every pane: tabs, help, palette and read-only mode never crash it."""
+
+from __future__ import annotations
+
+from textual.widgets import TabbedContent
+
+from specdebug.tui.app import PANES, SpecdebugApp, load_panes
+from specdebug.tui.context import AppContext
+from specdebug.tui.pane import Pane
+from specdebug.tui.screens.help import HelpScreen
+from tests.tui.fakes import StillRemote
+
+
+def test_every_pane_module_loads():
+    assert len(load_panes()) == len(PANES)
+
+
+def test_every_binding_has_an_id_and_mutating_actions_exist():
+    for cls in load_panes():
+        for b in cls.BINDINGS:
+            assert getattr(b, "id", None), f"{cls.__name__} binding {b} has no id"
+        for action in cls.MUTATING_ACTIONS:
+            assert hasattr(cls, f"action_{action}"), f"{cls.__name__}.{action}"
+    for b in SpecdebugApp.BINDINGS:
+        assert b.id
+
+
+async def test_tabs_help_and_palette():
+    app = SpecdebugApp(AppContext(remotes={"box": StillRemote("box")}, selected="box"))
+    async with app.run_test(size=(140, 45)) as pilot:
+        tabs = app.query_one(TabbedContent)
+        for i, cls in enumerate(app.pane_classes, start=1):
+            await pilot.press(str(i))
+            await pilot.pause()
+            assert tabs.active == f"tab-{cls.PANE_ID}"
+            await pilot.press("f1")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            await pilot.pause()
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press("escape")
+        assert app.is_running
+
+
+async def test_readonly_disables_mutating_actions():
+    app = SpecdebugApp(AppContext(remotes={"box": StillRemote("box")}, readonly=True))
+    async with app.run_test(size=(140, 45)):
+        for pane in app.query(Pane):
+            for action in pane.MUTATING_ACTIONS:
+                assert pane.check_action(action, ()) is False
