@@ -108,7 +108,7 @@ class ActionsProvider(Provider):
 
     async def _run(self, node, binding: Binding) -> None:
         if isinstance(node, Pane):
-            self.app.query_one(TabbedContent).active = f"tab-{node.PANE_ID}"
+            self.app.show_pane(node.PANE_ID)
         await node.run_action(binding.action)
 
 
@@ -181,7 +181,7 @@ class SpecdebugApp(App):
             for pane in self.query(Pane):
                 for b in pane.BINDINGS:
                     if isinstance(b, Binding) and b.id == binding_id:
-                        self.query_one(TabbedContent).active = f"tab-{pane.PANE_ID}"
+                        self.show_pane(pane.PANE_ID)
                         await pane.run_action(b.action)
 
     def refresh_status(self) -> None:
@@ -239,7 +239,29 @@ class SpecdebugApp(App):
 
     def action_show_tab(self, index: int) -> None:
         if 0 <= index < len(self.pane_classes):
-            self.query_one(TabbedContent).active = f"tab-{self.pane_classes[index].PANE_ID}"
+            self.show_pane(self.pane_classes[index].PANE_ID)
+
+    def show_pane(self, pane_id: str) -> None:
+        # focus left inside the old tab would pull the old tab back: drop it first
+        self.set_focus(None)
+        self.query_one(TabbedContent).active = f"tab-{pane_id}"
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """Put focus inside the shown pane, so its keys work without a click."""
+        pane_id = (event.pane.id or "").removeprefix("tab-")
+        for pane in self.query(Pane):
+            if pane.PANE_ID == pane_id:
+                self.call_after_refresh(self.focus_pane, pane)
+
+    def focus_pane(self, pane: Pane) -> None:
+        """Focus the pane's main widget; never a text box, which would swallow the pane's keys."""
+        from textual.widgets import Input, TextArea
+
+        for widget in pane.query("*"):
+            if widget.focusable and not isinstance(widget, Input | TextArea):
+                widget.focus()
+                return
+        pane.focus()
 
     def action_cycle_layout(self) -> None:
         names = sorted({p.stem for d in LAYOUT_DIRS if d.is_dir() for p in d.glob("*.tcss")})

@@ -17,6 +17,7 @@ class Pane(Widget):
     PANE_ID: ClassVar[str] = "pane"
     TITLE: ClassVar[str] = "Pane"
     MUTATING_ACTIONS: ClassVar[frozenset[str]] = frozenset()
+    can_focus = True  # fallback focus target when a pane has no focusable child
     DEFAULT_CSS = """
     Pane { height: 1fr; width: 1fr; }
     """

@@ -101,6 +101,7 @@ class LogView(ScrollView, can_focus=True):
         Binding("pageup", "cursor(-20)", "Page up", id="logs.page_up", show=False),
         Binding("pagedown", "cursor(20)", "Page down", id="logs.page_down", show=False),
         Binding("home", "cursor_home", "Top", id="logs.home", show=False),
+        Binding("end", "cursor_end", "Tail", id="logs.end", show=False),
     ]
     DEFAULT_CSS = "LogView { height: 1fr; }"
 
@@ -181,10 +182,11 @@ class LogView(ScrollView, can_focus=True):
         super().watch_scroll_y(old, new)
         if self._programmatic or self.on_user_scroll is None:
             return
+        # never scroll from inside a scroll (this may run within an animation step): defer
         if new < old:
-            self.on_user_scroll(False)
-        elif new >= self.max_scroll_y:
-            self.on_user_scroll(True)
+            self.call_later(self.on_user_scroll, False)
+        elif new >= self.max_scroll_y and new > old:
+            self.call_later(self.on_user_scroll, True)
 
     def action_cursor(self, delta: int) -> None:
         if not self.rows:
@@ -199,6 +201,9 @@ class LogView(ScrollView, can_focus=True):
 
     def action_cursor_home(self) -> None:
         self.action_cursor(-len(self.rows))
+
+    def action_cursor_end(self) -> None:
+        self.action_cursor(len(self.rows))
 
     def _cursor_region(self):
         from textual.geometry import Region
