@@ -91,6 +91,11 @@ async def load_record(remote: Remote, profile_name: str) -> ServerRecord | None:
         return None
 
 
+async def forget_record(remote: Remote, profile_name: str) -> None:
+    """Remove the profile's state file (benchmarks and tests clean up after themselves)."""
+    await remote.run(["sh", "-c", 'rm -f -- "$HOME/$1"', "sh", *state_path_words(profile_name)], timeout=15)
+
+
 def group_members(procs: Sequence[ProcInfo], record: ServerRecord) -> list[ProcInfo]:
     """Processes of the record's group; empty when the group is gone or the PGID was reused.
 

@@ -49,7 +49,7 @@ class LogSink:
         self.prefix = prefix
         self.level = LEVELS.get(level.lower(), 20)
         self._fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if log_file else None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: signal handlers log from the main thread
         self.on_line: Callable[[str, float], None] | None = None
 
     def raw(self, text: str, *, stream: int = 2) -> float:
@@ -148,7 +148,7 @@ class Sidecar:
     def __init__(self, path: str | None, base: dict[str, Any]):
         self.path = path
         self.data: dict[str, Any] = {"phases": {}, "ready_at": None, "state": "starting", **base}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: signal handlers log from the main thread
         self._flush()
 
     def phase(self, name: str, when: float) -> None:

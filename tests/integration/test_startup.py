@@ -252,6 +252,14 @@ async def test_verbs_and_server_survives_killed_specdebug(sshd, remote, tmp_path
     out, err = again.communicate(timeout=60)
     assert again.returncode == 1 and str(record.pid) in err
 
+    # restart = stop + launch: a new process group, ready again
+    restart = _specdebug(sshd, "restart", sshd.alias, "-c", str(path), "--wait", "--json")
+    out, err = restart.communicate(timeout=90)
+    assert restart.returncode == 0, err
+    data = json.loads(out)
+    assert data["verdict"] == "ready" and data["pgid"] != record.pgid
+    assert record.pid not in await members(remote, profile)
+
     stop = _specdebug(sshd, "stop", sshd.alias, "-c", str(path), "--json")
     out, err = stop.communicate(timeout=60)
     assert stop.returncode == 0, err
@@ -290,3 +298,62 @@ def test_examples_resolve_for_the_sim() -> None:
     for name in ("baseline", "eagle3-2step-nccl", "eagle3-3step", "eagle3-3step-nccl"):
         p = load_profile(examples / f"{name}.toml")
         assert p.server.argv[:3] == ["python3", "-m", "specdebug.sim"]
+
+
+async def test_launch_quoting_cwd_and_kill_after_grace(remote, tmp_path: Path) -> None:
+    """User text stays data (no shell injection), ~ is the box's home, and a TERM-proof group gets KILL."""
+    name = f"stubborn-{uuid.uuid4().hex[:6]}"
+    LAUNCHED.append(name)
+    evil = "$(touch INJECTED) `id` ; echo pwned"
+    script = 'trap "" TERM; pwd; printf "%s|%s\\n" "$1" "$WEIRD"; while :; do sleep 0.2; done'
+    profile = Profile.model_validate(
+        {
+            "name": name,
+            "server": {
+                "argv": ["sh", "-c", script, "sh", evil],
+                "env": {"WEIRD": "a b $HOME 'q'"},
+                "cwd": "~",
+                "log_file": str(tmp_path / "logs" / f"{name}.log"),  # the log dir is created
+                "port": free_port(),
+                "kind": "custom",
+            },
+        }
+    )
+    record = await startup.launch(remote, profile)
+    assert record.pgid == record.pid and record.log_offset == 0
+    log = Path(record.log_file)
+    deadline = time.time() + 10
+    while time.time() < deadline and log.read_text().count("\n") < 2:
+        await asyncio.sleep(0.05)
+    lines = log.read_text().splitlines()
+    assert lines[0] == str(Path.home())
+    assert lines[1] == f"{evil}|a b $HOME 'q'"
+    assert not (Path.home() / "INJECTED").exists()
+    assert Path(f"/proc/{record.pid}/environ").read_bytes().count(b"SPT_NOENV=1") == 1
+
+    result = await startup.stop(remote, profile, grace_s=0.5)
+    assert result.signals == ["TERM", "KILL"] and result.stopped
+    assert await members(remote, profile) == []
+
+
+async def test_watch_survives_connection_drop(remote, tmp_path: Path) -> None:
+    """The SSH connection drops mid-startup: the server lives on, the watch resumes and sees it ready."""
+    profile = sim_profile(tmp_path, "droptest")
+    verdict, dropped, seen = None, False, []
+    async for ev in startup.launch_and_watch(remote, profile):
+        if isinstance(ev, startup.LogLine):
+            seen.append(ev.text)
+        if isinstance(ev, startup.ServerPhase) and ev.name == "load_weights" and not dropped:
+            remote.drop_connection()
+            dropped = True
+        if isinstance(ev, startup.Verdict):
+            verdict = ev
+    assert dropped and verdict is not None
+    assert verdict.verdict == "ready", verdict.reason
+    names = [p.name for p in verdict.phases]
+    assert "cuda_graph" in names and "warmup" in names  # no phase lost across the drop
+    # every log line exactly once, in order, across the reconnect (the follower resumes at its byte offset)
+    lines = [startup._clean_line(raw) for raw in Path(profile.server.log_file).read_bytes().splitlines(True)]
+    assert seen == lines[: len(seen)]
+    result = await startup.stop(remote, profile, grace_s=5)
+    assert result.stopped

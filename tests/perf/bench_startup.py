@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specdebug.core import startup  # noqa: E402
 from specdebug.core.profiles import Profile  # noqa: E402
+from specdebug.core.servers import forget_record  # noqa: E402
 from specdebug.remote.connection import SSHRemote  # noqa: E402
 from tests.sshd_harness import free_port, start_sshd  # noqa: E402
 
@@ -36,7 +37,12 @@ POLL_S = 15.0
 ATTEMPTS = 22
 
 
+NAMES: list[str] = []
+
+
 def sim_profile(work: Path, name: str, time_scale: str, *extra: str) -> Profile:
+    name = f"bench-{work.name[-6:]}-{name}"  # unique: the state file lives in the box's ~/.specdebug
+    NAMES.append(name)
     port = free_port()
     return Profile.model_validate(
         {
@@ -150,6 +156,8 @@ async def main() -> None:
             f"crash_detect_ms={fail_lag * 1000:.0f} ssh_curl_loop_crash_detect_s={POLL_S * ATTEMPTS:.0f}"
         )
     finally:
+        for name in NAMES:
+            await forget_record(remote, name)
         await remote.close()
         sshd.stop()
 

@@ -16,9 +16,16 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 T0 = 1_700_000_000.0
 P = "[2026-01-01 10:00:00 TP0] "
 LINES = [
-    (0.4, "[2026-01-01 10:00:00] server_args=ServerArgs(model_path='moonshotai/Kimi-K2-Instruct', tp_size=8)"),
+    (
+        0.4,
+        "[2026-01-01 10:00:00] server_args=ServerArgs(model_path='moonshotai/Kimi-K2-Instruct', tp_size=8)",
+    ),
     (0.9, P + "Load weight begin. avail mem=78.00 GB"),
-    (6.2, P + "Load weight end. elapsed=5.30 s, type=DeepseekV3ForCausalLM, avail mem=40.00 GB, mem usage=38.00 GB."),
+    (
+        6.2,
+        P
+        + "Load weight end. elapsed=5.30 s, type=DeepseekV3ForCausalLM, avail mem=40.00 GB, mem usage=38.00 GB.",
+    ),
     (6.3, P + "KV Cache is allocated. #tokens: 400000, KV size: 12.00 GB"),
     (7.1, P + "Capture cuda graph begin. This can take up to several minutes. avail mem=20.00 GB"),
     (8.0, P + "Scheduler hit an exception: Traceback (most recent call last):"),
@@ -38,21 +45,44 @@ class FakeJournal:
 
 
 HISTORY = [
-    {"kind": "verdict", "verdict": "ready", "profile": "eagle3-3step", "elapsed_s": 14.0,
-     "phases": [{"name": n, "elapsed_s": s} for n, s in
-                [("launch", 0), ("args", 0.5), ("load_weights", 1), ("kv_cache", 6.5), ("cuda_graph", 7.2),
-                 ("http_server", 11), ("warmup", 12), ("ready", 14)]]},
+    {
+        "kind": "verdict",
+        "verdict": "ready",
+        "profile": "eagle3-3step",
+        "elapsed_s": 14.0,
+        "phases": [
+            {"name": n, "elapsed_s": s}
+            for n, s in [
+                ("launch", 0),
+                ("args", 0.5),
+                ("load_weights", 1),
+                ("kv_cache", 6.5),
+                ("cuda_graph", 7.2),
+                ("http_server", 11),
+                ("warmup", 12),
+                ("ready", 14),
+            ]
+        ],
+    },
 ]
 
 
 def record(profile) -> ServerRecord:
-    return ServerRecord(profile=profile.name, pid=4242, pgid=4242, port=profile.server.port,
-                        log_file=profile.server.log_file, started_at=T0)
+    return ServerRecord(
+        profile=profile.name,
+        pid=4242,
+        pgid=4242,
+        port=profile.server.port,
+        log_file=profile.server.log_file,
+        started_at=T0,
+    )
 
 
 def feed(pane: StartupPane, upto: int, *, finish: bool) -> None:
     profile = pane.ctx.profile
-    tracker = StartupTracker(kind="sglang", started_at=T0, timeout_s=120, profile=profile.name, pid=4242, pgid=4242)
+    tracker = StartupTracker(
+        kind="sglang", started_at=T0, timeout_s=120, profile=profile.name, pid=4242, pgid=4242
+    )
     pane.apply(Launched(record=record(profile)))
     pane.apply(GroupChange(pids=[4242, 4250, 4251], at=T0 + 1))
     pane.apply(HealthChange(status=None, at=T0 + 1))
@@ -65,7 +95,9 @@ def feed(pane: StartupPane, upto: int, *, finish: bool) -> None:
 
 
 class StartupApp(App):
-    def __init__(self, upto: int = len(LINES), finish: bool = True, history: bool = True, ready: bool = False):
+    def __init__(
+        self, upto: int = len(LINES), finish: bool = True, history: bool = True, ready: bool = False
+    ):
         super().__init__()
         self.ready = ready
         profile = load_profile(EXAMPLES / "eagle3-3step.toml")
@@ -88,7 +120,9 @@ class StartupApp(App):
 def feed_ready(pane: StartupPane) -> None:
     pane.clock = lambda: T0 + 20
     profile = pane.ctx.profile
-    tracker = StartupTracker(kind="sglang", started_at=T0, timeout_s=120, profile=profile.name, pid=4242, pgid=4242)
+    tracker = StartupTracker(
+        kind="sglang", started_at=T0, timeout_s=120, profile=profile.name, pid=4242, pgid=4242
+    )
     pane.apply(Launched(record=record(profile)))
     for dt, line in LINES[:5]:
         for ev in tracker.feed_line(line, T0 + dt):

@@ -75,7 +75,11 @@ def test_extends_overrides_and_merges_tables(tmp_path: Path) -> None:
     sub = tmp_path / "sub"
     sub.mkdir()
     child = load_profile(
-        write(sub, "c.toml", 'name = "c"\nextends = "../base.toml"\n[server]\nenv = { B = "3" }\nkind = "custom"\n')
+        write(
+            sub,
+            "c.toml",
+            'name = "c"\nextends = "../base.toml"\n[server]\nenv = { B = "3" }\nkind = "custom"\n',
+        )
     )
     assert child.server.env == {"A": "1", "B": "3"}
     assert child.server.kind == "custom"
@@ -111,7 +115,7 @@ def test_wrong_type_names_line_and_field(tmp_path: Path) -> None:
 
 
 def test_wrong_type_inside_inline_table(tmp_path: Path) -> None:
-    path = write(tmp_path, "t.toml", MINIMAL + "env = { NCCL_PROTO = \"LL\", NCCL_P2P_LEVEL = 5 }\n")
+    path = write(tmp_path, "t.toml", MINIMAL + 'env = { NCCL_PROTO = "LL", NCCL_P2P_LEVEL = 5 }\n')
     err = error_of(path)
     assert err.line == 4 and err.field == "server.env.NCCL_P2P_LEVEL"
 
@@ -215,7 +219,9 @@ def test_diff_switch_flags_and_command(tmp_path: Path) -> None:
         MINIMAL.replace("sglang.launch_server", "specdebug.sim") + '  # c\n[server.env]\nX = "1"\n',
         tmp_path / "b.toml",
     )
-    b2 = b.model_copy(update={"server": b.server.model_copy(update={"argv": [*b.server.argv, "--enable-metrics"]})})
+    b2 = b.model_copy(
+        update={"server": b.server.model_copy(update={"argv": [*b.server.argv, "--enable-metrics"]})}
+    )
     knobs = diff_profiles(a, b2)
     assert [(k.kind, k.name) for k in knobs] == [("command", "(command)"), ("flag", "--enable-metrics")]
     assert knobs[1].value_a is None and knobs[1].switch_b and knobs[1].value_b == "(set)"

@@ -46,7 +46,10 @@ def test_diff_text_and_json(capsys) -> None:
     assert main(["profile", "diff", "--json", a, b]) == 0
     data = json.loads(capsys.readouterr().out)
     knobs = {k["name"]: k for k in data["knobs"]}
-    assert knobs["--speculative-num-steps"]["value_a"] == "2" and knobs["--speculative-num-steps"]["value_b"] == "3"
+    assert (
+        knobs["--speculative-num-steps"]["value_a"] == "2"
+        and knobs["--speculative-num-steps"]["value_b"] == "3"
+    )
     assert knobs["NCCL_ALGO"]["kind"] == "env" and knobs["NCCL_ALGO"]["value_b"] is None
     assert main(["profile", "diff", "--all", "--json", a, b]) == 0
     assert "--port" in {k["name"] for k in json.loads(capsys.readouterr().out)["knobs"]}

@@ -41,12 +41,34 @@ class LogMatch(BaseModel):
     phase: str | None = None  # startup phase the line enters, when it is a milestone
     inode: int | None = None  # file identity when followed (offsets are per inode)
 
+    @classmethod
+    def fast(cls, **values: Any) -> LogMatch:
+        """`model_construct` without its per-call overhead (the parser's hot path, ~10x cheaper).
+
+        Values must already have the field types; unset fields get their defaults. Equivalent to
+        `model_construct(**values)` (a unit test checks it)."""
+        obj = cls.__new__(cls)
+        data = {**_MATCH_DEFAULTS, **values}
+        for k in ("also", "fields", "metrics", "spans"):
+            if k not in values:
+                data[k] = type(data[k])()
+        object.__setattr__(obj, "__dict__", data)
+        object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+        object.__setattr__(obj, "__pydantic_extra__", None)
+        object.__setattr__(obj, "__pydantic_private__", None)
+        return obj
+
     def samples(self) -> list[MetricSample]:
         return [
             MetricSample.model_construct(name=k, value=v, offset=self.offset, ts=self.ts, warmup=self.warmup)
             for k, v in self.metrics.items()
         ]
 
+
+_MATCH_DEFAULTS: dict[str, Any] = {
+    name: (f.get_default(call_default_factory=True) if not f.is_required() else None)
+    for name, f in LogMatch.model_fields.items()
+}
 
 FollowEventKind = Literal[
     "opened",  # following started: inode, offset

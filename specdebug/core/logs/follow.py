@@ -35,13 +35,8 @@ def ctl(*parts):
 def main():
     path = os.path.expanduser(sys.argv[1]); off = int(sys.argv[2]); want = int(sys.argv[3])
     once = sys.argv[4] == "once"
-    pats = [re.compile(p.encode("utf-8", "surrogateescape")) for p in sys.argv[5:]]
-    if len(pats) == 1:
-        test = pats[0].search
-    elif pats:
-        test = lambda s: any(p.search(s) for p in pats)
-    else:
-        test = None
+    pats = [re.compile(p.encode("utf-8", "surrogateescape"), re.M) for p in sys.argv[5:]]
+    one = pats[0] if len(pats) == 1 else None
     ifd = None; lib = None
     try:
         import ctypes
@@ -94,16 +89,33 @@ def main():
     ctl("OPEN", ino, pos, st.st_size, os.path.abspath(path).encode("utf-8", "surrogateescape")); out.flush()
     buf = b""; reported = pos; last_out = time.time()
     def emit(data, final=False):
+        # complete lines only; with one (combined) pattern the regex runs over the whole chunk in C
+        # and we restart at the line after each hit, so no line with a match is skipped
         nonlocal buf, pos
         buf += data
-        lines = buf.split(b"\n")
-        buf = lines.pop()
-        if final and buf:
-            lines.append(buf); buf = b""
-        for ln in lines:
-            start = pos; pos += len(ln) + 1
-            if test is None or test(ln):
-                out.write(b"%d\t%s\n" % (start, ln))
+        if final and buf and not buf.endswith(b"\n"):
+            buf += b"\n"
+        cut = buf.rfind(b"\n") + 1
+        if not cut:
+            return
+        block, buf = buf[:cut], buf[cut:]
+        base = pos; pos += len(block)
+        if one is not None:
+            at = 0; search = one.search; find = block.find
+            while True:
+                m = search(block, at)
+                if m is None:
+                    break
+                s = block.rfind(b"\n", 0, m.start()) + 1
+                e = find(b"\n", m.start())
+                out.write(b"%d\t%s\n" % (base + s, block[s:e]))
+                at = e + 1
+            return
+        at = 0
+        for ln in block[:-1].split(b"\n"):
+            if not pats or any(p.search(ln) for p in pats):
+                out.write(b"%d\t%s\n" % (base + at, ln))
+            at += len(ln) + 1
     while True:
         data = f.read(1 << 16)
         if data:

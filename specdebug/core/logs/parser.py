@@ -184,7 +184,7 @@ class LogParser:
                 events.append("match")
         if not events:
             return None
-        return LogMatch.model_construct(
+        return LogMatch.fast(
             offset=offset,
             lineno=lineno,
             line=line,

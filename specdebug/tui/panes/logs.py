@@ -140,6 +140,7 @@ class LogView(ScrollView, can_focus=True):
         if follow:
             self.cursor = len(self.rows) - 1
             self.scroll_to_end()
+            self.call_after_refresh(self.scroll_to_end)  # again once the new virtual size is laid out
         self.refresh()
 
     def set_filter(self, rx: re.Pattern[str] | None, hide: bool) -> None:
@@ -248,9 +249,9 @@ class MetricRow(Vertical):
     """name + stats line + sparkline of the recent values."""
 
     DEFAULT_CSS = """
-    MetricRow { height: 3; }
+    MetricRow { height: 4; }
     MetricRow .metric-head { height: 1; }
-    MetricRow .metric-stats { height: 1; color: $text-muted; }
+    MetricRow .metric-stats { height: 2; color: $text-muted; }
     MetricRow Sparkline { height: 1; }
     """
 
@@ -275,8 +276,21 @@ def _f(v: float | None) -> str:
 
 
 def stats_line(st: dict) -> str:
-    return (f"n {st['n']}  last {_f(st['last'])}  mean {_f(st['mean'])}  p50 {_f(st['p50'])}  "
-            f"p90 {_f(st['p90'])}  min {_f(st['min'])}  max {_f(st['max'])}")
+    return (f"n {st['n']}  last {_f(st['last'])}  mean {_f(st['mean'])}\n"
+            f"p50 {_f(st['p50'])}  p90 {_f(st['p90'])}  min {_f(st['min'])}  max {_f(st['max'])}")
+
+
+# the numbers people look at first, then everything else in first-seen order
+METRIC_ORDER = [
+    "accept_len", "mean_acceptance_length", "accept_rate", "draft_acceptance_rate", "gen_throughput",
+    "avg_generation_throughput", "accepted_throughput", "drafted_throughput", "input_throughput",
+    "avg_prompt_throughput", "running_req", "queue_req", "token_usage", "kv_cache_usage",
+]
+
+
+def metric_rank(name: str) -> tuple[int, str]:
+    base = name.partition("[")[0]
+    return (METRIC_ORDER.index(base) if base in METRIC_ORDER else len(METRIC_ORDER), name)
 
 
 class ContextScreen(ModalScreen[None]):
@@ -453,14 +467,18 @@ class LogsPane(Pane):
         store = self.analyzer.store
         summary = store.summary(include_warmup=self.include_warmup)
         box = self.query_one("#logs-metrics", VerticalScroll)
-        for name in store.names():
+        for name in sorted(store.names(), key=metric_rank):
             series = store.series(name, include_warmup=self.include_warmup)
             if series is None or series.n == 0:
                 continue
             row = self._rows.get(name)
             if row is None:
                 row = self._rows[name] = MetricRow(name)
-                box.mount(row)
+                later = [r for n, r in self._rows.items() if n != name and metric_rank(n) > metric_rank(name)]
+                if later:
+                    box.mount(row, before=min(later, key=lambda r: metric_rank(r.metric)))
+                else:
+                    box.mount(row)
             base, _, idx = name.rstrip("]").partition("[")
             st = summary.get(name)
             if st is None and idx.isdigit() and base in summary:

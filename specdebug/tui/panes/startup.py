@@ -172,7 +172,9 @@ class StartupPane(Pane):
             self.query_one("#startup-phases", Static).update(self.phases_table())
             self.query_one("#startup-verdict-text", Static).update(self.verdict_text())
             lines = list(self.log_lines)[-LOG_LINES_SHOWN:]
-            self.query_one("#startup-log", Static).update(Text("\n".join(lines), no_wrap=True, overflow="ellipsis"))
+            self.query_one("#startup-log", Static).update(
+                Text("\n".join(lines), no_wrap=True, overflow="ellipsis")
+            )
         except Exception:  # not mounted yet
             pass
 
@@ -183,8 +185,14 @@ class StartupPane(Pane):
             return text
         text.append(self.profile.name, style="bold cyan")
         text.append(f"  port {self.profile.server.port}  ")
-        style = {"ready": "bold green", "failed": "bold red", "starting": "bold yellow", "launching": "yellow",
-                 "stopping": "yellow", "stopped": "dim"}.get(self.state, "dim")
+        style = {
+            "ready": "bold green",
+            "failed": "bold red",
+            "starting": "bold yellow",
+            "launching": "yellow",
+            "stopping": "yellow",
+            "stopped": "dim",
+        }.get(self.state, "dim")
         text.append(self.state.upper(), style=style)
         elapsed = self.elapsed()
         if elapsed is not None:
@@ -192,7 +200,9 @@ class StartupPane(Pane):
         if self.history is not None:
             if self.state == "starting" and elapsed is not None:
                 text.append(f"  ETA {_fmt_s(self.history.eta(elapsed))}", style="cyan")
-            text.append(f"  (usual {_fmt_s(self.history.expected_total_s)}, {self.history.runs} runs)", style="dim")
+            text.append(
+                f"  (usual {_fmt_s(self.history.expected_total_s)}, {self.history.runs} runs)", style="dim"
+            )
         if self.record is not None:
             text.append(f"\nPID {self.record.pid}  PGID {self.record.pgid}  processes {len(self.pids)}  ")
             text.append(f"health {self.health if self.health is not None else '-'}  ")
@@ -224,7 +234,9 @@ class StartupPane(Pane):
             if p is None:
                 if self.verdict is not None and self.verdict.verdict == "ready":
                     continue  # this server never printed that milestone
-                table.add_row(Text("·", style="dim"), Text(name, style="dim"), "", "", Text(_fmt_s(usual), style="dim"))
+                table.add_row(
+                    Text("·", style="dim"), Text(name, style="dim"), "", "", Text(_fmt_s(usual), style="dim")
+                )
                 continue
             nxt = next((seen[n] for n in names[i + 1 :] if n in seen), None)
             if nxt is not None:
@@ -240,7 +252,9 @@ class StartupPane(Pane):
                 mark = Text("▶", style="bold yellow")
             else:
                 mark = Text("✓", style="green")
-            table.add_row(mark, Text(name), _fmt_s(p.elapsed_s), _fmt_s(took), Text(_fmt_s(usual), style="dim"))
+            table.add_row(
+                mark, Text(name), _fmt_s(p.elapsed_s), _fmt_s(took), Text(_fmt_s(usual), style="dim")
+            )
         return table
 
     def verdict_text(self) -> Text:

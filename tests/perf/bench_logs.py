@@ -1,0 +1,271 @@
+"""Log follow benchmark: append-to-parsed-event latency, sustained lines/s, parser memory.
+
+    python tests/perf/bench_logs.py [--ssh-config F --host ALIAS] [--lines N] [--parser-lines N]
+
+Without --host it starts its own loopback sshd (tests/sshd_harness.start_sshd). Each figure is
+measured for specdebug's follower (on-box python agent + SSHRemote + LogParser) and, in the same
+run on the same appended lines, for `ssh -F cfg HOST 'tail -F FILE | grep --line-buffered ...'`
+with the same parser applied to what it delivers. Lines are appended on the box by a small
+writer started over SSH that stamps each line with its wall-clock write time, so latency is
+exact when the box is this machine (loopback) and includes clock offset otherwise.
+The last line printed is `RESULT key=value ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from specdebug.core.logs.events import LogMatch  # noqa: E402
+from specdebug.core.logs.follow import Follower  # noqa: E402
+from specdebug.core.logs.parser import LogParser  # noqa: E402
+from specdebug.core.logs.scan import Analyzer  # noqa: E402
+
+DECODE = (
+    "[2026-01-15 12:00:03 TP0] Decode batch, #running-req: 16, #token: 150000, token usage: 0.41, "
+    "accept len: 2.95, accept rate: 0.74, cuda graph: True, gen throughput (token/s): 310.40, #queue-req: 0"
+)
+NOISE = '[2026-01-15 12:00:03] INFO:     127.0.0.1:40052 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+
+# appends N decode lines (each after `noise` noise lines) stamped with time.time(); rate 0 = flat out
+WRITER = r"""
+import sys, time, os
+path, n, rate, noise = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+decode, noisy = sys.argv[5], (sys.argv[6] + "\n").encode()
+fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+buf = []
+t0 = time.time()
+for i in range(n):
+    chunk = noisy * noise + ("%s, #bench-seq: %d, #bench-ts: %.6f\n" % (decode, i, time.time())).encode()
+    if rate:
+        os.write(fd, chunk)
+        delay = t0 + (i + 1) / rate - time.time()
+        if delay > 0:
+            time.sleep(delay)
+    else:
+        buf.append(chunk)
+        if len(buf) >= 2000:
+            os.write(fd, b"".join(buf)); buf = []
+if buf:
+    os.write(fd, b"".join(buf))
+os.close(fd)
+print("done")
+"""
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round((len(v) - 1) * q / 100)))]
+
+
+def rss_kib() -> tuple[int, int]:
+    """(VmRSS, VmHWM) in KiB."""
+    cur = hwm = 0
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            cur = int(line.split()[1])
+        elif line.startswith("VmHWM:"):
+            hwm = int(line.split()[1])
+    return cur, hwm
+
+
+def bench_parser(n: int) -> dict[str, float]:
+    """n lines (1 in 2 a decode line) through LogParser + MetricStore: rate and memory."""
+    gc.collect()
+    rss0, _ = rss_kib()
+    an = Analyzer(LogParser("sglang"))
+    decode, noise = DECODE.encode(), NOISE.encode()
+    t0 = time.perf_counter()
+    off = 0
+    for i in range(n):
+        line = decode if i & 1 else noise
+        an.feed(line, offset=off)
+        off += len(line) + 1
+    dt = time.perf_counter() - t0
+    res = an.result()
+    rss1, hwm = rss_kib()
+    assert res.metrics["accept_len"]["n"] == n // 2
+    return {"parser_lines_per_s": n / dt, "parser_rss_growth_mib": (rss1 - rss0) / 1024,
+            "peak_rss_mib": hwm / 1024, "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+async def write_remote(remote, path: str, n: int, rate: float, noise: int = 0) -> None:
+    async with remote.stream(["python3", "-c", WRITER, path, str(n), str(rate), str(noise), DECODE, NOISE]) as s:
+        async for _ in s:
+            pass
+
+
+async def ours(remote, path: str, want: int, lat: list[float] | None, started: asyncio.Event,
+               from_start: bool) -> float:
+    """Follow with specdebug; returns seconds from first to last parsed event."""
+    parser = LogParser("sglang", from_start=from_start)
+    follower = Follower(remote, path, prefilter=parser.candidate_patterns(), offset=0 if from_start else None)
+    got = 0
+    t_first = t_last = 0.0
+    async for item in follower.lines():
+        if not hasattr(item, "data"):
+            if item.kind == "opened":
+                started.set()
+            continue
+        m = parser.parse(item.data, offset=item.offset)
+        if not isinstance(m, LogMatch) or "bench_seq" not in m.fields:
+            continue
+        now = time.time()
+        if lat is not None:
+            lat.append((now - m.fields["bench_ts"]) * 1000)
+        got += 1
+        if got == 1:
+            t_first = time.perf_counter()
+        t_last = time.perf_counter()
+        if got >= want:
+            break
+    return t_last - t_first
+
+
+async def baseline(ssh_cmd: list[str], path: str, want: int, lat: list[float] | None, started: asyncio.Event,
+                   from_start: bool) -> float:
+    """`ssh HOST 'tail -F FILE | grep --line-buffered ...'`, same parser on what arrives."""
+    start = "-c +1" if from_start else "-n 0"
+    remote_cmd = f"tail {start} -F {path} | grep --line-buffered 'Decode batch'"
+    proc = await asyncio.create_subprocess_exec(*ssh_cmd, remote_cmd, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.DEVNULL, stdin=asyncio.subprocess.DEVNULL,
+                                                limit=1 << 20)
+    parser = LogParser("sglang", from_start=from_start)
+    got = 0
+    t_first = t_last = 0.0
+    assert proc.stdout is not None
+    try:
+        await asyncio.sleep(0.6)  # ssh login + tail start (no readiness signal to wait for)
+        started.set()
+        while got < want:
+            line = await proc.stdout.readline()
+            if not line:
+                break
+            m = parser.parse(line)
+            if m is None or "bench_seq" not in m.fields:
+                continue
+            if lat is not None:
+                lat.append((time.time() - m.fields["bench_ts"]) * 1000)
+            got += 1
+            if got == 1:
+                t_first = time.perf_counter()
+            t_last = time.perf_counter()
+    finally:
+        proc.kill()
+        await proc.wait()
+    return t_last - t_first
+
+
+async def run(args: argparse.Namespace) -> dict[str, float]:
+    from specdebug.remote.connection import SSHRemote
+
+    result: dict[str, float] = {}
+    print(f"parser: {args.parser_lines} lines ...", flush=True)
+    result.update(bench_parser(args.parser_lines))
+    print(f"  {result['parser_lines_per_s']:.0f} lines/s, RSS +{result['parser_rss_growth_mib']:.1f} MiB "
+          f"(peak RSS {result['peak_rss_mib']:.1f} MiB)", flush=True)
+
+    sshd = None
+    tmp = Path(tempfile.mkdtemp(prefix="bench-logs-"))
+    try:
+        if args.host:
+            cfg, host = args.ssh_config, args.host
+            res_dir = None
+        else:
+            from tests.sshd_harness import start_sshd
+
+            sshd = start_sshd(tmp / "sshd")
+            cfg, host = str(sshd.config_path), sshd.alias
+            res_dir = tmp
+        remote = SSHRemote(host, ssh_config=cfg, keepalive_interval=5.0, connect_timeout=10.0)
+        await remote.start()
+        await remote.wait_connected(20)
+        try:
+            if res_dir is None:
+                r = await remote.run(["mktemp", "-d"])
+                box_dir = r.out.strip()
+            else:
+                box_dir = str(res_dir)
+            ssh_cmd = ["ssh", "-F", cfg, "-o", "BatchMode=yes", host]
+
+            # 1) latency: lines appended at a steady rate, both followers on the same file
+            path = f"{box_dir}/latency.log"
+            await remote.run(["sh", "-c", ': > "$1"', "sh", path])
+            n_lat = args.latency_lines
+            lat_ours: list[float] = []
+            lat_base: list[float] = []
+            s1, s2 = asyncio.Event(), asyncio.Event()
+            t_ours = asyncio.ensure_future(ours(remote, path, n_lat, lat_ours, s1, False))
+            t_base = asyncio.ensure_future(baseline(ssh_cmd, path, n_lat, lat_base, s2, False))
+            await asyncio.wait_for(asyncio.gather(s1.wait(), s2.wait()), 30)
+            print(f"latency: {n_lat} lines at {args.rate:.0f}/s ...", flush=True)
+            await write_remote(remote, path, n_lat, args.rate, noise=9)
+            await asyncio.wait_for(asyncio.gather(t_ours, t_base), 60)
+            result.update(
+                latency_p50_ms=statistics.median(lat_ours), latency_p99_ms=pct(lat_ours, 99),
+                ssh_tail_grep_latency_p50_ms=statistics.median(lat_base), ssh_tail_grep_latency_p99_ms=pct(lat_base, 99),
+            )
+            print(f"  specdebug p50 {result['latency_p50_ms']:.1f} ms p99 {result['latency_p99_ms']:.1f} ms | "
+                  f"ssh tail|grep p50 {result['ssh_tail_grep_latency_p50_ms']:.1f} ms "
+                  f"p99 {result['ssh_tail_grep_latency_p99_ms']:.1f} ms", flush=True)
+
+            # 2) sustained throughput: a file of N matching lines (+ noise), read from the start
+            for label, noise in (("all_match", 0), ("one_in_10", 9)):
+                path = f"{box_dir}/tp-{label}.log"
+                await remote.run(["sh", "-c", ': > "$1"', "sh", path])
+                await write_remote(remote, path, args.lines, 0, noise=noise)
+                for who in ("ours", "base"):
+                    ev = asyncio.Event()
+                    if who == "ours":
+                        span = await asyncio.wait_for(ours(remote, path, args.lines, None, ev, True), 300)
+                    else:
+                        span = await asyncio.wait_for(baseline(ssh_cmd, path, args.lines, None, ev, True), 300)
+                    # sustained = first to last parsed line (connection/start-up time left out for both)
+                    key = "lines_per_s" if who == "ours" else "ssh_tail_grep_lines_per_s"
+                    result[f"{key}_{label}"] = (args.lines - 1) / span
+                print(f"throughput ({label}, {args.lines} matching lines): specdebug "
+                      f"{result[f'lines_per_s_{label}']:.0f}/s | ssh tail|grep "
+                      f"{result[f'ssh_tail_grep_lines_per_s_{label}']:.0f}/s", flush=True)
+            if res_dir is None:
+                await remote.run(["rm", "-rf", box_dir])
+        finally:
+            await remote.close()
+    finally:
+        if sshd is not None:
+            sshd.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ssh-config", "-F", help="ssh config with the host alias")
+    ap.add_argument("--host", help="host alias (default: start a loopback sshd)")
+    ap.add_argument("--lines", type=int, default=100_000, help="matching lines for the throughput runs")
+    ap.add_argument("--latency-lines", type=int, default=400)
+    ap.add_argument("--rate", type=float, default=200.0, help="lines/s appended in the latency run")
+    ap.add_argument("--parser-lines", type=int, default=1_000_000)
+    args = ap.parse_args()
+    if args.host and not args.ssh_config:
+        ap.error("--host needs --ssh-config")
+    res = asyncio.run(run(args))
+    print("RESULT " + " ".join(f"{k}={v:.1f}" for k, v in res.items()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Startup pane end to end: keys launch and stop a simulated server over the loopback sshd."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from textual.app import App, ComposeResult
+
+from specdebug.core.profiles import Profile
+from specdebug.core.servers import forget_record, group_members, load_record
+from specdebug.tui.context import AppContext
+from specdebug.tui.panes.startup import StartupPane
+from tests.sshd_harness import free_port
+
+pytestmark = pytest.mark.slow
+
+
+class LiveApp(App):
+    def __init__(self, ctx: AppContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def compose(self) -> ComposeResult:
+        yield StartupPane(self.ctx)
+
+
+async def wait_for(predicate, timeout: float = 30.0) -> None:
+    deadline = time.time() + timeout
+    while not predicate():
+        assert time.time() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+async def test_launch_and_stop_keys(remote, tmp_path: Path) -> None:
+    port = free_port()
+    name = f"panelive-{uuid.uuid4().hex[:6]}"
+    profile = Profile.model_validate(
+        {
+            "name": name,
+            "server": {
+                "argv": [
+                    sys.executable,
+                    "-m",
+                    "specdebug.sim",
+                    "--tp",
+                    "2",
+                    "--port",
+                    str(port),
+                    "--time-scale",
+                    "0.02",
+                    "--log-file",
+                    str(tmp_path / f"{name}.sim.log"),
+                ],
+                "log_file": str(tmp_path / f"{name}.log"),
+            },
+            "ready": {"timeout_s": 60},
+        }
+    )
+    from specdebug.core.journal import Journal
+
+    journal = Journal(tmp_path / "session")
+    ctx = AppContext(remotes={remote.name: remote}, selected=remote.name, profile=profile, journal=journal)
+    app = LiveApp(ctx)
+    try:
+        async with app.run_test(size=(130, 40)) as pilot:
+            pane = app.query_one(StartupPane)
+            pane.focus()
+            await pilot.press("l")
+            await wait_for(lambda: pane.state in ("ready", "failed"))
+            assert pane.state == "ready", pane.verdict
+            await pilot.pause(0.2)
+            assert "READY" in pane.verdict_text().plain
+            assert any(p.name == "cuda_graph" for p in pane.phases)
+            await pilot.press("s")
+            await wait_for(lambda: pane.state in ("stopped", "failed"))
+            assert pane.state == "stopped"
+        record = await load_record(remote, name)
+        assert group_members(await remote.processes(), record) == []
+        kinds = [e["kind"] for e in journal.events()]
+        assert kinds == ["launch", "verdict", "stop"]
+    finally:
+        record = await load_record(remote, name)
+        if record is not None and group_members(await remote.processes(), record):
+            await remote.run(["kill", "-KILL", "--", f"-{record.pgid}"])
+        await forget_record(remote, name)
