@@ -24,12 +24,25 @@ from specdebug.verbs.scan import LOG_HELP, match_json
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("grep", help="print log lines matching regexes (on the box), optionally following")
     p.add_argument("log", metavar="HOST:PATH", help=LOG_HELP)
-    p.add_argument("-e", "--regexp", dest="patterns", action="append", metavar="REGEX", default=[],
-                   help="Python regex; repeat for several (any may match); default: the pack's lines")
-    p.add_argument("--pack", choices=PACK_NAMES, default=None,
-                   help="also parse matches with this pattern pack (fields, metrics, events)")
+    p.add_argument(
+        "-e",
+        "--regexp",
+        dest="patterns",
+        action="append",
+        metavar="REGEX",
+        default=[],
+        help="Python regex; repeat for several (any may match); default: the pack's lines",
+    )
+    p.add_argument(
+        "--pack",
+        choices=PACK_NAMES,
+        default=None,
+        help="also parse matches with this pattern pack (fields, metrics, events)",
+    )
     p.add_argument("--follow", action="store_true", help="keep following the file (tail -F)")
-    p.add_argument("--from-start", action="store_true", help="with --follow: start at the beginning, not the end")
+    p.add_argument(
+        "--from-start", action="store_true", help="with --follow: start at the beginning, not the end"
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per match: offset, line, fields, ...")
     add_ssh_args(p)
     p.set_defaults(func=grep)
@@ -59,7 +72,9 @@ async def grep(args: argparse.Namespace) -> int:
         err("grep: give at least one -e REGEX (or --pack to select the pack's lines)")
         raise VerbExit(2)
     try:
-        parser = LogParser(args.pack or "auto", grep=args.patterns, from_start=args.from_start or not args.follow)
+        parser = LogParser(
+            args.pack or "auto", grep=args.patterns, from_start=args.from_start or not args.follow
+        )
     except PatternError as exc:
         err(str(exc))
         raise VerbExit(2, str(exc)) from exc
@@ -86,8 +101,9 @@ async def grep(args: argparse.Namespace) -> int:
 
     failed = False
     async with open_remote(args, host) as remote:
-        async for item in follow_matches(remote, path, parser, from_start=args.from_start or not args.follow,
-                                         once=not args.follow):
+        async for item in follow_matches(
+            remote, path, parser, from_start=args.from_start or not args.follow, once=not args.follow
+        ):
             if isinstance(item, LogEvent) and item.kind == "error":
                 failed = True
             found |= _emit(item, args.json)

@@ -25,10 +25,19 @@ LOG_HELP = "a local path, or HOST:PATH on a box (split at the last ':' before '/
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scan", help="parse a server log after the fact: metric stats and event counts")
     p.add_argument("log", metavar="LOG", help=LOG_HELP)
-    p.add_argument("--pack", choices=PACK_NAMES, default=None, help="pattern pack (default: the profile's kind, else auto)")
-    p.add_argument("-c", "--profile", metavar="PROFILE", help="profile TOML: its named patterns become metrics")
+    p.add_argument(
+        "--pack",
+        choices=PACK_NAMES,
+        default=None,
+        help="pattern pack (default: the profile's kind, else auto)",
+    )
+    p.add_argument(
+        "-c", "--profile", metavar="PROFILE", help="profile TOML: its named patterns become metrics"
+    )
     p.add_argument("--include-warmup", action="store_true", help="count samples from before the ready marker")
-    p.add_argument("--events", action="store_true", help="also print every match (one JSON line each with --json)")
+    p.add_argument(
+        "--events", action="store_true", help="also print every match (one JSON line each with --json)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_ssh_args(p)
     p.set_defaults(func=scan)

@@ -60,7 +60,7 @@ def test_demo_runs_and_quits_clean(quit_key, tmp_path):
     try:
         wait_screen(lambda s: "simbox connected" in s, 30)
         # the sim comes up through the startup pane and reaches ready
-        wait_screen(lambda s: "READY" in s.upper() and "ready" in s, 90)
+        wait_screen(lambda s: "READY after" in s, 90)
         assert sim_pids() - before, "the demo should have started a simulated server"
         tmux("send-keys", "-t", "demo", quit_key)
         deadline = time.monotonic() + 20

@@ -11,7 +11,7 @@ import pytest
 
 from specdebug.core.logs.context import read_context
 from specdebug.core.logs.events import LogEvent, LogMatch
-from specdebug.core.logs.follow import Follower, RawLine, follow_matches
+from specdebug.core.logs.follow import Follower, follow_matches
 from specdebug.core.logs.parser import LogParser
 
 

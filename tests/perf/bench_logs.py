@@ -98,18 +98,25 @@ def bench_parser(n: int) -> dict[str, float]:
     res = an.result()
     rss1, hwm = rss_kib()
     assert res.metrics["accept_len"]["n"] == n // 2
-    return {"parser_lines_per_s": n / dt, "parser_rss_growth_mib": (rss1 - rss0) / 1024,
-            "peak_rss_mib": hwm / 1024, "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "parser_lines_per_s": n / dt,
+        "parser_rss_growth_mib": (rss1 - rss0) / 1024,
+        "peak_rss_mib": hwm / 1024,
+        "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 async def write_remote(remote, path: str, n: int, rate: float, noise: int = 0) -> None:
-    async with remote.stream(["python3", "-c", WRITER, path, str(n), str(rate), str(noise), DECODE, NOISE]) as s:
+    async with remote.stream(
+        ["python3", "-c", WRITER, path, str(n), str(rate), str(noise), DECODE, NOISE]
+    ) as s:
         async for _ in s:
             pass
 
 
-async def ours(remote, path: str, want: int, lat: list[float] | None, started: asyncio.Event,
-               from_start: bool) -> float:
+async def ours(
+    remote, path: str, want: int, lat: list[float] | None, started: asyncio.Event, from_start: bool
+) -> float:
     """Follow with specdebug; returns seconds from first to last parsed event."""
     parser = LogParser("sglang", from_start=from_start)
     follower = Follower(remote, path, prefilter=parser.candidate_patterns(), offset=0 if from_start else None)
@@ -135,14 +142,25 @@ async def ours(remote, path: str, want: int, lat: list[float] | None, started: a
     return t_last - t_first
 
 
-async def baseline(ssh_cmd: list[str], path: str, want: int, lat: list[float] | None, started: asyncio.Event,
-                   from_start: bool) -> float:
+async def baseline(
+    ssh_cmd: list[str],
+    path: str,
+    want: int,
+    lat: list[float] | None,
+    started: asyncio.Event,
+    from_start: bool,
+) -> float:
     """`ssh HOST 'tail -F FILE | grep --line-buffered ...'`, same parser on what arrives."""
     start = "-c +1" if from_start else "-n 0"
     remote_cmd = f"tail {start} -F {path} | grep --line-buffered 'Decode batch'"
-    proc = await asyncio.create_subprocess_exec(*ssh_cmd, remote_cmd, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.DEVNULL, stdin=asyncio.subprocess.DEVNULL,
-                                                limit=1 << 20)
+    proc = await asyncio.create_subprocess_exec(
+        *ssh_cmd,
+        remote_cmd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.DEVNULL,
+        limit=1 << 20,
+    )
     parser = LogParser("sglang", from_start=from_start)
     got = 0
     t_first = t_last = 0.0
@@ -175,8 +193,11 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
     result: dict[str, float] = {}
     print(f"parser: {args.parser_lines} lines ...", flush=True)
     result.update(bench_parser(args.parser_lines))
-    print(f"  {result['parser_lines_per_s']:.0f} lines/s, RSS +{result['parser_rss_growth_mib']:.1f} MiB "
-          f"(peak RSS {result['peak_rss_mib']:.1f} MiB)", flush=True)
+    print(
+        f"  {result['parser_lines_per_s']:.0f} lines/s, RSS +{result['parser_rss_growth_mib']:.1f} MiB "
+        f"(peak RSS {result['peak_rss_mib']:.1f} MiB)",
+        flush=True,
+    )
 
     sshd = None
     tmp = Path(tempfile.mkdtemp(prefix="bench-logs-"))
@@ -215,12 +236,17 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             await write_remote(remote, path, n_lat, args.rate, noise=9)
             await asyncio.wait_for(asyncio.gather(t_ours, t_base), 60)
             result.update(
-                latency_p50_ms=statistics.median(lat_ours), latency_p99_ms=pct(lat_ours, 99),
-                ssh_tail_grep_latency_p50_ms=statistics.median(lat_base), ssh_tail_grep_latency_p99_ms=pct(lat_base, 99),
+                latency_p50_ms=statistics.median(lat_ours),
+                latency_p99_ms=pct(lat_ours, 99),
+                ssh_tail_grep_latency_p50_ms=statistics.median(lat_base),
+                ssh_tail_grep_latency_p99_ms=pct(lat_base, 99),
             )
-            print(f"  specdebug p50 {result['latency_p50_ms']:.1f} ms p99 {result['latency_p99_ms']:.1f} ms | "
-                  f"ssh tail|grep p50 {result['ssh_tail_grep_latency_p50_ms']:.1f} ms "
-                  f"p99 {result['ssh_tail_grep_latency_p99_ms']:.1f} ms", flush=True)
+            print(
+                f"  specdebug p50 {result['latency_p50_ms']:.1f} ms p99 {result['latency_p99_ms']:.1f} ms | "
+                f"ssh tail|grep p50 {result['ssh_tail_grep_latency_p50_ms']:.1f} ms "
+                f"p99 {result['ssh_tail_grep_latency_p99_ms']:.1f} ms",
+                flush=True,
+            )
 
             # 2) sustained throughput: a file of N matching lines (+ noise), read from the start
             for label, noise in (("all_match", 0), ("one_in_10", 9)):
@@ -232,13 +258,18 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
                     if who == "ours":
                         span = await asyncio.wait_for(ours(remote, path, args.lines, None, ev, True), 300)
                     else:
-                        span = await asyncio.wait_for(baseline(ssh_cmd, path, args.lines, None, ev, True), 300)
+                        span = await asyncio.wait_for(
+                            baseline(ssh_cmd, path, args.lines, None, ev, True), 300
+                        )
                     # sustained = first to last parsed line (connection/start-up time left out for both)
                     key = "lines_per_s" if who == "ours" else "ssh_tail_grep_lines_per_s"
                     result[f"{key}_{label}"] = (args.lines - 1) / span
-                print(f"throughput ({label}, {args.lines} matching lines): specdebug "
-                      f"{result[f'lines_per_s_{label}']:.0f}/s | ssh tail|grep "
-                      f"{result[f'ssh_tail_grep_lines_per_s_{label}']:.0f}/s", flush=True)
+                print(
+                    f"throughput ({label}, {args.lines} matching lines): specdebug "
+                    f"{result[f'lines_per_s_{label}']:.0f}/s | ssh tail|grep "
+                    f"{result[f'ssh_tail_grep_lines_per_s_{label}']:.0f}/s",
+                    flush=True,
+                )
             if res_dir is None:
                 await remote.run(["rm", "-rf", box_dir])
         finally:

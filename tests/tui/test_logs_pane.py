@@ -20,16 +20,19 @@ READY = "[2026-01-15 12:00:10] The server is fired up and ready to roll!"
 
 
 def decode(i: int, al: float, tp: float) -> str:
-    return (P.format(i) + f"Decode batch, #running-req: {1 + i % 4}, #token: {900 + i}, token usage: 0.0{i % 9}, "
-            f"accept len: {al:.2f}, accept rate: {al / 4:.2f}, cuda graph: True, gen throughput (token/s): {tp:.2f}, "
-            f"#queue-req: {i % 3}")
+    return (
+        P.format(i) + f"Decode batch, #running-req: {1 + i % 4}, #token: {900 + i}, token usage: 0.0{i % 9}, "
+        f"accept len: {al:.2f}, accept rate: {al / 4:.2f}, cuda graph: True, gen throughput (token/s): {tp:.2f}, "
+        f"#queue-req: {i % 3}"
+    )
 
 
 LINES = [
     "[2026-01-15 12:00:00] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=1)",
     P.format(1) + "Load weight begin. avail mem=78.00 GB",
     P.format(2) + "Capture cuda graph begin. This can take up to several minutes. avail mem=30.00 GB",
-    P.format(3) + "Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, "
+    P.format(3)
+    + "Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, "
     "#queue-req: 0, cuda graph: False, input throughput (token/s): 12.50",
     decode(4, 1.00, 0.39),
     READY,
@@ -60,8 +63,9 @@ def feed_lines(pane: LogsPane, lines: list[str], offset: int = 0) -> None:
 
 
 class LogsApp(App):
-    def __init__(self, lines: list[str] = LINES, remote=None, journal=None, filter_text: str = "",
-                 hide: bool = True) -> None:
+    def __init__(
+        self, lines: list[str] = LINES, remote=None, journal=None, filter_text: str = "", hide: bool = True
+    ) -> None:
         super().__init__()
         remotes = {"gpubox": remote} if remote is not None else {}
         self.ctx = AppContext(remotes=remotes, journal=journal)

@@ -32,8 +32,11 @@ class LocalStream:
             raise ConnectionDropped("not connected")
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                *self.argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-                stdin=asyncio.subprocess.DEVNULL, limit=1 << 22,
+                *self.argv,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.DEVNULL,
+                limit=1 << 22,
             )
         except FileNotFoundError:
             self.proc = None
@@ -92,7 +95,9 @@ class LocalRemote:
             asyncio.get_running_loop().call_later(reconnect_after, self.connected.set)
 
     async def run(self, argv, *, timeout=30.0, input=None, env=None, cwd=None) -> RunResult:
-        p = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        p = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
         out, err = await p.communicate(input)
         return RunResult(exit_status=p.returncode, stdout=out, stderr=err)
 
@@ -209,7 +214,15 @@ async def test_prefilter_on_box_and_exact_offsets(tmp_path: Path) -> None:
 async def test_prefilter_chunk_search_never_skips_a_line(tmp_path: Path) -> None:
     """The agent searches whole chunks; a match running across a newline must not hide the next line."""
     log = tmp_path / "a.log"
-    lines = ["Target verify", "Target verify 3 ms", "x", "Target verify took 4.5 ms", "", "keep", "Target verify"]
+    lines = [
+        "Target verify",
+        "Target verify 3 ms",
+        "x",
+        "Target verify took 4.5 ms",
+        "",
+        "keep",
+        "Target verify",
+    ]
     log.write_text("\n".join(lines) + "\n")
     pats = [r"Target verify[^0-9]*(?P<value>[0-9.]+) ?ms", r"^keep$"]
     f = Follower(LocalRemote(), str(log), prefilter=pats, offset=0)

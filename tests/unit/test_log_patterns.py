@@ -23,7 +23,14 @@ SGLANG_DECODE = [
     (  # 0.5.x: "." separator, trailing ", "
         "[2026-01-15 12:00:01 TP0] Decode batch. #running-req: 2, #token: 311, token usage: 0.01, accept len: 2.42, "
         "accept rate: 0.61, cuda graph: True, gen throughput (token/s): 0.52, #queue-req: 0, ",
-        dict(running_req=2, token_usage=0.01, accept_len=2.42, accept_rate=0.61, gen_throughput=0.52, queue_req=0),
+        dict(
+            running_req=2,
+            token_usage=0.01,
+            accept_len=2.42,
+            accept_rate=0.61,
+            gen_throughput=0.52,
+            queue_req=0,
+        ),
     ),
     (  # mid 2025: no accept rate, DP prefix
         "[2026-01-15 12:00:02 DP0 TP0] Decode batch. #running-req: 4, #token: 20480, token usage: 0.07, "
@@ -33,13 +40,27 @@ SGLANG_DECODE = [
     (  # current "," separator, EP prefix, npu graph
         "[2026-01-15 12:00:03 TP0 EP0] Decode batch, #running-req: 16, #token: 150000, token usage: 0.41, "
         "accept len: 2.95, accept rate: 0.74, npu graph: True, gen throughput (token/s): 310.40, #queue-req: 0",
-        dict(running_req=16, token_usage=0.41, accept_len=2.95, accept_rate=0.74, gen_throughput=310.40, queue_req=0),
+        dict(
+            running_req=16,
+            token_usage=0.41,
+            accept_len=2.95,
+            accept_rate=0.74,
+            gen_throughput=310.40,
+            queue_req=0,
+        ),
     ),
     (  # PD-disaggregation decode server
         "[2026-01-15 12:00:04 TP0] Decode batch, #running-req: 2, #token: 99999, token usage: 0.12, accept len: 1.88, "
         "accept rate: 0.22, pre-allocated usage: 0.10, #prealloc-req: 1, #transfer-req: 0, #retracted-req: 0, "
         "cuda graph: True, gen throughput (token/s): 150.00, #queue-req: 0",
-        dict(running_req=2, token_usage=0.12, accept_len=1.88, accept_rate=0.22, gen_throughput=150.0, queue_req=0),
+        dict(
+            running_req=2,
+            token_usage=0.12,
+            accept_len=1.88,
+            accept_rate=0.22,
+            gen_throughput=150.0,
+            queue_req=0,
+        ),
     ),
     (  # non-spec, Ray-prefixed, trailing ", "
         "(SGLangEngine pid=4242) [2026-01-15 12:00:05 TP0] Decode batch, #running-req: 3, #token: 9000, "
@@ -52,12 +73,16 @@ SGLANG_DECODE = [
         "mamba num: 3, mamba usage: 0.05, accept len: 3.00, accept rate: 0.50, cuda graph: True, "
         "gen throughput (token/s): 55.50, #queue-req: 2, est. decode TFLOPS/s (per GPU): 1.20, "
         "est. read BW (GB/s per GPU): 800.00, est. write BW (GB/s per GPU): 10.00",
-        dict(running_req=5, token_usage=0.20, accept_len=3.0, accept_rate=0.5, gen_throughput=55.5, queue_req=2),
+        dict(
+            running_req=5, token_usage=0.20, accept_len=3.0, accept_rate=0.5, gen_throughput=55.5, queue_req=2
+        ),
     ),
     (  # docker compose wrapper, no rank in prefix
         "deepseek-v32-exp  | [2026-04-05 20:02:51] Decode batch, #running-req: 1, #token: 10, token usage: 0.00, "
         "accept len: 1.50, accept rate: 0.17, cuda graph: True, gen throughput (token/s): 0.39, #queue-req: 0",
-        dict(running_req=1, token_usage=0.0, accept_len=1.5, accept_rate=0.17, gen_throughput=0.39, queue_req=0),
+        dict(
+            running_req=1, token_usage=0.0, accept_len=1.5, accept_rate=0.17, gen_throughput=0.39, queue_req=0
+        ),
     ),
     (  # very old (2024) prefix
         "[gpu_id=0] Decode batch. #running-req: 1, #token: 12, token usage: 0.00, gen throughput (token/s): 20.00, "
@@ -147,16 +172,26 @@ VLLM_LINES = [
         "Accepted throughput: 41.10 tokens/s, Drafted throughput: 120.30 tokens/s, Accepted: 411 tokens, "
         "Drafted: 1203 tokens, Per-position acceptance rate: 0.700, 0.450, 0.250, Avg Draft acceptance rate: 34.2%",
         "spec_decode",
-        dict(mean_acceptance_length=2.40, accepted_throughput=41.10, drafted_throughput=120.30,
-             draft_acceptance_rate=34.2, per_position_acceptance=[0.7, 0.45, 0.25]),
+        dict(
+            mean_acceptance_length=2.40,
+            accepted_throughput=41.10,
+            drafted_throughput=120.30,
+            draft_acceptance_rate=34.2,
+            per_position_acceptance=[0.7, 0.45, 0.25],
+        ),
     ),
     (  # Sep 2025
         "INFO 09-04 01:06:43 [metrics.py:101] SpecDecoding metrics: Draft acceptance rate: 71.5%, Mean acceptance "
         "length: 3.86, Accepted throughput: 12.00 tokens/s, Drafted throughput: 16.80 tokens/s, Accepted: 120 tokens, "
         "Drafted: 168 tokens, Per-position acceptance rate: 0.900, 0.700",
         "spec_decode",
-        dict(mean_acceptance_length=3.86, accepted_throughput=12.0, drafted_throughput=16.8,
-             draft_acceptance_rate=71.5, per_position_acceptance=[0.9, 0.7]),
+        dict(
+            mean_acceptance_length=3.86,
+            accepted_throughput=12.0,
+            drafted_throughput=16.8,
+            draft_acceptance_rate=71.5,
+            per_position_acceptance=[0.9, 0.7],
+        ),
     ),
     (  # Apr 2025
         "INFO 04-04 01:06:43 [metrics.py:101] SpecDecoding metrics: Draft acceptance rate: 50.0%, Accepted: 30 tokens, "
@@ -182,8 +217,13 @@ VLLM_LINES = [
         "8.00 tokens/s, Drafted throughput: 10.00 tokens/s, Accepted: 80 tokens, Drafted: 100 tokens, "
         "Per-position acceptance rate: 0.800, Avg Draft acceptance rate: 80.0%",
         "spec_decode",
-        dict(mean_acceptance_length=1.8, accepted_throughput=8.0, drafted_throughput=10.0,
-             draft_acceptance_rate=80.0, per_position_acceptance=[0.8]),
+        dict(
+            mean_acceptance_length=1.8,
+            accepted_throughput=8.0,
+            drafted_throughput=10.0,
+            draft_acceptance_rate=80.0,
+            per_position_acceptance=[0.8],
+        ),
     ),
 ]
 
@@ -215,40 +255,86 @@ def test_vllm_fields_and_nan() -> None:
 # ---- errors (SGLang 1.4, vLLM 2.4) ------------------------------------------------------------------
 
 SGLANG_ERRORS = [
-    ("[2026-01-15 12:00:07 TP2] Scheduler hit an exception: Traceback (most recent call last):", "scheduler_exception"),
-    ("[2026-01-15 12:00:07] Received sigquit from a child process. It usually means the child failed.", "sigquit"),
-    ("[2026-01-15 12:00:07] Received sigquit from a child proces. It usually means the child failed.", "sigquit"),
+    (
+        "[2026-01-15 12:00:07 TP2] Scheduler hit an exception: Traceback (most recent call last):",
+        "scheduler_exception",
+    ),
+    (
+        "[2026-01-15 12:00:07] Received sigquit from a child process. It usually means the child failed.",
+        "sigquit",
+    ),
+    (
+        "[2026-01-15 12:00:07] Received sigquit from a child proces. It usually means the child failed.",
+        "sigquit",
+    ),
     ("[2026-01-15 12:00:07] SIGQUIT received. signum=None, frame=None.", "sigquit"),
-    ("[2026-01-15 12:00:07] DetokenizerManager hit an exception: Traceback (most recent call last):",
-     "detokenizer_exception"),
-    ("[2026-01-15 12:00:07 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)", "watchdog"),
+    (
+        "[2026-01-15 12:00:07] DetokenizerManager hit an exception: Traceback (most recent call last):",
+        "detokenizer_exception",
+    ),
+    (
+        "[2026-01-15 12:00:07 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+        "watchdog",
+    ),
     ("[2026-01-15 12:00:07] TokenizerManager watchdog timeout (self.watchdog_timeout=300)", "watchdog"),
     ("Exception: Capture cuda graph failed: CUDA error: out of memory", "cuda_graph"),
     ("RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)", "nccl"),
-    ("ValueError: TP rank 1 could finish the model loading, but there are other ranks that didn't finish loading. "
-     "It is likely due to unexpected failures (e.g., OOM) or a slow node.", "rank_load_failed"),
-    ("[2026-01-15 12:00:07] Health check failed. Server couldn't get a response from detokenizer for last 20 "
-     "seconds. tic start time: 1.0 last_heartbeat time: 2.0", "health_check"),
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.1 GiB",
-     "oom"),
-    ("[2026-01-15 12:00:07] Initialization failed. warmup error: Traceback (most recent call last):", "warmup"),
-    ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
-     "self.server_args.mem_fraction_static=0.5", "not_enough_memory"),
+    (
+        "ValueError: TP rank 1 could finish the model loading, but there are other ranks that didn't finish loading. "
+        "It is likely due to unexpected failures (e.g., OOM) or a slow node.",
+        "rank_load_failed",
+    ),
+    (
+        "[2026-01-15 12:00:07] Health check failed. Server couldn't get a response from detokenizer for last 20 "
+        "seconds. tic start time: 1.0 last_heartbeat time: 2.0",
+        "health_check",
+    ),
+    (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.1 GiB",
+        "oom",
+    ),
+    (
+        "[2026-01-15 12:00:07] Initialization failed. warmup error: Traceback (most recent call last):",
+        "warmup",
+    ),
+    (
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+        "self.server_args.mem_fraction_static=0.5",
+        "not_enough_memory",
+    ),
     ("KeyError: 'model.layers.0.weight'", "exception"),
 ]
 
 VLLM_ERRORS = [
-    ("(EngineCore_DP0 pid=77) ERROR 05-04 01:06:44 [core.py:700] EngineCore failed to start.", "engine_core_failed"),
-    ("(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core "
-     "proc(s): {}", "engine_core_failed"),
-    ("Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for "
-     "root cause.", "worker_init_failed"),
+    (
+        "(EngineCore_DP0 pid=77) ERROR 05-04 01:06:44 [core.py:700] EngineCore failed to start.",
+        "engine_core_failed",
+    ),
+    (
+        "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {}",
+        "engine_core_failed",
+    ),
+    (
+        "Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for "
+        "root cause.",
+        "worker_init_failed",
+    ),
     ("vllm.v1.engine.exceptions.EngineDeadError", "engine_dead"),
-    ("(EngineCore_DP0 pid=77) ERROR 05-04 01:06:44 [core.py:700] torch.OutOfMemoryError: CUDA out of memory. "
-     "Tried to allocate 1.00 GiB.", "oom"),
-    ("ValueError: No available memory for the cache blocks. Try increasing gpu_memory_utilization when initializing "
-     "the engine.", "no_cache_memory"),
-    ("(APIServer pid=1) ERROR 05-04 01:06:44 [serving.py:10] Error in preprocessing prompt inputs", "error_log"),
+    (
+        "(EngineCore_DP0 pid=77) ERROR 05-04 01:06:44 [core.py:700] torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried to allocate 1.00 GiB.",
+        "oom",
+    ),
+    (
+        "ValueError: No available memory for the cache blocks. Try increasing gpu_memory_utilization when initializing "
+        "the engine.",
+        "no_cache_memory",
+    ),
+    (
+        "(APIServer pid=1) ERROR 05-04 01:06:44 [serving.py:10] Error in preprocessing prompt inputs",
+        "error_log",
+    ),
 ]
 
 
@@ -271,7 +357,7 @@ def test_vllm_errors(line: str, kind: str) -> None:
     [
         "(EngineCore_DP0 pid=77) ERROR 05-04 01:06:44 [core.py:700] Traceback (most recent call last):",
         '(EngineCore_DP0 pid=77) ERROR 05-04 01:06:44 [core.py:700]   File "/x/core.py", line 1, in run',
-        "  File \"/sglang/srt/managers/scheduler.py\", line 10, in event_loop",
+        '  File "/sglang/srt/managers/scheduler.py", line 10, in event_loop',
         "Possible solutions:",
         "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
         "(APIServer pid=1) INFO 05-04 01:06:43 [loggers.py:271] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
@@ -288,36 +374,75 @@ def test_not_errors(line: str) -> None:
 SGLANG_STARTUP = [
     ("[2026-01-15 11:59:00] server_args=ServerArgs(model_path='m', tp_size=2)", "args"),
     ("[2026-01-15 11:59:01 TP0] Init torch distributed begin.", "init_distributed"),
-    ("[2026-01-15 11:59:02 TP0] Init torch distributed ends. elapsed=1.20 s, mem usage=0.50 GB", "init_distributed_done"),
+    (
+        "[2026-01-15 11:59:02 TP0] Init torch distributed ends. elapsed=1.20 s, mem usage=0.50 GB",
+        "init_distributed_done",
+    ),
     ("[2026-01-15 11:59:02 TP0] Load weight begin. avail mem=78.00 GB", "load_weights"),
-    ("[2026-01-15 11:59:12 TP0] Load weight end. elapsed=10.00 s, type=LlamaForCausalLM, avail mem=60.00 GB, "
-     "mem usage=18.00 GB.", "load_weights_done"),
-    ("[2026-01-15 11:59:12 TP0] Load weight end. type=Gemma3ForConditionalGeneration, dtype=torch.bfloat16, "
-     "avail mem=131.08 GB, mem usage=8.13 GB.", "load_weights_done"),
+    (
+        "[2026-01-15 11:59:12 TP0] Load weight end. elapsed=10.00 s, type=LlamaForCausalLM, avail mem=60.00 GB, "
+        "mem usage=18.00 GB.",
+        "load_weights_done",
+    ),
+    (
+        "[2026-01-15 11:59:12 TP0] Load weight end. type=Gemma3ForConditionalGeneration, dtype=torch.bfloat16, "
+        "avail mem=131.08 GB, mem usage=8.13 GB.",
+        "load_weights_done",
+    ),
     ("[2026-01-15 11:59:13 TP0] Using KV cache dtype: torch.bfloat16", "kv_cache"),
-    ("[2026-01-15 11:59:13 TP0] KV Cache is allocated. #tokens: 500000, K size: 10.00 GB, V size: 10.00 GB", "kv_cache"),
+    (
+        "[2026-01-15 11:59:13 TP0] KV Cache is allocated. #tokens: 500000, K size: 10.00 GB, V size: 10.00 GB",
+        "kv_cache",
+    ),
     ("[2026-01-15 11:59:13 TP0] Memory pool end. avail mem=30.00 GB", "memory_pool_done"),
-    ("[2026-01-15 11:59:13 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=30.00 GB",
-     "cuda_graph"),
-    ("[2026-01-15 11:59:20 TP0] Capture cuda graph end. Time elapsed: 7.00 s. mem usage=1.00 GB. avail mem=29.00 GB.",
-     "cuda_graph_done"),
-    ("[2026-01-15 11:59:20 TP0] Capture draft cuda graph begin. This can take up to several minutes. avail mem=29.00 GB",
-     "draft_cuda_graph"),
-    ("[2026-01-15 11:59:25 TP0] Capture draft cuda graph end. Time elapsed: 5.00 s. avail mem=28.00 GB. "
-     "mem usage=1.00 GB.", "draft_cuda_graph_done"),
-    ("[2026-01-15 11:59:25 TP0] Capture draft extend cuda graph begin. This can take up to several minutes. "
-     "avail mem=28.00 GB", "draft_cuda_graph"),
-    ("[2026-01-15 11:59:25 TP0] Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=4, "
-     "bs=[1, 2], avail mem=28.00 GB", "cuda_graph"),
-    ("[2026-01-15 11:59:25 TP0] Capture target decode CUDA graph end. elapsed=16.40 s, mem usage=1.00 GB, "
-     "avail mem=27.00 GB.", "cuda_graph_done"),
-    ("[2026-01-15 11:59:25 TP0] Capture draft decode CUDA graph end. elapsed=3.00 s, mem usage=0.50 GB, "
-     "avail mem=26.00 GB.", "draft_cuda_graph_done"),
-    ("[2026-01-15 11:59:26 TP0] max_total_num_tokens=500000, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-     "max_running_requests=256, context_len=8192, available_gpu_mem=26.00 GB", "scheduler_ready"),
+    (
+        "[2026-01-15 11:59:13 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=30.00 GB",
+        "cuda_graph",
+    ),
+    (
+        "[2026-01-15 11:59:20 TP0] Capture cuda graph end. Time elapsed: 7.00 s. mem usage=1.00 GB. avail mem=29.00 GB.",
+        "cuda_graph_done",
+    ),
+    (
+        "[2026-01-15 11:59:20 TP0] Capture draft cuda graph begin. This can take up to several minutes. avail mem=29.00 GB",
+        "draft_cuda_graph",
+    ),
+    (
+        "[2026-01-15 11:59:25 TP0] Capture draft cuda graph end. Time elapsed: 5.00 s. avail mem=28.00 GB. "
+        "mem usage=1.00 GB.",
+        "draft_cuda_graph_done",
+    ),
+    (
+        "[2026-01-15 11:59:25 TP0] Capture draft extend cuda graph begin. This can take up to several minutes. "
+        "avail mem=28.00 GB",
+        "draft_cuda_graph",
+    ),
+    (
+        "[2026-01-15 11:59:25 TP0] Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=4, "
+        "bs=[1, 2], avail mem=28.00 GB",
+        "cuda_graph",
+    ),
+    (
+        "[2026-01-15 11:59:25 TP0] Capture target decode CUDA graph end. elapsed=16.40 s, mem usage=1.00 GB, "
+        "avail mem=27.00 GB.",
+        "cuda_graph_done",
+    ),
+    (
+        "[2026-01-15 11:59:25 TP0] Capture draft decode CUDA graph end. elapsed=3.00 s, mem usage=0.50 GB, "
+        "avail mem=26.00 GB.",
+        "draft_cuda_graph_done",
+    ),
+    (
+        "[2026-01-15 11:59:26 TP0] max_total_num_tokens=500000, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=256, context_len=8192, available_gpu_mem=26.00 GB",
+        "scheduler_ready",
+    ),
     ("[2026-01-15 11:59:27] INFO:     Started server process [1234]", "http_server"),
     ("[2026-01-15 11:59:27] INFO:     Application startup complete.", "http_ready"),
-    ("[2026-01-15 11:59:27] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)", "http_ready"),
+    (
+        "[2026-01-15 11:59:27] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)",
+        "http_ready",
+    ),
     ('[2026-01-15 11:59:28] INFO:     127.0.0.1:40052 - "GET /get_model_info HTTP/1.1" 200 OK', "warmup"),
     ("[2026-01-15 11:59:29] The server is fired up and ready to roll!", "ready"),
 ]
@@ -325,21 +450,43 @@ SGLANG_STARTUP = [
 VLLM_STARTUP = [
     ("(APIServer pid=1) INFO 05-04 01:00:00 [api_server.py:1800] vLLM API server version 0.10.2", "args"),
     ("(APIServer pid=1) INFO 05-04 01:00:00 [utils.py:300] non-default args: {'model': 'm'}", "args"),
-    ("(EngineCore_DP0 pid=7) INFO 05-04 01:00:01 [core.py:70] Initializing a V1 LLM engine (v0.10.2) with config: "
-     "model='m', speculative_config=SpeculativeConfig(method='eagle3')", "engine_init"),
+    (
+        "(EngineCore_DP0 pid=7) INFO 05-04 01:00:01 [core.py:70] Initializing a V1 LLM engine (v0.10.2) with config: "
+        "model='m', speculative_config=SpeculativeConfig(method='eagle3')",
+        "engine_init",
+    ),
     ("(Worker_TP0 pid=8) INFO 05-04 01:00:02 [pynccl.py:70] vLLM is using nccl==2.27.3", "init_distributed"),
-    ("(EngineCore_DP0 pid=7) INFO 05-04 01:00:12 [default_loader.py:260] Loading weights took 12.34 seconds",
-     "load_weights_done"),
-    ("(EngineCore_DP0 pid=7) INFO 05-04 01:00:12 [gpu_model_runner.py:2000] Model loading took 15.2 GiB and 20.1 "
-     "seconds", "load_weights_done"),
-    ("(EngineCore_DP0 pid=7) INFO 05-04 01:00:13 [gpu_worker.py:270] Available KV cache memory: 112.61 GiB", "kv_cache"),
-    ("(EngineCore_DP0 pid=7) INFO 05-04 01:00:13 [kv_cache_utils.py:900] GPU KV cache size: 922,496 tokens", "kv_cache"),
-    ("(EngineCore_DP0 pid=7) INFO 05-04 01:00:25 [gpu_model_runner.py:2500] Graph capturing finished in 12 secs, "
-     "took 0.55 GiB", "cuda_graph_done"),
-    ("(EngineCore_DP0 pid=7) INFO 05-04 01:00:25 [core.py:200] init engine (profile, create kv cache, warmup model) "
-     "took 1.06 seconds", "engine_ready"),
-    ("(APIServer pid=1) INFO 05-04 01:00:26 [api_server.py:1900] Starting vLLM API server 0 on http://0.0.0.0:8000",
-     "http_server"),
+    (
+        "(EngineCore_DP0 pid=7) INFO 05-04 01:00:12 [default_loader.py:260] Loading weights took 12.34 seconds",
+        "load_weights_done",
+    ),
+    (
+        "(EngineCore_DP0 pid=7) INFO 05-04 01:00:12 [gpu_model_runner.py:2000] Model loading took 15.2 GiB and 20.1 "
+        "seconds",
+        "load_weights_done",
+    ),
+    (
+        "(EngineCore_DP0 pid=7) INFO 05-04 01:00:13 [gpu_worker.py:270] Available KV cache memory: 112.61 GiB",
+        "kv_cache",
+    ),
+    (
+        "(EngineCore_DP0 pid=7) INFO 05-04 01:00:13 [kv_cache_utils.py:900] GPU KV cache size: 922,496 tokens",
+        "kv_cache",
+    ),
+    (
+        "(EngineCore_DP0 pid=7) INFO 05-04 01:00:25 [gpu_model_runner.py:2500] Graph capturing finished in 12 secs, "
+        "took 0.55 GiB",
+        "cuda_graph_done",
+    ),
+    (
+        "(EngineCore_DP0 pid=7) INFO 05-04 01:00:25 [core.py:200] init engine (profile, create kv cache, warmup model) "
+        "took 1.06 seconds",
+        "engine_ready",
+    ),
+    (
+        "(APIServer pid=1) INFO 05-04 01:00:26 [api_server.py:1900] Starting vLLM API server 0 on http://0.0.0.0:8000",
+        "http_server",
+    ),
     ("(APIServer pid=1) INFO:     Started server process [1]", "http_server"),
     ("(APIServer pid=1) INFO:     Application startup complete.", "ready"),
 ]
@@ -380,15 +527,29 @@ def test_milestone_data_is_importable() -> None:
 
 
 def test_nccl_env_lines() -> None:
-    assert parse_nccl_env_line("gpuhost:41733:41790 [1] NCCL INFO NCCL_IB_DISABLE set by environment to 1.") == {
-        "host": "gpuhost", "pid": 41733, "tid": 41790, "rank": 1, "name": "NCCL_IB_DISABLE", "value": "1",
+    assert parse_nccl_env_line(
+        "gpuhost:41733:41790 [1] NCCL INFO NCCL_IB_DISABLE set by environment to 1."
+    ) == {
+        "host": "gpuhost",
+        "pid": 41733,
+        "tid": 41790,
+        "rank": 1,
+        "name": "NCCL_IB_DISABLE",
+        "value": "1",
     }
-    d = parse_nccl_env_line("(Worker_TP0 pid=5) box-1:5:9 [0] NCCL INFO NCCL_PROTO set by environment to Simple")
+    d = parse_nccl_env_line(
+        "(Worker_TP0 pid=5) box-1:5:9 [0] NCCL INFO NCCL_PROTO set by environment to Simple"
+    )
     assert d["name"] == "NCCL_PROTO" and d["value"] == "Simple" and d["pid"] == 5 and d["rank"] == 0
-    assert parse_nccl_env_line("h:1:2 [3] NCCL INFO NCCL_P2P_LEVEL set by environment to LOC\n")["value"] == "LOC"
+    assert (
+        parse_nccl_env_line("h:1:2 [3] NCCL INFO NCCL_P2P_LEVEL set by environment to LOC\n")["value"]
+        == "LOC"
+    )
     assert parse_nccl_env_line("h:1:2 [3] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/IPC") is None
     assert parse_nccl_env_line("random text") is None
-    m = LogParser("auto").parse("gpuhost:41733:41790 [1] NCCL INFO NCCL_BUFFSIZE set by environment to 8388608.")
+    m = LogParser("auto").parse(
+        "gpuhost:41733:41790 [1] NCCL INFO NCCL_BUFFSIZE set by environment to 8388608."
+    )
     assert m.event == "nccl_env" and m.fields["value"] == "8388608" and m.fields["rank"] == 1
 
 
@@ -440,8 +601,13 @@ def test_split_prefix_and_keys() -> None:
 
 
 def test_profile_and_grep_patterns() -> None:
-    p = LogParser("sglang", patterns={"verify_ms": r"Target verify[^0-9]*(?P<value>[0-9.]+) ?ms",
-                                      "steps": r"draft steps=(?P<value>\d+) kind=(?P<kind>\w+)"})
+    p = LogParser(
+        "sglang",
+        patterns={
+            "verify_ms": r"Target verify[^0-9]*(?P<value>[0-9.]+) ?ms",
+            "steps": r"draft steps=(?P<value>\d+) kind=(?P<kind>\w+)",
+        },
+    )
     m = p.parse("[2026-01-15 12:00:05 TP0] Target verify took 3.25 ms")
     assert m.event == "verify_ms" and m.metrics == {"verify_ms": 3.25}
     assert m.line[m.spans[0][0] : m.spans[0][1]] == "3.25"
@@ -463,3 +629,16 @@ def test_bad_pattern_names_itself() -> None:
 
     with pytest.raises(PatternError, match="verify_ms"):
         LogParser("sglang", patterns={"verify_ms": "(unclosed"})
+
+
+def test_prefilter_keeps_every_line_the_pack_reports() -> None:
+    """The on-box prefilter (literals) must select a superset of what the parser reports."""
+    samples = [line for line, *_ in SGLANG_DECODE + SGLANG_PREFILL + SGLANG_STARTUP + SGLANG_ERRORS]
+    vsamples = [line for line, *_ in VLLM_LINES + VLLM_STARTUP + VLLM_ERRORS]
+    nccl = "gpuhost:41733:41790 [1] NCCL INFO NCCL_IB_DISABLE set by environment to 1."
+    for pack, lines in ((SGLANG, [*samples, nccl]), (VLLM, [*vsamples, nccl])):
+        assert all(not any(c in p for c in ".^$*+?{}[]\\|()") for p in pack.prefilter)  # plain literals
+        parser = LogParser(pack.name)
+        for line in lines:
+            if parser.parse(line) is not None:
+                assert any(lit in line for lit in pack.prefilter), line

@@ -79,8 +79,14 @@ def test_scan_without_marker_counts_everything() -> None:
 
 def test_restart_in_same_file_opens_warmup_again() -> None:
     lines = [
-        "[2026-01-15 11:00:00] server_args=ServerArgs(model_path='a')", decode(1.0), READY, decode(2.0),
-        "[2026-01-15 13:00:00] server_args=ServerArgs(model_path='b')", decode(9.0), READY, decode(3.0),
+        "[2026-01-15 11:00:00] server_args=ServerArgs(model_path='a')",
+        decode(1.0),
+        READY,
+        decode(2.0),
+        "[2026-01-15 13:00:00] server_args=ServerArgs(model_path='b')",
+        decode(9.0),
+        READY,
+        decode(3.0),
     ]
     res = scan_lines(lines)
     assert res.metrics["accept_len"]["n"] == 2 and res.metrics["accept_len"]["max"] == 3.0
@@ -177,7 +183,9 @@ def test_scan_verb_with_profile(tmp_path: Path, capsys: pytest.CaptureFixture) -
     except Exception as exc:  # the profile schema belongs to another helper; skip if it moved on
         pytest.skip(f"profile format changed: {exc}")
     log = tmp_path / "s.log"
-    log.write_text("[2026-01-15 12:00:05 TP0] Target verify took 3.25 ms\n[2026-01-15 12:00:06 TP0] Target verify: 4.75ms\n")
+    log.write_text(
+        "[2026-01-15 12:00:05 TP0] Target verify took 3.25 ms\n[2026-01-15 12:00:06 TP0] Target verify: 4.75ms\n"
+    )
     assert main(["scan", str(log), "-c", str(prof), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["pack"] == "sglang"

@@ -19,7 +19,9 @@ class ContextLine(BaseModel):
     target: bool = False
 
 
-def context_from_bytes(data: bytes, start: int, offset: int, before: int = 20, after: int = 20) -> list[ContextLine]:
+def context_from_bytes(
+    data: bytes, start: int, offset: int, before: int = 20, after: int = 20
+) -> list[ContextLine]:
     """Lines of `data` (which begins at file offset `start`) around the line starting at `offset`.
 
     A first line cut by the window start is dropped; so is a last line cut by the window end,
@@ -52,8 +54,9 @@ def context_from_bytes(data: bytes, start: int, offset: int, before: int = 20, a
     return lines
 
 
-async def read_context(remote: Remote, path: str, offset: int, *, before: int = 20, after: int = 20,
-                       window: int = WINDOW) -> list[ContextLine]:
+async def read_context(
+    remote: Remote, path: str, offset: int, *, before: int = 20, after: int = 20, window: int = WINDOW
+) -> list[ContextLine]:
     """+-before/after lines around the line at `offset` of `path` on the box (one round trip)."""
     start = max(0, offset - window)
     data = await remote.read_file(path, offset=start, max_bytes=(offset - start) + window)

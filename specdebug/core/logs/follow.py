@@ -35,8 +35,11 @@ def ctl(*parts):
 def main():
     path = os.path.expanduser(sys.argv[1]); off = int(sys.argv[2]); want = int(sys.argv[3])
     once = sys.argv[4] == "once"
-    pats = [re.compile(p.encode("utf-8", "surrogateescape"), re.M) for p in sys.argv[5:]]
+    args = [a.encode("utf-8", "surrogateescape") for a in sys.argv[5:]]
+    lits = [a[1:] for a in args if a[:1] == b"="]
+    pats = [re.compile(a[1:], re.M) for a in args if a[:1] == b"~"]
     one = pats[0] if len(pats) == 1 else None
+    every = not args
     ifd = None; lib = None
     try:
         import ctypes
@@ -100,22 +103,34 @@ def main():
             return
         block, buf = buf[:cut], buf[cut:]
         base = pos; pos += len(block)
-        if one is not None:
-            at = 0; search = one.search; find = block.find
+        if every:
+            at = 0
+            for ln in block[:-1].split(b"\n"):
+                out.write(b"%d\t%s\n" % (base + at, ln)); at += len(ln) + 1
+            return
+        hits = {}
+        find = block.find; rfind = block.rfind
+        for lit in lits:  # literals: bytes.find runs at memory speed
+            at = find(lit)
+            while at >= 0:
+                s = rfind(b"\n", 0, at) + 1; e = find(b"\n", at)
+                hits[s] = e; at = find(lit, e + 1)
+        if one is not None:  # the regexes, combined by the client: one pass in C over the block
+            at = 0
             while True:
-                m = search(block, at)
+                m = one.search(block, at)
                 if m is None:
                     break
-                s = block.rfind(b"\n", 0, m.start()) + 1
-                e = find(b"\n", m.start())
-                out.write(b"%d\t%s\n" % (base + s, block[s:e]))
-                at = e + 1
-            return
-        at = 0
-        for ln in block[:-1].split(b"\n"):
-            if not pats or any(p.search(ln) for p in pats):
-                out.write(b"%d\t%s\n" % (base + at, ln))
-            at += len(ln) + 1
+                s = rfind(b"\n", 0, m.start()) + 1; e = find(b"\n", m.start())
+                hits[s] = e; at = e + 1
+        elif pats:
+            at = 0
+            for ln in block[:-1].split(b"\n"):
+                if any(p.search(ln) for p in pats):
+                    hits[at] = at + len(ln)
+                at += len(ln) + 1
+        for s in sorted(hits):
+            out.write(b"%d\t%s\n" % (base + s, block[s:hits[s]]))
     while True:
         data = f.read(1 << 16)
         if data:
@@ -151,6 +166,9 @@ except Exception as e:
 """
 
 
+_META = re.compile(r"[.^$*+?{}\[\]\\|()]")
+
+
 @dataclass(slots=True)
 class RawLine:
     """One selected line: its exact start offset in the file (per inode) and its bytes (no newline)."""
@@ -165,16 +183,29 @@ def agent_argv(
 ) -> list[str]:
     """argv of the on-box follower. offset None = from the end (start of the last complete line);
     once = read to the end of the file and exit (grep without --follow)."""
-    pats: list[str] = []
-    if prefilter:
-        combined = "|".join(f"(?:{strip_named_groups(p)})" for p in prefilter)
+    lits = [p for p in prefilter if p and not _META.search(p)]
+    regexes = [p for p in prefilter if not p or _META.search(p)]
+    pats: list[str] = [f"={p}" for p in dict.fromkeys(lits)]
+    if regexes:
+        combined = "|".join(f"(?:{strip_named_groups(p)})" for p in regexes)
         try:
-            re.compile(combined.encode())
-            pats = [combined]
+            re.compile(combined.encode(), re.M)
+            pats.append(f"~{combined}")
         except re.error:
-            pats = list(prefilter)
+            pats.extend(f"~{p}" for p in regexes)
     mode = "once" if once else "follow"
-    return ["python3", "-I", "-S", "-c", AGENT, path, str(-1 if offset is None else offset), str(inode or 0), mode, *pats]
+    return [
+        "python3",
+        "-I",
+        "-S",
+        "-c",
+        AGENT,
+        path,
+        str(-1 if offset is None else offset),
+        str(inode or 0),
+        mode,
+        *pats,
+    ]
 
 
 def tail_argv(path: str, offset: int) -> list[str]:
@@ -232,15 +263,25 @@ class Follower:
                     status = stream.exit_status
                 if status == 127 and not got_any:
                     self.fallback = True
-                    yield LogEvent(kind="fallback", path=self.path, offset=self.offset, detail="no python3 on the box")
+                    yield LogEvent(
+                        kind="fallback", path=self.path, offset=self.offset, detail="no python3 on the box"
+                    )
                     continue
-                yield LogEvent(kind="ended", path=self.path, offset=self.offset, inode=self.inode, detail=f"exit {status}")
+                yield LogEvent(
+                    kind="ended",
+                    path=self.path,
+                    offset=self.offset,
+                    inode=self.inode,
+                    detail=f"exit {status}",
+                )
                 return
             except ConnectionDropped as exc:
                 if not self.reconnect:
                     raise
                 self.reconnects += 1
-                yield LogEvent(kind="reconnecting", path=self.path, offset=self.offset, inode=self.inode, detail=str(exc))
+                yield LogEvent(
+                    kind="reconnecting", path=self.path, offset=self.offset, inode=self.inode, detail=str(exc)
+                )
                 await self.remote.wait_connected()
                 yield LogEvent(kind="resumed", path=self.path, offset=self.offset, inode=self.inode)
 
@@ -265,21 +306,44 @@ class Follower:
             self.inode, self.offset = int(parts[1]), int(parts[2])
             if len(parts) > 4:
                 self.resolved_path = parts[4].decode("utf-8", "surrogateescape")
-            return LogEvent(kind="opened", path=self.path, offset=self.offset, inode=self.inode, detail=f"size {int(parts[3])}")
+            return LogEvent(
+                kind="opened",
+                path=self.path,
+                offset=self.offset,
+                inode=self.inode,
+                detail=f"size {int(parts[3])}",
+            )
         if kind == b"MISSING":
-            return LogEvent(kind="missing", path=self.path, offset=self.offset, detail="no such file (waiting for it)")
+            return LogEvent(
+                kind="missing", path=self.path, offset=self.offset, detail="no such file (waiting for it)"
+            )
         if kind == b"TRUNCATED":
             old = self.offset
             self.inode, self.offset = int(parts[1]), 0
-            return LogEvent(kind="truncated", path=self.path, offset=0, inode=self.inode,
-                            detail=f"file shrank to {int(parts[2])} bytes (was at {old}); reading from the start")
+            return LogEvent(
+                kind="truncated",
+                path=self.path,
+                offset=0,
+                inode=self.inode,
+                detail=f"file shrank to {int(parts[2])} bytes (was at {old}); reading from the start",
+            )
         if kind == b"ROTATED":
             old = self.inode
             self.inode, self.offset = int(parts[1]), 0
-            return LogEvent(kind="rotated", path=self.path, offset=0, inode=self.inode,
-                            detail=f"a new file is at the path (inode {old} -> {self.inode}); reading it from the start")
+            return LogEvent(
+                kind="rotated",
+                path=self.path,
+                offset=0,
+                inode=self.inode,
+                detail=f"a new file is at the path (inode {old} -> {self.inode}); reading it from the start",
+            )
         if kind == b"ERR":
-            return LogEvent(kind="error", path=self.path, offset=self.offset, detail=b"\t".join(parts[1:]).decode("utf-8", "replace"))
+            return LogEvent(
+                kind="error",
+                path=self.path,
+                offset=self.offset,
+                detail=b"\t".join(parts[1:]).decode("utf-8", "replace"),
+            )
         return None
 
     async def _tail_once(self) -> AsyncIterator[RawLine | LogEvent]:
@@ -324,8 +388,9 @@ async def follow_matches(
     Pass your own `follower` (built with `parser.candidate_patterns()` as prefilter) to read its
     offset/inode/resolved path while following."""
     if follower is None:
-        follower = Follower(remote, path, prefilter=parser.candidate_patterns(),
-                            offset=0 if from_start else offset, once=once)
+        follower = Follower(
+            remote, path, prefilter=parser.candidate_patterns(), offset=0 if from_start else offset, once=once
+        )
     local = combine(parser.candidate_patterns())
     async for item in follower.lines():
         if isinstance(item, LogEvent):

@@ -48,21 +48,24 @@ def strip_named_groups(src: str) -> str:
     return _NAMED_GROUP_RE.sub("(?:", src)
 
 
-def combine(patterns: Sequence[str]) -> re.Pattern[str] | None:
-    """One regex matching any of `patterns` (named groups dropped); None for no patterns."""
+class _AnyOf:
+    """search() over several regexes when they cannot be OR-ed into one (e.g. named backreferences)."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self._compiled = [re.compile(p) for p in patterns]
+
+    def search(self, text: str) -> bool:
+        return any(c.search(text) for c in self._compiled)
+
+
+def combine(patterns: Sequence[str]) -> re.Pattern[str] | _AnyOf | None:
+    """One matcher for any of `patterns` (named groups dropped); None for no patterns."""
     if not patterns:
         return None
     try:
         return re.compile("|".join(f"(?:{strip_named_groups(p)})" for p in patterns))
     except re.error:
-        # backreferences to named groups etc.: fall back to the patterns one by one
-        compiled = [re.compile(p) for p in patterns]
-
-        class _Any:
-            def search(self, s: str, _c=compiled) -> bool:
-                return any(c.search(s) for c in _c)
-
-        return _Any()  # type: ignore[return-value]
+        return _AnyOf(patterns)
 
 
 class LogParser:

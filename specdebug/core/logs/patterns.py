@@ -39,10 +39,14 @@ NCCL_ENV_RE = re.compile(
     r"(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<rank>\d+)\] NCCL INFO "
     r"(?P<name>[A-Z][A-Z0-9_]*) set by environment to (?P<value>.*?)\s*$"
 )
-NUM_RE = re.compile(r"^(?P<num>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\s*(?P<unit>\S.*)?$")
+NUM_RE = re.compile(
+    r"^(?P<num>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\s*(?P<unit>\S.*)?$"
+)
 _GENERIC_EXC = r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)(?::|$)"
 _TRACE_CONT = re.compile(r"^(?:\s|Traceback \(most recent call last\)|File \")")
-_MILESTONE_NUM_RE = re.compile(r"(#?[A-Za-z_][\w-]*(?: [A-Za-z_][\w-]*)*)\s*[=:] ?(-?\d+(?:\.\d+)?)(?=[\s,.)]|$)")
+_MILESTONE_NUM_RE = re.compile(
+    r"(#?[A-Za-z_][\w-]*(?: [A-Za-z_][\w-]*)*)\s*[=:] ?(-?\d+(?:\.\d+)?)(?=[\s,.)]|$)"
+)
 
 
 @dataclass
@@ -87,7 +91,9 @@ def parse_value(text: str) -> tuple[Any, str | None]:
     return value, m.group("unit")
 
 
-def parse_kv_tail(tail: str, base: int = 0) -> tuple[dict[str, Any], dict[str, str], dict[str, tuple[int, int]]]:
+def parse_kv_tail(
+    tail: str, base: int = 0
+) -> tuple[dict[str, Any], dict[str, str], dict[str, tuple[int, int]]]:
     """Split 'k: v, k: v, ...' into (fields, units, value spans).
 
     A segment without ': ' continues the previous value as a list (vLLM's per-position rates
@@ -338,8 +344,14 @@ SGLANG = Pack(
         ("load_weights_done", re.compile(r"Load weight end")),
         ("kv_cache", re.compile(r"KV Cache is allocated|Using KV cache dtype")),
         ("memory_pool_done", re.compile(r"Memory pool end")),
-        ("draft_cuda_graph", re.compile(r"Capture draft(?: extend)? cuda graph begin|Capture draft \w+ CUDA graph begin")),
-        ("draft_cuda_graph_done", re.compile(r"Capture draft(?: extend)? cuda graph end|Capture draft \w+ CUDA graph end")),
+        (
+            "draft_cuda_graph",
+            re.compile(r"Capture draft(?: extend)? cuda graph begin|Capture draft \w+ CUDA graph begin"),
+        ),
+        (
+            "draft_cuda_graph_done",
+            re.compile(r"Capture draft(?: extend)? cuda graph end|Capture draft \w+ CUDA graph end"),
+        ),
         ("cuda_graph", re.compile(r"Capture cuda graph begin|Capture target \w+ CUDA graph begin")),
         ("cuda_graph_done", re.compile(r"Capture cuda graph end|Capture target \w+ CUDA graph end")),
         ("scheduler_ready", re.compile(r"max_total_num_tokens=\d+")),
@@ -369,13 +381,38 @@ SGLANG = Pack(
     warmup_done_re=re.compile(r"The server is fired up and ready to roll!|Warmup ended"),
     restart_re=re.compile(r"server_args=ServerArgs\("),
     prefilter=(
-        "Decode batch", "Prefill batch", "server_args=", "Init torch distributed", "Load weight",
-        "KV Cache is allocated", "Using KV cache dtype", "Memory pool end", "Capture ", "max_total_num_tokens=",
-        "Engine startup timings", "Started server process", "Waiting for application startup",
-        "Application startup complete", "Uvicorn running on", "model_info HTTP", "POST /generate HTTP",
-        "fired up and ready", "Warmup ended", "hit an exception", "sigquit", "SIGQUIT", "watchdog timeout",
-        "NCCL error", "could finish the model loading", "Health check failed", "Initialization failed",
-        "Not enough memory", "out of memory", "Error", "Exception", "set by environment to",
+        "Decode batch",
+        "Prefill batch",
+        "server_args=",
+        "Init torch distributed",
+        "Load weight",
+        "KV Cache is allocated",
+        "Using KV cache dtype",
+        "Memory pool end",
+        "Capture ",
+        "max_total_num_tokens=",
+        "Engine startup timings",
+        "Started server process",
+        "Waiting for application startup",
+        "Application startup complete",
+        "Uvicorn running on",
+        "model_info HTTP",
+        "POST /generate HTTP",
+        "fired up and ready",
+        "Warmup ended",
+        "hit an exception",
+        "sigquit",
+        "SIGQUIT",
+        "watchdog timeout",
+        "NCCL error",
+        "could finish the model loading",
+        "Health check failed",
+        "Initialization failed",
+        "Not enough memory",
+        "out of memory",
+        "Error",
+        "Exception",
+        "set by environment to",
     ),
 )
 
@@ -410,7 +447,12 @@ VLLM = Pack(
         ("kv_cache", re.compile(r"Available KV cache memory|GPU KV cache size")),
         ("cuda_graph_done", re.compile(r"Graph capturing finished")),
         ("engine_ready", re.compile(r"init engine \(profile, create kv cache, warmup model\) took")),
-        ("http_server", re.compile(r"Starting vLLM (?:API )?server|Started server process|Waiting for application startup")),
+        (
+            "http_server",
+            re.compile(
+                r"Starting vLLM (?:API )?server|Started server process|Waiting for application startup"
+            ),
+        ),
         ("ready", re.compile(r"Application startup complete")),
     ),
     errors=tuple(
@@ -428,13 +470,37 @@ VLLM = Pack(
     warmup_done_re=re.compile(r"Application startup complete"),
     restart_re=re.compile(r"vLLM API server version"),
     prefilter=(
-        "Avg prompt throughput", "SpecDecoding metrics", "Speculative metrics", "vLLM API server version",
-        "non-default args", "args: Namespace", "Initializing a V1 LLM engine", "Initializing an LLM engine",
-        "vLLM is using nccl", "Starting to load model", "Loading weights took", "Model loading took",
-        "Available KV cache memory", "GPU KV cache size", "Graph capturing finished", "init engine",
-        "Starting vLLM", "Started server process", "Waiting for application startup", "Application startup complete",
-        "ERROR ", "CRITICAL ", "failed to start", "initialization failed", "EngineDeadError", "out of memory",
-        "No available memory", "NCCL error", "Error", "Exception", "set by environment to",
+        "Avg prompt throughput",
+        "SpecDecoding metrics",
+        "Speculative metrics",
+        "vLLM API server version",
+        "non-default args",
+        "args: Namespace",
+        "Initializing a V1 LLM engine",
+        "Initializing an LLM engine",
+        "vLLM is using nccl",
+        "Starting to load model",
+        "Loading weights took",
+        "Model loading took",
+        "Available KV cache memory",
+        "GPU KV cache size",
+        "Graph capturing finished",
+        "init engine",
+        "Starting vLLM",
+        "Started server process",
+        "Waiting for application startup",
+        "Application startup complete",
+        "ERROR ",
+        "CRITICAL ",
+        "failed to start",
+        "initialization failed",
+        "EngineDeadError",
+        "out of memory",
+        "No available memory",
+        "NCCL error",
+        "Error",
+        "Exception",
+        "set by environment to",
     ),
     percent_fields=frozenset({"draft_acceptance_rate"}),
     error_levels=frozenset({"ERROR", "CRITICAL"}),
@@ -446,11 +512,23 @@ PACK_NAMES = ("auto", *PACKS)
 
 # evidence for auto detection: (pack, weight, regex)
 _DETECT = (
-    ("sglang", 3, re.compile(r"(?:Decode|Prefill) batch[ .,\[]|server_args=ServerArgs\(|fired up and ready to roll")),
+    (
+        "sglang",
+        3,
+        re.compile(r"(?:Decode|Prefill) batch[ .,\[]|server_args=ServerArgs\(|fired up and ready to roll"),
+    ),
     ("sglang", 2, re.compile(r"sglang::|sglang\.srt|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)+\] ")),
     ("sglang", 1, re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] |sglang")),
-    ("vllm", 3, re.compile(r"SpecDecoding metrics|Speculative metrics|Avg prompt throughput|vLLM API server version")),
-    ("vllm", 2, re.compile(r"\((?:APIServer|EngineCore\w*|Worker\w*|VllmWorker\w*) (?:rank=\d+ )?pid=\d+\)|VLLM::")),
+    (
+        "vllm",
+        3,
+        re.compile(r"SpecDecoding metrics|Speculative metrics|Avg prompt throughput|vLLM API server version"),
+    ),
+    (
+        "vllm",
+        2,
+        re.compile(r"\((?:APIServer|EngineCore\w*|Worker\w*|VllmWorker\w*) (?:rank=\d+ )?pid=\d+\)|VLLM::"),
+    ),
     ("vllm", 1, re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d |vLLM|vllm")),
 )
 DECIDE_MARGIN = 3

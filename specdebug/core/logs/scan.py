@@ -38,8 +38,13 @@ class Analyzer:
         self.store = store or MetricStore()
         self.lines = 0
 
-    def feed(self, line: bytes | str, offset: int | None = None, lineno: int | None = None,
-             inode: int | None = None) -> LogMatch | None:
+    def feed(
+        self,
+        line: bytes | str,
+        offset: int | None = None,
+        lineno: int | None = None,
+        inode: int | None = None,
+    ) -> LogMatch | None:
         self.lines += 1
         m = self.parser.parse(line, offset=offset, lineno=lineno, inode=inode)
         if m is not None:

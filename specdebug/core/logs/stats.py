@@ -150,9 +150,13 @@ class MetricStore:
         grouped: dict[str, list[tuple[int, dict]]] = {}
         for name in self._all:  # keep first-seen order
             s = table.get(name)
-            st = s.stats().model_dump() if s else SeriesStats(
-                n=0, mean=None, p50=None, p90=None, min=None, max=None, last=None
-            ).model_dump()
+            st = (
+                s.stats().model_dump()
+                if s
+                else SeriesStats(
+                    n=0, mean=None, p50=None, p90=None, min=None, max=None, last=None
+                ).model_dump()
+            )
             if name.endswith("]") and "[" in name:
                 base, _, idx = name[:-1].rpartition("[")
                 if idx.isdigit():

@@ -88,8 +88,14 @@ def entry_for_event(ev: LogEvent) -> Entry:
         "error": "follow failed",
     }
     detail = f" ({ev.detail})" if ev.detail else ""
-    at = f" at byte {ev.offset}" if ev.offset is not None and ev.kind in ("opened", "resumed", "reconnecting") else ""
-    return Entry("notice", f"── {words.get(ev.kind, ev.kind)}{at}{detail} ──".translate(_CTRL), style=NOTICE_STYLE)
+    at = (
+        f" at byte {ev.offset}"
+        if ev.offset is not None and ev.kind in ("opened", "resumed", "reconnecting")
+        else ""
+    )
+    return Entry(
+        "notice", f"── {words.get(ev.kind, ev.kind)}{at}{detail} ──".translate(_CTRL), style=NOTICE_STYLE
+    )
 
 
 class LogView(ScrollView, can_focus=True):
@@ -118,7 +124,12 @@ class LogView(ScrollView, can_focus=True):
 
     # -- content -------------------------------------------------------------------------------------
     def _shown(self, e: Entry) -> bool:
-        return e.kind != "match" or not self.hide or self.filter_rx is None or bool(self.filter_rx.search(e.text))
+        return (
+            e.kind != "match"
+            or not self.hide
+            or self.filter_rx is None
+            or bool(self.filter_rx.search(e.text))
+        )
 
     def add(self, new: list[Entry], follow: bool) -> None:
         base = len(self.entries)
@@ -175,8 +186,9 @@ class LogView(ScrollView, can_focus=True):
     # -- scrolling -----------------------------------------------------------------------------------
     def scroll_to_end(self) -> None:
         self._programmatic = True
-        self.scroll_to(y=max(0, len(self.rows) - self.scrollable_content_region.height), animate=False,
-                       immediate=True)
+        self.scroll_to(
+            y=max(0, len(self.rows) - self.scrollable_content_region.height), animate=False, immediate=True
+        )
         self._programmatic = False
 
     def watch_scroll_y(self, old: float, new: float) -> None:
@@ -229,7 +241,9 @@ class LogView(ScrollView, can_focus=True):
         entry = self.entries[self.rows[row]]
         text = self._text(entry)
         segments = list(text.render(self.app.console))
-        strip = Strip([s for s in segments if s.text != "\n"]).crop_extend(scroll_x, scroll_x + width, self.rich_style)
+        strip = Strip([s for s in segments if s.text != "\n"]).crop_extend(
+            scroll_x, scroll_x + width, self.rich_style
+        )
         if row == self.cursor and self.has_focus:
             strip = strip.apply_style(CURSOR_STYLE)
         return strip
@@ -276,15 +290,28 @@ def _f(v: float | None) -> str:
 
 
 def stats_line(st: dict) -> str:
-    return (f"n {st['n']}  last {_f(st['last'])}  mean {_f(st['mean'])}\n"
-            f"p50 {_f(st['p50'])}  p90 {_f(st['p90'])}  min {_f(st['min'])}  max {_f(st['max'])}")
+    return (
+        f"n {st['n']}  last {_f(st['last'])}  mean {_f(st['mean'])}\n"
+        f"p50 {_f(st['p50'])}  p90 {_f(st['p90'])}  min {_f(st['min'])}  max {_f(st['max'])}"
+    )
 
 
 # the numbers people look at first, then everything else in first-seen order
 METRIC_ORDER = [
-    "accept_len", "mean_acceptance_length", "accept_rate", "draft_acceptance_rate", "gen_throughput",
-    "avg_generation_throughput", "accepted_throughput", "drafted_throughput", "input_throughput",
-    "avg_prompt_throughput", "running_req", "queue_req", "token_usage", "kv_cache_usage",
+    "accept_len",
+    "mean_acceptance_length",
+    "accept_rate",
+    "draft_acceptance_rate",
+    "gen_throughput",
+    "avg_generation_throughput",
+    "accepted_throughput",
+    "drafted_throughput",
+    "input_throughput",
+    "avg_prompt_throughput",
+    "running_req",
+    "queue_req",
+    "token_usage",
+    "kv_cache_usage",
 ]
 
 
@@ -314,7 +341,9 @@ class ContextScreen(ModalScreen[None]):
             with VerticalScroll():
                 for cl in self.lines:
                     style = "reverse bold" if cl.target else ""
-                    yield Static(Text(cl.text.translate(_CTRL), style=style, no_wrap=True), classes="ctx-line")
+                    yield Static(
+                        Text(cl.text.translate(_CTRL), style=style, no_wrap=True), classes="ctx-line"
+                    )
 
     async def action_dismiss(self, result=None) -> None:
         self.dismiss(None)
@@ -394,12 +423,20 @@ class LogsPane(Pane):
         self._queue(entry_for_match(m))
 
     def feed_event(self, ev: LogEvent) -> None:
-        states = {"opened": "following", "resumed": "following", "missing": "waiting", "reconnecting": "reconnecting",
-                  "ended": "ended", "error": "error"}
+        states = {
+            "opened": "following",
+            "resumed": "following",
+            "missing": "waiting",
+            "reconnecting": "reconnecting",
+            "ended": "ended",
+            "error": "error",
+        }
         self.state = states.get(ev.kind, self.state)
         if ev.kind in ("truncated", "rotated", "fallback", "error"):
             self.notice = f"{ev.kind}: {ev.detail}" if ev.detail else ev.kind
-            self.app.notify(f"{self.path}: {self.notice}", severity="error" if ev.kind == "error" else "warning")
+            self.app.notify(
+                f"{self.path}: {self.notice}", severity="error" if ev.kind == "error" else "warning"
+            )
         if ev.kind in ("truncated", "rotated"):
             # a new file (or the same one rewritten): warmup begins again only if it starts a server
             pass
@@ -436,10 +473,19 @@ class LogsPane(Pane):
     # -- rendering -------------------------------------------------------------------------------------
     def status_text(self) -> Text:
         t = Text(no_wrap=True)
-        where = f"{self.host}:{self.path}" if self.host and self.path else (self.path or "no log (f: follow profile log, o: open path)")
+        where = (
+            f"{self.host}:{self.path}"
+            if self.host and self.path
+            else (self.path or "no log (f: follow profile log, o: open path)")
+        )
         t.append(where, style="bold")
-        state_style = {"following": "green", "waiting": "yellow", "reconnecting": "bold yellow", "error": "bold red",
-                       "ended": "dim"}.get(self.state, "dim")
+        state_style = {
+            "following": "green",
+            "waiting": "yellow",
+            "reconnecting": "bold yellow",
+            "error": "bold red",
+            "ended": "dim",
+        }.get(self.state, "dim")
         t.append(f"  {self.state}", style=state_style)
         if not self.following:
             t.append(f"  PAUSED {len(self.pending)} pending (End: follow)", style="bold yellow")
@@ -562,8 +608,18 @@ class LogsPane(Pane):
         self._queue(Entry("mark", text.translate(_CTRL), style=MARK_STYLE))
         if self.ctx.journal is not None:
             try:
-                self.ctx.journal.append("mark", {"pane": "logs", "n": self.marks, "label": label, "host": self.host,
-                                                 "path": self.path, "offset": offset, "matches": self.matches})
+                self.ctx.journal.append(
+                    "mark",
+                    {
+                        "pane": "logs",
+                        "n": self.marks,
+                        "label": label,
+                        "host": self.host,
+                        "path": self.path,
+                        "offset": offset,
+                        "matches": self.matches,
+                    },
+                )
             except Exception as exc:  # a full disk must not break the pane
                 self.app.notify(f"journal: {exc}", severity="error")
         self.flush()
@@ -580,7 +636,9 @@ class LogsPane(Pane):
         kind = getattr(getattr(profile, "server", None), "kind", None)
         patterns = dict(getattr(profile, "patterns", None) or {})
         try:
-            return LogParser(kind if kind in ("sglang", "vllm") else "auto", patterns=patterns, from_start=True)
+            return LogParser(
+                kind if kind in ("sglang", "vllm") else "auto", patterns=patterns, from_start=True
+            )
         except PatternError as exc:
             self.app.notify(f"profile patterns: {exc}", severity="error") if self.is_attached else None
             return LogParser("auto", from_start=True)
@@ -668,7 +726,9 @@ class LogsPane(Pane):
             return
         m = entry.match
         if self.follower is not None and m.inode is not None and self.follower.inode not in (None, m.inode):
-            self.app.notify("that line is from a file that was rotated away; showing the current file", severity="warning")
+            self.app.notify(
+                "that line is from a file that was rotated away; showing the current file", severity="warning"
+            )
         self._fetch_context(remote, m.offset)
 
     @work(exclusive=True, group="logs-context", exit_on_error=False)
