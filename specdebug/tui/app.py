@@ -288,6 +288,10 @@ class SpecdebugApp(App):
         self.refresh_css(animate=False)
         self.notify(f"layout: {name}")
 
+    def on_pane_server_event(self, event: Pane.ServerEvent) -> None:
+        for pane in self.query(Pane):
+            pane.server_event(event.kind)
+
     # ---- failures -----------------------------------------------------------------------------------
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.error is not None:

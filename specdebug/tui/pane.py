@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from textual.message import Message
 from textual.widget import Widget
 
 from specdebug.tui.context import AppContext
@@ -25,6 +26,16 @@ class Pane(Widget):
     def __init__(self, ctx: AppContext, **kwargs) -> None:
         super().__init__(id=kwargs.pop("id", self.PANE_ID), **kwargs)
         self.ctx = ctx
+
+    class ServerEvent(Message):
+        """A pane changed the server (launched, ready, failed, stopped); the app tells every pane."""
+
+        def __init__(self, kind: str) -> None:
+            super().__init__()
+            self.kind = kind
+
+    def server_event(self, kind: str) -> None:
+        """Hook: the profile's server changed state.  Panes that show server state refresh here."""
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self.ctx.readonly and action in self.MUTATING_ACTIONS:

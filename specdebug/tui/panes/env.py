@@ -146,6 +146,11 @@ class EnvPane(Pane):
                 quiet=True
             )  # first answer without a keystroke; a down host is the hosts pane's news
 
+    def server_event(self, kind: str) -> None:
+        """A server became ready (or went away): recheck its workers without a keystroke."""
+        if kind in ("ready", "stopped") and self.ctx.remote() is not None:
+            self.run_check(quiet=True)
+
     # -- actions ---------------------------------------------------------------------------
 
     def action_refresh(self) -> None:

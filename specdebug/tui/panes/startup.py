@@ -143,9 +143,11 @@ class StartupPane(Pane):
             self.verdict = ev
             self.phases = list(ev.phases)
             self.state = ev.verdict
+            self.post_message(self.ServerEvent(ev.verdict))
         elif isinstance(ev, StopResult):
             self.state = "stopped" if ev.stopped else "failed"
             self.message = ev.message
+            self.post_message(self.ServerEvent("stopped"))
         self._dirty = True
 
     def elapsed(self) -> float | None:
