@@ -1,8 +1,7 @@
 """Start and stop a sim as a local subprocess (tests, demo): own session, killed as a whole group.
 
-with start_local_sim(["--tp", "2"], log_file=tmp_path / "sim.log", time_scale=0.02) as sim:
-    sim.wait_ready()
-    httpx.get(sim.url + "/health")
+Usage: `with start_local_sim(["--tp", "2"], log_file=tmp_path / "sim.log") as sim: sim.wait_ready()`,
+then talk to `sim.url`; leaving the block SIGKILLs the process group (launcher and workers).
 """
 
 from __future__ import annotations

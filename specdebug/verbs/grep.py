@@ -17,6 +17,7 @@ from specdebug.core.logs.location import split_host_path
 from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import iter_lines_with_offsets
+from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import add_ssh_args, err, print_json, run_verb
 from specdebug.verbs.scan import LOG_HELP, match_json
 
@@ -101,12 +102,16 @@ async def grep(args: argparse.Namespace) -> int:
 
     failed = False
     async with open_remote(args, host) as remote:
-        async for item in follow_matches(
-            remote, path, parser, from_start=args.from_start or not args.follow, once=not args.follow
-        ):
-            if isinstance(item, LogEvent) and item.kind == "error":
-                failed = True
-            found |= _emit(item, args.json)
+        try:
+            async for item in follow_matches(
+                remote, path, parser, from_start=args.from_start or not args.follow, once=not args.follow
+            ):
+                if isinstance(item, LogEvent) and item.kind == "error":
+                    failed = True
+                found |= _emit(item, args.json)
+        except RemoteError as exc:
+            err(str(exc))
+            return 1
     if failed and not found:
         return 1
     return 0 if (found or args.follow) else 1

@@ -155,3 +155,52 @@ def test_grep_and_scan_verbs_over_ssh(sshd, tmp_path: Path, capsys: pytest.Captu
     d = json.loads(capsys.readouterr().out)
     assert d["lines"] == 3 and d["metrics"]["accept_len"]["mean"] == 2.5
     assert main(["scan", "-F", cfg, f"{sshd.alias}:{tmp_path}/missing.log", "--json"]) == 1
+
+
+def test_grep_follow_verb_streams_json(sshd, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    log = tmp_path / "server.log"
+    log.write_text("old accept len: 9.00\n")
+    cmd = [
+        sys.executable,
+        "-m",
+        "specdebug.cli",
+        "grep",
+        "-F",
+        str(sshd.config_path),
+        f"{sshd.alias}:{log}",
+        "-e",
+        r"accept len: (?P<al>[0-9.]+)",
+        "--follow",
+        "--json",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        appended = 0
+        got = []
+        import select
+
+        while len(got) < 2 and time.monotonic() < deadline:
+            if appended < 6:  # keep appending until the follower (started from the end) sees them
+                append(log, f"x\naccept len: {appended}.50\n")
+                appended += 1
+            r, _, _ = select.select([proc.stdout], [], [], 0.5)
+            if r:
+                got.append(json.loads(proc.stdout.readline()))
+        assert len(got) == 2, proc.stderr.read() if proc.poll() is not None else "no output"
+        assert all(g["fields"]["al"] != 9.0 for g in got)  # --follow starts at the end
+        assert got[1]["fields"]["al"] == got[0]["fields"]["al"] + 1
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_grep_verb_missing_file_over_ssh(sshd, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from specdebug.cli import main
+
+    assert main(["grep", "-F", str(sshd.config_path), f"{sshd.alias}:{tmp_path}/nope.log", "-e", "x"]) == 1
+    assert "no such file" in capsys.readouterr().err

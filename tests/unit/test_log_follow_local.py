@@ -354,3 +354,19 @@ async def test_follow_matches_parses_with_pack(tmp_path: Path) -> None:
     m = [i for i in more if isinstance(i, LogMatch)][0]
     await it.aclose()
     assert m.event == "verify_ms" and m.metrics == {"verify_ms": 3.25} and m.warmup is False
+
+
+async def test_agent_killed_on_box_is_restarted_from_offset(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_text("l0\n")
+    remote = LocalRemote()
+    pump = Pump(Follower(remote, str(log), offset=0).lines())
+    await wait_until(lambda: len(pump.lines()) == 1)
+    for s in list(remote.streams):
+        s.proc.kill()  # killed on the box, connection still up
+    await wait_until(lambda: pump.events().count("opened") == 2)
+    append(log, "l1\n")
+    await wait_until(lambda: len(pump.lines()) == 2)
+    await pump.stop()
+    assert [x.data for x in pump.lines()] == [b"l0", b"l1"]
+    assert "reconnecting" in pump.events()

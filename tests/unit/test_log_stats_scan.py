@@ -204,3 +204,13 @@ def test_grep_verb_local(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert all({"offset", "line", "fields"} <= set(o) for o in out)
     assert main(["grep", str(log), "-e", "zzz"]) == 1
     assert main(["grep", str(log), "-e", "(bad"]) == 2
+
+
+def test_fast_match_equals_validated_model() -> None:
+    from specdebug.core.logs.events import LogMatch
+
+    fast = LogMatch.fast(line="x", event="decode_batch", offset=3, metrics={"a": 1.0})
+    slow = LogMatch(line="x", event="decode_batch", offset=3, metrics={"a": 1.0})
+    assert fast == slow and fast.model_dump() == slow.model_dump()
+    assert fast.model_fields_set == {"line", "event", "offset", "metrics"}
+    assert LogMatch.fast(line="y", event="e").also is not LogMatch.fast(line="z", event="e").also

@@ -18,13 +18,14 @@ GPU boxes have python3 (the probe helper needs it too); without it we fall back 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.parser import LogParser, combine, strip_named_groups
-from specdebug.remote.api import ConnectionDropped, Remote
+from specdebug.remote.api import ConnectionDropped, NotConnected, Remote
 
 # The agent runs with python3 -I -S on the box; keep it Python 3.6 compatible.
 AGENT = r"""
@@ -166,6 +167,8 @@ except Exception as e:
 """
 
 
+MAX_RESTARTS = 5  # consecutive agent restarts without any output before giving up
+RESTART_DELAY_S = 0.5
 _META = re.compile(r"[.^$*+?{}\[\]\\|()]")
 
 
@@ -244,6 +247,7 @@ class Follower:
         self.reconnects = 0
 
     async def lines(self) -> AsyncIterator[RawLine | LogEvent]:
+        restarts = 0
         while True:
             try:
                 if self.fallback:
@@ -267,6 +271,19 @@ class Follower:
                         kind="fallback", path=self.path, offset=self.offset, detail="no python3 on the box"
                     )
                     continue
+                if not self.once and status not in (0, 2) and restarts < MAX_RESTARTS:
+                    # the agent never ends by itself while following: it was killed on the box
+                    # (OOM killer, a stray kill); start it again from our exact offset
+                    restarts = 0 if got_any else restarts + 1
+                    yield LogEvent(
+                        kind="reconnecting",
+                        path=self.path,
+                        offset=self.offset,
+                        inode=self.inode,
+                        detail=f"follower on the box exited ({status}); restarting",
+                    )
+                    await asyncio.sleep(RESTART_DELAY_S)
+                    continue
                 yield LogEvent(
                     kind="ended",
                     path=self.path,
@@ -275,7 +292,9 @@ class Follower:
                     detail=f"exit {status}",
                 )
                 return
-            except ConnectionDropped as exc:
+            except (ConnectionDropped, NotConnected) as exc:
+                # NotConnected: the channel could not open while the link was down; a permanent
+                # failure (host key, auth) makes wait_connected raise it again, ending the follow
                 if not self.reconnect:
                     raise
                 self.reconnects += 1
