@@ -257,6 +257,8 @@ class SpecdebugApp(App):
         """Focus the pane's main widget; never a text box, which would swallow the pane's keys."""
         from textual.widgets import Input, TextArea
 
+        if self.query_one(TabbedContent).active != f"tab-{pane.PANE_ID}":
+            return  # another tab was chosen meanwhile; focusing here would pull it back
         for widget in pane.query("*"):
             if widget.focusable and not isinstance(widget, Input | TextArea):
                 widget.focus()
