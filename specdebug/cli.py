@@ -87,7 +87,17 @@ def _finish(result: object) -> int:
         return 130
     except VerbExit as exc:
         return exc.code
+    except BrokenPipeError:  # `specdebug grep ... | head`: the reader left, not an error of ours
+        _silence_stdout()
+        return 0
     return int(result or 0)
+
+
+def _silence_stdout() -> None:
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def entry() -> None:

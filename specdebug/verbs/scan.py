@@ -8,6 +8,7 @@ Exit codes: 0 scanned, 1 the file cannot be read, 2 usage/profile/pattern error.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -16,6 +17,7 @@ from specdebug.core.logs.location import split_host_path
 from specdebug.core.logs.parser import PatternError
 from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import ScanResult, scan_file, scan_remote
+from specdebug.core.logs.stats import metric_rank
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import add_ssh_args, err, print_json, run_verb
 
@@ -41,6 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_ssh_args(p)
     p.set_defaults(func=scan)
+
+
+def stdout_closed() -> int:
+    """The reader went away (`specdebug grep ... | head`): stop quietly, like grep does."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # no second BrokenPipeError when Python flushes at exit
+    return 0
 
 
 def load_patterns(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
@@ -100,7 +109,7 @@ def print_result(res: ScanResult, *, include_warmup: bool) -> None:
         print("warmup samples (before the ready marker) left out; --include-warmup counts them")
     if res.metrics:
         print(f"{'metric':<28}{'n':>7}{'mean':>11}{'p50':>11}{'p90':>11}{'min':>11}{'max':>11}{'last':>11}")
-        for name, st in res.metrics.items():
+        for name, st in sorted(res.metrics.items(), key=lambda kv: metric_rank(kv[0])):
             cells = "".join(f"{_fmt(st[k]):>11}" for k in ("mean", "p50", "p90", "min", "max", "last"))
             print(f"{name:<28}{st['n']:>7}{cells}")
     else:
@@ -111,6 +120,13 @@ def print_result(res: ScanResult, *, include_warmup: bool) -> None:
 
 @run_verb
 async def scan(args: argparse.Namespace) -> int:
+    try:
+        return await _scan(args)
+    except BrokenPipeError:
+        return stdout_closed()
+
+
+async def _scan(args: argparse.Namespace) -> int:
     from specdebug.verbs.common import VerbExit, open_remote
 
     pack, patterns = load_patterns(args)
@@ -123,6 +139,8 @@ async def scan(args: argparse.Namespace) -> int:
         if host is None:
             try:
                 res = scan_file(path, **kwargs)
+            except BrokenPipeError:
+                raise
             except OSError as exc:
                 err(f"cannot read {path}: {exc.strerror or exc}")
                 return 1

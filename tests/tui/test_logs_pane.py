@@ -240,3 +240,25 @@ async def test_follow_profile_without_profile_warns() -> None:
         await pilot.press("f")
         await pilot.pause()
         assert any("log_file" in n.message for n in app._notifications)
+
+
+async def test_server_ready_starts_following_profile_log(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    log = tmp_path / "server.log"
+    log.write_text(READY + "\n" + decode(12, 2.5, 10.0) + "\n")
+    app = LogsApp(lines=[], remote=LocalRemote())
+    app.ctx.profile = SimpleNamespace(server=SimpleNamespace(log_file=str(log), kind="sglang"), patterns={})
+    async with app.run_test(size=(120, 30)) as pilot:
+        pane = app.query_one(LogsPane)
+        pane.server_event("stopped")
+        assert pane.state == "idle"
+        pane.server_event("ready")
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if pane.matches >= 2:
+                break
+        assert pane.path == str(log) and pane.analyzer.parser.pack_name == "sglang"
+        assert pane.analyzer.store.summary()["accept_len"]["n"] == 1
+        pane.server_event("ready")  # already following: no restart
+        assert pane.matches == 2

@@ -64,11 +64,20 @@ class LocalStream:
         self.exit_status = await self.proc.wait()
 
     async def aclose(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.kill()
-            await self.proc.wait()
         if self in self.owner.streams:
             self.owner.streams.remove(self)
+        if self.proc is None:
+            return
+        transport = getattr(self.proc, "_transport", None)
+        try:
+            if self.proc.returncode is None:
+                self.proc.kill()
+                await self.proc.wait()
+        except ProcessLookupError:
+            pass
+        finally:
+            if transport is not None:
+                transport.close()  # also when cancelled mid-wait: no transport left for the GC
 
 
 class LocalRemote:

@@ -201,12 +201,13 @@ def test_diff_examples_story() -> None:
     got = {(k.kind, k.name, k.value_a, k.value_b) for k in knobs}
     assert got == {
         ("flag", "--speculative-num-steps", "2", "3"),
+        ("flag", "--speculative-eagle-topk", "1", "4"),
         ("flag", "--speculative-num-draft-tokens", "3", "6"),
         ("env", "NCCL_PROTO", "LL", None),
         ("env", "NCCL_ALGO", "Ring", None),
         ("env", "NCCL_P2P_LEVEL", "SYS", None),
     }
-    assert [k.kind for k in knobs] == ["flag", "flag", "env", "env", "env"]
+    assert [k.kind for k in knobs] == ["flag", "flag", "flag", "env", "env", "env"]
     assert {k.name for k in diff_profiles(a, b, include_plumbing=True)} >= {"--port"}
     # applying every knob of B to A gives B's experiment
     assert a.with_knobs(knobs).fingerprint() == b.fingerprint()

@@ -5,13 +5,22 @@ parser), stats (bounded series), scan (whole files), follow (remote follow by of
 (+-N lines around an offset), location (HOST:PATH), events (pydantic models).
 """
 
+from specdebug.core.logs.context import ContextLine, read_context
 from specdebug.core.logs.events import LogEvent, LogMatch, MetricSample
+from specdebug.core.logs.follow import Follower, RawLine, follow_matches
+from specdebug.core.logs.location import split_host_path
 from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.patterns import PACKS, SGLANG, VLLM, Pack, detect_pack, get_pack, parse_nccl_env_line
 from specdebug.core.logs.scan import Analyzer, ScanResult, scan_chunks, scan_file, scan_lines, scan_remote
 from specdebug.core.logs.stats import MetricStore, Series, SeriesStats
 
 __all__ = [
+    "ContextLine",
+    "Follower",
+    "RawLine",
+    "follow_matches",
+    "read_context",
+    "split_host_path",
     "PACKS",
     "SGLANG",
     "VLLM",

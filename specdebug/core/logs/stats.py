@@ -21,6 +21,30 @@ RESERVOIR = 65_536
 RECENT = 240
 
 
+# the numbers people look at first; the rest follow alphabetically
+METRIC_ORDER = [
+    "accept_len",
+    "mean_acceptance_length",
+    "accept_rate",
+    "draft_acceptance_rate",
+    "gen_throughput",
+    "avg_generation_throughput",
+    "accepted_throughput",
+    "drafted_throughput",
+    "input_throughput",
+    "avg_prompt_throughput",
+    "running_req",
+    "queue_req",
+    "token_usage",
+    "kv_cache_usage",
+]
+
+
+def metric_rank(name: str) -> tuple[int, str]:
+    base = name.partition("[")[0]
+    return (METRIC_ORDER.index(base) if base in METRIC_ORDER else len(METRIC_ORDER), name)
+
+
 class SeriesStats(BaseModel):
     n: int
     mean: float | None

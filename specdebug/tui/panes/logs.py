@@ -33,6 +33,7 @@ from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import Follower, follow_matches
 from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.scan import Analyzer
+from specdebug.core.logs.stats import metric_rank
 from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
 
@@ -294,30 +295,6 @@ def stats_line(st: dict) -> str:
         f"n {st['n']}  last {_f(st['last'])}  mean {_f(st['mean'])}\n"
         f"p50 {_f(st['p50'])}  p90 {_f(st['p90'])}  min {_f(st['min'])}  max {_f(st['max'])}"
     )
-
-
-# the numbers people look at first, then everything else in first-seen order
-METRIC_ORDER = [
-    "accept_len",
-    "mean_acceptance_length",
-    "accept_rate",
-    "draft_acceptance_rate",
-    "gen_throughput",
-    "avg_generation_throughput",
-    "accepted_throughput",
-    "drafted_throughput",
-    "input_throughput",
-    "avg_prompt_throughput",
-    "running_req",
-    "queue_req",
-    "token_usage",
-    "kv_cache_usage",
-]
-
-
-def metric_rank(name: str) -> tuple[int, str]:
-    base = name.partition("[")[0]
-    return (METRIC_ORDER.index(base) if base in METRIC_ORDER else len(METRIC_ORDER), name)
 
 
 class ContextScreen(ModalScreen[None]):
@@ -651,6 +628,14 @@ class LogsPane(Pane):
             return
         self.start_follow(log_file)
 
+    def server_event(self, kind: str) -> None:
+        """The startup pane launched a server and it got a verdict: follow its log unless busy."""
+        if kind == "stopped" or self.state in ("starting", "following", "waiting", "reconnecting"):
+            return
+        log_file = getattr(getattr(self.ctx.profile, "server", None), "log_file", None)
+        if log_file and self.ctx.remote() is not None:
+            self.start_follow(log_file)
+
     def action_open_path(self) -> None:
         box = self.query_one("#logs-path", Input)
         box.add_class("visible")
@@ -704,8 +689,8 @@ class LogsPane(Pane):
                 else:
                     self.feed_match(item)
                 n += 1
-                if n % 256 == 0 and time.monotonic() - slice_start > 0.02:
-                    # a flood must not starve the UI: give the loop a breath every 20 ms of parsing
+                if n % 64 == 0 and time.monotonic() - slice_start > 0.01:
+                    # a flood must not starve the UI: give the loop a breath every 10 ms of parsing
                     await asyncio.sleep(0.005)
                     slice_start = time.monotonic()
         except (RemoteError, OSError) as exc:
