@@ -22,6 +22,8 @@ import pytest
 from specdebug.core import startup
 from specdebug.core.profiles import Profile, load_profile
 from specdebug.core.servers import group_members, load_record
+from tests.simprofiles import sim_profile as make_sim_profile
+from tests.simprofiles import sim_record
 from tests.sshd_harness import free_port
 
 pytestmark = pytest.mark.slow
@@ -58,39 +60,18 @@ def sim_profile(
 ) -> Profile:
     name = f"{name}-{uuid.uuid4().hex[:6]}"  # others may run these tests at the same time on this box
     LAUNCHED.append(name)
-    port = port or free_port()
-    sim_log = tmp_path / f"{name}.sim.log"
-    return Profile.model_validate(
-        {
-            "name": name,
-            "server": {
-                "argv": [
-                    sys.executable,
-                    "-m",
-                    "specdebug.sim",
-                    "--tp",
-                    "2",
-                    "--port",
-                    str(port),
-                    "--time-scale",
-                    TIME_SCALE,
-                    "--log-file",
-                    str(sim_log),
-                    *extra,
-                ],
-                "log_file": str(tmp_path / f"{name}.log"),
-                "env": env or {"NCCL_PROTO": "LL"},
-                "kind": "sglang",
-            },
-            "ready": {"timeout_s": timeout_s},
-        }
+    return make_sim_profile(
+        tmp_path,
+        name,
+        *extra,
+        port=port,
+        time_scale=TIME_SCALE,
+        timeout_s=timeout_s,
+        env=env or {"NCCL_PROTO": "LL"},
     )
 
 
-def sidecar(profile: Profile) -> dict:
-    argv = profile.server.argv
-    path = Path(argv[argv.index("--log-file") + 1] + ".sim.json")
-    return json.loads(path.read_text())
+sidecar = sim_record
 
 
 def write_profile_toml(tmp_path: Path, profile: Profile) -> Path:

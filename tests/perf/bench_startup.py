@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import subprocess
 import sys
@@ -31,7 +30,9 @@ from specdebug.core import startup  # noqa: E402
 from specdebug.core.profiles import Profile  # noqa: E402
 from specdebug.core.servers import forget_record  # noqa: E402
 from specdebug.remote.connection import SSHRemote  # noqa: E402
-from tests.sshd_harness import free_port, start_sshd  # noqa: E402
+from tests.simprofiles import sim_profile as make_sim_profile  # noqa: E402
+from tests.simprofiles import sim_record  # noqa: E402
+from tests.sshd_harness import start_sshd  # noqa: E402
 
 POLL_S = 15.0
 ATTEMPTS = 22
@@ -43,35 +44,7 @@ NAMES: list[str] = []
 def sim_profile(work: Path, name: str, time_scale: str, *extra: str) -> Profile:
     name = f"bench-{work.name[-6:]}-{name}"  # unique: the state file lives in the box's ~/.specdebug
     NAMES.append(name)
-    port = free_port()
-    return Profile.model_validate(
-        {
-            "name": name,
-            "server": {
-                "argv": [
-                    sys.executable,
-                    "-m",
-                    "specdebug.sim",
-                    "--tp",
-                    "2",
-                    "--port",
-                    str(port),
-                    "--time-scale",
-                    time_scale,
-                    "--log-file",
-                    str(work / f"{name}.sim.log"),
-                    *extra,
-                ],
-                "log_file": str(work / f"{name}.log"),
-            },
-            "ready": {"timeout_s": 300},
-        }
-    )
-
-
-def sim_record(profile: Profile) -> dict:
-    argv = profile.server.argv
-    return json.loads(Path(argv[argv.index("--log-file") + 1] + ".sim.json").read_text())
+    return make_sim_profile(work, name, *extra, time_scale=time_scale, timeout_s=300)
 
 
 async def specdebug_run(remote, profile: Profile) -> tuple[float, startup.Verdict]:

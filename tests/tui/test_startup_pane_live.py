@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -11,11 +10,10 @@ from pathlib import Path
 import pytest
 from textual.app import App, ComposeResult
 
-from specdebug.core.profiles import Profile
 from specdebug.core.servers import forget_record, group_members, load_record
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.startup import StartupPane
-from tests.sshd_harness import free_port
+from tests.simprofiles import sim_profile
 
 pytestmark = pytest.mark.slow
 
@@ -37,30 +35,8 @@ async def wait_for(predicate, timeout: float = 30.0) -> None:
 
 
 async def test_launch_and_stop_keys(remote, tmp_path: Path) -> None:
-    port = free_port()
-    name = f"panelive-{uuid.uuid4().hex[:6]}"
-    profile = Profile.model_validate(
-        {
-            "name": name,
-            "server": {
-                "argv": [
-                    sys.executable,
-                    "-m",
-                    "specdebug.sim",
-                    "--tp",
-                    "2",
-                    "--port",
-                    str(port),
-                    "--time-scale",
-                    "0.02",
-                    "--log-file",
-                    str(tmp_path / f"{name}.sim.log"),
-                ],
-                "log_file": str(tmp_path / f"{name}.log"),
-            },
-            "ready": {"timeout_s": 60},
-        }
-    )
+    profile = sim_profile(tmp_path, f"panelive-{uuid.uuid4().hex[:6]}")
+    name = profile.name
     from specdebug.core.journal import Journal
 
     journal = Journal(tmp_path / "session")
