@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from specdebug.sim.local import children_titles
 from tests.sshd_harness import free_port
 
 pytestmark = pytest.mark.skipif(
@@ -37,18 +38,7 @@ def specdebug(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 def _children_titled(parent: int, prefix: str) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-            cmdline = (d / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat[stat.rfind(")") + 2 :].split()[1]) == parent and cmdline.startswith(prefix.encode()):
-            out.append(int(d.name))
-    return sorted(out)
+    return [pid for pid, title in children_titles(parent).items() if title.startswith(prefix)]
 
 
 def wait_workers(parent: int, n: int = TP, timeout: float = 30) -> list[int]:
