@@ -88,9 +88,14 @@ def print_json(obj: Any) -> None:
 
 
 def run_verb(func):
-    """Decorator: turn VerbExit into its exit code, so verbs can bail out from deep inside."""
+    """Decorator: VerbExit becomes its exit code, and a remote failure one clear line and exit 1
+    (never a traceback), so verbs can bail out from deep inside."""
     import functools
     import inspect
+
+    def failed(exc: RemoteError) -> int:
+        err(str(exc))
+        return 1
 
     if inspect.iscoroutinefunction(func):
 
@@ -100,6 +105,8 @@ def run_verb(func):
                 return await func(args)
             except VerbExit as exc:
                 return exc.code
+            except RemoteError as exc:
+                return failed(exc)
 
         return wrapper
 
@@ -109,5 +116,7 @@ def run_verb(func):
             return func(args)
         except VerbExit as exc:
             return exc.code
+        except RemoteError as exc:
+            return failed(exc)
 
     return sync_wrapper

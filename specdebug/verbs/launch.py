@@ -12,7 +12,7 @@ from typing import Any
 
 from specdebug.core import startup
 from specdebug.core.profiles import Profile, ProfileError, load_profile
-from specdebug.remote.api import RemoteError
+from specdebug.verbs.common import VerbExit, err, open_remote, print_json, run_verb
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,7 +59,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _profile(args: argparse.Namespace) -> Profile:
-    from specdebug.verbs.common import VerbExit, err
 
     try:
         return load_profile(args.profile)
@@ -82,7 +81,6 @@ def _say(args: argparse.Namespace, text: str) -> None:
 
 
 async def _watch_and_report(args, remote, record, profile, journal, *, deadline: float | None = None) -> int:
-    from specdebug.verbs.common import print_json
 
     verdict = None
     timeout = getattr(args, "timeout", None)
@@ -108,7 +106,6 @@ async def _watch_and_report(args, remote, record, profile, journal, *, deadline:
 
 
 async def _launch(args: argparse.Namespace, remote, profile: Profile, journal) -> int:
-    from specdebug.verbs.common import err, print_json
 
     try:
         record = await startup.launch(remote, profile, journal=journal)
@@ -135,52 +132,31 @@ async def _launch(args: argparse.Namespace, remote, profile: Profile, journal) -
     return await _watch_and_report(args, remote, record, profile, journal)
 
 
+@run_verb
 async def cmd_launch(args: argparse.Namespace) -> int:
-    from specdebug.verbs.common import VerbExit, err, open_remote
-
-    try:
-        profile = _profile(args)
-        async with open_remote(args) as remote:
-            return await _launch(args, remote, profile, _journal(args))
-    except VerbExit as exc:
-        return exc.code
-    except RemoteError as exc:
-        err(str(exc))
-        return 1
+    profile = _profile(args)
+    async with open_remote(args) as remote:
+        return await _launch(args, remote, profile, _journal(args))
 
 
+@run_verb
 async def cmd_restart(args: argparse.Namespace) -> int:
-    from specdebug.verbs.common import VerbExit, err, open_remote
-
-    try:
-        profile = _profile(args)
-        async with open_remote(args) as remote:
-            journal = _journal(args)
-            result = await startup.stop(remote, profile, grace_s=args.grace, journal=journal)
-            _say(args, result.message)
-            if not result.stopped:
-                err(result.message)
-                return 1
-            return await _launch(args, remote, profile, journal)
-    except VerbExit as exc:
-        return exc.code
-    except RemoteError as exc:
-        err(str(exc))
-        return 1
+    profile = _profile(args)
+    async with open_remote(args) as remote:
+        journal = _journal(args)
+        result = await startup.stop(remote, profile, grace_s=args.grace, journal=journal)
+        _say(args, result.message)
+        if not result.stopped:
+            err(result.message)
+            return 1
+        return await _launch(args, remote, profile, journal)
 
 
+@run_verb
 async def cmd_stop(args: argparse.Namespace) -> int:
-    from specdebug.verbs.common import VerbExit, err, open_remote, print_json
-
-    try:
-        profile = _profile(args)
-        async with open_remote(args) as remote:
-            result = await startup.stop(remote, profile, grace_s=args.grace, journal=_journal(args))
-    except VerbExit as exc:
-        return exc.code
-    except RemoteError as exc:
-        err(str(exc))
-        return 1
+    profile = _profile(args)
+    async with open_remote(args) as remote:
+        result = await startup.stop(remote, profile, grace_s=args.grace, journal=_journal(args))
     if args.json:
         print_json(result)
     else:
@@ -188,18 +164,11 @@ async def cmd_stop(args: argparse.Namespace) -> int:
     return 0 if result.stopped else 1
 
 
+@run_verb
 async def cmd_status(args: argparse.Namespace) -> int:
-    from specdebug.verbs.common import VerbExit, err, open_remote, print_json
-
-    try:
-        profile = _profile(args)
-        async with open_remote(args) as remote:
-            st = await startup.status(remote, profile)
-    except VerbExit as exc:
-        return exc.code
-    except RemoteError as exc:
-        err(str(exc))
-        return 1
+    profile = _profile(args)
+    async with open_remote(args) as remote:
+        st = await startup.status(remote, profile)
     if args.json:
         print_json(st)
     else:
@@ -207,28 +176,18 @@ async def cmd_status(args: argparse.Namespace) -> int:
     return 0 if st.state == "running" else 1
 
 
+@run_verb
 async def cmd_attach(args: argparse.Namespace) -> int:
-    from specdebug.verbs.common import VerbExit, err, open_remote
-
-    try:
-        profile = _profile(args)
-        async with open_remote(args) as remote:
-            journal = _journal(args)
-            try:
-                record = await startup.attach(
-                    remote, profile, pid=args.pid, port=args.port, log=args.log, journal=journal
-                )
-            except startup.LaunchRefused as exc:
-                err(str(exc))
-                return 1
-            _say(
-                args,
-                f"attached to {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}",
+    profile = _profile(args)
+    async with open_remote(args) as remote:
+        journal = _journal(args)
+        try:
+            record = await startup.attach(
+                remote, profile, pid=args.pid, port=args.port, log=args.log, journal=journal
             )
-            deadline = time.time() + (args.timeout or profile.ready.timeout_s)
-            return await _watch_and_report(args, remote, record, profile, journal, deadline=deadline)
-    except VerbExit as exc:
-        return exc.code
-    except RemoteError as exc:
-        err(str(exc))
-        return 1
+        except startup.LaunchRefused as exc:
+            err(str(exc))
+            return 1
+        _say(args, f"attached to {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}")
+        deadline = time.time() + (args.timeout or profile.ready.timeout_s)
+        return await _watch_and_report(args, remote, record, profile, journal, deadline=deadline)
