@@ -59,7 +59,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _profile(args: argparse.Namespace) -> Profile:
-
     try:
         return load_profile(args.profile)
     except ProfileError as exc:
