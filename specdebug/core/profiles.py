@@ -527,8 +527,12 @@ def _tname(value: Any) -> str:
 
 
 def _translate(exc: ValidationError, top: _Source, provenance: dict) -> ProfileError:
-    """Turn pydantic's first error into one line naming the file and line that set the value."""
-    err = exc.errors()[0]
+    """Turn pydantic's first error into one line naming the file and line that set the value.
+
+    An unknown key wins over the others: `argz = [...]` is a typo of argv, so "unknown key 'argz'"
+    explains the "missing argv" that follows from it."""
+    errors = exc.errors()
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = tuple(str(p) for p in err["loc"])
     key_loc = tuple(p for p in loc if not p.isdigit())
     field = ".".join(loc) if loc else None

@@ -260,3 +260,11 @@ def test_find_key_line_variants() -> None:
 def test_profile_model_roundtrip() -> None:
     p = Profile.model_validate({"name": "x", "server": {"argv": ["a"], "port": 1}})
     assert Profile.model_validate(p.model_dump()).fingerprint() == p.fingerprint()
+
+
+def test_unknown_key_is_reported_before_the_missing_key_it_causes(tmp_path: Path) -> None:
+    path = tmp_path / "typo.toml"
+    path.write_text('name = "x"\n[server]\nargz = ["python3"]\n')
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    assert "typo.toml:3" in str(info.value) and "unknown key 'argz'" in str(info.value)
