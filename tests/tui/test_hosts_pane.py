@@ -11,6 +11,7 @@ from specdebug.remote.connection import SSHRemote
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.hosts import HostsPane
+from specdebug.tui.screens.help import HelpScreen
 from specdebug.tui.screens.hostkey import HostKeyScreen
 from tests.tui.fakes import StillRemote, sample_host_info
 
@@ -75,3 +76,31 @@ def test_hosts_pane_snapshot(snap_compare):
         await pilot.pause()
 
     assert snap_compare(_snapshot_app(), run_before=feed, terminal_size=(130, 32))
+
+
+async def test_silent_host_never_blocks_the_ui_or_the_other_host(sshd):
+    """A box that accepts TCP and never speaks (a hung sshd) stays in its own row."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    port = silent.getsockname()[1]
+    slow = SSHRemote(f"nobody@127.0.0.1:{port}", connect_timeout=1.0)
+    good = SSHRemote("gpubox", ssh_config=sshd.config_path)
+    app = SpecdebugApp(
+        AppContext(remotes={"slow": slow, "gpubox": good}, selected="gpubox"), panes=[HostsPane]
+    )
+    try:
+        async with app.run_test(size=(140, 40)) as pilot:
+            pane = app.query_one(HostsPane)
+            await _wait_for(pilot, lambda: "gpubox" in pane.infos)
+            await _wait_for(
+                pilot, lambda: slow.status.state is ConnState.RECONNECTING and slow.status.last_error
+            )
+            assert "timed out" in slow.status.last_error
+            await pilot.press("question_mark")  # the UI still answers keys
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+    finally:
+        silent.close()
