@@ -9,7 +9,6 @@ benchmark results.
 from __future__ import annotations
 
 import asyncio
-import time
 
 from pydantic import BaseModel
 
@@ -172,10 +171,8 @@ async def gather_host_info(remote: Remote) -> HostInfo:
             ]
         )
     )
-    t0 = time.perf_counter()
     gpus, gpu_error = await query_gpus(remote)
     files = {f.path: (f.data or b"").decode("utf-8", "replace") for f in await files_task}
-    del t0
     info = HostInfo(
         host=remote.name, connected=True, gpus=gpus, gpu_error=gpu_error, rtt_ms=remote.status.rtt_ms
     )

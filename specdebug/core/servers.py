@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
+from specdebug.core.secrets import mask_argv
 from specdebug.remote.api import ProcInfo, Remote, RemoteError
 
 STATE_DIR = ".specdebug/servers"  # under $HOME on the box
@@ -158,6 +159,7 @@ async def find_port_holder(remote: Remote, port: int) -> PortHolder:
     if not res.ok:
         raise RemoteError(f"cannot check port {port} on the box: {res.err.strip() or res.exit_status}")
     data = json.loads(res.stdout)
+    data["cmdline"] = mask_argv(data.get("cmdline") or [])  # an --api-key of whoever holds the port
     return PortHolder(port=port, **data)
 
 

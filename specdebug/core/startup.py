@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from specdebug.core.profiles import Profile
+from specdebug.core.secrets import mask_argv, mask_env
 from specdebug.core.servers import (
     PortHolder,
     ServerRecord,
@@ -513,30 +514,14 @@ async def launch(
         log_file=log_path,
         log_offset=size,
         started_at=started,
-        argv=_masked_argv(profile.server.argv),
-        env=_masked_env(launch_env(profile)),
+        argv=mask_argv(profile.server.argv),
+        env=mask_env(launch_env(profile)),
         cwd=profile.server.cwd,
     )
     await save_record(remote, record)
     if journal is not None:
         journal.append("launch", record.model_dump(mode="json"), sync=True)
     return record
-
-
-def _masked_env(env: dict[str, str]) -> dict[str, str]:
-    try:
-        from specdebug.core.secrets import mask_env
-    except ImportError:  # pragma: no cover
-        return env
-    return mask_env(env)
-
-
-def _masked_argv(argv: list[str]) -> list[str]:
-    try:
-        from specdebug.core.secrets import mask_argv
-    except ImportError:  # pragma: no cover
-        return argv
-    return mask_argv(argv)
 
 
 # -- watch -------------------------------------------------------------------------------------
@@ -835,7 +820,7 @@ async def status(remote: Remote, profile: Profile) -> ServerStatus:
         return st
     members = group_members(await remote.processes(), record)
     st.pids = sorted(p.pid for p in members)
-    st.titles = [p.title for p in sorted(members, key=lambda p: p.pid)]
+    st.titles = [" ".join(mask_argv(p.cmdline)) or p.title for p in sorted(members, key=lambda p: p.pid)]
     if members:
         st.state = "running"
         st.health = await health_on_box(remote, record.port, profile.ready.health)
@@ -913,7 +898,7 @@ async def attach(
         log_file=log_path,
         log_offset=offset,
         started_at=clock(),
-        argv=_masked_argv(proc.cmdline),
+        argv=mask_argv(proc.cmdline),
         attached=True,
     )
     await save_record(remote, record)

@@ -9,12 +9,12 @@ the loopback server ran is killed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import socket
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from specdebug.core.profiles import Profile, load_profile
@@ -80,14 +80,22 @@ async def _stop_server(config: Path, alias: str, profile: Profile) -> None:
         await remote.close()
 
 
-def _kill_recorded_group(profile: Profile) -> None:
-    """Last resort when the SSH path fails: the demo box is this machine."""
-    import json
+def _kill_recorded_group(profile: Profile, since: float) -> None:
+    """Last resort when the SSH path fails (the demo box is this machine): kill the group this
+    run launched, and only if its leader is still the very process recorded (no reused PID)."""
+    from specdebug.core.servers import ServerRecord
 
     state = Path("~/.specdebug/servers").expanduser() / f"{profile.name}.json"
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        pgid = int(json.loads(state.read_text())["pgid"])
-        os.killpg(pgid, signal.SIGKILL)
+    try:
+        record = ServerRecord.model_validate_json(state.read_text())
+        if record.stopped_at is not None or record.started_at < since:
+            return
+        stat = Path(f"/proc/{record.pid}/stat").read_text()
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[2]) == record.pgid and int(fields[19]) == record.start_ticks:
+            os.killpg(record.pgid, signal.SIGKILL)
+    except (OSError, ValueError):
+        return
 
 
 def run_demo(
@@ -100,6 +108,7 @@ def run_demo(
 ) -> int:
     from specdebug.tui.app import SpecdebugApp, load_keymap
 
+    started = time.time()
     workdir = Path(tempfile.mkdtemp(prefix="specdebug-demo-box-"))
     profile = demo_profile(find_example(profile_name), workdir, time_scale)
     server = LoopbackSSHServer(alias="simbox")
@@ -133,7 +142,7 @@ def run_demo(
             asyncio.run(_stop_server(server.config_path, "simbox", profile))
         except Exception:
             pass
-        _kill_recorded_group(profile)
+        _kill_recorded_group(profile, started)
         server.stop()
         for s, handler in old.items():
             signal.signal(s, handler)

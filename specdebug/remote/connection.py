@@ -69,11 +69,17 @@ async def accept_and_save_keys(info: HostKeyInfo) -> KeyDecision:
 
 
 class _SlotLimiter:
-    """Counts open exec channels; shrinks its limit to what the server really allows."""
+    """Counts open exec channels; shrinks its limit to what the server really allows.
+
+    A refusal right after one of our channels closed is sshd still tearing that session down,
+    not a lower MaxSessions, so it only waits; the learned limit starts over on each connection."""
+
+    RELEASE_GRACE_S = 1.0
 
     def __init__(self, limit: int) -> None:
-        self.limit = max(1, limit)
+        self.initial = self.limit = max(1, limit)
         self.open = 0
+        self._last_release = 0.0
         self._cond = asyncio.Condition()
 
     async def acquire(self) -> None:
@@ -84,14 +90,19 @@ class _SlotLimiter:
     async def release(self) -> None:
         async with self._cond:
             self.open -= 1
+            self._last_release = time.monotonic()
             self._cond.notify_all()
 
     async def server_refused(self) -> None:
-        """An open failed with 'open failed': the server's MaxSessions is below our limit."""
+        """An open failed with 'open failed': a session is still closing, or MaxSessions is lower."""
         async with self._cond:
             self.open -= 1
-            self.limit = max(1, min(self.limit, self.open))
+            if time.monotonic() - self._last_release > self.RELEASE_GRACE_S:
+                self.limit = max(1, min(self.limit, self.open))
             self._cond.notify_all()
+
+    def reset(self) -> None:
+        self.limit = self.initial
 
 
 class _ProbeChannel:
@@ -238,6 +249,9 @@ class SSHStream:
                 self._proc.stdin.write_eof()  # watchdog sees EOF and ends the remote group
             with contextlib.suppress(Exception):
                 self._proc.close()
+            # the server frees the session slot only once the channel is closed on its side
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._proc.wait_closed(), 2.0)
         if self._holding_slot:
             self._holding_slot = False
             await self._remote._slots.release()
@@ -475,6 +489,7 @@ class SSHRemote:
     async def _setup(self, conn: asyncssh.SSHClientConnection) -> None:
         self._conn = conn
         self._probe = None
+        self._slots.reset()
         if self._use_helper:
             try:
                 proc = await conn.create_process(_helper_command(), encoding=None)

@@ -30,6 +30,10 @@ def env_assignments(env: Mapping[str, str] | None) -> list[str]:
     return words
 
 
+# `~` and `~/x` mean the box user's home (quoted words are never tilde-expanded by the shell)
+_CD_AND_EXEC = 'case "$1" in "~") cd ;; "~/"*) cd "$HOME/${1#"~/"}" ;; *) cd "$1" ;; esac && shift && exec "$@"'
+
+
 def with_env_cwd(
     argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None
 ) -> list[str]:
@@ -39,7 +43,7 @@ def with_env_cwd(
         argv = ["env", *env_assignments(env), *argv]
     if cwd:
         # cd needs a shell; the directory and the command stay positional parameters
-        argv = ["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", cwd, *argv]
+        argv = ["sh", "-c", _CD_AND_EXEC, "sh", cwd, *argv]
     return argv
 
 

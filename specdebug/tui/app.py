@@ -88,7 +88,11 @@ class ActionsProvider(Provider):
         sources = [(app, "app")] + [(p, p.TITLE) for p in app.query(Pane)]
         for node, scope in sources:
             for binding in node.BINDINGS:
-                if not isinstance(binding, Binding) or not binding.description or binding.action in seen:
+                if (
+                    not isinstance(binding, Binding)
+                    or not binding.description
+                    or (scope, binding.action) in seen
+                ):
                     continue
                 seen.add((scope, binding.action))
                 yield f"{scope}: {binding.description}", binding, node
@@ -294,11 +298,16 @@ class SpecdebugApp(App):
         for pane in self.query(Pane):
             pane.server_event(event.kind)
 
+    def notify(self, message, *, title="", severity="information", timeout=None, markup=True):
+        """Notifications carry remote text (errors, paths, log lines): never parse them as markup,
+        whatever the caller asked (a `[` in an exception must not restyle or break the toast)."""
+        return super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
     # ---- failures -----------------------------------------------------------------------------------
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.error is not None:
             err = event.worker.error
-            self.notify(f"{event.worker.name or 'task'} failed: {err}", severity="error", markup=False)
+            self.notify(f"{event.worker.name or 'task'} failed: {err}", severity="error")
 
     async def on_unmount(self) -> None:
         if self._owns_remotes:
@@ -309,10 +318,6 @@ class SpecdebugApp(App):
                         await asyncio.wait_for(close(), 3.0)
                     except Exception:
                         pass
-
-
-def on_hosts_status(app: SpecdebugApp) -> None:  # pragma: no cover - kept for API symmetry
-    app.refresh_status()
 
 
 __all__ = ["SpecdebugApp", "HostsPane", "find_layout", "load_keymap"]

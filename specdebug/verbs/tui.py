@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from specdebug.core.profiles import ProfileError
 from specdebug.remote.connection import SSHRemote
 from specdebug.remote.hostspec import HostSpecError
 from specdebug.tui.context import AppContext
@@ -64,12 +65,7 @@ def run_tui_from_argv(argv: list[str]) -> int:
         from specdebug.tui.app import find_layout
 
         find_layout(args.layout)
-    except (HostSpecError, ValueError) as exc:
+    except (HostSpecError, ProfileError, ValueError) as exc:
         print(f"specdebug: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:
-        if type(exc).__name__ == "ProfileError":
-            print(f"specdebug: {exc}", file=sys.stderr)
-            return 2
-        raise
     return run_app(ctx, args.layout)

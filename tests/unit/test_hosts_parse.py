@@ -49,3 +49,15 @@ def test_watchdog_keeps_argv_as_positional_words():
     cmd = watchdog_command(["echo", "$(id)", "a;b"])
     assert "'$(id)'" in cmd and "'a;b'" in cmd
     assert sh_join(["x", "it's"]) == "x 'it'\"'\"'s'"
+
+
+def test_stream_cwd_expands_tilde_like_the_launcher(tmp_path, monkeypatch):
+    import subprocess
+
+    from specdebug.remote.shell import with_env_cwd
+
+    (tmp_path / "work dir").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for cwd, want in [("~", tmp_path), ("~/work dir", tmp_path / "work dir"), (str(tmp_path), tmp_path)]:
+        out = subprocess.run(with_env_cwd(["pwd"], {"X": "1"}, cwd), capture_output=True, text=True)
+        assert out.stdout.strip() == str(want), out.stderr

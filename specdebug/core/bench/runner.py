@@ -91,12 +91,27 @@ async def log_size(remote: Remote, path: str) -> int | None:
         return None
 
 
-async def has_ready_line(remote: Remote, path: str, kind: str) -> bool | None:
+async def has_ready_line(
+    remote: Remote, path: str, kind: str, profile_name: str | None = None
+) -> bool | None:
+    """Did the *current* run print its ready line?  Launch appends to the log, so the search starts
+    at the run's offset from the launch record (an earlier run's ready line proves nothing)."""
     line = READY_LINES.get(kind)
     if not line or not path:
         return None
+    offset = 0
+    if profile_name:
+        from specdebug.core.servers import load_record
+
+        try:
+            record = await load_record(remote, profile_name)
+        except RemoteError:
+            record = None
+        if record is not None and record.stopped_at is None and record.log_file == path:
+            offset = record.log_offset
+    script = 'tail -c +"$1" -- "$2" | grep -m 1 -c -F -- "$3"'
     try:
-        res = await remote.run(["grep", "-m", "1", "-c", "-F", "--", line, path], timeout=30)
+        res = await remote.run(["sh", "-c", script, "sh", str(offset + 1), path, line], timeout=30)
     except RemoteError:
         return None
     if res.exit_status not in (0, 1):
@@ -182,7 +197,7 @@ async def run_benchmark(
                 gpu.snapshot(remote),
                 log_size(remote, srv.log_file),
                 server_state(client, profile.ready.health),
-                has_ready_line(remote, srv.log_file, srv.kind)
+                has_ready_line(remote, srv.log_file, srv.kind, profile.name)
                 if profile.ready.require_ready_line
                 else _none(),
             )

@@ -34,6 +34,7 @@ from specdebug.core.logs.follow import Follower, follow_matches
 from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.scan import Analyzer
 from specdebug.core.logs.stats import metric_rank
+from specdebug.core.servers import load_record
 from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
 
@@ -626,7 +627,7 @@ class LogsPane(Pane):
         if not log_file:
             self.app.notify("no profile with a log_file: press o to type a path", severity="warning")
             return
-        self.start_follow(log_file)
+        self.start_follow(log_file, this_run=True)
 
     def server_event(self, kind: str) -> None:
         """The startup pane launched a server and it got a verdict: follow its log unless busy."""
@@ -634,7 +635,7 @@ class LogsPane(Pane):
             return
         log_file = getattr(getattr(self.ctx.profile, "server", None), "log_file", None)
         if log_file and self.ctx.remote() is not None:
-            self.start_follow(log_file)
+            self.start_follow(log_file, this_run=True)
 
     def action_open_path(self) -> None:
         box = self.query_one("#logs-path", Input)
@@ -648,7 +649,9 @@ class LogsPane(Pane):
         if event.value.strip():
             self.start_follow(event.value.strip())
 
-    def start_follow(self, path: str) -> None:
+    def start_follow(self, path: str, *, this_run: bool = False) -> None:
+        """Follow `path`; with this_run, from where the profile's current server run began
+        (launch appends to the log, so earlier runs' numbers must not mix into the stats)."""
         remote = self.ctx.remote()
         if remote is None:
             self.app.notify("no host connected", severity="error")
@@ -667,7 +670,7 @@ class LogsPane(Pane):
         self.query_one(LogView).clear()
         self.state = "starting"
         self.render_status()
-        self._follow(remote, path)
+        self._follow(remote, path, this_run)
 
     def action_stop(self) -> None:
         self.workers.cancel_group(self, "logs-follow")
@@ -676,9 +679,18 @@ class LogsPane(Pane):
         self.render_status()
 
     @work(exclusive=True, group="logs-follow", exit_on_error=False)
-    async def _follow(self, remote, path: str) -> None:
+    async def _follow(self, remote, path: str, this_run: bool = False) -> None:
         parser = self.analyzer.parser
-        follower = Follower(remote, path, prefilter=parser.candidate_patterns(), offset=0)
+        offset = 0
+        name = getattr(self.ctx.profile, "name", None)
+        if this_run and name:
+            try:
+                record = await load_record(remote, name)
+            except RemoteError:
+                record = None
+            if record is not None and record.stopped_at is None:
+                offset = record.log_offset
+        follower = Follower(remote, path, prefilter=parser.candidate_patterns(), offset=offset)
         self.follower = follower
         slice_start = time.monotonic()
         n = 0
