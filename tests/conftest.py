@@ -8,6 +8,15 @@ from specdebug.remote.connection import SSHRemote
 from tests.sshd_harness import Sshd, start_sshd
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_data_dirs(tmp_path_factory):
+    """Journals from verbs run without --session go to a test folder, not the user's data dir."""
+    import os
+
+    os.environ.setdefault("SPECDEBUG_SESSION", str(tmp_path_factory.mktemp("session")))
+    yield
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory) -> Sshd:
     server = start_sshd(tmp_path_factory.mktemp("sshd"))

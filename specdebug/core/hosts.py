@@ -157,27 +157,30 @@ async def query_gpus(remote: Remote) -> tuple[list[GpuInfo], str | None]:
     return parse_nvidia_smi(res.out), None
 
 
-async def gather_host_info(remote: Remote) -> HostInfo:
-    """One snapshot of a connected host (raises RemoteError when not connected)."""
-    files_task = asyncio.ensure_future(
-        remote.read_files(
-            [
-                "/proc/sys/kernel/hostname",
-                "/proc/sys/kernel/osrelease",
-                "/proc/loadavg",
-                "/proc/uptime",
-                "/proc/meminfo",
-                "/proc/cpuinfo",
-            ]
-        )
-    )
+STATIC_FILES = ["/proc/sys/kernel/hostname", "/proc/sys/kernel/osrelease", "/proc/cpuinfo"]
+LIVE_FILES = ["/proc/loadavg", "/proc/uptime", "/proc/meminfo"]
+
+
+async def gather_host_info(remote: Remote, previous: HostInfo | None = None) -> HostInfo:
+    """One snapshot of a connected host (raises RemoteError when not connected).
+
+    With `previous` (same host, same connection) the facts that never change (hostname, kernel,
+    CPU count: /proc/cpuinfo is ~400 KB on a 192-thread box) are reused, not read again."""
+    static = previous is not None and previous.connected and previous.cpus is not None
+    paths = LIVE_FILES if static else LIVE_FILES + STATIC_FILES
+    files_task = asyncio.ensure_future(remote.read_files(paths))
     gpus, gpu_error = await query_gpus(remote)
     files = {f.path: (f.data or b"").decode("utf-8", "replace") for f in await files_task}
     info = HostInfo(
         host=remote.name, connected=True, gpus=gpus, gpu_error=gpu_error, rtt_ms=remote.status.rtt_ms
     )
-    info.hostname = files["/proc/sys/kernel/hostname"].strip() or None
-    info.kernel = files["/proc/sys/kernel/osrelease"].strip() or None
+    if static:
+        info.hostname, info.kernel, info.cpus = previous.hostname, previous.kernel, previous.cpus
+    else:
+        info.hostname = files["/proc/sys/kernel/hostname"].strip() or None
+        info.kernel = files["/proc/sys/kernel/osrelease"].strip() or None
+        cpus = sum(1 for line in files["/proc/cpuinfo"].splitlines() if line.startswith("processor"))
+        info.cpus = cpus or None
     parts = files["/proc/loadavg"].split()
     if len(parts) >= 3:
         info.load = [float(p) for p in parts[:3]]
@@ -192,6 +195,4 @@ async def gather_host_info(remote: Remote) -> HostInfo:
                 info.mem_total_bytes = value
             else:
                 info.mem_available_bytes = value
-    cpus = sum(1 for line in files["/proc/cpuinfo"].splitlines() if line.startswith("processor"))
-    info.cpus = cpus or None
     return info

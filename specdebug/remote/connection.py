@@ -330,6 +330,11 @@ class SSHRemote:
     def status(self) -> ConnStatus:
         return self._status
 
+    @property
+    def generation(self) -> int:
+        """Counts successful connects: a change means a reconnect (cached facts may be stale)."""
+        return self._generation
+
     def add_listener(self, callback: Callable[[ConnStatus], None]) -> None:
         self._listeners.append(callback)
 
@@ -343,6 +348,16 @@ class SSHRemote:
         """Begin connecting in the background (never blocks on a slow host)."""
         if self._supervisor is None:
             self._supervisor = asyncio.create_task(self._supervise(), name=f"ssh:{self.name}")
+
+    async def restart(self) -> None:
+        """Try again after a terminal failure (refused host key, failed auth) once the user fixed it."""
+        if self._supervisor is not None and not self._supervisor.done():
+            return
+        self._failure = None
+        self._failed_event.clear()
+        self._once_keys = []
+        self._supervisor = None
+        await self.start()
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         await self.start()

@@ -173,6 +173,8 @@ class SpecdebugApp(App):
                 remote._on_host_key = self.ask_host_key
             if hasattr(remote, "add_listener"):
                 remote.add_listener(lambda _st: self.call_later(self.refresh_status))
+            for warning in getattr(remote, "warnings", []):
+                self.notify(f"{remote.name}: {warning}", severity="warning", timeout=10)
             start = getattr(remote, "start", None)
             if start:
                 await start()

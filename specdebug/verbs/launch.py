@@ -67,11 +67,10 @@ def _profile(args: argparse.Namespace) -> Profile:
 
 
 def _journal(args: argparse.Namespace) -> Any:
-    if not getattr(args, "session", None):
-        return None
-    from specdebug.core.journal import Journal
+    """--session DIR, else $SPECDEBUG_SESSION, else the latest session (as bench and the TUI)."""
+    from specdebug.core.journal import Journal, resolve_session
 
-    return Journal(args.session)
+    return Journal(resolve_session(getattr(args, "session", None), for_writing=True))
 
 
 def _say(args: argparse.Namespace, text: str) -> None:

@@ -17,7 +17,8 @@ def tui_parser() -> argparse.ArgumentParser:
     p.add_argument("-F", "--ssh-config", metavar="FILE", help="ssh config file (default ~/.ssh/config)")
     p.add_argument("-c", "--profile", metavar="PROFILE", help="server profile (TOML) the panes act on")
     p.add_argument("--layout", default="default", help="layout name from layouts/ (default: default)")
-    p.add_argument("--session", metavar="DIR", help="session folder (journal); default: a new one")
+    p.add_argument("--session", metavar="DIR", help="session folder (journal); default: the latest session")
+    p.add_argument("--new-session", action="store_true", help="start a new session folder")
     p.add_argument("--readonly", action="store_true", help="disable every action that changes the box")
     p.add_argument("hosts", nargs="+", metavar="HOST")
     return p
@@ -30,13 +31,13 @@ def build_context(args: argparse.Namespace, remotes: dict) -> AppContext:
 
         ctx.profile_path = Path(args.profile)
         ctx.profile = load_profile(ctx.profile_path)
-    try:
-        from specdebug.core.journal import Journal
+    from specdebug.core.journal import Journal, resolve_session
 
-        ctx.session_dir = Path(args.session) if args.session else Journal.default_dir()
-        ctx.journal = Journal(ctx.session_dir)
-    except ModuleNotFoundError:
-        pass
+    # the latest session by default: its launches give the startup ETA, its results the history
+    ctx.session_dir = (
+        Journal.default_dir() if args.new_session else resolve_session(args.session, for_writing=True)
+    )
+    ctx.journal = Journal(ctx.session_dir)
     return ctx
 
 

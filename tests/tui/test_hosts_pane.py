@@ -104,3 +104,21 @@ async def test_silent_host_never_blocks_the_ui_or_the_other_host(sshd):
             assert isinstance(app.screen, HelpScreen)
     finally:
         silent.close()
+
+
+async def test_refused_key_can_be_retried_from_the_hosts_pane(sshd, tmp_path):
+    kh = tmp_path / "known_hosts"
+    cfg = sshd.write_client_config(tmp_path / "ssh_config", kh, StrictHostKeyChecking="no")
+    remote = SSHRemote("gpubox", ssh_config=cfg)
+    app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox"), panes=[HostsPane])
+    async with app.run_test(size=(140, 40)) as pilot:
+        # the ignored ssh option is said in the TUI, not lost behind the screen
+        assert any("StrictHostKeyChecking" in str(n.message) for n in app._notifications)
+        await _wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen))
+        await pilot.press("r")  # refuse
+        await _wait_for(pilot, lambda: remote.status.state is ConnState.FAILED)
+        await pilot.press("r")  # refresh the hosts pane: asks again
+        await _wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen))
+        await pilot.press("o")  # accept once: nothing saved
+        await _wait_for(pilot, lambda: remote.status.state is ConnState.CONNECTED)
+    assert not kh.exists() or kh.read_text() == ""

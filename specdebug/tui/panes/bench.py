@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Log, Static
 
 from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark
+from specdebug.core.logs.patterns import ANSI_RE
 from specdebug.core.report import (
     HistoryEntry,
     baseline_event,
@@ -302,7 +303,9 @@ class BenchPane(Pane):
     def _flush(self) -> None:
         if self._lines:
             lines, self._lines = self._lines, []
-            self.query_one("#bench-output", Log).write_lines(lines)
+            # benchmark tools draw progress bars: drop colour codes, keep the last state of a \r line
+            clean = [ANSI_RE.sub("", line).rsplit("\r", 1)[-1] for line in lines]
+            self.query_one("#bench-output", Log).write_lines(clean)
         if self._dirty:
             self._dirty = False
             self.query_one("#bench-status", Static).update(

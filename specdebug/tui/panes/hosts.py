@@ -209,10 +209,14 @@ class HostsPane(Pane):
     async def poll_host(self, name: str) -> None:
         """Refresh one host forever; waits quietly while it is down."""
         remote = self.ctx.remotes[name]
+        previous: HostInfo | None = None
+        generation = None
         while True:
             try:
                 await remote.wait_connected(None)
-                info = await gather_host_info(remote)
+                if getattr(remote, "generation", None) != generation:  # reconnected: maybe another box
+                    previous, generation = None, getattr(remote, "generation", None)
+                info = previous = await gather_host_info(remote, previous)
                 self.post_message(self.InfoReady(info))
             except RemoteError:
                 pass
@@ -220,9 +224,12 @@ class HostsPane(Pane):
                 return
             await asyncio.sleep(REFRESH_S)
 
-    def action_refresh(self) -> None:
+    async def action_refresh(self) -> None:
+        """Refresh every host now; a host that failed for good (e.g. refused key) is tried again."""
         self.workers.cancel_group(self, "hosts-poll")
-        for name in self.ctx.remotes:
+        for name, remote in self.ctx.remotes.items():
+            if remote.status.state is ConnState.FAILED and hasattr(remote, "restart"):
+                await remote.restart()
             self.poll_host(name)
 
     @on(DataTable.RowHighlighted, "#hosts-table")
