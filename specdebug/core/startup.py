@@ -806,6 +806,14 @@ class ServerStatus(BaseModel):
         return text
 
 
+async def liveness(remote: Remote, record: ServerRecord, profile: Profile) -> tuple[list[int], int | None]:
+    """The group's live PIDs and the health status after ready (one process probe + one health probe)."""
+    members = group_members(await remote.processes(), record)
+    if not members:
+        return [], None
+    return sorted(p.pid for p in members), await health_on_box(remote, record.port, profile.ready.health)
+
+
 async def status(remote: Remote, profile: Profile) -> ServerStatus:
     record = await load_record(remote, profile.name)
     holder = await find_port_holder(remote, profile.server.port)

@@ -2,7 +2,8 @@
 
 Shapes follow SGLang's http_server.py / openai protocol: /health is 503 until warmup is done,
 /v1/models says owned_by "sglang", streaming answers are SSE `data: {...}` chunks ending with
-`data: [DONE]`, and `stream_options.include_usage` adds a final usage-only chunk.
+`data: [DONE]`, and `stream_options.include_usage` adds a final usage-only chunk
+(`continuous_usage_stats` also puts the running usage in every chunk, as SGLang and vLLM do).
 """
 
 from __future__ import annotations
@@ -265,7 +266,10 @@ def build_app(state: ServerState) -> Starlette:
             return c
 
         if body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            options = body.get("stream_options") or {}
+            include_usage = bool(options.get("include_usage"))
+            # SGLang and vLLM put running usage in every chunk with continuous_usage_stats
+            continuous = include_usage and bool(options.get("continuous_usage_stats"))
             chunk_obj = "chat.completion.chunk" if chat else "text_completion"
 
             def chunk(choices: list[dict[str, Any]], with_usage: dict[str, int] | None = None) -> bytes:
@@ -276,6 +280,7 @@ def build_app(state: ServerState) -> Starlette:
 
             async def stream() -> AsyncIterator[bytes]:
                 first = True
+                sent = 0
                 if chat:
                     yield chunk([choice("", None, first=True)])
                     first = False
@@ -283,7 +288,12 @@ def build_app(state: ServerState) -> Starlette:
                     if isinstance(item, Finish):
                         yield chunk([choice("", item)])
                     else:
-                        yield chunk([choice("".join(item), None, first=first)])
+                        sent += len(item)
+                        running = None
+                        if continuous:
+                            running = {"prompt_tokens": req.prompt_tokens, "completion_tokens": sent,
+                                       "total_tokens": req.prompt_tokens + sent}  # fmt: skip
+                        yield chunk([choice("".join(item), None, first=first)], running)
                         first = False
                 if include_usage:
                     yield chunk([], usage())

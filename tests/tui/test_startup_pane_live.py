@@ -52,6 +52,9 @@ async def test_launch_and_stop_keys(remote, tmp_path: Path) -> None:
             await pilot.pause(0.2)
             assert "READY" in pane.verdict_text().plain
             assert any(p.name == "cuda_graph" for p in pane.phases)
+            await pilot.press("s")  # a running server asks for a second press
+            await pilot.pause(0.1)
+            assert pane.state == "ready"
             await pilot.press("s")
             await wait_for(lambda: pane.state in ("stopped", "failed"))
             assert pane.state == "stopped"
@@ -64,3 +67,25 @@ async def test_launch_and_stop_keys(remote, tmp_path: Path) -> None:
         if record is not None and group_members(await remote.processes(), record):
             await remote.run(["kill", "-KILL", "--", f"-{record.pgid}"])
         await forget_record(remote, name)
+
+
+async def test_server_killed_after_ready_is_reported_exited(remote, tmp_path: Path) -> None:
+    profile = sim_profile(tmp_path, f"panedie-{uuid.uuid4().hex[:6]}")
+    ctx = AppContext(remotes={remote.name: remote}, selected=remote.name, profile=profile)
+    app = LiveApp(ctx)
+    try:
+        async with app.run_test(size=(130, 40)) as pilot:
+            pane = app.query_one(StartupPane)
+            pane.MONITOR_S = 0.3
+            pane.focus()
+            await pilot.press("l")
+            await wait_for(lambda: pane.state in ("ready", "failed"))
+            assert pane.state == "ready", pane.verdict
+            record = await load_record(remote, profile.name)
+            await remote.run(["kill", "-KILL", "--", f"-{record.pgid}"])  # killed outside specdebug
+            await wait_for(lambda: pane.state == "exited", 15)
+            assert pane.pids == [] and pane.health is None
+            await pilot.pause(0.2)
+            assert "EXITED" in pane.head_text().plain
+    finally:
+        await forget_record(remote, profile.name)

@@ -254,6 +254,9 @@ class BenchPane(Pane):
 
     # ---- running ---------------------------------------------------------------------------------
     def action_run(self) -> None:
+        if self.progress is not None:
+            self.notify("a benchmark is already running (x cancels it)", severity="warning")
+            return
         remote = self.ctx.remote()
         profile = self.ctx.profile
         if remote is None or profile is None:

@@ -8,6 +8,7 @@ only applies the events it streams.  Log text is rendered as plain `Text`, never
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from typing import Any
@@ -31,6 +32,7 @@ from specdebug.core.startup import (
     StopResult,
     Verdict,
 )
+from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
 
 # phases shown as pending before they happen (per kind); others appear when seen
@@ -86,6 +88,7 @@ class StartupPane(Pane):
         self.verdict: Verdict | None = None
         self.health: int | None = None
         self.pids: list[int] = []
+        self._armed: dict[str, float] = {}  # action -> when its first press asked for confirmation
         self.log_lines: deque[str] = deque(maxlen=500)
         self.message = ""
         self.history: StartupHistory | None = None
@@ -147,6 +150,8 @@ class StartupPane(Pane):
         elif isinstance(ev, StopResult):
             self.state = "stopped" if ev.stopped else "failed"
             self.message = ev.message
+            if ev.stopped:
+                self.pids, self.health = [], None
             self.post_message(self.ServerEvent("stopped"))
         self._dirty = True
 
@@ -194,6 +199,8 @@ class StartupPane(Pane):
             "launching": "yellow",
             "stopping": "yellow",
             "stopped": "dim",
+            "exited": "bold red",
+            "running": "green",
         }.get(self.state, "dim")
         text.append(self.state.upper(), style=style)
         elapsed = self.elapsed()
@@ -298,8 +305,26 @@ class StartupPane(Pane):
         if self._ready_to_act() is not None:
             self._run("launch")
 
+    CONFIRM_S = 3.0
+
+    def _confirmed(self, action: str, what: str) -> bool:
+        """A running server costs minutes to bring back: stop/restart need the key pressed twice."""
+        if self.state not in ("ready", "running", "starting"):
+            return True
+        now = time.monotonic()
+        last = self._armed.get(action)
+        if last is not None and now - last < self.CONFIRM_S:
+            self._armed.pop(action, None)
+            return True
+        self._armed[action] = now
+        key = next((b.key for b in self.BINDINGS if b.action == action), action)
+        self.notify(
+            f"press {key} again to {what} {self.profile.name}", severity="warning", timeout=self.CONFIRM_S
+        )
+        return False
+
     def action_restart(self) -> None:
-        if self._ready_to_act() is not None:
+        if self._ready_to_act() is not None and self._confirmed("restart", "restart"):
             self._run("restart")
 
     def action_attach(self) -> None:
@@ -307,7 +332,7 @@ class StartupPane(Pane):
             self._run("attach")
 
     def action_stop(self) -> None:
-        if self._ready_to_act() is not None:
+        if self._ready_to_act() is not None and self._confirmed("stop", "stop"):
             self._stop()
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
@@ -332,8 +357,10 @@ class StartupPane(Pane):
             async for ev in events:
                 self.apply(ev)
             self.load_history()
+            if self.state == "ready" and self.record is not None:
+                await self._monitor(remote, self.record, profile)
         except startup.LaunchRefused as exc:
-            self.state = "idle"
+            self.state = "running" if exc.record is not None else "idle"
             self.message = str(exc)
             self.notify(str(exc), severity="error")
         except Exception as exc:
@@ -341,6 +368,26 @@ class StartupPane(Pane):
             self.message = f"{type(exc).__name__}: {exc}"
             self.notify(f"{mode} failed: {exc}", severity="error")
         finally:
+            self._dirty = True
+
+    MONITOR_S = 3.0
+
+    async def _monitor(self, remote: Any, record: Any, profile: Any) -> None:
+        """After ready, keep watching: a server that dies later must not keep saying READY."""
+        while self.state == "ready":
+            await asyncio.sleep(self.MONITOR_S)
+            try:
+                pids, health = await startup.liveness(remote, record, profile)
+            except RemoteError:
+                continue  # connection trouble is the header's news; try again
+            if self.state != "ready":
+                return  # stopped or relaunched meanwhile
+            self.pids, self.health = pids, health
+            if not pids:
+                self.state = "exited"
+                self.message = "the server's process group is gone (crashed or killed outside specdebug)"
+                self.notify(f"{profile.name}: server exited", severity="error")
+                self.post_message(self.ServerEvent("stopped"))
             self._dirty = True
 
     def reset_run(self, state: str) -> None:
