@@ -118,6 +118,14 @@ def run_demo(
         raise SystemExit(128 + signum)
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
+    profiles = [profile]  # every profile the user picked may have a server to stop at exit
+
+    def load(path: Path) -> Profile:
+        picked = demo_profile(path, workdir, time_scale)
+        profiles.append(picked)
+        return picked
+
+    example_dir = find_example(profile_name).resolve().parent
     try:
         remote = SSHRemote("simbox", ssh_config=server.config_path)
         ctx = AppContext(
@@ -125,25 +133,28 @@ def run_demo(
             selected="simbox",
             profile=profile,
             profile_path=find_example(profile_name),
+            profile_choices=[
+                p for p in sorted(example_dir.glob("*.toml")) if "specdebug.sim" in p.read_text()
+            ],
+            profile_loader=load,
         )
-        try:
-            from specdebug.core.journal import Journal
+        from specdebug.core.journal import Journal
 
-            ctx.session_dir = Path(session) if session else workdir / "session"
-            ctx.journal = Journal(ctx.session_dir)
-        except ModuleNotFoundError:
-            pass
+        ctx.session_dir = Path(session) if session else workdir / "session"
+        ctx.journal = Journal(ctx.session_dir)
         app = SpecdebugApp(ctx, layout=layout, keymap=load_keymap())
         if autolaunch:
             app.autorun = ["startup.launch"]
         app.run()
     finally:
-        try:
-            asyncio.run(_stop_server(server.config_path, "simbox", profile))
-        except Exception:
-            pass
-        _kill_recorded_group(profile, started)
+        for picked in profiles:
+            try:
+                asyncio.run(_stop_server(server.config_path, "simbox", picked))
+            except Exception:
+                pass
+            _kill_recorded_group(picked, started)
         server.stop()
         for s, handler in old.items():
             signal.signal(s, handler)
+    print(f"specdebug demo: session journal kept in {ctx.session_dir} (specdebug report --session DIR)")
     return 0

@@ -124,6 +124,7 @@ class SpecdebugApp(App):
         Binding("ctrl+c", "quit", "Quit", id="app.quit_ctrl_c", show=False, priority=True),
         Binding("question_mark,f1", "help", "Help", id="app.help"),
         Binding("ctrl+l", "cycle_layout", "Layout", id="app.layout"),
+        Binding("P", "pick_profile", "Profile", id="app.profile"),
         Binding("1", "show_tab(0)", "Hosts", id="app.tab1", show=False),
         Binding("2", "show_tab(1)", "Startup", id="app.tab2", show=False),
         Binding("3", "show_tab(2)", "Logs", id="app.tab3", show=False),
@@ -242,6 +243,46 @@ class SpecdebugApp(App):
                     keys = self._keymap.get(b.id or "", b.key) if b.id else b.key
                     rows.append((scope, keys, b.description, b.id or ""))
         self.push_screen(HelpScreen(rows, f"specdebug keys: {panes[0].TITLE if panes else 'app'}"))
+
+    def action_pick_profile(self) -> None:
+        from specdebug.tui.screens.profiles import ProfilePicker
+
+        choices = []
+        for path in self.ctx.profile_choices:
+            desc = ""
+            try:
+                for line in path.read_text().splitlines():
+                    if line.startswith("description"):
+                        desc = line.partition("=")[2].strip().strip('"')
+                        break
+            except OSError:
+                continue
+            choices.append((path, desc))
+        if not choices:
+            self.notify(
+                "no profiles to choose from: start with -c PROFILE (its folder is offered)",
+                severity="warning",
+            )
+            return
+        current = self.ctx.profile_path.stem if self.ctx.profile_path else None
+        self.push_screen(ProfilePicker(choices, current), self._profile_picked)
+
+    def _profile_picked(self, path: Path | None) -> None:
+        if path is None:
+            return
+        from specdebug.core.profiles import ProfileError, load_profile
+
+        loader = self.ctx.profile_loader or load_profile
+        try:
+            profile = loader(path)
+        except (ProfileError, OSError, ValueError) as exc:
+            self.notify(f"{path.name}: {exc}", severity="error")
+            return
+        self.ctx.profile, self.ctx.profile_path = profile, path
+        self.refresh_status()
+        for pane in self.query(Pane):
+            pane.server_event("profile")
+        self.notify(f"profile: {profile.name}")
 
     def action_show_tab(self, index: int) -> None:
         if 0 <= index < len(self.pane_classes):

@@ -6,6 +6,7 @@ they act, so switching hosts or profiles needs no rewiring.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ class AppContext:
     session_dir: Path | None = None  # journal folder (specdebug.core.journal.Journal)
     readonly: bool = False  # pairing seats: no action that changes the box
     journal: Any = None  # specdebug.core.journal.Journal
+    profile_choices: list[Path] = field(default_factory=list)  # what the profile picker offers
+    profile_loader: Callable[[Path], Any] | None = None  # path -> Profile (the demo rewrites ports)
 
     def remote(self) -> Remote | None:
         if self.selected and self.selected in self.remotes:

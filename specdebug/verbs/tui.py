@@ -31,6 +31,7 @@ def build_context(args: argparse.Namespace, remotes: dict) -> AppContext:
 
         ctx.profile_path = Path(args.profile)
         ctx.profile = load_profile(ctx.profile_path)
+        ctx.profile_choices = sorted(ctx.profile_path.resolve().parent.glob("*.toml"))
     from specdebug.core.journal import Journal, resolve_session
 
     # the latest session by default: its launches give the startup ETA, its results the history

@@ -50,3 +50,31 @@ async def test_readonly_disables_mutating_actions():
         for pane in app.query(Pane):
             for action in pane.MUTATING_ACTIONS:
                 assert pane.check_action(action, ()) is False
+
+
+async def test_profile_picker_switches_every_pane(tmp_path):
+    from pathlib import Path
+
+    from specdebug.core.profiles import load_profile
+    from specdebug.tui.screens.profiles import ProfilePicker
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    choices = sorted(examples.glob("*.toml"))
+    ctx = AppContext(
+        remotes={"box": StillRemote("box")},
+        profile=load_profile(examples / "baseline.toml"),
+        profile_path=examples / "baseline.toml",
+        profile_choices=choices,
+    )
+    app = SpecdebugApp(ctx)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await pilot.press("P")
+        await pilot.pause()
+        assert isinstance(app.screen, ProfilePicker)
+        target = next(i for i, p in enumerate(choices) if p.stem == "eagle3-3step")
+        for _ in range(target):
+            await pilot.press("down")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert ctx.profile.name == "eagle3-3step" and ctx.profile_path.stem == "eagle3-3step"
+        assert "eagle3-3step" in str(app.query_one("#status-line").render())

@@ -370,6 +370,14 @@ class StartupPane(Pane):
         finally:
             self._dirty = True
 
+    def server_event(self, kind: str) -> None:
+        """Another profile was picked: this pane's phases and verdict belonged to the old one."""
+        if kind == "profile":
+            self.workers.cancel_group(self, "startup-run")
+            self.reset_run("idle")
+            self.pids, self.health = [], None
+            self.load_history()
+
     MONITOR_S = 3.0
 
     async def _monitor(self, remote: Any, record: Any, profile: Any) -> None:
