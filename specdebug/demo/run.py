@@ -64,7 +64,7 @@ def demo_profile(path: Path, workdir: Path, time_scale: float | None = None) -> 
         else:
             argv += ["--time-scale", str(time_scale)]
     server = profile.server.model_copy(
-        update={"argv": argv, "port": port, "log_file": str(workdir / "server.log")}
+        update={"argv": argv, "port": port, "log_file": str(workdir / f"{profile.name}.log")}
     )
     return profile.model_copy(update={"name": f"demo-{profile.name}", "server": server})
 
