@@ -262,3 +262,37 @@ async def test_server_ready_starts_following_profile_log(tmp_path: Path) -> None
         assert pane.analyzer.store.summary()["accept_len"]["n"] == 1
         pane.server_event("ready")  # already following: no restart
         assert pane.matches == 2
+
+
+async def test_refollow_after_pause_and_stop_resumes_live_view(tmp_path: Path) -> None:
+    """Up (pause), x (stop), f (follow again): the view follows again and End always resumes."""
+    from types import SimpleNamespace
+
+    log = tmp_path / "server.log"
+    log.write_text("\n".join([READY, *[decode(i, 2.5, 90.0) for i in range(60)]]) + "\n")
+    app = LogsApp(lines=[], remote=LocalRemote())
+    app.ctx.profile = SimpleNamespace(server=SimpleNamespace(log_file=str(log), kind="sglang"), patterns={})
+    async with app.run_test(size=(120, 30)) as pilot:
+        pane = app.query_one(LogsPane)
+        pane.start_follow(str(log))
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if pane.matches >= 60:
+                break
+        await pilot.pause(0.3)  # let the last scroll-to-end settle
+        pane.query_one(LogView).focus()
+        await pilot.press("up")
+        await pilot.pause(0.1)
+        assert not pane.following, (pane.matches, len(pane.query_one(LogView).rows), app.focused)
+        pane.action_stop()
+        pane.start_follow(str(log))
+        for _ in range(200):
+            await pilot.pause(0.02)
+            if pane.matches >= 60:
+                break
+        await pilot.pause(0.2)
+        assert pane.following, "a fresh follow must not come up paused"
+        pane.following = False  # paused with whatever is in view: End resumes
+        await pilot.press("end")
+        await pilot.pause(0.1)
+        assert pane.following

@@ -198,7 +198,7 @@ class LogView(ScrollView, can_focus=True):
         if self._programmatic or self.on_user_scroll is None:
             return
         # never scroll from inside a scroll (this may run within an animation step): defer
-        if new < old:
+        if new < old and old <= self.max_scroll_y:  # a shrinking view clamps scroll_y: not the user
             self.call_later(self.on_user_scroll, False)
         elif new >= self.max_scroll_y and new > old:
             self.call_later(self.on_user_scroll, True)
@@ -218,6 +218,9 @@ class LogView(ScrollView, can_focus=True):
         self.action_cursor(-len(self.rows))
 
     def action_cursor_end(self) -> None:
+        if not self.rows and self.on_user_scroll is not None:
+            self.on_user_scroll(True)  # paused with an empty view: End must still resume
+            return
         self.action_cursor(len(self.rows))
 
     def _cursor_region(self):
