@@ -230,7 +230,9 @@ class BenchPane(Pane):
             fmt(accept, 2),
             fmt(r.server.verify_ms if r.server else None, 2),
             fmt(r.ttft_ms.p50 if r.ttft_ms.p50 is not None else r.ttft_ms.mean),
-            Text(f"{len(gpu_w)} warn" if gpu_w else "ok", style="bold red" if gpu_w else "green"),
+            Text(f"{len(gpu_w)} warn", style="bold red")
+            if gpu_w
+            else (Text("ok", style="green") if r.gpu_before else Text("n/a", style="dim")),  # no nvidia-smi
             fmt_time(r.started_at or e.ts)[11:],
         ]
 
@@ -327,7 +329,10 @@ class BenchPane(Pane):
         table.move_cursor(row=table.row_count - 1)
         sev = "information" if r.status == "done" and not r.warnings else "warning"
         self.notify(
-            f"{r.profile}: {fmt(r.headline())} tok/s ({len(r.warnings)} warnings)", severity=sev, markup=False
+            f"{r.profile}: {fmt(r.headline())} tok/s"
+            + (f"\nwarnings: {'; '.join(r.warnings)}" if r.warnings else ""),
+            severity=sev,
+            timeout=10 if r.warnings else 5,
         )
 
     def action_cancel(self) -> None:

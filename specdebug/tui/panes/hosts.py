@@ -40,6 +40,16 @@ def status_text(status: ConnStatus) -> Text:
     return text
 
 
+def _uptime(seconds: float | None) -> str:
+    if not seconds:
+        return ""
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
 def _gib(n: int | None) -> str:
     return f"{n / 2**30:.0f} GiB" if n else ""
 
@@ -147,7 +157,7 @@ class HostsPane(Pane):
         gpus = Text(str(len(info.gpus)) if info.gpus else (info.gpu_error and "none" or "0"))
         if throttled:
             gpus.append(f" ({throttled} throttled)", style="bold red")
-        up = f"{info.uptime_s / 86400:.1f} d" if info.uptime_s else ""
+        up = _uptime(info.uptime_s)
         return [
             Text(name, style="bold"),
             status_text(status),

@@ -210,7 +210,9 @@ class StartupPane(Pane):
             if self.state == "starting" and elapsed is not None:
                 text.append(f"  ETA {_fmt_s(self.history.eta(elapsed))}", style="cyan")
             text.append(
-                f"  (usual {_fmt_s(self.history.expected_total_s)}, {self.history.runs} runs)", style="dim"
+                f"  (usually {_fmt_s(self.history.expected_total_s)} over {self.history.runs} "
+                f"run{'s' if self.history.runs != 1 else ''})",
+                style="dim",
             )
         if self.record is not None:
             text.append(f"\nPID {self.record.pid}  PGID {self.record.pgid}  processes {len(self.pids)}  ")
@@ -226,7 +228,7 @@ class StartupPane(Pane):
         table.add_column("phase", min_width=16)
         table.add_column("at", justify="right", min_width=7)
         table.add_column("took", justify="right", min_width=7)
-        table.add_column("usual", justify="right", min_width=7)
+        table.add_column("usually at", justify="right", min_width=7)
         kind = self.profile.server.kind if self.profile is not None else "custom"
         seen = {p.name: p for p in self.phases}
         names = [p.name for p in self.phases]
