@@ -337,6 +337,13 @@ class SpecdebugApp(App):
         self.refresh_css(animate=False)
         self.notify(f"layout: {name}")
 
+    NARROW_COLUMNS = 140
+
+    def on_resize(self, event) -> None:
+        """Panes give side panels less room on small terminals (tmux splits, laptops)."""
+        for pane in self.query(Pane):
+            pane.set_class(event.size.width < self.NARROW_COLUMNS, "-narrow")
+
     def on_pane_server_event(self, event: Pane.ServerEvent) -> None:
         for pane in self.query(Pane):
             pane.server_event(event.kind)

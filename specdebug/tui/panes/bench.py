@@ -151,6 +151,8 @@ class BenchPane(Pane):
     BenchPane #bench-compare.-shown { display: block; }
     BenchPane #bench-output { height: 8; display: none; }
     BenchPane #bench-output.-shown { display: block; }
+    BenchPane.-narrow #bench-side { width: 40; }
+    BenchPane.-narrow #bench-chart { display: none; }
     """
 
     class ResultReady(Message):

@@ -345,6 +345,7 @@ class LogsPane(Pane):
         Binding("enter,c", "context", "Context", id="logs.context"),
         Binding("w", "toggle_warmup", "Warmup", id="logs.warmup"),
         Binding("x", "stop", "Stop", id="logs.stop"),
+        Binding("M", "toggle_metrics", "Metrics panel", id="logs.metrics", show=False),
         Binding("escape", "close_input", "Close input", id="logs.close_input", show=False),
     ]
     DEFAULT_CSS = """
@@ -355,6 +356,8 @@ class LogsPane(Pane):
     LogsPane #logs-body { height: 1fr; }
     LogsPane LogView { width: 1fr; }
     LogsPane #logs-metrics { width: 44; border-left: solid $primary-darken-2; padding: 0 1; }
+    LogsPane.-narrow #logs-metrics { width: 30; }
+    LogsPane.-no-metrics #logs-metrics { display: none; }
     LogsPane #metrics-title { height: 1; color: $text-muted; }
     """
 
@@ -604,6 +607,15 @@ class LogsPane(Pane):
             except Exception as exc:  # a full disk must not break the pane
                 self.app.notify(f"journal: {exc}", severity="error")
         self.flush()
+
+    def on_show(self) -> None:
+        """Lines that arrived while the tab was hidden could not scroll a zero-size view: catch up."""
+        if self.following:
+            self.call_after_refresh(self.action_tail)
+
+    def action_toggle_metrics(self) -> None:
+        """Give the log lines the whole width (numbers keep counting while hidden)."""
+        self.toggle_class("-no-metrics")
 
     # -- warmup toggle ---------------------------------------------------------------------------------
     def action_toggle_warmup(self) -> None:
