@@ -405,12 +405,16 @@ class StartupHistory(BaseModel):
 def startup_history(
     events: list[dict[str, Any]], profile: str, fingerprint: str | None = None
 ) -> StartupHistory | None:
-    """Median startup time of earlier ready verdicts of `profile` (same fingerprint when given)."""
+    """Median startup time of earlier ready verdicts of `profile` (same fingerprint when given).
+
+    Attaching to a running server is not a startup (its phases all read 0 s): left out."""
+    attached = {e.get("pid") for e in events if e.get("kind") == "launch" and e.get("attached")}
     runs = [
         e
         for e in events
         if e.get("kind") == "verdict"
         and e.get("verdict") == "ready"
+        and e.get("pid") not in attached
         and e.get("profile") == profile
         and (fingerprint is None or e.get("fingerprint") in (None, "", fingerprint))
     ]

@@ -234,3 +234,16 @@ def test_history_eta() -> None:
     assert h.phase_starts["load_weights"] == 3
     assert h.eta(5) == 7 and h.eta(20) == 0
     assert startup_history(events, "nope") is None
+
+
+def test_history_leaves_out_attached_servers():
+    from specdebug.core.startup import startup_history
+
+    events = [
+        {"kind": "launch", "pid": 10},
+        {"kind": "verdict", "verdict": "ready", "profile": "p", "pid": 10, "elapsed_s": 300.0, "phases": []},
+        {"kind": "launch", "pid": 20, "attached": True},
+        {"kind": "verdict", "verdict": "ready", "profile": "p", "pid": 20, "elapsed_s": 0.1, "phases": []},
+    ]
+    history = startup_history(events, "p")
+    assert history.runs == 1 and history.expected_total_s == 300.0
