@@ -21,10 +21,15 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 _out_lock = threading.Lock()
 _children = set()
+_last_request = [time.monotonic()]
+# The client pings every few seconds.  After a silent network drop sshd may keep this session
+# for hours (until its TCP keepalive fires); so with no request for this long, leave on our own.
+IDLE_EXIT_S = float(os.environ.get("SPECDEBUG_HELPER_IDLE_S", "60"))
 
 
 def _send(obj):
@@ -159,8 +164,25 @@ def _handle(req):
     _send(resp)
 
 
+def _kill_children():
+    for p in list(_children):
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _idle_watch():
+    while True:
+        time.sleep(min(5.0, IDLE_EXIT_S))
+        if time.monotonic() - _last_request[0] > IDLE_EXIT_S:
+            _kill_children()
+            os._exit(0)
+
+
 def main():
     pool = ThreadPoolExecutor(max_workers=32)
+    threading.Thread(target=_idle_watch, daemon=True).start()
     _send(
         {
             "id": 0,
@@ -171,6 +193,7 @@ def main():
         }
     )
     for line in sys.stdin.buffer:
+        _last_request[0] = time.monotonic()
         line = line.strip()
         if not line:
             continue
@@ -183,11 +206,7 @@ def main():
             _handle(req)  # inline: the RTT figure should not include a thread hop
         else:
             pool.submit(_handle, req)
-    for p in list(_children):  # channel closed: leave nothing running
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except OSError:
-            pass
+    _kill_children()  # channel closed: leave nothing running
     os._exit(0)
 
 

@@ -1,0 +1,43 @@
+"""The resident probe helper, run locally: framing and leaving on its own when nobody talks."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HELPER = Path(__file__).resolve().parents[2] / "specdebug" / "remote" / "box_helper.py"
+
+
+def start(**env: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", HELPER.read_text()],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, **env},
+    )
+
+
+def test_output_with_newlines_and_braces_stays_inside_one_frame():
+    p = start()
+    try:
+        assert json.loads(p.stdout.readline())["hello"] == "specdebug-helper"
+        req = {"id": 7, "op": "run", "argv": ["printf", '}\\n{"id": 1}\\n'], "timeout": 10}
+        p.stdin.write((json.dumps(req) + "\n").encode())
+        p.stdin.flush()
+        resp = json.loads(p.stdout.readline())
+        assert resp["id"] == 7 and resp["rc"] == 0
+        assert base64.b64decode(resp["out"]) == b'}\n{"id": 1}\n'
+    finally:
+        p.kill()
+
+
+def test_helper_leaves_when_idle_after_a_silent_network_drop():
+    p = start(SPECDEBUG_HELPER_IDLE_S="0.5")
+    t0 = time.monotonic()
+    assert p.wait(10) == 0  # stdin stays open (sshd never noticed the drop), yet it exits
+    assert time.monotonic() - t0 < 5
