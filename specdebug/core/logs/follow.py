@@ -150,7 +150,16 @@ def main():
         if size < pos + len(buf):
             ctl("TRUNCATED", ino, size); f.seek(0); pos = 0; buf = b""; reported = 0; out.flush(); continue
         if pst is not None and pst.st_ino != ino:
-            emit(f.read(), final=True)
+            # writers still finish lines in the old file after the rename: drain it until it is
+            # quiet for 0.2 s (at most 2 s) before moving to the new one
+            quiet = time.time(); limit = quiet + 2.0
+            while time.time() - quiet < 0.2 and time.time() < limit:
+                data = f.read()
+                if data:
+                    emit(data); quiet = time.time()
+                else:
+                    time.sleep(0.02)
+            emit(b"", final=True)
             f.close(); f = open(path, "rb"); ino = os.fstat(f.fileno()).st_ino; watch(path)
             ctl("ROTATED", ino); pos = 0; buf = b""; reported = 0; out.flush(); continue
         wait(0.1)
