@@ -75,6 +75,17 @@ async def _chunks(engine: Engine, req: Request) -> AsyncIterator[list[str] | Fin
             engine.abort(req)
 
 
+async def _collect(engine: Engine, req: Request) -> tuple[str, Finish | None]:
+    """A non-streaming request: the whole text and how it finished."""
+    out, finish = "", None
+    async for item in _chunks(engine, req):
+        if isinstance(item, Finish):
+            finish = item
+        else:
+            out += "".join(item)
+    return out, finish
+
+
 def build_app(state: ServerState) -> Starlette:
     engine = state.engine
 
@@ -209,13 +220,7 @@ def build_app(state: ServerState) -> Starlette:
                 yield b"data: [DONE]\n\n"
 
             return StreamingResponse(stream(), media_type="text/event-stream")
-        out = ""
-        finish: Finish | None = None
-        async for item in _chunks(engine, req):
-            if isinstance(item, Finish):
-                finish = item
-            else:
-                out += "".join(item)
+        out, finish = await _collect(engine, req)
         return JSONResponse({"text": out, "meta_info": meta(finish)})
 
     async def openai(request: HttpRequest, chat: bool) -> Response:
@@ -301,13 +306,7 @@ def build_app(state: ServerState) -> Starlette:
 
             return StreamingResponse(stream(), media_type="text/event-stream")
 
-        out = ""
-        finish: Finish | None = None
-        async for item in _chunks(engine, req):
-            if isinstance(item, Finish):
-                finish = item
-            else:
-                out += "".join(item)
+        out, finish = await _collect(engine, req)
         c = choice(out, finish)
         if chat:
             c.pop("delta")
