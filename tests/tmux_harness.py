@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
@@ -10,7 +11,7 @@ class Tmux:
     """One tmux server on its own socket (-L), with no user config (-f /dev/null)."""
 
     def __init__(self, socket: str) -> None:
-        self.socket = socket
+        self.socket = f"{socket}-{os.getpid()}"  # two test runs on one machine never share a server
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
