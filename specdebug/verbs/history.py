@@ -1,7 +1,10 @@
 """`specdebug history` (the session's benchmark results) and `specdebug report` (markdown for a PR).
 
     specdebug history [--session DIR] [--json]      -> {"results": [...]}
+    specdebug history --compare A B [--json]        the bench pane's compare: config + metric diff
+    specdebug history --baseline N                  the bench pane's "set baseline"
     specdebug report  [--session DIR] [-o FILE]
+    specdebug mark TEXT [--session DIR]             the logs pane's mark: "config changed here"
 
 Without --session: $SPECDEBUG_SESSION, else the most recent session. Exit 0, or 2 when there is
 no session to read.
@@ -13,7 +16,18 @@ import argparse
 from pathlib import Path
 
 from specdebug.core.journal import Journal, resolve_session
-from specdebug.core.report import baseline_of, delta_pct, fmt, fmt_delta, fmt_time, history, render_markdown
+from specdebug.core.report import (
+    baseline_event,
+    baseline_of,
+    config_diff,
+    delta_pct,
+    fmt,
+    fmt_delta,
+    fmt_time,
+    history,
+    metric_diff,
+    render_markdown,
+)
 from specdebug.verbs.common import err, print_json
 
 
@@ -21,7 +35,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     h = subparsers.add_parser("history", help="list the benchmark results of a session")
     h.add_argument("--session", metavar="DIR", help="session folder (default: the latest)")
     h.add_argument("--json", action="store_true", help='print {"results": [...]}')
+    h.add_argument(
+        "--compare", nargs=2, type=int, metavar=("A", "B"), help="config and metric diff of runs A and B"
+    )
+    h.add_argument("--baseline", type=int, metavar="N", help="make run N the baseline for deltas")
     h.set_defaults(func=cmd_history)
+
+    m = subparsers.add_parser("mark", help="add a mark to the session journal (shown in the report)")
+    m.add_argument("text", help='what changed, e.g. "NCCL_PROTO=LL exported"')
+    m.add_argument("--session", metavar="DIR", help="session folder (default: the latest)")
+    m.set_defaults(func=cmd_mark)
 
     r = subparsers.add_parser("report", help="markdown report of a session: results, config diffs, notes")
     r.add_argument("--session", metavar="DIR", help="session folder (default: the latest)")
@@ -46,6 +69,18 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 2
     events = journal.events()
     entries = history(events)
+    if args.compare or args.baseline is not None:
+        by_id = {e.id: e for e in entries}
+        wanted = list(args.compare or []) + ([args.baseline] if args.baseline is not None else [])
+        missing = [n for n in wanted if n not in by_id]
+        if missing:
+            err(f"no run #{missing[0]} in {journal.session_dir} (runs 1..{len(entries)})")
+            return 2
+        if args.baseline is not None:
+            journal.append("mark", baseline_event(by_id[args.baseline].ts))
+            print(f"baseline: #{args.baseline} {by_id[args.baseline].result.profile or ''}")
+            return 0
+        return _compare(by_id[args.compare[0]], by_id[args.compare[1]], args.json)
     if args.json:
         print_json({"session": str(journal.session_dir), "results": [e.to_json() for e in entries]})
         return 0
@@ -65,6 +100,35 @@ def cmd_history(args: argparse.Namespace) -> int:
             f"{fmt(r.headline()):>8} tok/s {d:>8}  accept {fmt(accept, 2):>5}  "
             f"TTFT {fmt(r.ttft_ms.p50):>7} ms  {r.fingerprint or '-'}{warn}"
         )
+    return 0
+
+
+def _compare(a, b, as_json: bool) -> int:
+    config = config_diff(a.result, b.result)
+    metrics = metric_diff(a.result, b.result)
+    if as_json:
+        print_json(
+            {
+                "a": a.id,
+                "b": b.id,
+                "config": config,
+                "metrics": [{"metric": m, "a": x, "b": y, "delta_pct": d} for m, x, y, d in metrics],
+            }
+        )
+        return 0
+    print(f"#{a.id} {a.result.profile or '?'}  vs  #{b.id} {b.result.profile or '?'}")
+    print("config:" if config else "config: same")
+    for line in config:
+        print(f"  {line}")
+    for name, x, y, d in metrics:
+        print(f"  {name:<18} {fmt(x, 2):>9} {fmt(y, 2):>9} {fmt_delta(d):>8}")
+    return 0
+
+
+def cmd_mark(args: argparse.Namespace) -> int:
+    session = resolve_session(args.session, for_writing=True)
+    ev = Journal(session).append("mark", {"label": args.text, "source": "cli"}, sync=True)
+    print(f"marked {session}: {ev['label']}")
     return 0
 
 

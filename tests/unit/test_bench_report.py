@@ -164,3 +164,19 @@ def test_bench_usage_errors(capsys, tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["bench", "gpubox", "-c", str(bad), "--requests", "0"])
     assert exc.value.code == 2
+
+
+def test_headless_twins_of_compare_baseline_and_mark(session: Path, capsys) -> None:
+    assert main(["history", "--session", str(session), "--compare", "1", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["a"] == 1 and out["b"] == 2 and out["config"]
+    assert any(m["metric"] == "tok/s" and m["delta_pct"] is not None for m in out["metrics"])
+    assert main(["history", "--session", str(session), "--baseline", "2"]) == 0
+    assert main(["history", "--session", str(session), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["history", "--session", str(session), "--compare", "1", "9"]) == 2
+    assert main(["mark", "NCCL_PROTO=LL exported", "--session", str(session)]) == 0
+    assert main(["report", "--session", str(session)]) == 0
+    assert "NCCL_PROTO=LL exported" in capsys.readouterr().out
+    events = Journal(session).events()
+    assert [e for e in events if e["kind"] == "mark" and e.get("label") == "baseline"]
