@@ -38,6 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--include-warmup", action="store_true", help="count samples from before the ready marker")
     p.add_argument(
+        "--last-run",
+        action="store_true",
+        help="only the last server run in the log (launches append to one log file)",
+    )
+    p.add_argument(
         "--events", action="store_true", help="also print every match (one JSON line each with --json)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -134,7 +139,13 @@ async def _scan(args: argparse.Namespace) -> int:
     if args.events:
         on_match = (lambda m: print_json(match_json(m))) if args.json else (lambda m: print(match_text(m)))
     host, path = split_host_path(args.log)
-    kwargs = dict(pack=pack, patterns=patterns, include_warmup=args.include_warmup, on_match=on_match)
+    kwargs = dict(
+        pack=pack,
+        patterns=patterns,
+        include_warmup=args.include_warmup,
+        last_run=args.last_run,
+        on_match=on_match,
+    )
     try:
         if host is None:
             try:

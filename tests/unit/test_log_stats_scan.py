@@ -214,3 +214,26 @@ def test_fast_match_equals_validated_model() -> None:
     assert fast == slow and fast.model_dump() == slow.model_dump()
     assert fast.model_fields_set == {"line", "event", "offset", "metrics"}
     assert LogMatch.fast(line="y", event="e").also is not LogMatch.fast(line="z", event="e").also
+
+
+def test_last_run_counts_only_the_latest_server_in_an_appended_log(tmp_path):
+    from specdebug.core.logs.scan import scan_file
+
+    def run(gen: float) -> list[str]:
+        return [
+            "[2026-01-15 12:00:00] server_args=ServerArgs(model_path='m')",
+            "[2026-01-15 12:00:09] The server is fired up and ready to roll!",
+            *[
+                f"[2026-01-15 12:00:1{i}] Decode batch, #running-req: 1, #token: 9, token usage: 0.01, "
+                f"accept len: 2.0, accept rate: 0.5, cuda graph: True, gen throughput (token/s): {gen}, #queue-req: 0"
+                for i in range(3)
+            ],
+        ]
+
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(run(94.0) + run(60.0)) + "\n")
+    both = scan_file(log)
+    last = scan_file(log, last_run=True)
+    assert both.metrics["gen_throughput"]["n"] == 6 and both.events["ready"] == 2
+    assert last.metrics["gen_throughput"]["n"] == 3 and last.metrics["gen_throughput"]["max"] == 60.0
+    assert last.events["ready"] == 1 and last.lines == 5

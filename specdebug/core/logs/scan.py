@@ -33,10 +33,14 @@ class ScanResult(BaseModel):
 class Analyzer:
     """Parser + store + line count: feed lines, read stats at any time (scan, grep, pane)."""
 
-    def __init__(self, parser: LogParser, store: MetricStore | None = None) -> None:
+    def __init__(
+        self, parser: LogParser, store: MetricStore | None = None, *, last_run: bool = False
+    ) -> None:
         self.parser = parser
         self.store = store or MetricStore()
         self.lines = 0
+        # launches append to the same log: with last_run, a server start line starts the count over
+        self.last_run = last_run
 
     def feed(
         self,
@@ -48,6 +52,9 @@ class Analyzer:
         self.lines += 1
         m = self.parser.parse(line, offset=offset, lineno=lineno, inode=inode)
         if m is not None:
+            if self.last_run and m.phase == "args":  # server_args= / vLLM API server version
+                self.store = MetricStore()
+                self.lines = 1
             self.store.add_match(m)
         return m
 
@@ -92,9 +99,10 @@ def scan_chunks(
     pack: str = "auto",
     patterns: Mapping[str, str] | None = None,
     include_warmup: bool = False,
+    last_run: bool = False,
     on_match: Callable[[LogMatch], None] | None = None,
 ) -> ScanResult:
-    an = Analyzer(LogParser(pack, patterns=patterns, from_start=True))
+    an = Analyzer(LogParser(pack, patterns=patterns, from_start=True), last_run=last_run)
     for lineno, (offset, line) in enumerate(iter_lines_with_offsets(chunks), 1):
         m = an.feed(line, offset=offset, lineno=lineno)
         if m is not None and on_match is not None:
@@ -131,10 +139,11 @@ async def scan_remote(
     pack: str = "auto",
     patterns: Mapping[str, str] | None = None,
     include_warmup: bool = False,
+    last_run: bool = False,
     on_match: Callable[[LogMatch], None] | None = None,
 ) -> ScanResult:
     """Scan a file on the box (raises RemoteError when it cannot be read)."""
-    an = Analyzer(LogParser(pack, patterns=patterns, from_start=True))
+    an = Analyzer(LogParser(pack, patterns=patterns, from_start=True), last_run=last_run)
     offset = 0
     lineno = 0
     buf = b""
