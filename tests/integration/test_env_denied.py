@@ -43,7 +43,7 @@ def throwaway_user():
 
 
 @pytest.fixture
-def user_sshd(throwaway_user):
+def user_sshd(sshd, throwaway_user):  # sshd: skip without OpenSSH
     workdir = Path(tempfile.mkdtemp(prefix="sdenv-sshd-"))
     workdir.chmod(0o755)  # the user's sshd child reads authorized_keys from here
     server = start_sshd(workdir)

@@ -149,7 +149,7 @@ async def test_task_cancel_ends_remote_stream(remote):
     assert _procs_with(arg) == []
 
 
-async def test_max_sessions_2_ten_streams_complete(tmp_path):
+async def test_max_sessions_2_ten_streams_complete(sshd, tmp_path):  # sshd: skip without OpenSSH
     server = start_sshd(tmp_path / "sshd2", max_sessions=2)
     remote = SSHRemote("gpubox", ssh_config=server.config_path)
     try:
