@@ -79,6 +79,17 @@ async def save_record(remote: Remote, record: ServerRecord) -> None:
         raise RemoteError(f"cannot write the server state file: {res.err.strip() or res.exit_status}")
 
 
+async def file_size(remote: Remote, path: str) -> int | None:
+    """Size of a file on the box (None when it cannot be read): a log's offset before a run."""
+    if not path:
+        return None
+    try:
+        res = await remote.run(["wc", "-c", "--", path], timeout=15)
+        return int(res.out.split()[0]) if res.ok else None
+    except (RemoteError, ValueError, IndexError):
+        return None
+
+
 async def load_record(remote: Remote, profile_name: str) -> ServerRecord | None:
     """The state file of a profile's server, or None when specdebug never launched it on this box."""
     res = await remote.run(["sh", "-c", _READ_STATE, "sh", *state_path_words(profile_name)], timeout=15)

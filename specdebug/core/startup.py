@@ -33,11 +33,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from specdebug.core.logs.follow import expand_remote_path
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, mask_env
 from specdebug.core.servers import (
     PortHolder,
     ServerRecord,
+    file_size,
     find_port_holder,
     group_members,
     health_on_box,
@@ -841,29 +843,6 @@ async def status(remote: Remote, profile: Profile) -> ServerStatus:
     return st
 
 
-async def expand_path(remote: Remote, path: str) -> str:
-    if not path.startswith("~"):
-        return path
-    res = await remote.run(
-        [
-            "sh",
-            "-c",
-            'case $1 in "~") printf %s "$HOME";; "~/"*) printf %s "$HOME/${1#"~/"}";; *) printf %s "$1";; esac',
-            "sh",
-            path,
-        ],
-        timeout=15,
-    )
-    return res.out if res.ok and res.out else path
-
-
-async def _file_size(remote: Remote, path: str) -> int | None:
-    res = await remote.run(["wc", "-c", "--", path], timeout=15)
-    if not res.ok:
-        return None
-    return int(res.out.split()[0])
-
-
 async def attach(
     remote: Remote,
     profile: Profile,
@@ -892,8 +871,8 @@ async def attach(
     proc = next((p for p in procs if p.pid == pid), None)
     if proc is None:
         raise LaunchRefused(f"no process with PID {pid}")
-    log_path = await expand_path(remote, log or profile.server.log_file)
-    size = await _file_size(remote, log_path)
+    log_path = await expand_remote_path(remote, log or profile.server.log_file)
+    size = await file_size(remote, log_path)
     offset = 0
     if size is not None:
         start = max(0, size - scan_bytes)

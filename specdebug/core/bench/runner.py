@@ -22,6 +22,7 @@ from specdebug.core.bench import external, gpu, serverlog
 from specdebug.core.bench.builtin import BuiltinParams, ProgressFn, run_builtin
 from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.secrets import mask_argv, mask_env
+from specdebug.core.servers import file_size
 from specdebug.remote.api import Remote, RemoteError
 
 READY_LINES = {
@@ -75,20 +76,6 @@ async def server_state(client: httpx.AsyncClient, health_path: str) -> ServerSta
         except (httpx.HTTPError, ValueError):
             continue
     return st
-
-
-async def log_size(remote: Remote, path: str) -> int | None:
-    """Current size of the server log on the box (None when it cannot be read)."""
-    if not path:
-        return None
-    try:
-        res = await remote.run(["stat", "-L", "-c", "%s", "--", path], timeout=15)
-    except RemoteError:
-        return None
-    try:
-        return int(res.out.strip()) if res.ok else None
-    except ValueError:
-        return None
 
 
 async def has_ready_line(
@@ -195,7 +182,7 @@ async def run_benchmark(
         async with httpx.AsyncClient(base_url=base_url, trust_env=False) as client:
             (gpus_before, gpu_err), size_before, state, ready = await asyncio.gather(
                 gpu.snapshot(remote),
-                log_size(remote, srv.log_file),
+                file_size(remote, srv.log_file),
                 server_state(client, profile.ready.health),
                 has_ready_line(remote, srv.log_file, srv.kind, profile.name)
                 if profile.ready.require_ready_line
@@ -232,7 +219,7 @@ async def run_benchmark(
             result = await run_builtin(base_url, params, progress=progress)
 
         (gpus_after, _), size_after = await asyncio.gather(
-            gpu.snapshot(remote), log_size(remote, srv.log_file)
+            gpu.snapshot(remote), file_size(remote, srv.log_file)
         )
         log_slice = await read_slice(remote, srv.log_file, size_before, size_after)
     finally:
