@@ -19,7 +19,7 @@ from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import iter_lines_with_offsets
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import add_ssh_args, err, print_json, run_verb
-from specdebug.verbs.scan import LOG_HELP, match_json, stdout_closed
+from specdebug.verbs.scan import LOG_HELP, match_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,13 +67,7 @@ def _emit(item: LogMatch | LogEvent, as_json: bool) -> bool:
 
 @run_verb
 async def grep(args: argparse.Namespace) -> int:
-    try:
-        return await _grep(args)
-    except BrokenPipeError:
-        return stdout_closed()
-
-
-async def _grep(args: argparse.Namespace) -> int:
+    """`specdebug grep ... | head` ending early is handled once for every verb in cli._finish."""
     from specdebug.verbs.common import VerbExit, open_remote
 
     if not args.patterns and not args.pack:

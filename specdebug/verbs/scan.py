@@ -8,7 +8,6 @@ Exit codes: 0 scanned, 1 the file cannot be read, 2 usage/profile/pattern error.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
@@ -48,13 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_ssh_args(p)
     p.set_defaults(func=scan)
-
-
-def stdout_closed() -> int:
-    """The reader went away (`specdebug grep ... | head`): stop quietly, like grep does."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())  # no second BrokenPipeError when Python flushes at exit
-    return 0
 
 
 def load_patterns(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
@@ -125,13 +117,7 @@ def print_result(res: ScanResult, *, include_warmup: bool) -> None:
 
 @run_verb
 async def scan(args: argparse.Namespace) -> int:
-    try:
-        return await _scan(args)
-    except BrokenPipeError:
-        return stdout_closed()
-
-
-async def _scan(args: argparse.Namespace) -> int:
+    """`specdebug scan ... | head` ending early is handled once for every verb in cli._finish."""
     from specdebug.verbs.common import VerbExit, open_remote
 
     pack, patterns = load_patterns(args)
@@ -151,7 +137,7 @@ async def _scan(args: argparse.Namespace) -> int:
             try:
                 res = scan_file(path, **kwargs)
             except BrokenPipeError:
-                raise
+                raise  # the reader left (cli._finish); not a file we cannot read
             except OSError as exc:
                 err(f"cannot read {path}: {exc.strerror or exc}")
                 return 1
