@@ -13,39 +13,7 @@ from specdebug.core.logs.context import read_context
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import Follower, follow_matches
 from specdebug.core.logs.parser import LogParser
-
-
-class Pump:
-    def __init__(self, it) -> None:
-        self.items: list = []
-        self.task = asyncio.ensure_future(self._run(it))
-
-    async def _run(self, it) -> None:
-        async for item in it:
-            self.items.append(item)
-
-    def lines(self) -> list:
-        return [i for i in self.items if not isinstance(i, LogEvent)]
-
-    def events(self) -> list[str]:
-        return [i.kind for i in self.items if isinstance(i, LogEvent)]
-
-    async def until(self, cond, timeout: float = 15.0) -> None:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while not cond(self):
-            if self.task.done():
-                self.task.result()
-                raise AssertionError(f"follower ended early: {self.events()}")
-            if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"timeout; events={self.events()} lines={len(self.lines())}")
-            await asyncio.sleep(0.02)
-
-    async def stop(self) -> None:
-        self.task.cancel()
-        try:
-            await self.task
-        except asyncio.CancelledError:
-            pass
+from tests.unit.test_log_follow_local import Pump
 
 
 def append(path: Path, text: str) -> None:

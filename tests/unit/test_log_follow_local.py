@@ -154,7 +154,7 @@ async def wait_until(cond, timeout: float = 5.0) -> None:
 
 
 class Pump:
-    """Runs a follower in the background, collecting its items."""
+    """Runs a follower in the background, collecting its items (lines or matches, and events)."""
 
     def __init__(self, it) -> None:
         self.items: list = []
@@ -164,11 +164,21 @@ class Pump:
         async for item in it:
             self.items.append(item)
 
-    def lines(self) -> list[RawLine]:
-        return [i for i in self.items if isinstance(i, RawLine)]
+    def lines(self) -> list:
+        return [i for i in self.items if not isinstance(i, LogEvent)]
 
     def events(self) -> list[str]:
         return [i.kind for i in self.items if isinstance(i, LogEvent)]
+
+    async def until(self, cond, timeout: float = 15.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not cond(self):
+            if self.task.done():
+                self.task.result()
+                raise AssertionError(f"follower ended early: {self.events()}")
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"timeout; events={self.events()} lines={len(self.lines())}")
+            await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
         self.task.cancel()
