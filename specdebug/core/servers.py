@@ -19,7 +19,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from specdebug.core.secrets import mask_argv
 from specdebug.remote.api import ProcInfo, Remote, RemoteError
@@ -48,6 +48,18 @@ class ServerRecord(BaseModel):
     attached: bool = False  # found running, not launched by us
     stopped_at: float | None = None
 
+    @model_validator(mode="after")
+    def _consistent(self) -> ServerRecord:
+        # a launched server leads its own group: an edit of one of the two numbers is caught here
+        if not self.attached and self.pid != self.pgid:
+            raise ValueError(
+                f"a launched server leads its own group, but pid is {self.pid} and pgid {self.pgid}"
+            )
+        if not self.attached and None not in (self.start_ticks, self.pid_start_ticks):
+            if self.start_ticks != self.pid_start_ticks:
+                raise ValueError("a launched server's start_ticks and pid_start_ticks differ")
+        return self
+
     def identity(self) -> dict[str, Any]:
         """What the box-side check compares (box_procctl.judge)."""
         return {
@@ -56,6 +68,8 @@ class ServerRecord(BaseModel):
             "pid": self.pid,
             "pid_start_ticks": self.pid_start_ticks,
             "launch_id": self.launch_id,
+            # launched with SPT_NOENV: the leader's /proc environ still holds the launch id
+            "require_token": bool(self.launch_id) and self.env.get("SPT_NOENV") == "1",
         }
 
 

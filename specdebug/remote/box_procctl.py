@@ -6,7 +6,7 @@ login's own session) and the `killpg` happen in one process on the box, so nothi
 between what was checked and what is signalled beyond the microseconds between reading /proc and
 the signal.  Server records on the box are untrusted files: owner, mode and type are checked here.
 
-Ops:  check   {pgid, start_ticks, pid, pid_start_ticks, launch_id}  -> {state, reason, members}
+Ops:  check   {pgid, start_ticks, pid, pid_start_ticks, launch_id, require_token} -> {state, reason, members}
       signal  the same + {sig: "TERM"|"KILL"}                       -> the same + {signalled}
       inspect {pid}            -> the identity to record when attaching (or state "refused")
       read_state {dir, name}   -> {state: "ok"|"missing"|"refused", path, data}
@@ -75,8 +75,12 @@ def cmdline(pid):
     return _read_nul(f"/proc/{pid}/cmdline")
 
 
+def environ_entries(pid):
+    return _read_nul(f"/proc/{pid}/environ")
+
+
 def environ_has(pid, entry):
-    return entry in _read_nul(f"/proc/{pid}/environ")
+    return entry in environ_entries(pid)
 
 
 def own_groups(table):
@@ -89,7 +93,7 @@ def own_groups(table):
         p = table.get(pid) or proc_stat(pid)
         if p is None:
             break
-        groups.update((p["pgid"], p["sid"]))
+        groups.update((pid, p["pgid"], p["sid"]))
         pid = p["ppid"]
     return groups
 
@@ -110,7 +114,7 @@ def refusal(pgid, members, own, uid, cmdlines=cmdline):
     return None
 
 
-def judge(req, table, uid, own=(), environ=environ_has, cmdlines=cmdline):
+def judge(req, table, uid, own=(), environ=environ_has, cmdlines=cmdline, environ_entries=environ_entries):
     """Is the group in `req` the one the record names?  Pure given the process table (unit-tested);
     `own` holds the groups of this login (own_groups)."""
     pgid = int(req["pgid"])
@@ -135,6 +139,15 @@ def judge(req, table, uid, own=(), environ=environ_has, cmdlines=cmdline):
                 reason=f"process group {pgid} was reused: its leader started at tick {leader['start']}, "
                 f"the record says {int(want)}",
             )
+        elif req.get("launch_id") and req.get("require_token"):
+            # the launch put its id into the server's environment (kept readable by SPT_NOENV)
+            entries = [e for e in environ_entries(pgid) if e.startswith(LAUNCH_VAR + "=")]
+            if entries != [f"{LAUNCH_VAR}={req['launch_id']}"]:
+                out.update(
+                    state="unproven",
+                    reason=f"the leader of process group {pgid} does not carry this launch's id "
+                    f"({LAUNCH_VAR}): not the server the record names",
+                )
         return out
     pid, pid_start = req.get("pid"), req.get("pid_start_ticks")
     p = table.get(int(pid)) if pid is not None else None
