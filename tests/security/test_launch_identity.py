@@ -108,3 +108,16 @@ async def test_full_launch_records_what_the_server_reported(
         assert await load_record(remote, name) == record
     assert (box_state_dir / f"{name}.json").is_file()
     assert not (Path.home() / ".specdebug" / "servers" / f"{name}.json").exists()
+
+
+def test_launch_report_is_parsed_strictly() -> None:
+    stat = "4242 (sh) S 4200 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 777 1 2"
+    got = startup.parse_launch_report(f"size 10\nlog /tmp/x.log\nserver {stat}\n")
+    assert (got.pid, got.pgid, got.sid, got.start_ticks, got.log_offset) == (4242, 4242, 4242, 777, 10)
+    with pytest.raises(startup.RemoteError, match="own process group"):
+        startup.parse_launch_report(f"size 0\nlog /x\nnotleader {stat}\n")
+    with pytest.raises(startup.RemoteError, match="did not report"):
+        startup.parse_launch_report("size 0\nlog /x\n")  # never a guess from a process snapshot
+    other = stat.replace("4200 4242 4242", "4200 4100 4100")
+    with pytest.raises(startup.RemoteError, match="refused"):
+        startup.parse_launch_report(f"size 0\nlog /x\nserver {other}\n")
