@@ -107,10 +107,13 @@ def start_ticks(pid: int) -> int:
     return int(stat[stat.rfind(")") + 2 :].split()[19])
 
 
-def kill_group(pgid: int) -> None:
+def kill_group(pgid: int, start: int | None = None) -> None:
+    """Cleanup: SIGKILL a group this test started, unless its PID now names another process."""
     try:
+        if start is not None and Path(f"/proc/{pgid}").exists() and start_ticks(pgid) != start:
+            return
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
+    except OSError:
         pass
 
 
@@ -136,7 +139,7 @@ async def server(remote, tmp_path):
     profile = sleeper(tmp_path, f"pctl-{uuid.uuid4().hex[:6]}")
     record = await startup.launch(remote, profile)
     yield profile, record
-    kill_group(record.pgid)
+    kill_group(record.pgid, record.start_ticks)
 
 
 def specdebug(sshd, *args: str) -> subprocess.CompletedProcess:
@@ -195,6 +198,7 @@ async def test_attach_by_port_listener_not_leader(remote, tmp_path) -> None:
     group = subprocess.Popen(
         ["sh", "-c", f"{listen} >/dev/null 2>&1 & sleep 300 & wait"], start_new_session=True
     )
+    group_start = start_ticks(group.pid)
     try:
         profile = sleeper(tmp_path, f"attport-{uuid.uuid4().hex[:6]}")
         profile = profile.model_copy(update={"server": profile.server.model_copy(update={"port": port})})
@@ -215,7 +219,7 @@ async def test_attach_by_port_listener_not_leader(remote, tmp_path) -> None:
         assert result.stopped and result.signals == ["TERM"], result.message
         await wait_until(lambda: not alive(listener))
     finally:
-        kill_group(group.pid)
+        kill_group(group.pid, group_start)
 
 
 async def test_leaderless_group_without_proof_is_not_signalled(remote, tmp_path) -> None:
@@ -224,6 +228,7 @@ async def test_leaderless_group_without_proof_is_not_signalled(remote, tmp_path)
     group = subprocess.Popen(
         ["sh", "-c", f"{listen} >/dev/null 2>&1 & sleep 300 & wait"], start_new_session=True
     )
+    group_start = start_ticks(group.pid)
     try:
         profile = sleeper(tmp_path, f"noproof-{uuid.uuid4().hex[:6]}")
         profile = profile.model_copy(update={"server": profile.server.model_copy(update={"port": port})})
@@ -245,7 +250,7 @@ async def test_leaderless_group_without_proof_is_not_signalled(remote, tmp_path)
         assert "proves" in result.message
         assert all(alive(pid) for pid in rest)
     finally:
-        kill_group(group.pid)
+        kill_group(group.pid, group_start)
 
 
 # -- stop with edited records -----------------------------------------------------------------------
@@ -398,3 +403,25 @@ async def test_pid_1_of_a_pid_namespace(tmp_path_factory, tmp_path) -> None:
     finally:
         await remote.close()
         box.stop()
+
+
+async def test_state_dir_flag_keeps_records_apart(sshd, tmp_path, box_state_dir) -> None:
+    """--state-dir (box side) wins over SPECDEBUG_STATE_DIR; a server recorded in one folder is
+    invisible from another, so two demos or test runs never stop each other's servers."""
+    profile = sleeper(tmp_path, f"statedir-{uuid.uuid4().hex[:6]}")
+    toml = str(write_toml(tmp_path, profile))
+    mine = tmp_path / "mine"
+    r = specdebug(sshd, "launch", "-c", toml, "--state-dir", str(mine), "--json")
+    assert r.returncode == 0, r.stderr
+    pid = json.loads(r.stdout)["pid"]
+    start = start_ticks(pid)
+    try:
+        assert (mine / f"{profile.name}.json").is_file()
+        assert not (box_state_dir / f"{profile.name}.json").exists()
+        other = specdebug(sshd, "stop", "-c", toml)  # the env's folder: never launched there
+        assert other.returncode == 0 and "never launched" in other.stdout and alive(pid)
+        r = specdebug(sshd, "stop", "-c", toml, "--state-dir", str(mine))
+        assert r.returncode == 0, r.stderr
+        await wait_until(lambda: not alive(pid))
+    finally:
+        kill_group(pid, start)
