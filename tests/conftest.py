@@ -17,6 +17,17 @@ def _own_data_dirs(tmp_path_factory):
     yield
 
 
+@pytest.fixture(autouse=True)
+def box_state_dir(tmp_path_factory, monkeypatch):
+    """This test's own folder for server records on the box (the box is this machine).
+
+    Every SSHRemote and every CLI run the test starts reads SPECDEBUG_STATE_DIR, so no test writes
+    records into the box user's real home, and parallel runs never see each other's servers."""
+    path = tmp_path_factory.mktemp("box-state") / "servers"
+    monkeypatch.setenv("SPECDEBUG_STATE_DIR", str(path))
+    return path
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory) -> Sshd:
     if SSHD is None:  # .ci/run installs it (and forbids this skip); a laptop without it runs the rest

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,7 +97,10 @@ def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
-def start_sshd(workdir: Path, *, max_sessions: int = 10, port: int | None = None) -> Sshd:
+def start_sshd(
+    workdir: Path, *, max_sessions: int = 10, port: int | None = None, wrap: Sequence[str] = ()
+) -> Sshd:
+    """Start sshd; `wrap` prefixes its command (e.g. unshare: a box whose sshd is PID 1 of a namespace)."""
     if SSHD is None:
         raise RuntimeError("sshd not found: install openssh-server (apt-get install openssh-server)")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +141,7 @@ def start_sshd(workdir: Path, *, max_sessions: int = 10, port: int | None = None
             raise RuntimeError(f"sshd config rejected: {check.stderr}")
     log = open(workdir / "sshd.log", "ab")
     proc = subprocess.Popen(
-        [SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log, start_new_session=True
+        [*wrap, SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log, start_new_session=True
     )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

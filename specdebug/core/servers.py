@@ -1,43 +1,80 @@
 """What specdebug remembers about a server it launched, and what the box says about it now.
 
-A launched server is identified by its process group (PGID == PID of the setsid'd launcher) plus
-the launcher's start time in clock ticks, so a recycled PID is never mistaken for our server.
-The record lives on the box (`~/.specdebug/servers/<profile>.json`) so that `stop`/`status` work
-from another laptop, after specdebug quit, or after the connection dropped.
+A launched server is identified by its process group (PGID == PID of the setsid'd server, as the
+server side of the launch reported it) plus that leader's start time in clock ticks, so a recycled
+PID is never mistaken for our server.  The record lives on the box, in a state folder (default
+`~/.specdebug/servers/<profile>.json`, resolved on the box; a Remote's `state_dir` chooses another)
+so that `stop`/`status` work from another laptop, after specdebug quit, or after a drop.  Records
+are untrusted input when read back: owner, mode, type and schema are checked before use.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import time
+import zlib
 from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from specdebug.core.secrets import mask_argv
 from specdebug.remote.api import ProcInfo, Remote, RemoteError
 
-STATE_DIR = ".specdebug/servers"  # under $HOME on the box
+DEFAULT_STATE_DIR = "~/.specdebug/servers"  # on the box; `~` is the box user's home, never ours
 
 
 class ServerRecord(BaseModel):
     """One server launched (or attached) by specdebug."""
 
-    profile: str
+    profile: str = Field(pattern=r"^[A-Za-z0-9._-]{1,200}$")
     host: str = ""
     fingerprint: str = ""
-    pid: int
-    pgid: int
-    start_ticks: int | None = None  # /proc/PID/stat starttime of the leader: guards against PID reuse
-    port: int
+    pid: int = Field(gt=1)  # the server process (the group leader when launched by specdebug)
+    pgid: int = Field(gt=1)
+    start_ticks: int | None = Field(default=None, ge=0)  # /proc starttime of the group leader (PID == PGID)
+    pid_start_ticks: int | None = Field(default=None, ge=0)  # starttime of `pid` (attach: the listener)
+    launch_id: str | None = None  # SPECDEBUG_LAUNCH_ID in the server's environment (launched only)
+    port: int = Field(ge=0, le=65535)
     log_file: str  # absolute path on the box (~ expanded)
-    log_offset: int = 0  # log size before launch: this run's lines start here
+    log_offset: int = Field(default=0, ge=0)  # log size before launch: this run's lines start here
     started_at: float = Field(default_factory=time.time)  # local clock, unix seconds
     argv: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)  # masked
     cwd: str | None = None
     attached: bool = False  # found running, not launched by us
     stopped_at: float | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ServerRecord:
+        # a launched server leads its own group: an edit of one of the two numbers is caught here
+        if not self.attached and self.pid != self.pgid:
+            raise ValueError(
+                f"a launched server leads its own group, but pid is {self.pid} and pgid {self.pgid}"
+            )
+        if not self.attached and None not in (self.start_ticks, self.pid_start_ticks):
+            if self.start_ticks != self.pid_start_ticks:
+                raise ValueError("a launched server's start_ticks and pid_start_ticks differ")
+        return self
+
+    def identity(self) -> dict[str, Any]:
+        """What the box-side check compares (box_procctl.judge)."""
+        return {
+            "pgid": self.pgid,
+            "start_ticks": self.start_ticks,
+            "pid": self.pid,
+            "pid_start_ticks": self.pid_start_ticks,
+            "launch_id": self.launch_id,
+            # launched with SPT_NOENV: the leader's /proc environ still holds the launch id
+            "require_token": bool(self.launch_id) and self.env.get("SPT_NOENV") == "1",
+        }
+
+
+class StateFileError(RemoteError):
+    """A server record on the box that is not safe to act on (owner, mode, type or content)."""
 
 
 class PortHolder(BaseModel):
@@ -61,22 +98,47 @@ class PortHolder(BaseModel):
         return f"port {self.port} is in use by PID {self.pid} ({who})"
 
 
-def state_path_words(profile_name: str) -> list[str]:
-    """sh positional words for the state file; $HOME is expanded by the box's shell, never by us."""
-    return [f"{STATE_DIR}/{profile_name}.json"]
+# -- box-side operations (specdebug/remote/box_procctl.py) ----------------------------------------
 
 
-_WRITE_STATE = 'mkdir -p "$HOME/$(dirname "$1")" && cat > "$HOME/$1.tmp" && mv -f "$HOME/$1.tmp" "$HOME/$1"'
-_READ_STATE = 'if [ -f "$HOME/$1" ]; then cat "$HOME/$1"; else exit 3; fi'
+@cache
+def _procctl_boot() -> str:
+    """python3 -c text running box_procctl.py: compressed so `ps` on the box stays readable."""
+    source = resources.files("specdebug.remote").joinpath("box_procctl.py").read_text()
+    packed = base64.b85encode(zlib.compress(source.encode(), 9)).decode()
+    return f"exec(__import__('zlib').decompress(__import__('base64').b85decode('{packed}')))"
+
+
+async def box_call(remote: Remote, op: str, request: dict[str, Any], timeout: float = 30) -> dict[str, Any]:
+    """One box_procctl operation (one process on the box); the request goes on stdin, not argv."""
+    res = await remote.run(
+        ["python3", "-c", _procctl_boot(), op], input=json.dumps(request).encode(), timeout=timeout
+    )
+    if not res.ok:
+        raise RemoteError(f"process control on the box failed: {res.err.strip() or res.exit_status}")
+    try:
+        out = json.loads(res.stdout)
+    except ValueError as exc:
+        raise RemoteError(f"process control on the box answered {res.out.strip()[:200]!r}") from exc
+    if out.get("state") == "error":
+        raise RemoteError(f"process control on the box failed: {out.get('reason')}")
+    return out
+
+
+def state_dir_of(remote: Remote) -> str:
+    """The box-side folder of server records for this remote (the demo and tests use their own)."""
+    return getattr(remote, "state_dir", None) or DEFAULT_STATE_DIR
+
+
+def _state_request(remote: Remote, profile_name: str) -> dict[str, Any]:
+    return {"dir": state_dir_of(remote), "name": profile_name}
 
 
 async def save_record(remote: Remote, record: ServerRecord) -> None:
-    data = record.model_dump_json(indent=1).encode()
-    res = await remote.run(
-        ["sh", "-c", _WRITE_STATE, "sh", *state_path_words(record.profile)], input=data, timeout=15
-    )
-    if not res.ok:
-        raise RemoteError(f"cannot write the server state file: {res.err.strip() or res.exit_status}")
+    req = {**_state_request(remote, record.profile), "data": record.model_dump_json(indent=1)}
+    out = await box_call(remote, "write_state", req)
+    if out.get("state") != "ok":
+        raise StateFileError(f"cannot write the server state file: {out.get('reason')}")
 
 
 async def file_size(remote: Remote, path: str) -> int | None:
@@ -90,34 +152,71 @@ async def file_size(remote: Remote, path: str) -> int | None:
         return None
 
 
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or '(file)'}: {e['msg']}" for e in exc.errors()[:5])
+
+
 async def load_record(remote: Remote, profile_name: str) -> ServerRecord | None:
-    """The state file of a profile's server, or None when specdebug never launched it on this box."""
-    res = await remote.run(["sh", "-c", _READ_STATE, "sh", *state_path_words(profile_name)], timeout=15)
-    if res.exit_status == 3:
+    """The state file of a profile's server, or None when specdebug never launched it on this box.
+
+    Raises StateFileError when the file is not safe to act on: another owner, writable by others, not
+    a regular file, not a valid record, or a record of another profile."""
+    out = await box_call(remote, "read_state", _state_request(remote, profile_name))
+    path = out.get("path") or profile_name
+    if out["state"] == "missing":
         return None
-    if not res.ok:
-        raise RemoteError(f"cannot read the server state file: {res.err.strip() or res.exit_status}")
+    if out["state"] != "ok":
+        raise StateFileError(f"server state file refused: {out.get('reason')}; nothing was signalled")
     try:
-        return ServerRecord.model_validate_json(res.stdout)
-    except ValueError:
-        return None
+        record = ServerRecord.model_validate_json(out["data"])
+    except ValidationError as exc:
+        raise StateFileError(
+            f"server state file {path} is not a valid record ({_problems(exc)}); nothing was signalled"
+        ) from None
+    if record.profile != profile_name:
+        raise StateFileError(
+            f"server state file {path} names profile {record.profile!r}, not {profile_name!r}; "
+            "nothing was signalled"
+        )
+    return record
 
 
 async def forget_record(remote: Remote, profile_name: str) -> None:
     """Remove the profile's state file (benchmarks and tests clean up after themselves)."""
-    await remote.run(["sh", "-c", 'rm -f -- "$HOME/$1"', "sh", *state_path_words(profile_name)], timeout=15)
+    await box_call(remote, "forget_state", _state_request(remote, profile_name))
+
+
+async def check_group(remote: Remote, record: ServerRecord) -> dict[str, Any]:
+    """Box-side verdict on the record's group: running (proven), gone, mismatch, unproven, refused."""
+    return await box_call(remote, "check", record.identity())
+
+
+async def signal_group(remote: Remote, record: ServerRecord, sig: str) -> dict[str, Any]:
+    """Signal the record's group only if the box proves, in the same step, that it is the recorded one."""
+    return await box_call(remote, "signal", {**record.identity(), "sig": sig})
+
+
+async def inspect_process(remote: Remote, pid: int) -> dict[str, Any]:
+    """The identity to record for a process found running (attach), or a refusal with its reason."""
+    return await box_call(remote, "inspect", {"pid": pid})
 
 
 def group_members(procs: Sequence[ProcInfo], record: ServerRecord) -> list[ProcInfo]:
     """Processes of the record's group; empty when the group is gone or the PGID was reused.
 
-    A PGID cannot be reused while any member lives, so members are ours unless the leader PID now
-    belongs to a process started at another time (then the whole group is someone else's).
+    The cheap client-side view (one process listing) for liveness and display.  A PGID cannot be
+    reused while any member lives, so members are ours unless the leader PID (or, leader gone, the
+    recorded PID) now belongs to a process started at another time.  Signals are decided on the box
+    (signal_group), which also refuses groups that must never be signalled.
     """
     members = [p for p in procs if p.pgid == record.pgid]
     leader = next((p for p in members if p.pid == record.pgid), None)
     if leader and record.start_ticks is not None and leader.start_ticks != record.start_ticks:
         return []
+    own = next((p for p in members if p.pid == record.pid), None)
+    if leader is None and own and record.pid_start_ticks is not None:
+        if own.start_ticks != record.pid_start_ticks:
+            return []
     # zombies are dead: they wait for init to reap them, which can take a moment
     return [p for p in members if p.state != "Z"]
 

@@ -15,8 +15,9 @@ an error line (then a short settle window collects the traceback up to its excep
 becomes the reason), or the group died, or timeout_s passed (the reason names the last phase).
 
 The server is started detached: `setsid`, stdin from /dev/null, output appended to the log file,
-so it lives on when specdebug quits or the connection drops.  It is stopped by its recorded
-process group, never by a name.
+so it lives on when specdebug quits or the connection drops.  The server side of the launch reports
+its own PID, group and start time (never a racy process snapshot).  It is stopped by its recorded
+process group after the box proved the group is still that one, never by a name (server_control).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import contextlib
 import re
 import statistics
 import time
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -33,13 +35,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from specdebug.core.logs.follow import expand_remote_path
+from specdebug.core import server_control
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, mask_env
+from specdebug.core.server_control import LaunchRefused, ServerStatus, StopResult
 from specdebug.core.servers import (
-    PortHolder,
     ServerRecord,
-    file_size,
     find_port_holder,
     group_members,
     health_on_box,
@@ -128,15 +129,6 @@ class Verdict(BaseModel):
 StartupEvent = Annotated[
     ServerPhase | LogLine | HealthChange | GroupChange | Launched | Verdict, Field(discriminator="type")
 ]
-
-
-class LaunchRefused(Exception):
-    """Not launched: the port is taken, or this profile's server is still running."""
-
-    def __init__(self, message: str, *, holder: PortHolder | None = None, record: ServerRecord | None = None):
-        super().__init__(message)
-        self.holder = holder
-        self.record = record
 
 
 # -- the pure state machine ------------------------------------------------------------------
@@ -437,11 +429,23 @@ def startup_history(
 
 # -- launch ------------------------------------------------------------------------------------
 
-# Positional parameters only: $1 log path, $2 cwd, then the command (env K=V ... argv).  `~` in the
-# log path or cwd is expanded here, on the box.  setsid: own session and process group (PGID == PID
-# because a background job of a non-interactive sh is not a group leader, so setsid does not fork).
+# Positional parameters only: $1 log path, $2 cwd, $3 the report script, then the command (env K=V
+# ... argv).  `~` in the
+# log path or cwd is expanded here, on the box.  The server side reports its own identity: after
+# setsid, the child shell reads /proc/$$/stat (PID, PGID, session, start time), checks that it leads
+# its own group and session, writes that line to fd 3 (the launcher's stdout, which the client
+# reads), closes fd 3 and execs the server, so the PID, the group and the start time stay the
+# server's.  Nothing here depends on when a process snapshot happens to be taken.
+LAUNCH_REPORT = r"""
+read -r st </proc/$$/stat || { echo noid >&3; exit 125; }
+leads() { [ "$1" = "$5" ] && [ "$1" = "$6" ]; }
+leads $st || { printf 'notleader %s\n' "$st" >&3; exit 125; }
+printf 'server %s\n' "$st" >&3
+exec 3>&-
+exec "$@"
+"""
 LAUNCH_SCRIPT = r"""
-log=$1; dir=$2; shift 2
+log=$1; dir=$2; report=$3; shift 3
 case $log in "~") log=$HOME;; "~/"*) log=$HOME/${log#"~/"};; esac
 case $log in /*) ;; *) log=$PWD/$log;; esac
 if [ -n "$dir" ]; then
@@ -451,13 +455,15 @@ fi
 mkdir -p -- "$(dirname -- "$log")" || exit 3
 : >>"$log" || exit 3
 size=$(wc -c <"$log")
+printf 'size %s\nlog %s\n' "$size" "$log"
 if command -v setsid >/dev/null 2>&1; then
-  setsid "$@" </dev/null >>"$log" 2>&1 &
+  set -- setsid sh -c "$report" sh "$@"
 else
-  python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' "$@" </dev/null >>"$log" 2>&1 &
+  set -- python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' sh -c "$report" sh "$@"
 fi
-printf '%s\n%s\n%s\n' "$!" "$size" "$log"
+"$@" 3>&1 </dev/null >>"$log" 2>&1 &
 """
+LAUNCH_VAR = "SPECDEBUG_LAUNCH_ID"  # marks the server's processes (proves a leaderless group is ours)
 
 
 def launch_env(profile: Profile) -> dict[str, str]:
@@ -467,10 +473,66 @@ def launch_env(profile: Profile) -> dict[str, str]:
     return env
 
 
-def launch_argv(profile: Profile) -> list[str]:
-    """The argv run on the box (as `sh -c LAUNCH_SCRIPT sh LOG CWD env K=V... ARGV...`)."""
-    command = ["env", *env_assignments(launch_env(profile)), *profile.server.argv]
-    return ["sh", "-c", LAUNCH_SCRIPT, "sh", profile.server.log_file, profile.server.cwd or "", *command]
+def launch_argv(profile: Profile, launch_id: str | None = None) -> list[str]:
+    """The argv run on the box (as `sh -c LAUNCH_SCRIPT sh LOG CWD REPORT env K=V... ARGV...`)."""
+    env = launch_env(profile)
+    if launch_id:
+        env[LAUNCH_VAR] = launch_id
+    command = ["env", *env_assignments(env), *profile.server.argv]
+    server = profile.server
+    return ["sh", "-c", LAUNCH_SCRIPT, "sh", server.log_file, server.cwd or "", LAUNCH_REPORT, *command]
+
+
+@dataclass(frozen=True)
+class Started:
+    """What the server side of a launch reported: its own PID, group, session and start time."""
+
+    pid: int
+    pgid: int
+    sid: int
+    start_ticks: int
+    log_offset: int
+    log_file: str
+
+
+def parse_launch_report(out: str) -> Started:
+    """The launcher's lines (`size N`, `log PATH`) and the server's own `server <stat line>`."""
+    size = log = stat = None
+    for line in out.splitlines():
+        tag, _, rest = line.partition(" ")
+        if tag == "size":
+            size = int(rest.strip())
+        elif tag == "log":
+            log = rest
+        elif tag == "server":
+            stat = rest
+        elif tag == "notleader":
+            raise RemoteError(f"launch: the server did not get its own process group and session ({rest})")
+        elif tag == "noid":
+            raise RemoteError("launch: the server could not read its own /proc entry; not started")
+    if size is None or log is None:
+        raise RemoteError(f"launch failed: {out.strip() or 'no output'}")
+    if stat is None:
+        raise RemoteError("launch: the server did not report its identity (see its log)")
+    fields = stat[stat.rfind(")") + 2 :].split()
+    pid, pgid, sid, start = int(stat.split()[0]), int(fields[2]), int(fields[3]), int(fields[19])
+    if not (pid == pgid == sid and pid > 1):
+        raise RemoteError(f"launch: the server reported PID {pid}, PGID {pgid}, session {sid}; refused")
+    return Started(pid=pid, pgid=pgid, sid=sid, start_ticks=start, log_offset=size, log_file=log)
+
+
+async def start_detached(remote: Remote, profile: Profile, launch_id: str | None = None) -> Started:
+    """Run the launch script on the box: the server starts detached and reports who it is."""
+    res = await remote.run(launch_argv(profile, launch_id), timeout=30)
+    if not res.ok:
+        what = {3: "cannot create the log file", 4: "cannot cd to the working directory"}.get(
+            res.exit_status or 0, "launch failed"
+        )
+        raise RemoteError(f"{what}: {res.err.strip() or res.out.strip() or res.exit_status}")
+    try:
+        return parse_launch_report(res.out)
+    except (ValueError, IndexError) as exc:
+        raise RemoteError(f"launch: unreadable report from the box: {res.out.strip()[:300]!r}") from exc
 
 
 async def check_can_launch(remote: Remote, profile: Profile) -> None:
@@ -496,29 +558,20 @@ async def launch(
     if check:
         await check_can_launch(remote, profile)
     started = clock()
-    res = await remote.run(launch_argv(profile), timeout=30)
-    fields = res.out.splitlines()
-    if not res.ok or len(fields) < 3:
-        what = {3: "cannot create the log file", 4: "cannot cd to the working directory"}.get(
-            res.exit_status or 0, "launch failed"
-        )
-        raise RemoteError(f"{what}: {res.err.strip() or res.out.strip() or res.exit_status}")
-    pid, size, log_path = int(fields[0]), int(fields[1]), fields[2]
-    pgid, start_ticks = pid, None
-    with contextlib.suppress(RemoteError):
-        leader = next((p for p in await remote.processes() if p.pid == pid), None)
-        if leader is not None:
-            pgid, start_ticks = leader.pgid, leader.start_ticks
+    launch_id = uuid.uuid4().hex
+    got = await start_detached(remote, profile, launch_id)
     record = ServerRecord(
         profile=profile.name,
         host=getattr(remote, "name", ""),
         fingerprint=profile.fingerprint(),
-        pid=pid,
-        pgid=pgid,
-        start_ticks=start_ticks,
+        pid=got.pid,
+        pgid=got.pgid,
+        start_ticks=got.start_ticks,
+        pid_start_ticks=got.start_ticks,
+        launch_id=launch_id,
         port=profile.server.port,
-        log_file=log_path,
-        log_offset=size,
+        log_file=got.log_file,
+        log_offset=got.log_offset,
         started_at=started,
         argv=mask_argv(profile.server.argv),
         env=mask_env(launch_env(profile)),
@@ -707,207 +760,19 @@ async def _ticker(queue: asyncio.Queue, clock: Clock, interval: float) -> None:
         await queue.put(("tick", (clock(),)))
 
 
-# -- stop / status / attach --------------------------------------------------------------------
-
-
-class StopResult(BaseModel):
-    type: Literal["stopped"] = "stopped"
-    profile: str
-    pid: int | None = None
-    pgid: int | None = None
-    was_running: bool = False
-    stopped: bool = False  # nothing of the group is left
-    signals: list[str] = Field(default_factory=list)
-    remaining: list[int] = Field(default_factory=list)
-    elapsed_s: float = 0.0
-    message: str = ""
-
-
-_KILLPG = "import os, signal, sys; os.killpg(int(sys.argv[1]), getattr(signal, 'SIG' + sys.argv[2]))"
-
-
-async def _signal_group(remote: Remote, pgid: int, sig: str) -> None:
-    res = await remote.run(["kill", f"-{sig}", "--", f"-{pgid}"], timeout=15)
-    if not res.ok:  # a kill without group syntax (rare): ask python
-        await remote.run(["python3", "-c", _KILLPG, str(pgid), sig], timeout=15)
-
-
-async def stop_record(
-    remote: Remote,
-    record: ServerRecord,
-    *,
-    grace_s: float = 10.0,
-    journal: Any = None,
-    clock: Clock = time.time,
-    poll_s: float = 0.2,
-) -> StopResult:
-    """TERM the recorded process group, KILL it after `grace_s`, and confirm nothing of it is left."""
-    t0 = clock()
-    result = StopResult(profile=record.profile, pid=record.pid, pgid=record.pgid)
-    members = group_members(await remote.processes(), record)
-    result.was_running = bool(members)
-    if members:
-        for sig, wait_s in (("TERM", grace_s), ("KILL", 10.0)):
-            result.signals.append(sig)
-            await _signal_group(remote, record.pgid, sig)
-            end = clock() + wait_s
-            while True:
-                members = group_members(await remote.processes(), record)
-                if not members or clock() >= end:
-                    break
-                await asyncio.sleep(poll_s)
-            if not members:
-                break
-    result.remaining = [p.pid for p in members]
-    result.stopped = not members
-    result.elapsed_s = clock() - t0
-    if not result.was_running:
-        result.message = f"{record.profile}: not running (process group {record.pgid} is gone)"
-    elif result.stopped:
-        result.message = (
-            f"{record.profile}: stopped process group {record.pgid} ({', '.join(result.signals)})"
-        )
-    else:
-        result.message = f"{record.profile}: still running after KILL: PIDs {result.remaining}"
-    if result.stopped and record.stopped_at is None:
-        with contextlib.suppress(RemoteError):
-            await save_record(remote, record.model_copy(update={"stopped_at": clock()}))
-    if journal is not None:
-        journal.append("stop", result.model_dump(mode="json"))
-    return result
-
-
-async def stop(remote: Remote, profile: Profile, *, grace_s: float = 10.0, journal: Any = None) -> StopResult:
-    record = await load_record(remote, profile.name)
-    if record is None:
-        return StopResult(
-            profile=profile.name, stopped=True, message=f"{profile.name}: never launched on this box"
-        )
-    return await stop_record(remote, record, grace_s=grace_s, journal=journal)
-
-
-class ServerStatus(BaseModel):
-    type: Literal["status"] = "status"
-    profile: str
-    state: Literal["running", "stopped", "not_launched", "exited"]
-    record: ServerRecord | None = None
-    pids: list[int] = Field(default_factory=list)
-    titles: list[str] = Field(default_factory=list)
-    port: int
-    port_holder: PortHolder | None = None
-    health: int | None = None
-
-    def describe(self) -> str:
-        if self.state == "not_launched":
-            text = f"{self.profile}: not launched by specdebug on this box"
-        elif self.state == "running":
-            r = self.record
-            assert r is not None
-            text = f"{self.profile}: running, PID {r.pid} PGID {r.pgid}, {len(self.pids)} processes"
-            text += f", health {self.health or 'not answering'} on port {self.port}"
-        else:
-            text = f"{self.profile}: {self.state}"
-        if self.port_holder and self.port_holder.listening and self.state != "running":
-            text += f"; {self.port_holder.describe()}"
-        return text
-
-
-async def liveness(remote: Remote, record: ServerRecord, profile: Profile) -> tuple[list[int], int | None]:
-    """The group's live PIDs and the health status after ready (one process probe + one health probe)."""
-    members = group_members(await remote.processes(), record)
-    if not members:
-        return [], None
-    return sorted(p.pid for p in members), await health_on_box(remote, record.port, profile.ready.health)
-
-
-async def status(remote: Remote, profile: Profile) -> ServerStatus:
-    record = await load_record(remote, profile.name)
-    holder = await find_port_holder(remote, profile.server.port)
-    st = ServerStatus(
-        profile=profile.name,
-        state="not_launched",
-        record=record,
-        port=profile.server.port,
-        port_holder=holder,
-    )
-    if record is None:
-        return st
-    members = group_members(await remote.processes(), record)
-    st.pids = sorted(p.pid for p in members)
-    st.titles = [" ".join(mask_argv(p.cmdline)) or p.title for p in sorted(members, key=lambda p: p.pid)]
-    if members:
-        st.state = "running"
-        st.health = await health_on_box(remote, record.port, profile.ready.health)
-    else:
-        st.state = "stopped" if record.stopped_at else "exited"
-    return st
-
-
-async def attach(
-    remote: Remote,
-    profile: Profile,
-    *,
-    pid: int | None = None,
-    port: int | None = None,
-    log: str | None = None,
-    journal: Any = None,
-    clock: Clock = time.time,
-    scan_bytes: int = 8 << 20,
-) -> ServerRecord:
-    """Adopt a server started by hand: by PID or by the PID listening on the port.
-
-    The log is read from the start of the latest run in it (the kind's restart line, e.g.
-    SGLang's `server_args=`), so phases already passed are replayed before following live.
-    """
-    port = port or profile.server.port
-    if pid is None:
-        holder = await find_port_holder(remote, port)
-        if not holder.listening:
-            raise LaunchRefused(f"nothing listens on port {port}; give --pid")
-        if holder.pid is None:
-            raise LaunchRefused(holder.describe())
-        pid = holder.pid
-    procs = await remote.processes()
-    proc = next((p for p in procs if p.pid == pid), None)
-    if proc is None:
-        raise LaunchRefused(f"no process with PID {pid}")
-    log_path = await expand_remote_path(remote, log or profile.server.log_file)
-    size = await file_size(remote, log_path)
-    offset = 0
-    if size is not None:
-        start = max(0, size - scan_bytes)
-        data = await remote.read_file(log_path, offset=start, max_bytes=size - start)
-        offset = start + _last_run_offset(data, profile.server.kind)
-    record = ServerRecord(
-        profile=profile.name,
-        host=getattr(remote, "name", ""),
-        fingerprint=profile.fingerprint(),
-        pid=pid,
-        pgid=proc.pgid,
-        start_ticks=proc.start_ticks if proc.pgid == pid else None,
-        port=port,
-        log_file=log_path,
-        log_offset=offset,
-        started_at=clock(),
-        argv=mask_argv(proc.cmdline),
-        attached=True,
-    )
-    await save_record(remote, record)
-    if journal is not None:
-        journal.append("launch", {**record.model_dump(mode="json"), "attached": True}, sync=True)
-    return record
-
-
-def _last_run_offset(data: bytes, kind: str) -> int:
-    """Byte offset (within data) of the line where the latest server start begins, else of the first line."""
-    pack = _packs().get(kind)
-    rx = getattr(pack, "restart_re", None)
-    best = 0
-    if rx is None:
-        return best
-    pos = 0
-    for line in data.split(b"\n"):
-        if rx.search(line.decode("utf-8", "replace")):
-            best = pos
-        pos += len(line) + 1
-    return best
+# stop / status / attach live in server_control (every signal sent by specdebug is decided there)
+stop = server_control.stop
+stop_record = server_control.stop_record
+status = server_control.status
+liveness = server_control.liveness
+attach = server_control.attach
+__all__ = [
+    "LaunchRefused",
+    "ServerStatus",
+    "StopResult",
+    "attach",
+    "liveness",
+    "status",
+    "stop",
+    "stop_record",
+]

@@ -1,7 +1,8 @@
 """The demo: loopback SSH server + the simulated box + the TUI, and a clean exit.
 
 The sim is launched by the startup pane exactly as on a real box (detached, own process group,
-recorded in ~/.specdebug/servers/), so the demo shows the real flow.  On exit (q, Ctrl+C,
+recorded in this run's own state folder on the box side), so the demo shows the real flow and two
+demos never touch each other's servers.  On exit (q, Ctrl+C,
 SIGTERM, SIGHUP) the recorded server is stopped through the same core `stop`, and every process
 the loopback server ran is killed.
 """
@@ -69,10 +70,10 @@ def demo_profile(path: Path, workdir: Path, time_scale: float | None = None) -> 
     return profile.model_copy(update={"name": f"demo-{profile.name}", "server": server})
 
 
-async def _stop_server(config: Path, alias: str, profile: Profile) -> None:
+async def _stop_server(config: Path, alias: str, profile: Profile, state_dir: Path) -> None:
     from specdebug.core.startup import stop
 
-    remote = SSHRemote(alias, ssh_config=config)
+    remote = SSHRemote(alias, ssh_config=config, state_dir=str(state_dir))
     try:
         await remote.wait_connected(5)
         await asyncio.wait_for(stop(remote, profile, grace_s=3.0), 15)
@@ -80,12 +81,12 @@ async def _stop_server(config: Path, alias: str, profile: Profile) -> None:
         await remote.close()
 
 
-def _kill_recorded_group(profile: Profile, since: float) -> None:
+def _kill_recorded_group(profile: Profile, since: float, state_dir: Path) -> None:
     """Last resort when the SSH path fails (the demo box is this machine): kill the group this
     run launched, and only if its leader is still the very process recorded (no reused PID)."""
     from specdebug.core.servers import ServerRecord
 
-    state = Path("~/.specdebug/servers").expanduser() / f"{profile.name}.json"
+    state = state_dir / f"{profile.name}.json"
     try:
         record = ServerRecord.model_validate_json(state.read_text())
         if record.stopped_at is not None or record.started_at < since:
@@ -110,6 +111,7 @@ def run_demo(
 
     started = time.time()
     workdir = Path(tempfile.mkdtemp(prefix="specdebug-demo-box-"))
+    state_dir = workdir / "servers"  # the demo box's own server records (the box is this machine)
     profile = demo_profile(find_example(profile_name), workdir, time_scale)
     server = LoopbackSSHServer(alias="simbox")
     server.start()
@@ -127,7 +129,7 @@ def run_demo(
 
     example_dir = find_example(profile_name).resolve().parent
     try:
-        remote = SSHRemote("simbox", ssh_config=server.config_path)
+        remote = SSHRemote("simbox", ssh_config=server.config_path, state_dir=str(state_dir))
         ctx = AppContext(
             remotes={"simbox": remote},
             selected="simbox",
@@ -149,10 +151,10 @@ def run_demo(
     finally:
         for picked in profiles:
             try:
-                asyncio.run(_stop_server(server.config_path, "simbox", picked))
+                asyncio.run(_stop_server(server.config_path, "simbox", picked, state_dir))
             except Exception:
                 pass
-            _kill_recorded_group(picked, started)
+            _kill_recorded_group(picked, started, state_dir)
         server.stop()
         for s, handler in old.items():
             signal.signal(s, handler)

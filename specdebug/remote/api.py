@@ -146,6 +146,7 @@ class Remote(Protocol):
     """One host.  All methods are safe to call concurrently."""
 
     name: str  # what the user typed (alias or user@host:port)
+    state_dir: str | None  # box-side folder of server records; None: ~/.specdebug/servers on the box
 
     @property
     def status(self) -> ConnStatus: ...

@@ -18,6 +18,7 @@ import base64
 import contextlib
 import json
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib import resources
@@ -301,11 +302,15 @@ class SSHRemote:
         keepalive_interval: float = 5.0,
         keepalive_count_max: int = 3,
         use_helper: bool = True,
+        state_dir: str | None = None,
     ) -> None:
         self.spec = spec if isinstance(spec, HostSpec) else HostSpec.parse(spec, ssh_config)
         self.name = self.spec.text
         self.resolved: ResolvedHost = resolve(self.spec)
         self.warnings = list(self.resolved.warnings)
+        # box-side folder of server records (None: ~/.specdebug/servers on the box); the client's
+        # SPECDEBUG_STATE_DIR is the default, so tests and demos keep their own records
+        self.state_dir = state_dir or os.environ.get("SPECDEBUG_STATE_DIR") or None
         self._on_host_key = on_host_key
         self._connect_timeout = connect_timeout
         self._keepalive = self.resolved.keepalive_interval or keepalive_interval
@@ -355,7 +360,8 @@ class SSHRemote:
             return
         self._failure = None
         self._failed_event.clear()
-        self._once_keys = []
+        # keys accepted "once" stay this session's keys for the host: a retry never turns a
+        # changed key into an "unknown" one that could be accepted again
         self._supervisor = None
         await self.start()
 
@@ -430,7 +436,9 @@ class SSHRemote:
         )
         if key is None:
             raise RemoteError(f"{self.name}: server offered no host key")
-        changed = hostkeys.classify(key, r.hostname, r.port, r.known_hosts)
+        changed = hostkeys.classify(key, r.hostname, r.port, r.known_hosts) or hostkeys.differs_from_session(
+            key, self._once_keys
+        )
         info = hostkeys.describe(self.name, r.hostname, r.port, key, changed)
         if changed:
             raise HostKeyRefused(

@@ -49,6 +49,13 @@ def classify(key: asyncssh.SSHKey, hostname: str, port: int, known_hosts: list[P
     return False
 
 
+def differs_from_session(key: asyncssh.SSHKey, session_keys: list[asyncssh.SSHKey]) -> bool:
+    """True when the user accepted another key "once" for this host in this session: the key CHANGED.
+
+    A key accepted once is the session's key for the host, exactly as a known_hosts line would be."""
+    return bool(session_keys) and key.public_data not in {k.public_data for k in session_keys}
+
+
 def describe(host: str, hostname: str, port: int, key: asyncssh.SSHKey, changed: bool) -> HostKeyInfo:
     return HostKeyInfo(
         host=host,

@@ -32,6 +32,17 @@ def add_ssh_args(parser: argparse.ArgumentParser) -> None:
         help="trust and save an unknown host key (a changed key is always refused)",
     )
     parser.add_argument("--connect-timeout", type=float, default=15.0, metavar="S", help=argparse.SUPPRESS)
+    add_state_dir_arg(parser)
+
+
+def add_state_dir_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        default=None,
+        help="folder ON THE BOX for server records (default $SPECDEBUG_STATE_DIR, else ~/.specdebug/servers"
+        " in the box user's home)",
+    )
 
 
 def add_host_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -45,7 +56,12 @@ def add_host_args(parser: argparse.ArgumentParser, *, required: bool = True) -> 
 
 def make_remote(host: str, args: argparse.Namespace) -> SSHRemote:
     policy = accept_and_save_keys if getattr(args, "accept_new_host_key", False) else refuse_unknown_keys
-    return SSHRemote(host, ssh_config=getattr(args, "ssh_config", None), on_host_key=policy)
+    return SSHRemote(
+        host,
+        ssh_config=getattr(args, "ssh_config", None),
+        on_host_key=policy,
+        state_dir=getattr(args, "state_dir", None),
+    )
 
 
 @asynccontextmanager

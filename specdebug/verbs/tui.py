@@ -20,6 +20,9 @@ def tui_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="DIR", help="session folder (journal); default: the latest session")
     p.add_argument("--new-session", action="store_true", help="start a new session folder")
     p.add_argument("--readonly", action="store_true", help="disable every action that changes the box")
+    from specdebug.verbs.common import add_state_dir_arg
+
+    add_state_dir_arg(p)
     p.add_argument("hosts", nargs="+", metavar="HOST")
     return p
 
@@ -59,7 +62,7 @@ def run_tui_from_argv(argv: list[str]) -> int:
     remotes = {}
     try:
         for host in args.hosts:
-            remote = SSHRemote(host, ssh_config=args.ssh_config)
+            remote = SSHRemote(host, ssh_config=args.ssh_config, state_dir=args.state_dir)
             for w in remote.warnings:
                 print(f"specdebug: warning: {w}", file=sys.stderr)
             remotes[host] = remote

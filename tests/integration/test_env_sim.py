@@ -234,7 +234,7 @@ def test_clobbered_with_nccl_debug_lists_the_proof_lines(sshd, hand_sim):
     assert "[nccl_log]" in r.stdout
 
 
-def test_launched_by_specdebug_profile_ok(sshd, tmp_path):
+def test_launched_by_specdebug_profile_ok(sshd, tmp_path, box_state_dir):
     name = f"envtest-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "launched.log"
     port = free_port()
@@ -251,7 +251,7 @@ def test_launched_by_specdebug_profile_ok(sshd, tmp_path):
     r = specdebug("launch", *cfg, "-c", str(profile))
     assert r.returncode == 0, r.stderr
     try:
-        record = json.loads((Path.home() / ".specdebug" / "servers" / f"{name}.json").read_text())
+        record = json.loads((box_state_dir / f"{name}.json").read_text())
         wait_workers(record["pid"])
         r = specdebug("env", *cfg, "-c", str(profile), "--json")
         assert r.returncode == 0, r.stderr
@@ -267,4 +267,4 @@ def test_launched_by_specdebug_profile_ok(sshd, tmp_path):
         no_secret(text)
     finally:
         specdebug("stop", *cfg, "-c", str(profile), "--grace", "2")
-        (Path.home() / ".specdebug" / "servers" / f"{name}.json").unlink(missing_ok=True)
+        (box_state_dir / f"{name}.json").unlink(missing_ok=True)

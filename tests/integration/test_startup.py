@@ -32,10 +32,10 @@ LAUNCHED: list[str] = []  # profile names whose servers the teardown makes sure 
 
 
 @pytest.fixture(autouse=True)
-def kill_leftovers():
+def kill_leftovers(box_state_dir: Path):
     """Whatever a failing test left running is killed by its recorded process group (the box is this machine)."""
     yield
-    state_dir = Path.home() / ".specdebug" / "servers"
+    state_dir = box_state_dir
     while LAUNCHED:
         name = LAUNCHED.pop()
         path = state_dir / f"{name}.json"
@@ -307,9 +307,10 @@ async def test_launch_quoting_cwd_and_kill_after_grace(remote, tmp_path: Path) -
     while time.time() < deadline and log.read_text().count("\n") < 2:
         await asyncio.sleep(0.05)
     lines = log.read_text().splitlines()
-    assert lines[0] == str(Path.home())
+    box_home = (await remote.run(["sh", "-c", 'printf %s "$HOME"'])).out  # not the client's HOME
+    assert lines[0] == box_home
     assert lines[1] == f"{evil}|a b $HOME 'q'"
-    assert not (Path.home() / "INJECTED").exists()
+    assert not (Path(box_home) / "INJECTED").exists()
     assert Path(f"/proc/{record.pid}/environ").read_bytes().count(b"SPT_NOENV=1") == 1
 
     result = await startup.stop(remote, profile, grace_s=0.5)

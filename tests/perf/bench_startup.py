@@ -42,7 +42,7 @@ NAMES: list[str] = []
 
 
 def sim_profile(work: Path, name: str, time_scale: str, *extra: str) -> Profile:
-    name = f"bench-{work.name[-6:]}-{name}"  # unique: the state file lives in the box's ~/.specdebug
+    name = f"bench-{work.name[-6:]}-{name}"  # unique names for the journal and the logs
     NAMES.append(name)
     return make_sim_profile(work, name, *extra, time_scale=time_scale, timeout_s=300)
 
@@ -97,7 +97,13 @@ async def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-startup-"))
     sshd = start_sshd(work / "sshd")
-    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=1.0, connect_timeout=5.0)
+    remote = SSHRemote(
+        sshd.alias,
+        ssh_config=sshd.config_path,
+        keepalive_interval=1.0,
+        connect_timeout=5.0,
+        state_dir=str(work / "servers"),  # server records of this run only, not in the box user's home
+    )
     try:
         await remote.start()
         await remote.wait_connected(15)

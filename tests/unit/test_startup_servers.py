@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specdebug.core.profiles import Profile
 from specdebug.core.servers import ServerRecord, group_members
-from specdebug.core.startup import LAUNCH_SCRIPT, launch_argv
+from specdebug.core.startup import LAUNCH_REPORT, LAUNCH_SCRIPT, launch_argv
 from specdebug.remote.api import ProcInfo
 
 
@@ -50,7 +50,9 @@ def test_launch_argv_is_positional() -> None:
     argv = launch_argv(profile)
     assert argv[:5] == ["sh", "-c", LAUNCH_SCRIPT, "sh", "~/logs/p.log"]
     assert argv[5] == "~/work"
-    assert argv[6:] == ["env", "A=1 2", "SPT_NOENV=1", "python3", "-c", "print('$(x)')"]
+    assert argv[6] is LAUNCH_REPORT  # the server side reports its own PID, group and start time
+    assert argv[7:] == ["env", "A=1 2", "SPT_NOENV=1", "python3", "-c", "print('$(x)')"]
+    assert launch_argv(profile, "abc")[-4] == "SPECDEBUG_LAUNCH_ID=abc"
     assert argv[2] is LAUNCH_SCRIPT  # the shell text is a constant; profile text only comes as parameters
     noenv = profile.model_copy(update={"server": profile.server.model_copy(update={"spt_noenv": False})})
     assert "SPT_NOENV=1" not in launch_argv(noenv)
