@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 
 from specdebug.core.logs.follow import expand_remote_path
 from specdebug.core.profiles import Profile
-from specdebug.core.secrets import mask_argv, mask_env
+from specdebug.core.secrets import Scrubber, mask_argv, mask_env
 from specdebug.core.servers import (
     PortHolder,
     ServerRecord,
@@ -561,6 +561,7 @@ async def watch(
     )
     if deadline is None and timeout_s is not None:
         tracker.deadline = record.started_at + timeout_s
+    scrub = Scrubber.for_profile(profile)
     queue: asyncio.Queue[tuple[str, tuple]] = asyncio.Queue()
     poke = asyncio.Event()  # set when the ready line arrives: ask /health now, not at the next poll
     tasks = [
@@ -575,7 +576,7 @@ async def watch(
         while True:
             kind, payload = await queue.get()
             if kind == "line":
-                events = tracker.feed_line(*payload)
+                events = tracker.feed_line(scrub(payload[0]), payload[1])  # secrets never reach an event
                 if tracker.ready_line_at is not None and tracker.health_ok_at is None:
                     poke.set()
             elif kind == "health":

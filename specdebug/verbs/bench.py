@@ -19,10 +19,11 @@ from specdebug.core.bench.external import parse_all, parse_saved_json
 from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark
 from specdebug.core.journal import Journal, resolve_session
+from specdebug.core.logs.patterns import ANSI_RE
 from specdebug.core.profiles import ProfileError, load_profile
 from specdebug.core.report import fmt
 from specdebug.remote.api import RemoteError
-from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, print_json, run_verb
+from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, out, print_json, run_verb
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -89,14 +90,17 @@ async def cmd_bench(args: argparse.Namespace) -> int:
     def on_progress(p: BenchProgress) -> None:
         if show_progress and p.line is None:
             rate = f"{p.tok_s:.1f} tok/s" if p.tok_s else ""
+            # our own counters: the \r redraws the line on a terminal (no box text in it)
             print(
                 f"\r{p.phase}: {p.done_requests}/{p.total_requests} requests {rate}   ",
                 end="",
                 file=sys.stderr,
+                flush=True,
             )
 
     def on_line(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+        # the external tool's output: colour codes dropped, a \r progress bar shown in its last state
+        out(ANSI_RE.sub("", line).rsplit("\r", 1)[-1], file=sys.stderr)
 
     async with open_remote(args) as remote:
         try:
@@ -117,13 +121,13 @@ async def cmd_bench(args: argparse.Namespace) -> int:
             raise VerbExit(1) from exc
         finally:
             if show_progress:
-                print(file=sys.stderr)
+                out(file=sys.stderr)
     if args.json:
         print_json({**result.model_dump(mode="json"), "session": str(session) if session else None})
     else:
-        print(summary(result))
+        out(summary(result))
         if session:
-            print(f"recorded in {session}")
+            out(f"recorded in {session}")
     return 0 if result.status == "done" else 1
 
 
@@ -144,7 +148,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     else:
-        print(summary(result))
+        out(summary(result))
     return 0
 
 

@@ -28,7 +28,7 @@ from specdebug.core.report import (
     metric_diff,
     render_markdown,
 )
-from specdebug.verbs.common import err, print_json
+from specdebug.verbs.common import err, out, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,13 +78,13 @@ def cmd_history(args: argparse.Namespace) -> int:
             return 2
         if args.baseline is not None:
             journal.append("mark", baseline_event(by_id[args.baseline].ts))
-            print(f"baseline: #{args.baseline} {by_id[args.baseline].result.profile or ''}")
+            out(f"baseline: #{args.baseline} {by_id[args.baseline].result.profile or ''}")
             return 0
         return _compare(by_id[args.compare[0]], by_id[args.compare[1]], args.json)
     if args.json:
         print_json({"session": str(journal.session_dir), "results": [e.to_json() for e in entries]})
         return 0
-    print(f"session {journal.session_dir}: {len(entries)} result(s)")
+    out(f"session {journal.session_dir}: {len(entries)} result(s)")
     base = baseline_of(events, entries)
     for e in entries:
         r = e.result
@@ -95,7 +95,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         )
         accept = r.server.accept_len if r.server and r.server.accept_len is not None else r.accept_length
         warn = f"  [{len(r.warnings)} warning(s)]" if r.warnings else ""
-        print(
+        out(
             f"#{e.id:<3} {fmt_time(r.started_at or e.ts)}  {r.profile or r.source_format:<20} "
             f"{fmt(r.headline()):>8} tok/s {d:>8}  accept {fmt(accept, 2):>5}  "
             f"TTFT {fmt(r.ttft_ms.p50):>7} ms  {r.fingerprint or '-'}{warn}"
@@ -116,19 +116,19 @@ def _compare(a, b, as_json: bool) -> int:
             }
         )
         return 0
-    print(f"#{a.id} {a.result.profile or '?'}  vs  #{b.id} {b.result.profile or '?'}")
-    print("config:" if config else "config: same")
+    out(f"#{a.id} {a.result.profile or '?'}  vs  #{b.id} {b.result.profile or '?'}")
+    out("config:" if config else "config: same")
     for line in config:
-        print(f"  {line}")
+        out(f"  {line}")
     for name, x, y, d in metrics:
-        print(f"  {name:<18} {fmt(x, 2):>9} {fmt(y, 2):>9} {fmt_delta(d):>8}")
+        out(f"  {name:<18} {fmt(x, 2):>9} {fmt(y, 2):>9} {fmt_delta(d):>8}")
     return 0
 
 
 def cmd_mark(args: argparse.Namespace) -> int:
     session = resolve_session(args.session, for_writing=True)
     ev = Journal(session).append("mark", {"label": args.text, "source": "cli"}, sync=True)
-    print(f"marked {session}: {ev['label']}")
+    out(f"marked {session}: {ev['label']}")
     return 0
 
 
@@ -140,5 +140,5 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:
-        print(text, end="")
+        out(text, end="")
     return 0
