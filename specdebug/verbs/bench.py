@@ -25,7 +25,16 @@ from specdebug.core.logs.patterns import ANSI_RE
 from specdebug.core.profiles import ProfileError, load_profile
 from specdebug.core.report import fmt
 from specdebug.remote.api import RemoteError
-from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, out, print_json, run_verb
+from specdebug.verbs.common import (
+    VerbExit,
+    add_host_args,
+    err,
+    open_remote,
+    out,
+    print_json,
+    progress,
+    run_verb,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -92,13 +101,7 @@ async def cmd_bench(args: argparse.Namespace) -> int:
     def on_progress(p: BenchProgress) -> None:
         if show_progress and p.line is None:
             rate = f"{p.tok_s:.1f} tok/s" if p.tok_s else ""
-            # our own counters: the \r redraws the line on a terminal (no box text in it)
-            print(
-                f"\r{p.phase}: {p.done_requests}/{p.total_requests} requests {rate}   ",
-                end="",
-                file=sys.stderr,
-                flush=True,
-            )
+            progress(f"{p.phase}: {p.done_requests}/{p.total_requests} requests {rate}   ")
 
     def on_line(line: str) -> None:
         # the external tool's output: colour codes dropped, a \r progress bar shown in its last state

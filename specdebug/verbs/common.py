@@ -87,6 +87,11 @@ def out(text: object = "", *, file: TextIO | None = None, end: str = "\n") -> No
     print(visible(str(text), newlines=True), end=end, file=file or sys.stdout, flush=True)
 
 
+def progress(text: str) -> None:
+    """Redraw one status line on stderr (a terminal): `\r` is ours, the text is made visible."""
+    print("\r" + visible(text), end="", file=sys.stderr, flush=True)
+
+
 def err(message: str) -> None:
     """One `specdebug: ...` line on stderr (messages quote paths, errors and lines from the box)."""
     out(f"specdebug: {message}", file=sys.stderr)
