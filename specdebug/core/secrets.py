@@ -87,9 +87,11 @@ def mask_value(name: str, value: str | None) -> str | None:
     return mask_text(value)
 
 
-def mask_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Copy of env with secret values masked (for journal, exports, JSON, TUI, the state file)."""
-    return {k: mask_value(k, v) or "" for k, v in env.items()}
+def mask_env(env: Mapping[str, str], known: Iterable[str] = ()) -> dict[str, str]:
+    """Copy of env with secret values masked (for journal, exports, JSON, TUI, the state file);
+    `known` secret values (a profile's) are scrubbed out of every value too."""
+    ordered = _by_length(known)
+    return {k: _replace_values(mask_value(k, v) or "", ordered) for k, v in env.items()}
 
 
 def same_value(a: str | None, b: str | None) -> bool:
@@ -133,16 +135,27 @@ def _argv_secrets(argv: Sequence[str]) -> list[tuple[int, str]]:
 _ASSIGN_ARG_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
-def mask_argv(argv: Sequence[str]) -> list[str]:
-    """Mask a command line: values of secret-named flags (`--api-key X`, `--hf-token=X`, `TOKEN=x cmd`)
-    and credentials inside any argument (URLs with a password, bearer values)."""
-    out = [mask_text(a) for a in argv]
+def mask_argv(argv: Sequence[str], known: Iterable[str] = ()) -> list[str]:
+    """Mask a command line: values of secret-named flags (`--api-key X`, `--hf-token=X`, `TOKEN=x cmd`),
+    credentials inside any argument (URLs with a password, bearer values) and `known` secret values
+    (a profile's: its env secrets passed positionally, say) wherever they appear."""
+    ordered = _by_length(known)
+    out = [mask_text(_replace_values(a, ordered)) for a in argv]
     for i, value in _argv_secrets(argv):
-        if is_masked(value):
+        if is_masked(value) or is_masked(out[i]):
             continue
         arg = argv[i]
         out[i] = mask(value) if arg == value else f"{arg[: len(arg) - len(value)]}{mask(value)}"
     return out
+
+
+def profile_secrets(profile: Any) -> set[str]:
+    """The secret values a profile knows: its server env (by name and inside values) and argv."""
+    server = getattr(profile, "server", None)
+    if server is None:
+        return set()
+    values = secret_values(dict(getattr(server, "env", {}) or {}))
+    return values | argv_secret_values(list(getattr(server, "argv", []) or []))
 
 
 def secret_values(env: Mapping[str, str]) -> set[str]:
@@ -191,18 +204,21 @@ _AUTHZ_RE = re.compile(
 )
 _BEARER_RE = re.compile(r"\b(?:[Bb]earer|BEARER)[ \t]+(?P<val>[A-Za-z0-9\-._~+/]{8,4096}=*)")
 _BASIC_RE = re.compile(r"\b(?:[Bb]asic|BASIC)[ \t]+(?P<val>[A-Za-z0-9+/]{6,4096}={0,2})(?![\w+/=])")
+# A name holding a secret word: only such names may match (a non-secret `x='...` match would
+# consume the text after it, hiding a secret pair that follows from the search).
+_SECRET_NAME = rf"(?=[\w.\-]{{0,63}}?(?i:{_SECRET_RE.pattern}))"
 # name=value (ServerArgs repr, env dumps, query strings) and "name": value (JSON, dict reprs)
 _ASSIGN_RE = re.compile(
-    r"(?<![\w.])(?P<name>[A-Za-z_][\w.\-]{0,63})[ \t]*=[ \t]*"
+    rf"(?<![\w.]){_SECRET_NAME}(?P<name>[A-Za-z_][\w.\-]{{0,63}})[ \t]*=[ \t]*"
     rf"(?P<val>{_VALUE}|[^\s,;)\]}}'\"]{{1,4096}})"
 )
 _KEYED_RE = re.compile(
-    r"(?P<q>[\"'])(?P<name>[A-Za-z_][\w.\-]{0,63})(?P=q)[ \t]*:[ \t]*"
+    rf"(?P<q>[\"']){_SECRET_NAME}(?P<name>[A-Za-z_][\w.\-]{{0,63}})(?P=q)[ \t]*:[ \t]*"
     rf"(?P<val>{_VALUE}|[^\s,;)\]}}'\"]{{1,4096}})"
 )
 # --flag value (a command line written into a log)
 _FLAG_RE = re.compile(
-    rf"(?<!\S)--(?P<name>[A-Za-z][\w\-]{{0,63}})[ \t]+(?P<val>{_VALUE}|[^\s'\"\-]\S{{0,4095}})"
+    rf"(?<!\S)--{_SECRET_NAME}(?P<name>[A-Za-z][\w\-]{{0,63}})[ \t]+(?P<val>{_VALUE}|[^\s'\"\-]\S{{0,4095}})"
 )
 _NOT_SECRET = {"", "none", "null", "true", "false", "***", "nil", "undefined"}
 _NUMBER_RE = re.compile(r"^[+-]?\d+(\.\d+)?$")
@@ -279,9 +295,11 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
     found.sort()
     out: list[tuple[int, int, str]] = []
     for s, e, v in found:
-        if out and s < out[-1][1]:
-            continue  # overlaps an earlier (leftmost) finding
-        out.append((s, e, v))
+        if out and s < out[-1][1]:  # overlapping findings: mask their union, never half a secret
+            ps, pe, _ = out[-1]
+            out[-1] = (ps, max(pe, e), text[ps : max(pe, e)])
+        else:
+            out.append((s, e, v))
     return out
 
 
@@ -325,13 +343,8 @@ class Scrubber:
 
     @classmethod
     def for_profile(cls, profile: Any, **kw: Any) -> Scrubber:
-        """The secrets a profile knows: its server env and argv (plus launch env it adds)."""
-        server = getattr(profile, "server", None)
-        if server is None:
-            return cls(**kw)
-        values = secret_values(dict(getattr(server, "env", {}) or {}))
-        values |= argv_secret_values(list(getattr(server, "argv", []) or []))
-        return cls(values, **kw)
+        """A scrubber that knows the profile's secret values (`profile_secrets`)."""
+        return cls(profile_secrets(profile), **kw)
 
     def add(self, values: Iterable[str]) -> None:
         new = {v for v in values if len(v) >= MIN_SCRUB_LEN and not is_masked(v)} - self.values

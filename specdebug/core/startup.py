@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 
 from specdebug.core.logs.follow import expand_remote_path
 from specdebug.core.profiles import Profile
-from specdebug.core.secrets import Scrubber, mask_argv, mask_env
+from specdebug.core.secrets import Scrubber, mask_argv, mask_env, profile_secrets
 from specdebug.core.servers import (
     PortHolder,
     ServerRecord,
@@ -520,8 +520,8 @@ async def launch(
         log_file=log_path,
         log_offset=size,
         started_at=started,
-        argv=mask_argv(profile.server.argv),
-        env=mask_env(launch_env(profile)),
+        argv=mask_argv(profile.server.argv, profile_secrets(profile)),
+        env=mask_env(launch_env(profile), profile_secrets(profile)),
         cwd=profile.server.cwd,
     )
     await save_record(remote, record)
@@ -835,7 +835,10 @@ async def status(remote: Remote, profile: Profile) -> ServerStatus:
         return st
     members = group_members(await remote.processes(), record)
     st.pids = sorted(p.pid for p in members)
-    st.titles = [" ".join(mask_argv(p.cmdline)) or p.title for p in sorted(members, key=lambda p: p.pid)]
+    known = profile_secrets(profile)
+    st.titles = [
+        " ".join(mask_argv(p.cmdline, known)) or p.title for p in sorted(members, key=lambda p: p.pid)
+    ]
     if members:
         st.state = "running"
         st.health = await health_on_box(remote, record.port, profile.ready.health)
@@ -890,7 +893,7 @@ async def attach(
         log_file=log_path,
         log_offset=offset,
         started_at=clock(),
-        argv=mask_argv(proc.cmdline),
+        argv=mask_argv(proc.cmdline, profile_secrets(profile)),
         attached=True,
     )
     await save_record(remote, record)

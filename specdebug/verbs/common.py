@@ -82,9 +82,13 @@ async def open_remote(args: argparse.Namespace, host: str | None = None) -> Asyn
         await remote.close()
 
 
-def out(text: object = "", *, file: TextIO | None = None, end: str = "\n") -> None:
-    """Print text for a human (stdout by default); control characters are shown, never emitted."""
-    print(visible(str(text), newlines=True), end=end, file=file or sys.stdout, flush=True)
+def out(text: object = "", *, file: TextIO | None = None, end: str = "\n", newlines: bool = True) -> None:
+    """Print text for a human (stdout by default); control characters are shown, never emitted.
+
+    newlines=False for one line that carries box text (a status line, a log line): a newline in
+    it is shown as ``\\n`` instead of faking a second line.
+    """
+    print(visible(str(text), newlines=newlines), end=end, file=file or sys.stdout, flush=True)
 
 
 def progress(text: str) -> None:

@@ -64,7 +64,7 @@ def _emit(item: LogMatch | LogEvent, as_json: bool) -> bool:
     if as_json:
         print_json(match_json(item))
     else:
-        out(item.line)
+        out(item.line, newlines=False)
     return True
 
 

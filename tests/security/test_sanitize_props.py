@@ -141,7 +141,9 @@ SGLANG_DECODE = (
 def test_log_verbs_never_emit_a_control(workdir: Path, lines: list[str]) -> None:
     log = workdir / "server.log"
     body = [f"x {line}" for line in lines] + [SGLANG_DECODE.format(lines[0]), f"Traceback {lines[-1]}"]
-    log.write_bytes(("\n".join(body) + "\n").encode("utf-8", "surrogateescape") + b"x raw \x9b\xff\x1b]0;t\x07\n")
+    log.write_bytes(
+        ("\n".join(body) + "\n").encode("utf-8", "surrogateescape") + b"x raw \x9b\xff\x1b]0;t\x07\n"
+    )
     for args in (
         ("grep", str(log), "-e", "x"),
         ("grep", str(log), "--pack", "sglang"),

@@ -238,8 +238,8 @@ async def run_benchmark(
     result.host = host or getattr(remote, "name", None)
     result.started_at = started
     result.finished_at = time.time()
-    result.argv = mask_argv(list(srv.argv))
-    result.env = mask_env(dict(srv.env))
+    result.argv = mask_argv(list(srv.argv), scrub.values)
+    result.env = mask_env(dict(srv.env), scrub.values)
     result.gpu_before = gpus_before
     result.gpu_after = gpus_after
     log_errors: list[str] = []
