@@ -127,6 +127,28 @@ def test_env_and_argv_mask_credentials_inside_values() -> None:
     assert {"PASSWORD1", "Bearer tok12345"} <= values
 
 
+def test_profile_values_are_masked_wherever_they_appear() -> None:
+    from specdebug.core.profiles import Profile
+    from specdebug.core.secrets import profile_secrets
+
+    profile = Profile.model_validate(
+        {
+            "name": "p",
+            "server": {
+                "argv": ["serve", "--api-key", "sk-abcdef12", "--db", "pg://u:Pw123456@h/x"],
+                "env": {"HF_TOKEN": "hf_abcdef12", "DATABASE_URL": "pg://u:Pw123456@h/x"},
+            },
+        }
+    )
+    known = profile_secrets(profile)
+    assert {"sk-abcdef12", "hf_abcdef12", "Pw123456"} <= known
+    # a positional copy of a known secret (`serve.py $HF_TOKEN`) is masked too
+    shown = " ".join(mask_argv(["serve.py", "hf_abcdef12", "--port", "1"], known))
+    assert "hf_abcdef12" not in shown and shown.endswith("--port 1")
+    assert "Pw123456" not in str(mask_env({"NOTE": "pw is Pw123456"}, known))
+    assert "hf_abcdef12" not in Scrubber.for_profile(profile)("hub said hf_abcdef12")
+
+
 def test_no_false_positives_on_server_lines() -> None:
     lines = [
         "[2025-06-01 10:00:01 TP0] Decode batch. #running-req: 1, #token: 100, token usage: 0.01, "
