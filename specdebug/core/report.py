@@ -5,6 +5,10 @@ that produced it, how each run's config differs from the previous one (so "94 ->
 comes with "--speculative-num-steps: 2 -> 3"), warnings that make a number suspect, and the
 session's notes and marks. Config diffs use the argv/env recorded with each result (the
 profile file may have changed since), split into knobs the same way profiles.diff_profiles does.
+
+Failed work is not a result: a failed run (too many failed requests, no result block) is listed
+with its reason but is never the baseline, never a delta and never a side of a config-change
+comparison unless the caller asks for it (`include_failed`, the verbs' `--include-failed`).
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specdebug.core.bench.models import BenchResult, LatencyStats
+from specdebug.core.bench.models import BenchResult, LatencyStats, judge_failures
 from specdebug.core.profiles import PLUMBING_FLAGS, split_argv
+from specdebug.core.secrets import mask_text
 
 BASELINE_LABEL = "baseline"
 
@@ -42,29 +47,51 @@ def history(events: list[dict[str, Any]]) -> list[HistoryEntry]:
             continue
         data = {k: v for k, v in ev.items() if k not in ("ts", "kind")}
         try:
-            res = BenchResult.model_validate(data)
+            res = judge_failures(BenchResult.model_validate(data))  # journals older than the rule too
         except ValidationError:
             continue
         out.append(HistoryEntry(id=len(out) + 1, ts=float(ev.get("ts") or 0.0), result=res))
     return out
 
 
-def baseline_event(result_ts: float) -> dict[str, Any]:
-    """The journal "mark" that makes a result the session's baseline."""
-    return {"label": BASELINE_LABEL, "result_ts": result_ts}
+def baseline_event(result_ts: float, *, include_failed: bool = False) -> dict[str, Any]:
+    """The journal "mark" that makes a result the session's baseline (a failed one only when the
+    user asked for it, which the mark remembers)."""
+    ev: dict[str, Any] = {"label": BASELINE_LABEL, "result_ts": result_ts}
+    if include_failed:
+        ev["include_failed"] = True
+    return ev
 
 
-def baseline_of(events: list[dict[str, Any]], entries: list[HistoryEntry]) -> HistoryEntry | None:
-    """The result last marked as baseline, else the first result."""
-    chosen: float | None = None
+def comparable(entries: list[HistoryEntry], *, include_failed: bool = False) -> list[HistoryEntry]:
+    """The entries that may be a baseline or a side of a comparison."""
+    return list(entries) if include_failed else [e for e in entries if e.result.usable()]
+
+
+def baseline_of(
+    events: list[dict[str, Any]], entries: list[HistoryEntry], *, include_failed: bool = False
+) -> HistoryEntry | None:
+    """The result last marked as baseline, else the first result; failed runs are skipped unless
+    `include_failed` (or the mark itself was set with it)."""
+    chosen: dict[str, Any] | None = None
     for ev in events:
         if ev.get("kind") == "mark" and ev.get("label") == BASELINE_LABEL and "result_ts" in ev:
-            chosen = ev["result_ts"]
+            chosen = ev
     if chosen is not None:
         for e in entries:
-            if abs(e.ts - float(chosen)) < 1e-6:
-                return e
-    return entries[0] if entries else None
+            if abs(e.ts - float(chosen["result_ts"])) < 1e-6:
+                if e.result.usable() or include_failed or chosen.get("include_failed"):
+                    return e
+                break
+    usable = comparable(entries, include_failed=include_failed)
+    return usable[0] if usable else None
+
+
+def delta_vs(entry: HistoryEntry, base: HistoryEntry | None, *, include_failed: bool = False) -> float | None:
+    """Headline delta in % of a run against the baseline; None for a failed run (not a result)."""
+    if base is None or base is entry or not (entry.result.usable() or include_failed):
+        return None
+    return delta_pct(entry.result.headline(), base.result.headline())
 
 
 def delta_pct(value: float | None, base: float | None) -> float | None:
@@ -147,10 +174,16 @@ def _lat(s: LatencyStats) -> str:
     return fmt(s.p50) if s.p50 is not None else fmt(s.mean)
 
 
-def render_markdown(events: list[dict[str, Any]], *, title: str = "specdebug session") -> str:
-    """The whole session as markdown: results table, config diffs, warnings, notes and marks."""
+def render_markdown(
+    events: list[dict[str, Any]], *, title: str = "specdebug session", include_failed: bool = False
+) -> str:
+    """The whole session as markdown: results table, config diffs, failed runs, warnings, notes.
+
+    Text from the journal is masked once more (URL credentials, bearer values, secret name=value
+    pairs): a journal written by an older version must not leak through a pasted report.
+    """
     entries = history(events)
-    base = baseline_of(events, entries)
+    base = baseline_of(events, entries, include_failed=include_failed)
     out = [f"# {title}", ""]
     if events:
         hosts = sorted({e.result.host for e in entries if e.result.host})
@@ -173,7 +206,8 @@ def render_markdown(events: list[dict[str, Any]], *, title: str = "specdebug ses
         out.append("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for e in entries:
             r = e.result
-            d = delta_pct(r.headline(), base.result.headline()) if base and base is not e else None
+            d = delta_vs(e, base, include_failed=include_failed)
+            failed = not r.usable() and not include_failed
             out.append(
                 "| "
                 + " | ".join(
@@ -185,7 +219,7 @@ def render_markdown(events: list[dict[str, Any]], *, title: str = "specdebug ses
                         f"`{r.fingerprint}`" if r.fingerprint else "-",
                         r.kind if r.status == "done" else f"{r.kind} ({r.status})",
                         fmt(r.headline()),
-                        "base" if base is e else fmt_delta(d),
+                        "base" if base is e else ("failed" if failed else fmt_delta(d)),
                         fmt(r.output_tok_s),
                         fmt(r.request_throughput, 2),
                         _lat(r.ttft_ms),
@@ -202,10 +236,11 @@ def render_markdown(events: list[dict[str, Any]], *, title: str = "specdebug ses
             "tok/s = single-stream decode rate (excludes TTFT) when concurrency is 1, else output tok/s.",
             "",
         ]
-        out += _diff_section(entries)
+        out += _diff_section(comparable(entries, include_failed=include_failed))
+        out += _failed_section(entries)
         out += _warning_section(entries)
     out += _notes_section(events)
-    return "\n".join(out).rstrip() + "\n"
+    return mask_text("\n".join(out).rstrip() + "\n")
 
 
 def _diff_section(entries: list[HistoryEntry]) -> list[str]:
@@ -227,6 +262,18 @@ def _diff_section(entries: list[HistoryEntry]) -> list[str]:
     if not any_diff:
         out += ["All runs used the same recorded config." if len(entries) > 1 else "Only one run.", ""]
     return out
+
+
+def _failed_section(entries: list[HistoryEntry]) -> list[str]:
+    rows = [e for e in entries if not e.result.usable()]
+    if not rows:
+        return []
+    out = ["## Failed runs (not results: no baseline, no deltas)", ""]
+    out += [
+        f"- #{e.id} {e.result.profile or '?'}: {_cell(e.result.failure_reason or e.result.status)}"
+        for e in rows
+    ]
+    return [*out, ""]
 
 
 def _warning_section(entries: list[HistoryEntry]) -> list[str]:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from specdebug.core.logs.follow import expand_remote_path
 from specdebug.core.profiles import Profile
-from specdebug.core.secrets import mask_argv
+from specdebug.core.secrets import mask_argv, profile_secrets
 from specdebug.core.servers import (
     PortHolder,
     ServerRecord,
@@ -203,7 +203,10 @@ async def status(remote: Remote, profile: Profile) -> ServerStatus:
         return st
     members = [p for p in group_members(await remote.processes(), record) if p.pid in verdict["members"]]
     st.pids = sorted(p.pid for p in members)
-    st.titles = [" ".join(mask_argv(p.cmdline)) or p.title for p in sorted(members, key=lambda p: p.pid)]
+    known = profile_secrets(profile)
+    st.titles = [
+        " ".join(mask_argv(p.cmdline, known)) or p.title for p in sorted(members, key=lambda p: p.pid)
+    ]
     st.state = "running" if members else "exited"
     if members:
         st.health = await health_on_box(remote, record.port, profile.ready.health)
@@ -258,7 +261,7 @@ async def attach(
         log_file=log_path,
         log_offset=offset,
         started_at=clock(),
-        argv=mask_argv(ident.get("cmdline") or []),
+        argv=mask_argv(ident.get("cmdline") or [], profile_secrets(profile)),
         attached=True,
     )
     await save_record(remote, record)

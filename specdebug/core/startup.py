@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 
 from specdebug.core import server_control
 from specdebug.core.profiles import Profile
-from specdebug.core.secrets import mask_argv, mask_env
+from specdebug.core.secrets import Scrubber, mask_argv, mask_env, profile_secrets
 from specdebug.core.server_control import LaunchRefused, ServerStatus, StopResult
 from specdebug.core.servers import (
     ServerRecord,
@@ -573,8 +573,8 @@ async def launch(
         log_file=got.log_file,
         log_offset=got.log_offset,
         started_at=started,
-        argv=mask_argv(profile.server.argv),
-        env=mask_env(launch_env(profile)),
+        argv=mask_argv(profile.server.argv, profile_secrets(profile)),
+        env=mask_env(launch_env(profile), profile_secrets(profile)),
         cwd=profile.server.cwd,
     )
     await save_record(remote, record)
@@ -614,6 +614,7 @@ async def watch(
     )
     if deadline is None and timeout_s is not None:
         tracker.deadline = record.started_at + timeout_s
+    scrub = Scrubber.for_profile(profile)
     queue: asyncio.Queue[tuple[str, tuple]] = asyncio.Queue()
     poke = asyncio.Event()  # set when the ready line arrives: ask /health now, not at the next poll
     tasks = [
@@ -628,7 +629,7 @@ async def watch(
         while True:
             kind, payload = await queue.get()
             if kind == "line":
-                events = tracker.feed_line(*payload)
+                events = tracker.feed_line(scrub(payload[0]), payload[1])  # secrets never reach an event
                 if tracker.ready_line_at is not None and tracker.health_ok_at is None:
                     poke.set()
             elif kind == "health":

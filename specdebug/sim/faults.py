@@ -7,6 +7,8 @@ reads exactly like on a GPU box (e.g. `torch.OutOfMemoryError: CUDA out of memor
 
 from __future__ import annotations
 
+import math
+
 # SGLang's cuda_graph_runner.py message appended to "Capture cuda graph failed: ..."
 CUDA_GRAPH_CAPTURE_FAILED_MSG = (
     "Possible solutions:\n"
@@ -113,3 +115,34 @@ def _run_batch() -> None:
 
 def _forward_extend() -> None:
     raise AcceleratorError(CUDA_ILLEGAL_ACCESS)
+
+
+# --- failed requests (--fail-requests FRACTION) ----------------------------------------------------
+
+
+class RequestFaults:
+    """Fails a fixed share of the generation requests, spread evenly and deterministically.
+
+    The n-th request fails when floor((n+1)*f) > floor(n*f): of any N consecutive requests, about
+    f*N fail (exactly floor(N*f) from the first), whatever the timing, so a test knows the count.
+    """
+
+    def __init__(self, fraction: float) -> None:
+        self.fraction = min(max(fraction, 0.0), 1.0)
+        self.count = 0
+
+    def next_fails(self) -> bool:
+        n = self.count
+        self.count += 1
+        return math.floor((n + 1) * self.fraction) > math.floor(n * self.fraction)
+
+
+def failed_request_body() -> dict:
+    """SGLang's error body for a request the server could not serve (HTTP 500)."""
+    return {
+        "object": "error",
+        "message": "Internal server error: the scheduler dropped the request (sim --fail-requests)",
+        "type": "InternalServerError",
+        "param": None,
+        "code": 500,
+    }

@@ -21,6 +21,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from specdebug.sim import faults
 from specdebug.sim.engine import HISTOGRAM_BUCKETS, Engine, Finish, Histogram, Request, count_tokens
 from specdebug.sim.options import SimConfig
 
@@ -87,6 +88,7 @@ async def _collect(engine: Engine, req: Request) -> tuple[str, Finish | None]:
 
 
 def build_app(state: ServerState) -> Starlette:
+    request_faults = faults.RequestFaults(state.cfg.sim.fail_requests)
     engine = state.engine
 
     async def health(request: HttpRequest) -> Response:
@@ -227,6 +229,8 @@ def build_app(state: ServerState) -> Starlette:
         body = await _json_body(request)
         if isinstance(body, Response):
             return body
+        if request_faults.fraction and request_faults.next_fails():
+            return JSONResponse(faults.failed_request_body(), status_code=500)
         if chat:
             messages = body.get("messages") or []
             prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))

@@ -92,6 +92,7 @@ class SimOptions:
     oom: bool = False
     drop_env: list[str] = field(default_factory=list)
     profile_verify: bool = False
+    fail_requests: float = 0.0  # share of OpenAI generation requests answered with HTTP 500
 
 
 @dataclass
@@ -204,6 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--profile-verify", action="store_true", help="print [EAGLE3 profile] Target verify lines"
     )
+    sim.add_argument(
+        "--fail-requests",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="answer this share (0..1) of /v1 completion requests with HTTP 500, spread evenly",
+    )
     return p
 
 
@@ -246,6 +254,7 @@ def parse_args(argv: list[str]) -> SimConfig:
         oom=ns.pop("oom"),
         drop_env=ns.pop("drop_env"),
         profile_verify=ns.pop("profile_verify"),
+        fail_requests=min(max(ns.pop("fail_requests"), 0.0), 1.0),
     )
     server = ServerArgs(**ns)
     if server.tokenizer_path is None:

@@ -5,7 +5,9 @@
     specdebug bench --parse FILE [--json]
 
 The result is appended (fsync'd) to the session journal (--session, else $SPECDEBUG_SESSION, else
-the latest session, else a new one). Exit codes: 0 done, 1 the benchmark failed, 2 usage/profile error.
+the latest session, else a new one). A run where more than 5 % of the requests failed is failed
+(recorded with the reason, never used as a baseline or in comparisons unless asked).
+Exit codes: 0 done, 1 the benchmark failed, 2 usage/profile error.
 """
 
 from __future__ import annotations
@@ -16,13 +18,23 @@ import sys
 from pathlib import Path
 
 from specdebug.core.bench.external import parse_all, parse_saved_json
-from specdebug.core.bench.models import BenchProgress, BenchResult
+from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
 from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark
 from specdebug.core.journal import Journal, resolve_session
+from specdebug.core.logs.patterns import ANSI_RE
 from specdebug.core.profiles import ProfileError, load_profile
 from specdebug.core.report import fmt
 from specdebug.remote.api import RemoteError
-from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, print_json, run_verb
+from specdebug.verbs.common import (
+    VerbExit,
+    add_host_args,
+    err,
+    open_remote,
+    out,
+    print_json,
+    progress,
+    run_verb,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -89,14 +101,11 @@ async def cmd_bench(args: argparse.Namespace) -> int:
     def on_progress(p: BenchProgress) -> None:
         if show_progress and p.line is None:
             rate = f"{p.tok_s:.1f} tok/s" if p.tok_s else ""
-            print(
-                f"\r{p.phase}: {p.done_requests}/{p.total_requests} requests {rate}   ",
-                end="",
-                file=sys.stderr,
-            )
+            progress(f"{p.phase}: {p.done_requests}/{p.total_requests} requests {rate}   ")
 
     def on_line(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+        # the external tool's output: colour codes dropped, a \r progress bar shown in its last state
+        out(ANSI_RE.sub("", line).rsplit("\r", 1)[-1], file=sys.stderr)
 
     async with open_remote(args) as remote:
         try:
@@ -117,13 +126,13 @@ async def cmd_bench(args: argparse.Namespace) -> int:
             raise VerbExit(1) from exc
         finally:
             if show_progress:
-                print(file=sys.stderr)
+                out(file=sys.stderr)
     if args.json:
         print_json({**result.model_dump(mode="json"), "session": str(session) if session else None})
     else:
-        print(summary(result))
+        out(summary(result))
         if session:
-            print(f"recorded in {session}")
+            out(f"recorded in {session}")
     return 0 if result.status == "done" else 1
 
 
@@ -138,14 +147,14 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     if not results:
         err(f"{path}: no benchmark result block found")
         return 1
-    result = results[-1]
+    result = judge_failures(results[-1])  # a saved run with too many failed requests is failed too
     if args.session:
         Journal(args.session).append("bench_result", result.model_dump(mode="json"), sync=True)
     if args.json:
         print_json(result)
     else:
-        print(summary(result))
-    return 0
+        out(summary(result))
+    return 0 if result.status == "done" else 1
 
 
 def _parse_text(text: str) -> list[BenchResult]:
@@ -179,7 +188,10 @@ def summary(r: BenchResult) -> str:
     where = f" on {r.host}" if r.host else ""
     lines = []
     if r.status != "done":
-        lines.append(f"{who}{where}: benchmark {r.status}")
+        reason = f": {r.failure_reason}" if r.failure_reason else ""
+        lines.append(f"{who}{where}: benchmark {r.status.upper()}{reason}")
+        if r.status == "failed":
+            lines.append("  recorded as failed: not a baseline, not compared (history --include-failed)")
         lines += [f"  error: {e}" for e in r.errors[:3]]
     head = r.headline()
     decode = f"{fmt(r.decode_tok_s)} tok/s decode, " if r.decode_tok_s is not None else ""

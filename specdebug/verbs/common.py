@@ -1,5 +1,10 @@
 """Shared plumbing for headless verbs: host arguments, connecting with the headless host-key
-policy, JSON output and exit codes (0 ok, 1 the checked thing failed, 2 usage/config error)."""
+policy, text and JSON output and exit codes (0 ok, 1 the checked thing failed, 2 usage/config error).
+
+Every human-readable line a verb prints goes through `out` or `err`: text from the box (log lines,
+cmdlines, environ values, excerpts, journal entries) never drives the terminal (see
+specdebug.core.sanitize).  JSON goes through `print_json`, which `json.dumps` keeps exact.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,9 @@ import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TextIO
 
+from specdebug.core.sanitize import visible
 from specdebug.remote.api import HostKeyRefused, RemoteError
 from specdebug.remote.connection import SSHRemote, accept_and_save_keys, refuse_unknown_keys
 from specdebug.remote.hostspec import HostSpecError
@@ -92,8 +98,23 @@ async def open_remote(args: argparse.Namespace, host: str | None = None) -> Asyn
         await remote.close()
 
 
+def out(text: object = "", *, file: TextIO | None = None, end: str = "\n", newlines: bool = True) -> None:
+    """Print text for a human (stdout by default); control characters are shown, never emitted.
+
+    newlines=False for one line that carries box text (a status line, a log line): a newline in
+    it is shown as ``\\n`` instead of faking a second line.
+    """
+    print(visible(str(text), newlines=newlines), end=end, file=file or sys.stdout, flush=True)
+
+
+def progress(text: str) -> None:
+    """Redraw one status line on stderr (a terminal): `\r` is ours, the text is made visible."""
+    print("\r" + visible(text), end="", file=sys.stderr, flush=True)
+
+
 def err(message: str) -> None:
-    print(f"specdebug: {message}", file=sys.stderr, flush=True)
+    """One `specdebug: ...` line on stderr (messages quote paths, errors and lines from the box)."""
+    out(f"specdebug: {message}", file=sys.stderr)
 
 
 def print_json(obj: Any) -> None:

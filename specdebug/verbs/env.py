@@ -18,7 +18,8 @@ from specdebug.core.envcheck import (
     check_env,
     query_for_profile,
 )
-from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, print_json, run_verb
+from specdebug.core.sanitize import visible
+from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, out, print_json, run_verb
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -120,7 +121,7 @@ async def run_env(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
     else:
-        print(format_report(report, args.host))
+        out(format_report(report, args.host))
     for warning in report.summary.warnings:
         err(f"warning: {warning}")
     for reason in report.summary.reasons:
@@ -128,15 +129,21 @@ async def run_env(args: argparse.Namespace) -> int:
     return report.summary.exit_code
 
 
+def _v(value: str | None) -> str:
+    """A value from the box on one line: controls (and newlines) shown, never emitted."""
+    return visible(str(value)) if value is not None else "None"
+
+
 def _cell(vc) -> str:
+    actual, expected = _v(vc.actual), _v(vc.expected)
     if vc.status == "ok":
-        text = f"ok          {vc.actual}"
+        text = f"ok          {actual}"
     elif vc.status == "missing":
-        text = f"missing     (expected {vc.expected})"
+        text = f"missing     (expected {expected})"
     elif vc.status == "different":
-        text = f"different   {vc.actual} (expected {vc.expected})"
+        text = f"different   {actual} (expected {expected})"
     else:
-        text = "unverifiable" + (f" (launcher has {vc.actual})" if vc.actual is not None else "")
+        text = "unverifiable" + (f" (launcher has {actual})" if vc.actual is not None else "")
     if vc.source != "environ":
         text += f"  [{vc.source}]"
     if vc.overwritten_by_server:
@@ -148,12 +155,12 @@ def _proc_block(role: str, proc: ProcEnv) -> list[str]:
     state = proc.environ_state + (
         f" {proc.environ_error}" if proc.environ_error and proc.environ_state != "clobbered" else ""
     )
-    lines = [f"{role:<8} pid {proc.pid:<7} {proc.user or '?':<10} {state:<12} {proc.title[:100]}"]
+    lines = [f"{role:<8} pid {proc.pid:<7} {_v(proc.user or '?'):<10} {_v(state):<12} {_v(proc.title[:100])}"]
     width = max((len(n) for n in [*proc.vars, *proc.extra]), default=0)
     for name, vc in proc.vars.items():
-        lines.append(f"  {name:<{width}}  {_cell(vc)}")
+        lines.append(f"  {_v(name):<{width}}  {_cell(vc)}")
     for name, value in proc.extra.items():
-        lines.append(f"  {name:<{width}}  (extra)     {value}")
+        lines.append(f"  {_v(name):<{width}}  (extra)     {_v(value)}")
     return lines
 
 
@@ -161,7 +168,7 @@ def format_report(report: EnvReport, host: str) -> str:
     """Plain text for a terminal: one block per process, evidence, and the verdict."""
     s = report.summary
     lines = [
-        f"workers on {host}: {report.selection} ({s.workers} found)",
+        f"workers on {host}: {_v(report.selection)} ({s.workers} found)",
         f"expected: {len(report.expected)} variables from {report.expected_source or '-'}",
         f"how: {s.method}",
         "",
@@ -175,7 +182,8 @@ def format_report(report: EnvReport, host: str) -> str:
         for e in report.evidence:
             where = f"pid {e.pid}" + (f" [{e.rank}]" if e.rank is not None else "")
             lines.append(
-                f"  {e.source:<8} {where:<14} {e.name}={e.value}" + (f"   {e.line}" if e.line else "")
+                f"  {e.source:<8} {where:<14} {_v(e.name)}={_v(e.value)}"
+                + (f"   {_v(e.line)}" if e.line else "")
             )
     counts = ", ".join(f"{n} {k}" for k, n in s.counts.items() if n)
     lines += ["", f"verdict: {'OK' if s.ok else 'FAILED'}" + (f" ({counts})" if counts else "")]

@@ -18,8 +18,8 @@ from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import iter_lines_with_offsets
 from specdebug.remote.api import RemoteError
-from specdebug.verbs.common import add_ssh_args, err, print_json, run_verb
-from specdebug.verbs.scan import LOG_HELP, match_json
+from specdebug.verbs.common import add_ssh_args, err, out, print_json, run_verb
+from specdebug.verbs.scan import LOG_HELP, match_json, profile_scrubber
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=PACK_NAMES,
         default=None,
         help="also parse matches with this pattern pack (fields, metrics, events)",
+    )
+    p.add_argument(
+        "-c", "--profile", metavar="PROFILE", help="profile TOML: its secret values are masked in every line"
     )
     p.add_argument("--follow", action="store_true", help="keep following the file (tail -F)")
     p.add_argument(
@@ -61,7 +64,7 @@ def _emit(item: LogMatch | LogEvent, as_json: bool) -> bool:
     if as_json:
         print_json(match_json(item))
     else:
-        print(item.line, flush=True)
+        out(item.line, newlines=False)
     return True
 
 
@@ -75,7 +78,10 @@ async def grep(args: argparse.Namespace) -> int:
         raise VerbExit(2)
     try:
         parser = LogParser(
-            args.pack or "auto", grep=args.patterns, from_start=args.from_start or not args.follow
+            args.pack or "auto",
+            grep=args.patterns,
+            from_start=args.from_start or not args.follow,
+            scrub=profile_scrubber(args),
         )
     except PatternError as exc:
         err(str(exc))

@@ -4,10 +4,13 @@
     specdebug history --compare A B [--json]        the bench pane's compare: config + metric diff
     specdebug history --baseline N                  the bench pane's "set baseline"
     specdebug report  [--session DIR] [-o FILE]
+
+Failed runs (more than 5 % of requests failed, no result) are listed but never the baseline, never
+a delta and never compared, unless --include-failed asks for them.
     specdebug mark TEXT [--session DIR]             the logs pane's mark: "config changed here"
 
 Without --session: $SPECDEBUG_SESSION, else the most recent session. Exit 0, or 2 when there is
-no session to read.
+no session to read (or a failed run is named for --compare/--baseline without --include-failed).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from specdebug.core.report import (
     baseline_event,
     baseline_of,
     config_diff,
-    delta_pct,
+    delta_vs,
     fmt,
     fmt_delta,
     fmt_time,
@@ -28,7 +31,8 @@ from specdebug.core.report import (
     metric_diff,
     render_markdown,
 )
-from specdebug.verbs.common import err, print_json
+from specdebug.core.sanitize import visible
+from specdebug.verbs.common import err, out, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,6 +43,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--compare", nargs=2, type=int, metavar=("A", "B"), help="config and metric diff of runs A and B"
     )
     h.add_argument("--baseline", type=int, metavar="N", help="make run N the baseline for deltas")
+    h.add_argument(
+        "--include-failed",
+        action="store_true",
+        help="let failed runs be a baseline or compared (they are not results otherwise)",
+    )
     h.set_defaults(func=cmd_history)
 
     m = subparsers.add_parser("mark", help="add a mark to the session journal (shown in the report)")
@@ -49,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r = subparsers.add_parser("report", help="markdown report of a session: results, config diffs, notes")
     r.add_argument("--session", metavar="DIR", help="session folder (default: the latest)")
     r.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    r.add_argument("--include-failed", action="store_true", help="treat failed runs as results too")
     r.set_defaults(func=cmd_report)
 
 
@@ -76,30 +86,53 @@ def cmd_history(args: argparse.Namespace) -> int:
         if missing:
             err(f"no run #{missing[0]} in {journal.session_dir} (runs 1..{len(entries)})")
             return 2
+        refused = [n for n in wanted if not by_id[n].result.usable()] if not args.include_failed else []
+        if refused:
+            r = by_id[refused[0]].result
+            err(
+                f"run #{refused[0]} failed ({r.failure_reason or r.status}): not a result, so not a baseline "
+                "or a side of a comparison; add --include-failed to use it anyway"
+            )
+            return 2
         if args.baseline is not None:
-            journal.append("mark", baseline_event(by_id[args.baseline].ts))
-            print(f"baseline: #{args.baseline} {by_id[args.baseline].result.profile or ''}")
+            journal.append(
+                "mark", baseline_event(by_id[args.baseline].ts, include_failed=args.include_failed)
+            )
+            out(f"baseline: #{args.baseline} {by_id[args.baseline].result.profile or ''}")
             return 0
         return _compare(by_id[args.compare[0]], by_id[args.compare[1]], args.json)
+    base = baseline_of(events, entries, include_failed=args.include_failed)
     if args.json:
-        print_json({"session": str(journal.session_dir), "results": [e.to_json() for e in entries]})
+        print_json(
+            {
+                "session": str(journal.session_dir),
+                "baseline": base.id if base else None,
+                "results": [e.to_json() for e in entries],
+            }
+        )
         return 0
-    print(f"session {journal.session_dir}: {len(entries)} result(s)")
-    base = baseline_of(events, entries)
+    failed = sum(1 for e in entries if not e.result.usable())
+    out(
+        f"session {journal.session_dir}: {len(entries)} result(s)"
+        + (f", {failed} failed (not results)" if failed else "")
+    )
     for e in entries:
         r = e.result
-        d = (
-            "base"
-            if base is e
-            else fmt_delta(delta_pct(r.headline(), base.result.headline() if base else None))
-        )
+        if base is e:
+            d = "base"
+        elif not r.usable() and not args.include_failed:
+            d = r.status.upper()
+        else:
+            d = fmt_delta(delta_vs(e, base, include_failed=args.include_failed))
         accept = r.server.accept_len if r.server and r.server.accept_len is not None else r.accept_length
         warn = f"  [{len(r.warnings)} warning(s)]" if r.warnings else ""
-        print(
+        out(
             f"#{e.id:<3} {fmt_time(r.started_at or e.ts)}  {r.profile or r.source_format:<20} "
             f"{fmt(r.headline()):>8} tok/s {d:>8}  accept {fmt(accept, 2):>5}  "
             f"TTFT {fmt(r.ttft_ms.p50):>7} ms  {r.fingerprint or '-'}{warn}"
         )
+        if not r.usable() and r.failure_reason:
+            out(f"     {r.status}: {r.failure_reason}")
     return 0
 
 
@@ -116,19 +149,19 @@ def _compare(a, b, as_json: bool) -> int:
             }
         )
         return 0
-    print(f"#{a.id} {a.result.profile or '?'}  vs  #{b.id} {b.result.profile or '?'}")
-    print("config:" if config else "config: same")
+    out(f"#{a.id} {a.result.profile or '?'}  vs  #{b.id} {b.result.profile or '?'}")
+    out("config:" if config else "config: same")
     for line in config:
-        print(f"  {line}")
+        out(f"  {line}")
     for name, x, y, d in metrics:
-        print(f"  {name:<18} {fmt(x, 2):>9} {fmt(y, 2):>9} {fmt_delta(d):>8}")
+        out(f"  {name:<18} {fmt(x, 2):>9} {fmt(y, 2):>9} {fmt_delta(d):>8}")
     return 0
 
 
 def cmd_mark(args: argparse.Namespace) -> int:
     session = resolve_session(args.session, for_writing=True)
     ev = Journal(session).append("mark", {"label": args.text, "source": "cli"}, sync=True)
-    print(f"marked {session}: {ev['label']}")
+    out(f"marked {session}: {ev['label']}")
     return 0
 
 
@@ -136,9 +169,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     journal = _journal(args.session)
     if journal is None:
         return 2
-    text = render_markdown(journal.events(), title=f"specdebug session {journal.session_dir.name}")
+    text = render_markdown(
+        journal.events(),
+        title=f"specdebug session {journal.session_dir.name}",
+        include_failed=args.include_failed,
+    )
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        # the file is read in a terminal or pasted into a PR: the same visible escapes as stdout
+        Path(args.output).write_text(visible(text, newlines=True), encoding="utf-8")
     else:
-        print(text, end="")
+        out(text, end="")
     return 0

@@ -12,7 +12,7 @@ from typing import Any
 
 from specdebug.core import startup
 from specdebug.core.profiles import Profile, ProfileError, load_profile
-from specdebug.verbs.common import VerbExit, err, open_remote, print_json, run_verb
+from specdebug.verbs.common import VerbExit, err, open_remote, out, print_json, run_verb
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,7 +75,7 @@ def _journal(args: argparse.Namespace) -> Any:
 
 def _say(args: argparse.Namespace, text: str) -> None:
     """Progress for humans: stdout normally, stderr under --json (stdout holds one JSON object)."""
-    print(text, file=sys.stderr if args.json else sys.stdout, flush=True)
+    out(text, file=sys.stderr if args.json else sys.stdout, newlines=False)
 
 
 async def _watch_and_report(args, remote, record, profile, journal, *, deadline: float | None = None) -> int:
@@ -93,13 +93,16 @@ async def _watch_and_report(args, remote, record, profile, journal, *, deadline:
     if args.json:
         print_json(verdict.summary())
     elif verdict.verdict == "ready":
-        print(f"ready after {verdict.elapsed_s:.1f}s (PID {verdict.pid}, PGID {verdict.pgid})")
+        out(f"ready after {verdict.elapsed_s:.1f}s (PID {verdict.pid}, PGID {verdict.pgid})", newlines=False)
     else:
-        print(f"failed after {verdict.elapsed_s:.1f}s in phase {verdict.last_phase}: {verdict.reason}")
+        out(
+            f"failed after {verdict.elapsed_s:.1f}s in phase {verdict.last_phase}: {verdict.reason}",
+            newlines=False,
+        )
         if verdict.excerpt:
-            print("--- log excerpt ---")
+            out("--- log excerpt ---", newlines=False)
             for line in verdict.excerpt:
-                print(line)
+                out(line, newlines=False)
     return 0 if verdict.verdict == "ready" else 1
 
 
@@ -124,7 +127,10 @@ async def _launch(args: argparse.Namespace, remote, profile: Profile, journal) -
         if args.json:
             print_json(record)
         else:
-            print(f"launched {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}")
+            out(
+                f"launched {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}",
+                newlines=False,
+            )
         return 0
     _say(args, f"launched {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}")
     return await _watch_and_report(args, remote, record, profile, journal)
@@ -158,7 +164,7 @@ async def cmd_stop(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     else:
-        print(result.message)
+        out(result.message, newlines=False)
     return 0 if result.stopped else 1
 
 
@@ -170,7 +176,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print_json(st)
     else:
-        print(st.describe())
+        out(st.describe(), newlines=False)
     return 0 if st.state == "running" else 1
 
 

@@ -6,7 +6,7 @@ import argparse
 
 from specdebug.core.hosts import HostInfo, gather_host_info
 from specdebug.remote.api import RemoteError
-from specdebug.verbs.common import add_host_args, err, open_remote, print_json, run_verb
+from specdebug.verbs.common import add_host_args, err, open_remote, out, print_json, run_verb
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,19 +33,21 @@ async def probe(args: argparse.Namespace) -> int:
 
 def _print_text(info: HostInfo) -> None:
     if not info.connected:
-        print(f"{info.host}: not connected ({info.error})")
+        out(f"{info.host}: not connected ({info.error})", newlines=False)
         return
     mem = f"{info.mem_total_bytes / 2**30:.1f} GiB" if info.mem_total_bytes else "?"
     load = " ".join(f"{x:.2f}" for x in info.load or [])
-    print(
+    out(
         f"{info.host}: {info.hostname}  kernel {info.kernel}  {info.cpus} cpus  {mem}  load {load}"
-        f"  rtt {info.rtt_ms or 0:.1f} ms"
+        f"  rtt {info.rtt_ms or 0:.1f} ms",
+        newlines=False,
     )
     if info.gpu_error:
-        print(f"  gpus: {info.gpu_error}")
+        out(f"  gpus: {info.gpu_error}", newlines=False)
     for g in info.gpus:
         flag = "  THROTTLED: " + ",".join(g.throttle_reasons) if g.throttled else ""
-        print(
+        out(
             f"  GPU{g.index} {g.name}  util {g.utilization_pct}%  mem {g.memory_used_mib}/{g.memory_total_mib} MiB"
-            f"  {g.temperature_c}C  {g.power_draw_w} W  sm {g.clocks_sm_mhz}/{g.clocks_max_sm_mhz} MHz{flag}"
+            f"  {g.temperature_c}C  {g.power_draw_w} W  sm {g.clocks_sm_mhz}/{g.clocks_max_sm_mhz} MHz{flag}",
+            newlines=False,
         )

@@ -11,6 +11,7 @@ import json
 import sys
 
 from specdebug.core.profiles import ProfileError, diff_profiles, load_profile, profile_schema
+from specdebug.verbs.common import out
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +38,7 @@ def _load(path: str):
     try:
         return load_profile(path)
     except ProfileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        out(f"error: {exc}", file=sys.stderr)
         return None
 
 
@@ -49,17 +50,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         data["fingerprint"] = profile.fingerprint()
         data["extends_chain"] = [str(p) for p in profile.extends_chain]
-        print(json.dumps(data, indent=2))
+        out(json.dumps(data, indent=2))
         return 0
-    print(f"# {profile.source}: ok (fingerprint {profile.fingerprint()})")
+    out(f"# {profile.source}: ok (fingerprint {profile.fingerprint()})")
     for base in profile.extends_chain:
-        print(f"# extends {base}")
-    print(_to_toml(data))
+        out(f"# extends {base}")
+    out(_to_toml(data))
     return 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    print(json.dumps(profile_schema(), indent=2))
+    out(json.dumps(profile_schema(), indent=2))
     return 0
 
 
@@ -69,7 +70,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         return 2
     knobs = diff_profiles(a, b, include_plumbing=args.all)
     if args.json:
-        print(
+        out(
             json.dumps(
                 {
                     "a": {"name": a.name, "file": str(a.source), "fingerprint": a.fingerprint()},
@@ -81,12 +82,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
         )
         return 0
     if not knobs:
-        print(f"{a.name} and {b.name}: no differing knobs")
+        out(f"{a.name} and {b.name}: no differing knobs")
         return 0
     width = max(len(k.name) for k in knobs)
-    print(f"{'knob':<{width}}  kind     {a.name}  ->  {b.name}")
+    out(f"{'knob':<{width}}  kind     {a.name}  ->  {b.name}")
     for k in knobs:
-        print(f"{k.name:<{width}}  {k.kind:<7}  {_show(k.value_a)}  ->  {_show(k.value_b)}")
+        out(f"{k.name:<{width}}  {k.kind:<7}  {_show(k.value_a)}  ->  {_show(k.value_b)}")
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from specdebug.core.logs.events import LogMatch
@@ -17,8 +18,9 @@ from specdebug.core.logs.parser import PatternError
 from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import ScanResult, scan_file, scan_remote
 from specdebug.core.logs.stats import metric_rank
+from specdebug.core.secrets import Scrubber
 from specdebug.remote.api import RemoteError
-from specdebug.verbs.common import add_ssh_args, err, print_json, run_verb
+from specdebug.verbs.common import add_ssh_args, err, out, print_json, run_verb
 
 LOG_HELP = "a local path, or HOST:PATH on a box (split at the last ':' before '/' or '~')"
 
@@ -49,24 +51,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=scan)
 
 
-def load_patterns(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
-    """(pack, extra patterns) from --pack and -c PROFILE; profile problems raise VerbExit(2)."""
+def profile_scrubber(args: argparse.Namespace) -> Scrubber:
+    """Masks the secret values of -c PROFILE (and whatever the shape rules find) in log text."""
+    if not getattr(args, "profile", None):
+        return Scrubber()
+    return Scrubber.for_profile(_load_profile(args.profile))
+
+
+def _load_profile(path: str):
+    from specdebug.core.profiles import ProfileError, load_profile  # another helper's module: lazy
     from specdebug.verbs.common import VerbExit
 
+    try:
+        return load_profile(path)
+    except (ProfileError, OSError) as exc:
+        err(str(exc))
+        raise VerbExit(2, str(exc)) from exc
+
+
+def load_patterns(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    """(pack, extra patterns) from --pack and -c PROFILE; profile problems raise VerbExit(2)."""
     pack = args.pack
     patterns: dict[str, str] = {}
     if getattr(args, "profile", None):
-        from specdebug.core.profiles import ProfileError, load_profile  # another helper's module: lazy
-
-        try:
-            prof = load_profile(args.profile)
-        except (ProfileError, OSError) as exc:
-            err(str(exc))
-            raise VerbExit(2, str(exc)) from exc
+        prof = _load_profile(args.profile)
         patterns = dict(prof.patterns)
         if pack is None and prof.server.kind in ("sglang", "vllm"):
             pack = prof.server.kind
     return pack or "auto", patterns
+
+
+def scrubbed(m: LogMatch, scrub: Callable[[str], str]) -> LogMatch:
+    """The match with its line and text fields passed through `scrub` (known secret values)."""
+    line = scrub(m.line)
+    fields = {k: scrub(v) if isinstance(v, str) else v for k, v in m.fields.items()}
+    if line is m.line and fields == m.fields:
+        return m
+    return m.model_copy(update={"line": line, "fields": fields})
 
 
 def match_json(m: LogMatch) -> dict[str, Any]:
@@ -101,18 +122,18 @@ def _fmt(v: Any) -> str:
 
 
 def print_result(res: ScanResult, *, include_warmup: bool) -> None:
-    print(f"pack: {res.pack or '?'}   lines: {res.lines}")
+    out(f"pack: {res.pack or '?'}   lines: {res.lines}")
     if res.warmup_marker and not include_warmup:
-        print("warmup samples (before the ready marker) left out; --include-warmup counts them")
+        out("warmup samples (before the ready marker) left out; --include-warmup counts them")
     if res.metrics:
-        print(f"{'metric':<28}{'n':>7}{'mean':>11}{'p50':>11}{'p90':>11}{'min':>11}{'max':>11}{'last':>11}")
+        out(f"{'metric':<28}{'n':>7}{'mean':>11}{'p50':>11}{'p90':>11}{'min':>11}{'max':>11}{'last':>11}")
         for name, st in sorted(res.metrics.items(), key=lambda kv: metric_rank(kv[0])):
             cells = "".join(f"{_fmt(st[k]):>11}" for k in ("mean", "p50", "p90", "min", "max", "last"))
-            print(f"{name:<28}{st['n']:>7}{cells}")
+            out(f"{name:<28}{st['n']:>7}{cells}")
     else:
-        print("no metric samples")
+        out("no metric samples")
     if res.events:
-        print("events: " + ", ".join(f"{k} {v}" for k, v in sorted(res.events.items())))
+        out("events: " + ", ".join(f"{k} {v}" for k, v in sorted(res.events.items())))
 
 
 @run_verb
@@ -123,7 +144,11 @@ async def scan(args: argparse.Namespace) -> int:
     pack, patterns = load_patterns(args)
     on_match = None
     if args.events:
-        on_match = (lambda m: print_json(match_json(m))) if args.json else (lambda m: print(match_text(m)))
+        scrub = profile_scrubber(args)  # the parser masked what it can see; this adds the profile's values
+        if args.json:
+            on_match = lambda m: print_json(match_json(scrubbed(m, scrub)))  # noqa: E731
+        else:
+            on_match = lambda m: out(match_text(scrubbed(m, scrub)))  # noqa: E731
     host, path = split_host_path(args.log)
     kwargs = dict(
         pack=pack,

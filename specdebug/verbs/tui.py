@@ -10,6 +10,7 @@ from specdebug.core.profiles import ProfileError
 from specdebug.remote.connection import SSHRemote
 from specdebug.remote.hostspec import HostSpecError
 from specdebug.tui.context import AppContext
+from specdebug.verbs.common import out
 
 
 def tui_parser() -> argparse.ArgumentParser:
@@ -51,7 +52,7 @@ def run_app(ctx: AppContext, layout: str) -> int:
     try:
         keymap = load_keymap()
     except (OSError, ValueError) as exc:
-        print(f"specdebug: keymap ignored: {exc}", file=sys.stderr)
+        out(f"specdebug: keymap ignored: {exc}", file=sys.stderr)
         keymap = {}
     SpecdebugApp(ctx, layout=layout, keymap=keymap).run()
     return 0
@@ -64,13 +65,13 @@ def run_tui_from_argv(argv: list[str]) -> int:
         for host in args.hosts:
             remote = SSHRemote(host, ssh_config=args.ssh_config, state_dir=args.state_dir)
             for w in remote.warnings:
-                print(f"specdebug: warning: {w}", file=sys.stderr)
+                out(f"specdebug: warning: {w}", file=sys.stderr)
             remotes[host] = remote
         ctx = build_context(args, remotes)
         from specdebug.tui.app import find_layout
 
         find_layout(args.layout)
     except (HostSpecError, ProfileError, ValueError) as exc:
-        print(f"specdebug: {exc}", file=sys.stderr)
+        out(f"specdebug: {exc}", file=sys.stderr)
         return 2
     return run_app(ctx, args.layout)

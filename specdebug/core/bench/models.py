@@ -120,6 +120,7 @@ class BenchResult(BaseModel):
 
     # client-side figures
     status: Literal["done", "failed", "cancelled"] = "done"
+    failure_reason: str | None = None  # why status is "failed" (too many failed requests, no result...)
     duration_s: float | None = None
     successful_requests: int | None = None
     failed_requests: int | None = None
@@ -161,6 +162,45 @@ class BenchResult(BaseModel):
 
     def gpu_warnings(self) -> list[str]:
         return [w for w in self.warnings if w.startswith("GPU")]
+
+    def failed_fraction(self) -> float | None:
+        """Share of the measured requests that failed (None when the source did not count them)."""
+        ok, bad = self.successful_requests or 0, self.failed_requests or 0
+        return bad / (ok + bad) if ok + bad else None
+
+    def usable(self) -> bool:
+        """A result that may serve as a baseline or in a comparison: the run completed and few
+        enough of its requests failed (failed work is not a result)."""
+        return self.status == "done"
+
+
+#: Above this share of failed requests a benchmark is failed, not a (too optimistic) result.
+MAX_FAILED_FRACTION = 0.05
+
+
+def judge_failures(result: BenchResult, max_fraction: float = MAX_FAILED_FRACTION) -> BenchResult:
+    """Mark a result failed, with the reason, when more than `max_fraction` of its requests failed
+    (or none succeeded); a failed result keeps a reason.  Pure: the runner and `--parse` call it."""
+    frac = result.failed_fraction()
+    first = f": {result.errors[0]}" if result.errors else ""
+    if result.status == "done" and frac is not None and frac > max_fraction:
+        total = (result.successful_requests or 0) + (result.failed_requests or 0)
+        result.status = "failed"
+        result.failure_reason = (
+            f"{result.failed_requests} of {total} requests failed ({frac * 100:.0f} %, "
+            f"more than {max_fraction * 100:g} %){first}"
+        )
+    elif result.status == "done" and result.successful_requests == 0:
+        result.status = "failed"
+    if result.status == "failed" and not result.failure_reason:
+        if frac is not None and result.failed_requests:
+            total = (result.successful_requests or 0) + (result.failed_requests or 0)
+            result.failure_reason = f"{result.failed_requests} of {total} requests failed{first}"
+        elif result.errors:
+            result.failure_reason = result.errors[0]
+        else:
+            result.failure_reason = "no successful request"
+    return result
 
 
 class BenchProgress(BaseModel):

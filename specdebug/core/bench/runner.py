@@ -4,7 +4,10 @@ The pane's "run benchmark" key and `specdebug bench` both call `run_benchmark`. 
 measurement it records what makes a number trustworthy later: the profile fingerprint (with the
 server version the server reports), GPU state before/after, the server's own log figures during
 the run, and warnings (server not ready yet, GPU throttling, failed requests, error lines).
-The result is appended to the session journal with fsync before the function returns.
+A run where more than 5 % of the requests failed is recorded as failed with its reason: failed
+work is not a result.  Secrets (the profile's values, URL credentials, bearer values) are masked
+in everything recorded or shown.  The result is appended to the session journal with fsync
+before the function returns.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from pydantic import BaseModel
 
 from specdebug.core.bench import external, gpu, serverlog
 from specdebug.core.bench.builtin import BuiltinParams, ProgressFn, run_builtin
-from specdebug.core.bench.models import BenchProgress, BenchResult
-from specdebug.core.secrets import mask_argv, mask_env
+from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
+from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.core.servers import file_size
 from specdebug.remote.api import Remote, RemoteError
 
@@ -175,6 +178,7 @@ async def run_benchmark(
     """
     request = request or BenchRequest()
     srv = profile.server
+    scrub = Scrubber.for_profile(profile)  # output lines, errors and warnings are shown and stored
     started = time.time()
     fwd = await remote.forward_local_port(srv.port)
     base_url = f"http://127.0.0.1:{fwd.local_port}"
@@ -201,6 +205,7 @@ async def run_benchmark(
                 progress(BenchProgress(phase="running"))
 
             def line_cb(text: str) -> None:
+                text = scrub(text)
                 if on_line is not None:
                     on_line(text)
                 if progress is not None:
@@ -233,8 +238,8 @@ async def run_benchmark(
     result.host = host or getattr(remote, "name", None)
     result.started_at = started
     result.finished_at = time.time()
-    result.argv = mask_argv(list(srv.argv))
-    result.env = mask_env(dict(srv.env))
+    result.argv = mask_argv(list(srv.argv), scrub.values)
+    result.env = mask_env(dict(srv.env), scrub.values)
     result.gpu_before = gpus_before
     result.gpu_after = gpus_after
     log_errors: list[str] = []
@@ -248,9 +253,11 @@ async def run_benchmark(
     ]
     if result.status == "done" and not result.successful_requests and result.kind == "builtin":
         result.status = "failed"
+    judge_failures(result)  # above 5 % failed requests: failed, with the reason, never a baseline
+    data = scrub_tree(result.model_dump(mode="json"), scrub)
     if journal is not None:
-        journal.append("bench_result", result.model_dump(mode="json"), sync=True)
-    return result
+        journal.append("bench_result", data, sync=True)
+    return BenchResult.model_validate(data)
 
 
 async def _none() -> None:

@@ -9,7 +9,7 @@ they agree on every number.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from specdebug.core.logs.events import LogMatch
@@ -25,6 +25,7 @@ from specdebug.core.logs.patterns import (
     parse_value,
     split_prefix,
 )
+from specdebug.core.secrets import Scrubber
 
 _NAMED_GROUP_RE = re.compile(r"\(\?P<[A-Za-z_]\w*>")
 
@@ -78,6 +79,8 @@ class LogParser:
       unless the pack recognises the line too), and their named captures become fields.
     from_start: True when the first line fed is the file's first line. Warmup tagging only starts
       "pending" then; following from the end of a running server's log assumes warmup is over.
+    scrub: masks secrets in every reported line before anything sees it (default: the shape
+      rules, learning values as it goes; `Scrubber.for_profile` adds the profile's known values).
     """
 
     def __init__(
@@ -87,7 +90,9 @@ class LogParser:
         patterns: Mapping[str, str] | None = None,
         grep: Sequence[str] = (),
         from_start: bool = True,
+        scrub: Callable[[str], str] | None = None,
     ) -> None:
+        self.scrub = scrub if scrub is not None else Scrubber()
         self._detector: PackDetector | None = None
         if isinstance(pack, Pack):
             self.pack: Pack | None = pack
@@ -143,14 +148,17 @@ class LogParser:
             return None
         if "\x1b" in line:
             line = ANSI_RE.sub("", line)
+        raw, line = line, self.scrub(line)
         prefix = split_prefix(line)
         msg = line[prefix.start :]
         grep_fields: dict[str, Any] | None = None
         if self.grep:
             for rx in self.grep:
-                m = rx.search(line)
+                # a pattern that matched only the secret still selects the line, shown masked
+                m = rx.search(line) or (rx.search(raw) if raw is not line else None)
                 if m:
-                    grep_fields = {k: _num(v) for k, v in m.groupdict().items() if v is not None}
+                    gd = m.groupdict()
+                    grep_fields = {k: _num(self.scrub(v)) for k, v in gd.items() if v is not None}
                     break
             if grep_fields is None:
                 self._markers(msg)

@@ -4,7 +4,11 @@ The run is `specdebug.core.bench.runner.run_benchmark`, the same call as `specde
 pane renders progress (batched on a timer), the session history from the journal (so reopening a
 session shows it), a bar chart of tok/s by profile, and a compare panel (config diff + metric
 diff) for two runs. Profile names, warnings and external output are remote or user text, so
-they are rendered as plain `Text`.
+they are rendered as plain `Text` with control characters shown as escapes.
+
+A failed run (more than 5 % of requests failed, no result) stays in the table, marked, but is
+never the baseline, never given a delta and never compared, unless the user toggles "include
+failed runs" (f), the twin of `specdebug history --include-failed`.
 """
 
 from __future__ import annotations
@@ -28,14 +32,16 @@ from specdebug.core.report import (
     HistoryEntry,
     baseline_event,
     baseline_of,
+    comparable,
     config_diff,
-    delta_pct,
+    delta_vs,
     fmt,
     fmt_delta,
     fmt_time,
     history,
     metric_diff,
 )
+from specdebug.core.sanitize import visible
 from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
 
@@ -109,13 +115,14 @@ def progress_text(p: BenchProgress | None, kind: str, profile: str | None) -> Te
 def compare_renderable(a: HistoryEntry, b: HistoryEntry) -> Group:
     """Config diff + metric diff of two runs (A = earlier pick, B = the other)."""
     title = Text(
-        f"Compare #{a.id} {a.result.profile or '?'}  vs  #{b.id} {b.result.profile or '?'}", style="bold"
+        visible(f"Compare #{a.id} {a.result.profile or '?'}  vs  #{b.id} {b.result.profile or '?'}", tab=" "),
+        style="bold",
     )
     diffs = config_diff(a.result, b.result)
     cfg = Text("config: ", style="bold")
     if diffs:
         for line in diffs:
-            cfg.append("\n  " + line)
+            cfg.append("\n  " + visible(line, tab=" "))
     else:
         cfg.append("same recorded config", style="dim")
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
@@ -138,6 +145,7 @@ class BenchPane(Pane):
         Binding("s", "baseline", "Set baseline", id="bench.baseline"),
         Binding("c", "compare", "Compare", id="bench.compare"),
         Binding("escape", "close_compare", "Close compare", id="bench.close_compare", show=False),
+        Binding("f", "toggle_failed", "Include failed runs", id="bench.include_failed", show=False),
         Binding("r", "reload", "Reload history", id="bench.reload", show=False),
     ]
     DEFAULT_CSS = """
@@ -170,6 +178,7 @@ class BenchPane(Pane):
         self.running_profile: str | None = None
         self.picked: HistoryEntry | None = None
         self.compared: tuple[int, int] | None = None  # ids of the runs in the compare panel
+        self.include_failed = False  # failed runs may be a baseline or compared (user's choice)
         self._lines: list[str] = []
         self._dirty = False
 
@@ -196,7 +205,7 @@ class BenchPane(Pane):
         if journal is not None:
             self.events = journal.events()
             self.entries = history(self.events)
-            base = baseline_of(self.events, self.entries)
+            base = baseline_of(self.events, self.entries, include_failed=self.include_failed)
             self.baseline_ts = base.ts if base else None
         self._render_table()
 
@@ -209,10 +218,24 @@ class BenchPane(Pane):
         self._render_table()
 
     def _baseline(self) -> HistoryEntry | None:
-        for e in self.entries:
+        usable = comparable(self.entries, include_failed=self.include_failed)
+        for e in usable:
             if self.baseline_ts is not None and abs(e.ts - self.baseline_ts) < 1e-6:
                 return e
-        return self.entries[0] if self.entries else None
+        return usable[0] if usable else None
+
+    def _refuse_failed(self, *entries: HistoryEntry) -> bool:
+        """True (and says why) when one of the runs failed and failed runs are not included."""
+        bad = next((e for e in entries if not e.result.usable()), None)
+        if bad is None or self.include_failed:
+            return False
+        reason = bad.result.failure_reason or bad.result.status
+        self.notify(
+            f"#{bad.id} failed ({reason}): not a result; press f to include failed runs",
+            severity="warning",
+            markup=False,
+        )
+        return True
 
     def _row(self, e: HistoryEntry, base: HistoryEntry | None) -> list:
         r = e.result
@@ -220,13 +243,15 @@ class BenchPane(Pane):
         gpu_w = r.gpu_warnings()
         if base is e:
             delta = Text("base", style="bold")
+        elif not r.usable() and not self.include_failed:
+            delta = Text(r.status.upper(), style="bold red")
         else:
-            d = delta_pct(r.headline(), base.result.headline() if base else None)
+            d = delta_vs(e, base, include_failed=self.include_failed)
             delta = Text(fmt_delta(d), style="" if d is None or abs(d) < 2 else ("green" if d > 0 else "red"))
         status = "" if r.status == "done" else f" ({r.status})"
         return [
             str(e.id),
-            Text((r.profile or r.source_format) + status, style="red" if status else ""),
+            Text(visible((r.profile or r.source_format) + status, tab=" "), style="red" if status else ""),
             Text(fmt(r.headline()), style="bold"),
             delta,
             fmt(accept, 2),
@@ -310,8 +335,9 @@ class BenchPane(Pane):
     def _flush(self) -> None:
         if self._lines:
             lines, self._lines = self._lines, []
-            # benchmark tools draw progress bars: drop colour codes, keep the last state of a \r line
-            clean = [ANSI_RE.sub("", line).rsplit("\r", 1)[-1] for line in lines]
+            # benchmark tools draw progress bars: drop colour codes, keep the last state of a \r line,
+            # show any other control character as an escape (the Log widget would send it on)
+            clean = [visible(ANSI_RE.sub("", line).rsplit("\r", 1)[-1], tab=" ") for line in lines]
             self.query_one("#bench-output", Log).write_lines(clean)
         if self._dirty:
             self._dirty = False
@@ -329,12 +355,21 @@ class BenchPane(Pane):
             self._render_table()
         table = self.query_one("#bench-table", DataTable)
         table.move_cursor(row=table.row_count - 1)
+        if not r.usable():
+            self.notify(
+                f"{r.profile}: benchmark FAILED: {r.failure_reason or r.status} (recorded, not a result)",
+                severity="error",
+                timeout=10,
+                markup=False,
+            )
+            return
         sev = "information" if r.status == "done" and not r.warnings else "warning"
         self.notify(
             f"{r.profile}: {fmt(r.headline())} tok/s"
             + (f"\nwarnings: {'; '.join(r.warnings)}" if r.warnings else ""),
             severity=sev,
             timeout=10 if r.warnings else 5,
+            markup=False,
         )
 
     def action_cancel(self) -> None:
@@ -350,18 +385,18 @@ class BenchPane(Pane):
     # ---- baseline and compare ----------------------------------------------------------------------
     def action_baseline(self) -> None:
         e = self._highlighted()
-        if e is None:
+        if e is None or self._refuse_failed(e):
             return
         self.baseline_ts = e.ts
         if self.ctx.journal is not None:
-            self.ctx.journal.append("mark", baseline_event(e.ts))
+            self.ctx.journal.append("mark", baseline_event(e.ts, include_failed=self.include_failed))
         self._render_table()
         self.notify(f"baseline: #{e.id} {e.result.profile or ''}", markup=False)
 
     def action_compare(self) -> None:
         """First press picks run A; a press on another run compares; on the same run: vs baseline."""
         e = self._highlighted()
-        if e is None:
+        if e is None or self._refuse_failed(e):
             return
         if self.picked is None:
             self.picked = e
@@ -377,6 +412,8 @@ class BenchPane(Pane):
                 self.notify("pick a different run, or set another baseline")
                 return
             a = base
+        if self._refuse_failed(a, b):
+            return
         self.show_compare(a, b)
 
     def show_compare(self, a: HistoryEntry, b: HistoryEntry) -> None:
@@ -391,3 +428,12 @@ class BenchPane(Pane):
 
     def action_reload(self) -> None:
         self.reload()
+
+    def action_toggle_failed(self) -> None:
+        self.include_failed = not self.include_failed
+        self.reload()
+        self.notify(
+            "failed runs may now be a baseline or compared"
+            if self.include_failed
+            else "failed runs are left out of baselines and comparisons"
+        )

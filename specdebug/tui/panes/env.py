@@ -23,6 +23,7 @@ from specdebug.core.envcheck import (
     check_env,
     query_for_profile,
 )
+from specdebug.core.sanitize import visible
 from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
 
@@ -47,6 +48,8 @@ CONNECT_WAIT_S = 30.0
 
 
 def _clip(value: str, limit: int = MAX_VALUE) -> str:
+    """A value from the box for one cell: controls shown as escapes (never sent), then clipped."""
+    value = visible(value, tab=" ")
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
@@ -318,5 +321,5 @@ class EnvPane(Pane):
                 str(e.rank if e.rank is not None else ""),
                 Text(e.name),
                 Text(_clip(e.value, 40)),
-                Text(e.line or "", style="dim"),
+                Text(visible(e.line or "", tab=" "), style="dim"),
             )

@@ -16,6 +16,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from specdebug.core.hosts import HostInfo, gather_host_info
+from specdebug.core.sanitize import visible
 from specdebug.remote.api import ConnState, ConnStatus, RemoteError
 from specdebug.tui.pane import Pane
 
@@ -161,8 +162,8 @@ class HostsPane(Pane):
         return [
             Text(name, style="bold"),
             status_text(status),
-            Text(info.hostname or ""),
-            Text(info.kernel or ""),
+            Text(visible(info.hostname or "", tab=" ")),
+            Text(visible(info.kernel or "", tab=" ")),
             str(info.cpus or ""),
             _gib(info.mem_total_bytes),
             " ".join(f"{x:.2f}" for x in info.load or []),
@@ -192,9 +193,9 @@ class HostsPane(Pane):
             title.update(Text(f"GPUs of {name or '-'}: waiting for the host"))
             return
         if info.gpu_error and not info.gpus:
-            title.update(Text(f"GPUs of {name}: {info.gpu_error}", style="yellow"))
+            title.update(Text(visible(f"GPUs of {name}: {info.gpu_error}", tab=" "), style="yellow"))
             return
-        title.update(Text(f"GPUs of {name} ({info.hostname or '?'})"))
+        title.update(Text(visible(f"GPUs of {name} ({info.hostname or '?'})", tab=" ")))
         for g in info.gpus:
             throttle = Text(", ".join(g.throttle_reasons) or "-", style="bold red" if g.throttled else "dim")
             mem = f"{(g.memory_used_mib or 0) / 1024:.1f}/{(g.memory_total_mib or 0) / 1024:.1f} GiB"
@@ -203,7 +204,7 @@ class HostsPane(Pane):
             )
             table.add_row(
                 str(g.index),
-                Text(g.name or "?"),
+                Text(visible(g.name or "?", tab=" ")),
                 f"{g.utilization_pct:.0f}%" if g.utilization_pct is not None else "n/a",
                 mem,
                 Text(

@@ -34,6 +34,8 @@ from specdebug.core.logs.follow import Follower, follow_matches
 from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.scan import Analyzer
 from specdebug.core.logs.stats import metric_rank
+from specdebug.core.sanitize import visible, visible_spans
+from specdebug.core.secrets import Scrubber
 from specdebug.core.servers import load_record
 from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
@@ -41,8 +43,6 @@ from specdebug.tui.pane import Pane
 MAX_VIEW = 5000  # lines kept for display (stats keep every sample regardless)
 FLUSH_S = 0.08
 STATS_EVERY_S = 0.5
-_CTRL = {c: " " if c == 9 else "\ufffd" for c in range(32)}
-_CTRL[0x7F] = "\ufffd"
 
 EVENT_STYLE = {
     "error": "bold red",
@@ -70,11 +70,12 @@ class Entry:
 
 
 def entry_for_match(m: LogMatch) -> Entry:
-    spans = [(s, e, VALUE_STYLE) for s, e, _ in m.spans]
+    # control characters from the box are shown as escapes (\x1b); the highlights move with them
+    text, spans = visible_spans(m.line, [(s, e, VALUE_STYLE) for s, e, _ in m.spans])
     style = Style.parse(EVENT_STYLE[m.event]) if m.event in EVENT_STYLE else None
     if m.warmup and style is None:
         style = Style(dim=True)
-    return Entry("match", m.line.translate(_CTRL), m, style, spans)
+    return Entry("match", text, m, style, spans)
 
 
 def entry_for_event(ev: LogEvent) -> Entry:
@@ -96,7 +97,7 @@ def entry_for_event(ev: LogEvent) -> Entry:
         else ""
     )
     return Entry(
-        "notice", f"── {words.get(ev.kind, ev.kind)}{at}{detail} ──".translate(_CTRL), style=NOTICE_STYLE
+        "notice", visible(f"── {words.get(ev.kind, ev.kind)}{at}{detail} ──", tab=" "), style=NOTICE_STYLE
     )
 
 
@@ -323,7 +324,7 @@ class ContextScreen(ModalScreen[None]):
                 for cl in self.lines:
                     style = "reverse bold" if cl.target else ""
                     yield Static(
-                        Text(cl.text.translate(_CTRL), style=style, no_wrap=True), classes="ctx-line"
+                        Text(visible(cl.text, tab=" "), style=style, no_wrap=True), classes="ctx-line"
                     )
 
     async def action_dismiss(self, result=None) -> None:
@@ -589,7 +590,7 @@ class LogsPane(Pane):
         offset = self.follower.offset if self.follower is not None else None
         stamp = time.strftime("%H:%M:%S")
         text = f"──── mark {self.marks} {stamp}{(' ' + label) if label else ''} ────"
-        self._queue(Entry("mark", text.translate(_CTRL), style=MARK_STYLE))
+        self._queue(Entry("mark", visible(text, tab=" "), style=MARK_STYLE))
         if self.ctx.journal is not None:
             try:
                 self.ctx.journal.append(
@@ -630,7 +631,10 @@ class LogsPane(Pane):
         patterns = dict(getattr(profile, "patterns", None) or {})
         try:
             return LogParser(
-                kind if kind in ("sglang", "vllm") else "auto", patterns=patterns, from_start=True
+                kind if kind in ("sglang", "vllm") else "auto",
+                patterns=patterns,
+                from_start=True,
+                scrub=Scrubber.for_profile(profile),  # the profile's secret values never reach the view
             )
         except PatternError as exc:
             self.app.notify(f"profile patterns: {exc}", severity="error") if self.is_attached else None
@@ -751,6 +755,8 @@ class LogsPane(Pane):
         except RemoteError as exc:
             self.app.notify(str(exc), severity="error")
             return
+        scrub = Scrubber.for_profile(self.ctx.profile)
+        lines = [cl.model_copy(update={"text": scrub(cl.text)}) for cl in lines]
         self.app.push_screen(ContextScreen(f"{self.host}:{path} around byte {offset}", lines))
 
 

@@ -22,6 +22,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from specdebug.core import startup
+from specdebug.core.sanitize import visible
 from specdebug.core.startup import (
     GroupChange,
     HealthChange,
@@ -137,7 +138,7 @@ class StartupPane(Pane):
         elif isinstance(ev, ServerPhase):
             self.phases.append(ev)
         elif isinstance(ev, LogLine):
-            self.log_lines.append(ev.text)
+            self.log_lines.append(visible(ev.text, tab=" "))
         elif isinstance(ev, HealthChange):
             self.health = ev.status
         elif isinstance(ev, GroupChange):
@@ -282,13 +283,13 @@ class StartupPane(Pane):
         if v.error_kind:
             text.append(f"  [{v.error_kind}]", style="red")
         text.append("\n")
-        text.append(v.reason or "", style="bold")
+        text.append(visible(v.reason or "", newlines=True), style="bold")
         if v.excerpt:
             text.append("\n\n")
             shown = v.excerpt[-12:]
             for line in shown:
                 style = "bold red" if v.reason and v.reason in line else "dim"
-                text.append(line[:300] + "\n", style=style)
+                text.append(visible(line[:300], tab=" ") + "\n", style=style)
         return text
 
     # -- actions --------------------------------------------------------------------------------
