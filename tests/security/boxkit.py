@@ -14,7 +14,11 @@ from pathlib import Path
 
 # what a terminal could act on: C0 except \n and \t (ESC included), DEL, C1, bidi controls
 FORBIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-STATE_DIR = Path.home() / ".specdebug" / "servers"
+
+
+def state_dir() -> Path:
+    """The box-side server records of the running test (tests/conftest.py sets a folder per test)."""
+    return Path(os.environ.get("SPECDEBUG_STATE_DIR") or Path.home() / ".specdebug" / "servers")
 
 
 def run(
@@ -62,7 +66,7 @@ def write_profile(path: Path, name: str, server: dict, **tables: dict) -> Path:
 def forget_server(name: str) -> None:
     """Kill what a test launched under profile `name` (its recorded group, if the leader's cmdline
     still names the profile: not a reused PID) and remove its state file."""
-    path = STATE_DIR / f"{name}.json"
+    path = state_dir() / f"{name}.json"
     try:
         pgid = int(json.loads(path.read_text())["pgid"])
         leader = Path(f"/proc/{pgid}/cmdline").read_bytes()

@@ -30,7 +30,7 @@ from specdebug.core.secrets import (
     mask_text,
     secret_values,
 )
-from tests.security.boxkit import STATE_DIR, forget_server, run, unique, write_profile
+from tests.security.boxkit import forget_server, run, state_dir, unique, write_profile
 from tests.sshd_harness import free_port
 
 # -- unit ------------------------------------------------------------------------------------------
@@ -307,7 +307,7 @@ def test_no_secret_reaches_any_output_or_file(sshd, tmp_path: Path) -> None:
         check("report", run(sshd, "report", "--session", str(session)))
         for path in session.iterdir():
             assert_no_secret(path.read_bytes(), f"journal file {path.name}")
-        for record in (STATE_DIR / f"{name}.json", STATE_DIR / f"{crash}.json"):
+        for record in (state_dir() / f"{name}.json", state_dir() / f"{crash}.json"):
             assert_no_secret(record.read_bytes(), f"state file {record.name}")
         check("stop", run(sshd, "stop", "gpubox", "-c", str(profile)))
     finally:
