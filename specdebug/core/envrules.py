@@ -86,10 +86,15 @@ def sglang_rules(version: str | None, argv: Sequence[str] = ()) -> dict[str, Env
         ("NCCL_NVLS_ENABLE", nvls, "--enable-nccl-nvls/--enable-symm-mem"),
     ):
         if forced:
-            rules[name] = EnvRule(name, "overwrites", "1", f"SGLang sets {name}=1 for {flag} ({SGLANG_GUARD_SRC})")
+            rules[name] = EnvRule(
+                name, "overwrites", "1", f"SGLang sets {name}=1 for {flag} ({SGLANG_GUARD_SRC})"
+            )
         elif v is not None and v < SGLANG_ENV_GUARD_SINCE:
             rules[name] = EnvRule(
-                name, "overwrites", "0", f"SGLang {version} sets {name}=0 before spawning workers ({SGLANG_OLD_SRC})"
+                name,
+                "overwrites",
+                "0",
+                f"SGLang {version} sets {name}=0 before spawning workers ({SGLANG_OLD_SRC})",
             )
         elif v is not None:
             rules[name] = EnvRule(
@@ -128,11 +133,12 @@ def vllm_rules(version: str | None, argv: Sequence[str] = ()) -> dict[str, EnvRu
     return {name: EnvRule(name, "maybe", "0", note)}
 
 
-def server_env_rules(kind: str | None, version: str | None = None, argv: Sequence[str] = ()) -> dict[str, EnvRule]:
+def server_env_rules(
+    kind: str | None, version: str | None = None, argv: Sequence[str] = ()
+) -> dict[str, EnvRule]:
     """The rules for one server; {} for unknown kinds."""
     if kind == "sglang":
         return sglang_rules(version, argv)
     if kind == "vllm":
         return vllm_rules(version, argv)
     return {}
-

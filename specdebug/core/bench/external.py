@@ -350,8 +350,10 @@ def saved_spec_decode(obj: dict) -> SpecDecoding | None:
         if v is not None:
             setattr(spec, attr, int(v))
     rates = obj.get("spec_decode_per_position_acceptance_rates")
-    if isinstance(rates, list) and rates and all(
-        isinstance(r, int | float) and not isinstance(r, bool) for r in rates
+    if (
+        isinstance(rates, list)
+        and rates
+        and all(isinstance(r, int | float) and not isinstance(r, bool) for r in rates)
     ):
         scale = 100.0 if max(rates) <= 1.0 else 1.0  # fractions in vLLM's JSON, percent in its printout
         spec.per_position_acceptance_pct = [float(r) * scale for r in rates]

@@ -468,9 +468,7 @@ VLLM = Pack(
         # whose second line ends "█ ▀▄▀ █  version X"
         (
             "args",
-            re.compile(
-                r"vLLM (?:API )?server version|▀▄▀ █\s+version |non-default args: |args: Namespace\("
-            ),
+            re.compile(r"vLLM (?:API )?server version|▀▄▀ █\s+version |non-default args: |args: Namespace\("),
         ),
         ("engine_init", re.compile(r"Initializing a V1 LLM engine|Initializing an LLM engine")),
         ("init_distributed", re.compile(r"vLLM is using nccl==")),
