@@ -180,7 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key")
     p.add_argument("--speculative-config", type=_parse_type(json.loads))
     sim = p.add_argument_group("sim-only")
-    sim.add_argument("--engine", choices=["vllm"], default="vllm", help="this engine (see --engine sglang)")
+    sim.add_argument(
+        "--engine", choices=["vllm"], default="vllm", help="this engine (--engine sglang: SGLang)"
+    )
     sim.add_argument("--log-file", help="also append every log line here (+ sidecar <log-file>.sim.json)")
     sim.add_argument("--time-scale", type=float, default=1.0, help="multiplies startup durations")
     sim.add_argument("--fail-at", choices=VLLM_FAULT_PHASES, help="EngineCore fails to start in this phase")
@@ -209,6 +211,7 @@ def spec_config(raw: dict[str, Any] | None) -> tuple[SpecConfig, str | None]:
 
 def parse_vllm_args(argv: list[str]) -> VllmConfig:
     """argparse errors exit 2; speculative-config validation errors raise (the caller prints them)."""
+    argv = strip_engine(argv)
     if argv[:1] == ["serve"]:
         argv = argv[1:]
     ns = vars(build_parser().parse_args(argv))
@@ -226,6 +229,22 @@ def parse_vllm_args(argv: list[str]) -> VllmConfig:
     args = VllmArgs(model=model, **ns)
     spec, method = spec_config(args.speculative_config)
     return VllmConfig(args, sim, spec, method)
+
+
+def strip_engine(argv: list[str]) -> list[str]:
+    """Drop the sim's `--engine vllm` (it picks this module; `vllm serve` has no such flag)."""
+    out, skip = [], False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg == "--engine" and i + 1 < len(argv):
+            skip = True
+            continue
+        if arg.startswith("--engine="):
+            continue
+        out.append(arg)
+    return out
 
 
 def non_default_args(args: VllmArgs, model_tag: bool = True) -> dict[str, Any]:

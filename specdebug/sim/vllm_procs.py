@@ -29,7 +29,7 @@ from specdebug.sim.worker import REPORTED_PREFIXES, die_with_parent, nccl_debug_
 
 DURATIONS = {"init": 4.0, "load_weights": 60.0, "kv_cache": 3.0, "cuda_graph": 20.0}
 FAULT_AT_FRACTION = 0.4
-NCCL_VERSION = "2.27.3"
+NCCL_VERSION = "2.21.5"  # as the NCCL INFO lines say (worker.nccl_init_lines)
 GPU_TOTAL_GIB = 79.19
 KV_BYTES_PER_TOKEN = 80 * 8 * 128 * 2 * 2  # Llama-70B-like GQA cache, bf16, all ranks together
 WORKER_FAILED = "WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause."
@@ -80,7 +80,7 @@ class ModelRunner:
         a = cfg.args
         self.tp = max(a.tensor_parallel_size, 1)
         self.fail = cfg.sim.fail_at is not None and rank == self.tp - 1
-        self.weights_gib = 131.5 / self.tp + (1.6 if cfg.spec.enabled else 0.0)
+        self.weights_gib = 68.5 / self.tp + (1.6 if cfg.spec.enabled else 0.0)  # a 70B model in FP8
         self.kv_gib = GPU_TOTAL_GIB * a.gpu_memory_utilization - self.weights_gib - 2.4
         self.graph_gib = 0.0 if a.enforce_eager else 0.55
 
@@ -231,10 +231,12 @@ def run_engine_core(cfg_dict: dict[str, Any], conn: Connection) -> None:
     )))  # fmt: skip
     tp = max(a.tensor_parallel_size, 1)
     try:
+        keep: list[Any] = []  # the workers' pipes: closing them would end the workers
+        signal.signal(signal.SIGTERM, lambda *_: _stop_workers(keep))
         if tp == 1:
             infos = [ModelRunner(cfg, 0, log, send).run()]
         else:
-            infos = _run_workers(cfg, send, log)
+            infos = _run_workers(cfg, send, keep)
         tokens = min(i["kv_tokens"] for i in infos)
         log.info("kv_cache_utils.py:1087", f"GPU KV cache size: {tokens:,} tokens")
         max_len = a.max_model_len or 131072
@@ -254,7 +256,21 @@ def run_engine_core(cfg_dict: dict[str, Any], conn: Connection) -> None:
     _idle(conn)
 
 
-def _run_workers(cfg: VllmConfig, send, log: VllmLog) -> list[dict[str, Any]]:
+def _stop_workers(keep: list[Any]) -> None:
+    """SIGTERM from the API server: end and reap the workers, then exit."""
+    procs = [p for p in keep if hasattr(p, "join")]
+    for proc in procs:
+        if proc.pid is not None and proc.exitcode is None:
+            try:
+                os.kill(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+    for proc in procs:
+        proc.join(2.0)
+    os._exit(0)
+
+
+def _run_workers(cfg: VllmConfig, send, keep: list[Any]) -> list[dict[str, Any]]:
     """Spawn one worker per TP rank and relay their phases; a failed worker fails the engine."""
     ctx = mp.get_context("spawn")
     data = cfg.to_dict()
@@ -267,6 +283,7 @@ def _run_workers(cfg: VllmConfig, send, log: VllmLog) -> list[dict[str, Any]]:
         child_end.close()
         conns[parent_end] = rank
         procs.append(proc)
+    keep += [*conns, *procs]
     send(("workers", {rank: p.pid for rank, p in enumerate(procs)}))
     ready: dict[int, dict[str, Any]] = {}
     pending = dict(conns)
