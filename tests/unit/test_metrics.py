@@ -63,7 +63,10 @@ def sglang_page(accept_len: float, accept_rate: float, gen_total: int, tp_ranks:
             ("sglang:gen_throughput", 77.5),
         ):
             lines += [f"# TYPE {name} gauge", f"{name}{{{lbl}}} {float(value)}"]
-        lines += ["# TYPE sglang:generation_tokens counter", f"sglang:generation_tokens_total{{{lbl}}} {gen_total}"]
+        lines += [
+            "# TYPE sglang:generation_tokens counter",
+            f"sglang:generation_tokens_total{{{lbl}}} {gen_total}",
+        ]
     return "\n".join(lines) + "\n"
 
 
