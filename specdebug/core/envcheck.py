@@ -368,14 +368,29 @@ def build_report(
             )
         )
 
+    launcher_env_known = launcher is not None and launcher.environ_state == "readable"
+
     def check(proc: ProcEnv, env: dict[str, str], name: str, want: str, is_worker: bool) -> VarCheck:
         vc = _check(proc, env, name, want, is_worker)
         rule = rules.get(name)
-        if rule is not None and rule.effect != "default":
-            # "maybe": only a value that does not match can be the (older) server's doing
-            if rule.overwrites or vc.status in ("different", "unverifiable"):
-                vc.overwritten_by_server = True
-                vc.note = _join(rule.note, vc.note) if vc.note else rule.note
+        if rule is None or not is_worker:
+            return vc
+        note = rule.note
+        if rule.effect != "overwrites" and vc.status == "different" and launcher_env_known:
+            # the launcher's environ tells which case this is: not exported, or replaced (older server)
+            exported = launcher_env.get(name)
+            if exported is None:
+                note = (
+                    f"{name} was not exported to the server (launcher pid {launcher.pid}), so the server set "
+                    f"its own {rule.value}: export it in the profile env; {rule.note}"
+                )
+            elif _values_equal(exported, want):
+                note = f"the launcher had {name}={mask.value(name, exported)} but the server replaced it; {rule.note}"
+        if rule.overwrites or (rule.effect == "maybe" and vc.status in ("different", "unverifiable")) or (
+            rule.effect == "default" and vc.status == "different"
+        ):
+            vc.overwritten_by_server = True
+            vc.note = _join(note, vc.note) if vc.note else note
         return vc
 
     def _check(proc: ProcEnv, env: dict[str, str], name: str, want: str, is_worker: bool) -> VarCheck:
