@@ -205,6 +205,29 @@ def compute_rates(prev: PromSnapshot | None, cur: PromSnapshot) -> PromRates:
     return r
 
 
+RATE_FIELDS = (
+    ("accept_length", "accept length", "{:.3f}"),
+    ("accept_rate", "accept rate", "{:.3f}"),
+    ("per_position", "per-position acceptance", None),
+    ("gen_throughput", "generation tok/s", "{:.1f}"),
+    ("running", "running requests", "{:.0f}"),
+    ("queued", "queued requests", "{:.0f}"),
+    ("kv_usage", "KV usage", "{:.3f}"),
+)
+
+
+def describe_rates(r: PromRates) -> list[tuple[str, str, str]]:
+    """(label, value, source) for every number present, in a fixed order (the verb and the pane)."""
+    out = []
+    for field, label, fmt in RATE_FIELDS:
+        value = getattr(r, field)
+        if value is None or value == []:
+            continue
+        text = ", ".join(f"{v:.3f}" for v in value) if fmt is None else fmt.format(value)
+        out.append((label, text, r.sources.get(field, "?")))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # reading through the forward
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import signal
 import socket
 import threading
@@ -62,6 +63,12 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith(REPORTED_PREFIXES)}
 
 
+def model_size_b(model: str) -> float:
+    """Billions of parameters from the model's name ("Llama-3.1-70B-Instruct" -> 70); 8 when unnamed."""
+    m = re.search(r"(\d+(?:\.\d+)?)[bB](?![a-zA-Z])", model)
+    return float(m.group(1)) if m else 8.0
+
+
 def worker_name(rank: int, tp: int, ep: bool) -> str:
     """multiproc_executor's `Worker` + `_TP{t}` (tp > 1) + `_EP{e}` (expert parallel)."""
     name = "Worker"
@@ -80,7 +87,8 @@ class ModelRunner:
         a = cfg.args
         self.tp = max(a.tensor_parallel_size, 1)
         self.fail = cfg.sim.fail_at is not None and rank == self.tp - 1
-        self.weights_gib = 68.5 / self.tp + (1.6 if cfg.spec.enabled else 0.0)  # a 70B model in FP8
+        # FP8 weights: ~1 GiB per billion parameters, split over the TP ranks (a draft model adds 1.6)
+        self.weights_gib = 0.98 * model_size_b(a.model) / self.tp + (1.6 if cfg.spec.enabled else 0.0)
         self.kv_gib = GPU_TOTAL_GIB * a.gpu_memory_utilization - self.weights_gib - 2.4
         self.graph_gib = 0.0 if a.enforce_eager else 0.55
 

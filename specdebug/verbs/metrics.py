@@ -14,19 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specdebug.core.metrics import MetricsEvent, PromRates, watch_metrics
+from specdebug.core.metrics import MetricsEvent, PromRates, describe_rates, watch_metrics
 from specdebug.core.profiles import ProfileError, load_profile
 from specdebug.verbs.common import add_host_args, err, open_remote, print_json, run_verb
-
-FIELDS = (
-    ("accept_length", "accept length", "{:.3f}"),
-    ("accept_rate", "accept rate", "{:.3f}"),
-    ("per_position", "per-position acceptance", None),
-    ("gen_throughput", "generation tok/s", "{:.1f}"),
-    ("running", "running requests", "{:.0f}"),
-    ("queued", "queued requests", "{:.0f}"),
-    ("kv_usage", "KV usage", "{:.3f}"),
-)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,12 +50,7 @@ def _positive_float(text: str) -> float:
 def format_rates(r: PromRates) -> list[str]:
     window = f"over {r.window_s:.1f} s" if r.window_s else "since server start"
     lines = [f"{r.engine or 'unknown engine'} /metrics, {window}"]
-    for field, label, fmt in FIELDS:
-        value = getattr(r, field)
-        if value is None or value == []:
-            continue
-        text = ", ".join(f"{v:.3f}" for v in value) if fmt is None else fmt.format(value)
-        lines.append(f"  {label:<24} {text:<22} [{r.sources.get(field, '?')}]")
+    lines += [f"  {label:<24} {value:<22} [{source}]" for label, value, source in describe_rates(r)]
     if len(lines) == 1:
         lines.append("  (no known metric on the page)")
     return lines
