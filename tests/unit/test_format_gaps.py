@@ -27,11 +27,17 @@ from specdebug.sim.sglang_shapes import Shapes, scheduler_ranks, set_envs_and_co
 
 
 def _p(pid: int, ppid: int, argv: list[str]) -> ProcInfo:
-    return ProcInfo(pid=pid, ppid=ppid, pgid=100, sid=100, uid=0, state="S", start_ticks=1, comm="x", cmdline=argv)
+    return ProcInfo(
+        pid=pid, ppid=ppid, pgid=100, sid=100, uid=0, state="S", start_ticks=1, comm="x", cmdline=argv
+    )
 
 
 LAUNCHER = ["python3", "-m", "sglang.launch_server", "--tp", "2"]
-PROCS = [_p(100, 1, LAUNCHER), _p(101, 100, ["sglang::scheduler_TP0"]), _p(102, 100, ["sglang::scheduler_TP1"])]
+PROCS = [
+    _p(100, 1, LAUNCHER),
+    _p(101, 100, ["sglang::scheduler_TP0"]),
+    _p(102, 100, ["sglang::scheduler_TP1"]),
+]
 CLOBBERED = b"\0" * 64
 
 
@@ -58,7 +64,12 @@ def test_current_sglang_keeps_an_exported_nccl_cumem_enable():
     # clobbered workers: the launcher's exported value is a fair inference again (it is kept)
     rep = build_report(q, PROCS, _reads({100: user, 101: CLOBBERED, 102: CLOBBERED}))
     vc = rep.workers[0].vars["NCCL_CUMEM_ENABLE"]
-    assert (vc.status, vc.source, vc.actual, vc.overwritten_by_server) == ("unverifiable", "launcher", "1", False)
+    assert (vc.status, vc.source, vc.actual, vc.overwritten_by_server) == (
+        "unverifiable",
+        "launcher",
+        "1",
+        False,
+    )
 
 
 def test_flags_and_older_versions_do_overwrite():
@@ -73,7 +84,9 @@ def test_flags_and_older_versions_do_overwrite():
     assert old["NCCL_CUMEM_ENABLE"].overwrites and "0.4.9" in old["NCCL_CUMEM_ENABLE"].note
     assert old["CUDA_DEVICE_MAX_CONNECTIONS"].value == "4"
     unknown = server_env_rules("sglang", None, [])
-    assert unknown["NCCL_CUMEM_ENABLE"].effect == "maybe" and "older SGLang" in unknown["NCCL_CUMEM_ENABLE"].note
+    assert (
+        unknown["NCCL_CUMEM_ENABLE"].effect == "maybe" and "older SGLang" in unknown["NCCL_CUMEM_ENABLE"].note
+    )
     assert unknown["CUDA_DEVICE_MAX_CONNECTIONS"].overwrites  # always set, every version
 
 
@@ -187,14 +200,18 @@ def test_pending_token_prefill_and_current_startup_lines():
     line = "[2026-01-15 12:00:01 TP0] " + shapes.prefill(
         new_seq=2, new_token=900, usage=0.05, running=1, queued=3, pending=1200, tput=4500.0
     )
-    assert "#queue-req: 3, #pending-token: 1200, cuda graph: False, input throughput (token/s): 4500.00" in line
+    assert (
+        "#queue-req: 3, #pending-token: 1200, cuda graph: False, input throughput (token/s): 4500.00" in line
+    )
     m = LogParser("sglang").parse(line)
     assert m.fields["pending_token"] == 1200 and m.metrics["queue_req"] == 3.0
     assert Shapes("0.5.4.post1").era == "classic" and Shapes("0.4.9").era == "legacy"
     legacy = "[2026-01-15 12:00:01 TP0] " + Shapes("0.4.9").decode(
         running=2, used=311, usage=0.01, spec=(2.42, 0.61), graph=True, tput=0.52, queued=0
     )
-    assert legacy.startswith("[2026-01-15 12:00:01 TP0] Decode batch. ") and legacy.endswith("#queue-req: 0, ")
+    assert legacy.startswith("[2026-01-15 12:00:01 TP0] Decode batch. ") and legacy.endswith(
+        "#queue-req: 0, "
+    )
     assert LogParser("sglang").parse(legacy).metrics["accept_len"] == pytest.approx(2.42)
     for text, phase in (
         ("Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=3, bs=[1, 2], avail mem=9.0 GB",
@@ -232,7 +249,9 @@ def test_nextn_becomes_eagle_and_params_are_auto_chosen():
     assert (s.speculative_num_steps, s.speculative_eagle_topk, s.speculative_num_draft_tokens) == (3, 1, 4)
     assert s.speculative_draft_model_path == "deepseek-ai/DeepSeek-V3"  # MTP layers live in the target
     assert s.max_running_requests == 48 and MAX_RUNNING_WARNING in cfg.warnings
-    llama = parse_args(["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--speculative-algorithm", "EAGLE3"])
+    llama = parse_args(
+        ["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--speculative-algorithm", "EAGLE3"]
+    )
     assert (llama.spec.num_steps, llama.spec.topk, llama.spec.num_draft_tokens) == (5, 4, 8)
     mine = parse_args(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2",
                        "--max-running-requests", "16"])  # fmt: skip
@@ -288,12 +307,19 @@ async def test_endpoint_shapes():
         assert {"model_path", "tokenizer_path", "is_generation", "preferred_sampling_params", "weight_version",
                 "has_image_understanding", "has_audio_understanding"} <= set(info)  # fmt: skip
         (load,) = (await c.get("/get_load")).json()
-        assert set(load) == {"dp_rank", "num_reqs", "num_waiting_reqs", "num_tokens", "num_pending_tokens", "ts_tic"}
+        assert set(load) == {
+            "dp_rank",
+            "num_reqs",
+            "num_waiting_reqs",
+            "num_tokens",
+            "num_pending_tokens",
+            "ts_tic",
+        }
         server = (await c.get("/server_info")).json()
         assert server["version"] == "0.5.9" and server["speculative_num_steps"] == 2
         assert server["max_total_num_tokens"] == 1000 and isinstance(server["internal_states"], list)
         text = (await c.get("/metrics")).text
-        assert 'sglang:spec_accept_length{model_name=' in text and 'moe_ep_rank="0"' in text
+        assert "sglang:spec_accept_length{model_name=" in text and 'moe_ep_rank="0"' in text
         assert 'tp_rank="0"' in text and 'pp_rank="0"' in text
 
 
