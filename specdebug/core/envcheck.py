@@ -386,8 +386,10 @@ def build_report(
                 )
             elif _values_equal(exported, want):
                 note = f"the launcher had {name}={mask.value(name, exported)} but the server replaced it; {rule.note}"
-        if rule.overwrites or (rule.effect == "maybe" and vc.status in ("different", "unverifiable")) or (
-            rule.effect == "default" and vc.status == "different"
+        if (
+            rule.overwrites
+            or (rule.effect == "maybe" and vc.status in ("different", "unverifiable"))
+            or (rule.effect == "default" and vc.status == "different")
         ):
             vc.overwritten_by_server = True
             vc.note = _join(note, vc.note) if vc.note else note
