@@ -158,3 +158,17 @@ def test_sglang_without_enable_metrics_is_reported_off(sshd, tmp_path: Path) -> 
     assert r.returncode == 1
     out = json.loads(r.stdout)
     assert out["status"] == "off" and "add --enable-metrics" in out["message"]
+
+
+def test_vllm_engine_core_failure_is_reported(sshd, tmp_path: Path) -> None:
+    """EngineCore failing to start (a worker's exception) fails the launch with vLLM's lines, fast."""
+    profile, sidecar = write_profile(tmp_path, "vllm")
+    text = profile.read_text().replace('"--time-scale"', '"--fail-at", "load_weights", "--time-scale"')
+    profile.write_text(text)
+    r = specdebug("launch", "-F", str(sshd.config_path), "gpubox", "-c", str(profile), "--wait", "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    verdict = json.loads(r.stdout.strip().splitlines()[-1])
+    assert verdict["verdict"] == "failed", verdict
+    excerpt = "\n".join(verdict["excerpt"])
+    assert "SafetensorError" in excerpt or "WorkerProc" in excerpt or "EngineCore failed" in excerpt, excerpt
+    assert json.loads(sidecar.read_text())["state"] == "failed"
