@@ -140,6 +140,26 @@ def test_launch_ready_logs_env_bench_metrics(engine: str, sshd, tmp_path: Path) 
     assert since["accept_length"] == pytest.approx(expected["expected_accept_length"], rel=0.3)
     assert since["kv_usage"] is not None and since["running"] == 0
 
+    # --watch: one result per interval over ONE forwarded connection (one SSH channel), not one per read
+    log_path = Path(log)
+    size = log_path.stat().st_size
+    r = specdebug(
+        "metrics", "-F", cfg, "gpubox", "-c", prof, "--watch", "--count", "3", "--interval", "0.3", "--json"
+    )
+    assert r.returncode == 0, r.stderr
+    samples = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(samples) == 3 and all(s["status"] == "ok" for s in samples)
+    assert samples[1]["rates"]["window_s"] == pytest.approx(0.3, abs=0.25)
+    with log_path.open("rb") as fh:
+        fh.seek(size)
+        gets = [
+            ln
+            for ln in fh.read().decode(errors="replace").splitlines()
+            if '"GET /metrics HTTP/1.1" 200' in ln
+        ]
+    assert len(gets) == 3
+    assert len({ln.split(" - ")[0].rsplit(":", 1)[1] for ln in gets}) == 1  # one client port: keep-alive
+
     r = specdebug("stop", "-F", cfg, "gpubox", "-c", prof, "--grace", "5")
     assert r.returncode == 0, r.stderr
 
