@@ -24,6 +24,7 @@ VERB_MODULES = [
     "grep",
     "env",
     "bench",
+    "metrics",
     "history",
 ]
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from specdebug.core.envrules import EnvRule, server_env_rules
 from specdebug.core.logs.patterns import parse_nccl_env_line as _parse_nccl_fields
 from specdebug.core.secrets import mask_argv, mask_value, same_value, scrub, secret_values
 from specdebug.core.workers import Selection, select_workers, server_kind
@@ -35,18 +36,8 @@ VarSource = Literal["environ", "nccl_log", "launcher"]
 
 DEFAULT_PREFIXES: tuple[str, ...] = ("NCCL_", "CUDA_", "TORCH_", "SGLANG_", "VLLM_", "PYTORCH_")
 
-#: Variables the server sets itself before spawning workers, replacing the user's value
-#: (SGLang `_set_envs_and_config`; vLLM's older NCCL_CUMEM_ENABLE override inside each worker).
-SERVER_OVERWRITES: dict[str, dict[str, str]] = {
-    "sglang": {
-        "NCCL_CUMEM_ENABLE": "SGLang sets NCCL_CUMEM_ENABLE itself before spawning workers",
-        "NCCL_NVLS_ENABLE": "SGLang sets NCCL_NVLS_ENABLE from --enable-nccl-nvls before spawning workers",
-        "CUDA_DEVICE_MAX_CONNECTIONS": "SGLang sets CUDA_DEVICE_MAX_CONNECTIONS itself before spawning workers",
-    },
-    "vllm": {
-        "NCCL_CUMEM_ENABLE": "older vLLM versions set NCCL_CUMEM_ENABLE=0 inside each worker (invisible in environ)",
-    },
-}
+#: What the server does to its workers' env: per engine, version and flags (see envrules).
+SERVER_OVERWRITES_SOURCE = "specdebug.core.envrules"
 
 CLK_TCK = 100  # USER_HZ: the unit of /proc/PID/stat start times on every mainstream Linux arch
 _NAME_RE = re.compile(rb"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -165,6 +156,8 @@ class EnvQuery(BaseModel):
     prefixes: list[str] = Field(default_factory=lambda: list(DEFAULT_PREFIXES))
     log_path: str | None = None
     server_kind: str | None = None
+    server_version: str | None = None  # picks the version's env rules (unknown: rules say "maybe")
+    server_argv: list[str] | None = None  # flags such as --enable-symm-mem (default: the launcher's cmdline)
     show_secrets: bool = False
 
 
@@ -292,7 +285,10 @@ def build_report(
     users = parse_passwd(reads.get("/etc/passwd").data if reads.get("/etc/passwd") else None)
     btime = parse_btime(reads.get("/proc/stat").data if reads.get("/proc/stat") else None)
     kind = query.server_kind or server_kind(sel.workers)
-    overwrites = SERVER_OVERWRITES.get(kind or "", {})
+    argv = query.server_argv
+    if argv is None:
+        argv = list(sel.launcher.cmdline) if sel.launcher is not None else []
+    rules: dict[str, EnvRule] = server_env_rules(kind, query.server_version, argv)
     mask = _Masker(query.show_secrets)
     mask.learn(query.expected)
 
@@ -372,14 +368,36 @@ def build_report(
             )
         )
 
+    launcher_env_known = launcher is not None and launcher.environ_state == "readable"
+
     def check(proc: ProcEnv, env: dict[str, str], name: str, want: str, is_worker: bool) -> VarCheck:
-        note = overwrites.get(name)
-        vc = VarCheck(
-            status="unverifiable",
-            expected=mask.value(name, want),
-            overwritten_by_server=bool(note),
-            note=note,
-        )
+        vc = _check(proc, env, name, want, is_worker)
+        rule = rules.get(name)
+        if rule is None or not is_worker:
+            return vc
+        note = rule.note
+        if rule.effect != "overwrites" and vc.status == "different" and launcher_env_known:
+            # the launcher's environ tells which case this is: not exported, or replaced (older server)
+            exported = launcher_env.get(name)
+            if exported is None:
+                note = (
+                    f"{name} was not exported to the server (launcher pid {launcher.pid}), so the server set "
+                    f"its own {rule.value}: export it in the profile env; {rule.note}"
+                )
+            elif _values_equal(exported, want):
+                note = f"the launcher had {name}={mask.value(name, exported)} but the server replaced it; {rule.note}"
+        if (
+            rule.overwrites
+            or (rule.effect == "maybe" and vc.status in ("different", "unverifiable"))
+            or (rule.effect == "default" and vc.status == "different")
+        ):
+            vc.overwritten_by_server = True
+            vc.note = _join(note, vc.note) if vc.note else note
+        return vc
+
+    def _check(proc: ProcEnv, env: dict[str, str], name: str, want: str, is_worker: bool) -> VarCheck:
+        rule = rules.get(name)
+        vc = VarCheck(status="unverifiable", expected=mask.value(name, want))
         proof = nccl.get(proc.pid, {}).get(name)
         if proc.environ_state == "readable":
             actual = env.get(name)
@@ -401,7 +419,8 @@ def build_report(
             vc.status = "ok" if _values_equal(want, proof.value, numeric=True) else "different"
             vc.actual, vc.source = mask.value(name, proof.value), "nccl_log"
             return vc
-        if note is None and is_worker and launcher is not None and launcher.environ_state == "readable":
+        inferable = rule is None or rule.effect == "default"
+        if inferable and is_worker and launcher is not None and launcher.environ_state == "readable":
             vc.source = "launcher"
             vc.actual = mask.value(name, launcher_env.get(name))
             inferred = "absent" if name not in launcher_env else "inherited"
@@ -433,7 +452,9 @@ def build_report(
     blind = [w for w, _ in workers if w.environ_state != "readable"]
     if blind and launcher is not None and launcher.environ_state == "readable":
         for name in expected:
-            if name in launcher_env and name not in overwrites:  # overwritten ones never reach the workers
+            rule = rules.get(name)
+            # what the server may overwrite is no evidence of what the workers got
+            if name in launcher_env and (rule is None or rule.effect == "default"):
                 evidence.append(
                     Evidence(
                         source="launcher",
@@ -486,8 +507,13 @@ def build_report(
             "showing what the workers have"
         )
     for name in expected:
-        if name in overwrites and any(w.vars[name].status != "ok" for w, _ in workers):
-            warnings.append(f"{name}: {overwrites[name]}; a user value never reaches the workers")
+        rule = rules.get(name)
+        if rule is None or rule.effect == "default" or all(w.vars[name].status == "ok" for w, _ in workers):
+            continue
+        if rule.overwrites:
+            warnings.append(f"{name}: {rule.note}; a user value never reaches the workers")
+        else:
+            warnings.append(f"{name}: {rule.note}")
     if log_error:
         warnings.append(log_error)
     if launcher is not None and launcher.environ_state != "readable" and blind:
@@ -630,6 +656,7 @@ async def query_for_profile(
         expect_from_launcher=expect_from_launcher,
         prefixes=list(prefixes or DEFAULT_PREFIXES),
         server_kind=server.kind if server.kind != "custom" else None,
+        server_argv=list(server.argv),
         show_secrets=show_secrets,
     )
     alive = False

@@ -1,4 +1,12 @@
-"""A simulated SGLang speculative-decoding server: a GPU box specdebug can debug without a GPU.
+"""A simulated SGLang (or vLLM) speculative-decoding server: a GPU box specdebug can debug without a GPU.
+
+Two engines, one cost model: `--engine sglang` (default; this docstring) imitates
+`python -m sglang.launch_server`; `--engine vllm` imitates `vllm serve MODEL ...` (sim.vllm_server:
+vLLM's flags and --speculative-config JSON, `(APIServer pid=N) INFO MM-DD ...` lines, VLLM::EngineCore
+and VLLM::Worker_TP<r> processes, the stats and `SpecDecoding metrics:` lines, /health, /v1/models,
+/metrics with vLLM's names).  `--server-version` picks the line shapes (and env handling) of an older
+or newer release (sim.sglang_shapes, sim.vllm_engine).  The `[EAGLE3 profile] ... Target verify` line
+(--profile-verify) is not something SGLang prints: it stands for a user's own instrumentation.
 
 Run it as `python -m specdebug.sim [flags]` or `specdebug sim [flags]`.  It takes SGLang's flag
 names (--model-path, --tp, --port, --speculative-algorithm, --speculative-num-steps, ...) plus
@@ -30,7 +38,7 @@ Phases (`PHASES`) and the log line that starts each:
                   absent with --disable-cuda-graph; the draft model's load and graph captures
                   follow inside this phase when speculative)
     http          `INFO:     Started server process [PID]`           (uvicorn, main process)
-    warmup        the access line of the warmup's `GET /get_model_info`
+    warmup        the access line of the warmup's `GET /get_model_info` (`/model_info` from 0.5.6)
     ready         `The server is fired up and ready to roll!`        (never with --skip-server-warmup)
     Startup durations at --time-scale 1.0 total about 2.5 minutes; tests use 0.01-0.05.
 

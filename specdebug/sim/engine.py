@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from specdebug.sim import costmodel
 from specdebug.sim.costmodel import AcceptSampler, SpecConfig
+from specdebug.sim.sglang_shapes import DEFAULT_VERSION, Shapes
 
 MAX_LAG_S = 0.25  # a stalled loop catches up at most this much, then time just moves on
 PROFILE_INTERVAL = 10  # [EAGLE3 profile] line every N decode steps
@@ -128,7 +129,9 @@ class Engine:
         cuda_graph_max_bs: int = 160,
         nccl_missing: int = 0,
         profile: bool = False,
+        shapes: Shapes | None = None,
     ):
+        self.shapes = shapes or Shapes(DEFAULT_VERSION)
         self.spec = spec
         self._log = log
         self._rng = random.Random(seed)
@@ -235,13 +238,8 @@ class Engine:
         room = self.max_running - len(self.running)
         batch, self.waiting = self.waiting[:room], self.waiting[room:]
         new_tokens = sum(r.prompt_tokens for r in batch)
-        usage = (self.used_tokens + new_tokens) / self.max_total_tokens
         duration = costmodel.prefill_ms(new_tokens, self.spec) / 1000.0
-        self._log(
-            f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: 0, "
-            f"token usage: {usage:.2f}, #running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, "
-            f"cuda graph: False, input throughput (token/s): {new_tokens / duration:.2f}"
-        )
+        self._log_prefill(batch, new_tokens, duration)
         if self.before_first_forward is not None:
             hook, self.before_first_forward = self.before_first_forward, None
             hook()
@@ -277,6 +275,7 @@ class Engine:
             self._emit(req, tokens)
             if req.finished is not None:
                 self.running.remove(req)
+        self._on_step(accepts)
         if self.spec.enabled:
             self._spec_acc += sum(accepts)
             self._spec_fwd += len(accepts)
@@ -301,19 +300,43 @@ class Engine:
             self.stats.e2e.observe(time.monotonic() - req.created)
             req.out.put_nowait(req.finished)
 
+    # --- what the scheduler reports (the vLLM engine overrides these) ----------------------------
+    def _on_step(self, accepts: list[int]) -> None:
+        """Acceptance lengths (incl. the bonus token) of one decode step, one per running request."""
+
+    def _log_prefill(self, batch: list[Request], new_tokens: int, duration: float) -> None:
+        usage = (self.used_tokens + new_tokens) / self.max_total_tokens
+        self._log(
+            self.shapes.prefill(
+                new_seq=len(batch),
+                new_token=new_tokens,
+                usage=usage,
+                running=len(self.running),
+                queued=len(self.waiting),
+                pending=sum(r.prompt_tokens for r in self.waiting),
+                tput=new_tokens / duration,
+            )
+        )
+
     def _log_decode(self, bs: int, used: int) -> None:
         now = time.monotonic()
         self.stats.last_gen_throughput = self._tokens_since_log / max(now - self._last_log, 1e-6)
         self._last_log, self._tokens_since_log = now, 0
-        msg = f"Decode batch, #running-req: {bs}, #token: {used}, token usage: {used / self.max_total_tokens:.2f}, "
+        spec = None
         if self.spec.enabled and self._spec_fwd:
             accept_len = self._spec_acc / self._spec_fwd
             accept_rate = self._spec_acc / (self._spec_fwd * max(self.spec.num_draft_tokens, 1))
             self.stats.last_accept_len, self.stats.last_accept_rate = accept_len, accept_rate
             self._spec_acc = self._spec_fwd = 0
-            msg += f"accept len: {accept_len:.2f}, accept rate: {accept_rate:.2f}, "
-        msg += (
-            f"cuda graph: {self.graph_used(bs)}, gen throughput (token/s): {self.stats.last_gen_throughput:.2f}, "
-            f"#queue-req: {len(self.waiting)}"
+            spec = (accept_len, accept_rate)
+        self._log(
+            self.shapes.decode(
+                running=bs,
+                used=used,
+                usage=used / self.max_total_tokens,
+                spec=spec,
+                graph=self.graph_used(bs),
+                tput=self.stats.last_gen_throughput,
+                queued=len(self.waiting),
+            )
         )
-        self._log(msg)

@@ -23,9 +23,10 @@ from starlette.routing import Route
 
 from specdebug.sim import faults
 from specdebug.sim.engine import HISTOGRAM_BUCKETS, Engine, Finish, Histogram, Request, count_tokens
+from specdebug.sim.logsink import launcher_sink
 from specdebug.sim.options import SimConfig
+from specdebug.sim.sglang_shapes import Shapes
 
-SGLANG_VERSION = "0.5.4.post1"
 HEALTH_GENERATE_TIMEOUT_S = 20.0
 
 
@@ -108,6 +109,13 @@ def build_app(state: ServerState) -> Starlette:
 
     async def model_info(request: HttpRequest) -> Response:
         s = state.cfg.server
+        if request.url.path == "/get_model_info" and Shapes(state.cfg.sim.server_version).era == "current":
+            sink = launcher_sink()
+            if sink is not None:
+                sink.warning(
+                    "Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
+                    "Please use '/model_info' instead."
+                )
         return JSONResponse(
             {
                 "model_path": s.model_path,
@@ -135,7 +143,7 @@ def build_app(state: ServerState) -> Starlette:
             "max_total_num_tokens": state.max_total_num_tokens,
             "max_req_input_len": state.max_req_input_len,
             "internal_states": [internal],
-            "version": SGLANG_VERSION,
+            "version": state.cfg.sim.server_version,
         }
         return JSONResponse(info)
 
@@ -152,12 +160,16 @@ def build_app(state: ServerState) -> Starlette:
         return JSONResponse({"object": "list", "data": [card]})
 
     async def get_load(request: HttpRequest) -> Response:
+        """The deprecated shim's shape: one entry per DP rank (http_server.py, current-sources.md)."""
         return JSONResponse(
             [
                 {
+                    "dp_rank": 0,
                     "num_reqs": len(engine.running) + len(engine.waiting),
                     "num_waiting_reqs": len(engine.waiting),
                     "num_tokens": engine.used_tokens,
+                    "num_pending_tokens": sum(r.prompt_tokens for r in engine.waiting),
+                    "ts_tic": time.time(),
                 }
             ]
         )
@@ -226,97 +238,9 @@ def build_app(state: ServerState) -> Starlette:
         return JSONResponse({"text": out, "meta_info": meta(finish)})
 
     async def openai(request: HttpRequest, chat: bool) -> Response:
-        body = await _json_body(request)
-        if isinstance(body, Response):
-            return body
-        if request_faults.fraction and request_faults.next_fails():
-            return JSONResponse(faults.failed_request_body(), status_code=500)
-        if chat:
-            messages = body.get("messages") or []
-            prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
-            prompt_tokens = count_tokens(prompt) + 4 * len(messages)
-            default_max = 4096
-        else:
-            prompt = body.get("prompt") or ""
-            if isinstance(prompt, list):
-                prompt_tokens = (
-                    len(prompt)
-                    if prompt and isinstance(prompt[0], int)
-                    else count_tokens(" ".join(map(str, prompt)))
-                )
-            else:
-                prompt_tokens = count_tokens(str(prompt))
-            default_max = 16
-        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or default_max
-        req = engine.submit(prompt_tokens, int(max_tokens), ignore_eos=bool(body.get("ignore_eos")))
-        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-        created = int(time.time())
-        model = body.get("model") or state.model_id
-        obj = "chat.completion" if chat else "text_completion"
-
-        def usage() -> dict[str, int]:
-            return {
-                "prompt_tokens": req.prompt_tokens,
-                "completion_tokens": req.generated,
-                "total_tokens": req.prompt_tokens + req.generated,
-            }
-
-        def choice(text: str, finish: Finish | None, *, first: bool = False) -> dict[str, Any]:
-            reason = finish.reason if finish is not None and finish.reason != "abort" else None
-            c: dict[str, Any] = {"index": 0}
-            if chat:
-                delta: dict[str, Any] = {"role": "assistant", "content": text} if first else {"content": text}
-                c["delta"] = delta
-            else:
-                c["text"] = text
-                c["logprobs"] = None
-            c["finish_reason"] = reason
-            c["matched_stop"] = finish.matched_stop if finish is not None else None
-            return c
-
-        if body.get("stream"):
-            options = body.get("stream_options") or {}
-            include_usage = bool(options.get("include_usage"))
-            # SGLang and vLLM put running usage in every chunk with continuous_usage_stats
-            continuous = include_usage and bool(options.get("continuous_usage_stats"))
-            chunk_obj = "chat.completion.chunk" if chat else "text_completion"
-
-            def chunk(choices: list[dict[str, Any]], with_usage: dict[str, int] | None = None) -> bytes:
-                return _sse(
-                    {"id": rid, "object": chunk_obj, "created": created, "model": model, "choices": choices,
-                     "usage": with_usage}
-                )  # fmt: skip
-
-            async def stream() -> AsyncIterator[bytes]:
-                first = True
-                sent = 0
-                if chat:
-                    yield chunk([choice("", None, first=True)])
-                    first = False
-                async for item in _chunks(engine, req):
-                    if isinstance(item, Finish):
-                        yield chunk([choice("", item)])
-                    else:
-                        sent += len(item)
-                        running = None
-                        if continuous:
-                            running = {"prompt_tokens": req.prompt_tokens, "completion_tokens": sent,
-                                       "total_tokens": req.prompt_tokens + sent}  # fmt: skip
-                        yield chunk([choice("".join(item), None, first=first)], running)
-                        first = False
-                if include_usage:
-                    yield chunk([], usage())
-                yield b"data: [DONE]\n\n"
-
-            return StreamingResponse(stream(), media_type="text/event-stream")
-
-        out, finish = await _collect(engine, req)
-        c = choice(out, finish)
-        if chat:
-            c.pop("delta")
-            c["message"] = {"role": "assistant", "content": out}
-        return JSONResponse({"id": rid, "object": obj, "created": created, "model": model, "choices": [c],
-                             "usage": usage()})  # fmt: skip
+        return await openai_response(
+            engine, state.model_id, request, chat=chat, request_faults=request_faults
+        )
 
     async def completions(request: HttpRequest) -> Response:
         return await openai(request, chat=False)
@@ -342,6 +266,113 @@ def build_app(state: ServerState) -> Starlette:
     return Starlette(routes=routes)
 
 
+async def openai_response(
+    engine: Engine,
+    model_id: str,
+    request: HttpRequest,
+    *,
+    chat: bool,
+    flavor: str = "sglang",
+    request_faults: faults.RequestFaults | None = None,
+) -> Response:
+    """OpenAI completions / chat completions, streaming or not; `flavor` picks SGLang's `matched_stop`
+    or vLLM's `stop_reason` in each choice (both put usage in a final chunk with include_usage)."""
+    body = await _json_body(request)
+    if isinstance(body, Response):
+        return body
+    if request_faults is not None and request_faults.fraction and request_faults.next_fails():
+        return JSONResponse(faults.failed_request_body(), status_code=500)
+    if chat:
+        messages = body.get("messages") or []
+        prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+        prompt_tokens = count_tokens(prompt) + 4 * len(messages)
+        default_max = 4096
+    else:
+        prompt = body.get("prompt") or ""
+        if isinstance(prompt, list):
+            prompt_tokens = (
+                len(prompt)
+                if prompt and isinstance(prompt[0], int)
+                else count_tokens(" ".join(map(str, prompt)))
+            )
+        else:
+            prompt_tokens = count_tokens(str(prompt))
+        default_max = 16
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or default_max
+    req = engine.submit(prompt_tokens, int(max_tokens), ignore_eos=bool(body.get("ignore_eos")))
+    rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+    created = int(time.time())
+    model = body.get("model") or model_id
+    obj = "chat.completion" if chat else "text_completion"
+
+    def usage() -> dict[str, int]:
+        return {
+            "prompt_tokens": req.prompt_tokens,
+            "completion_tokens": req.generated,
+            "total_tokens": req.prompt_tokens + req.generated,
+        }
+
+    def choice(text: str, finish: Finish | None, *, first: bool = False) -> dict[str, Any]:
+        reason = finish.reason if finish is not None and finish.reason != "abort" else None
+        c: dict[str, Any] = {"index": 0}
+        if chat:
+            delta: dict[str, Any] = {"role": "assistant", "content": text} if first else {"content": text}
+            c["delta"] = delta
+        else:
+            c["text"] = text
+            c["logprobs"] = None
+        c["finish_reason"] = reason
+        if flavor == "vllm":
+            c["stop_reason"] = finish.matched_stop if finish is not None else None
+        else:
+            c["matched_stop"] = finish.matched_stop if finish is not None else None
+        return c
+
+    if body.get("stream"):
+        options = body.get("stream_options") or {}
+        include_usage = bool(options.get("include_usage"))
+        # SGLang and vLLM put running usage in every chunk with continuous_usage_stats
+        continuous = include_usage and bool(options.get("continuous_usage_stats"))
+        chunk_obj = "chat.completion.chunk" if chat else "text_completion"
+
+        def chunk(choices: list[dict[str, Any]], with_usage: dict[str, int] | None = None) -> bytes:
+            return _sse(
+                {"id": rid, "object": chunk_obj, "created": created, "model": model, "choices": choices,
+                 "usage": with_usage}
+            )  # fmt: skip
+
+        async def stream() -> AsyncIterator[bytes]:
+            first = True
+            sent = 0
+            if chat:
+                yield chunk([choice("", None, first=True)])
+                first = False
+            async for item in _chunks(engine, req):
+                if isinstance(item, Finish):
+                    yield chunk([choice("", item)])
+                else:
+                    sent += len(item)
+                    running = None
+                    if continuous:
+                        running = {"prompt_tokens": req.prompt_tokens, "completion_tokens": sent,
+                                   "total_tokens": req.prompt_tokens + sent}  # fmt: skip
+                    yield chunk([choice("".join(item), None, first=first)], running)
+                    first = False
+            if include_usage:
+                yield chunk([], usage())
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    out, finish = await _collect(engine, req)
+    c = choice(out, finish)
+    if chat:
+        c.pop("delta")
+        c["message"] = {"role": "assistant", "content": out}
+    return JSONResponse({"id": rid, "object": obj, "created": created, "model": model, "choices": [c],
+                         "usage": usage()})  # fmt: skip
+
+
 def _histogram(name: str, help_text: str, h: Histogram, labels: str) -> list[str]:
     lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
     for bound, n in zip(HISTOGRAM_BUCKETS, h.counts, strict=True):
@@ -355,7 +386,9 @@ def _histogram(name: str, help_text: str, h: Histogram, labels: str) -> list[str
 def render_metrics(state: ServerState) -> str:
     """Prometheus text with SGLang's metric names (gauges of the last decode-log interval)."""
     e = state.engine
-    labels = f'model_name="{state.model_id}",engine_type="unified",tp_rank="0",pp_rank="0"'
+    labels = f'model_name="{state.model_id}",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+    if state.cfg.server.dp_size > 1:
+        labels += ',dp_rank="0"'
     gauges = {
         "sglang:num_running_reqs": ("The number of running requests.", len(e.running)),
         "sglang:num_used_tokens": ("The number of used tokens.", e.used_tokens),

@@ -23,8 +23,9 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from specdebug.sim import costmodel
-from specdebug.sim.logsink import LogSink, Sidecar, rank_prefix, set_launcher_sink, uvicorn_log_config
+from specdebug.sim.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
 from specdebug.sim.options import SimConfig, parse_args
+from specdebug.sim.sglang_shapes import Shapes, scheduler_ranks, set_envs_and_config
 from specdebug.sim.worker import run_detokenizer_process, run_scheduler_process
 
 SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
@@ -42,6 +43,8 @@ class Launcher:
     def __init__(self, cfg: SimConfig):
         self.cfg = cfg
         s = cfg.server
+        self.shapes = Shapes(cfg.sim.server_version)
+        self.ranks = sim_ranks(cfg)
         self.sink = LogSink(cfg.sim.log_file, level=s.log_level)
         self.sink.on_line = self._on_line
         set_launcher_sink(self.sink)
@@ -55,6 +58,8 @@ class Launcher:
                 "log_file": cfg.sim.log_file,
                 "started_at": time.time(),
                 "tp_size": s.tp_size,
+                "engine": "sglang",
+                "server_version": cfg.sim.server_version,
                 "speculative_algorithm": s.speculative_algorithm,
                 "workers": {},
                 "detokenizer_pid": None,
@@ -72,7 +77,7 @@ class Launcher:
     def _on_line(self, text: str, when: float) -> None:
         if "Started server process [" in text:
             self.sidecar.phase("http", when)
-        elif not self._seen_warmup_poll and '"GET /get_model_info' in text:
+        elif not self._seen_warmup_poll and f'"GET {self.shapes.warmup_path} ' in text:
             self._seen_warmup_poll = True
             self.sidecar.phase("warmup", when)
 
@@ -110,12 +115,11 @@ class Launcher:
 
     # --- startup ---------------------------------------------------------------------------------
     def _set_envs_and_config(self) -> None:
-        """SGLang's own env overrides in the launcher (user values of these names never reach workers)."""
+        """SGLang's own env handling in the launcher, as the --server-version does it (sglang_shapes)."""
         s = self.cfg.server
-        os.environ["NCCL_CUMEM_ENABLE"] = str(int(s.enable_symm_mem))
-        os.environ["NCCL_NVLS_ENABLE"] = str(int(s.enable_nccl_nvls))
-        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "8"
-        os.environ["CUDA_MODULE_LOADING"] = "AUTO"
+        set_envs_and_config(
+            os.environ, self.shapes, enable_symm_mem=s.enable_symm_mem, enable_nccl_nvls=s.enable_nccl_nvls
+        )
         for prefix in self.cfg.sim.drop_env:
             for name in [k for k in os.environ if k.startswith(prefix)]:
                 del os.environ[name]  # spawn children get the parent's os.environ as it is now
@@ -123,9 +127,9 @@ class Launcher:
     def _spawn(self) -> None:
         ctx = mp.get_context("spawn")
         data = self.cfg.to_dict()
-        for rank in range(self.cfg.server.tp_size):
+        for rank in self.ranks:
             parent_end, child_end = ctx.Pipe(duplex=True)
-            proc = ctx.Process(target=run_scheduler_process, args=(data, rank, child_end), daemon=True)
+            proc = ctx.Process(target=run_scheduler_process, args=(data, rank.index, child_end), daemon=True)
             proc.start()
             child_end.close()
             self.procs.append(proc)
@@ -133,6 +137,15 @@ class Launcher:
             self.conns.append(parent_end)
         parent_end, child_end = ctx.Pipe(duplex=True)
         detok = ctx.Process(target=run_detokenizer_process, args=(data, child_end), daemon=True)
+        s = self.cfg.server
+        if s.dp_size > 1 and not s.enable_dp_attention:  # DP groups get a controller process
+            ctl = ctx.Process(
+                target=run_detokenizer_process,
+                args=(data, None, "sglang::data_parallel_controller"),
+                daemon=True,
+            )
+            ctl.start()
+            self.procs.append(ctl)
         detok.start()
         child_end.close()
         self.procs.append(detok)
@@ -195,7 +208,7 @@ class Launcher:
         tp0 = self.ready.get(0, {})
         missing, profile = self._model_facts()
         max_running = s.max_running_requests or (48 if spec.enabled else 4096)
-        prefix = rank_prefix(0, s.tp_size)
+        prefix = self.ranks[0].prefix
         engine = Engine(
             spec,
             log=lambda msg: self.sink.log(msg, prefix=prefix),
@@ -207,6 +220,7 @@ class Launcher:
             cuda_graph_max_bs=s.cuda_graph_max_bs or 160,
             nccl_missing=missing,
             profile=profile,
+            shapes=self.shapes,
         )
         self.sidecar.update(
             worker_env={str(r): info["env"] for r, info in sorted(self.ready.items())},
@@ -280,7 +294,7 @@ class Launcher:
                 for _ in range(120):
                     await asyncio.sleep(1.0 * self.cfg.sim.time_scale)
                     try:
-                        res = await client.get(url + "/get_model_info", timeout=5)
+                        res = await client.get(url + self.shapes.warmup_path, timeout=5)
                         if res.status_code == 200:
                             break
                     except httpx.HTTPError:
@@ -332,6 +346,33 @@ class Launcher:
         return 0
 
 
+def sim_ranks(cfg: SimConfig):
+    s = cfg.server
+    legacy = Shapes(cfg.sim.server_version).era == "legacy"
+    return scheduler_ranks(
+        s.tp_size, s.pp_size, s.dp_size, s.ep_size, dp_attention=s.enable_dp_attention, legacy=legacy
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    cfg = parse_args(list(sys.argv[1:] if argv is None else argv))
+    """`--engine vllm` runs the vLLM imitation (sim.vllm_server); otherwise SGLang's launch_server."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if engine_of(argv) == "vllm":
+        from specdebug.sim.vllm_server import main as vllm_main
+
+        return vllm_main(argv)
+    try:
+        cfg = parse_args(argv)
+    except (AssertionError, ValueError):  # ServerArgs.__post_init__ failures: a traceback and exit 1
+        traceback.print_exc()
+        return 1
     return Launcher(cfg).run()
+
+
+def engine_of(argv: list[str]) -> str:
+    for i, arg in enumerate(argv):
+        if arg == "--engine" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--engine="):
+            return arg.split("=", 1)[1]
+    return "sglang"

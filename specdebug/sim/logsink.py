@@ -94,6 +94,10 @@ def set_launcher_sink(sink: LogSink | None) -> None:
     _LAUNCHER_SINK = sink
 
 
+def launcher_sink() -> LogSink | None:
+    return _LAUNCHER_SINK
+
+
 class SinkHandler(logging.Handler):
     """logging handler that writes formatted records through the launcher's LogSink."""
 

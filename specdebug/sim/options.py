@@ -12,10 +12,10 @@ from typing import Any
 
 from specdebug.sim import FAULT_PHASES, HANG_PHASES
 from specdebug.sim.costmodel import SPEC_ALGORITHMS, SpecConfig
+from specdebug.sim.sglang_args import TOPK1_ADJUST_WARNING, resolve_spec
+from specdebug.sim.sglang_shapes import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
 
-TOPK1_ADJUST_WARNING = (
-    "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1"
-)
+__all__ = ["TOPK1_ADJUST_WARNING", "ServerArgs", "SimConfig", "SimOptions", "build_parser", "parse_args"]
 
 
 @dataclass
@@ -85,6 +85,7 @@ class SimOptions:
     """Sim-only switches (not part of ServerArgs, never printed in the server_args line)."""
 
     log_file: str | None = None
+    server_version: str = SGLANG_DEFAULT_VERSION  # which SGLang's line shapes and env handling
     time_scale: float = 1.0
     seed: int = 0
     fail_at: str | None = None
@@ -186,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--log-file", help="also append every log line to this file (+ sidecar <log-file>.sim.json)"
     )
+    sim.add_argument("--engine", choices=["sglang", "vllm"], default="sglang", help="which server to imitate")
+    sim.add_argument(
+        "--server-version",
+        default=SGLANG_DEFAULT_VERSION,
+        help="SGLang version whose line shapes and env handling to imitate (see sim.sglang_shapes)",
+    )
     sim.add_argument(
         "--time-scale", type=float, default=1.0, help="multiplies startup durations (1.0 = minutes)"
     )
@@ -215,38 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _spec_config(server: ServerArgs, warnings: list[str]) -> SpecConfig:
-    algo = server.speculative_algorithm
-    if algo in (None, "NONE"):
-        server.speculative_algorithm = None
-        return SpecConfig()
-    if server.speculative_num_steps is None:
-        server.speculative_num_steps = 3
-    if server.speculative_eagle_topk is None:
-        server.speculative_eagle_topk = 1
-    if server.speculative_num_draft_tokens is None:
-        server.speculative_num_draft_tokens = server.speculative_num_steps + 1
-    if algo in ("EAGLE", "EAGLE3") and server.speculative_draft_model_path is None:
-        server.speculative_draft_model_path = f"{server.model_path}-{algo}-draft"
-    if (
-        server.speculative_eagle_topk == 1
-        and server.speculative_num_draft_tokens != server.speculative_num_steps + 1
-    ):
-        warnings.append(TOPK1_ADJUST_WARNING)
-        server.speculative_num_draft_tokens = server.speculative_num_steps + 1
-    return SpecConfig(
-        algorithm=algo,
-        num_steps=server.speculative_num_steps,
-        topk=server.speculative_eagle_topk,
-        num_draft_tokens=server.speculative_num_draft_tokens,
-    )
-
-
 def parse_args(argv: list[str]) -> SimConfig:
     """Parse argv; exits 2 with argparse's message on bad flags, like SGLang."""
     ns = vars(build_parser().parse_args(argv))
     sim = SimOptions(
         log_file=ns.pop("log_file"),
+        server_version=ns.pop("server_version"),
         time_scale=max(0.0, ns.pop("time_scale")),
         seed=ns.pop("seed"),
         fail_at=ns.pop("fail_at"),
@@ -256,6 +237,7 @@ def parse_args(argv: list[str]) -> SimConfig:
         profile_verify=ns.pop("profile_verify"),
         fail_requests=min(max(ns.pop("fail_requests"), 0.0), 1.0),
     )
+    ns.pop("engine")
     server = ServerArgs(**ns)
     if server.tokenizer_path is None:
         server.tokenizer_path = server.model_path
@@ -264,12 +246,9 @@ def parse_args(argv: list[str]) -> SimConfig:
     if server.chunked_prefill_size is None:
         server.chunked_prefill_size = 8192
     warnings: list[str] = []
-    spec = _spec_config(server, warnings)
+    spec = resolve_spec(server, warnings)
     if server.cuda_graph_max_bs is None:
         server.cuda_graph_max_bs = 48 if spec.enabled else 160
     if server.random_seed is None:
         server.random_seed = sim.seed
-    if spec.enabled and server.speculative_algorithm in ("EAGLE", "EAGLE3"):
-        warnings.insert(0, "Overlap scheduler is disabled because of using eagle speculative decoding.")
-        server.disable_overlap_schedule = True
     return SimConfig(server=server, sim=sim, spec=spec, warnings=warnings)

@@ -21,8 +21,9 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from specdebug.sim import faults
-from specdebug.sim.logsink import LogSink, rank_prefix
+from specdebug.sim.logsink import LogSink
 from specdebug.sim.options import SimConfig
+from specdebug.sim.sglang_shapes import Rank, Shapes, scheduler_ranks, startup_timings
 
 # startup durations in seconds at --time-scale 1.0 (a 1T MoE on 8 GPUs: a few minutes)
 DURATIONS = {
@@ -162,16 +163,19 @@ def nccl_init_lines(env: dict[str, str], rank: int, nranks: int, pid: int, tid: 
 class SimScheduler:
     """One TP rank's startup and idle loop."""
 
-    def __init__(self, cfg: SimConfig, tp_rank: int, conn: Connection, sink: LogSink):
+    def __init__(self, cfg: SimConfig, rank: Rank, conn: Connection, sink: LogSink, n_ranks: int = 0):
         self.cfg = cfg
-        self.rank = tp_rank
+        self.index = rank.index
+        self.rank = rank.tp
         self.conn = conn
         self.sink = sink
         self.mem = MemoryPlan.for_config(cfg)
-        tp = cfg.server.tp_size
-        self.fail_rank = tp - 1  # faults strike the last rank: a tool must look beyond TP0
-        self.skew = 1.0 + 0.004 * tp_rank
+        self.shapes = Shapes(cfg.sim.server_version)
+        self.fail_rank = max(n_ranks, 1) - 1  # faults strike the last rank: a tool must look beyond TP0
+        self.skew = 1.0 + 0.004 * rank.index
         self.env = _reported_env()
+        self.timings: dict[str, float] = {}
+        self.graph_timings: dict[str, float] = {}
 
     # --- helpers ---------------------------------------------------------------------------------
     def _send(self, *msg: Any) -> None:
@@ -194,7 +198,7 @@ class SimScheduler:
             self._send("hang", phase, time.time())
             while True:
                 time.sleep(3600)
-        if sim.fail_at == phase and self.rank == self.fail_rank:
+        if sim.fail_at == phase and self.index == self.fail_rank:
             self._raise_fault(phase)
 
     def _raise_fault(self, phase: str) -> None:
@@ -209,13 +213,13 @@ class SimScheduler:
             faults.init_cuda_graphs(self.rank, m.total, 1.06, oom=False)
 
     def _tqdm(self, text: str) -> None:
-        if self.rank == 0:
+        if self.index == 0:
             self.sink.raw(text)  # tqdm bars: stderr, TP0 only, no log prefix
 
     # --- startup ---------------------------------------------------------------------------------
     def startup(self) -> None:
         s, m, spec = self.cfg.server, self.mem, self.cfg.spec
-        t = time.monotonic()
+        t = self.t_start = time.monotonic()
         self._phase("init", "Init torch distributed begin.")
         self._sleep("init", FAULT_AT_FRACTION)
         self._checkpoint("init")
@@ -240,6 +244,8 @@ class SimScheduler:
             f"Load weight end. elapsed={time.monotonic() - t:.2f} s, type={TARGET_ARCH}, dtype=torch.bfloat16, "
             f"avail mem={m.after_weights:.2f} GB, mem usage={m.weights:.2f} GB."
         )
+        self.timings["load_weight"] = time.monotonic() - t
+        t = time.monotonic()
 
         self._phase("kv_cache", "Using KV cache dtype: torch.bfloat16")
         self._sleep("kv_cache", FAULT_AT_FRACTION)
@@ -247,21 +253,22 @@ class SimScheduler:
         if m.tokens <= 0:
             faults.init_memory_pool(m.total, s.mem_fraction_static or 0.88)
         self._sleep("kv_cache", 1 - FAULT_AT_FRACTION)
-        self.sink.info(f"KV Cache is allocated. #tokens: {m.tokens}, KV size: {m.kv:.2f} GB")
+        dtype = "dtype: torch.bfloat16, " if self.shapes.era == "current" else ""
+        self.sink.info(f"KV Cache is allocated. {dtype}#tokens: {m.tokens}, KV size: {m.kv:.2f} GB")
         self.sink.info(f"Memory pool end. avail mem={m.after_pool:.2f} GB")
+        self.timings["kv_cache_allocation"] = time.monotonic() - t
 
         if not s.disable_cuda_graph:
             t = time.monotonic()
-            self._phase(
-                "cuda_graph",
-                f"Capture cuda graph begin. This can take up to several minutes. avail mem={m.after_pool:.2f} GB",
-            )
             sizes = cuda_graph_batch_sizes(s.cuda_graph_max_bs or 160)
-            if self.rank == 0:
+            target = "target verify" if spec.enabled else "target decode"
+            per_req = spec.num_draft_tokens if spec.enabled else 1
+            self._phase("cuda_graph", self._capture_begin(target, per_req, sizes, m.after_pool))
+            if self.index == 0 and self.shapes.era != "current":
                 self.sink.info(f"Capture cuda graph bs {sizes}")
             self._sleep("cuda_graph", FAULT_AT_FRACTION)
             self._checkpoint("cuda_graph")
-            if (self.cfg.sim.oom and self.rank == self.fail_rank) or m.after_graph < 0.3:
+            if (self.cfg.sim.oom and self.index == self.fail_rank) or m.after_graph < 0.3:
                 faults.init_cuda_graphs(self.rank, m.total, max(m.after_pool - m.graph * 0.6, 0.01), oom=True)
             self._sleep("cuda_graph", 1 - FAULT_AT_FRACTION)
             took = time.monotonic() - t
@@ -269,24 +276,29 @@ class SimScheduler:
                 f"Capturing batches (bs=1 avail_mem={m.after_graph:.2f} GB): 100%|██████████| "
                 f"{len(sizes)}/{len(sizes)} [00:{min(int(took), 59):02d}<00:00, {len(sizes) / max(took, 0.01):5.2f}it/s]"
             )
-            self.sink.info(
-                f"Capture cuda graph end. Time elapsed: {took:.2f} s. mem usage={m.graph:.2f} GB. "
-                f"avail mem={m.after_graph:.2f} GB."
-            )
+            self.sink.info(self._capture_end(target, took, m.graph, m.after_graph))
+            self.graph_timings[target.replace(" ", "_")] = took
         if spec.enabled:
             self._draft_startup()
-        if self.rank == 0:
+        if self.index == 0:
             max_running = s.max_running_requests or (48 if spec.enabled else 4096)
             self.sink.info(
                 f"max_total_num_tokens={m.tokens}, chunked_prefill_size={s.chunked_prefill_size}, "
                 f"max_prefill_tokens={s.max_prefill_tokens}, max_running_requests={max_running}, "
                 f"context_len={s.context_length or 131072}, available_gpu_mem={m.final:.2f} GB"
             )
+            if self.shapes.era == "current":
+                parts = {
+                    **self.timings,
+                    "scheduler_e2e": time.monotonic() - self.t_start,
+                    "tokenizer_e2e": 0.41,
+                }
+                self.sink.info(startup_timings(parts, self.graph_timings))
         self._send(
             "ready",
             {
                 "status": "ready",
-                "rank": self.rank,
+                "rank": self.index,
                 "pid": os.getpid(),
                 "env": self.env,
                 "max_total_num_tokens": m.tokens,
@@ -307,17 +319,33 @@ class SimScheduler:
         if s.disable_cuda_graph:
             return
         avail = m.after_graph - m.draft_weights
-        for label, key in (("draft", "draft_graph"), ("draft extend", "draft_extend_graph")):
+        sizes = cuda_graph_batch_sizes(s.cuda_graph_max_bs or 160)
+        first = "draft decode" if self.shapes.era == "current" else "draft"
+        for label, key in ((first, "draft_graph"), ("draft extend", "draft_extend_graph")):
             t = time.monotonic()
-            self.sink.info(
-                f"Capture {label} cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB"
-            )
+            self.sink.info(self._capture_begin(label, self.cfg.spec.topk, sizes, avail))
             self._sleep(key)
             avail -= m.draft_graph
-            self.sink.info(
-                f"Capture {label} cuda graph end. Time elapsed: {time.monotonic() - t:.2f} s. "
-                f"avail mem={avail:.2f} GB. mem usage={m.draft_graph:.2f} GB."
+            took = time.monotonic() - t
+            self.sink.info(self._capture_end(label, took, m.draft_graph, avail))
+            self.graph_timings[label.replace(" ", "_")] = took
+
+    def _capture_begin(self, label: str, per_req: int, sizes: list[int], avail: float) -> str:
+        """Classic `Capture cuda graph begin. ...` / current `Capture target verify CUDA graph begin. ...`."""
+        if self.shapes.era == "current":
+            return (
+                f"Capture {label} CUDA graph begin. backend=full, num_tokens_per_req={per_req}, bs={sizes}, "
+                f"avail mem={avail:.2f} GB"
             )
+        what = "cuda graph" if label.startswith("target") else f"{label} cuda graph"
+        return f"Capture {what} begin. This can take up to several minutes. avail mem={avail:.2f} GB"
+
+    def _capture_end(self, label: str, took: float, usage: float, avail: float) -> str:
+        if self.shapes.era == "current":
+            return f"Capture {label} CUDA graph end. elapsed={took:.2f} s, mem usage={usage:.2f} GB, avail mem={avail:.2f} GB."
+        if label.startswith("target"):
+            return f"Capture cuda graph end. Time elapsed: {took:.2f} s. mem usage={usage:.2f} GB. avail mem={avail:.2f} GB."
+        return f"Capture {label} cuda graph end. Time elapsed: {took:.2f} s. avail mem={avail:.2f} GB. mem usage={usage:.2f} GB."
 
     # --- serving ---------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -333,17 +361,26 @@ class SimScheduler:
                 return
 
 
-def run_scheduler_process(cfg_dict: dict[str, Any], tp_rank: int, conn: Connection) -> None:
+def run_scheduler_process(cfg_dict: dict[str, Any], index: int, conn: Connection) -> None:
     """Entry point of a spawned scheduler (mirrors sglang's run_scheduler_process)."""
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C goes to the launcher, which ends us
     cfg = SimConfig.from_dict(cfg_dict)
-    prefix = rank_prefix(tp_rank, cfg.server.tp_size)
+    s = cfg.server
+    ranks = scheduler_ranks(
+        s.tp_size,
+        s.pp_size,
+        s.dp_size,
+        s.ep_size,
+        dp_attention=s.enable_dp_attention,
+        legacy=Shapes(cfg.sim.server_version).era == "legacy",
+    )
+    rank = ranks[index]
     import setproctitle
 
-    setproctitle.setproctitle(f"sglang::scheduler{prefix.replace(' ', '_')}")
-    sink = LogSink(cfg.sim.log_file, level=cfg.server.log_level, prefix=prefix)
-    scheduler = SimScheduler(cfg, tp_rank, conn, sink)
+    setproctitle.setproctitle(rank.title)
+    sink = LogSink(cfg.sim.log_file, level=s.log_level, prefix=rank.prefix)
+    scheduler = SimScheduler(cfg, rank, conn, sink, len(ranks))
     try:
         scheduler.startup()
         scheduler.serve()
@@ -356,13 +393,18 @@ def run_scheduler_process(cfg_dict: dict[str, Any], tp_rank: int, conn: Connecti
         sys.exit(1)
 
 
-def run_detokenizer_process(cfg_dict: dict[str, Any], conn: Connection) -> None:
-    """Entry point of the spawned detokenizer: titled, idle, gone with the launcher."""
+def run_detokenizer_process(
+    cfg_dict: dict[str, Any], conn: Connection | None, title: str = "sglang::detokenizer"
+) -> None:
+    """Entry point of the spawned detokenizer (or DP controller): titled, idle, gone with the launcher."""
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import setproctitle
 
-    setproctitle.setproctitle("sglang::detokenizer")
+    setproctitle.setproctitle(title)
+    if conn is None:
+        while True:
+            time.sleep(3600)
     while True:
         try:
             msg = conn.recv()

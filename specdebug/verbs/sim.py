@@ -1,4 +1,5 @@
-"""`specdebug sim [flags]`: run the simulated SGLang box in the foreground (same as `python -m specdebug.sim`)."""
+"""`specdebug sim [flags]`: run the simulated box in the foreground (same as `python -m specdebug.sim`);
+`specdebug sim --engine vllm serve MODEL ...` runs it as vLLM."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # prefix_chars that never occur: every argument (even --tp, --help) goes to the sim's own parser
     parser = subparsers.add_parser(
         "sim",
-        help="run a simulated SGLang speculative-decoding server (SGLang flags; see `specdebug sim --help`)",
+        help="run a simulated SGLang (or, with --engine vllm, vLLM) speculative-decoding server",
         add_help=False,
         prefix_chars="\x00",
     )

@@ -264,9 +264,11 @@ def test_show_secrets_reveals():
 
 
 def test_sglang_overwrites_flagged():
+    """Older SGLang (unconditional `_set_envs_and_config`) replaced the user's value; current SGLang
+    keeping it is covered in tests/unit/test_format_gaps.py."""
     env = environ(NCCL_CUMEM_ENABLE="0", CUDA_DEVICE_MAX_CONNECTIONS="8")
     rep = build_report(
-        q(expected={"NCCL_CUMEM_ENABLE": "1"}),
+        q(expected={"NCCL_CUMEM_ENABLE": "1"}, server_version="0.4.9"),
         PROCS,
         reads({200: environ(NCCL_CUMEM_ENABLE="1"), 201: env, 202: env}),
     )
@@ -274,7 +276,7 @@ def test_sglang_overwrites_flagged():
     assert vc.status == "different" and vc.overwritten_by_server
     assert rep.summary.server_kind == "sglang"
     assert any("never reaches the workers" in w for w in rep.summary.warnings)
-    assert any("SGLang sets NCCL_CUMEM_ENABLE" in r for r in rep.summary.reasons)
+    assert any("SGLang 0.4.9 sets NCCL_CUMEM_ENABLE=0" in r for r in rep.summary.reasons)
 
 
 def test_expect_from_launcher():

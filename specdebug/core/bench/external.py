@@ -297,6 +297,11 @@ def parse_saved_json(obj: dict) -> BenchResult:
     res.peak_concurrent_requests = num("max_concurrent_requests")
     res.mean_concurrency = num("concurrency")
     res.accept_length = num("accept_length")
+    res.spec = saved_spec_decode(obj)
+    if res.spec is not None:  # only vLLM writes spec_decode_* (sglang writes accept_length)
+        res.source_format = "vllm"
+        if res.accept_length is None:
+            res.accept_length = res.spec.acceptance_length
     if isinstance(obj.get("backend"), str):
         res.config.backend = obj["backend"]
     if isinstance(obj.get("max_concurrency"), int):
@@ -318,3 +323,38 @@ def parse_saved_json(obj: dict) -> BenchResult:
             if m and num(key) is not None:
                 _set_stat(stats, "P", m.group(1), num(key))  # type: ignore[arg-type]
     return res
+
+
+def saved_spec_decode(obj: dict) -> SpecDecoding | None:
+    """The ``spec_decode_*`` keys of ``vllm bench serve --save-result`` (vllm/benchmarks/serve.py
+    ``_add_spec_decode_result``): rate in percent, per-position rates as fractions (stored here in %).
+    None when the run had no speculative decoding section."""
+
+    def num(key: str) -> float | None:
+        v = obj.get(key)
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    keys = [k for k in obj if isinstance(k, str) and k.startswith("spec_decode_")]
+    if not keys:
+        return None
+    spec = SpecDecoding(
+        acceptance_rate_pct=num("spec_decode_acceptance_rate"),
+        acceptance_length=num("spec_decode_acceptance_length"),
+    )
+    for key, attr in (
+        ("spec_decode_num_drafts", "drafts"),
+        ("spec_decode_draft_tokens", "draft_tokens"),
+        ("spec_decode_accepted_tokens", "accepted_tokens"),
+    ):
+        v = num(key)
+        if v is not None:
+            setattr(spec, attr, int(v))
+    rates = obj.get("spec_decode_per_position_acceptance_rates")
+    if (
+        isinstance(rates, list)
+        and rates
+        and all(isinstance(r, int | float) and not isinstance(r, bool) for r in rates)
+    ):
+        scale = 100.0 if max(rates) <= 1.0 else 1.0  # fractions in vLLM's JSON, percent in its printout
+        spec.per_position_acceptance_pct = [float(r) * scale for r in rates]
+    return spec

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from specdebug.core.hosts import GpuInfo
+from specdebug.core.metrics import ServerProm
 
 
 class LatencyStats(BaseModel):
@@ -70,6 +71,7 @@ class ServerMetrics(BaseModel):
     samples: int = 0  # number of metric samples seen in the log slice
     log_bytes: int = 0  # size of the log slice scanned
     extra: dict[str, float] = Field(default_factory=dict)  # profile-defined patterns (means)
+    sources: dict[str, str] = Field(default_factory=dict)  # field -> "log" or "/metrics" when not the log
 
 
 class SpecDecoding(BaseModel):
@@ -146,6 +148,7 @@ class BenchResult(BaseModel):
 
     # conditions
     server: ServerMetrics | None = None
+    server_prom: ServerProm | None = None  # the server's /metrics over the run's window
     gpu_before: list[GpuInfo] = Field(default_factory=list)
     gpu_after: list[GpuInfo] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel
 
-from specdebug.core.bench import external, gpu, serverlog
+from specdebug.core.bench import external, gpu, prom, serverlog
 from specdebug.core.bench.builtin import BuiltinParams, ProgressFn, run_builtin
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
@@ -182,6 +182,7 @@ async def run_benchmark(
     started = time.time()
     fwd = await remote.forward_local_port(srv.port)
     base_url = f"http://127.0.0.1:{fwd.local_port}"
+    window = None
     try:
         async with httpx.AsyncClient(base_url=base_url, trust_env=False) as client:
             (gpus_before, gpu_err), size_before, state, ready = await asyncio.gather(
@@ -195,6 +196,7 @@ async def run_benchmark(
         state.ready_line = ready
         if state.health_status is None:
             raise BenchError(f"server not reachable on port {srv.port}: {state.health_error}")
+        window = prom.start(base_url, srv.kind)  # /metrics over the run's window (second source)
 
         if request.kind == "external":
             command = getattr(profile.bench, "command", None)
@@ -223,11 +225,12 @@ async def run_benchmark(
             )
             result = await run_builtin(base_url, params, progress=progress)
 
-        (gpus_after, _), size_after = await asyncio.gather(
-            gpu.snapshot(remote), file_size(remote, srv.log_file)
+        (gpus_after, _), size_after, _ = await asyncio.gather(
+            gpu.snapshot(remote), file_size(remote, srv.log_file), prom.attach(result, window)
         )
         log_slice = await read_slice(remote, srv.log_file, size_before, size_after)
     finally:
+        prom.cancel(window)
         with contextlib.suppress(Exception):
             await fwd.close()
 
@@ -247,6 +250,7 @@ async def run_benchmark(
         result.server, log_errors = serverlog.server_metrics(
             log_slice, getattr(profile, "patterns", {}) or {}, srv.kind
         )
+    prom.fill_server(result)
     result.warnings = [
         *_warnings(state, gpus_before, gpus_after, gpu_err, log_errors, size_before, size_after),
         *result.warnings,

@@ -192,6 +192,10 @@ def split_prefix(line: str) -> Prefix:
     return p
 
 
+def _is_num(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _rx(*alternatives: str) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{a})" for a in alternatives))
 
@@ -214,6 +218,9 @@ class Pack:
     percent_fields: frozenset[str] = frozenset()  # fields printed as fractions in old versions -> x100
     error_levels: frozenset[str] = frozenset()  # logger levels that make a line an error
     list_metrics: frozenset[str] = frozenset()  # metrics that are always lists (one value per position)
+    # event -> {metric: field keys}: when two or more are present the metric is their max (SGLang's
+    # hybrid sliding-window models: token usage = max of the full and the SWA pool)
+    max_of: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
 
     def message(self, line: str) -> str:
         line = ANSI_RE.sub("", line) if "\x1b" in line else line
@@ -262,8 +269,15 @@ class Pack:
             for k, v in m.groupdict().items():
                 if v is not None:
                     fields[k] = int(v) if v.isdigit() else v
+                    spans[k] = (base + m.start(k), base + m.end(k))
             metrics: dict[str, float | list[float]] = {}
             out_spans: list[tuple[int, int, str]] = []
+            for name, keys in self.max_of.get(event, {}).items():
+                present = [k for k in keys if _is_num(fields.get(k))]
+                if len(present) > 1:
+                    top = max(present, key=lambda k: fields[k])
+                    metrics[name] = float(fields[top])
+                    out_spans.append((*spans[top], name))
             for key, name in self.metric_map.get(event, {}).items():
                 if name in metrics or key not in fields:
                     continue
@@ -316,7 +330,13 @@ SGLANG = Pack(
     name="sglang",
     heads=(
         ("decode_batch", re.compile(r"Decode batch(?: \[(?P<iter>\d+)\])?[.,] ")),
-        ("prefill_batch", re.compile(r"Prefill batch(?: \[(?P<iter>\d+)\])?[.,] ")),
+        # 2024 (tp_worker.py/scheduler.py): "Prefill batch(mixed #running-req: N). #new-seq: ..."
+        (
+            "prefill_batch",
+            re.compile(
+                r"Prefill batch(?: \[(?P<iter>\d+)\])?(?:\(mixed #running-req: (?P<mixed_running_req>\d+)\))?[.,] "
+            ),
+        ),
     ),
     metric_map={
         "decode_batch": {
@@ -331,6 +351,7 @@ SGLANG = Pack(
         "prefill_batch": {
             "input_throughput": "input_throughput",
             "running_req": "running_req",
+            "mixed_running_req": "running_req",
             "queue_req": "queue_req",
             "token_usage": "token_usage",
             "full_token_usage": "token_usage",
@@ -377,6 +398,10 @@ SGLANG = Pack(
             ("exception", _GENERIC_EXC),
         )
     ),
+    max_of={
+        event: {"token_usage": ("full_token_usage", "swa_token_usage")}
+        for event in ("decode_batch", "prefill_batch")
+    },
     ready_re=re.compile(r"The server is fired up and ready to roll!"),
     warmup_done_re=re.compile(r"The server is fired up and ready to roll!|Warmup ended"),
     restart_re=re.compile(r"server_args=ServerArgs\("),
@@ -439,7 +464,12 @@ VLLM = Pack(
         },
     },
     milestones=(
-        ("args", re.compile(r"vLLM API server version|non-default args: |args: Namespace\(")),
+        # newest (utils log_version_and_model): "vLLM server version X, serving model M", or the logo
+        # whose second line ends "█ ▀▄▀ █  version X"
+        (
+            "args",
+            re.compile(r"vLLM (?:API )?server version|▀▄▀ █\s+version |non-default args: |args: Namespace\("),
+        ),
         ("engine_init", re.compile(r"Initializing a V1 LLM engine|Initializing an LLM engine")),
         ("init_distributed", re.compile(r"vLLM is using nccl==")),
         ("load_weights", re.compile(r"Starting to load model")),
@@ -468,12 +498,14 @@ VLLM = Pack(
     ),
     ready_re=re.compile(r"Application startup complete"),
     warmup_done_re=re.compile(r"Application startup complete"),
-    restart_re=re.compile(r"vLLM API server version"),
+    restart_re=re.compile(r"vLLM (?:API )?server version|▀▄▀ █\s+version "),
     prefilter=(
         "Avg prompt throughput",
         "SpecDecoding metrics",
         "Speculative metrics",
         "vLLM API server version",
+        "vLLM server version",
+        "▀▄▀ █",
         "non-default args",
         "args: Namespace",
         "Initializing a V1 LLM engine",
@@ -515,14 +547,16 @@ _DETECT = (
     (
         "sglang",
         3,
-        re.compile(r"(?:Decode|Prefill) batch[ .,\[]|server_args=ServerArgs\(|fired up and ready to roll"),
+        re.compile(r"(?:Decode|Prefill) batch[ .,\[(]|server_args=ServerArgs\(|fired up and ready to roll"),
     ),
     ("sglang", 2, re.compile(r"sglang::|sglang\.srt|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)+\] ")),
     ("sglang", 1, re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] |sglang")),
     (
         "vllm",
         3,
-        re.compile(r"SpecDecoding metrics|Speculative metrics|Avg prompt throughput|vLLM API server version"),
+        re.compile(
+            r"SpecDecoding metrics|Speculative metrics|Avg prompt throughput|vLLM (?:API )?server version"
+        ),
     ),
     (
         "vllm",

@@ -360,6 +360,8 @@ class LogsPane(Pane):
     LogsPane.-narrow #logs-metrics { width: 30; }
     LogsPane.-no-metrics #logs-metrics { display: none; }
     LogsPane #metrics-title { height: 1; color: $text-muted; }
+    LogsPane #metrics-prom { display: none; height: auto; margin-bottom: 1; }
+    LogsPane #metrics-prom.visible { display: block; }
     """
 
     def __init__(self, ctx, **kwargs) -> None:
@@ -391,6 +393,7 @@ class LogsPane(Pane):
         with Horizontal(id="logs-body"):
             yield LogView(id="logs-view")
             with VerticalScroll(id="logs-metrics"):
+                yield Static("", id="metrics-prom")  # the server's /metrics, beside the log's numbers
                 yield Static(Text("metrics"), id="metrics-title")
 
     def on_mount(self) -> None:
@@ -690,9 +693,13 @@ class LogsPane(Pane):
         self.state = "starting"
         self.render_status()
         self._follow(remote, path, this_run)
+        server = getattr(self.ctx.profile, "server", None)
+        if this_run and server is not None and getattr(server, "port", None):
+            self._watch_prom(remote, server.port, getattr(server, "kind", None))
 
     def action_stop(self) -> None:
         self.workers.cancel_group(self, "logs-follow")
+        self.workers.cancel_group(self, "logs-prom")
         if self.state != "idle":
             self.state = "stopped"
         self.render_status()
@@ -729,6 +736,28 @@ class LogsPane(Pane):
             self.notice = str(exc)
             self.app.notify(f"{path}: {exc}", severity="error")
         self.render_status()
+
+    # -- the server's /metrics: a second source, shown above the log's numbers --------------------------
+    @work(exclusive=True, group="logs-prom", exit_on_error=False)
+    async def _watch_prom(self, remote, port: int, kind: str | None) -> None:
+        from specdebug.core.metrics import describe_rates, watch_metrics
+
+        box = self.query_one("#metrics-prom", Static)
+        try:
+            async for ev in watch_metrics(remote, port, kind=kind, interval=1.0):
+                text = Text("server /metrics", style="bold")
+                if ev.rates is not None:
+                    text.append(f" ({'rates over 1 s' if ev.rates.window_s else 'since start'})", style="dim")
+                    for label, value, source in describe_rates(ev.rates):
+                        text.append(f"\n{label} {value}", style="bold")
+                        text.append(f"\n  {source}", style="dim")
+                else:
+                    text.append(f"\n{ev.message or ev.kind}", style="yellow")
+                box.update(text)
+                box.add_class("visible")
+                self.query_one("#metrics-title", Static).update(Text("log lines"))
+        except (RemoteError, OSError) as exc:
+            box.update(Text(f"server /metrics: {exc}", style="yellow"))
 
     # -- context ---------------------------------------------------------------------------------------
     def action_context(self) -> None:

@@ -1,0 +1,395 @@
+"""Prometheus `/metrics` as a second source of truth, beside the log lines.
+
+Why: both servers export the facts the log rounds (counters, not `%.2f` fields; per-position
+acceptance), and they keep counting when the log is quiet (vLLM logs nothing when idle, a server may
+run with --disable-log-stats or a long --decode-log-interval).  The text is parsed with
+prometheus_client's maintained parser, never with regexes; counters become rates over a window
+(two scrapes), gauges are read as they are.
+
+Names (shared/formats/current-sources.md):
+  SGLang  gauges sglang:spec_accept_length, spec_accept_rate, gen_throughput, num_running_reqs,
+          num_queue_reqs, token_usage (of the last decode-log interval); counters
+          sglang:generation_tokens_total, prompt_tokens_total, ...  /metrics only with --enable-metrics.
+  vLLM    counters vllm:spec_decode_num_drafts_total, _num_draft_tokens_total,
+          _num_accepted_tokens_total, _num_accepted_tokens_per_pos_total{position}, generation_tokens_total;
+          gauges vllm:num_requests_running, num_requests_waiting, kv_cache_usage_perc (older
+          gpu_cache_usage_perc).  /metrics is always on.
+Series of one metric are combined over label sets: TP/EP replicas (tp_rank, moe_ep_rank != 0) are
+dropped, the rest (DP ranks, vLLM engines) are summed, or averaged for ratios.
+
+Reading goes through the SSH forward with one keep-alive HTTP client (one TCP connection, so one
+SSH channel for the whole watch), about once a second while something needs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Literal
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import BaseModel, Field
+
+MAX_BODY = 4 << 20  # a /metrics page larger than this is cut (reported), never read whole
+REPLICA_LABELS = ("tp_rank", "moe_ep_rank")
+METRICS_OFF_HINT = {
+    "sglang": "metrics off: add --enable-metrics to the server's argv (SGLang exports /metrics only with it)",
+    "vllm": "metrics off: vLLM always serves /metrics; check the port or a proxy in front of the server",
+}
+DEFAULT_OFF_HINT = "metrics off: the server does not serve /metrics (SGLang: add --enable-metrics)"
+Engine = Literal["sglang", "vllm"]
+# ratio-like metrics are averaged over series, everything else is summed
+_MEAN = ("accept_length", "accept_rate", "token_usage", "usage_perc", "cache_hit_rate")
+
+
+class PromSnapshot(BaseModel):
+    """One scrape: every sample name -> combined value; vLLM's per-position counter by position."""
+
+    t: float  # seconds on the caller's clock (monotonic)
+    engine: Engine | None = None
+    values: dict[str, float] = Field(default_factory=dict)
+    per_pos: dict[int, float] = Field(default_factory=dict)
+    error: str | None = None  # the page was cut or had a line the parser rejected (values so far kept)
+
+
+class PromRates(BaseModel):
+    """What the server said over a window (or since start when there is one scrape); None = not exported."""
+
+    engine: Engine | None = None
+    window_s: float | None = None  # None: counters since server start (one scrape only)
+    accept_length: float | None = None  # incl. the bonus token
+    accept_rate: float | None = None  # fraction of draft tokens accepted, 0..1
+    per_position: list[float] = Field(default_factory=list)  # fraction accepted at each draft position
+    gen_throughput: float | None = None  # generated tokens/s
+    running: float | None = None
+    queued: float | None = None
+    kv_usage: float | None = None  # fraction 0..1
+    drafts: float | None = None  # vLLM counter deltas over the window
+    draft_tokens: float | None = None
+    accepted_tokens: float | None = None
+    sources: dict[str, str] = Field(default_factory=dict)  # field -> the metric (and how) it came from
+
+
+class MetricsEvent(BaseModel):
+    """What `watch_metrics` yields: a sample, or a state change ("off", "error") with a message."""
+
+    kind: Literal["sample", "off", "error"]
+    t: float
+    rates: PromRates | None = None
+    message: str | None = None
+
+
+class MetricsOff(Exception):
+    """The server answers but serves no /metrics (SGLang without --enable-metrics)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing (pure)
+
+
+def _combine(name: str, series: list[float]) -> float:
+    if any(k in name for k in _MEAN):
+        return sum(series) / len(series)
+    return sum(series)
+
+
+def parse_metrics(text: str, t: float = 0.0) -> PromSnapshot:
+    """Parse a /metrics page; a malformed line stops parsing with `error` set (values so far kept)."""
+    snap = PromSnapshot(t=t)
+    series: dict[str, list[float]] = {}
+    per_pos: dict[int, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if any(s.labels.get(k, "0") != "0" for k in REPLICA_LABELS):
+                    continue
+                if s.name.startswith("vllm:spec_decode_num_accepted_tokens_per_pos"):
+                    pos = s.labels.get("position", "")
+                    if pos.isdigit() and not s.name.endswith("_created"):
+                        per_pos[int(pos)] = per_pos.get(int(pos), 0.0) + float(s.value)
+                    continue
+                series.setdefault(s.name, []).append(float(s.value))
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        snap.error = f"/metrics: parsing stopped at a malformed line ({exc})"
+    snap.values = {name: _combine(name, vals) for name, vals in series.items() if vals}
+    snap.per_pos = dict(sorted(per_pos.items()))
+    names = " ".join(snap.values)
+    snap.engine = "sglang" if "sglang:" in names else "vllm" if ("vllm:" in names or per_pos) else None
+    return snap
+
+
+def _counter(snap: PromSnapshot, name: str) -> float | None:
+    """A counter by base name (exposed with _total; 0.8.x vLLM registered the _total name itself)."""
+    for key in (f"{name}_total", name):
+        if key in snap.values:
+            return snap.values[key]
+    return None
+
+
+def _gauge(snap: PromSnapshot, *names: str) -> tuple[float | None, str | None]:
+    for name in names:
+        if name in snap.values:
+            return snap.values[name], name
+    return None, None
+
+
+def _delta(prev: PromSnapshot | None, cur: PromSnapshot, name: str) -> float | None:
+    now = _counter(cur, name)
+    if now is None:
+        return None
+    before = _counter(prev, name) if prev is not None else 0.0
+    if before is None or now < before:  # counter reset (server restart): count from zero
+        before = 0.0
+    return now - before
+
+
+def compute_rates(prev: PromSnapshot | None, cur: PromSnapshot) -> PromRates:
+    """Rates between two scrapes (counters), current gauges; prev None = since the server started."""
+    window = cur.t - prev.t if prev is not None and cur.t > prev.t else None
+    how = f"rate over {window:.1f} s" if window else "since server start"
+    r = PromRates(engine=cur.engine or (prev.engine if prev else None), window_s=window)
+    src = r.sources
+    if r.engine == "sglang":
+        for field, name in (
+            ("accept_length", "sglang:spec_accept_length"),
+            ("accept_rate", "sglang:spec_accept_rate"),
+            ("running", "sglang:num_running_reqs"),
+            ("queued", "sglang:num_queue_reqs"),
+            ("kv_usage", "sglang:token_usage"),
+        ):
+            value, _ = _gauge(cur, name)
+            if value is None or (field in ("accept_length", "accept_rate") and value <= 0):
+                continue  # 0: no speculative decoding, or no decode interval logged yet
+            setattr(r, field, value)
+            src[field] = f"{name} (gauge)"
+        gen = _delta(prev, cur, "sglang:generation_tokens") if window else None
+        if gen is not None and window:
+            r.gen_throughput, src["gen_throughput"] = gen / window, f"sglang:generation_tokens_total ({how})"
+        else:
+            value, _ = _gauge(cur, "sglang:gen_throughput")
+            if value is not None:
+                r.gen_throughput, src["gen_throughput"] = value, "sglang:gen_throughput (gauge)"
+        return r
+    drafts = _delta(prev, cur, "vllm:spec_decode_num_drafts")
+    draft_tokens = _delta(prev, cur, "vllm:spec_decode_num_draft_tokens")
+    accepted = _delta(prev, cur, "vllm:spec_decode_num_accepted_tokens")
+    r.drafts, r.draft_tokens, r.accepted_tokens = drafts, draft_tokens, accepted
+    if accepted is not None and draft_tokens:
+        r.accept_rate = accepted / draft_tokens
+        src["accept_rate"] = f"vllm:spec_decode_num_accepted_tokens / num_draft_tokens ({how})"
+    if accepted is not None and drafts:
+        r.accept_length = 1.0 + accepted / drafts
+        src["accept_length"] = f"1 + vllm:spec_decode_num_accepted_tokens / num_drafts ({how})"
+        prev_pos = prev.per_pos if prev is not None else {}
+        r.per_position = [
+            max(0.0, v - (prev_pos.get(i, 0.0) if prev_pos.get(i, 0.0) <= v else 0.0)) / drafts
+            for i, v in sorted(cur.per_pos.items())
+        ]
+        if r.per_position:
+            src["per_position"] = f"vllm:spec_decode_num_accepted_tokens_per_pos / num_drafts ({how})"
+    gen = _delta(prev, cur, "vllm:generation_tokens")
+    if gen is not None and window:
+        r.gen_throughput, src["gen_throughput"] = gen / window, f"vllm:generation_tokens_total ({how})"
+    for field, names in (
+        ("running", ("vllm:num_requests_running",)),
+        ("queued", ("vllm:num_requests_waiting",)),
+        ("kv_usage", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
+    ):
+        value, name = _gauge(cur, *names)
+        if value is not None:
+            setattr(r, field, value)
+            src[field] = f"{name} (gauge)"
+    return r
+
+
+RATE_FIELDS = (
+    ("accept_length", "accept length", "{:.3f}"),
+    ("accept_rate", "accept rate", "{:.3f}"),
+    ("per_position", "per-position acceptance", None),
+    ("gen_throughput", "generation tok/s", "{:.1f}"),
+    ("running", "running requests", "{:.0f}"),
+    ("queued", "queued requests", "{:.0f}"),
+    ("kv_usage", "KV usage", "{:.3f}"),
+)
+
+
+def describe_rates(r: PromRates) -> list[tuple[str, str, str]]:
+    """(label, value, source) for every number present, in a fixed order (the verb and the pane)."""
+    out = []
+    for field, label, fmt in RATE_FIELDS:
+        value = getattr(r, field)
+        if value is None or value == []:
+            continue
+        text = ", ".join(f"{v:.3f}" for v in value) if fmt is None else fmt.format(value)
+        out.append((label, text, r.sources.get(field, "?")))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# reading through the forward
+
+
+async def scrape(
+    client: httpx.AsyncClient, *, path: str = "/metrics", clock: Callable[[], float] = time.monotonic
+) -> PromSnapshot:
+    """One GET /metrics on the keep-alive client; MetricsOff on 404 (not exported)."""
+    t = clock()
+    body = bytearray()
+    cut = False
+    async with client.stream("GET", path, timeout=10) as resp:
+        if resp.status_code == 404:
+            raise MetricsOff(f"GET {path}: HTTP 404")
+        if resp.status_code != 200:
+            raise httpx.HTTPStatusError(
+                f"GET {path}: HTTP {resp.status_code}", request=resp.request, response=resp
+            )
+        async for chunk in resp.aiter_bytes():
+            body += chunk
+            if len(body) > MAX_BODY:
+                cut = True
+                break
+    text = bytes(body[:MAX_BODY]).decode("utf-8", "replace")
+    if cut:
+        text = text[: text.rfind("\n") + 1]
+    snap = parse_metrics(text, t)
+    if cut:
+        snap.error = f"/metrics larger than {MAX_BODY >> 20} MiB: read the first part only"
+    return snap
+
+
+def off_message(kind: str | None) -> str:
+    return METRICS_OFF_HINT.get(kind or "", DEFAULT_OFF_HINT)
+
+
+async def watch_metrics(
+    remote,
+    port: int,
+    *,
+    kind: str | None = None,
+    interval: float = 1.0,
+    count: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[MetricsEvent]:
+    """Scrape every `interval` s through one forward and one keep-alive client; yield rates over each
+    interval (the first sample: counters since server start).  "off" ends the watch; errors are
+    reported and retried.  `count` limits the number of samples (None: until cancelled)."""
+    fwd = await remote.forward_local_port(port)
+    prev: PromSnapshot | None = None
+    n = 0
+    try:
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{fwd.local_port}", trust_env=False
+        ) as client:
+            while count is None or n < count:
+                started = clock()
+                try:
+                    snap = await scrape(client, clock=clock)
+                except MetricsOff as exc:
+                    yield MetricsEvent(kind="off", t=clock(), message=f"{off_message(kind)} ({exc})")
+                    return
+                except httpx.HTTPError as exc:
+                    yield MetricsEvent(
+                        kind="error", t=clock(), message=f"/metrics: {type(exc).__name__}: {exc}"
+                    )
+                else:
+                    n += 1
+                    rates = compute_rates(prev, snap)
+                    yield MetricsEvent(kind="sample", t=snap.t, rates=rates, message=snap.error)
+                    prev = snap
+                if count is not None and n >= count:
+                    break
+                await asyncio.sleep(max(0.0, interval - (clock() - started)))
+    finally:
+        with contextlib.suppress(Exception):
+            await fwd.close()
+
+
+def window_rates(before: PromSnapshot | None, after: PromSnapshot | None) -> PromRates | None:
+    """Server-side rates over a benchmark's window (None when either scrape is missing)."""
+    if before is None or after is None:
+        return None
+    return compute_rates(before, after)
+
+
+class ServerProm(BaseModel):
+    """/metrics over one benchmark's window, as stored in its result."""
+
+    status: Literal["ok", "off", "error"]
+    message: str | None = None
+    scrapes: int = 0
+    rates: PromRates | None = None
+
+
+class MetricsWindow:
+    """Scrapes /metrics about once a second while a benchmark runs (on the runner's forward).
+
+    Counters give exact rates over the window (first to last scrape); SGLang's spec gauges hold the
+    last decode-log interval, so they are averaged over the scrapes after the first (the first one
+    still shows what the server did before the run)."""
+
+    def __init__(self, base_url: str, kind: str | None = None, interval: float = 1.0) -> None:
+        self.base_url = base_url
+        self.kind = kind
+        self.interval = interval
+        self.snaps: list[PromSnapshot] = []
+        self.status: Literal["ok", "off", "error"] = "ok"
+        self.message: str | None = None
+        self._task: asyncio.Task | None = None
+        self._stop = asyncio.Event()
+
+    def start(self) -> MetricsWindow:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="metrics-window")
+        return self
+
+    async def _run(self) -> None:
+        async with httpx.AsyncClient(base_url=self.base_url, trust_env=False) as client:
+            while True:
+                stopping = self._stop.is_set()  # the last scrape starts after the run ended
+                try:
+                    self.snaps.append(await scrape(client))
+                except MetricsOff as exc:
+                    self.status, self.message = "off", f"{off_message(self.kind)} ({exc})"
+                    return
+                except httpx.HTTPError as exc:
+                    self.status, self.message = "error", f"/metrics: {type(exc).__name__}: {exc}"
+                if stopping:
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), self.interval)
+
+    def cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    async def finish(self) -> ServerProm:
+        """One last scrape, then the window's rates."""
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._task, 15)
+        return summarize_window(self.snaps, self.status, self.message)
+
+
+def summarize_window(snaps: list[PromSnapshot], status: str = "ok", message: str | None = None) -> ServerProm:
+    """Counters from the first to the last scrape; SGLang gauges averaged over the later scrapes."""
+    if status == "off" or len(snaps) < 2:
+        msg = message or ("fewer than two /metrics scrapes in the window" if status != "off" else None)
+        return ServerProm(status="off" if status == "off" else "error", message=msg, scrapes=len(snaps))
+    rates = compute_rates(snaps[0], snaps[-1])
+    if rates.engine == "sglang":
+        later = snaps[1:]
+        for field, name in (
+            ("accept_length", "sglang:spec_accept_length"),
+            ("accept_rate", "sglang:spec_accept_rate"),
+        ):
+            vals = [s.values[name] for s in later if s.values.get(name, 0.0) > 0]
+            if vals:
+                setattr(rates, field, sum(vals) / len(vals))
+                rates.sources[field] = f"{name} (gauge, mean of {len(vals)} scrapes)"
+    errors = [s.error for s in snaps if s.error]
+    return ServerProm(
+        status="ok", message=message or (errors[0] if errors else None), scrapes=len(snaps), rates=rates
+    )

@@ -1,0 +1,257 @@
+"""`vllm serve MODEL ...` flags for the sim's vLLM engine (`python -m specdebug.sim --engine vllm ...`).
+
+vLLM's names (-tp/--tensor-parallel-size, --port 8000, --speculative-config JSON, ...) and its way of
+failing: --speculative-config goes through vLLM's `parse_type(json.loads)`, so bad JSON is an argparse
+error (`Value {...} cannot be converted to <function loads ...>.`, exit 2); unknown keys are rejected
+by a pydantic dataclass like vLLM's SpeculativeConfig (a ValidationError traceback, exit 1); a bad
+method is a ValueError.  Sim-only flags mirror the SGLang side's (--log-file, --time-scale, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from specdebug.sim.costmodel import SpecConfig
+
+DEFAULT_VERSION = "0.11.2"
+SPEC_METHODS = ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "mtp")
+# the methods the sim models (the others are accepted names without a model here)
+SIM_METHODS = {
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "mtp": "EAGLE",
+    "deepseek_mtp": "EAGLE",
+    "ngram": "NGRAM",
+}
+VLLM_FAULT_PHASES = ("init", "load_weights", "kv_cache", "cuda_graph")
+
+
+@pydantic_dataclass(config=ConfigDict(extra="forbid"))
+class SpeculativeConfig:
+    """The keys vLLM's SpeculativeConfig takes (a subset; unknown keys fail as they do there)."""
+
+    num_speculative_tokens: int | None = None
+    model: str | None = None
+    method: str | None = None
+    draft_tensor_parallel_size: int | None = None
+    quantization: str | None = None
+    max_model_len: int | None = None
+    revision: str | None = None
+    code_revision: str | None = None
+    disable_by_batch_size: int | None = None
+    disable_padded_drafter_batch: bool = False
+    prompt_lookup_max: int | None = None
+    prompt_lookup_min: int | None = None
+    speculative_token_tree: str | None = None
+    enforce_eager: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.method is None and self.model is not None:
+            name = self.model.lower()
+            self.method = "eagle3" if "eagle3" in name else "eagle" if "eagle" in name else "draft_model"
+        if self.method is None:
+            raise ValueError("num_speculative_tokens was provided but without speculative model.")
+        if self.method not in SPEC_METHODS:
+            raise ValueError(f"Unsupported speculative method: '{self.method}'")
+        if self.method == "ngram":
+            self.prompt_lookup_min = self.prompt_lookup_min or self.prompt_lookup_max or 5
+            self.prompt_lookup_max = self.prompt_lookup_max or self.prompt_lookup_min
+        elif self.method in ("eagle", "eagle3", "draft_model", "medusa", "mlp_speculator") and not self.model:
+            raise ValueError(f"speculative model is required for method '{self.method}'")
+        if self.num_speculative_tokens is None:
+            raise ValueError("num_speculative_tokens must be provided with speculative model.")
+        if self.num_speculative_tokens < 1:
+            raise ValueError("Expected num_speculative_tokens to be greater than zero")
+
+
+@dataclass
+class VllmArgs:
+    """What the sim uses of `vllm serve` (non-default ones are logged like vLLM's `non-default args`)."""
+
+    model: str = "specdebug-sim/SimLlama-70B-Instruct"
+    host: str | None = None
+    port: int = 8000
+    served_model_name: str | None = None
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    enable_expert_parallel: bool = False
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float = 0.9
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    trust_remote_code: bool = False
+    enforce_eager: bool = False
+    disable_log_stats: bool = False
+    enable_log_requests: bool = False
+    seed: int = 0
+    api_key: str | None = None
+    speculative_config: dict[str, Any] | None = None
+
+    def url(self) -> str:
+        host = self.host if self.host not in (None, "", "0.0.0.0") else "127.0.0.1"
+        return f"http://{host}:{self.port}"
+
+
+@dataclass
+class VllmSimOptions:
+    log_file: str | None = None
+    time_scale: float = 1.0
+    fail_at: str | None = None
+    hang_at: str | None = None
+    drop_env: list[str] = field(default_factory=list)
+    server_version: str = DEFAULT_VERSION
+
+
+@dataclass
+class VllmConfig:
+    args: VllmArgs
+    sim: VllmSimOptions
+    spec: SpecConfig
+    method: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "args": asdict(self.args),
+            "sim": asdict(self.sim),
+            "spec": asdict(self.spec),
+            "method": self.method,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VllmConfig:
+        return cls(
+            VllmArgs(**data["args"]),
+            VllmSimOptions(**data["sim"]),
+            SpecConfig(**data["spec"]),
+            data["method"],
+        )
+
+    @property
+    def served_name(self) -> str:
+        return self.args.served_model_name or self.args.model
+
+
+def _parse_type(return_type):
+    """vLLM's arg_utils.parse_type: a ValueError becomes argparse's "cannot be converted" error."""
+
+    def _parse(val: str):
+        try:
+            return return_type(val)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"Value {val} cannot be converted to {return_type}.") from e
+
+    return _parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="vllm serve",
+        description="The sim's vLLM engine: `vllm serve` flag names, logs, processes and endpoints (no GPU).",
+    )
+    p.add_argument(
+        "model_tag", nargs="?", metavar="MODEL", help="the model (or --model); `serve MODEL` works too"
+    )
+    p.add_argument("--model")
+    p.add_argument("--host")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--served-model-name")
+    p.add_argument("-tp", "--tensor-parallel-size", type=int, default=1)
+    p.add_argument("-pp", "--pipeline-parallel-size", type=int, default=1)
+    p.add_argument("-dp", "--data-parallel-size", type=int, default=1)
+    p.add_argument("--enable-expert-parallel", "-ep", action="store_true")
+    p.add_argument("--max-model-len", type=int)
+    p.add_argument("--max-num-seqs", type=int)
+    p.add_argument("--max-num-batched-tokens", type=int)
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--kv-cache-dtype", default="auto")
+    p.add_argument("--dtype", default="auto")
+    for name in ("--trust-remote-code", "--enforce-eager", "--disable-log-stats", "--enable-log-requests"):
+        p.add_argument(name, action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--api-key")
+    p.add_argument("--speculative-config", type=_parse_type(json.loads))
+    sim = p.add_argument_group("sim-only")
+    sim.add_argument(
+        "--engine", choices=["vllm"], default="vllm", help="this engine (--engine sglang: SGLang)"
+    )
+    sim.add_argument("--log-file", help="also append every log line here (+ sidecar <log-file>.sim.json)")
+    sim.add_argument("--time-scale", type=float, default=1.0, help="multiplies startup durations")
+    sim.add_argument("--fail-at", choices=VLLM_FAULT_PHASES, help="EngineCore fails to start in this phase")
+    sim.add_argument("--hang-at", choices=VLLM_FAULT_PHASES, help="stop making progress in this phase")
+    sim.add_argument(
+        "--drop-env", action="append", default=[], metavar="PREFIX", help="workers lack these vars"
+    )
+    sim.add_argument(
+        "--server-version", default=DEFAULT_VERSION, help="vLLM version whose line shapes to print"
+    )
+    return p
+
+
+def spec_config(raw: dict[str, Any] | None) -> tuple[SpecConfig, str | None]:
+    """Validate --speculative-config like vLLM (ValidationError/ValueError propagate) and map it onto
+    the shared cost model: K speculative tokens = K draft steps, a chain (topk 1, K+1 verified)."""
+    if raw is None:
+        return SpecConfig(), None
+    if not isinstance(raw, dict):
+        raise ValueError(f"--speculative-config must be a JSON object, got {type(raw).__name__}")
+    cfg = SpeculativeConfig(**raw)
+    k = int(cfg.num_speculative_tokens or 0)
+    algo = SIM_METHODS.get(cfg.method or "", "EAGLE")
+    return SpecConfig(algorithm=algo, num_steps=k, topk=1, num_draft_tokens=k + 1), cfg.method
+
+
+def parse_vllm_args(argv: list[str]) -> VllmConfig:
+    """argparse errors exit 2; speculative-config validation errors raise (the caller prints them)."""
+    argv = strip_engine(argv)
+    if argv[:1] == ["serve"]:
+        argv = argv[1:]
+    ns = vars(build_parser().parse_args(argv))
+    sim = VllmSimOptions(
+        log_file=ns.pop("log_file"),
+        time_scale=max(0.0, ns.pop("time_scale")),
+        fail_at=ns.pop("fail_at"),
+        hang_at=ns.pop("hang_at"),
+        drop_env=ns.pop("drop_env"),
+        server_version=ns.pop("server_version"),
+    )
+    ns.pop("engine")
+    tag = ns.pop("model_tag")
+    model = ns.pop("model") or tag or VllmArgs.model
+    args = VllmArgs(model=model, **ns)
+    spec, method = spec_config(args.speculative_config)
+    return VllmConfig(args, sim, spec, method)
+
+
+def strip_engine(argv: list[str]) -> list[str]:
+    """Drop the sim's `--engine vllm` (it picks this module; `vllm serve` has no such flag)."""
+    out, skip = [], False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg == "--engine" and i + 1 < len(argv):
+            skip = True
+            continue
+        if arg.startswith("--engine="):
+            continue
+        out.append(arg)
+    return out
+
+
+def non_default_args(args: VllmArgs, model_tag: bool = True) -> dict[str, Any]:
+    """What vLLM logs as `non-default args: {...}` (api_key redacted)."""
+    default = asdict(VllmArgs())
+    out: dict[str, Any] = {"model_tag": args.model} if model_tag else {}
+    for k, v in asdict(args).items():
+        if v != default.get(k):
+            out[k] = "***" if k == "api_key" else v
+    return out

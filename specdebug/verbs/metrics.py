@@ -1,0 +1,107 @@
+"""`specdebug metrics`: the server's Prometheus /metrics through the SSH forward, as rates over a window.
+
+    specdebug metrics [-F FILE] HOST -c PROFILE [--watch] [--interval S] [--count N] [--json]
+
+Without --watch: two scrapes --interval seconds apart, printed as one result (rates over that window;
+`since_start` holds the counters since the server started).  With --watch: one result per interval
+until Ctrl+C (or --count results); --json prints one JSON object per line.  Every number names the
+metric it came from.  Exit codes: 0 read, 1 metrics off (SGLang without --enable-metrics) or the
+server unreachable, 2 usage/profile error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from specdebug.core.metrics import MetricsEvent, PromRates, describe_rates, watch_metrics
+from specdebug.core.profiles import ProfileError, load_profile
+from specdebug.verbs.common import add_host_args, err, open_remote, print_json, run_verb
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "metrics",
+        help="read the server's Prometheus /metrics (rates over a window) through the SSH forward",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_host_args(p)
+    p.add_argument("-c", "--profile", required=True, metavar="PROFILE", help="server profile (TOML)")
+    p.add_argument("--watch", action="store_true", help="keep reading, one result per interval")
+    p.add_argument(
+        "--interval", type=_positive_float, default=1.0, metavar="S", help="seconds between scrapes"
+    )
+    p.add_argument("--count", type=int, metavar="N", help="with --watch: stop after N results")
+    p.add_argument("--json", action="store_true", help="one JSON object (per line with --watch)")
+    p.set_defaults(func=cmd_metrics)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return value
+
+
+def format_rates(r: PromRates) -> list[str]:
+    window = f"over {r.window_s:.1f} s" if r.window_s else "since server start"
+    lines = [f"{r.engine or 'unknown engine'} /metrics, {window}"]
+    lines += [f"  {label:<24} {value:<22} [{source}]" for label, value, source in describe_rates(r)]
+    if len(lines) == 1:
+        lines.append("  (no known metric on the page)")
+    return lines
+
+
+def _result(ev: MetricsEvent, host: str, port: int, since_start: PromRates | None = None) -> dict:
+    out: dict = {"status": "ok" if ev.kind == "sample" else ev.kind, "host": host, "port": port, "t": ev.t}
+    if ev.rates is not None:
+        out["engine"] = ev.rates.engine
+        out["rates"] = ev.rates.model_dump(mode="json")
+    if since_start is not None:
+        out["since_start"] = since_start.model_dump(mode="json")
+    if ev.message:
+        out["message"] = ev.message
+    return out
+
+
+@run_verb
+async def cmd_metrics(args: argparse.Namespace) -> int:
+    try:
+        profile = load_profile(args.profile)
+    except (ProfileError, OSError) as exc:
+        err(f"metrics: {exc}")
+        return 2
+    if args.count is not None and args.count < 1:
+        err("metrics: --count must be at least 1")
+        return 2
+    srv = profile.server
+    kind = srv.kind if srv.kind in ("sglang", "vllm") else None
+    count = (args.count if args.watch else 2) or None
+    code = 0
+    first: PromRates | None = None
+    async with open_remote(args) as remote:
+        async for ev in watch_metrics(remote, srv.port, kind=kind, interval=args.interval, count=count):
+            if ev.kind == "sample" and not args.watch and first is None:
+                first = ev.rates  # the first scrape: counters since the server started
+                continue
+            if ev.kind != "sample":
+                code = 1
+                if not args.json:
+                    err(ev.message or ev.kind)
+                else:
+                    print_json(_result(ev, args.host, srv.port))
+                if ev.kind == "off" or not args.watch:
+                    break
+                continue
+            if args.json:
+                print_json(_result(ev, args.host, srv.port, first))
+            else:
+                print("\n".join(format_rates(ev.rates)), flush=True)
+                if ev.message:
+                    err(f"warning: {ev.message}")
+            sys.stdout.flush()
+    return code

@@ -1,0 +1,194 @@
+"""Both engines end to end over the real loopback sshd: launch -> ready -> logs -> env -> bench -> metrics.
+
+The simulated box runs as SGLang (`python -m specdebug.sim ...`) and as vLLM (`python -m specdebug.sim
+--engine vllm serve MODEL -tp 2 --speculative-config '{...}'`); every step goes through the headless
+verbs, so this is what a user gets.  Fast with --time-scale 0.02 and VLLM_LOG_STATS_INTERVAL=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from specdebug.sim.local import start_local_sim
+from tests.sshd_harness import free_port
+
+pytestmark = pytest.mark.slow
+NCCL = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS"}
+SPEC_JSON = (
+    '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-70B", "num_speculative_tokens": 2}'
+)
+LAUNCHED: list[Path] = []
+
+
+def specdebug(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(autouse=True)
+def kill_leftovers():
+    """A failing test's server is killed by the process group its sidecar names (the box is this machine)."""
+    yield
+    while LAUNCHED:
+        sidecar = LAUNCHED.pop()
+        try:
+            pid = json.loads(sidecar.read_text())["pid"]
+            if str(sidecar.parent).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.killpg(pid, signal.SIGKILL)
+        except (OSError, ValueError, KeyError):
+            pass
+
+
+def write_profile(tmp: Path, engine: str) -> tuple[Path, Path]:
+    """A tp-2 EAGLE-3 profile for one engine; returns (profile path, the sim's sidecar path)."""
+    name = f"{engine}-e2e-{uuid.uuid4().hex[:6]}"
+    port = free_port()
+    simlog = tmp / f"{name}.sim.log"
+    if engine == "vllm":
+        argv = [sys.executable, "-m", "specdebug.sim", "--engine", "vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct",
+                "-tp", "2", "--host", "127.0.0.1", "--port", str(port), "--speculative-config", SPEC_JSON]  # fmt: skip
+        env = {**NCCL, "VLLM_LOG_STATS_INTERVAL": "1"}
+        match = "VLLM::(EngineCore|Worker)"
+    else:
+        argv = [sys.executable, "-m", "specdebug.sim", "--model-path", "moonshotai/Kimi-K2-Instruct", "--tp", "2",
+                "--port", str(port), "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2",
+                "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3", "--enable-metrics",
+                "--decode-log-interval", "10"]  # fmt: skip
+        env = dict(NCCL)
+        match = "sglang::scheduler"
+    argv += ["--time-scale", "0.02", "--log-file", str(simlog)]
+    path = tmp / f"{name}.toml"
+    path.write_text(
+        f"name = {json.dumps(name)}\n[server]\nargv = {json.dumps(argv)}\nkind = {json.dumps(engine)}\n"
+        f"log_file = {json.dumps(str(tmp / (name + '.log')))}\nport = {port}\n"
+        f"env = {{{', '.join(f'{k} = {json.dumps(v)}' for k, v in env.items())}}}\n"
+        f"[ready]\ntimeout_s = 90\n[workers]\nmatch = {json.dumps(match)}\n"
+        "[bench]\nrequests = 2\nconcurrency = 1\ninput_len = 64\noutput_len = 96\n"
+    )
+    sidecar = Path(f"{simlog}.sim.json")
+    LAUNCHED.append(sidecar)
+    return path, sidecar
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_launch_ready_logs_env_bench_metrics(engine: str, sshd, tmp_path: Path) -> None:
+    cfg = str(sshd.config_path)
+    profile, sidecar = write_profile(tmp_path, engine)
+    prof = str(profile)
+
+    # launch -> ready (vLLM: no ready line; "Application startup complete." + /health 200)
+    r = specdebug("launch", "-F", cfg, "gpubox", "-c", prof, "--wait", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    verdict = json.loads(r.stdout.strip().splitlines()[-1])
+    assert verdict["verdict"] == "ready", verdict
+    sim = json.loads(sidecar.read_text())
+    assert sim["state"] == "ready" and sim.get("engine", "sglang") == engine
+
+    # env: the profile's NCCL vars reached every worker (SPT_NOENV keeps their environ readable)
+    r = specdebug("env", "-F", cfg, "gpubox", "-c", prof, "--json")
+    report = json.loads(r.stdout)
+    assert r.returncode == 0, (r.stderr, report["summary"])
+    titles = sorted(w["title"].split(" ")[0] for w in report["workers"])
+    if engine == "vllm":
+        assert titles == ["VLLM::EngineCore", "VLLM::Worker_TP0", "VLLM::Worker_TP1"]
+    else:
+        assert titles == ["sglang::scheduler_TP0", "sglang::scheduler_TP1"]
+    assert report["summary"]["server_kind"] == engine
+
+    # bench: the built-in client through the forward; /metrics over the run's window rides along
+    session = tmp_path / "session"
+    r = specdebug("bench", "-F", cfg, "gpubox", "-c", prof, "--session", str(session), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads(r.stdout)
+    assert res["status"] == "done" and res["successful_requests"] == 2
+    expected = json.loads(sidecar.read_text())["model"]
+    assert res["decode_tok_s"] == pytest.approx(expected["expected_single_stream_tok_s"], rel=0.1)
+    prom = res["server_prom"]
+    assert prom["status"] == "ok" and prom["scrapes"] >= 2, prom
+    assert prom["rates"]["engine"] == engine
+    assert prom["rates"]["accept_length"] == pytest.approx(expected["expected_accept_length"], rel=0.25)
+    assert res["server"]["accept_len"] == pytest.approx(expected["expected_accept_length"], rel=0.25)
+    if engine == "vllm":  # exact counters: per-position acceptance falls with depth
+        per_pos = prom["rates"]["per_position"]
+        assert len(per_pos) == 2 and per_pos[0] >= per_pos[1] > 0
+
+    # logs: the log-derived accept length agrees with the server's counters
+    log = json.loads(profile.read_text().split("log_file = ")[1].split("\n")[0])
+    r = specdebug("scan", "-F", cfg, f"gpubox:{log}", "--last-run", "--json")
+    assert r.returncode == 0, r.stderr
+    scan = json.loads(r.stdout)
+    assert scan["pack"] == engine
+    name = "mean_acceptance_length" if engine == "vllm" else "accept_len"
+    assert scan["metrics"][name]["n"] >= 1
+    assert scan["metrics"][name]["mean"] == pytest.approx(expected["expected_accept_length"], rel=0.3)
+
+    # metrics: rates over a window from the running server
+    r = specdebug("metrics", "-F", cfg, "gpubox", "-c", prof, "--json", "--interval", "0.5")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == "ok" and out["engine"] == engine
+    since = out["since_start"]
+    assert since["accept_length"] == pytest.approx(expected["expected_accept_length"], rel=0.3)
+    assert since["kv_usage"] is not None and since["running"] == 0
+
+    # --watch: one result per interval over ONE forwarded connection (one SSH channel), not one per read
+    log_path = Path(log)
+    size = log_path.stat().st_size
+    r = specdebug(
+        "metrics", "-F", cfg, "gpubox", "-c", prof, "--watch", "--count", "3", "--interval", "0.3", "--json"
+    )
+    assert r.returncode == 0, r.stderr
+    samples = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(samples) == 3 and all(s["status"] == "ok" for s in samples)
+    assert samples[1]["rates"]["window_s"] == pytest.approx(0.3, abs=0.25)
+    with log_path.open("rb") as fh:
+        fh.seek(size)
+        gets = [
+            ln
+            for ln in fh.read().decode(errors="replace").splitlines()
+            if '"GET /metrics HTTP/1.1" 200' in ln
+        ]
+    assert len(gets) == 3
+    assert len({ln.split(" - ")[0].rsplit(":", 1)[1] for ln in gets}) == 1  # one client port: keep-alive
+
+    r = specdebug("stop", "-F", cfg, "gpubox", "-c", prof, "--grace", "5")
+    assert r.returncode == 0, r.stderr
+
+
+def test_sglang_without_enable_metrics_is_reported_off(sshd, tmp_path: Path) -> None:
+    """SGLang serves /metrics only with --enable-metrics: the verb says so (exit 1) and tells how."""
+    port = free_port()
+    with start_local_sim(["--tp", "1"], log_file=tmp_path / "nometrics.log", port=port) as sim:
+        sim.wait_ready(60)
+        profile = tmp_path / "nometrics.toml"
+        profile.write_text(
+            f'name = "nometrics"\n[server]\nargv = ["python3", "-m", "specdebug.sim", "--port", "{port}"]\n'
+            f'kind = "sglang"\nport = {port}\n'
+        )
+        r = specdebug("metrics", "-F", str(sshd.config_path), "gpubox", "-c", str(profile), "--json")
+    assert r.returncode == 1
+    out = json.loads(r.stdout)
+    assert out["status"] == "off" and "add --enable-metrics" in out["message"]
+
+
+def test_vllm_engine_core_failure_is_reported(sshd, tmp_path: Path) -> None:
+    """EngineCore failing to start (a worker's exception) fails the launch with vLLM's lines, fast."""
+    profile, sidecar = write_profile(tmp_path, "vllm")
+    text = profile.read_text().replace('"--time-scale"', '"--fail-at", "load_weights", "--time-scale"')
+    profile.write_text(text)
+    r = specdebug("launch", "-F", str(sshd.config_path), "gpubox", "-c", str(profile), "--wait", "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    verdict = json.loads(r.stdout.strip().splitlines()[-1])
+    assert verdict["verdict"] == "failed", verdict
+    excerpt = "\n".join(verdict["excerpt"])
+    assert "SafetensorError" in excerpt or "WorkerProc" in excerpt or "EngineCore failed" in excerpt, excerpt
+    assert json.loads(sidecar.read_text())["state"] == "failed"
