@@ -92,6 +92,8 @@ class SimOptions:
     oom: bool = False
     drop_env: list[str] = field(default_factory=list)
     profile_verify: bool = False
+    throttle_gpu: int | None = None
+    throttle_after: float = 0.0
 
 
 @dataclass
@@ -204,6 +206,19 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--profile-verify", action="store_true", help="print [EAGLE3 profile] Target verify lines"
     )
+    sim.add_argument(
+        "--throttle-gpu",
+        type=int,
+        metavar="N",
+        help="the simulated nvidia-smi shows GPU N thermal-throttling (with --throttle-after)",
+    )
+    sim.add_argument(
+        "--throttle-after",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="seconds after the start when --throttle-gpu begins (real time)",
+    )
     return p
 
 
@@ -246,6 +261,8 @@ def parse_args(argv: list[str]) -> SimConfig:
         oom=ns.pop("oom"),
         drop_env=ns.pop("drop_env"),
         profile_verify=ns.pop("profile_verify"),
+        throttle_gpu=ns.pop("throttle_gpu"),
+        throttle_after=ns.pop("throttle_after"),
     )
     server = ServerArgs(**ns)
     if server.tokenizer_path is None:
