@@ -434,7 +434,7 @@ class SSHRemote:
         info = hostkeys.describe(self.name, r.hostname, r.port, key, changed)
         if changed:
             raise HostKeyRefused(
-                hostkeys.refusal_message(info),
+                hostkeys.refusal_message(info, r.known_hosts),
                 host=self.name,
                 key_type=info.key_type,
                 fingerprint=info.fingerprint,

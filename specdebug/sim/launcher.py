@@ -354,6 +354,6 @@ class Launcher:
         return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    cfg = parse_args(list(sys.argv[1:] if argv is None else argv))
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    cfg = parse_args(list(sys.argv[1:] if argv is None else argv), prog)
     return Launcher(cfg).run()

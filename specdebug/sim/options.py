@@ -10,7 +10,7 @@ import argparse
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specdebug.sim import FAULT_PHASES, HANG_PHASES
+from specdebug.sim import FAULT_PHASES, HANG_PHASES, flag_help
 from specdebug.sim.costmodel import SPEC_ALGORITHMS, SpecConfig
 
 TOPK1_ADJUST_WARNING = (
@@ -116,9 +116,9 @@ def _bool_flag(parser: argparse.ArgumentParser, *names: str) -> None:
     parser.add_argument(*names, action="store_true")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m specdebug.sim",
+        prog=prog,
         description="A simulated SGLang speculative-decoding server (no GPU): SGLang's flags, logs, "
         "processes and endpoints, plus sim-only fault switches.",
     )
@@ -219,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds after the start when --throttle-gpu begins (real time)",
     )
+    flag_help.add_help(p)
     return p
 
 
@@ -249,9 +250,9 @@ def _spec_config(server: ServerArgs, warnings: list[str]) -> SpecConfig:
     )
 
 
-def parse_args(argv: list[str]) -> SimConfig:
+def parse_args(argv: list[str], prog: str | None = None) -> SimConfig:
     """Parse argv; exits 2 with argparse's message on bad flags, like SGLang."""
-    ns = vars(build_parser().parse_args(argv))
+    ns = vars((build_parser(prog) if prog else build_parser()).parse_args(argv))
     sim = SimOptions(
         log_file=ns.pop("log_file"),
         time_scale=max(0.0, ns.pop("time_scale")),

@@ -29,7 +29,9 @@ def tui_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="DIR", help="session folder (journal); default: the latest session")
     p.add_argument("--new-session", action="store_true", help="start a new session folder")
     p.add_argument("--readonly", action="store_true", help="disable every action that changes the box")
-    p.add_argument("hosts", nargs="+", metavar="HOST")
+    p.add_argument(
+        "hosts", nargs="+", metavar="HOST", help="HOST, user@HOST, user@HOST:PORT or an ssh config alias"
+    )
     return p
 
 
