@@ -42,6 +42,7 @@ class LoopbackSSHServer:
         self.gpu_dir = self.dir / "gpus"  # the sims' GPU load files
         self.port = 0
         self._groups: set[int] = set()
+        self._sessions: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncssh.SSHAcceptor | None = None
@@ -69,6 +70,8 @@ class LoopbackSSHServer:
             return
         self._ready.set()
         self._loop.run_forever()
+        with contextlib.suppress(Exception):
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
         self._loop.close()
 
     def box_env(self) -> dict[str, str]:
@@ -123,6 +126,15 @@ class LoopbackSSHServer:
                     self._server.close()
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(self._server.wait_closed(), 2)
+                # sessions end by themselves once their (killed) processes are reaped; whatever is
+                # left is cancelled and awaited, so no task or pipe outlives the loop
+                if self._sessions:
+                    await asyncio.wait(set(self._sessions), timeout=2)
+                rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for task in rest:
+                    task.cancel()
+                if rest:
+                    await asyncio.wait(rest, timeout=1)
                 loop.stop()
 
             asyncio.run_coroutine_threadsafe(shutdown(), loop)
@@ -133,6 +145,10 @@ class LoopbackSSHServer:
     async def _handle(self, process: asyncssh.SSHServerProcess) -> None:
         command = process.command or "sh"
         env = self.box_env()
+        task = asyncio.current_task()
+        if task is not None:
+            self._sessions.add(task)
+            task.add_done_callback(self._sessions.discard)
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh",
             "-c",
