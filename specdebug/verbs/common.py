@@ -67,11 +67,15 @@ def add_host_args(parser: argparse.ArgumentParser, *, required: bool = True) -> 
     )
 
 
-def make_remote(host: str, args: argparse.Namespace) -> SSHRemote:
+def make_remote(host: str, args: argparse.Namespace, *, helper: bool = True) -> SSHRemote:
+    """helper=False: no resident probe helper (a one-shot verb pays the box's python3 start-up
+    for nothing; a few exec channels are cheaper)."""
     from specdebug.remote.connection import SSHRemote, accept_and_save_keys, refuse_unknown_keys
 
     policy = accept_and_save_keys if getattr(args, "accept_new_host_key", False) else refuse_unknown_keys
-    return SSHRemote(host, ssh_config=getattr(args, "ssh_config", None), on_host_key=policy)
+    return SSHRemote(
+        host, ssh_config=getattr(args, "ssh_config", None), on_host_key=policy, use_helper=helper
+    )
 
 
 def fast_fail_reason(error: str | None) -> str | None:
@@ -117,13 +121,15 @@ async def connect(remote: SSHRemote, host: str, timeout: float) -> None:
 
 
 @asynccontextmanager
-async def open_remote(args: argparse.Namespace, host: str | None = None) -> AsyncIterator[SSHRemote]:
+async def open_remote(
+    args: argparse.Namespace, host: str | None = None, *, helper: bool = True
+) -> AsyncIterator[SSHRemote]:
     """Connected remote for a verb; failures print one clear line and raise VerbExit."""
     from specdebug.remote.hostspec import HostSpecError
 
     host = host or args.host
     try:
-        remote = make_remote(host, args)
+        remote = make_remote(host, args, helper=helper)
     except HostSpecError as exc:
         err(str(exc))
         raise VerbExit(2, str(exc)) from exc
