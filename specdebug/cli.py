@@ -1,74 +1,153 @@
 """Command line: `specdebug HOST...` opens the TUI; `specdebug VERB ...` runs a headless twin.
 
-Each verb lives in its own module under specdebug/verbs/ and exposes `register(subparsers)`,
-which adds its parser and sets `func` (sync or async, returning the exit code).
+Verbs come from the table `VERBS`: name, module under specdebug/verbs/, one-line help.  Only the
+module of the verb that runs is imported (`specdebug --help` must not pay for asyncssh, httpx or
+the TUI).  A verb module exposes `register(subparsers)`, which adds its parser(s) and sets `func`
+(sync or async, returning the exit code).  Adding a verb = one line in VERBS + its module.
+
+Options may come before the verb, as with OpenSSH (`specdebug -F cfg probe box`): they are moved
+behind the verb and parsed by the verb's own parser.
 Exit codes: 0 ok, 1 the thing checked failed, 2 usage or config error.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
-import inspect
 import sys
+from typing import NamedTuple
 
-# verb module names under specdebug.verbs, in help order
-VERB_MODULES = [
-    "probe",
-    "demo",
-    "sim",
-    "profile",
-    "launch",
-    "scan",
-    "grep",
-    "env",
-    "bench",
-    "metrics",
-    "history",
+
+class Verb(NamedTuple):
+    name: str
+    module: str  # under specdebug.verbs; one module may register several verbs
+    help: str  # shown by `specdebug --help` without importing the module
+
+
+# in help order
+VERBS: list[Verb] = [
+    Verb("probe", "probe", "connect to a host and print its state and GPUs"),
+    Verb("demo", "demo", "open the TUI on the simulated speculative-decoding box (--check: no screen)"),
+    Verb(
+        "sim",
+        "sim",
+        "run a simulated SGLang speculative-decoding server (SGLang flags; see `specdebug sim --help`)",
+    ),
+    Verb("profile", "profile", "check, diff and describe server profiles (TOML)"),
+    Verb("launch", "launch", "start a server from a profile, detached (--wait: until ready)"),
+    Verb("restart", "launch", "stop the profile's server, then launch it again"),
+    Verb("stop", "launch", "stop the profile's server (its process group: TERM, then KILL)"),
+    Verb("status", "launch", "is the profile's server running, and healthy?"),
+    Verb("attach", "launch", "watch a server started by hand (by its port or --pid)"),
+    Verb("scan", "scan", "parse a server log after the fact: metric stats and event counts"),
+    Verb("grep", "grep", "print log lines matching regexes (on the box), optionally following"),
+    Verb("env", "env", "check which env vars each worker process really has"),
+    Verb(
+        "bench",
+        "bench",
+        "benchmark a server (built-in streaming client or the profile's command); --parse a saved output",
+    ),
+    Verb("metrics", "metrics", "server-side rates from Prometheus /metrics (acceptance, throughput, queue, KV)"),
+    Verb("history", "history", "list the benchmark results of a session"),
+    Verb("mark", "history", "add a mark to the session journal (shown in the report)"),
+    Verb("report", "history", "markdown report of a session: results, config diffs, notes"),
 ]
 
+# options that take a value and may stand before the verb or the hosts (the TUI's and ssh's);
+# any other leading option is taken as a switch when looking for the verb
+VALUE_OPTIONS = frozenset(
+    {"-F", "--ssh-config", "-c", "--profile", "--layout", "--session", "--connect-timeout"}
+)
 
-def build_parser() -> argparse.ArgumentParser:
+EPILOG = """\
+Without a verb: specdebug [-F FILE] [-c PROFILE] HOST [HOST ...] opens the TUI (needs a terminal).
+Options may come before the verb, as with ssh: specdebug -F ./ssh_config probe gpubox --json.
+`specdebug VERB --help` describes a verb. Exit codes: 0 ok, 1 the checked thing failed, 2 usage/config error.
+"""
+
+
+def verb_named(name: str) -> Verb | None:
+    return next((v for v in VERBS if v.name == name), None)
+
+
+def top_parser() -> argparse.ArgumentParser:
+    """The top-level parser for help only: verbs listed from the table, no verb module imported."""
     parser = argparse.ArgumentParser(
         prog="specdebug",
         description="Debug speculative-decoding LLM servers on remote GPU boxes over SSH.",
-        epilog="Without a verb: specdebug [-F FILE] HOST [HOST ...] opens the TUI.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    for name in VERB_MODULES:
-        try:
-            module = importlib.import_module(f"specdebug.verbs.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"specdebug.verbs.{name}":
-                continue  # verb not built yet
-            raise
-        module.register(sub)
+    for verb in VERBS:
+        sub.add_parser(verb.name, help=verb.help, add_help=False)
     return parser
 
 
-def _known_verbs(parser: argparse.ArgumentParser) -> set[str]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return set(action.choices)
-    return set()
+def verb_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of one verb (prog `specdebug VERB`), importing only that verb's module."""
+    verb = verb_named(name)
+    if verb is None:
+        raise KeyError(name)
+    module = importlib.import_module(f"specdebug.verbs.{verb.module}")
+    holder = argparse.ArgumentParser(prog="specdebug")
+    sub = holder.add_subparsers(dest="verb", metavar="VERB")
+    module.register(sub)
+    return sub.choices[name]
+
+
+def split_leading_options(argv: list[str]) -> tuple[list[str], int]:
+    """(options before the first positional, index of that positional or len(argv))."""
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if not tok.startswith("-") or tok == "-":
+            break
+        if tok == "--":
+            return argv[:i], i + 1 if i + 1 < len(argv) else len(argv)
+        name = tok.split("=", 1)[0]
+        takes_value = name in VALUE_OPTIONS and "=" not in tok
+        attached = len(tok) > 2 and not tok.startswith("--") and tok[:2] in VALUE_OPTIONS  # -Fcfg
+        i += 2 if takes_value and not attached else 1
+    return argv[: min(i, len(argv))], min(i, len(argv))
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    first = next((a for a in argv if not a.startswith("-")), None)
-    verbs = _known_verbs(parser)
-    if first is not None and first not in verbs and first != "help":
-        from specdebug.verbs.tui import run_tui_from_argv
+    leading, at = split_leading_options(argv)
+    if not argv or any(tok in ("-h", "--help") for tok in leading):
+        top_parser().print_help()
+        return 0
+    if "--version" in leading:
+        from specdebug import __version__
 
-        return _finish(run_tui_from_argv(argv))
-    if not argv or first is None:
-        parser.print_help()
-        return 0 if not argv or "-h" in argv or "--help" in argv else 2
-    args = parser.parse_args(argv)
+        print(f"specdebug {__version__}")
+        return 0
+    first = argv[at] if at < len(argv) else None
+    if first == "help":
+        rest = argv[at + 1 :]
+        if rest and verb_named(rest[0]):
+            verb_parser(rest[0]).print_help()
+            return 0
+        top_parser().print_help()
+        return 0 if not rest else 2
+    if first is not None and verb_named(first) is not None:
+        rest = argv[at + 1 :]
+        # leading options go behind the verb (before a `--`, which ends the options)
+        cut = rest.index("--") if "--" in rest else len(rest)
+        return run_verb(first, [*rest[:cut], *leading, *rest[cut:]])
+    from specdebug.verbs.tui import run_tui_from_argv
+
+    return _finish(run_tui_from_argv(argv))
+
+
+def run_verb(name: str, argv: list[str]) -> int:
+    parser = verb_parser(name)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _deepest(parser, argv).error(f"unrecognized arguments: {' '.join(extras)}")
     if not getattr(args, "func", None):
-        parser.print_help()
+        _deepest(parser, argv).print_help(sys.stderr)
         return 2
     from specdebug.verbs.common import VerbExit
 
@@ -78,11 +157,25 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code
 
 
+def _deepest(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The innermost sub-command parser named in argv (`profile check`), so errors show its usage."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for i, tok in enumerate(argv):
+                if tok in action.choices:
+                    return _deepest(action.choices[tok], argv[i + 1 :])
+    return parser
+
+
 def _finish(result: object) -> int:
+    import inspect
+
     from specdebug.verbs.common import VerbExit
 
     try:
         if inspect.iscoroutine(result):
+            import asyncio
+
             result = asyncio.run(result)
     except KeyboardInterrupt:
         return 130

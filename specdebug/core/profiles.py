@@ -50,6 +50,7 @@ class ProfileError(Exception):
         if line is not None:
             where += f":{line}"
         super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
+        self.problems: list[ProfileError] = [self]  # every problem found in the file, this one first
 
 
 class _Strict(BaseModel):
@@ -443,14 +444,7 @@ def _parse(src: _Source) -> dict[str, Any]:
         if m:
             detail += f" (column {m.group(2)})"
         raise ProfileError(f"invalid TOML: {detail}", file=src.path, line=line) from None
-    for key in data:
-        if key not in _TOP_KEYS:
-            raise ProfileError(
-                f"unknown key {key!r} (known: {', '.join(sorted(_TOP_KEYS))})",
-                file=src.path,
-                line=find_key_line(src.text, (key,)),
-                field=key,
-            )
+    # unknown keys are reported by validation, together with every other problem of the file
     return data
 
 
@@ -527,12 +521,18 @@ def _tname(value: Any) -> str:
 
 
 def _translate(exc: ValidationError, top: _Source, provenance: dict) -> ProfileError:
-    """Turn pydantic's first error into one line naming the file and line that set the value.
+    """Every pydantic error as one line naming the file and line that set the value; the first
+    is raised, all of them are in its `problems`.
 
-    An unknown key wins over the others: `argz = [...]` is a typo of argv, so "unknown key 'argz'"
-    explains the "missing argv" that follows from it."""
-    errors = exc.errors()
-    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    Unknown keys come first: `argz = [...]` is a typo of argv, so "unknown key 'argz'" explains
+    the "missing argv" that follows from it."""
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    problems = [_translate_one(e, top, provenance) for e in errors]
+    problems[0].problems = problems
+    return problems[0]
+
+
+def _translate_one(err: Any, top: _Source, provenance: dict) -> ProfileError:
     loc = tuple(str(p) for p in err["loc"])
     key_loc = tuple(p for p in loc if not p.isdigit())
     field = ".".join(loc) if loc else None

@@ -36,6 +36,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from specdebug.core import server_control
+from specdebug.core.logs.follow import expand_remote_path
+from specdebug.core.logs.hints import with_hint
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, profile_secrets
 from specdebug.core.server_control import LaunchRefused, ServerStatus, StopResult
@@ -373,7 +375,7 @@ class StartupTracker:
             last_phase=self.last_phase,
             at=at,  # type: ignore[arg-type]
             elapsed_s=at - self.started_at,
-            reason=reason,
+            reason=with_hint(reason, excerpt) if verdict == "failed" else reason,
             error_kind=kind,
             excerpt=excerpt,
             **self.meta,

@@ -5,7 +5,9 @@ Why SSH at all for a local demo: the demo must exercise the very code a real GPU
 OpenSSH: `specdebug demo` must work with nothing installed.  It runs in its own thread and
 event loop so the TUI's loop never waits on it.  Commands run as local processes in their own
 session; a session's process group is killed when its channel closes, and every group still
-alive is killed when the server stops, so the demo leaves nothing behind.
+alive is killed when the server stops, so the demo leaves nothing behind.  The box has no GPU:
+its commands find a simulated `nvidia-smi` first on PATH (specdebug.sim.nvidia_smi), fed by the
+sims they launch through $SPECDEBUG_SIM_GPU_DIR; nothing is installed outside the demo's folder.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 
 import asyncssh
 
+from specdebug.sim import nvidia_smi
+
 
 class _Server(asyncssh.SSHServer):
     def connection_requested(self, dest_host, dest_port, orig_host, orig_port):  # allow local forwards
@@ -34,8 +38,11 @@ class LoopbackSSHServer:
         self.alias = alias
         self.dir = Path(tempfile.mkdtemp(prefix="specdebug-demo-"))
         self.config_path = self.dir / "ssh_config"
+        self.bin_dir = self.dir / "bin"  # first on the box's PATH: the simulated nvidia-smi
+        self.gpu_dir = self.dir / "gpus"  # the sims' GPU load files
         self.port = 0
         self._groups: set[int] = set()
+        self._sessions: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncssh.SSHAcceptor | None = None
@@ -63,9 +70,20 @@ class LoopbackSSHServer:
             return
         self._ready.set()
         self._loop.run_forever()
+        with contextlib.suppress(Exception):
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
         self._loop.close()
 
+    def box_env(self) -> dict[str, str]:
+        """Environment of every command the box runs: the simulated GPUs come first on PATH."""
+        env = dict(os.environ)
+        env.pop("TEXTUAL", None)
+        env["PATH"] = os.pathsep.join([str(self.bin_dir), env.get("PATH", os.defpath)])
+        env[nvidia_smi.ENV_DIR] = str(self.gpu_dir)
+        return env
+
     async def _listen(self) -> None:
+        nvidia_smi.write_shim(self.bin_dir)
         host_key = asyncssh.generate_private_key("ssh-ed25519")
         client_key = asyncssh.generate_private_key("ssh-ed25519")
         key_path = self.dir / "client_key"
@@ -108,6 +126,15 @@ class LoopbackSSHServer:
                     self._server.close()
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(self._server.wait_closed(), 2)
+                # sessions end by themselves once their (killed) processes are reaped; whatever is
+                # left is cancelled and awaited, so no task or pipe outlives the loop
+                if self._sessions:
+                    await asyncio.wait(set(self._sessions), timeout=2)
+                rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for task in rest:
+                    task.cancel()
+                if rest:
+                    await asyncio.wait(rest, timeout=1)
                 loop.stop()
 
             asyncio.run_coroutine_threadsafe(shutdown(), loop)
@@ -117,8 +144,11 @@ class LoopbackSSHServer:
     # ---- sessions -----------------------------------------------------------------------------
     async def _handle(self, process: asyncssh.SSHServerProcess) -> None:
         command = process.command or "sh"
-        env = dict(os.environ)
-        env.pop("TEXTUAL", None)
+        env = self.box_env()
+        task = asyncio.current_task()
+        if task is not None:
+            self._sessions.add(task)
+            task.add_done_callback(self._sessions.discard)
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh",
             "-c",

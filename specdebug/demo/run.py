@@ -21,25 +21,34 @@ from pathlib import Path
 from specdebug.core.profiles import Profile, load_profile
 from specdebug.demo.loopback_sshd import LoopbackSSHServer
 from specdebug.remote.connection import SSHRemote
-from specdebug.tui.context import AppContext
+from specdebug.resources import data_dirs
 
-EXAMPLES = [
-    Path(__file__).resolve().parents[2] / "examples",  # repo checkout / editable install
-    Path(__file__).resolve().parent / "examples",  # packaged copy
-]
 DEFAULT_PROFILE = "eagle3-2step-nccl.toml"
 
 
 def find_example(name: str) -> Path:
-    p = Path(name)
+    """A profile path, or a name in examples/ (the checkout's, else the copy shipped in the wheel)."""
+    p = Path(name).expanduser()
     if p.is_file():
         return p
-    for d in EXAMPLES:
+    dirs = data_dirs("examples")
+    for d in dirs:
         if (d / name).is_file():
             return d / name
         if (d / f"{name}.toml").is_file():
             return d / f"{name}.toml"
-    raise FileNotFoundError(f"demo profile {name!r} not found in examples/")
+    where = ", ".join(str(d) for d in dirs) or "no examples/ folder found (a broken install?)"
+    raise FileNotFoundError(f"demo profile {name!r} not found (looked in: {where})")
+
+
+def demo_session(session: str | None) -> Path:
+    """The demo journals like any session (user data dir), so `specdebug history` finds it."""
+    from specdebug.core.journal import Journal
+
+    if session:
+        return Path(session).expanduser()
+    env = os.environ.get("SPECDEBUG_SESSION")
+    return Path(env).expanduser() if env else Journal.default_dir()
 
 
 def free_port() -> int:
@@ -48,8 +57,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def demo_profile(path: Path, workdir: Path, time_scale: float | None = None) -> Profile:
-    """The example profile on a free port with a temp log, run by this very Python."""
+def demo_profile(
+    path: Path, workdir: Path, time_scale: float | None = None, *, sim_args: list[str] | None = None
+) -> Profile:
+    """The example profile on a free port with a temp log, run by this very Python (+ sim_args)."""
     profile = load_profile(path)
     port = free_port()
     argv = list(profile.server.argv)
@@ -64,6 +75,7 @@ def demo_profile(path: Path, workdir: Path, time_scale: float | None = None) -> 
             argv[argv.index("--time-scale") + 1] = str(time_scale)
         else:
             argv += ["--time-scale", str(time_scale)]
+    argv += sim_args or []
     server = profile.server.model_copy(
         update={"argv": argv, "port": port, "log_file": str(workdir / f"{profile.name}.log")}
     )
@@ -106,13 +118,15 @@ def run_demo(
     autolaunch: bool = True,
     time_scale: float | None = None,
     session: str | None = None,
+    sim_args: list[str] | None = None,
 ) -> int:
     from specdebug.tui.app import SpecdebugApp, load_keymap
+    from specdebug.tui.context import AppContext
 
     started = time.time()
     workdir = Path(tempfile.mkdtemp(prefix="specdebug-demo-box-"))
     state_dir = workdir / "servers"  # the demo box's own server records (the box is this machine)
-    profile = demo_profile(find_example(profile_name), workdir, time_scale)
+    profile = demo_profile(find_example(profile_name), workdir, time_scale, sim_args=sim_args)
     server = LoopbackSSHServer(alias="simbox")
     server.start()
 
@@ -123,7 +137,7 @@ def run_demo(
     profiles = [profile]  # every profile the user picked may have a server to stop at exit
 
     def load(path: Path) -> Profile:
-        picked = demo_profile(path, workdir, time_scale)
+        picked = demo_profile(path, workdir, time_scale, sim_args=sim_args)
         profiles.append(picked)
         return picked
 
@@ -142,7 +156,7 @@ def run_demo(
         )
         from specdebug.core.journal import Journal
 
-        ctx.session_dir = Path(session) if session else workdir / "session"
+        ctx.session_dir = demo_session(session)
         ctx.journal = Journal(ctx.session_dir)
         app = SpecdebugApp(ctx, layout=layout, keymap=load_keymap())
         if autolaunch:
@@ -158,5 +172,6 @@ def run_demo(
         server.stop()
         for s, handler in old.items():
             signal.signal(s, handler)
-    print(f"specdebug demo: session journal kept in {ctx.session_dir} (specdebug report --session DIR)")
+    if (ctx.session_dir / "events.jsonl").is_file():
+        print(f"specdebug demo: journal in {ctx.session_dir} (`specdebug history`, `specdebug report`)")
     return 0

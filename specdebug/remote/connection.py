@@ -442,7 +442,7 @@ class SSHRemote:
         info = hostkeys.describe(self.name, r.hostname, r.port, key, changed)
         if changed:
             raise HostKeyRefused(
-                hostkeys.refusal_message(info),
+                hostkeys.refusal_message(info, r.known_hosts),
                 host=self.name,
                 key_type=info.key_type,
                 fingerprint=info.fingerprint,
@@ -677,11 +677,13 @@ class SSHRemote:
         if self._probe is not None:
             resp = await self._probe.request("read", 30.0, paths=list(paths), offset=0, max=max_bytes)
             return [_file_read(f) for f in resp["files"]]
-        results = []
-        for p in paths:
-            r = await self._run_exec(["head", "-c", str(max_bytes), p], timeout=30.0, input=None)
-            results.append(FileRead(p, data=r.stdout) if r.ok else FileRead(p, error=_errname(r.err)))
-        return results
+        # no helper: every file in one exec channel (one shell start-up, not one per file)
+        r = await self._run_exec(
+            ["sh", "-c", _READ_FILES_SH, "sh", str(max_bytes), *paths], timeout=30.0, input=None
+        )
+        if not r.ok:
+            raise RemoteError(f"{self.name}: cannot read files: {(r.err or r.out).strip()[:300]}")
+        return _parse_read_files(list(paths), r.stdout)
 
     async def read_file(self, path: str, *, offset: int = 0, max_bytes: int = 1 << 20) -> bytes:
         await self._ready(30.0)
@@ -758,6 +760,38 @@ def _file_read(f: dict) -> FileRead:
     if "error" in f:
         return FileRead(f["path"], error=f["error"])
     return FileRead(f["path"], data=base64.b64decode(f["data"]))
+
+
+# prints, per path: `@ok I` and the bytes as base64 lines, or `@err I MESSAGE` (base64 never starts with @)
+_READ_FILES_SH = (
+    'max=$1; shift; i=0; for p in "$@"; do '
+    'if [ -r "$p" ] && [ ! -d "$p" ]; then printf \'@ok %s\\n\' "$i"; head -c "$max" -- "$p" | base64; '
+    'else printf \'@err %s %s\\n\' "$i" "$(if [ -d "$p" ]; then echo EISDIR; else head -c 0 -- "$p" 2>&1 | head -n 1; fi)"; fi; '
+    "i=$((i+1)); done"
+)
+
+
+def _parse_read_files(paths: list[str], out: bytes) -> list[FileRead]:
+    results: dict[int, FileRead] = {}
+    current: tuple[int, list[bytes]] | None = None
+
+    def flush() -> None:
+        if current is not None:
+            results[current[0]] = FileRead(paths[current[0]], data=base64.b64decode(b"".join(current[1])))
+
+    for line in out.splitlines():
+        if line.startswith(b"@ok "):
+            flush()
+            current = (int(line.split()[1]), [])
+        elif line.startswith(b"@err "):
+            flush()
+            current = None
+            _, idx, *msg = line.decode("utf-8", "replace").split(" ", 2)
+            results[int(idx)] = FileRead(paths[int(idx)], error=_errname(" ".join(msg) or "cannot read"))
+        elif current is not None:
+            current[1].append(line.strip())
+    flush()
+    return [results.get(i, FileRead(p, error="error")) for i, p in enumerate(paths)]
 
 
 def _errname(text: str) -> str:

@@ -6,6 +6,8 @@ writes known_hosts; both distinctions matter to the user, so they live here.
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -78,12 +80,28 @@ def save_key(info: HostKeyInfo, known_hosts: Path) -> None:
         f.write(line)
 
 
-def refusal_message(info: HostKeyInfo) -> str:
+def file_with_host(hostname: str, port: int, known_hosts: Sequence[Path]) -> Path | None:
+    """The known_hosts file that holds a key for this host (the one a changed key contradicts)."""
+    for path in known_hosts:
+        try:
+            if path.is_file() and asyncssh.read_known_hosts(str(path)).match(hostname, "", port)[0]:
+                return path
+        except (OSError, ValueError, asyncssh.Error):
+            continue
+    return None
+
+
+def refusal_message(info: HostKeyInfo, known_hosts: Sequence[Path] = ()) -> str:
     if info.changed:
+        name = known_hosts_name(info.hostname, info.port)
+        path = file_with_host(info.hostname, info.port, known_hosts) or next(iter(known_hosts), None)
+        where = str(path) if path else "known_hosts"
+        fix = f"ssh-keygen -R {shlex.quote(name)}" + (f" -f {shlex.quote(str(path))}" if path else "")
         return (
-            f"HOST KEY CHANGED for {info.host} ({known_hosts_name(info.hostname, info.port)}): the server now offers "
-            f"{info.key_type} {info.fingerprint}, which does not match known_hosts. This can be a man-in-the-middle "
-            f"attack. Nothing was run. If the change is expected, remove the old key (ssh-keygen -R) and connect again."
+            f"HOST KEY CHANGED for {info.host} ({name}): the server now offers {info.key_type} "
+            f"{info.fingerprint}, which does not match the key in {where}. This can be a man-in-the-middle "
+            f"attack. Nothing was run. If the change is expected, remove the old key with `{fix}` "
+            f"and connect again."
         )
     return (
         f"unknown host key for {info.host} ({known_hosts_name(info.hostname, info.port)}): {info.key_type} "

@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from specdebug.sim import costmodel
+from specdebug.sim import costmodel, nvidia_smi
 from specdebug.sim.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
 from specdebug.sim.options import SimConfig, parse_args
 from specdebug.sim.sglang_shapes import Shapes, scheduler_ranks, set_envs_and_config
@@ -72,6 +72,21 @@ class Launcher:
         self._failing = False
         self._stopping = False
         self._seen_warmup_poll = False
+        self.engine: Any = None
+        self.gpu_load = nvidia_smi.LoadWriter.from_env(
+            cfg.server.tp_size,
+            self._gpu_sample,
+            mem_fraction=cfg.server.mem_fraction_static or 0.88,
+            throttle_gpu=cfg.sim.throttle_gpu,
+            throttle_after_s=cfg.sim.throttle_after,
+        )
+
+    def _gpu_sample(self) -> tuple[str | None, bool]:
+        """(latest phase, serving requests now) for the simulated nvidia-smi."""
+        phases = dict(self.sidecar.data.get("phases", {}))
+        phase = max(phases, key=phases.get) if phases else None
+        engine = self.engine
+        return phase, bool(engine is not None and (engine.running or engine.waiting))
 
     # --- log hooks -------------------------------------------------------------------------------
     def _on_line(self, text: str, when: float) -> None:
@@ -98,6 +113,8 @@ class Launcher:
         self._stopping = True
         self.sidecar.update(state="stopped", stopped_at=time.time(), stop_signal=signal.Signals(signum).name)
         self._kill_children(signal.SIGTERM)
+        if self.gpu_load is not None:
+            self.gpu_load.stop()
         os._exit(130 if signum == signal.SIGINT else 0)
 
     def _kill_children(self, sig: int) -> None:
@@ -222,6 +239,7 @@ class Launcher:
             profile=profile,
             shapes=self.shapes,
         )
+        self.engine = engine
         self.sidecar.update(
             worker_env={str(r): info["env"] for r, info in sorted(self.ready.items())},
             nccl_tuning_missing=missing,
@@ -325,6 +343,8 @@ class Launcher:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         self.sink.info(f"server_args={self.cfg.server!r}")
+        if self.gpu_load is not None:
+            self.gpu_load.start()
         for line in self.cfg.warnings:
             self.sink.warning(line)
         self._set_envs_and_config()
@@ -342,6 +362,8 @@ class Launcher:
             if not self._failing:
                 self._stopping = True
                 self._kill_children(signal.SIGTERM)
+            if self.gpu_load is not None:
+                self.gpu_load.stop()
         self.sidecar.update(state="stopped", stopped_at=time.time())
         return 0
 
@@ -354,7 +376,7 @@ def sim_ranks(cfg: SimConfig):
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """`--engine vllm` runs the vLLM imitation (sim.vllm_server); otherwise SGLang's launch_server."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if engine_of(argv) == "vllm":
@@ -362,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return vllm_main(argv)
     try:
-        cfg = parse_args(argv)
+        cfg = parse_args(argv, prog)
     except (AssertionError, ValueError):  # ServerArgs.__post_init__ failures: a traceback and exit 1
         traceback.print_exc()
         return 1

@@ -10,7 +10,7 @@ import argparse
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specdebug.sim import FAULT_PHASES, HANG_PHASES
+from specdebug.sim import FAULT_PHASES, HANG_PHASES, flag_help
 from specdebug.sim.costmodel import SPEC_ALGORITHMS, SpecConfig
 from specdebug.sim.sglang_args import TOPK1_ADJUST_WARNING, resolve_spec
 from specdebug.sim.sglang_shapes import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
@@ -94,6 +94,8 @@ class SimOptions:
     drop_env: list[str] = field(default_factory=list)
     profile_verify: bool = False
     fail_requests: float = 0.0  # share of OpenAI generation requests answered with HTTP 500
+    throttle_gpu: int | None = None
+    throttle_after: float = 0.0
 
 
 @dataclass
@@ -116,9 +118,9 @@ def _bool_flag(parser: argparse.ArgumentParser, *names: str) -> None:
     parser.add_argument(*names, action="store_true")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m specdebug.sim",
+        prog=prog,
         description="A simulated SGLang speculative-decoding server (no GPU): SGLang's flags, logs, "
         "processes and endpoints, plus sim-only fault switches.",
     )
@@ -219,12 +221,26 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FRACTION",
         help="answer this share (0..1) of /v1 completion requests with HTTP 500, spread evenly",
     )
+    sim.add_argument(
+        "--throttle-gpu",
+        type=int,
+        metavar="N",
+        help="the simulated nvidia-smi shows GPU N thermal-throttling (with --throttle-after)",
+    )
+    sim.add_argument(
+        "--throttle-after",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="seconds after the start when --throttle-gpu begins (real time)",
+    )
+    flag_help.add_help(p)
     return p
 
 
-def parse_args(argv: list[str]) -> SimConfig:
+def parse_args(argv: list[str], prog: str | None = None) -> SimConfig:
     """Parse argv; exits 2 with argparse's message on bad flags, like SGLang."""
-    ns = vars(build_parser().parse_args(argv))
+    ns = vars((build_parser(prog) if prog else build_parser()).parse_args(argv))
     sim = SimOptions(
         log_file=ns.pop("log_file"),
         server_version=ns.pop("server_version"),
@@ -236,6 +252,8 @@ def parse_args(argv: list[str]) -> SimConfig:
         drop_env=ns.pop("drop_env"),
         profile_verify=ns.pop("profile_verify"),
         fail_requests=min(max(ns.pop("fail_requests"), 0.0), 1.0),
+        throttle_gpu=ns.pop("throttle_gpu"),
+        throttle_after=ns.pop("throttle_after"),
     )
     ns.pop("engine")
     server = ServerArgs(**ns)

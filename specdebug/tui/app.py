@@ -24,6 +24,7 @@ from textual.worker import Worker, WorkerState
 
 from specdebug.remote.api import ConnState
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
+from specdebug.resources import data_dirs
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.panes.hosts import HostsPane
@@ -38,8 +39,7 @@ PANES = [
 ]
 LAYOUT_DIRS = [
     Path(user_config_dir("specdebug")) / "layouts",
-    Path(__file__).resolve().parents[2] / "layouts",  # the repo's layouts/ (editable install)
-    Path(__file__).resolve().parent / "layouts",  # packaged copy
+    *data_dirs("layouts"),  # the repo's layouts/ (checkout), else the wheel's copy
 ]
 KEYMAP_FILE = Path(user_config_dir("specdebug")) / "keymap.toml"
 

@@ -46,14 +46,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_host_args(p, required=False)
     p.add_argument("-c", "--profile", metavar="PROFILE", help="server profile (TOML) of the running server")
-    p.add_argument("--kind", choices=("builtin", "external"), default="builtin")
+    p.add_argument(
+        "--kind",
+        choices=("builtin", "external"),
+        default="builtin",
+        help="builtin: the streaming client; external: the profile's [bench] command on the box",
+    )
     p.add_argument("--requests", type=_positive, metavar="N", help="number of measured requests")
     p.add_argument(
         "--concurrency", type=_positive, metavar="C", help="requests in flight at once (1 = one stream)"
     )
     p.add_argument("--input-len", type=_positive, metavar="L", help="prompt length (words, ~tokens)")
     p.add_argument("--output-len", type=_positive, metavar="L", help="tokens generated per request")
-    p.add_argument("--seed", type=int, metavar="S")
+    p.add_argument("--seed", type=int, metavar="S", help="seed of the generated prompts")
     p.add_argument("--label", metavar="TEXT", help="free text stored with the result")
     p.add_argument("--session", metavar="DIR", help="session folder (journal) to record the result in")
     p.add_argument(

@@ -4,21 +4,38 @@ policy, text and JSON output and exit codes (0 ok, 1 the checked thing failed, 2
 Every human-readable line a verb prints goes through `out` or `err`: text from the box (log lines,
 cmdlines, environ values, excerpts, journal entries) never drives the terminal (see
 specdebug.core.sanitize).  JSON goes through `print_json`, which `json.dumps` keeps exact.
+
+asyncssh is imported only when a verb connects: local verbs (scan FILE, profile) stay quick.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from specdebug.core.sanitize import visible
-from specdebug.remote.api import HostKeyRefused, RemoteError
-from specdebug.remote.connection import SSHRemote, accept_and_save_keys, refuse_unknown_keys
-from specdebug.remote.hostspec import HostSpecError
+from specdebug.remote.api import ConnState, ConnStatus, RemoteError
+
+if TYPE_CHECKING:
+    from specdebug.remote.connection import SSHRemote
+
+DEFAULT_CONNECT_TIMEOUT_S = 15.0
+
+# first-attempt failures a headless verb reports at once instead of retrying until the timeout
+_FAST_FAIL = (
+    ("name or service not known", "cannot resolve the host name"),
+    ("nodename nor servname", "cannot resolve the host name"),
+    ("no address associated with hostname", "cannot resolve the host name"),
+    ("temporary failure in name resolution", "cannot resolve the host name (DNS not answering)"),
+    ("connection refused", "connection refused"),
+    ("network is unreachable", "network is unreachable"),
+    ("no route to host", "no route to host"),
+)
 
 
 class VerbExit(Exception):
@@ -37,7 +54,14 @@ def add_ssh_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="trust and save an unknown host key (a changed key is always refused)",
     )
-    parser.add_argument("--connect-timeout", type=float, default=15.0, metavar="S", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=DEFAULT_CONNECT_TIMEOUT_S,
+        metavar="S",
+        help=f"give up connecting after S seconds (default {DEFAULT_CONNECT_TIMEOUT_S:g}); "
+        "a refused connection or an unknown host name fails at once",
+    )
     add_state_dir_arg(parser)
 
 
@@ -60,37 +84,83 @@ def add_host_args(parser: argparse.ArgumentParser, *, required: bool = True) -> 
     )
 
 
-def make_remote(host: str, args: argparse.Namespace) -> SSHRemote:
+def make_remote(host: str, args: argparse.Namespace, *, helper: bool = True) -> SSHRemote:
+    """helper=False: no resident probe helper (a one-shot verb pays the box's python3 start-up
+    for nothing; a few exec channels are cheaper)."""
+    from specdebug.remote.connection import SSHRemote, accept_and_save_keys, refuse_unknown_keys
+
     policy = accept_and_save_keys if getattr(args, "accept_new_host_key", False) else refuse_unknown_keys
     return SSHRemote(
         host,
         ssh_config=getattr(args, "ssh_config", None),
         on_host_key=policy,
         state_dir=getattr(args, "state_dir", None),
+        use_helper=helper,
     )
 
 
+def fast_fail_reason(error: str | None) -> str | None:
+    """A first connect error not worth retrying in a headless verb (DNS, refused), as short text."""
+    low = (error or "").lower()
+    return next((say for needle, say in _FAST_FAIL if needle in low), None)
+
+
+def _one_line(host: str, text: str) -> str:
+    """`HOST: text` without saying HOST twice (remote errors often start with it already)."""
+    text = text.strip()
+    return text if text.startswith(f"{host}:") or text.startswith(f"{host} ") else f"{host}: {text}"
+
+
+async def connect(remote: SSHRemote, host: str, timeout: float) -> None:
+    """Wait until connected; a refused port or an unknown name fails after the first attempt.
+
+    Raises RemoteError with one line naming the host once."""
+    failed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    def on_status(status: ConnStatus) -> None:
+        reason = fast_fail_reason(status.last_error) if status.state is not ConnState.CONNECTED else None
+        if reason and not failed.done() and remote.generation == 0:
+            failed.set_result(reason)
+
+    remote.add_listener(on_status)
+    await remote.start()
+    waiter = asyncio.ensure_future(remote.wait_connected(timeout))
+    try:
+        await asyncio.wait({waiter, failed}, return_when=asyncio.FIRST_COMPLETED)
+        if waiter.done():
+            waiter.result()  # raises HostKeyRefused / NotConnected
+            return
+        r = remote.resolved
+        spec = remote.spec
+        aliased = r.hostname != spec.host or (spec.port or r.port) != r.port
+        where = f" ({r.hostname} port {r.port})" if aliased else ""
+        raise RemoteError(f"{host}: {failed.result()}{where}")
+    except RemoteError as exc:
+        raise RemoteError(_one_line(host, str(exc))) from exc
+    finally:
+        waiter.cancel()
+
+
 @asynccontextmanager
-async def open_remote(args: argparse.Namespace, host: str | None = None) -> AsyncIterator[SSHRemote]:
+async def open_remote(
+    args: argparse.Namespace, host: str | None = None, *, helper: bool = True
+) -> AsyncIterator[SSHRemote]:
     """Connected remote for a verb; failures print one clear line and raise VerbExit."""
+    from specdebug.remote.hostspec import HostSpecError
+
     host = host or args.host
     try:
-        remote = make_remote(host, args)
+        remote = make_remote(host, args, helper=helper)
     except HostSpecError as exc:
         err(str(exc))
         raise VerbExit(2, str(exc)) from exc
     for warning in remote.warnings:
         err(f"warning: {warning}")
     try:
-        await remote.start()
-        await remote.wait_connected(getattr(args, "connect_timeout", 15.0))
-    except HostKeyRefused as exc:
-        await remote.close()
-        err(str(exc))
-        raise VerbExit(1, str(exc)) from exc
+        await connect(remote, host, getattr(args, "connect_timeout", DEFAULT_CONNECT_TIMEOUT_S))
     except RemoteError as exc:
         await remote.close()
-        err(f"{host}: not connected: {exc}")
+        err(str(exc))
         raise VerbExit(1, str(exc)) from exc
     try:
         yield remote

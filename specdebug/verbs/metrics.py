@@ -16,7 +16,7 @@ import sys
 
 from specdebug.core.metrics import MetricsEvent, PromRates, describe_rates, watch_metrics
 from specdebug.core.profiles import ProfileError, load_profile
-from specdebug.verbs.common import add_host_args, err, open_remote, print_json, run_verb
+from specdebug.verbs.common import add_host_args, err, open_remote, out, print_json, run_verb
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -100,7 +100,7 @@ async def cmd_metrics(args: argparse.Namespace) -> int:
             if args.json:
                 print_json(_result(ev, args.host, srv.port, first))
             else:
-                print("\n".join(format_rates(ev.rates)), flush=True)
+                out("\n".join(format_rates(ev.rates)))
                 if ev.message:
                     err(f"warning: {ev.message}")
             sys.stdout.flush()

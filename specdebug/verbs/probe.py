@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import importlib
+from typing import TYPE_CHECKING
 
-from specdebug.core.hosts import HostInfo, gather_host_info
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import add_host_args, err, open_remote, out, print_json, run_verb
+
+if TYPE_CHECKING:
+    from specdebug.core.hosts import HostInfo
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,12 +23,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 @run_verb
 async def probe(args: argparse.Namespace) -> int:
+    # the host facts' models load in a thread while the connection is set up (start-up time)
+    hosts_module = asyncio.get_running_loop().run_in_executor(
+        None, importlib.import_module, "specdebug.core.hosts"
+    )
     try:
-        async with open_remote(args) as remote:
-            info = await gather_host_info(remote)
+        # one-shot: no resident helper (its python3 start-up on the box costs more than the
+        # two exec channels this probe needs)
+        async with open_remote(args, helper=False) as remote:
+            info = await (await hosts_module).gather_host_info(remote)
     except RemoteError as exc:
         err(f"{args.host}: {exc}")
-        info = HostInfo(host=args.host, connected=False, error=str(exc))
+        info = (await hosts_module).HostInfo(host=args.host, connected=False, error=str(exc))
     if args.json:
         print_json(info)
     else:

@@ -1,7 +1,8 @@
-"""`specdebug profile check|schema|diff`: validate a profile, print its schema, list differing knobs.
+"""`specdebug profile check|schema|diff`: validate profiles, print the schema, list differing knobs.
 
-No host needed: these read local files only.  Exit codes: 0 ok (diff: also when profiles differ),
-2 when a profile cannot be loaded.
+No host needed: these read local files only.  `check A B ...` checks every file and prints every
+problem of each (not only the first).  Exit codes: 0 ok (diff: also when profiles differ), 2 when
+a profile cannot be loaded.
 """
 
 from __future__ import annotations
@@ -11,26 +12,30 @@ import json
 import sys
 
 from specdebug.core.profiles import ProfileError, diff_profiles, load_profile, profile_schema
-from specdebug.verbs.common import out
+from specdebug.verbs.common import out, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("profile", help="check, diff and describe server profiles (TOML)")
     sub = parser.add_subparsers(dest="profile_cmd", metavar="CMD", required=True)
 
-    check = sub.add_parser("check", help="validate a profile and print it resolved (after extends)")
-    check.add_argument("file")
-    check.add_argument("--json", action="store_true", help="print the resolved profile as JSON")
+    check = sub.add_parser("check", help="validate profiles; one file: print it resolved (after extends)")
+    check.add_argument("files", nargs="+", metavar="FILE", help="profile TOML file(s)")
+    check.add_argument(
+        "--json",
+        action="store_true",
+        help="one file: the resolved profile as JSON; several: one JSON line per file",
+    )
     check.set_defaults(func=cmd_check)
 
     schema = sub.add_parser("schema", help="print the JSON schema of the profile format")
     schema.set_defaults(func=cmd_schema)
 
     diff = sub.add_parser("diff", help="list the knobs (CLI flags, env vars) two profiles differ in")
-    diff.add_argument("a")
-    diff.add_argument("b")
+    diff.add_argument("a", help="first profile TOML")
+    diff.add_argument("b", help="second profile TOML")
     diff.add_argument("--all", action="store_true", help="include --port/--host/--log-file")
-    diff.add_argument("--json", action="store_true")
+    diff.add_argument("--json", action="store_true", help="print one JSON object")
     diff.set_defaults(func=cmd_diff)
 
 
@@ -38,12 +43,44 @@ def _load(path: str):
     try:
         return load_profile(path)
     except ProfileError as exc:
-        out(f"error: {exc}", file=sys.stderr)
+        for problem in exc.problems:
+            out(f"error: {problem}", file=sys.stderr)
         return None
 
 
+def _check_many(paths: list[str], *, as_json: bool) -> int:
+    """Check every file (a bad one does not stop the others); exit 2 when any has a problem."""
+    bad = 0
+    for path in paths:
+        try:
+            profile = load_profile(path)
+        except ProfileError as exc:
+            bad += 1
+            if as_json:
+                problems = [{"line": p.line, "field": p.field, "message": p.detail} for p in exc.problems]
+                print_json({"file": path, "ok": False, "problems": problems})
+            else:
+                out(f"{path}: {len(exc.problems)} problem(s)")
+                for problem in exc.problems:
+                    out(f"  error: {problem}")
+            continue
+        if as_json:
+            out(
+                json.dumps(
+                    {"file": path, "ok": True, "name": profile.name, "fingerprint": profile.fingerprint()}
+                )
+            )
+        else:
+            out(f"{path}: ok ({profile.name}, fingerprint {profile.fingerprint()})")
+    if not as_json:
+        out(f"{len(paths) - bad} of {len(paths)} profiles ok")
+    return 2 if bad else 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    profile = _load(args.file)
+    if len(args.files) > 1:
+        return _check_many(args.files, as_json=args.json)
+    profile = _load(args.files[0])
     if profile is None:
         return 2
     data = profile.model_dump(mode="json")

@@ -2,7 +2,7 @@
 
 Prints metric stats (n, mean, p50, p90, min, max, last) and event counts; the Logs pane shows
 the same numbers live because both go through specdebug.core.logs.
-Exit codes: 0 scanned, 1 the file cannot be read, 2 usage/profile/pattern error.
+Exit codes: 0 scanned, 1 the file cannot be read, 2 usage/profile/pattern error (a missing file too).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ async def scan(args: argparse.Namespace) -> int:
                 raise  # the reader left (cli._finish); not a file we cannot read
             except OSError as exc:
                 err(f"cannot read {path}: {exc.strerror or exc}")
-                return 1
+                return 2 if isinstance(exc, FileNotFoundError | IsADirectoryError) else 1
         else:
             from specdebug.core.logs.follow import expand_remote_path
 

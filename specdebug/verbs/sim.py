@@ -14,7 +14,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         add_help=False,
         prefix_chars="\x00",
     )
-    parser.add_argument("sim_args", nargs=argparse.REMAINDER)
+    parser.add_argument(
+        "sim_args", nargs=argparse.REMAINDER, help="the sim's flags (SGLang's names; `specdebug sim --help`)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -22,6 +24,6 @@ def run(args: argparse.Namespace) -> int:
     from specdebug.sim.launcher import main
 
     try:
-        return main(list(args.sim_args))
+        return main(list(args.sim_args), prog="specdebug sim")
     except SystemExit as exc:  # argparse errors / --help inside the sim's parser
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2

@@ -5,12 +5,22 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from specdebug.core.profiles import ProfileError
-from specdebug.remote.connection import SSHRemote
-from specdebug.remote.hostspec import HostSpecError
-from specdebug.tui.context import AppContext
 from specdebug.verbs.common import out
+
+if TYPE_CHECKING:
+    from specdebug.tui.context import AppContext
+
+NO_TERMINAL = (
+    "the TUI needs a terminal (stdin and stdout must be a tty); for scripts use a headless verb, "
+    "e.g. `specdebug probe HOST --json` (`specdebug --help` lists them)"
+)
+
+
+def has_terminal() -> bool:
+    """A TUI on a pipe floods it with escape codes and never ends: refuse instead."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def tui_parser() -> argparse.ArgumentParser:
@@ -24,11 +34,15 @@ def tui_parser() -> argparse.ArgumentParser:
     from specdebug.verbs.common import add_state_dir_arg
 
     add_state_dir_arg(p)
-    p.add_argument("hosts", nargs="+", metavar="HOST")
+    p.add_argument(
+        "hosts", nargs="+", metavar="HOST", help="HOST, user@HOST, user@HOST:PORT or an ssh config alias"
+    )
     return p
 
 
 def build_context(args: argparse.Namespace, remotes: dict) -> AppContext:
+    from specdebug.tui.context import AppContext
+
     ctx = AppContext(remotes=remotes, selected=next(iter(remotes), None), readonly=args.readonly)
     if args.profile:
         from specdebug.core.profiles import load_profile
@@ -60,6 +74,23 @@ def run_app(ctx: AppContext, layout: str) -> int:
 
 def run_tui_from_argv(argv: list[str]) -> int:
     args = tui_parser().parse_args(argv)
+    from specdebug.cli import verb_named
+
+    verbs = [h for h in args.hosts if verb_named(h)]
+    if verbs:  # `specdebug --unknown-opt VALUE probe box`: the verb was taken for a host
+        out(
+            f"specdebug: {verbs[0]!r} is a verb, not a host: put options after the verb "
+            f"(specdebug {verbs[0]} --help)",
+            file=sys.stderr,
+        )
+        return 2
+    if not has_terminal():
+        out(f"specdebug: {NO_TERMINAL}", file=sys.stderr)
+        return 2
+    from specdebug.core.profiles import ProfileError
+    from specdebug.remote.connection import SSHRemote
+    from specdebug.remote.hostspec import HostSpecError
+
     remotes = {}
     try:
         for host in args.hosts:

@@ -166,7 +166,7 @@ def test_scan_verb_local(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["scan", str(log)]) == 0
     text = capsys.readouterr().out
     assert "accept_len" in text and "pack: sglang" in text
-    assert main(["scan", str(tmp_path / "missing.log"), "--json"]) == 1
+    assert main(["scan", str(tmp_path / "missing.log"), "--json"]) == 2  # a missing file: usage error
 
 
 def test_scan_verb_with_profile(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

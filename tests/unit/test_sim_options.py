@@ -75,5 +75,5 @@ def test_verb_forwards_every_argument(monkeypatch) -> None:
     args = parser.parse_args(["sim", "--tp", "2", "--help", "--port", "3"])
     assert args.sim_args == ["--tp", "2", "--help", "--port", "3"]
     seen = []
-    monkeypatch.setattr("specdebug.sim.launcher.main", lambda argv: seen.append(argv) or 0)
+    monkeypatch.setattr("specdebug.sim.launcher.main", lambda argv, **kw: seen.append(argv) or 0)
     assert args.func(args) == 0 and seen == [["--tp", "2", "--help", "--port", "3"]]

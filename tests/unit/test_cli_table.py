@@ -1,0 +1,146 @@
+"""The verb table: lazy imports, options before the verb, and no TUI without a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from specdebug.cli import VALUE_OPTIONS, VERBS, main, split_leading_options, verb_parser
+from specdebug.verbs.tui import tui_parser
+
+HEAVY = ("asyncssh", "httpx", "textual", "pydantic", "uvicorn")
+
+
+def run_cli(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        **kw,
+    )
+
+
+def imported_after(code: str) -> set[str]:
+    """Top-level packages of HEAVY that are in sys.modules after running `code` in a fresh Python."""
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    {code}\n"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+def test_help_imports_no_heavy_module() -> None:
+    assert imported_after("from specdebug.cli import main; main(['--help'])") == set()
+    assert imported_after("from specdebug.cli import main; main([])") == set()
+
+
+def test_a_verb_imports_only_what_it_needs() -> None:
+    # probe's parser needs neither the TUI nor the HTTP client
+    assert not imported_after("from specdebug.cli import verb_parser; verb_parser('probe')") & {
+        "textual",
+        "httpx",
+        "uvicorn",
+    }
+    # a local verb that never connects does not load the SSH library
+    assert "asyncssh" not in imported_after("from specdebug.cli import main; main(['profile', 'schema'])")
+
+
+def test_help_lists_every_verb_without_importing_it(capsys) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for verb in VERBS:
+        assert verb.name in out
+
+
+def registered(module_name: str) -> dict[str, str]:
+    holder = argparse.ArgumentParser(prog="specdebug")
+    sub = holder.add_subparsers()
+    importlib.import_module(f"specdebug.verbs.{module_name}").register(sub)
+    return {a.dest: a.help for a in sub._choices_actions}
+
+
+def test_table_matches_what_modules_register() -> None:
+    """One line per verb: each table entry is registered by its module, and no module registers a
+    verb the table (and so `specdebug --help` and dispatch) does not know."""
+    by_module: dict[str, set[str]] = {}
+    for verb in VERBS:
+        by_module.setdefault(verb.module, set()).add(verb.name)
+    for module, names in by_module.items():
+        helps = registered(module)
+        assert set(helps) == names, (
+            f"specdebug.verbs.{module} registers {sorted(helps)}; table has {sorted(names)}"
+        )
+        for verb in VERBS:
+            if verb.module == module:
+                assert verb.help == helps[verb.name], f"help of {verb.name!r} differs from its module's"
+
+
+@pytest.mark.parametrize(
+    "argv, leading, verb_at",
+    [
+        (["-F", "cfg", "probe", "box"], ["-F", "cfg"], 2),
+        (["-Fcfg", "probe", "box"], ["-Fcfg"], 1),
+        (["--ssh-config=cfg", "probe", "box"], ["--ssh-config=cfg"], 1),
+        (["--readonly", "-c", "p.toml", "box"], ["--readonly", "-c", "p.toml"], 3),
+        (["probe", "-F", "cfg", "box"], [], 0),
+        (["-F"], ["-F"], 1),
+    ],
+)
+def test_split_leading_options(argv, leading, verb_at) -> None:
+    assert split_leading_options(argv) == (leading, verb_at)
+
+
+def value_options(parser: argparse.ArgumentParser) -> set[str]:
+    return {s for a in parser._actions if a.option_strings and a.nargs != 0 for s in a.option_strings}
+
+
+def test_value_options_cover_the_tui_and_ssh_options() -> None:
+    """Options that take a value and may stand before the verb or the hosts must be known, or
+    their value would be taken for the verb."""
+    missing = (value_options(tui_parser()) | value_options(verb_parser("probe"))) - VALUE_OPTIONS
+    assert not missing, f"add {sorted(missing)} to specdebug.cli.VALUE_OPTIONS"
+
+
+def test_options_before_the_verb_reach_the_verb(tmp_path) -> None:
+    missing = tmp_path / "no_such_config"
+    for argv in (["-F", str(missing), "probe", "box"], ["probe", "-F", str(missing), "box"]):
+        r = run_cli(*argv)
+        assert r.returncode == 2, r.stderr
+        assert f"ssh config file not found: {missing}" in r.stderr  # probe's parser got -F
+        assert "\x1b" not in r.stdout + r.stderr  # no TUI was started
+
+
+def test_tui_without_a_terminal_is_refused(tmp_path) -> None:
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host box\n  HostName 127.0.0.1\n  Port 1\n")
+    r = run_cli("-F", str(cfg), "box")
+    assert r.returncode == 2
+    assert "needs a terminal" in r.stderr and "specdebug probe HOST --json" in r.stderr
+    assert r.stdout == "" and "\x1b" not in r.stderr
+    r = run_cli("demo")
+    assert r.returncode == 2 and "demo --check" in r.stderr and r.stdout == ""
+
+
+def test_a_verb_after_an_unknown_leading_option_is_not_a_host() -> None:
+    r = run_cli("--json", "x", "probe", "box")
+    assert r.returncode == 2
+    r = run_cli("-c", "p.toml", "probe")  # -c takes p.toml; probe is the verb, missing its host
+    assert r.returncode == 2 and "usage: specdebug probe" in r.stderr
+
+
+def test_help_verb_and_unknown_verb_help() -> None:
+    r = run_cli("help", "scan")
+    assert r.returncode == 0 and r.stdout.startswith("usage: specdebug scan")
+    r = run_cli("--help")
+    assert r.returncode == 0 and "Options may come before the verb" in r.stdout
