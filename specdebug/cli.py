@@ -47,7 +47,9 @@ VERBS: list[Verb] = [
         "bench",
         "benchmark a server (built-in streaming client or the profile's command); --parse a saved output",
     ),
-    Verb("metrics", "metrics", "server-side rates from Prometheus /metrics (acceptance, throughput, queue, KV)"),
+    Verb(
+        "metrics", "metrics", "server-side rates from Prometheus /metrics (acceptance, throughput, queue, KV)"
+    ),
     Verb("history", "history", "list the benchmark results of a session"),
     Verb("mark", "history", "add a mark to the session journal (shown in the report)"),
     Verb("report", "history", "markdown report of a session: results, config diffs, notes"),

@@ -36,7 +36,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from specdebug.core import server_control
-from specdebug.core.logs.follow import expand_remote_path
 from specdebug.core.logs.hints import with_hint
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, profile_secrets
