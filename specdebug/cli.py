@@ -28,11 +28,7 @@ class Verb(NamedTuple):
 VERBS: list[Verb] = [
     Verb("probe", "probe", "connect to a host and print its state and GPUs"),
     Verb("demo", "demo", "open the TUI on the simulated speculative-decoding box (--check: no screen)"),
-    Verb(
-        "sim",
-        "sim",
-        "run a simulated SGLang speculative-decoding server (SGLang flags; see `specdebug sim --help`)",
-    ),
+    Verb("sim", "sim", "run a simulated SGLang (or, with --engine vllm, vLLM) speculative-decoding server"),
     Verb("profile", "profile", "check, diff and describe server profiles (TOML)"),
     Verb("launch", "launch", "start a server from a profile, detached (--wait: until ready)"),
     Verb("restart", "launch", "stop the profile's server, then launch it again"),
@@ -48,7 +44,9 @@ VERBS: list[Verb] = [
         "benchmark a server (built-in streaming client or the profile's command); --parse a saved output",
     ),
     Verb(
-        "metrics", "metrics", "server-side rates from Prometheus /metrics (acceptance, throughput, queue, KV)"
+        "metrics",
+        "metrics",
+        "read the server's Prometheus /metrics (rates over a window) through the SSH forward",
     ),
     Verb("history", "history", "list the benchmark results of a session"),
     Verb("mark", "history", "add a mark to the session journal (shown in the report)"),
@@ -58,7 +56,7 @@ VERBS: list[Verb] = [
 # options that take a value and may stand before the verb or the hosts (the TUI's and ssh's);
 # any other leading option is taken as a switch when looking for the verb
 VALUE_OPTIONS = frozenset(
-    {"-F", "--ssh-config", "-c", "--profile", "--layout", "--session", "--connect-timeout"}
+    {"-F", "--ssh-config", "-c", "--profile", "--layout", "--session", "--connect-timeout", "--state-dir"}
 )
 
 EPILOG = """\
