@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
+from specdebug.core.capability import require_write
 from specdebug.core.secrets import mask_argv
 from specdebug.remote.api import ProcInfo, Remote, RemoteError
 
@@ -71,6 +72,7 @@ _READ_STATE = 'if [ -f "$HOME/$1" ]; then cat "$HOME/$1"; else exit 3; fi'
 
 
 async def save_record(remote: Remote, record: ServerRecord) -> None:
+    require_write("write the server record", remote)
     data = record.model_dump_json(indent=1).encode()
     res = await remote.run(
         ["sh", "-c", _WRITE_STATE, "sh", *state_path_words(record.profile)], input=data, timeout=15
@@ -105,6 +107,7 @@ async def load_record(remote: Remote, profile_name: str) -> ServerRecord | None:
 
 async def forget_record(remote: Remote, profile_name: str) -> None:
     """Remove the profile's state file (benchmarks and tests clean up after themselves)."""
+    require_write("remove the server record", remote)
     await remote.run(["sh", "-c", 'rm -f -- "$HOME/$1"', "sh", *state_path_words(profile_name)], timeout=15)
 
 

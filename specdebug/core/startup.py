@@ -33,6 +33,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from specdebug.core.capability import require_write
 from specdebug.core.logs.follow import expand_remote_path
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, mask_env
@@ -493,6 +494,7 @@ async def launch(
     remote: Remote, profile: Profile, *, journal: Any = None, clock: Clock = time.time, check: bool = True
 ) -> ServerRecord:
     """Start the profile's server detached on the box and record it (state file + journal)."""
+    require_write("launch", remote, journal)
     if check:
         await check_can_launch(remote, profile)
     started = clock()
@@ -742,6 +744,7 @@ async def stop_record(
     poll_s: float = 0.2,
 ) -> StopResult:
     """TERM the recorded process group, KILL it after `grace_s`, and confirm nothing of it is left."""
+    require_write("stop", remote, journal)
     t0 = clock()
     result = StopResult(profile=record.profile, pid=record.pid, pgid=record.pgid)
     members = group_members(await remote.processes(), record)
@@ -859,6 +862,7 @@ async def attach(
     The log is read from the start of the latest run in it (the kind's restart line, e.g.
     SGLang's `server_args=`), so phases already passed are replayed before following live.
     """
+    require_write("attach (writes the server record)", remote, journal)
     port = port or profile.server.port
     if pid is None:
         holder = await find_port_holder(remote, port)

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from specdebug.core.bench import external, gpu, serverlog
 from specdebug.core.bench.builtin import BuiltinParams, ProgressFn, run_builtin
 from specdebug.core.bench.models import BenchProgress, BenchResult
+from specdebug.core.capability import require_write
 from specdebug.core.secrets import mask_argv, mask_env
 from specdebug.core.servers import file_size
 from specdebug.remote.api import Remote, RemoteError
@@ -173,6 +174,7 @@ async def run_benchmark(
 
     Cancelling the task stops the run (HTTP streams or the remote command end) and records nothing.
     """
+    require_write("benchmark", remote, journal)
     request = request or BenchRequest()
     srv = profile.server
     started = time.time()

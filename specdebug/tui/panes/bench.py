@@ -391,3 +391,7 @@ class BenchPane(Pane):
 
     def action_reload(self) -> None:
         self.reload()
+
+    def server_event(self, kind: str) -> None:
+        if kind == "journal":  # another instance wrote to the shared (box) journal
+            self.reload()
