@@ -61,7 +61,11 @@ def cmd_pair(args: argparse.Namespace) -> int:
             err("pair: give HOST... to start a session, or --join NAME, or --list")
             return 2
         if args.web:
-            from specdebug.tui.webseat import serve_web_seat
+            try:
+                from specdebug.tui.webseat import serve_web_seat
+            except ModuleNotFoundError as exc:
+                err(f"pair --web needs textual-serve ({exc.name}): pip install 'specdebug[web]'")
+                return 2
 
             return serve_web_seat(app_argv(args, readonly=True), port=args.port)
         return _start(args)

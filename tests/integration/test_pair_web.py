@@ -18,10 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 pytestmark = pytest.mark.slow
+pytest.importorskip("textual_serve", reason="textual-serve not installed (pip install -e .[dev])")
+aiohttp = pytest.importorskip("aiohttp")
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 
 
