@@ -66,13 +66,16 @@ def shared_root() -> Iterator[Path]:
 class Terminal:
     """A process in its own pty of a given size, as `user` (runuser) or as us."""
 
-    def __init__(self, argv: list[str], *, user: str | None = None, size=(120, 40)) -> None:
+    def __init__(
+        self, argv: list[str], *, user: str | None = None, size=(120, 40), env: dict | None = None
+    ) -> None:
         self.master, slave = os.openpty()
         cols, rows = size
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         if user is not None:
             argv = ["runuser", "-u", user, "--", *argv]
-        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")}
+        base = os.environ if env is None else env
+        env = {k: v for k, v in base.items() if k not in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")}
         env["TERM"] = "xterm-256color"
         self.proc = subprocess.Popen(
             argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True, close_fds=True

@@ -144,3 +144,46 @@ def test_pair_seats_enforced_by_tmux_and_shown_live(sshd) -> None:
             for term in terms:
                 term.close()
             tmux(sock, "kill-server")
+
+
+def test_pair_attaches_its_creator_lists_and_q_leaves_nothing(sshd) -> None:
+    """Without --detach the creator is attached at once; --list and --join --json describe the
+    session; `q` ends it, and the `pair` command returns 0 with no process and no folder left."""
+    with unix_users(1) as (viewer,), shared_root() as root:
+        name = f"c{secrets.token_hex(3)}"
+        env = {**os.environ, "SPECDEBUG_PAIR_DIR": str(root)}
+        argv = [sys.executable, "-m", "specdebug.cli", "pair", "-F", str(sshd.config_path), "gpubox"]
+        creator = Terminal([*argv, "--name", name, "--allow-ro", viewer], size=(140, 40), env=env)
+        folder = root / f"specdebug-pair.{os.getuid()}.{name}"
+        sock = str(folder / "tmux.sock")
+        try:
+            wait_for(
+                lambda: "gpubox" in screen(sock, name) and "pairing" in screen(sock, name), 90, what="app up"
+            )
+            assert f"{viewer} ro ○ away" in screen(sock, name)
+            server_pid = int(tmux(sock, "display-message", "-p", "#{pid}").stdout)
+
+            def cli(*args: str) -> dict:
+                res = subprocess.run(
+                    [sys.executable, "-m", "specdebug.cli", "pair", *args],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                )
+                assert res.returncode == 0, res.stderr
+                return json.loads(res.stdout)
+
+            listed = cli("--list", "--json")["sessions"]
+            assert [
+                (s["name"], s["socket"], s["seats"][0]["user"], s["seats"][0]["mode"]) for s in listed
+            ] == [(name, sock, viewer, "ro")]
+            joined = cli("--join", name, "--json", "--readonly")
+            assert joined["join"] == f"tmux -S {sock} attach-session -t ={name} -f read-only"
+
+            creator.type("q")
+            assert creator.wait_exit(30) == 0, creator.text()[-500:]
+            wait_for(lambda: not pid_alive(server_pid), 30, what="tmux server gone")
+            assert not folder.exists()
+        finally:
+            creator.close()
+            tmux(sock, "kill-server")
