@@ -107,20 +107,28 @@ def bind_loopback(port: int) -> socket.socket:
     return sock
 
 
-async def run_web_seat(app_argv: list[str], *, port: int = 0, token: str | None = None) -> int:
+async def start_web_seat(
+    app_argv: list[str], *, port: int = 0, token: str | None = None, on_output=None
+) -> tuple[web.AppRunner, str, _SeatServer]:
+    """Listen on 127.0.0.1:port (0: a free one); returns the runner, the URL (with its token), the server."""
     token = token or secrets.token_urlsafe(32)
-    try:
-        sock = bind_loopback(port)
-    except OSError as exc:
-        print(f"specdebug: web seat: cannot listen on {HOST}:{port}: {exc}", file=sys.stderr)
-        return 2
-    root, server = await build(shlex.join(app_argv), token)
+    sock = bind_loopback(port)
+    root, server = await build(shlex.join(app_argv), token, on_output=on_output)
     port = sock.getsockname()[1]
     server.public_url = f"http://{HOST}:{port}"  # links in the page; url_for adds /<token>/
     runner = web.AppRunner(root, access_log=None)
     await runner.setup()
     await web.SockSite(runner, sock).start()
-    print(f"read-only browser seat (this machine only): http://{HOST}:{port}/{token}/", flush=True)
+    return runner, f"http://{HOST}:{port}/{token}/", server
+
+
+async def run_web_seat(app_argv: list[str], *, port: int = 0) -> int:
+    try:
+        runner, url, _server = await start_web_seat(app_argv, port=port)
+    except OSError as exc:
+        print(f"specdebug: web seat: cannot listen on {HOST}:{port}: {exc}", file=sys.stderr)
+        return 2
+    print(f"read-only browser seat (this machine only): {url}", flush=True)
     print("anyone with this URL can watch; Ctrl+C ends the seat", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

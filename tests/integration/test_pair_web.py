@@ -9,6 +9,7 @@ page and the seat streams the app to it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -122,34 +123,39 @@ async def test_web_seat_token_loopback_and_app(seat) -> None:
     shutil.which("chromium") is None,
     reason="chromium not installed (apt-get install chromium): browser check skipped",
 )
-def test_headless_chromium_gets_the_app(seat, tmp_path: Path) -> None:
-    shot = tmp_path / "seat.png"
-    browser = subprocess.Popen(
-        [
-            "chromium",
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            f"--user-data-dir={tmp_path / 'chromium'}",
-            "--window-size=1400,900",
-            f"--screenshot={shot}",
-            "--virtual-time-budget=20000",
-            seat.url,
-        ],
+async def test_headless_chromium_shows_the_hosts_pane(sshd, tmp_path: Path) -> None:
+    """A real browser loads the tokened page; its JavaScript opens the websocket; the seat streams
+    the read-only app's hosts pane to it (read from what the server sent to that browser)."""
+    from specdebug.tui import webseat
+
+    sent: list[bytes] = []
+    app_argv = [sys.executable, "-m", "specdebug.cli", "-F", str(sshd.config_path), "--readonly", "gpubox"]
+    runner, url, server = await webseat.start_web_seat(app_argv, on_output=sent.append)
+    browser = await asyncio.create_subprocess_exec(
+        "chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--remote-debugging-port=0",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+        "--window-size=1400,900",
+        url,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 120
+        text = b""
         while time.monotonic() < deadline:
-            err = seat.err_path.read_text()
-            if re.search(r"browser \d+ left \((\d{4,}) bytes sent\)", err):
+            text = ANSI.sub(b"", b"".join(sent))
+            if b"Hosts" in text and b"connected" in text and b"READ-ONLY" in text:
                 break
-            time.sleep(0.5)
-        err = seat.err_path.read_text()
-        assert "browser 1 connected" in err, err
+            await asyncio.sleep(0.5)
+        assert server.sessions >= 1, "the browser never opened the websocket"
+        assert b"Hosts" in text and b"connected" in text and b"READ-ONLY" in text, text[-2000:]
     finally:
-        if browser.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(browser.pid, signal.SIGKILL)
-        browser.wait(10)
+        await browser.wait()
+        await runner.cleanup()
