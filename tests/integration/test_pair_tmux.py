@@ -88,6 +88,7 @@ def test_pair_seats_enforced_by_tmux_and_shown_live(sshd) -> None:
             print(f"seat shown {shown_after:.2f} s after tmux listed the client")
             assert shown_after < 2.0
             wait_for(lambda: "gpubox" in seat.text(), 10, what="the viewer sees the app")
+            wait_for(lambda: "joined (read-only)" in screen(sock, name), 5, what="the toast")
             # every seat sees the whole screen: the window follows the smallest terminal
             size = tmux(sock, "display-message", "-p", "-t", f"={name}:", "#{window_width}x#{window_height}")
             assert size.stdout.strip() == "120x40"
@@ -135,6 +136,15 @@ def test_pair_seats_enforced_by_tmux_and_shown_live(sshd) -> None:
             wait_for(lambda: "specdebug keys" in screen(sock, name), 15, what="help from the seat's key")
             seat.type("\x1b")
             wait_for(lambda: "specdebug keys" not in screen(sock, name), 15, what="help closed")
+            # seat commands are the driver's: the guest's palette try is refused, the seat stays
+            time.sleep(1.1)  # tmux keeps activity in whole seconds
+            seat.type("\x10")
+            time.sleep(1.0)
+            seat.type(f"revoke {viewer}")
+            wait_for(lambda: f"Seat: revoke {viewer}" in screen(sock, name), 15, what="palette entry")
+            seat.type("\r")
+            wait_for(lambda: "only the driver" in screen(sock, name), 15, what="refusal toast")
+            assert f"{viewer} rw ● attached" in screen(sock, name)
 
             # q by the driver ends the session: no client, no server, no app, no folder
             driver.type("q")
