@@ -25,11 +25,21 @@ import stat
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from pathlib import Path
 
 from specdebug.core import pair_acl
 from specdebug.core.capability import require_write
+from specdebug.core.pair_seats import (  # noqa: F401  (the pairing API in one place)
+    CLIENT_FORMAT,
+    Client,
+    Mode,
+    Seat,
+    acting_client,
+    parse_access_list,
+    parse_clients,
+    seat_changes,
+    seats_now,
+)
 
 ENV_SOCKET = "SPECDEBUG_PAIR_SOCKET"  # set in the session: the app shows seats when it finds these
 ENV_NAME = "SPECDEBUG_PAIR_NAME"
@@ -63,27 +73,6 @@ TMUX_OPTIONS = [
 
 class PairError(Exception):
     """A pairing request that cannot be carried out (message says what and how to fix it)."""
-
-
-class Mode(StrEnum):
-    RO = "ro"
-    RW = "rw"
-
-
-@dataclass
-class Client:
-    user: str
-    uid: int
-    readonly: bool
-    activity: int  # unix seconds of the client's last key or mouse event
-    tty: str = ""
-
-
-@dataclass
-class Seat:
-    user: str
-    mode: Mode
-    attached: int = 0  # clients of this user attached now
 
 
 @dataclass
@@ -153,83 +142,12 @@ def is_alive(socket: str, session: str | None = None) -> bool:
     return res.returncode == 0 and "access not allowed" not in res.stderr
 
 
-def parse_access_list(text: str) -> dict[str, Mode]:
-    """`server-access -l` lines (`bob (R)`, `carol (W)`) -> user -> mode."""
-    out: dict[str, Mode] = {}
-    for line in text.splitlines():
-        m = re.fullmatch(r"\s*(\S+)\s+\((R|W)\)\s*", line)
-        if m:
-            out[m.group(1)] = Mode.RO if m.group(2) == "R" else Mode.RW
-    return out
-
-
-CLIENT_FORMAT = "#{client_uid}\t#{client_user}\t#{client_readonly}\t#{client_activity}\t#{client_tty}"
-
-
-def parse_clients(text: str) -> list[Client]:
-    clients = []
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) < 5 or not parts[0].isdigit():
-            continue
-        clients.append(
-            Client(
-                user=parts[1],
-                uid=int(parts[0]),
-                readonly=parts[2] == "1",
-                activity=int(parts[3]) if parts[3].isdigit() else 0,
-                tty=parts[4],
-            )
-        )
-    return clients
-
-
 def access_list(socket: str) -> dict[str, Mode]:
     return parse_access_list(_tmux(socket, "server-access", "-l").stdout)
 
 
 def clients(socket: str) -> list[Client]:
     return parse_clients(_tmux(socket, "list-clients", "-F", CLIENT_FORMAT).stdout)
-
-
-def seats_now(acl: dict[str, Mode], attached: list[Client]) -> list[Seat]:
-    """Granted users with their mode and how many clients each has attached now (pure)."""
-    count: dict[str, int] = {}
-    for c in attached:
-        count[c.user] = count.get(c.user, 0) + 1
-    return [Seat(user, mode, count.get(user, 0)) for user, mode in sorted(acl.items())]
-
-
-def seat_changes(before: list[Seat], after: list[Seat]) -> list[str]:
-    """Who joined, left, or changed mode between two looks (for the app's toasts; pure)."""
-    old = {s.user: s for s in before}
-    new = {s.user: s for s in after}
-    notes = []
-    for user, s in new.items():
-        prev = old.get(user)
-        label = "read-only" if s.mode is Mode.RO else "read-write"
-        if s.attached and (prev is None or not prev.attached):
-            notes.append(f"{user} joined ({label})")
-        elif prev is not None and prev.attached and not s.attached:
-            notes.append(f"{user} left")
-        if prev is not None and prev.mode is not s.mode:
-            notes.append(f"{user} is now {label}")
-    for user, prev in old.items():
-        if user not in new:
-            notes.append(f"{user}'s seat was revoked" + (" (disconnected)" if prev.attached else ""))
-    return notes
-
-
-def acting_client(attached: list[Client], owner_uid: int) -> Client | None:
-    """The client that typed last (the one whose key opened the palette); a tie goes to the owner.
-
-    tmux keeps activity in whole seconds, so this is a courtesy check that stops a guest from
-    changing seats by mistake, not a boundary: a read-write guest can run commands as the owner
-    through tmux itself.
-    """
-    if not attached:
-        return None
-    return max(attached, key=lambda c: (c.activity, c.uid == owner_uid))
 
 
 # -- the folder -------------------------------------------------------------------------------------
