@@ -357,6 +357,8 @@ def discover(root: Path | None = None) -> list[PairInfo]:
         with contextlib.suppress(OSError):
             if not stat.S_ISSOCK(sock.stat().st_mode):
                 continue
+            if int(m.group(1)) == os.getuid() and not is_alive(str(sock)):
+                continue  # ours and dead (its server was killed): nothing to join
             data = read_seats(folder) or {}
             info = PairInfo(
                 name=m.group(2),

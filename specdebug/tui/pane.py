@@ -1,7 +1,9 @@
 """Base class of every pane: its id and title, its context, and read-only enforcement.
 
 A pane lists the actions that change the box in MUTATING_ACTIONS; with --readonly those
-actions are disabled (check_action returns False), so read-only mode is one switch.
+actions are disabled (check_action returns False), so read-only mode is one switch.  That list
+only greys keys out: the enforcement is in the core (core/capability.py), which refuses every
+write of a read-only app whichever action reaches it.
 """
 
 from __future__ import annotations

@@ -120,14 +120,25 @@ def test_discover_lists_only_reachable_pair_folders(tmp_path: Path, monkeypatch)
     sock.bind(str(mine / pair.SOCKET_FILE))
     (tmp_path / "specdebug-pair.0.no-socket").mkdir()
     (tmp_path / "unrelated").mkdir()
+    other = tmp_path / "specdebug-pair.4242.theirs"  # another user's: listed when we may pass through
+    other.mkdir(mode=0o711)
+    theirs = socket.socket(socket.AF_UNIX)
+    theirs.bind(str(other / pair.SOCKET_FILE))
+    monkeypatch.setattr(pair, "is_alive", lambda path, session=None: False)  # our s1 has no tmux server
     try:
+        assert [p.name for p in pair.discover()] == ["theirs"]  # our dead one is left out
+        monkeypatch.setattr(pair, "is_alive", lambda path, session=None: True)
         found = pair.discover()
-        assert [(p.name, p.socket) for p in found] == [("s1", str(mine / pair.SOCKET_FILE))]
+        assert [(p.name, p.socket) for p in found] == [
+            ("s1", str(mine / pair.SOCKET_FILE)),
+            ("theirs", str(other / pair.SOCKET_FILE)),
+        ]
         assert pair.find("s1").socket == str(mine / pair.SOCKET_FILE)
         with pytest.raises(PairError, match="no pairing session named 'nope'"):
             pair.find("nope")
     finally:
         sock.close()
+        theirs.close()
 
 
 def test_an_existing_folder_that_is_not_ours_is_refused(tmp_path: Path, monkeypatch) -> None:
