@@ -8,6 +8,7 @@ core's capability check stands between each action and the box.  Afterwards: the
 the same processes, served no request, its record on the box is byte-identical, no journal entry
 was written, known_hosts is untouched.  Both read-only modes are covered: the process
 (`specdebug --readonly`) and the app holding read-only remotes and journal (in-process).
+Attach, in a read-only seat, observes the server the writer launched: it reaches READY without a write.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from specdebug.remote.connection import SSHRemote
 from specdebug.tui.app import ActionsProvider, SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
+from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.widgets.seats import SeatsProvider
 from tests.simprofiles import sim_profile
 
@@ -123,6 +125,13 @@ async def test_no_action_mutates_in_readonly(mode: str, sshd, remote, tmp_path: 
                 await ro_remote.wait_connected(30)
                 ran = await dispatch_everything(app, pilot)
                 await pilot.pause(3.0)  # workers the actions started run to their end (or refusal)
+                # attach in a read-only seat observes the driver's server: same phases, health, no write
+                observer = app.query_one(StartupPane)
+                for _ in range(150):
+                    if observer.state == "ready":
+                        break
+                    await pilot.pause(0.2)
+                assert observer.state == "ready", notes
                 await app._dispatch_action(app, "quit", ())
         assert {"startup.launch", "startup.stop", "startup.restart", "startup.attach", "bench.run"} <= set(
             ran
@@ -132,7 +141,7 @@ async def test_no_action_mutates_in_readonly(mode: str, sshd, remote, tmp_path: 
         refused = [n for n in notes if "read-only" in n]
         assert any("launch" in n for n in refused), notes
         assert any("benchmark" in n for n in refused), "\n".join(notes)
-        assert any("attach" in n for n in refused), notes
+        assert not any("attach" in n for n in refused), notes
 
         after = snapshot(record_path, sshd.known_hosts, journal_dir)
         assert after == before
