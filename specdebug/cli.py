@@ -51,6 +51,7 @@ VERBS: list[Verb] = [
     Verb("history", "history", "list the benchmark results of a session"),
     Verb("mark", "history", "add a mark to the session journal (shown in the report)"),
     Verb("report", "history", "markdown report of a session: results, config diffs, notes"),
+    Verb("pair", "pair", "share the TUI in a tmux session: read-only or read-write seats for other users"),
 ]
 
 # options that take a value and may stand before the verb or the hosts (the TUI's and ssh's);

@@ -20,6 +20,8 @@ from typing import Any
 
 import platformdirs
 
+from specdebug.core.capability import require_write
+
 EVENTS_FILE = "events.jsonl"
 
 # The kinds other modules write; any other string is accepted too (forward compatible).
@@ -81,6 +83,7 @@ class Journal:
 
         ``sync=True`` fsyncs the file (results): the event survives a crash of the machine too.
         """
+        require_write(f"journal {kind}", self)
         event = {**data, "ts": time.time(), "kind": kind}
         line = (json.dumps(event, default=_jsonable, ensure_ascii=False) + "\n").encode()
         with self._lock:

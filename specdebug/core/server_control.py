@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from specdebug.core.capability import require_write
 from specdebug.core.logs.follow import expand_remote_path
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, profile_secrets
@@ -75,6 +76,7 @@ async def stop_record(
     """TERM the recorded process group, KILL it after `grace_s`, and confirm nothing of it is left.
 
     Each signal is sent by the box only after it proved the group is the recorded one."""
+    require_write("stop", remote, journal)
     t0 = clock()
     result = StopResult(profile=record.profile, pid=record.pid, pgid=record.pgid, stopped=True)
     if record.stopped_at is not None:
@@ -231,6 +233,7 @@ async def attach(
     The log is read from the start of the latest run in it (the kind's restart line, e.g.
     SGLang's `server_args=`), so phases already passed are replayed before following live.
     """
+    require_write("attach (writes the server record)", remote, journal)
     port = port or profile.server.port
     if pid is None:
         holder = await find_port_holder(remote, port)

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from specdebug.core.capability import require_write
 from specdebug.core.secrets import mask_argv
 from specdebug.remote.api import ProcInfo, Remote, RemoteError
 
@@ -135,6 +136,7 @@ def _state_request(remote: Remote, profile_name: str) -> dict[str, Any]:
 
 
 async def save_record(remote: Remote, record: ServerRecord) -> None:
+    require_write("write the server record", remote)
     req = {**_state_request(remote, record.profile), "data": record.model_dump_json(indent=1)}
     out = await box_call(remote, "write_state", req)
     if out.get("state") != "ok":
@@ -183,6 +185,7 @@ async def load_record(remote: Remote, profile_name: str) -> ServerRecord | None:
 
 async def forget_record(remote: Remote, profile_name: str) -> None:
     """Remove the profile's state file (benchmarks and tests clean up after themselves)."""
+    require_write("remove the server record", remote)
     await box_call(remote, "forget_state", _state_request(remote, profile_name))
 
 

@@ -36,6 +36,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from specdebug.core import server_control
+from specdebug.core.capability import require_write
 from specdebug.core.logs.hints import with_hint
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, profile_secrets
@@ -556,6 +557,7 @@ async def launch(
     remote: Remote, profile: Profile, *, journal: Any = None, clock: Clock = time.time, check: bool = True
 ) -> ServerRecord:
     """Start the profile's server detached on the box and record it (state file + journal)."""
+    require_write("launch", remote, journal)
     if check:
         await check_can_launch(remote, profile)
     started = clock()

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import asyncssh
 
+from specdebug.core.capability import require_write
+
 
 class KeyDecision(StrEnum):
     ONCE = "once"  # trust for this session only
@@ -71,6 +73,7 @@ def describe(host: str, hostname: str, port: int, key: asyncssh.SSHKey, changed:
 
 
 def save_key(info: HostKeyInfo, known_hosts: Path) -> None:
+    require_write("save a host key", known_hosts)
     known_hosts.parent.mkdir(parents=True, exist_ok=True)
     line = f"{known_hosts_name(info.hostname, info.port)} {info.key.export_public_key().decode().strip()}\n"
     existing = known_hosts.read_text() if known_hosts.exists() else ""

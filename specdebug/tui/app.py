@@ -22,12 +22,14 @@ from textual.command import Hit, Hits, Provider
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
+from specdebug.core.capability import ReadOnlyError, hold_readonly
 from specdebug.remote.api import ConnState
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.resources import data_dirs
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.panes.hosts import HostsPane
+from specdebug.tui.widgets.seats import JournalFollower, SeatsBar, SeatsProvider
 
 # (module, class) of each pane, in tab order; a pane whose module is missing is skipped
 PANES = [
@@ -118,7 +120,7 @@ class ActionsProvider(Provider):
 
 class SpecdebugApp(App):
     TITLE = "specdebug"
-    COMMANDS = App.COMMANDS | {ActionsProvider}
+    COMMANDS = App.COMMANDS | {ActionsProvider, SeatsProvider}
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("ctrl+c", "quit", "Quit", id="app.quit_ctrl_c", show=False, priority=True),
@@ -155,11 +157,14 @@ class SpecdebugApp(App):
         self.autorun: list[str] = []  # binding ids to run once mounted (the demo launches the sim)
         if ctx.readonly:
             self.sub_title = "read-only"
+            hold_readonly(*ctx.remotes.values(), ctx.journal)  # core refuses writes through them
 
     # ---- composition -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         yield Static(id="status-line")
+        yield SeatsBar()  # shown only inside a `specdebug pair` session
+        yield JournalFollower(self.ctx)  # live updates from a journal kept on the box
         with TabbedContent(id="tabs"):
             for cls in self.pane_classes:
                 with TabPane(cls.TITLE, id=f"tab-{cls.PANE_ID}"):
@@ -354,6 +359,14 @@ class SpecdebugApp(App):
         return super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     # ---- failures -----------------------------------------------------------------------------------
+    async def _dispatch_action(self, namespace, action_name, params) -> bool:
+        """Read-only is enforced in the core: an action that reaches a write says so, never crashes."""
+        try:
+            return await super()._dispatch_action(namespace, action_name, params)
+        except ReadOnlyError as exc:
+            self.notify(str(exc), severity="warning")
+            return True
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.error is not None:
             err = event.worker.error

@@ -1,7 +1,9 @@
 """Base class of every pane: its id and title, its context, and read-only enforcement.
 
 A pane lists the actions that change the box in MUTATING_ACTIONS; with --readonly those
-actions are disabled (check_action returns False), so read-only mode is one switch.
+actions are disabled (check_action returns False), so read-only mode is one switch.  That list
+only greys keys out: the enforcement is in the core (core/capability.py), which refuses every
+write of a read-only app whichever action reaches it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import ClassVar
 
 from textual.message import Message
 from textual.widget import Widget
+from textual.worker import Worker, WorkerState
 
 from specdebug.tui.context import AppContext
 
@@ -36,6 +39,11 @@ class Pane(Widget):
 
     def server_event(self, kind: str) -> None:
         """Hook: the profile's server changed state.  Panes that show server state refresh here."""
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Worker messages do not bubble to the app: a pane's failed worker becomes a toast here."""
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            self.notify(f"{event.worker.name or 'task'} failed: {event.worker.error}", severity="error")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self.ctx.readonly and action in self.MUTATING_ACTIONS:

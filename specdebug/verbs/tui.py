@@ -28,7 +28,9 @@ def tui_parser() -> argparse.ArgumentParser:
     p.add_argument("-F", "--ssh-config", metavar="FILE", help="ssh config file (default ~/.ssh/config)")
     p.add_argument("-c", "--profile", metavar="PROFILE", help="server profile (TOML) the panes act on")
     p.add_argument("--layout", default="default", help="layout name from layouts/ (default: default)")
-    p.add_argument("--session", metavar="DIR", help="session folder (journal); default: the latest session")
+    p.add_argument(
+        "--session", metavar="DIR", help="session folder (journal), or box:NAME (kept on the box, shared)"
+    )
     p.add_argument("--new-session", action="store_true", help="start a new session folder")
     p.add_argument("--readonly", action="store_true", help="disable every action that changes the box")
     from specdebug.verbs.common import add_state_dir_arg
@@ -52,6 +54,11 @@ def build_context(args: argparse.Namespace, remotes: dict) -> AppContext:
         ctx.profile_choices = sorted(ctx.profile_path.resolve().parent.glob("*.toml"))
     from specdebug.core.journal import Journal, resolve_session
 
+    if args.session and args.session.startswith("box:"):  # kept on the box, shared by every instance
+        from specdebug.core.boxjournal import BoxJournal
+
+        ctx.journal = BoxJournal(ctx.remote(), args.session.removeprefix("box:"))
+        return ctx
     # the latest session by default: its launches give the startup ETA, its results the history
     ctx.session_dir = (
         Journal.default_dir() if args.new_session else resolve_session(args.session, for_writing=True)
@@ -91,6 +98,10 @@ def run_tui_from_argv(argv: list[str]) -> int:
     from specdebug.remote.connection import SSHRemote
     from specdebug.remote.hostspec import HostSpecError
 
+    if args.readonly:  # default-deny for the whole process, before anything connects
+        from specdebug.core.capability import enter_readonly_process
+
+        enter_readonly_process()
     remotes = {}
     try:
         for host in args.hosts:

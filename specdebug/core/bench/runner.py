@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from specdebug.core.bench import external, gpu, prom, serverlog
 from specdebug.core.bench.builtin import BuiltinParams, ProgressFn, run_builtin
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
+from specdebug.core.capability import require_write
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.core.servers import file_size
 from specdebug.remote.api import Remote, RemoteError
@@ -176,6 +177,7 @@ async def run_benchmark(
 
     Cancelling the task stops the run (HTTP streams or the remote command end) and records nothing.
     """
+    require_write("benchmark", remote, journal)
     request = request or BenchRequest()
     srv = profile.server
     scrub = Scrubber.for_profile(profile)  # output lines, errors and warnings are shown and stored

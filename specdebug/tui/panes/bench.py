@@ -437,3 +437,7 @@ class BenchPane(Pane):
             if self.include_failed
             else "failed runs are left out of baselines and comparisons"
         )
+
+    def server_event(self, kind: str) -> None:
+        if kind == "journal":  # another instance wrote to the shared (box) journal
+            self.reload()

@@ -22,6 +22,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from specdebug.core import startup
+from specdebug.core.observe import observe
 from specdebug.core.sanitize import visible
 from specdebug.core.startup import (
     GroupChange,
@@ -351,7 +352,10 @@ class StartupPane(Pane):
                 self.apply(await startup.stop(remote, profile, journal=journal))
             self.reset_run("launching")
             if mode == "attach":
-                record = await startup.attach(remote, profile, journal=journal)
+                if self.ctx.readonly:  # observe the driver's server: its record is read, nothing written
+                    journal, record = None, await observe(remote, profile)
+                else:
+                    record = await startup.attach(remote, profile, journal=journal)
                 self.apply(Launched(record=record))
                 deadline = self.clock() + profile.ready.timeout_s
                 events = startup.watch(remote, record, profile, journal=journal, deadline=deadline)

@@ -1,0 +1,195 @@
+"""A session journal kept on the box (`--session box:NAME`), shared by every instance that opens it.
+
+Two engineers each run their own specdebug against the same box (one may be `--readonly`); with
+the journal on the box, each sees the other's benchmark results, bisection trials and marks live.
+The file is the same `events.jsonl` as a local session, at `~/.specdebug/sessions/NAME/` on the
+box (or `box:/abs/dir`).  Writes go through the remote as one whole line each: a small python3
+program on the box appends it with a single `write` on an O_APPEND descriptor and fsyncs, so two
+writers never interleave inside a line.  Readers follow the file by byte offset (`refresh`), keep
+a torn tail until its newline arrives, and skip the events they wrote themselves (by `eid`).
+
+Same surface as core.journal.Journal (`append`, `events`) so panes do not care where it lives;
+`append` is synchronous for them: the event is visible here at once and written by a background
+task (`flush` waits for it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from specdebug.core.capability import require_write
+from specdebug.core.journal import EVENTS_FILE, _jsonable
+from specdebug.remote.api import Remote, RemoteError
+
+BOX_SESSIONS = "~/.specdebug/sessions"
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+READ_CHUNK = 1 << 20
+
+# one whole line per write, O_APPEND, fsync; a torn tail (a writer killed mid-line) is ended first
+_APPEND_PY = r"""
+import os, sys
+p = sys.argv[1]
+os.makedirs(os.path.dirname(p), mode=0o700, exist_ok=True)
+d = sys.stdin.buffer.read()
+fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+try:
+    size = os.fstat(fd).st_size
+    if size:
+        r = os.open(p, os.O_RDONLY)
+        try:
+            if os.pread(r, 1, size - 1) != b"\n":
+                d = b"\n" + d
+        finally:
+            os.close(r)
+    if os.write(fd, d) != len(d):
+        sys.exit(5)
+    os.fsync(fd)
+finally:
+    os.close(fd)
+"""
+
+
+class BoxJournalError(ValueError):
+    """`--session box:...` names no usable place."""
+
+
+def box_path(spec: str) -> str:
+    """`NAME` -> ~/.specdebug/sessions/NAME/events.jsonl; `/abs/dir` -> /abs/dir/events.jsonl."""
+    if spec.startswith("/"):
+        if "\n" in spec or "/../" in f"{spec}/":
+            raise BoxJournalError(f"box:{spec}: not a plain absolute folder")
+        return f"{spec.rstrip('/')}/{EVENTS_FILE}"
+    if not NAME_RE.fullmatch(spec) or spec in (".", ".."):
+        raise BoxJournalError(f"box:{spec}: a session name is letters, digits, '.', '-' and '_'")
+    return f"{BOX_SESSIONS}/{spec}/{EVENTS_FILE}"
+
+
+class BoxJournal:
+    """The journal file on the box behind one Remote (see the module docstring)."""
+
+    def __init__(self, remote: Remote, spec: str) -> None:
+        self.remote = remote
+        self.spec = spec
+        self.path = box_path(spec)  # ~ expanded on first use
+        self.session_dir = None  # nothing local: reports and `history` read it through the remote
+        self.label = f"box:{spec}"
+        self._events: list[dict[str, Any]] = []
+        self._eids: set[str] = set()
+        self._offset = 0
+        self._tail = b""
+        self._outbox: list[bytes] = []
+        self._writer: asyncio.Task | None = None
+        self._expanded = False
+        self.listeners: list[Callable[[list[dict[str, Any]]], None]] = []
+        self.by = getpass.getuser()
+        self.last_error = ""
+
+    # -- the Journal surface --------------------------------------------------------------------
+    def append(self, kind: str, data: dict[str, Any], *, sync: bool = False) -> dict[str, Any]:
+        """Record one event: visible here now, on the box as soon as the writer sends it."""
+        require_write(f"journal {kind}", self, self.remote)
+        event = {**data, "ts": time.time(), "kind": kind, "eid": uuid.uuid4().hex, "by": self.by}
+        line = (json.dumps(event, default=_jsonable, ensure_ascii=False) + "\n").encode()
+        self._add([json.loads(line)])
+        self._outbox.append(line)
+        self._kick()
+        return event
+
+    def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]:
+        return [e for e in self._events if kinds is None or e.get("kind") in kinds]
+
+    # -- box side -------------------------------------------------------------------------------
+    async def _resolve(self) -> str:
+        if not self._expanded:
+            from specdebug.core.logs.follow import expand_remote_path
+
+            self.path = await expand_remote_path(self.remote, self.path)
+            self._expanded = True
+        return self.path
+
+    async def refresh(self) -> list[dict[str, Any]]:
+        """Read what was appended on the box since the last look; returns the others' new events."""
+        path = await self._resolve()
+        new: list[dict[str, Any]] = []
+        while True:
+            try:
+                chunk = await self.remote.read_file(path, offset=self._offset, max_bytes=READ_CHUNK)
+            except RemoteError as exc:
+                if "ENOENT" in str(exc) or "No such file" in str(exc):
+                    return new  # nobody wrote yet
+                raise
+            if not chunk:
+                break
+            self._offset += len(chunk)
+            data = self._tail + chunk
+            lines = data.split(b"\n")
+            self._tail = lines.pop()
+            for raw in lines:
+                with contextlib.suppress(ValueError):
+                    ev = json.loads(raw)
+                    if isinstance(ev, dict) and ev.get("eid") not in self._eids:
+                        new.append(ev)
+            if len(chunk) < READ_CHUNK:
+                break
+        if new:
+            self._add(new)
+            for listener in list(self.listeners):
+                listener(new)
+        return new
+
+    async def follow(self, interval: float = 0.5) -> None:
+        """Refresh forever (the app runs this as a worker); connection trouble just waits."""
+        while True:
+            with contextlib.suppress(RemoteError, OSError):
+                await self.refresh()
+            await asyncio.sleep(interval)
+
+    async def flush(self, timeout: float = 30.0) -> None:
+        """Wait until every appended event is on the box (raises the writer's last error)."""
+        self._kick()
+        if self._writer is not None:
+            await asyncio.wait_for(asyncio.shield(self._writer), timeout)
+        if self._outbox:
+            raise RemoteError(
+                f"box journal {self.path}: {len(self._outbox)} events not written: {self.last_error}"
+            )
+
+    def _add(self, events: list[dict[str, Any]]) -> None:
+        for ev in events:
+            eid = ev.get("eid")
+            if eid:
+                self._eids.add(eid)
+            self._events.append(ev)
+
+    def _kick(self) -> None:
+        if self._writer is not None and not self._writer.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop yet: flush() sends later
+        if self._outbox:
+            self._writer = loop.create_task(self._send_all())
+
+    async def _send_all(self) -> None:
+        """Send queued lines in order; on failure keep them for the next append or flush."""
+        try:
+            path = await self._resolve()
+            while self._outbox:
+                res = await self.remote.run(
+                    ["python3", "-c", _APPEND_PY, path], input=self._outbox[0], timeout=30
+                )
+                if not res.ok:
+                    self.last_error = f"append failed: {res.err.strip() or res.exit_status}"
+                    return
+                self._outbox.pop(0)
+        except (RemoteError, OSError) as exc:
+            self.last_error = str(exc)

@@ -1,0 +1,179 @@
+"""Who is watching: the seats of a pairing session, under the header, and the driver's seat commands.
+
+Inside a `specdebug pair` session (SPECDEBUG_PAIR_SOCKET set) the bar polls tmux once a second
+(`server-access -l` and `list-clients`, two local forks of a few ms) and shows every granted user
+with ro/rw and attached or not; a toast says who joined, left or changed mode.  The command
+palette gets "Seat: ..." commands for the driver (the socket's owner, whose app this is) to grant
+write, make read-only or revoke a seat; they refuse when the last key came from someone else's
+seat, and in a read-only app (the capability check in core.pair refuses them too).
+
+Also here: JournalFollower, which follows a journal kept on the box (`--session box:NAME`) and tells
+the panes when another instance wrote to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from functools import partial
+
+from rich.text import Text
+from textual import work
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.widget import Widget
+from textual.widgets import Static
+
+from specdebug.core import pair
+from specdebug.core.capability import process_is_readonly
+from specdebug.core.pair import Mode, Seat
+
+
+class SeatsBar(Static):
+    """One line: `pairing NAME  driver alice ●  bob ro ●  carol rw ○` (● attached, ○ not)."""
+
+    DEFAULT_CSS = """
+    SeatsBar { height: 1; padding: 0 1; background: $boost; display: none; }
+    SeatsBar.-pair { display: block; }
+    """
+    POLL_S = 1.0
+
+    def __init__(self, socket: str | None = None, name: str | None = None, **kwargs) -> None:
+        super().__init__(Text(""), id=kwargs.pop("id", "seats"), **kwargs)
+        self.socket = socket if socket is not None else os.environ.get(pair.ENV_SOCKET)
+        self.pair_name = name if name is not None else os.environ.get(pair.ENV_NAME, "")
+        self.seats: list[Seat] = []
+        self.clients: list[pair.Client] = []
+        self.owner_uid = os.getuid()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.socket)
+
+    def on_mount(self) -> None:
+        if not self.active:
+            return
+        self.add_class("-pair")
+        self.poll()
+        self.set_interval(self.POLL_S, self.poll)
+
+    @work(exclusive=True, group="seats-poll", exit_on_error=False)
+    async def poll(self) -> None:
+        socket = self.socket
+        assert socket is not None
+        acl, attached = await asyncio.gather(
+            asyncio.to_thread(pair.access_list, socket), asyncio.to_thread(pair.clients, socket)
+        )
+        seats = pair.seats_now(acl, attached)
+        notes = pair.seat_changes(self.seats, seats)
+        self.seats, self.clients = seats, attached
+        self.update(self.render_seats())
+        for note in notes:
+            self.app.notify(note, title="pairing", timeout=6)
+
+    def render_seats(self) -> Text:
+        text = Text()
+        text.append(f"pairing {self.pair_name}", style="bold")
+        driver_on = sum(1 for c in self.clients if c.uid == self.owner_uid)
+        text.append("  driver ", style="dim")
+        text.append(pair.user_name(self.owner_uid), style="bold")
+        text.append(" ●" if driver_on else " ○", style="green" if driver_on else "dim")
+        if not self.seats:
+            text.append("  no seats granted", style="dim")
+        for seat in self.seats:
+            text.append("  ")
+            text.append(seat.user, style="bold")
+            text.append(f" {seat.mode}", style="yellow" if seat.mode is Mode.RW else "cyan")
+            text.append(
+                " ● attached" if seat.attached else " ○ away", style="green" if seat.attached else "dim"
+            )
+        return text
+
+    async def change(self, user: str, action: str) -> None:
+        """Grant write (`rw`), make read-only (`ro`) or revoke (`revoke`) a seat: the driver only."""
+        socket = self.socket
+        if socket is None:
+            return
+        attached = await asyncio.to_thread(pair.clients, socket)
+        actor = pair.acting_client(attached, self.owner_uid)
+        if actor is not None and actor.uid != self.owner_uid:
+            self.app.notify(
+                f"only the driver ({pair.user_name(self.owner_uid)}) changes seats; the last key came from {actor.user}",
+                severity="warning",
+            )
+            return
+        try:
+            if action == "revoke":
+                await asyncio.to_thread(pair.revoke, socket, user)
+            else:
+                await asyncio.to_thread(pair.grant, socket, user, Mode(action))
+        except (pair.PairError, PermissionError, OSError) as exc:
+            self.app.notify(f"seat {user}: {exc}", severity="error")
+            return
+        self.poll()
+
+
+class SeatsProvider(Provider):
+    """Palette: `Seat: grant write to bob`, `Seat: make bob read-only`, `Seat: revoke bob`."""
+
+    def _commands(self):
+        app = self.app
+        readonly = getattr(getattr(app, "ctx", None), "readonly", False)
+        if readonly or process_is_readonly():
+            return
+        try:
+            bar = app.query_one(SeatsBar)
+        except Exception:
+            return
+        if not bar.active:
+            return
+        for seat in bar.seats:
+            if seat.mode is Mode.RO:
+                yield (
+                    f"Seat: grant write to {seat.user}",
+                    partial(bar.change, seat.user, "rw"),
+                    ("they can then type, and run commands as you through tmux"),
+                )
+            else:
+                yield f"Seat: make {seat.user} read-only", partial(bar.change, seat.user, "ro"), ""
+            yield f"Seat: revoke {seat.user}", partial(bar.change, seat.user, "revoke"), "disconnects them"
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, callback, help_text in self._commands():
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(text), callback, help=help_text)
+
+    async def discover(self) -> Hits:
+        for text, callback, help_text in self._commands():
+            yield DiscoveryHit(text, callback, help=help_text)
+
+
+class JournalFollower(Widget):
+    """Invisible: follows a journal kept on the box and tells the panes when others wrote to it."""
+
+    DEFAULT_CSS = "JournalFollower { display: none; }"
+    POLL_S = 0.5
+
+    def __init__(self, ctx, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.ctx = ctx
+
+    def on_mount(self) -> None:
+        journal = self.ctx.journal
+        if journal is not None and callable(getattr(journal, "follow", None)):
+            journal.listeners.append(self._new_events)
+            self.follow(journal)
+
+    @work(exclusive=True, group="journal-follow", exit_on_error=False)
+    async def follow(self, journal) -> None:
+        await journal.follow(self.POLL_S)
+
+    def _new_events(self, events: list[dict]) -> None:
+        from specdebug.tui.pane import Pane
+
+        self.post_message(Pane.ServerEvent("journal"))
+        for ev in events:
+            if ev.get("kind") in ("bench_result", "mark") and ev.get("by"):
+                what = "a benchmark result" if ev["kind"] == "bench_result" else "a mark"
+                self.app.notify(f"{ev['by']} recorded {what}", title="shared journal", timeout=4)

@@ -1,0 +1,157 @@
+"""`specdebug pair`: the TUI in a shared tmux session with seats for other users, or a browser seat.
+
+    specdebug pair [-F FILE] HOST... [-c PROFILE] [--name NAME] [--allow USER]... [--allow-ro USER]...
+                   [--detach] [--json]
+    specdebug pair --join NAME [--readonly] [--socket PATH]
+    specdebug pair --list [--json]
+    specdebug pair --web HOST... [-c PROFILE] [--session box:NAME] [--port N]
+
+Read-only is tmux's (server-access, tmux >= 3.3); see specdebug/core/pair.py for the folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from specdebug.core import pair
+from specdebug.core.pair import Mode, PairError
+from specdebug.verbs.common import err, print_json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "pair",
+        help="share the TUI in a tmux session: read-only or read-write seats for other users",
+        description="Start a pairing session (the TUI in tmux on its own socket, seats granted with tmux's "
+        "server-access), join one, list them, or serve a read-only browser seat (--web).",
+    )
+    p.add_argument("-F", "--ssh-config", metavar="FILE", help="ssh config file (default ~/.ssh/config)")
+    p.add_argument("-c", "--profile", metavar="PROFILE", help="server profile (TOML) the panes act on")
+    p.add_argument(
+        "--session", metavar="DIR|box:NAME", help="journal for the app (box:NAME: kept on the box)"
+    )
+    p.add_argument("--layout", help="layout name for the app")
+    p.add_argument("--name", default="pair", help="session name (default: pair)")
+    p.add_argument("--allow", action="append", default=[], metavar="USER", help="read-write seat (trusted!)")
+    p.add_argument("--allow-ro", action="append", default=[], metavar="USER", help="read-only seat")
+    p.add_argument("--detach", action="store_true", help="start the session and return (do not attach)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--join", metavar="NAME", help="attach to the pairing session NAME")
+    p.add_argument("--readonly", action="store_true", help="with --join: attach read-only")
+    p.add_argument("--socket", metavar="PATH", help="with --join: the session's tmux socket")
+    p.add_argument("--list", action="store_true", help="list the pairing sessions you may join")
+    p.add_argument("--web", action="store_true", help="serve a read-only seat to a browser on 127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="with --web: port (default: a free one)")
+    p.add_argument("hosts", nargs="*", metavar="HOST")
+    p.set_defaults(func=cmd_pair)
+
+
+def cmd_pair(args: argparse.Namespace) -> int:
+    try:
+        if args.list:
+            return _list(args)
+        if args.join:
+            return _join(args)
+        if not args.hosts:
+            err("pair: give HOST... to start a session, or --join NAME, or --list")
+            return 2
+        if args.web:
+            try:
+                from specdebug.tui.webseat import serve_web_seat
+            except ModuleNotFoundError as exc:
+                err(f"pair --web needs textual-serve ({exc.name}): pip install 'specdebug[web]'")
+                return 2
+
+            return serve_web_seat(app_argv(args, readonly=True), port=args.port)
+        return _start(args)
+    except PairError as exc:
+        err(str(exc))
+        return 2
+
+
+def app_argv(args: argparse.Namespace, *, readonly: bool = False) -> list[str]:
+    """The TUI command the session runs: the same hosts and profile, paths made absolute."""
+    argv = [sys.executable, "-m", "specdebug.cli"]
+    if args.ssh_config:
+        argv += ["-F", str(Path(args.ssh_config).resolve())]
+    if args.profile:
+        argv += ["-c", str(Path(args.profile).resolve())]
+    if args.session:
+        session = args.session
+        argv += ["--session", session if session.startswith("box:") else str(Path(session).resolve())]
+    if args.layout:
+        argv += ["--layout", args.layout]
+    if readonly:
+        argv.append("--readonly")
+    return argv + list(args.hosts)
+
+
+def _seats(args: argparse.Namespace) -> dict[str, Mode]:
+    seats: dict[str, Mode] = {}
+    for user in args.allow_ro:
+        seats[user] = Mode.RO
+    for user in args.allow:
+        if user in seats:
+            raise PairError(f"{user} is in both --allow and --allow-ro: pick one")
+        seats[user] = Mode.RW
+    return seats
+
+
+def _start(args: argparse.Namespace) -> int:
+    if args.profile and not Path(args.profile).is_file():
+        err(f"profile {args.profile}: no such file")
+        return 2
+    info = pair.start(pair.check_name(args.name), app_argv(args), _seats(args))
+    if args.json:
+        print_json(info.to_json())
+    else:
+        print(f"pairing session {info.name!r} on {info.socket} (access: {info.access})")
+        for seat in info.seats:
+            mode = "read-only" if seat.mode is Mode.RO else "read-write (can run commands as you!)"
+            print(f"  seat {seat.user}: {mode}")
+        print(f"seats join with:  {info.join}")
+        print(f"             or:  specdebug pair --join {info.name}")
+        sys.stdout.flush()
+    if args.detach:
+        return 0
+    rc = _attach(pair.join_argv(info.socket, info.session))
+    if pair.is_alive(info.socket):
+        print(f"detached; the session goes on. Back in: specdebug pair --join {info.name}")
+    return rc
+
+
+def _attach(argv: list[str]) -> int:
+    if not sys.stdin.isatty():
+        err(f"not a terminal: run this in one ({shlex.join(argv)})")
+        return 2
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    return subprocess.run(argv, env=env).returncode
+
+
+def _join(args: argparse.Namespace) -> int:
+    info = pair.find(args.join, args.socket)
+    argv = pair.join_argv(info.socket, info.session, readonly=args.readonly)
+    if args.json:
+        print_json({**info.to_json(), "join": shlex.join(argv)})
+        return 0
+    return _attach(argv)
+
+
+def _list(args: argparse.Namespace) -> int:
+    found = pair.discover()
+    if args.json:
+        print_json({"sessions": [p.to_json() for p in found]})
+        return 0
+    if not found:
+        print("no pairing sessions you may join")
+        return 0
+    for info in found:
+        seats = ", ".join(f"{s.user} ({s.mode})" for s in info.seats) or "no seats"
+        print(f"{info.name}  owner {info.owner}  seats: {seats}")
+        print(f"  join: specdebug pair --join {info.name}   (or: {info.join})")
+    return 0

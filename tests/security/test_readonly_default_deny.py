@@ -1,0 +1,198 @@
+"""`--readonly` is default-deny: no action of any pane, run in a read-only app, changes the box or
+local trust, whether or not the pane listed it as mutating.
+
+A writable instance launches the simulated server first, so stop/restart/attach/benchmark would
+really change something.  Then every Binding of every pane and of the app, and every palette
+command, is dispatched in a read-only app, bypassing `check_action` (the UI's list), so only the
+core's capability check stands between each action and the box.  Afterwards: the server runs with
+the same processes, served no request, its record on the box is byte-identical, no journal entry
+was written, known_hosts is untouched.  Both read-only modes are covered: the process
+(`specdebug --readonly`) and the app holding read-only remotes and journal (in-process).
+Attach, in a read-only seat, observes the server the writer launched: it reaches READY without a write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from textual import actions
+from textual.binding import Binding
+
+from specdebug.core import capability, pair, startup
+from specdebug.core.capability import ReadOnlyError
+from specdebug.core.journal import Journal
+from specdebug.core.servers import group_members, load_record
+from specdebug.remote.connection import SSHRemote
+from specdebug.tui.app import ActionsProvider, SpecdebugApp
+from specdebug.tui.context import AppContext
+from specdebug.tui.pane import Pane
+from specdebug.tui.panes.startup import StartupPane
+from specdebug.tui.widgets.seats import SeatsProvider
+from tests.simprofiles import sim_profile
+
+pytestmark = pytest.mark.slow
+
+
+def requests_served(port: int) -> float:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10, trust_env=False).text
+    m = re.search(r"^sglang:num_requests_total\S*\s+([0-9.e+]+)", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def snapshot(record_path: Path, known_hosts: Path, journal_dir: Path) -> dict:
+    return {
+        "record": record_path.read_bytes(),
+        "record_mtime": record_path.stat().st_mtime_ns,
+        "known_hosts": known_hosts.read_bytes(),
+        "journal": sorted(p.name for p in journal_dir.rglob("*")) if journal_dir.exists() else None,
+    }
+
+
+async def dispatch_everything(app: SpecdebugApp, pilot) -> list[str]:
+    """Run every binding (twice: confirmations) and every palette command; returns what ran."""
+    ran = []
+    targets: list = [(p, p.BINDINGS) for p in app.query(Pane)] + [(app, app.BINDINGS)]
+    for node, bindings in targets:
+        for binding in bindings:
+            if not isinstance(binding, Binding):
+                continue
+            name, params = actions.parse(binding.action)[1:]
+            if name == "quit":
+                continue  # last, below
+            if isinstance(node, Pane):
+                app.show_pane(node.PANE_ID)
+            for _ in range(2):
+                await app._dispatch_action(node, name, params)
+                await pilot.pause(0.1)
+                while len(app.screen_stack) > 1:
+                    app.pop_screen()
+                    await pilot.pause(0.05)
+            ran.append(f"{getattr(node, 'PANE_ID', 'app')}.{name}")
+    # the palette: every entry our providers offer (seat commands must be absent when read-only)
+    provider = ActionsProvider(app.screen)
+    for _text, binding, node in list(provider._entries()):
+        if binding.action != "quit":
+            await provider._run(node, binding)
+            await pilot.pause(0.1)
+            while len(app.screen_stack) > 1:
+                app.pop_screen()
+    assert list(SeatsProvider(app.screen)._commands()) == []
+    return ran
+
+
+@pytest.mark.parametrize("mode", ["process", "app"])
+async def test_no_action_mutates_in_readonly(mode: str, sshd, remote, tmp_path: Path) -> None:
+    profile = sim_profile(tmp_path, f"rodeny-{uuid.uuid4().hex[:6]}", time_scale="0.02")
+    record_path = Path.home() / ".specdebug" / "servers" / f"{profile.name}.json"
+    verdict = None
+    async for ev in startup.launch_and_watch(remote, profile):
+        verdict = ev
+    try:
+        assert verdict is not None and verdict.verdict == "ready", verdict
+        record = await load_record(remote, profile.name)
+        pids_before = sorted(p.pid for p in group_members(await remote.processes(), record))
+        served_before = requests_served(profile.server.port)
+        journal_dir = tmp_path / "ro-session"
+        before = snapshot(record_path, sshd.known_hosts, journal_dir)
+
+        ro_remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=1.0)
+        journal = Journal(journal_dir)
+        ctx = AppContext(
+            remotes={sshd.alias: ro_remote},
+            selected=sshd.alias,
+            profile=profile,
+            journal=journal,
+            readonly=True,
+        )
+        block = capability.readonly_process() if mode == "process" else contextlib.nullcontext()
+        with block:
+            app = SpecdebugApp(ctx)
+            notes: list[str] = []
+            notify = app.notify
+
+            def record(message, **kw):
+                notes.append(str(message))
+                return notify(message, **kw)
+
+            app.notify = record  # toasts expire; keep every message
+            async with app.run_test(size=(160, 45)) as pilot:
+                await ro_remote.wait_connected(30)
+                ran = await dispatch_everything(app, pilot)
+                await pilot.pause(3.0)  # workers the actions started run to their end (or refusal)
+                # attach in a read-only seat observes the driver's server: same phases, health, no write
+                observer = app.query_one(StartupPane)
+                for _ in range(150):
+                    if observer.state == "ready":
+                        break
+                    await pilot.pause(0.2)
+                assert observer.state == "ready", notes
+                await app._dispatch_action(app, "quit", ())
+        assert {"startup.launch", "startup.stop", "startup.restart", "startup.attach", "bench.run"} <= set(
+            ran
+        )
+        assert {"logs.mark", "bench.baseline", "env.mark"} <= set(ran)
+        # the core refused them (the UI's list was bypassed)
+        refused = [n for n in notes if "read-only" in n]
+        assert any("launch" in n for n in refused), notes
+        assert any("benchmark" in n for n in refused), "\n".join(notes)
+        assert not any("attach" in n for n in refused), notes
+
+        after = snapshot(record_path, sshd.known_hosts, journal_dir)
+        assert after == before
+        record = await load_record(remote, profile.name)
+        assert sorted(p.pid for p in group_members(await remote.processes(), record)) == pids_before
+        assert requests_served(profile.server.port) == served_before
+        assert not (journal_dir / "events.jsonl").exists()
+    finally:
+        await startup.stop(remote, profile, grace_s=3)
+        record_path.unlink(missing_ok=True)
+
+
+def test_core_sinks_refuse_in_a_readonly_process(tmp_path: Path) -> None:
+    """Each sink on its own, with no UI at all: the process flag is enough."""
+    from specdebug.remote import hostkeys
+
+    with capability.readonly_process():
+        with pytest.raises(ReadOnlyError):
+            Journal(tmp_path / "s").append("mark", {"label": "x"})
+        with pytest.raises(ReadOnlyError):
+            hostkeys.save_key(None, tmp_path / "known_hosts")  # type: ignore[arg-type]
+        with pytest.raises(ReadOnlyError):
+            pair.grant(str(tmp_path / "sock"), "nobody", pair.Mode.RW)
+        for coro in (
+            startup.launch(object(), object()),  # type: ignore[arg-type]
+            startup.attach(object(), object()),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(ReadOnlyError):
+                asyncio.run(coro)
+    assert not (tmp_path / "s").exists() and not (tmp_path / "known_hosts").exists()
+
+
+async def test_unknown_host_key_is_not_saved_from_a_readonly_app(sshd, tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    config = sshd.write_client_config(tmp_path / "ssh_config", known)
+    ro_remote = SSHRemote(sshd.alias, ssh_config=config)
+    ctx = AppContext(remotes={sshd.alias: ro_remote}, selected=sshd.alias, readonly=True)
+    with capability.readonly_process():
+        app = SpecdebugApp(ctx)
+        async with app.run_test(size=(140, 40)) as pilot:
+            for _ in range(100):
+                await pilot.pause(0.1)
+                if type(app.screen).__name__ == "HostKeyScreen":
+                    break
+            assert type(app.screen).__name__ == "HostKeyScreen"
+            await pilot.press("s")  # accept and save
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if "read-only" in (ro_remote.status.last_error or ""):
+                    break
+            assert "read-only" in (ro_remote.status.last_error or "")
+            await app._dispatch_action(app, "quit", ())
+    assert known.read_text() == ""
