@@ -128,6 +128,7 @@ class Engine:
         cuda_graph_max_bs: int = 160,
         nccl_missing: int = 0,
         profile: bool = False,
+        cost_scale: float = 1.0,
     ):
         self.spec = spec
         self._log = log
@@ -138,6 +139,7 @@ class Engine:
         self.cuda_graph = cuda_graph
         self.cuda_graph_max_bs = cuda_graph_max_bs
         self.nccl_missing = nccl_missing
+        self.cost_scale = cost_scale  # this launch's --noise draw
         self.profile = profile and spec.enabled
         self.waiting: list[Request] = []
         self.running: list[Request] = []
@@ -191,7 +193,11 @@ class Engine:
 
     def step_cost(self, bs: int) -> costmodel.StepCost:
         return costmodel.step_cost(
-            self.spec, bs, nccl_missing=self.nccl_missing, cuda_graph=self.graph_used(bs)
+            self.spec,
+            bs,
+            nccl_missing=self.nccl_missing,
+            cuda_graph=self.graph_used(bs),
+            scale=self.cost_scale,
         )
 
     def graph_used(self, bs: int) -> bool:

@@ -207,6 +207,7 @@ class Launcher:
             cuda_graph_max_bs=s.cuda_graph_max_bs or 160,
             nccl_missing=missing,
             profile=profile,
+            cost_scale=costmodel.launch_noise(self.cfg.sim.noise, self.cfg.sim.noise_seed),
         )
         self.sidecar.update(
             worker_env={str(r): info["env"] for r, info in sorted(self.ready.items())},
@@ -218,8 +219,9 @@ class Launcher:
                 "verify_ms": engine.step_cost(1).verify_ms,
                 "expected_accept_length": costmodel.expected_accept_length(spec),
                 "expected_single_stream_tok_s": costmodel.expected_rate(
-                    spec, nccl_missing=missing, cuda_graph=not s.disable_cuda_graph
+                    spec, nccl_missing=missing, cuda_graph=not s.disable_cuda_graph, scale=engine.cost_scale
                 ),
+                "noise_factor": engine.cost_scale,
             },
         )
         if self.cfg.sim.fail_at == "warmup":

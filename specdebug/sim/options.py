@@ -92,6 +92,8 @@ class SimOptions:
     oom: bool = False
     drop_env: list[str] = field(default_factory=list)
     profile_verify: bool = False
+    noise: float = 0.0  # run-to-run spread of the step cost (relative sd), drawn once per launch
+    noise_seed: int | None = None  # None: a fresh draw every launch
 
 
 @dataclass
@@ -204,7 +206,27 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--profile-verify", action="store_true", help="print [EAGLE3 profile] Target verify lines"
     )
+    sim.add_argument(
+        "--noise",
+        type=_noise,
+        default=0.0,
+        metavar="F",
+        help="run-to-run variation of the step cost: each launch scales it by N(1, F) (e.g. 0.03)",
+    )
+    sim.add_argument(
+        "--noise-seed", type=int, metavar="N", help="seed the --noise draw (default: fresh every launch)"
+    )
     return p
+
+
+def _noise(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 0.5:
+        raise argparse.ArgumentTypeError("must be between 0 and 0.5 (a relative spread)")
+    return value
 
 
 def _spec_config(server: ServerArgs, warnings: list[str]) -> SpecConfig:
@@ -246,6 +268,8 @@ def parse_args(argv: list[str]) -> SimConfig:
         oom=ns.pop("oom"),
         drop_env=ns.pop("drop_env"),
         profile_verify=ns.pop("profile_verify"),
+        noise=ns.pop("noise"),
+        noise_seed=ns.pop("noise_seed"),
     )
     server = ServerArgs(**ns)
     if server.tokenizer_path is None:
