@@ -56,7 +56,14 @@ HARMLESS = [
 
 @pytest.mark.parametrize("flags", HARMLESS, ids=lambda f: f[0])
 def test_harmless_sglang_flags_leave_the_modelled_rate_alone(flags: list[str]) -> None:
-    spec = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1"]
+    spec = [
+        "--speculative-algorithm",
+        "EAGLE3",
+        "--speculative-num-steps",
+        "2",
+        "--speculative-eagle-topk",
+        "1",
+    ]
     a, b = parse_args(spec), parse_args([*spec, *flags])
     rate = lambda c: costmodel.expected_rate(c.spec, cuda_graph=not c.server.disable_cuda_graph)  # noqa: E731
     assert b.spec == a.spec and rate(b) == rate(a)
