@@ -25,6 +25,7 @@ VERB_MODULES = [
     "env",
     "bench",
     "history",
+    "bisect",
 ]
 
 
