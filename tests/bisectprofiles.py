@@ -3,6 +3,7 @@ delays, short benchmarks) that differs in chosen knobs; the bad side adds `bad_f
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -103,3 +104,21 @@ def write_pair(
 def drop_env(names: list[str]) -> dict[str, str | None]:
     """bad_env that removes good's env vars (None = absent on the bad side)."""
     return dict.fromkeys(names)
+
+
+def forget_records(sshd, names: list[str]) -> None:
+    """Remove the ends' server records from the box user's home (through the box, not our HOME)."""
+    from specdebug.core.servers import forget_record
+    from specdebug.remote.connection import SSHRemote
+
+    async def forget() -> None:
+        remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+        await remote.start()
+        try:
+            await remote.wait_connected(15)
+            for name in names:
+                await forget_record(remote, name)
+        finally:
+            await remote.close()
+
+    asyncio.run(forget())
