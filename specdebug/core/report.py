@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specdebug.core.bench.models import BenchResult, LatencyStats
+from specdebug.core.bisect.report import bisect_markdown
 from specdebug.core.profiles import PLUMBING_FLAGS, split_argv
 
 BASELINE_LABEL = "baseline"
@@ -204,6 +205,7 @@ def render_markdown(events: list[dict[str, Any]], *, title: str = "specdebug ses
         ]
         out += _diff_section(entries)
         out += _warning_section(entries)
+    out += bisect_markdown(events)
     out += _notes_section(events)
     return "\n".join(out).rstrip() + "\n"
 
@@ -245,7 +247,7 @@ def _notes_section(events: list[dict[str, Any]]) -> list[str]:
     rows = []
     for ev in events:
         kind = ev.get("kind")
-        if kind in ("bench_result", None):
+        if kind in ("bench_result", None) or str(kind).startswith("bisect_"):  # bisections have their section
             continue
         if kind == "mark" and ev.get("label") == BASELINE_LABEL:
             continue

@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from specdebug.core.bisect import models as bm
+from specdebug.core.bisect.book import unfinished
 from specdebug.core.bisect.gate import GateError
 from specdebug.core.bisect.judge import known_metrics
 from specdebug.core.bisect.knobs import GroupError
@@ -90,18 +91,6 @@ def _load(path: str) -> Profile:
         raise _usage(str(exc)) from exc
 
 
-def unfinished(journal: Journal) -> dict[str, Any] | None:
-    """The session's last bisection that has a start and no result (what --resume continues)."""
-    started: dict[str, dict[str, Any]] = {}
-    for ev in journal.events({bm.START_EVENT, bm.RESULT_EVENT}):
-        if ev["kind"] == bm.START_EVENT:
-            started.pop(ev.get("bisect", ""), None)
-            started[ev.get("bisect", "")] = ev
-        else:
-            started.pop(ev.get("bisect", ""), None)
-    return list(started.values())[-1] if started else None
-
-
 def _options(args: argparse.Namespace, previous: dict[str, Any] | None) -> bm.BisectOptions:
     given = {
         "metric": args.metric,
@@ -124,7 +113,7 @@ def _options(args: argparse.Namespace, previous: dict[str, Any] | None) -> bm.Bi
 async def cmd_bisect(args: argparse.Namespace) -> int:
     session = resolve_session(args.session, for_writing=True)
     journal = Journal(session)
-    previous = unfinished(journal) if args.resume else None
+    previous = unfinished(journal.events()) if args.resume else None
     if args.resume and previous is None and not (args.good and args.bad):
         raise _usage(f"--resume: no unfinished bisection in {session}; give --good and --bad")
     good_file = args.good or (previous or {}).get("good", {}).get("file")

@@ -15,6 +15,8 @@ from specdebug.core.bisect.gate import Gate
 from specdebug.core.bisect.judge import Judge
 from specdebug.core.bisect.models import (
     JUDGEMENT_EVENT,
+    RESULT_EVENT,
+    START_EVENT,
     TRIAL_EVENT,
     BisectOptions,
     Judged,
@@ -140,3 +142,15 @@ class Book:
     def expected_startup(self) -> float | None:
         starts = [m.startup_s for ms in self.cache.values() for m in ms if m.startup_s]
         return statistics.median(starts) if starts else None
+
+
+def unfinished(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The session's last bisection with a start and no result: what --resume and a reopened TUI continue."""
+    started: dict[str, dict[str, Any]] = {}
+    for ev in events:
+        if ev.get("kind") == START_EVENT:
+            started.pop(ev.get("bisect", ""), None)
+            started[ev.get("bisect", "")] = ev
+        elif ev.get("kind") == RESULT_EVENT:
+            started.pop(ev.get("bisect", ""), None)
+    return list(started.values())[-1] if started else None

@@ -94,6 +94,7 @@ class Bisection:
         self._judgement: asyncio.Future[Judged] | None = None
         self._durations: list[float] = []
         self._outcome = Outcome.UNRESOLVED
+        self.current: Profile | None = None  # the config of the trial running now (front ends clean up)
         self.drift: Drift | None = None
         launched = self.book.load(journal.events()) if journal is not None else {}
         prefix, ends = good.name + NAME_SUFFIX, (good.name, bad.name)
@@ -249,6 +250,7 @@ class Bisection:
             sample=len(self.book.cache.get(fp, [])) + 1,
         )
         self.launches += 1
+        self.current = profile
         row.launches += 1
         row.cached = False
         async for item in run_trial(self.remote, spec, journal=self.journal, clock=self.clock):
@@ -262,13 +264,15 @@ class Bisection:
     async def _measure_again(self) -> AsyncIterator[Any]:
         c = self.cands
         for fp in sorted(self._remeasure):
-            row = self.book.rows.get(fp)
-            if row is None:
+            known = self.book.rows.get(fp)
+            cached = self.book.cache.get(fp, [])
+            if known is None and not cached:
                 continue
-            names = set(row.applied)
+            names = set(known.applied if known else cached[-1].applied)
             query = frozenset(i for i, u in enumerate(c.units) if set(u.knobs) <= names)
             profile, _ = c.profile(query)
-            async for ev in self._measure(profile, fp, row.role, query):
+            role = known.role if known else cached[-1].role
+            async for ev in self._measure(profile, fp, role, query):
                 yield ev
             yield TrialDone(row=self.book.update_row(fp, self.book.judge()))
         self._remeasure.clear()

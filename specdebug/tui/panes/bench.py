@@ -139,6 +139,8 @@ class BenchPane(Pane):
         Binding("c", "compare", "Compare", id="bench.compare"),
         Binding("escape", "close_compare", "Close compare", id="bench.close_compare", show=False),
         Binding("r", "reload", "Reload history", id="bench.reload", show=False),
+        Binding("g", "bisect_end('good')", "Bisect: good end", id="bench.bisect_good"),
+        Binding("B", "bisect_end('bad')", "Bisect: bad end", id="bench.bisect_bad"),  # b runs a benchmark
     ]
     DEFAULT_CSS = """
     BenchPane { layout: vertical; }
@@ -391,3 +393,11 @@ class BenchPane(Pane):
 
     def action_reload(self) -> None:
         self.reload()
+
+    def action_bisect_end(self, side: str) -> None:
+        """This row's profile becomes the Bisect pane's good or bad end."""
+        from specdebug.tui.panes.bisect import pick_end
+
+        e = self._highlighted()
+        if e is not None:
+            pick_end(self.app, side, e.result.profile)
