@@ -57,7 +57,7 @@ def write_pair(
     good_flags: list[list[str]] | None = None,
     sim_extra: list[str] | None = None,
     requests: int = 2,
-    output_len: int = 24,
+    output_len: int = 64,
     port: int | None = None,
     tag: str = "",
 ) -> tuple[Path, Path]:
@@ -106,17 +106,30 @@ def drop_env(names: list[str]) -> dict[str, str | None]:
     return dict.fromkeys(names)
 
 
-def forget_records(sshd, names: list[str]) -> None:
-    """Remove the ends' server records from the box user's home (through the box, not our HOME)."""
-    from specdebug.core.servers import forget_record
+def forget_records(sshd, names: list[str], sessions: list[Path] = ()) -> None:
+    """Leave nothing behind, even after a failure: stop every server the sessions' journals launched
+    and never stopped (by its recorded process group), then remove those records and `names`' from
+    the box user's home (through the box, not our HOME)."""
+    from specdebug.core.bisect.book import Book
+    from specdebug.core.bisect.models import BisectOptions
+    from specdebug.core.journal import Journal
+    from specdebug.core.servers import forget_record, load_record
+    from specdebug.core.startup import stop_record
     from specdebug.remote.connection import SSHRemote
+
+    leftover = set()
+    for session in sessions:
+        leftover |= set(Book(BisectOptions(), None, ("", ""), "").load(Journal(session).events()).values())
 
     async def forget() -> None:
         remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
         await remote.start()
         try:
             await remote.wait_connected(15)
-            for name in names:
+            for name in sorted(leftover | set(names)):
+                record = await load_record(remote, name)
+                if record is not None and record.stopped_at is None:
+                    await stop_record(remote, record, grace_s=3)
                 await forget_record(remote, name)
         finally:
             await remote.close()

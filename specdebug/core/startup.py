@@ -504,11 +504,14 @@ async def launch(
         )
         raise RemoteError(f"{what}: {res.err.strip() or res.out.strip() or res.exit_status}")
     pid, size, log_path = int(fields[0]), int(fields[1]), fields[2]
+    # PGID == PID by construction (LAUNCH_SCRIPT): on a loaded box the listing can catch the child
+    # between fork and setsid, still in the launching shell's group, so its pgid is not believed.
+    # The start time is the fork's and survives exec: it is what proves identity later.
     pgid, start_ticks = pid, None
     with contextlib.suppress(RemoteError):
         leader = next((p for p in await remote.processes() if p.pid == pid), None)
         if leader is not None:
-            pgid, start_ticks = leader.pgid, leader.start_ticks
+            start_ticks = leader.start_ticks
     record = ServerRecord(
         profile=profile.name,
         host=getattr(remote, "name", ""),

@@ -130,9 +130,10 @@ async def cmd_bisect(args: argparse.Namespace) -> int:
         except (GroupError, GateError) as exc:
             raise _usage(str(exc)) from exc
         result = None
+        shown: dict[str, Any] = {}
         try:
             async for ev in engine.events():
-                _progress(ev, options.metric)
+                _progress(ev, options.metric, shown)
                 if isinstance(ev, bm.Finished):
                     result = ev.result
         except TrialError as exc:
@@ -155,7 +156,8 @@ def _applied(applied: list[str]) -> str:
     return ", ".join(f"+{a}" for a in applied) or "(none)"
 
 
-def _progress(ev: Any, metric: str) -> None:
+def _progress(ev: Any, metric: str, shown: dict[str, Any]) -> None:
+    """One stderr line per step worth telling (an estimate only when it changed)."""
     if isinstance(ev, bm.Planned):
         _say(f"bisect {ev.good} (good) vs {ev.bad} (bad): {len(ev.knobs)} knobs, {ev.settings}")
         for k in ev.knobs:
@@ -173,15 +175,17 @@ def _progress(ev: Any, metric: str) -> None:
         _say(f"  {ev.elapsed_s:6.1f}s  ready")
     elif isinstance(ev, bm.TrialDone):
         r = ev.row
+        what = {"good": "good end", "bad": "bad end"}.get(r.role.value) or _applied(r.applied)
         value = f"{r.metric:.2f} {metric}" if r.metric is not None else "no metric"
         tag = " (cached)" if r.cached else ""
         _say(
-            f"#{r.index} {_applied(r.applied)}: {value} -> {r.judged.value if r.judged else '?'}{tag}"
+            f"#{r.index} {what}: {value} -> {r.judged.value if r.judged else '?'}{tag}"
             + (f" ({r.reason})" if r.reason else "")
         )
     elif isinstance(ev, bm.EndsJudged):
         _say(f"ends: {ev.evidence.why}")
-    elif isinstance(ev, bm.Estimate) and ev.launches_left:
+    elif isinstance(ev, bm.Estimate) and ev.launches_left and shown.get("estimate") != ev.launches_left:
+        shown["estimate"] = ev.launches_left
         eta = f", ~{ev.seconds_left:.0f} s" if ev.seconds_left else ""
         _say(f"  about {ev.launches_left} launch(es) left{eta}")
 

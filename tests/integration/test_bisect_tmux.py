@@ -43,6 +43,6 @@ def test_bisection_by_keys_shows_the_culprit(sshd, tmp_path: Path) -> None:
         tmux.wait_screen("tui", lambda s: "FOUND" not in s, 15)
     finally:
         tmux.kill()
-        forget_records(sshd, ["bxtmux-good", "bxtmux-bad"])
+        forget_records(sshd, ["bxtmux-good", "bxtmux-bad"], [session])
     results = Journal(session).events({RESULT_EVENT})
     assert results and results[-1]["culprits"] == ["--disable-cuda-graph"]

@@ -15,8 +15,10 @@ from specdebug.core.bisect.gate import Gate
 from specdebug.core.bisect.judge import Judge
 from specdebug.core.bisect.models import (
     JUDGEMENT_EVENT,
+    LAUNCH_EVENT,
     RESULT_EVENT,
     START_EVENT,
+    STOP_EVENT,
     TRIAL_EVENT,
     BisectOptions,
     Judged,
@@ -52,9 +54,9 @@ class Book:
                 self.cache.setdefault(m.fingerprint, []).append(m)
             elif kind == JUDGEMENT_EVENT and ev.get("settings") == self.settings:
                 self.hand[ev["fingerprint"]] = Judged(ev["judged"])
-            elif kind == "launch" and isinstance(ev.get("pid"), int):
+            elif kind in ("launch", LAUNCH_EVENT) and isinstance(ev.get("pid"), int):
                 launched[ev["pid"]] = str(ev.get("profile", ""))
-            elif kind == "stop":
+            elif kind in ("stop", STOP_EVENT):
                 launched.pop(ev.get("pid"), None)  # type: ignore[arg-type]
         return launched
 

@@ -16,6 +16,8 @@ START_EVENT = "bisect_start"
 TRIAL_EVENT = "bisect_trial"
 JUDGEMENT_EVENT = "bisect_judgement"
 RESULT_EVENT = "bisect_result"
+LAUNCH_EVENT = "bisect_launch"  # a candidate's server started (its pid: what a resume may have to stop)
+STOP_EVENT = "bisect_stop"
 
 
 class Judged(StrEnum):

@@ -23,6 +23,8 @@ from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark
 from specdebug.core.bisect.gate import Gate, check_gate
 from specdebug.core.bisect.judge import metrics_of
 from specdebug.core.bisect.models import (
+    LAUNCH_EVENT,
+    STOP_EVENT,
     TRIAL_EVENT,
     Measurement,
     Phase,
@@ -122,6 +124,9 @@ async def run_trial(
         )
 
     record: ServerRecord | None = None
+    # the ends are the user's profiles: their launch, verdict and stop go to the journal as any launch's
+    # (they feed the startup ETA); a candidate's are the bisection's own business (bisect_launch/stop)
+    own = journal if spec.role in (Role.GOOD, Role.BAD, Role.DRIFT) else None
     try:
         yield progress(Phase.PORT, f"port {profile.server.port}")
         stopped = await clear_port(remote, profile, spec.ours)
@@ -129,12 +134,16 @@ async def run_trial(
             yield progress(Phase.PORT, f"stopped {', '.join(stopped)}")
         yield progress(Phase.LAUNCH, profile.name, 0.0)
         try:
-            record = await startup.launch(remote, profile, journal=journal, clock=clock, check=False)
+            record = await startup.launch(remote, profile, journal=own, clock=clock, check=False)
+            if own is None and journal is not None:
+                journal.append(
+                    LAUNCH_EVENT, {"profile": profile.name, "pid": record.pid, "port": record.port}, sync=True
+                )
         except RemoteError as exc:
             m.status, m.reason = Status.FAILED_START, f"launch failed: {exc}"
         if record is not None:
             verdict = None
-            async for ev in startup.watch(remote, record, profile, journal=journal, clock=clock):
+            async for ev in startup.watch(remote, record, profile, journal=own, clock=clock):
                 if isinstance(ev, startup.ServerPhase):
                     frac = None
                     if spec.expected_startup_s:
@@ -171,7 +180,9 @@ async def run_trial(
     finally:
         if record is not None:
             with contextlib.suppress(RemoteError, OSError):
-                await startup.stop_record(remote, record, grace_s=STOP_GRACE_S, journal=journal)
+                stopped = await startup.stop_record(remote, record, grace_s=STOP_GRACE_S, journal=own)
+                if own is None and journal is not None and stopped.stopped:
+                    journal.append(STOP_EVENT, {"profile": profile.name, "pid": record.pid})
                 if spec.forget:
                     await forget_record(remote, profile.name)
     yield m
