@@ -107,7 +107,6 @@ def cli_scenario(sshd, tmp: Path) -> dict:
     out["again"] = subprocess.run(
         bisect_cmd(sshd, good, bad, session), capture_output=True, text=True, timeout=120
     )
-    forget_records(sshd, ["bx7-good", "bx7-bad"])
     return out
 
 
