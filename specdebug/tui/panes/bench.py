@@ -139,8 +139,9 @@ class BenchPane(Pane):
         Binding("c", "compare", "Compare", id="bench.compare"),
         Binding("escape", "close_compare", "Close compare", id="bench.close_compare", show=False),
         Binding("r", "reload", "Reload history", id="bench.reload", show=False),
-        Binding("g", "bisect_end('good')", "Bisect: good end", id="bench.bisect_good"),
-        Binding("B", "bisect_end('bad')", "Bisect: bad end", id="bench.bisect_bad"),  # b runs a benchmark
+        # in help and the palette, not the footer; B because b runs a benchmark
+        Binding("g", "bisect_end('good')", "Bisect: good end", id="bench.bisect_good", show=False),
+        Binding("B", "bisect_end('bad')", "Bisect: bad end", id="bench.bisect_bad", show=False),
     ]
     DEFAULT_CSS = """
     BenchPane { layout: vertical; }
