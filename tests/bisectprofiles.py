@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.sshd_harness import free_port
 
-# The story's good config: EAGLE-3 2 steps with the NCCL tuning env (~94 tok/s on the sim).
+# The story's good config: EAGLE-3 2 steps (topk 1, 3 draft tokens) with the NCCL tuning env (~94 tok/s).
 BASE = [
     "--tp",
     "1",
@@ -21,11 +21,7 @@ BASE = [
     "--speculative-draft-model-path",
     "draft",
     "--speculative-num-steps",
-    "2",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "3",
+    "2",  # topk 1 and 3 draft tokens by default; left out so that PAIR's flags are new knobs
     "--decode-log-interval",
     "5",
     "--profile-verify",

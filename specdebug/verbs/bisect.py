@@ -19,9 +19,9 @@ from typing import Any
 
 from specdebug.core.bisect import models as bm
 from specdebug.core.bisect.book import unfinished
-from specdebug.core.bisect.gate import GateError
+from specdebug.core.bisect.gate import GateError, parse_gate
 from specdebug.core.bisect.judge import known_metrics
-from specdebug.core.bisect.knobs import GroupError
+from specdebug.core.bisect.knobs import Candidates, GroupError
 from specdebug.core.bisect.run import Bisection
 from specdebug.core.bisect.trial import TrialError
 from specdebug.core.journal import Journal, resolve_session
@@ -67,6 +67,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue the session's unfinished bisection")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=cmd_bisect)
+    p.__class__ = type("BisectParser", (type(p),), {"_parse_optional": _glob_is_a_value})
+
+
+def _glob_is_a_value(self: argparse.ArgumentParser, arg_string: str):
+    """Knob globs start with '--' (`--group '--speculative-*'`): one with a wildcard is a value, not an option."""
+    if arg_string.startswith("--") and any(c in arg_string for c in "*?["):
+        return None
+    return super(type(self), self)._parse_optional(arg_string)
 
 
 def _positive(text: str) -> int:
@@ -124,11 +132,14 @@ async def cmd_bisect(args: argparse.Namespace) -> int:
     options = _options(args, previous)
     if options.metric not in known_metrics() and options.metric not in good.patterns:
         raise _usage(f"--metric {options.metric!r}: unknown (known: {', '.join(known_metrics())})")
+    try:  # usage errors before connecting
+        Candidates(good, bad, options.groups)
+        if options.gate:
+            parse_gate(options.gate)
+    except (GroupError, GateError) as exc:
+        raise _usage(str(exc)) from exc
     async with open_remote(args) as remote:
-        try:
-            engine = Bisection(remote, good, bad, options, journal=journal)
-        except (GroupError, GateError) as exc:
-            raise _usage(str(exc)) from exc
+        engine = Bisection(remote, good, bad, options, journal=journal)
         result = None
         shown: dict[str, Any] = {}
         try:

@@ -147,6 +147,7 @@ class BisectPane(Pane):
         self.hand = False
         self.engine: Bisection | None = None
         self.note: str | None = None  # one line of news under the status
+        self.bench: dict[str, int] = {}  # bench settings for the trials (default: the good profile's [bench])
         self._dirty = True
 
     def compose(self) -> ComposeResult:
@@ -175,9 +176,10 @@ class BisectPane(Pane):
             yield trials
 
     def on_mount(self) -> None:
-        preset = getattr(self.app, "bisect_ends", None)  # the demo offers the story's ends
+        preset = getattr(self.app, "bisect_preset", None)  # the demo offers the story's bisection
         if preset and self.good is None and self.bad is None:
-            self.good, self.bad = (Path(p) for p in preset)
+            self.good, self.bad = Path(preset["good"]), Path(preset["bad"])
+            self.bench = {k: preset[k] for k in ("requests", "output_len", "concurrency") if k in preset}
             self.note = "the story's bisection is ready: a starts it"
         journal = self.ctx.journal
         previous = unfinished(journal.events()) if journal is not None else None
@@ -383,7 +385,7 @@ class BisectPane(Pane):
                 remote,
                 good,
                 bad,
-                bm.BisectOptions(hand=self.hand),
+                bm.BisectOptions(hand=self.hand, **self.bench),
                 journal=self.ctx.journal,
                 remeasure=remeasure,
             )
