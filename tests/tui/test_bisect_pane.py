@@ -226,3 +226,17 @@ def test_profile_for_accepts_a_loader_prefix(tmp_path: Path) -> None:
     assert profile_for("eagle", choices) == choices[0]
     assert profile_for("demo-eagle", choices) == choices[0]
     assert profile_for("other", choices) is None
+
+
+async def test_reopening_offers_the_unfinished_bisection(tmp_path: Path) -> None:
+    from specdebug.core.journal import Journal
+
+    app = make_app(tmp_path)
+    fast, slow = app.ctx.profile_choices
+    journal = Journal(tmp_path / "session")
+    journal.append(bm.START_EVENT, {"bisect": "b1", "good": {"file": str(fast)}, "bad": {"file": str(slow)}})
+    app.ctx.journal = journal
+    async with app.run_test(size=(150, 30)):
+        pane = app.query_one(BisectPane)
+        assert pane.good == fast and pane.bad == slow
+        assert "unfinished bisection" in str(app.query_one("#bisect-status").render())
