@@ -151,3 +151,18 @@ async def test_groups_move_together(tmp_path: Path, groups: list[str]) -> None:
     journal, c = session(tmp_path, slow_if("--disable-cuda-graph"))
     result = await run(Bisection(NoRemote(), c.good, c.bad, bm.BisectOptions(groups=groups), journal=journal))
     assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"]
+
+
+async def test_a_metric_missing_from_the_results_is_a_skip_not_a_loop(tmp_path: Path) -> None:
+    journal, c = session(tmp_path, slow_if("--disable-cuda-graph"))
+    key = settings_for(c.good, bm.BisectOptions()).key()
+    for role, fp, value in ((bm.Role.GOOD, c.good_fp, 16.0), (bm.Role.BAD, c.bad_fp, 30.0)):
+        m = bm.Measurement(
+            bisect="x", config="e", fingerprint=fp, settings=key, role=role, metrics={"verify_ms": value}
+        )
+        journal.append(bm.TRIAL_EVENT, m.model_dump(mode="json"))
+    options = bm.BisectOptions(metric="verify_ms")  # only the ends' results have it
+    result = await asyncio.wait_for(run(Bisection(NoRemote(), c.good, c.bad, options, journal=journal)), 10)
+    assert result.verdict == "inconclusive" and result.launches == 0
+    skipped = [t for t in result.trials if t.role == "candidate"]
+    assert skipped and all(t.judged == "skip" and "no verify_ms" in t.reason for t in skipped)

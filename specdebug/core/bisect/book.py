@@ -105,7 +105,11 @@ class Book:
         values = self.values(fp)
         if not values:
             failed = next((m for m in ms if m.status is Status.BENCH_FAILED), None)
-            return ("skip", failed.reason, False, gate_value) if failed else ("need", None, False, gate_value)
+            if failed is not None:
+                return "skip", failed.reason, False, gate_value
+            if any(m.status is Status.OK for m in ms):  # measured, but the figure is not in the result
+                return "skip", f"the benchmark gave no {self.options.metric}", False, gate_value
+            return "need", None, False, gate_value
         return judge.classify(values), None, False, gate_value
 
     def row(self, fp: str, role: Role, config: str, applied: list[str]) -> TrialRow:
