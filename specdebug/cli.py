@@ -51,6 +51,11 @@ VERBS: list[Verb] = [
     Verb("history", "history", "list the benchmark results of a session"),
     Verb("mark", "history", "add a mark to the session journal (shown in the report)"),
     Verb("report", "history", "markdown report of a session: results, config diffs, notes"),
+    Verb(
+        "bisect",
+        "bisect",
+        "find the knob(s) that make the bad profile slower than the good one, in the fewest launches",
+    ),
     Verb("pair", "pair", "share the TUI in a tmux session: read-only or read-write seats for other users"),
 ]
 

@@ -13,8 +13,6 @@ the one in the file that actually set the offending value.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import tomllib
 from pathlib import Path
@@ -22,13 +20,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from specdebug.core.fingerprint import PLUMBING_FLAGS, config_fingerprint, split_argv
+
 Kind = Literal["sglang", "vllm", "custom"]
 DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Flags that say where a server listens or logs, not how it behaves: two profiles that differ only
-# here are the same experiment, so fingerprints and diffs leave them out (diff shows them on request).
-PLUMBING_FLAGS = frozenset({"--port", "--host", "--log-file"})
 
 
 class ProfileError(Exception):
@@ -232,22 +229,11 @@ class Profile(_Strict):
 
     # -- identity and knobs ------------------------------------------------------------
 
-    def fingerprint(self, server_version: str | None = None) -> str:
-        """Short hash of what actually runs: argv + env (+ server version), for grouping results.
+    def fingerprint(self) -> str:
+        """The config's one fingerprint (specdebug.core.fingerprint): its knobs and kind, not its placement.
 
-        Plumbing flags (--port, --host, --log-file) are left out: moving a server to another port
-        does not make it another experiment.
-        """
-        prefix, flags = split_argv(self.server.argv)
-        argv = list(prefix)
-        for name, values in flags:
-            if name not in PLUMBING_FLAGS:
-                argv += [name, *values]
-        blob = json.dumps(
-            {"argv": argv, "env": dict(sorted(self.server.env.items())), "version": server_version},
-            separators=(",", ":"),
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        Moving a server to another port or log file does not make it another experiment."""
+        return config_fingerprint(self.server.argv, self.server.env, self.server.kind)
 
     def knobs(self) -> list[KnobValue]:
         """The profile as knobs: the command prefix, each CLI flag, each env var (sorted)."""
@@ -297,35 +283,6 @@ class Profile(_Strict):
                 argv.extend(flag_map[name])
         server = self.server.model_copy(update={"argv": argv, "env": env})
         return self.model_copy(update={"server": server})
-
-
-def split_argv(argv: list[str]) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """Split argv into the command prefix and (flag, values) pairs.
-
-    The prefix runs up to the first `--flag` (so `python3 -m sglang.launch_server` and
-    `vllm serve MODEL` stay whole).  `--flag=value` and `--flag v1 v2` both work; a flag
-    followed by another flag or the end is a switch.  A repeated flag keeps its last value.
-    """
-    i = 0
-    while i < len(argv) and not argv[i].startswith("--"):
-        i += 1
-    prefix = argv[:i]
-    flags: dict[str, list[str]] = {}
-    while i < len(argv):
-        tok = argv[i]
-        i += 1
-        if "=" in tok and tok.startswith("--"):
-            name, _, value = tok.partition("=")
-            flags.pop(name, None)
-            flags[name] = [value]
-            continue
-        values: list[str] = []
-        while i < len(argv) and not argv[i].startswith("--"):
-            values.append(argv[i])
-            i += 1
-        flags.pop(tok, None)
-        flags[tok] = values
-    return prefix, list(flags.items())
 
 
 def _argv_port(argv: list[str]) -> int | None:

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specdebug.core.bench.models import BenchResult, LatencyStats, judge_failures
+from specdebug.core.bisect.report import bisect_markdown
 from specdebug.core.profiles import PLUMBING_FLAGS, split_argv
 from specdebug.core.secrets import mask_text
 
@@ -239,6 +240,7 @@ def render_markdown(
         out += _diff_section(comparable(entries, include_failed=include_failed))
         out += _failed_section(entries)
         out += _warning_section(entries)
+    out += bisect_markdown(events)
     out += _notes_section(events)
     return mask_text("\n".join(out).rstrip() + "\n")
 
@@ -292,7 +294,7 @@ def _notes_section(events: list[dict[str, Any]]) -> list[str]:
     rows = []
     for ev in events:
         kind = ev.get("kind")
-        if kind in ("bench_result", None):
+        if kind in ("bench_result", None) or str(kind).startswith("bisect_"):  # bisections have their section
             continue
         if kind == "mark" and ev.get("label") == BASELINE_LABEL:
             continue

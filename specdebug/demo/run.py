@@ -161,6 +161,10 @@ def run_demo(
         app = SpecdebugApp(ctx, layout=layout, keymap=load_keymap())
         if autolaunch:
             app.autorun = ["startup.launch"]
+        # the Bisect pane offers the story's bisection (its short benchmarks); what it launches is stopped at exit
+        good, bad = find_example("eagle3-2step-nccl.toml"), find_example("eagle3-3step.toml")
+        app.bisect_preset = {"good": good, "bad": bad, "requests": 2, "output_len": 128}
+        app.launched_profiles = profiles
         app.run()
     finally:
         for picked in profiles:

@@ -11,7 +11,7 @@ or newer release (sim.sglang_shapes, sim.vllm_engine).  The `[EAGLE3 profile] ..
 Run it as `python -m specdebug.sim [flags]` or `specdebug sim [flags]`.  It takes SGLang's flag
 names (--model-path, --tp, --port, --speculative-algorithm, --speculative-num-steps, ...) plus
 sim-only ones (--log-file, --time-scale, --seed, --fail-at, --hang-at, --oom, --drop-env,
---profile-verify), and behaves like `python -m sglang.launch_server` wherever specdebug looks:
+--profile-verify, --noise), and behaves like `python -m sglang.launch_server` wherever specdebug looks:
 
 Processes
     The launcher (title = its command line) spawns, with multiprocessing "spawn", one scheduler per
@@ -87,6 +87,9 @@ Cost model (real time, not scaled by --time-scale; constants in `costmodel`)
         EAGLE3 2 steps / topk 1 / 3 draft, NCCL   step 4 + 16 ms, E[A] 1.88  -> 94.0 tok/s
         EAGLE3 3 steps / topk>=2 / 6 draft, none  step 6 + 30 ms, E[A] 2.16  -> 60.0 tok/s
         same with the NCCL vars                   step 6 + 19 ms             -> 86.4 tok/s
+    --noise F scales the step cost of a whole launch by a factor drawn from N(1, F) (clipped to
+    [0.5, 1.5]), like a real box across restarts; drawn fresh at every launch unless --noise-seed.
+    Flags the model does not name above (scheduling, logging, memory within limits...) cost nothing.
     Concurrent requests share iterations (continuous batching), so per-stream rate falls as the
     batch grows while total throughput rises.  --profile-verify (or EAGLE3_PROFILE=1 in the workers'
     env) prints every 10 decode steps `[EAGLE3 profile] step=N draft: x ms, Target verify: y ms,

@@ -77,11 +77,16 @@ def verify_penalty(missing: int) -> float:
 
 
 def step_cost(
-    spec: SpecConfig, batch_size: int = 1, *, nccl_missing: int = 0, cuda_graph: bool = True
+    spec: SpecConfig,
+    batch_size: int = 1,
+    *,
+    nccl_missing: int = 0,
+    cuda_graph: bool = True,
+    scale: float = 1.0,
 ) -> StepCost:
-    """Time of one decode iteration with `batch_size` running requests."""
+    """Time of one decode iteration with `batch_size` running requests (`scale`: this launch's noise)."""
     extra = max(batch_size, 1) - 1
-    graph = 1.0 if cuda_graph else NO_CUDA_GRAPH_FACTOR
+    graph = (1.0 if cuda_graph else NO_CUDA_GRAPH_FACTOR) * scale
     if not spec.enabled:
         return StepCost(0.0, TARGET_DECODE_MS * (1 + DECODE_BATCH_GROWTH * extra) * graph)
     draft = spec.num_steps * DRAFT_STEP_MS * (1 + DRAFT_BATCH_GROWTH * extra) * graph
@@ -131,11 +136,31 @@ def expected_accept_length(spec: SpecConfig) -> float:
 
 
 def expected_rate(
-    spec: SpecConfig, batch_size: int = 1, *, nccl_missing: int = 0, cuda_graph: bool = True
+    spec: SpecConfig,
+    batch_size: int = 1,
+    *,
+    nccl_missing: int = 0,
+    cuda_graph: bool = True,
+    scale: float = 1.0,
 ) -> float:
     """Modelled decode tokens/s of one stream (steady state, after the first token)."""
-    cost = step_cost(spec, batch_size, nccl_missing=nccl_missing, cuda_graph=cuda_graph)
+    cost = step_cost(spec, batch_size, nccl_missing=nccl_missing, cuda_graph=cuda_graph, scale=scale)
     return expected_accept_length(spec) * 1000.0 / cost.total_ms
+
+
+MAX_NOISE = 0.5  # a factor outside [0.5, 1.5] is not "noise" any more
+
+
+def launch_noise(noise: float, seed: int | None = None) -> float:
+    """Step-cost factor of one launch: a real box differs a little across restarts (clocks, placement,
+    NCCL rings).  Drawn once per launch from N(1, noise) and clipped; `noise` 0 gives exactly 1.
+
+    Unseeded by default, so every launch draws anew (that is the point: repeats must see it); a seed
+    makes a run reproducible when a test or a demo asks for it."""
+    if noise <= 0:
+        return 1.0
+    rng = random.Random(seed) if seed is not None else random.SystemRandom()
+    return min(1.0 + MAX_NOISE, max(1.0 - MAX_NOISE, rng.gauss(1.0, noise)))
 
 
 class AcceptSampler:

@@ -130,6 +130,7 @@ class Engine:
         nccl_missing: int = 0,
         profile: bool = False,
         shapes: Shapes | None = None,
+        cost_scale: float = 1.0,
     ):
         self.shapes = shapes or Shapes(DEFAULT_VERSION)
         self.spec = spec
@@ -141,6 +142,7 @@ class Engine:
         self.cuda_graph = cuda_graph
         self.cuda_graph_max_bs = cuda_graph_max_bs
         self.nccl_missing = nccl_missing
+        self.cost_scale = cost_scale  # this launch's --noise draw
         self.profile = profile and spec.enabled
         self.waiting: list[Request] = []
         self.running: list[Request] = []
@@ -194,7 +196,11 @@ class Engine:
 
     def step_cost(self, bs: int) -> costmodel.StepCost:
         return costmodel.step_cost(
-            self.spec, bs, nccl_missing=self.nccl_missing, cuda_graph=self.graph_used(bs)
+            self.spec,
+            bs,
+            nccl_missing=self.nccl_missing,
+            cuda_graph=self.graph_used(bs),
+            scale=self.cost_scale,
         )
 
     def graph_used(self, bs: int) -> bool:

@@ -238,6 +238,7 @@ class Launcher:
             nccl_missing=missing,
             profile=profile,
             shapes=self.shapes,
+            cost_scale=costmodel.launch_noise(self.cfg.sim.noise, self.cfg.sim.noise_seed),
         )
         self.engine = engine
         self.sidecar.update(
@@ -250,8 +251,9 @@ class Launcher:
                 "verify_ms": engine.step_cost(1).verify_ms,
                 "expected_accept_length": costmodel.expected_accept_length(spec),
                 "expected_single_stream_tok_s": costmodel.expected_rate(
-                    spec, nccl_missing=missing, cuda_graph=not s.disable_cuda_graph
+                    spec, nccl_missing=missing, cuda_graph=not s.disable_cuda_graph, scale=engine.cost_scale
                 ),
+                "noise_factor": engine.cost_scale,
             },
         )
         if self.cfg.sim.fail_at == "warmup":

@@ -96,6 +96,8 @@ class SimOptions:
     fail_requests: float = 0.0  # share of OpenAI generation requests answered with HTTP 500
     throttle_gpu: int | None = None
     throttle_after: float = 0.0
+    noise: float = 0.0  # run-to-run spread of the step cost (relative sd), drawn once per launch
+    noise_seed: int | None = None  # None: a fresh draw every launch
 
 
 @dataclass
@@ -234,8 +236,28 @@ def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentPars
         metavar="S",
         help="seconds after the start when --throttle-gpu begins (real time)",
     )
+    sim.add_argument(
+        "--noise",
+        type=_noise,
+        default=0.0,
+        metavar="F",
+        help="run-to-run variation of the step cost: each launch scales it by N(1, F) (e.g. 0.03)",
+    )
+    sim.add_argument(
+        "--noise-seed", type=int, metavar="N", help="seed the --noise draw (default: fresh every launch)"
+    )
     flag_help.add_help(p)
     return p
+
+
+def _noise(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 0.5:
+        raise argparse.ArgumentTypeError("must be between 0 and 0.5 (a relative spread)")
+    return value
 
 
 def parse_args(argv: list[str], prog: str | None = None) -> SimConfig:
@@ -254,6 +276,8 @@ def parse_args(argv: list[str], prog: str | None = None) -> SimConfig:
         fail_requests=min(max(ns.pop("fail_requests"), 0.0), 1.0),
         throttle_gpu=ns.pop("throttle_gpu"),
         throttle_after=ns.pop("throttle_after"),
+        noise=ns.pop("noise"),
+        noise_seed=ns.pop("noise_seed"),
     )
     ns.pop("engine")
     server = ServerArgs(**ns)

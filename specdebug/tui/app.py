@@ -38,6 +38,7 @@ PANES = [
     ("specdebug.tui.panes.logs", "LogsPane"),
     ("specdebug.tui.panes.env", "EnvPane"),
     ("specdebug.tui.panes.bench", "BenchPane"),
+    ("specdebug.tui.panes.bisect", "BisectPane"),
 ]
 LAYOUT_DIRS = [
     Path(user_config_dir("specdebug")) / "layouts",
@@ -132,6 +133,7 @@ class SpecdebugApp(App):
         Binding("3", "show_tab(2)", "Logs", id="app.tab3", show=False),
         Binding("4", "show_tab(3)", "Env", id="app.tab4", show=False),
         Binding("5", "show_tab(4)", "Bench", id="app.tab5", show=False),
+        Binding("6", "show_tab(5)", "Bisect", id="app.tab6", show=False),
     ]
     CSS = """
     TabbedContent { height: 1fr; }

@@ -47,7 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--list", action="store_true", help="list the pairing sessions you may join")
     p.add_argument("--web", action="store_true", help="serve a read-only seat to a browser on 127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="with --web: port (default: a free one)")
-    p.add_argument("hosts", nargs="*", metavar="HOST", help="hosts the shared TUI opens (as for `specdebug HOST`)")
+    p.add_argument(
+        "hosts", nargs="*", metavar="HOST", help="hosts the shared TUI opens (as for `specdebug HOST`)"
+    )
     p.set_defaults(func=cmd_pair)
 
 

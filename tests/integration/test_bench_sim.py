@@ -118,7 +118,7 @@ async def test_three_configs_match_the_model_and_land_in_history(remote, sshd, t
         assert res.decode_tok_s == pytest.approx(expected, rel=0.05), (name, res.decode_tok_s, expected)
         assert res.headline() == res.decode_tok_s
         assert res.output_tok_s < res.decode_tok_s  # includes TTFT
-        assert res.fingerprint == profile.fingerprint(res.server_version) and res.server_version
+        assert res.fingerprint == profile.fingerprint() and res.server_version
         assert len(res.gpu_before) == 4 and any("GPU 2 throttled" in w for w in res.warnings)
         assert not any("not ready" in w for w in res.warnings), res.warnings
         assert res.server is not None and res.server.samples >= 2

@@ -237,7 +237,15 @@ def test_fingerprint_stable_and_sensitive(tmp_path: Path) -> None:
     assert a.fingerprint() == same.fingerprint() == other_port.fingerprint()
     assert len(a.fingerprint()) == 12
     assert a.fingerprint() != env.fingerprint()
-    assert a.fingerprint() != a.fingerprint("0.5.4")
+    reordered = load_profile_text(MINIMAL.replace('"p"', '"q"'), tmp_path / "o.toml")
+    argv = reordered.server.argv
+    cut = next(i for i, a in enumerate(argv) if a.startswith("--"))
+    flags = split_argv(argv)[1]
+    shuffled = [*argv[:cut], *[t for name, vals in reversed(flags) for t in (name, *vals)]]
+    reordered.server.argv = shuffled
+    assert reordered.fingerprint() == a.fingerprint()  # flag order is not a knob
+    vllm = a.model_copy(update={"server": a.server.model_copy(update={"kind": "vllm"})})
+    assert vllm.fingerprint() != a.fingerprint()  # the engine kind is
 
 
 def test_schema_is_json() -> None:

@@ -1,9 +1,9 @@
 """One benchmark run end to end: conditions before, the run, conditions after, the journal.
 
 The pane's "run benchmark" key and `specdebug bench` both call `run_benchmark`. Around the
-measurement it records what makes a number trustworthy later: the profile fingerprint (with the
-server version the server reports), GPU state before/after, the server's own log figures during
-the run, and warnings (server not ready yet, GPU throttling, failed requests, error lines).
+measurement it records what makes a number trustworthy later: the profile fingerprint (the one
+definition in specdebug.core.fingerprint; the version the server reports is kept beside it), GPU
+state before/after, the server's own log figures during the run, and warnings (server not ready yet, GPU throttling, failed requests, error lines).
 A run where more than 5 % of the requests failed is recorded as failed with its reason: failed
 work is not a result.  Secrets (the profile's values, URL credentials, bearer values) are masked
 in everything recorded or shown.  The result is appended to the session journal with fsync
@@ -239,7 +239,7 @@ async def run_benchmark(
     result.label = request.label
     result.profile = profile.name
     result.server_version = state.version
-    result.fingerprint = profile.fingerprint(state.version)
+    result.fingerprint = profile.fingerprint()  # one definition; the version is its own field
     result.host = host or getattr(remote, "name", None)
     result.started_at = started
     result.finished_at = time.time()

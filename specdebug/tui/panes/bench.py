@@ -147,6 +147,9 @@ class BenchPane(Pane):
         Binding("escape", "close_compare", "Close compare", id="bench.close_compare", show=False),
         Binding("f", "toggle_failed", "Include failed runs", id="bench.include_failed", show=False),
         Binding("r", "reload", "Reload history", id="bench.reload", show=False),
+        # in help and the palette, not the footer; B because b runs a benchmark
+        Binding("g", "bisect_end('good')", "Bisect: good end", id="bench.bisect_good", show=False),
+        Binding("B", "bisect_end('bad')", "Bisect: bad end", id="bench.bisect_bad", show=False),
     ]
     DEFAULT_CSS = """
     BenchPane { layout: vertical; }
@@ -441,3 +444,11 @@ class BenchPane(Pane):
     def server_event(self, kind: str) -> None:
         if kind == "journal":  # another instance wrote to the shared (box) journal
             self.reload()
+
+    def action_bisect_end(self, side: str) -> None:
+        """This row's profile becomes the Bisect pane's good or bad end."""
+        from specdebug.tui.panes.bisect import pick_end
+
+        e = self._highlighted()
+        if e is not None:
+            pick_end(self.app, side, e.result.profile)

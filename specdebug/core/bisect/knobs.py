@@ -1,0 +1,77 @@
+"""From two profiles to what bisection moves: knobs (the profile diff), units (--group), candidates.
+
+A candidate is the good profile with some units set to the bad side's values.  It gets its own
+name (the good profile's name plus its fingerprint) and its own log file, so its server record and
+its results never collide with the ends; it keeps the good profile's port, so at most one server of
+the bisection runs at a time on it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import PurePosixPath
+
+from specdebug.core.bisect.models import KnobRow, Unit
+from specdebug.core.profiles import Knob, Profile, diff_profiles
+
+NAME_SUFFIX = ".bx-"  # <good name>.bx-<fingerprint>: a candidate's profile (and server record) name
+
+
+class GroupError(ValueError):
+    """A --group that matches no knob (usage error)."""
+
+
+def knob_rows(knobs: list[Knob], units: list[Unit]) -> list[KnobRow]:
+    unit_of = {k: u.name for u in units for k in u.knobs}
+    return [
+        KnobRow(name=k.name, kind=k.kind, good=k.value_a, bad=k.value_b, unit=unit_of.get(k.name, k.name))
+        for k in knobs
+    ]
+
+
+def make_units(knobs: list[Knob], groups: list[str]) -> list[Unit]:
+    """One unit per knob, except knobs matching a --group glob, which move together (first glob wins)."""
+    units: list[Unit] = []
+    by_glob: dict[str, Unit] = {}
+    for glob in groups:
+        if not any(fnmatch.fnmatchcase(k.name, glob) for k in knobs):
+            raise GroupError(f"--group {glob!r} matches no knob (knobs: {', '.join(k.name for k in knobs)})")
+    for knob in knobs:
+        glob = next((g for g in groups if fnmatch.fnmatchcase(knob.name, g)), None)
+        if glob is None:
+            units.append(Unit(name=knob.name, knobs=[knob.name]))
+        elif glob in by_glob:
+            by_glob[glob].knobs.append(knob.name)
+        else:
+            by_glob[glob] = Unit(name=glob, knobs=[knob.name])
+            units.append(by_glob[glob])
+    return units
+
+
+class Candidates:
+    """Builds the config for a set of units, with its name and fingerprint."""
+
+    def __init__(self, good: Profile, bad: Profile, groups: list[str] | None = None) -> None:
+        self.good, self.bad = good, bad
+        self.knobs = diff_profiles(good, bad)
+        self.units = make_units(self.knobs, list(groups or []))
+        self.rows = knob_rows(self.knobs, self.units)
+        self.good_fp, self.bad_fp = good.fingerprint(), bad.fingerprint()
+        self._by_name = {k.name: k for k in self.knobs}
+
+    def knob_names(self, units: frozenset[int]) -> list[str]:
+        return [name for i in sorted(units) for name in self.units[i].knobs]
+
+    def profile(self, units: frozenset[int]) -> tuple[Profile, str]:
+        """(profile to launch, fingerprint): the ends themselves when the set is empty or all."""
+        chosen = [self._by_name[n] for n in self.knob_names(units)]
+        cand = self.good.with_knobs(chosen)
+        fp = cand.fingerprint()
+        if fp == self.good_fp:
+            return self.good, fp
+        if fp == self.bad_fp:
+            return self.bad, fp
+        name = f"{self.good.name}{NAME_SUFFIX}{fp[:8]}"
+        log = str(PurePosixPath(self.good.server.log_file).with_name(f"{name}.log"))
+        server = cand.server.model_copy(update={"log_file": log})
+        return cand.model_copy(update={"name": name, "server": server}), fp

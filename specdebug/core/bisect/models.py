@@ -1,0 +1,277 @@
+"""The shapes bisection speaks in: options, measurements (journaled), judged rows, the typed events
+the pane and the verb consume, and the final result (the verb's JSON object).
+
+Everything a front end shows comes from these events; nothing reports by callback.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+# journal event kinds
+START_EVENT = "bisect_start"
+TRIAL_EVENT = "bisect_trial"
+JUDGEMENT_EVENT = "bisect_judgement"
+RESULT_EVENT = "bisect_result"
+LAUNCH_EVENT = "bisect_launch"  # a candidate's server started (its pid: what a resume may have to stop)
+STOP_EVENT = "bisect_stop"
+
+
+class Judged(StrEnum):
+    GOOD = "good"
+    BAD = "bad"
+    SKIP = "skip"  # could not be judged: failed start (--failed-start skip), rejected args, bench failed
+    UNCLEAR = "unclear"  # measured, but inside the noise band even after the repeats
+
+
+class Phase(StrEnum):
+    PORT = "port"  # stopping whatever of ours holds the port
+    LAUNCH = "launch"
+    READY = "ready"
+    GATE = "gate"
+    BENCH = "bench"
+    STOP = "stop"
+
+
+class Role(StrEnum):
+    GOOD = "good"  # the good end
+    BAD = "bad"  # the bad end
+    CANDIDATE = "candidate"  # the good profile with some of the bad side's knobs
+    DRIFT = "drift"  # the good end measured again at the end (repeats > 1)
+
+
+class Status(StrEnum):
+    OK = "ok"
+    FAILED_START = "failed_start"
+    INVALID = "invalid"  # the server rejected its arguments at startup
+    GATED = "gated"  # the verify gate judged it bad; no benchmark spent
+    BENCH_FAILED = "bench_failed"
+
+
+class BisectOptions(BaseModel):
+    """What the user asked for; None bench fields come from the good profile's [bench] table."""
+
+    metric: str = "output_tok_s"
+    threshold: float | None = None
+    min_gap_pct: float = Field(default=5.0, ge=0)
+    repeats: int = Field(default=1, ge=1)
+    gate: str | None = None  # e.g. "verify_ms<=25"
+    groups: list[str] = Field(default_factory=list)  # globs: matching knobs move together
+    failed_start: Literal["bad", "skip"] = "skip"
+    requests: int | None = None
+    output_len: int | None = None
+    concurrency: int | None = None
+    input_len: int | None = None
+    hand: bool = False  # every candidate waits for a judgement by hand (g/b/s)
+
+
+class Settings(BaseModel):
+    """The bench settings a measurement was taken with: part of the cache key."""
+
+    requests: int
+    output_len: int
+    concurrency: int
+    input_len: int
+
+    def key(self) -> str:
+        return f"requests={self.requests},output_len={self.output_len},concurrency={self.concurrency},input_len={self.input_len}"
+
+
+class Unit(BaseModel):
+    """What the search moves: one knob, or a --group of knobs that move together."""
+
+    name: str
+    knobs: list[str]
+
+
+class KnobRow(BaseModel):
+    name: str
+    kind: str
+    good: str | None
+    bad: str | None
+    unit: str
+
+
+class GateCheck(BaseModel):
+    expr: str
+    name: str
+    value: float | None = None
+    passed: bool | None = None  # None: the metric never showed up in the log
+    probed: bool = False  # a short request had to make the server print it
+
+
+class Measurement(BaseModel):
+    """One launch of one config, journaled (fsync) as it finishes: the trial cache's unit."""
+
+    bisect: str
+    config: str  # the profile name launched
+    fingerprint: str
+    settings: str
+    role: Role
+    applied: list[str] = Field(default_factory=list)  # knob names set to the bad side's values
+    status: Status = Status.OK
+    metrics: dict[str, float] = Field(default_factory=dict)
+    gate: GateCheck | None = None
+    reason: str | None = None
+    startup_s: float | None = None
+    bench_s: float | None = None
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    gpu_before: list[dict[str, Any]] = Field(default_factory=list)
+    gpu_after: list[dict[str, Any]] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class TrialRow(BaseModel):
+    """One config as judged in this run (the trial table's row; ends are rows 0 and 1)."""
+
+    index: int
+    role: Role
+    config: str
+    applied: list[str]
+    fingerprint: str
+    metric: float | None = None  # mean of the samples
+    samples: list[float] = Field(default_factory=list)
+    judged: Judged | None = None
+    cached: bool = False  # judged without launching anything in this run
+    gated: bool = False
+    launches: int = 0  # launches this run made for it
+    reason: str | None = None
+    gate_value: float | None = None
+
+
+class Drift(BaseModel):
+    before: float
+    after: float
+    beyond_noise: bool
+    gpu_before: list[dict[str, Any]] = Field(default_factory=list)
+    gpu_after: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Evidence(BaseModel):
+    """Why the ends can (or cannot) be told apart, and what every judgement was measured against."""
+
+    metric: str
+    higher_is_better: bool
+    good_samples: list[float] = Field(default_factory=list)
+    bad_samples: list[float] = Field(default_factory=list)
+    good_mean: float | None = None
+    bad_mean: float | None = None
+    threshold: float | None = None
+    threshold_source: Literal["midpoint", "given"] = "midpoint"
+    spread: float | None = None  # run-to-run sd estimated from the ends' repeats (None with repeats 1)
+    band: float | None = None  # +- around the threshold where one measurement is ambiguous
+    gap_pct: float | None = None
+    distinguishable: bool = False
+    why: str = ""
+    drift: Drift | None = None
+
+
+class Result(BaseModel):
+    """The verb's JSON object (issue 13) plus the evidence behind it."""
+
+    verdict: Literal["found", "no-culprit", "no-difference", "inconclusive", "aborted"]
+    culprits: list[str] = Field(default_factory=list)
+    knobs: list[KnobRow] = Field(default_factory=list)
+    trials: list[TrialRow] = Field(default_factory=list)
+    launches: int = 0
+    naive_launches: int = 0
+    duration_s: float = 0.0
+    warnings: list[str] = Field(default_factory=list)
+    search: Literal["binary", "ddmin"] | None = None
+    notes: list[str] = Field(default_factory=list)
+    evidence: Evidence | None = None
+    bisect: str = ""
+    good: dict[str, Any] = Field(default_factory=dict)
+    bad: dict[str, Any] = Field(default_factory=dict)
+    settings: str = ""
+
+
+# -- events (the async iterator's items) ---------------------------------------------------------
+
+
+class Planned(BaseModel):
+    type: Literal["planned"] = "planned"
+    bisect: str
+    knobs: list[KnobRow]
+    units: list[Unit]
+    naive_launches: int
+    settings: str
+    good: str
+    bad: str
+
+
+class TrialStarted(BaseModel):
+    type: Literal["trial_started"] = "trial_started"
+    index: int
+    role: Role
+    config: str
+    applied: list[str]
+    fingerprint: str
+    sample: int  # 1-based: which measurement of this config
+
+
+class TrialProgress(BaseModel):
+    type: Literal["progress"] = "progress"
+    index: int
+    phase: Phase
+    detail: str = ""
+    fraction: float | None = None  # of this phase, when knowable
+    elapsed_s: float = 0.0
+
+
+class TrialDone(BaseModel):
+    type: Literal["trial"] = "trial"
+    row: TrialRow
+
+
+class EndsJudged(BaseModel):
+    type: Literal["ends"] = "ends"
+    evidence: Evidence
+
+
+class KnobStates(BaseModel):
+    type: Literal["knobs"] = "knobs"
+    stage: str
+    states: dict[str, Literal["suspect", "cleared", "culprit"]]
+
+
+class Estimate(BaseModel):
+    type: Literal["estimate"] = "estimate"
+    launches_left: int
+    seconds_left: float | None = None
+
+
+class AwaitJudgement(BaseModel):
+    type: Literal["await"] = "await"
+    index: int
+    metric: float | None
+    suggestion: Judged | None
+
+
+class Paused(BaseModel):
+    type: Literal["paused"] = "paused"
+    paused: bool = True
+
+
+class Finished(BaseModel):
+    type: Literal["finished"] = "finished"
+    result: Result
+
+
+Event = Annotated[
+    Planned
+    | TrialStarted
+    | TrialProgress
+    | TrialDone
+    | EndsJudged
+    | KnobStates
+    | Estimate
+    | AwaitJudgement
+    | Paused
+    | Finished,
+    Field(discriminator="type"),
+]

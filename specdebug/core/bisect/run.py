@@ -1,0 +1,378 @@
+"""The bisection engine: the async iterator of typed events that the Bisect pane and the verb consume.
+
+Ends first (both measured, repeated and interleaved when --repeats > 1, and proven
+distinguishable), then the plan's questions answered one by one: from the session's trial cache
+when this config was already measured with these bench settings (by fingerprint), else by a
+trial.  Judging is the judge's; the search is the plan's; launching is the trial's.  Controls for
+a front end: pause after the current trial, a judgement by hand, measure a config again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import statistics
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from specdebug.core.bisect.book import Book
+from specdebug.core.bisect.gate import Gate, parse_gate
+from specdebug.core.bisect.judge import Judge
+from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates
+from specdebug.core.bisect.models import (
+    JUDGEMENT_EVENT,
+    RESULT_EVENT,
+    START_EVENT,
+    AwaitJudgement,
+    BisectOptions,
+    Drift,
+    EndsJudged,
+    Estimate,
+    Finished,
+    Judged,
+    KnobStates,
+    Measurement,
+    Paused,
+    Planned,
+    Result,
+    Role,
+    Settings,
+    TrialDone,
+    TrialStarted,
+)
+from specdebug.core.bisect.plan import Outcome, Plan
+from specdebug.core.bisect.trial import TrialSpec, run_trial
+from specdebug.core.profiles import Profile
+from specdebug.remote.api import Remote
+
+Clock = Callable[[], float]
+_OUTCOME = {Judged.GOOD: Outcome.GOOD, Judged.BAD: Outcome.BAD}
+
+
+def settings_for(good: Profile, options: BisectOptions) -> Settings:
+    b = good.bench
+    return Settings(
+        requests=options.requests or b.requests,
+        output_len=options.output_len or b.output_len,
+        concurrency=options.concurrency or b.concurrency,
+        input_len=options.input_len or b.input_len,
+    )
+
+
+class Bisection:
+    """One bisection of `good` vs `bad` on one remote; iterate `events()` once."""
+
+    def __init__(
+        self,
+        remote: Remote,
+        good: Profile,
+        bad: Profile,
+        options: BisectOptions | None = None,
+        *,
+        journal: Any = None,
+        clock: Clock = time.time,
+        remeasure: set[str] | None = None,
+    ) -> None:
+        self.remote, self.journal, self.clock = remote, journal, clock
+        self.options = options or BisectOptions()
+        self.cands = Candidates(good, bad, self.options.groups)  # GroupError on a bad --group
+        self.gate: Gate | None = parse_gate(self.options.gate) if self.options.gate else None
+        self.settings = settings_for(good, self.options)
+        units = "|".join(",".join(u.knobs) for u in self.cands.units)
+        blob = f"{self.cands.good_fp}:{self.cands.bad_fp}:{self.settings.key()}:{units}"
+        self.id = hashlib.sha256(blob.encode()).hexdigest()[:10]
+        self.book = Book(
+            self.options, self.gate, (self.cands.good_fp, self.cands.bad_fp), self.settings.key()
+        )
+        self.launches = 0
+        self.warnings: list[str] = []
+        self.plan: Plan | None = None
+        self._remeasure = set(remeasure or ())
+        self._paused = False
+        self._go = asyncio.Event()
+        self._judgement: asyncio.Future[Judged] | None = None
+        self._durations: list[float] = []
+        self._outcome = Outcome.UNRESOLVED
+        self.current: Profile | None = None  # the config of the trial running now (front ends clean up)
+        self.drift: Drift | None = None
+        launched = self.book.load(journal.events()) if journal is not None else {}
+        prefix, ends = good.name + NAME_SUFFIX, (good.name, bad.name)
+        self._leftover = sorted({n for n in launched.values() if n.startswith(prefix) or n in ends})
+
+    # ---- controls (front ends) ---------------------------------------------------------------
+    def pause(self, on: bool = True) -> None:
+        """Stop before the next trial (the running one finishes); pause(False) goes on."""
+        self._paused = on
+        if not on:
+            self._go.set()
+
+    @property
+    def awaiting(self) -> bool:
+        return self._judgement is not None and not self._judgement.done()
+
+    def judge(self, verdict: Judged) -> bool:
+        """A judgement by hand for the config waiting for one (False: none is waiting)."""
+        if not self.awaiting:
+            return False
+        assert self._judgement is not None
+        self._judgement.set_result(verdict)
+        return True
+
+    def measure_again(self, fingerprint: str) -> None:
+        """Measure this config once more before the next question, then replay the search."""
+        self._remeasure.add(fingerprint)
+
+    # ---- the run ------------------------------------------------------------------------------
+    async def events(self) -> AsyncIterator[Any]:
+        t0 = self.clock()
+        c = self.cands
+        if self.journal is not None:
+            self.journal.append(START_EVENT, self._start_record(), sync=True)
+        yield Planned(
+            bisect=self.id,
+            knobs=c.rows,
+            units=c.units,
+            naive_launches=self._naive(),
+            settings=self.settings.key(),
+            good=c.good.name,
+            bad=c.bad.name,
+        )
+        async for ev in self._ends():
+            yield ev
+        judge = self.book.judge()
+        evidence = judge.evidence()
+        yield EndsJudged(evidence=evidence)
+        if any(self.book.end_failed(fp) for fp in (c.good_fp, c.bad_fp)):
+            reasons = [r.reason for r in self.book.end_rows() if r.judged is Judged.SKIP and r.reason]
+            yield self._finish("inconclusive", t0, judge, notes=["an end could not be measured", *reasons])
+            return
+        if not evidence.distinguishable:
+            yield self._finish("no-difference", t0, judge, notes=[evidence.why])
+            return
+        self.plan = Plan(len(c.units))
+        while not self.plan.done:
+            if self._remeasure:
+                async for ev in self._measure_again():
+                    yield ev
+                judge = self.book.judge()
+                self.plan = Plan(len(c.units))  # replay: answered questions come from the cache
+            yield self._states()
+            yield self._estimate()
+            if self._paused:
+                self._go.clear()
+                yield Paused(paused=True)
+                await self._go.wait()
+                yield Paused(paused=False)
+                continue
+            query = self.plan.query
+            assert query is not None
+            async for ev in self._answer(query, judge):
+                yield ev
+            self.plan.answer(self._outcome)
+        if self.options.repeats > 1:
+            async for ev in self._drift(judge):
+                yield ev
+        res = self.plan.result
+        assert res is not None
+        yield self._states()
+        yield self._finish(res.verdict, t0, judge, culprits=res.culprits, search=res.search, notes=res.notes)
+
+    async def _ends(self) -> AsyncIterator[Any]:
+        """good, bad, good, bad ... up to --repeats each; stop once the gap is clearly beyond noise."""
+        c = self.cands
+        for i in range(self.options.repeats):
+            for fp, role, profile in ((c.good_fp, Role.GOOD, c.good), (c.bad_fp, Role.BAD, c.bad)):
+                self.book.row(fp, role, profile.name, [])
+                if len(self.book.values(fp)) <= i and not self.book.end_failed(fp):
+                    async for ev in self._measure(profile, fp, role, frozenset()):
+                        yield ev
+                yield TrialDone(row=self.book.update_row(fp, self.book.judge()))
+            if any(self.book.end_failed(fp) for fp in (c.good_fp, c.bad_fp)):
+                return
+            if i >= 1 and self.book.judge().ends()[1]:
+                return
+
+    async def _answer(self, query: frozenset[int], judge: Judge) -> AsyncIterator[Any]:
+        profile, fp = self.cands.profile(query)
+        role = (
+            Role.GOOD if fp == self.cands.good_fp else Role.BAD if fp == self.cands.bad_fp else Role.CANDIDATE
+        )
+        self.book.row(fp, role, profile.name, self.cands.knob_names(query))
+        while True:
+            verdict = self.book.verdict(fp, judge)[0]
+            n = len(self.book.values(fp))
+            if verdict == "need" or (verdict == "ambiguous" and n < self.options.repeats):
+                async for ev in self._measure(profile, fp, role, query):
+                    yield ev
+                continue
+            break
+        row = self.book.update_row(fp, judge)
+        if self.options.hand and role is Role.CANDIDATE and fp not in self.book.hand:
+            yield TrialDone(row=row)
+            self._judgement = asyncio.get_running_loop().create_future()
+            yield AwaitJudgement(index=row.index, metric=row.metric, suggestion=row.judged)
+            verdict_by_hand = await self._judgement
+            self._judgement = None
+            self.book.hand[fp] = verdict_by_hand
+            if self.journal is not None:
+                data = {"bisect": self.id, "fingerprint": fp, "settings": self.settings.key()}
+                self.journal.append(JUDGEMENT_EVENT, {**data, "judged": verdict_by_hand.value}, sync=True)
+            row = self.book.update_row(fp, judge)
+        if role is Role.CANDIDATE:  # the ends' rows were shown when they were measured
+            yield TrialDone(row=row)
+        self._outcome = _OUTCOME.get(row.judged, Outcome.UNRESOLVED)  # type: ignore[arg-type]
+
+    async def _measure(
+        self, profile: Profile, fp: str, role: Role, query: frozenset[int]
+    ) -> AsyncIterator[Any]:
+        row = self.book.row(fp, role, profile.name, self.cands.knob_names(query))
+        spec = TrialSpec(
+            bisect=self.id,
+            index=row.index,
+            role=role,
+            profile=profile,
+            fingerprint=fp,
+            applied=row.applied,
+            settings=self.settings,
+            gate=self.gate,
+            gate_judges=role is Role.CANDIDATE,
+            ours=[self.cands.good.name, self.cands.bad.name, *self._leftover],
+            expected_startup_s=self.book.expected_startup(),
+            forget=role is Role.CANDIDATE,
+        )
+        yield TrialStarted(
+            index=row.index,
+            role=role,
+            config=profile.name,
+            applied=row.applied,
+            fingerprint=fp,
+            sample=len(self.book.cache.get(fp, [])) + 1,
+        )
+        self.launches += 1
+        self.current = profile
+        row.launches += 1
+        row.cached = False
+        async for item in run_trial(self.remote, spec, journal=self.journal, clock=self.clock):
+            if isinstance(item, Measurement):
+                self.book.add(item)
+                self._durations.append(item.finished_at - item.started_at)
+                self.warnings += [f"{profile.name}: {w}" for w in item.warnings if w not in self.warnings]
+            else:
+                yield item
+
+    async def _measure_again(self) -> AsyncIterator[Any]:
+        c = self.cands
+        for fp in sorted(self._remeasure):
+            known = self.book.rows.get(fp)
+            cached = self.book.cache.get(fp, [])
+            if known is None and not cached:
+                continue
+            names = set(known.applied if known else cached[-1].applied)
+            query = frozenset(i for i, u in enumerate(c.units) if set(u.knobs) <= names)
+            profile, _ = c.profile(query)
+            role = known.role if known else cached[-1].role
+            async for ev in self._measure(profile, fp, role, query):
+                yield ev
+            yield TrialDone(row=self.book.update_row(fp, self.book.judge()))
+        self._remeasure.clear()
+
+    async def _drift(self, judge: Judge) -> AsyncIterator[Any]:
+        """The good end once more at the end: did the box drift while we bisected?"""
+        c, book = self.cands, self.book
+        if not book.values(c.good_fp, drift=True):
+            async for ev in self._measure(c.good, c.good_fp, Role.DRIFT, frozenset()):
+                yield ev
+        after_values = book.values(c.good_fp, drift=True)
+        if not after_values or not judge.good:
+            self.warnings.append("drift check: the good end could not be measured again")
+            return
+        before, after = statistics.fmean(judge.good), after_values[-1]
+        first, last = book.measurements(c.good_fp)[0], book.measurements(c.good_fp, drift=True)[-1]
+        beyond = judge.drifted(judge.good, after)
+        self.drift = Drift(
+            before=before,
+            after=after,
+            beyond_noise=beyond,
+            gpu_before=first.gpu_before,
+            gpu_after=last.gpu_after,
+        )
+        if beyond:
+            throttled = sorted({r for g in last.gpu_after for r in g.get("throttle_reasons") or []})
+            self.warnings.append(
+                f"drift: the good end measured {before:.2f} at the start and {after:.2f} at the end, beyond the "
+                f"noise; GPU throttle reasons now: {', '.join(throttled) or 'none'}"
+            )
+
+    # ---- progress and result -------------------------------------------------------------------
+    def _states(self) -> KnobStates:
+        plan, c = self.plan, self.cands
+        states: dict[str, Any] = {}
+        for i, unit in enumerate(c.units):
+            if plan is None:
+                state = "suspect"
+            elif plan.result is not None:
+                state = "culprit" if i in plan.result.culprits else "cleared"
+            else:
+                state = "suspect" if i in plan.suspects else "cleared"
+            for name in unit.knobs:
+                states[name] = state
+        return KnobStates(stage=plan.stage if plan else "ends", states=states)
+
+    def _estimate(self) -> Estimate:
+        left = self.plan.remaining_estimate() if self.plan else 2 * self.options.repeats
+        if self.options.repeats > 1:
+            left += 1  # the drift check
+        per = statistics.median(self._durations) if self._durations else None
+        return Estimate(launches_left=left, seconds_left=per * left if per else None)
+
+    def _naive(self) -> int:
+        return (len(self.cands.units) + 2) * self.options.repeats
+
+    def _start_record(self) -> dict[str, Any]:
+        c = self.cands
+        return {
+            "bisect": self.id,
+            "good": {"name": c.good.name, "file": str(c.good.source or ""), "fingerprint": c.good_fp},
+            "bad": {"name": c.bad.name, "file": str(c.bad.source or ""), "fingerprint": c.bad_fp},
+            "settings": self.settings.key(),
+            "options": self.options.model_dump(mode="json"),
+            "knobs": [k.model_dump(mode="json") for k in c.rows],
+        }
+
+    def _finish(
+        self,
+        verdict: str,
+        t0: float,
+        judge: Judge,
+        *,
+        culprits: frozenset[int] = frozenset(),
+        search: str | None = None,
+        notes: list[str] | None = None,
+    ) -> Finished:
+        c = self.cands
+        evidence = judge.evidence()
+        evidence.drift = self.drift
+        warnings = list(self.warnings)
+        if self.options.repeats == 1 and verdict != "no-difference":
+            warnings.append("repeats 1: run-to-run noise unknown; judgements rest on one measurement each")
+        result = Result(
+            verdict=verdict,  # type: ignore[arg-type]
+            culprits=c.knob_names(culprits),
+            knobs=c.rows,
+            trials=sorted(self.book.rows.values(), key=lambda r: r.index),
+            launches=self.launches,
+            naive_launches=self._naive(),
+            duration_s=round(self.clock() - t0, 3),
+            warnings=warnings,
+            search=search,  # type: ignore[arg-type]
+            notes=list(notes or []),
+            evidence=evidence,
+            bisect=self.id,
+            good={"name": c.good.name, "fingerprint": c.good_fp, "file": str(c.good.source or "")},
+            bad={"name": c.bad.name, "fingerprint": c.bad_fp, "file": str(c.bad.source or "")},
+            settings=self.settings.key(),
+        )
+        if self.journal is not None:
+            self.journal.append(RESULT_EVENT, result.model_dump(mode="json"), sync=True)
+        return Finished(result=result)

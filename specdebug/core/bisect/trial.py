@@ -1,0 +1,239 @@
+"""One trial: clear the port, launch, wait ready (bounded), optional verify gate, benchmark, stop.
+
+Built from the core services a user drives by hand (startup.launch/watch, the bench runner,
+startup.stop_record), so a trial is exactly what `specdebug launch --wait; specdebug bench;
+specdebug stop` would do.  It streams TrialProgress events and ends with one Measurement, which is
+journaled (fsync) the moment the measuring is over, before the stop: a kill -9 after that point
+costs no repeat.  Whatever happens (failure, cancel = the user's abort), the server is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from specdebug.core import startup
+from specdebug.core.bench.models import BenchProgress
+from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark
+from specdebug.core.bisect.gate import Gate, check_gate
+from specdebug.core.bisect.judge import metrics_of
+from specdebug.core.bisect.models import (
+    LAUNCH_EVENT,
+    STOP_EVENT,
+    TRIAL_EVENT,
+    Measurement,
+    Phase,
+    Role,
+    Settings,
+    Status,
+    TrialProgress,
+)
+from specdebug.core.profiles import Profile
+from specdebug.core.servers import ServerRecord, find_port_holder, forget_record, group_members, load_record
+from specdebug.remote.api import Remote, RemoteError
+
+Clock = Callable[[], float]
+# what an argument parser prints when it rejects the command line (argparse, click, vLLM's)
+ARGS_REJECTED = re.compile(
+    r"error: (unrecognized arguments|argument |invalid choice|the following arguments are required)"
+    r"|^usage: |No such option|Got unexpected extra argument",
+    re.MULTILINE,
+)
+STOP_GRACE_S = 10.0
+
+
+class TrialError(Exception):
+    """The bisection cannot go on (the port is held by something that is not ours)."""
+
+
+@dataclass
+class TrialSpec:
+    bisect: str
+    index: int
+    role: Role
+    profile: Profile
+    fingerprint: str
+    applied: list[str]
+    settings: Settings
+    gate: Gate | None = None
+    gate_judges: bool = True  # False for the ends: the gate is only observed, the bench always runs
+    ours: list[str] = field(default_factory=list)  # profile names this bisection may have left running
+    expected_startup_s: float | None = None
+    forget: bool = False  # remove the server record after the stop (candidates)
+
+
+def gpu_summary(gpus: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "index": g.index,
+            "temperature_c": g.temperature_c,
+            "clocks_sm_mhz": g.clocks_sm_mhz,
+            "throttle_reasons": list(g.throttle_reasons or []),
+        }
+        for g in gpus
+    ]
+
+
+async def clear_port(remote: Remote, profile: Profile, ours: list[str]) -> list[str]:
+    """Stop servers of this bisection that are still up (the profile's own record, or whoever of
+    `ours` holds its port); refuse when a stranger holds the port.  Returns what was stopped."""
+    stopped: list[str] = []
+    procs = await remote.processes()
+    for name in dict.fromkeys([profile.name, *ours]):
+        record = await load_record(remote, name)
+        if record is None or record.stopped_at is not None:
+            continue
+        if name != profile.name and record.port != profile.server.port:
+            continue
+        if group_members(procs, record):
+            await startup.stop_record(remote, record, grace_s=STOP_GRACE_S)
+            stopped.append(name)
+            procs = await remote.processes()
+    holder = await find_port_holder(remote, profile.server.port)
+    if holder.listening:
+        raise TrialError(
+            f"{holder.describe()}: not a server of this bisection, so it is left alone; stop it first"
+        )
+    return stopped
+
+
+async def run_trial(
+    remote: Remote, spec: TrialSpec, *, journal: Any = None, clock: Clock = time.time
+) -> AsyncIterator[TrialProgress | Measurement]:
+    """Measure one config once; yields progress, then the Measurement (already journaled)."""
+    profile = spec.profile
+    m = Measurement(
+        bisect=spec.bisect,
+        config=profile.name,
+        fingerprint=spec.fingerprint,
+        settings=spec.settings.key(),
+        role=spec.role,
+        applied=list(spec.applied),
+        started_at=clock(),
+    )
+    t0 = clock()
+
+    def progress(phase: Phase, detail: str = "", fraction: float | None = None) -> TrialProgress:
+        return TrialProgress(
+            index=spec.index, phase=phase, detail=detail, fraction=fraction, elapsed_s=clock() - t0
+        )
+
+    record: ServerRecord | None = None
+    # the ends are the user's profiles: their launch, verdict and stop go to the journal as any launch's
+    # (they feed the startup ETA); a candidate's are the bisection's own business (bisect_launch/stop)
+    own = journal if spec.role in (Role.GOOD, Role.BAD, Role.DRIFT) else None
+    try:
+        yield progress(Phase.PORT, f"port {profile.server.port}")
+        stopped = await clear_port(remote, profile, spec.ours)
+        if stopped:
+            yield progress(Phase.PORT, f"stopped {', '.join(stopped)}")
+        yield progress(Phase.LAUNCH, profile.name, 0.0)
+        try:
+            record = await startup.launch(remote, profile, journal=own, clock=clock, check=False)
+            if own is None and journal is not None:
+                journal.append(
+                    LAUNCH_EVENT, {"profile": profile.name, "pid": record.pid, "port": record.port}, sync=True
+                )
+        except RemoteError as exc:
+            m.status, m.reason = Status.FAILED_START, f"launch failed: {exc}"
+        if record is not None:
+            verdict = None
+            async for ev in startup.watch(remote, record, profile, journal=own, clock=clock):
+                if isinstance(ev, startup.ServerPhase):
+                    frac = None
+                    if spec.expected_startup_s:
+                        frac = min(0.99, ev.elapsed_s / spec.expected_startup_s)
+                    yield progress(Phase.READY, ev.name, frac)
+                elif isinstance(ev, startup.Verdict):
+                    verdict = ev
+            assert verdict is not None
+            m.startup_s = verdict.elapsed_s
+            if verdict.verdict != "ready":
+                rejected = any(ARGS_REJECTED.search(line) for line in verdict.excerpt)
+                m.status = Status.INVALID if rejected else Status.FAILED_START
+                m.reason = f"{'rejected its arguments' if rejected else 'failed to start'}: {verdict.reason}"
+        if m.status is Status.OK and spec.gate is not None and record is not None:
+            yield progress(Phase.GATE, spec.gate.expr)
+            m.gate = await check_gate(remote, profile, record, spec.gate)
+            if m.gate.passed is False and spec.gate_judges:
+                m.status = Status.GATED
+                m.reason = f"gate {spec.gate.expr}: {m.gate.name} = {m.gate.value:.2f}"
+            elif m.gate.passed is None:
+                m.warnings.append(
+                    f"gate {spec.gate.expr}: no {spec.gate.name} in the log, benchmarked instead"
+                )
+        if m.status is Status.OK:
+            async for item in _bench(remote, spec, progress):
+                if isinstance(item, TrialProgress):
+                    yield item
+                else:
+                    _take_result(m, item, spec.settings)
+        m.finished_at = clock()
+        if journal is not None:
+            journal.append(TRIAL_EVENT, m.model_dump(mode="json"), sync=True)
+        yield progress(Phase.STOP, profile.name)
+    finally:
+        if record is not None:
+            with contextlib.suppress(RemoteError, OSError):
+                stopped = await startup.stop_record(remote, record, grace_s=STOP_GRACE_S, journal=own)
+                if own is None and journal is not None and stopped.stopped:
+                    journal.append(STOP_EVENT, {"profile": profile.name, "pid": record.pid})
+                if spec.forget:
+                    await forget_record(remote, profile.name)
+    yield m
+
+
+async def _bench(remote: Remote, spec: TrialSpec, progress) -> AsyncIterator[Any]:
+    """run_benchmark as a task; its progress callbacks become TrialProgress events."""
+    queue: asyncio.Queue[BenchProgress] = asyncio.Queue()
+    total = spec.settings.requests
+    request = BenchRequest(
+        requests=spec.settings.requests,
+        output_len=spec.settings.output_len,
+        concurrency=spec.settings.concurrency,
+        input_len=spec.settings.input_len,
+    )
+    yield progress(Phase.BENCH, f"0/{total} requests", 0.0)
+    task = asyncio.create_task(
+        run_benchmark(remote, spec.profile, request, journal=None, progress=queue.put_nowait)
+    )
+    try:
+        while not task.done():
+            getter = asyncio.ensure_future(queue.get())
+            await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                p = getter.result()
+                if p.line is None and p.total_requests:
+                    detail = f"{p.done_requests}/{p.total_requests} requests"
+                    if p.tok_s:
+                        detail += f", {p.tok_s:.1f} tok/s"
+                    yield progress(Phase.BENCH, detail, p.done_requests / p.total_requests)
+            else:
+                getter.cancel()
+        try:
+            yield task.result()
+        except (BenchError, RemoteError) as exc:
+            yield exc
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+def _take_result(m: Measurement, item: Any, settings: Settings) -> None:
+    if isinstance(item, Exception):
+        m.status, m.reason = Status.BENCH_FAILED, f"benchmark failed: {item}"
+        return
+    m.bench_s = item.duration_s
+    m.metrics = metrics_of(item)
+    m.gpu_before, m.gpu_after = gpu_summary(item.gpu_before), gpu_summary(item.gpu_after)
+    m.warnings += [w for w in item.warnings if w.startswith("GPU")]
+    if item.status != "done":
+        m.status = Status.BENCH_FAILED
+        m.reason = f"benchmark {item.status}: {'; '.join(item.errors[:2]) or 'no request succeeded'}"

@@ -1,0 +1,444 @@
+"""Bisect pane: pick a good and a bad end, then find the knob(s) that make the bad one slower.
+
+The engine is `specdebug.core.bisect.run.Bisection`, the same as `specdebug bisect`; this pane folds
+its events into tables (knobs: suspect / cleared / culprit; trials: knobs applied, fingerprint,
+metric, judged, cached, gated), shows the running trial's phase with progress and an estimate of
+launches and time left, and sends the user's keys back as engine controls (pause after this trial,
+a judgement by hand, measure again, abort).  Ends are picked with g/b on a profile here, or on a
+row of the Bench history.  Every key that can change the box is off in --readonly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Static
+
+from specdebug.core.bisect import models as bm
+from specdebug.core.bisect.book import unfinished
+from specdebug.core.bisect.gate import GateError
+from specdebug.core.bisect.knobs import GroupError
+from specdebug.core.bisect.run import Bisection
+from specdebug.core.bisect.trial import TrialError
+from specdebug.core.profiles import ProfileError, load_profile
+from specdebug.remote.api import RemoteError
+from specdebug.tui.pane import Pane
+
+STATE_STYLE = {"suspect": "yellow", "cleared": "dim", "culprit": "bold red"}
+JUDGED_STYLE = {"good": "green", "bad": "bold red", "skip": "magenta", "unclear": "yellow"}
+FLUSH_S = 0.1
+APPLIED_WIDTH = 40  # the trial table's "knobs applied" cell; the knob table has the full names
+
+
+def short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def progress_bar(fraction: float | None, width: int = 20) -> str:
+    if fraction is None:
+        return ""
+    full = round(max(0.0, min(1.0, fraction)) * width)
+    return "█" * full + "░" * (width - full)
+
+
+class BisectView:
+    """The pane's state, folded from the engine's events (pure: tests feed events directly)."""
+
+    def __init__(self) -> None:
+        self.planned: bm.Planned | None = None
+        self.states: dict[str, str] = {}
+        self.stage = ""
+        self.trials: dict[int, bm.TrialRow] = {}
+        self.running: bm.TrialStarted | None = None
+        self.progress: bm.TrialProgress | None = None
+        self.estimate: bm.Estimate | None = None
+        self.evidence: bm.Evidence | None = None
+        self.awaiting: bm.AwaitJudgement | None = None
+        self.paused = False
+        self.result: bm.Result | None = None
+
+    def apply(self, ev: Any) -> None:
+        if isinstance(ev, bm.Planned):
+            self.__init__()  # type: ignore[misc]
+            self.planned = ev
+            self.states = {k.name: "suspect" for k in ev.knobs}
+        elif isinstance(ev, bm.TrialStarted):
+            self.running, self.progress = ev, None
+        elif isinstance(ev, bm.TrialProgress):
+            self.progress = ev
+        elif isinstance(ev, bm.TrialDone):
+            self.trials[ev.row.index] = ev.row
+            if self.running is not None and self.running.index == ev.row.index:
+                self.running = self.progress = None
+        elif isinstance(ev, bm.EndsJudged):
+            self.evidence = ev.evidence
+        elif isinstance(ev, bm.KnobStates):
+            self.states, self.stage = dict(ev.states), ev.stage
+        elif isinstance(ev, bm.Estimate):
+            self.estimate = ev
+        elif isinstance(ev, bm.AwaitJudgement):
+            self.awaiting = ev
+        elif isinstance(ev, bm.Paused):
+            self.paused = ev.paused
+        elif isinstance(ev, bm.Finished):
+            self.result, self.running, self.progress, self.awaiting = ev.result, None, None, None
+            for row in ev.result.trials:
+                self.trials[row.index] = row
+
+
+def profile_for(result_profile: str | None, choices: list[Path]) -> Path | None:
+    """The profile file a Bench history row was measured with: same name (a loader may prefix it)."""
+    if not result_profile:
+        return None
+    names = {}
+    for path in choices:
+        try:
+            names[path] = load_profile(path).name
+        except (ProfileError, OSError):
+            continue
+    exact = next((p for p, n in names.items() if n == result_profile), None)
+    return exact or next((p for p, n in names.items() if result_profile.endswith(f"-{n}")), None)
+
+
+def pick_end(app: Any, side: str, result_profile: str | None) -> None:
+    """Bench history's g/b: make that row's profile the bisection's good or bad end."""
+    for pane in app.query(BisectPane):
+        pane.set_end(side, profile_for(result_profile, pane.choices()), source=result_profile)
+
+
+class BisectPane(Pane):
+    PANE_ID = "bisect"
+    TITLE = "Bisect"
+    BINDINGS = [
+        Binding("a", "start", "Start (auto)", id="bisect.start"),
+        Binding("g", "good", "Good", id="bisect.good"),
+        Binding("b", "bad", "Bad", id="bisect.bad"),
+        Binding("s", "skip", "Skip", id="bisect.skip"),
+        Binding("p", "pause", "Pause after trial", id="bisect.pause"),
+        Binding("m", "measure_again", "Measure again", id="bisect.measure_again"),
+        Binding("x", "abort", "Abort", id="bisect.abort"),
+        Binding("h", "toggle_hand", "Judge by hand", id="bisect.hand"),
+    ]
+    MUTATING_ACTIONS = frozenset(
+        {"start", "good", "bad", "skip", "pause", "measure_again", "abort", "toggle_hand"}
+    )
+    DEFAULT_CSS = """
+    BisectPane { layout: vertical; }
+    BisectPane #bisect-status { height: auto; padding: 0 1; }
+    BisectPane #bisect-main { height: 1fr; }
+    BisectPane #bisect-side { width: 56; }
+    BisectPane #bisect-ends { height: auto; max-height: 10; }
+    BisectPane #bisect-knobs { height: 1fr; }
+    BisectPane #bisect-trials { width: 1fr; }
+    BisectPane.-narrow #bisect-side { width: 44; }
+    """
+
+    def __init__(self, ctx, **kwargs) -> None:
+        super().__init__(ctx, **kwargs)
+        self.view = BisectView()
+        self.good: Path | None = None
+        self.bad: Path | None = None
+        self.hand = False
+        self.engine: Bisection | None = None
+        self.note: str | None = None  # one line of news under the status
+        self.bench: dict[str, int] = {}  # bench settings for the trials (default: the good profile's [bench])
+        self._dirty = True
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="bisect-status")
+        with Horizontal(id="bisect-main"):
+            with Vertical(id="bisect-side"):
+                ends = DataTable(id="bisect-ends", cursor_type="row")
+                ends.add_column("end", key="end")
+                ends.add_column("profile", key="profile")
+                yield ends
+                knobs = DataTable(id="bisect-knobs", cursor_type="row", zebra_stripes=True)
+                for label, key in (("knob", "knob"), ("good", "good"), ("bad", "bad"), ("state", "state")):
+                    knobs.add_column(label, key=key)
+                yield knobs
+            trials = DataTable(id="bisect-trials", cursor_type="row", zebra_stripes=True)
+            for label, key in (
+                ("#", "index"),
+                ("knobs applied", "applied"),
+                ("fingerprint", "fp"),
+                ("metric", "metric"),
+                ("judged", "judged"),
+                ("cached", "cached"),
+                ("gated", "gated"),
+            ):
+                trials.add_column(label, key=key)
+            yield trials
+
+    def on_mount(self) -> None:
+        preset = getattr(self.app, "bisect_preset", None)  # the demo offers the story's bisection
+        if preset and self.good is None and self.bad is None:
+            self.good, self.bad = Path(preset["good"]), Path(preset["bad"])
+            self.bench = {k: preset[k] for k in ("requests", "output_len", "concurrency") if k in preset}
+            self.note = "the story's bisection is ready: a starts it"
+        journal = self.ctx.journal
+        previous = unfinished(journal.events()) if journal is not None else None
+        if previous is not None:
+            good, bad = previous.get("good", {}).get("file"), previous.get("bad", {}).get("file")
+            if good and bad:
+                self.good, self.bad = Path(good), Path(bad)
+                self.note = (
+                    "an unfinished bisection is in this session: a resumes it (finished trials are kept)"
+                )
+        self.render_all()
+        self.set_interval(FLUSH_S, self._flush)
+
+    # ---- feeding (tests, snapshots) -------------------------------------------------------------
+    def show_events(self, events: list[Any]) -> None:
+        for ev in events:
+            self.view.apply(ev)
+        self.render_all()
+
+    def choices(self) -> list[Path]:
+        paths = list(self.ctx.profile_choices)
+        if self.ctx.profile_path is not None and all(
+            p.resolve() != self.ctx.profile_path.resolve() for p in paths
+        ):
+            paths.insert(0, self.ctx.profile_path)
+        return paths
+
+    def set_end(self, side: str, path: Path | None, *, source: str | None = None) -> None:
+        if path is None:
+            self.notify(f"no profile file for {source or 'that row'} among the profiles", severity="warning")
+            return
+        if side == "good":
+            self.good = path
+        else:
+            self.bad = path
+        self.notify(f"bisect {side} end: {path.stem}")
+        self.render_all()
+
+    # ---- rendering --------------------------------------------------------------------------------
+    def _flush(self) -> None:
+        if self._dirty:
+            self._dirty = False
+            self.render_all()
+
+    def render_all(self) -> None:
+        self.query_one("#bisect-status", Static).update(self._status())
+        self._render_ends()
+        self._render_knobs()
+        self._render_trials()
+
+    def _status(self) -> Text:
+        v = self.view
+        t = Text()
+        t.append("good ", style="bold")
+        t.append(self.good.stem if self.good else "(g on a profile)", style="green")
+        t.append("   bad ", style="bold")
+        t.append(self.bad.stem if self.bad else "(b on a profile)", style="red")
+        if self.hand:
+            t.append("   judging by hand", style="bold magenta")
+        t.append("\n")
+        if v.result is not None:
+            r = v.result
+            t.append(f"{r.verdict.upper()}", style="bold green" if r.verdict == "found" else "bold yellow")
+            if r.culprits:
+                t.append(f"  culprit: {', '.join(r.culprits)}", style="bold red")
+            t.append(f"  {r.launches} launches (one knob at a time: {r.naive_launches})")
+        elif v.awaiting is not None:
+            a = v.awaiting
+            metric = f"{a.metric:.2f}" if a.metric is not None else "no metric"
+            t.append(
+                f"#{a.index} measured {metric}: your judgement: g good · b bad · s skip", style="bold yellow"
+            )
+        elif v.paused:
+            t.append("paused after the trial: a goes on", style="bold yellow")
+        elif v.running is not None:
+            r = v.running
+            what = r.role.value if r.role is not bm.Role.CANDIDATE else "+" + " +".join(r.applied)
+            t.append(f"#{r.index} {what}  ", style="bold")
+            if v.progress is not None:
+                p = v.progress
+                t.append(f"{p.phase.value} ")
+                t.append(progress_bar(p.fraction), style="cyan")
+                t.append(f" {p.detail}  {p.elapsed_s:.1f}s", style="dim")
+        elif v.planned is None:
+            t.append("a starts the bisection · g/b pick the ends · h judges by hand", style="dim")
+        if v.estimate is not None and v.result is None:
+            t.append(f"   about {v.estimate.launches_left} launch(es) left", style="dim")
+            if v.estimate.seconds_left:
+                t.append(f", ~{v.estimate.seconds_left:.0f} s", style="dim")
+        if v.evidence is not None:
+            t.append("\n")
+            t.append(v.evidence.why, style="dim")
+        if self.note:
+            t.append("\n")
+            t.append(self.note, style="italic")
+        return t
+
+    def _render_ends(self) -> None:
+        table = self.query_one("#bisect-ends", DataTable)
+        row = table.cursor_row
+        table.clear()
+        good, bad = (p.resolve() if p else None for p in (self.good, self.bad))
+        for path in self.choices():
+            here = path.resolve()
+            mark = Text("GOOD", style="bold green") if here == good else Text("")
+            if here == bad:
+                mark = Text("BAD", style="bold red")
+            table.add_row(mark, Text(path.stem), key=str(path))
+        if table.row_count:
+            table.move_cursor(row=min(row, table.row_count - 1), animate=False)
+
+    def _render_knobs(self) -> None:
+        table = self.query_one("#bisect-knobs", DataTable)
+        table.clear()
+        if self.view.planned is None:
+            return
+        for k in self.view.planned.knobs:
+            state = self.view.states.get(k.name, "suspect")
+            table.add_row(
+                Text(k.name),
+                Text("(absent)" if k.good is None else k.good, style="dim" if k.good is None else ""),
+                Text("(absent)" if k.bad is None else k.bad, style="dim" if k.bad is None else ""),
+                Text(state, style=STATE_STYLE.get(state, "")),
+                key=k.name,
+            )
+
+    def _render_trials(self) -> None:
+        table = self.query_one("#bisect-trials", DataTable)
+        row = table.cursor_row
+        table.clear()
+        for i in sorted(self.view.trials):
+            t = self.view.trials[i]
+            applied = t.role.value + " end" if t.role in (bm.Role.GOOD, bm.Role.BAD) else ", ".join(t.applied)
+            metric = (
+                "-"
+                if t.metric is None
+                else f"{t.metric:.2f}" + (f" ×{len(t.samples)}" if len(t.samples) > 1 else "")
+            )
+            judged = t.judged.value if t.judged else "…"
+            table.add_row(
+                str(t.index),
+                Text(short(applied, APPLIED_WIDTH)),
+                Text(t.fingerprint[:10], style="dim"),
+                metric,
+                Text(judged, style=JUDGED_STYLE.get(judged, "")),
+                "yes" if t.cached else "",
+                Text(f"{t.gate_value:.1f}" if t.gated and t.gate_value else ("yes" if t.gated else "")),
+                key=t.fingerprint,
+            )
+        if table.row_count:
+            table.move_cursor(row=min(max(row, 0), table.row_count - 1), animate=False)
+
+    # ---- actions --------------------------------------------------------------------------------
+    def _highlighted(self, table_id: str) -> str | None:
+        table = self.query_one(table_id, DataTable)
+        if not table.row_count:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def _judge_or_pick(self, verdict: bm.Judged, side: str | None) -> None:
+        if self.engine is not None and self.engine.awaiting:
+            self.engine.judge(verdict)
+            self.view.awaiting = None
+            self._dirty = True
+            return
+        if side is None:
+            self.notify("nothing waits for a judgement (h makes every candidate wait for one)")
+            return
+        key = self._highlighted("#bisect-ends")
+        self.set_end(side, Path(key) if key else None)
+
+    def action_good(self) -> None:
+        self._judge_or_pick(bm.Judged.GOOD, "good")
+
+    def action_bad(self) -> None:
+        self._judge_or_pick(bm.Judged.BAD, "bad")
+
+    def action_skip(self) -> None:
+        self._judge_or_pick(bm.Judged.SKIP, None)
+
+    def action_toggle_hand(self) -> None:
+        if self.engine is not None:
+            self.notify("judging mode is chosen before the start", severity="warning")
+            return
+        self.hand = not self.hand
+        self.render_all()
+
+    def action_start(self, remeasure: set[str] | None = None) -> None:
+        if self.engine is not None and self.view.paused:
+            self.engine.pause(False)
+            return
+        if self.engine is not None:
+            self.notify("a bisection is running (p pauses, x aborts)", severity="warning")
+            return
+        remote = self.ctx.remote()
+        if remote is None or self.good is None or self.bad is None:
+            self.notify("pick both ends first: g on the good profile, b on the bad one", severity="error")
+            return
+        loader = self.ctx.profile_loader or load_profile
+        try:
+            good, bad = loader(self.good), loader(self.bad)
+            engine = Bisection(
+                remote,
+                good,
+                bad,
+                bm.BisectOptions(hand=self.hand, **self.bench),
+                journal=self.ctx.journal,
+                remeasure=remeasure,
+            )
+        except (ProfileError, OSError, GroupError, GateError, ValueError) as exc:
+            self.notify(f"cannot bisect: {exc}", severity="error")
+            return
+        self.engine, self.note = engine, None
+        self.run_bisection(engine)
+
+    @work(exclusive=True, group="bisect-run", exit_on_error=False)
+    async def run_bisection(self, engine: Bisection) -> None:
+        launched = getattr(self.app, "launched_profiles", None)  # the demo stops them at exit
+        try:
+            async for ev in engine.events():
+                if isinstance(ev, bm.TrialStarted) and launched is not None and engine.current is not None:
+                    launched.append(engine.current)
+                self.view.apply(ev)
+                self._dirty = True
+                if isinstance(ev, bm.Finished):
+                    r = ev.result
+                    found = f": {', '.join(r.culprits)}" if r.culprits else ""
+                    self.notify(
+                        f"bisection {r.verdict}{found}", severity="information" if found else "warning"
+                    )
+        except (TrialError, RemoteError) as exc:
+            self.notify(f"bisection stopped: {exc}", severity="error")
+        finally:
+            self.engine = None
+            self._dirty = True
+
+    def action_pause(self) -> None:
+        if self.engine is None:
+            self.notify("no bisection running")
+            return
+        on = not self.view.paused
+        self.engine.pause(on)
+        self.notify("pausing after this trial" if on else "going on")
+
+    def action_measure_again(self) -> None:
+        fp = self._highlighted("#bisect-trials")
+        if fp is None:
+            return
+        if self.engine is not None:
+            self.engine.measure_again(fp)
+            self.notify(f"{fp[:10]} will be measured again before the next trial")
+        else:
+            self.action_start(remeasure={fp})
+
+    def action_abort(self) -> None:
+        if self.engine is None:
+            self.notify("no bisection running")
+            return
+        self.workers.cancel_group(self, "bisect-run")
+        self.note = "aborted: the trial's server is being stopped"
+        self.view.running = self.view.progress = self.view.awaiting = None
+        self._dirty = True

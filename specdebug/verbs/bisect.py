@@ -1,0 +1,225 @@
+"""`specdebug bisect`: find the knob(s) that make the bad profile slower, in the fewest launches.
+
+    specdebug bisect [-F FILE] HOST --good A.toml --bad B.toml [--metric NAME] [--threshold V]
+        [--min-gap PCT] [--repeats R] [--gate EXPR] [--group GLOB] [--failed-start bad|skip]
+        [--requests N] [--output-len L] [--concurrency C] [--session DIR] [--resume] [--json]
+
+The same engine as the TUI's Bisect pane (specdebug.core.bisect).  Progress goes to stderr; --json
+prints one object at the end.  Trials are journaled in the session as they finish, and a config
+already measured there with the same bench settings is not launched again; --resume continues the
+session's unfinished bisection (its ends and options come from the journal when not given).
+Exit codes: 0 culprit found, 1 no culprit / no difference / inconclusive, 2 usage or profile error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from specdebug.core.bisect import models as bm
+from specdebug.core.bisect.book import unfinished
+from specdebug.core.bisect.gate import GateError, parse_gate
+from specdebug.core.bisect.judge import known_metrics
+from specdebug.core.bisect.knobs import Candidates, GroupError
+from specdebug.core.bisect.run import Bisection
+from specdebug.core.bisect.trial import TrialError
+from specdebug.core.journal import Journal, resolve_session
+from specdebug.core.profiles import Profile, ProfileError, load_profile
+from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, print_json, run_verb
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "bisect",
+        help="find the knob(s) that make the bad profile slower than the good one, in the fewest launches",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_host_args(p)
+    p.add_argument("--good", metavar="A.toml", help="the good profile (the fast one)")
+    p.add_argument("--bad", metavar="B.toml", help="the bad profile (the slow one)")
+    p.add_argument("--metric", default="output_tok_s", help="what to judge by (default output_tok_s)")
+    p.add_argument(
+        "--threshold", type=float, metavar="V", help="bad beyond V (default: midpoint of the ends)"
+    )
+    p.add_argument(
+        "--min-gap",
+        type=float,
+        default=5.0,
+        metavar="PCT",
+        help="with one run each: ends must differ by PCT %%",
+    )
+    p.add_argument("--repeats", type=_positive, default=1, metavar="R", help="measure up to R times (noise)")
+    p.add_argument(
+        "--gate", metavar="EXPR", help="judge from the log before benchmarking, e.g. verify_ms<=25"
+    )
+    p.add_argument(
+        "--group", action="append", default=[], metavar="GLOB", help="knobs matching GLOB move together"
+    )
+    p.add_argument(
+        "--failed-start", choices=("bad", "skip"), default="skip", help="a candidate that fails to start is"
+    )
+    p.add_argument("--requests", type=_positive, metavar="N", help="bench requests per trial")
+    p.add_argument("--output-len", type=_positive, metavar="L", help="tokens generated per request")
+    p.add_argument("--concurrency", type=_positive, metavar="C", help="requests in flight at once")
+    p.add_argument("--session", metavar="DIR", help="session folder (journal and trial cache)")
+    p.add_argument("--resume", action="store_true", help="continue the session's unfinished bisection")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.set_defaults(func=cmd_bisect)
+    p.__class__ = type("BisectParser", (type(p),), {"_parse_optional": _glob_is_a_value})
+
+
+def _glob_is_a_value(self: argparse.ArgumentParser, arg_string: str):
+    """Knob globs start with '--' (`--group '--speculative-*'`): one with a wildcard is a value, not an option."""
+    if arg_string.startswith("--") and any(c in arg_string for c in "*?["):
+        return None
+    return super(type(self), self)._parse_optional(arg_string)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _usage(message: str) -> VerbExit:
+    err(message)
+    return VerbExit(2, message)
+
+
+def _load(path: str) -> Profile:
+    try:
+        return load_profile(path)
+    except ProfileError as exc:
+        raise _usage(str(exc)) from exc
+
+
+def _options(args: argparse.Namespace, previous: dict[str, Any] | None) -> bm.BisectOptions:
+    given = {
+        "metric": args.metric,
+        "threshold": args.threshold,
+        "min_gap_pct": args.min_gap,
+        "repeats": args.repeats,
+        "gate": args.gate,
+        "groups": args.group,
+        "failed_start": args.failed_start,
+        "requests": args.requests,
+        "output_len": args.output_len,
+        "concurrency": args.concurrency,
+    }
+    if previous is not None and not (args.good or args.bad):
+        return bm.BisectOptions.model_validate(previous.get("options") or {})
+    return bm.BisectOptions.model_validate(given)
+
+
+@run_verb
+async def cmd_bisect(args: argparse.Namespace) -> int:
+    session = resolve_session(args.session, for_writing=True)
+    journal = Journal(session)
+    previous = unfinished(journal.events()) if args.resume else None
+    if args.resume and previous is None and not (args.good and args.bad):
+        raise _usage(f"--resume: no unfinished bisection in {session}; give --good and --bad")
+    good_file = args.good or (previous or {}).get("good", {}).get("file")
+    bad_file = args.bad or (previous or {}).get("bad", {}).get("file")
+    if not good_file or not bad_file:
+        raise _usage("bisect needs --good A.toml and --bad B.toml")
+    good, bad = _load(good_file), _load(bad_file)
+    options = _options(args, previous)
+    if options.metric not in known_metrics() and options.metric not in good.patterns:
+        raise _usage(f"--metric {options.metric!r}: unknown (known: {', '.join(known_metrics())})")
+    try:  # usage errors before connecting
+        Candidates(good, bad, options.groups)
+        if options.gate:
+            parse_gate(options.gate)
+    except (GroupError, GateError) as exc:
+        raise _usage(str(exc)) from exc
+    async with open_remote(args) as remote:
+        engine = Bisection(remote, good, bad, options, journal=journal)
+        result = None
+        shown: dict[str, Any] = {}
+        try:
+            async for ev in engine.events():
+                _progress(ev, options.metric, shown)
+                if isinstance(ev, bm.Finished):
+                    result = ev.result
+        except TrialError as exc:
+            err(f"bisect stopped: {exc}")
+            return 1
+    assert result is not None
+    if args.json:
+        print_json({**result.model_dump(mode="json"), "session": str(session)})
+    else:
+        print(summary(result))
+        print(f"recorded in {session}")
+    return 0 if result.verdict == "found" else 1
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _applied(applied: list[str]) -> str:
+    return ", ".join(f"+{a}" for a in applied) or "(none)"
+
+
+def _progress(ev: Any, metric: str, shown: dict[str, Any]) -> None:
+    """One stderr line per step worth telling (an estimate only when it changed)."""
+    if isinstance(ev, bm.Planned):
+        _say(f"bisect {ev.good} (good) vs {ev.bad} (bad): {len(ev.knobs)} knobs, {ev.settings}")
+        for k in ev.knobs:
+            _say(
+                f"  {k.name}: {k.good if k.good is not None else '(absent)'} -> {k.bad if k.bad is not None else '(absent)'}"
+            )
+    elif isinstance(ev, bm.TrialStarted):
+        what = {"good": "good end", "bad": "bad end", "drift": "good end again (drift check)"}.get(
+            ev.role.value
+        )
+        _say(f"#{ev.index} {what or _applied(ev.applied)}: launching {ev.config} (run {ev.sample})")
+    elif isinstance(ev, bm.TrialProgress) and ev.phase in (bm.Phase.GATE, bm.Phase.STOP):
+        _say(f"  {ev.elapsed_s:6.1f}s  {ev.phase.value} {ev.detail}")
+    elif isinstance(ev, bm.TrialProgress) and ev.phase is bm.Phase.READY and ev.detail == "ready":
+        _say(f"  {ev.elapsed_s:6.1f}s  ready")
+    elif isinstance(ev, bm.TrialDone):
+        r = ev.row
+        what = {"good": "good end", "bad": "bad end"}.get(r.role.value) or _applied(r.applied)
+        value = f"{r.metric:.2f} {metric}" if r.metric is not None else "no metric"
+        tag = " (cached)" if r.cached else ""
+        _say(
+            f"#{r.index} {what}: {value} -> {r.judged.value if r.judged else '?'}{tag}"
+            + (f" ({r.reason})" if r.reason else "")
+        )
+    elif isinstance(ev, bm.EndsJudged):
+        _say(f"ends: {ev.evidence.why}")
+    elif isinstance(ev, bm.Estimate) and ev.launches_left and shown.get("estimate") != ev.launches_left:
+        shown["estimate"] = ev.launches_left
+        eta = f", ~{ev.seconds_left:.0f} s" if ev.seconds_left else ""
+        _say(f"  about {ev.launches_left} launch(es) left{eta}")
+
+
+def summary(r: bm.Result) -> str:
+    lines = [f"verdict: {r.verdict}" + (f" ({r.search})" if r.search else "")]
+    if r.culprits:
+        lines.append(f"culprit{'s' if len(r.culprits) > 1 else ''}: {', '.join(r.culprits)}")
+    for k in r.knobs:
+        if k.name in r.culprits:
+            lines.append(
+                f"  {k.name}: {k.good if k.good is not None else '(absent)'} -> {k.bad if k.bad is not None else '(absent)'}"
+            )
+    lines.append(f"launches: {r.launches} (one knob at a time: {r.naive_launches}), {r.duration_s:.0f} s")
+    for t in r.trials:
+        metric = f"{t.metric:.2f}" if t.metric is not None else "-"
+        flags = [x for x, on in (("cached", t.cached), ("gated", t.gated)) if on]
+        lines.append(
+            f"  #{t.index} {t.role.value:<9} {metric:>9}  {t.judged.value if t.judged else '?':<7} "
+            f"{t.fingerprint}  {_applied(t.applied) if t.role.value == 'candidate' else ''}"
+            + (f"  [{', '.join(flags)}]" if flags else "")
+            + (f"  {t.reason}" if t.reason else "")
+        )
+    lines += [f"note: {n}" for n in r.notes]
+    lines += [f"warning: {w}" for w in r.warnings]
+    return "\n".join(lines)

@@ -1,0 +1,48 @@
+"""The real TUI in tmux against the real sshd: a bisection driven by keys only, the culprit read off the screen."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from specdebug.core.bisect.models import RESULT_EVENT
+from specdebug.core.journal import Journal
+from tests.bisectprofiles import CULPRIT, HARMLESS_FLAGS, forget_records, write_pair
+from tests.tmux_harness import Tmux
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+
+
+def test_bisection_by_keys_shows_the_culprit(sshd, tmp_path: Path) -> None:
+    good, bad = write_pair(tmp_path / "profiles", bad_flags=[CULPRIT, HARMLESS_FLAGS[1]], tag="bxtmux-")
+    session = tmp_path / "session"
+    tmux = Tmux("specdebug-test-bisect")
+    tmux.kill()
+    cmd = f"{sys.executable} -m specdebug.cli -F {sshd.config_path} gpubox -c {good} --session {session}"
+    tmux.new_session("tui", f"{cmd}; sleep 30", 150, 40)
+    try:
+        tmux.wait_screen("tui", lambda s: "connected" in s, 30)
+        tmux("send-keys", "-t", "tui", "6")
+        tmux.wait_screen("tui", lambda s: "a starts the bisection" in s, 15)
+        # the profile list is sorted: bxtmux-bad first, then bxtmux-good
+        tmux("send-keys", "-t", "tui", "b")
+        tmux.wait_screen("tui", lambda s: "BAD" in s, 10)
+        tmux("send-keys", "-t", "tui", "Down", "g")
+        tmux.wait_screen("tui", lambda s: "GOOD" in s, 10)
+        tmux("send-keys", "-t", "tui", "a")
+        screen = tmux.wait_screen("tui", lambda s: "FOUND" in s, 120)
+        assert "culprit: --disable-cuda-graph" in screen
+        assert "launches (one knob at a time: 4)" in screen
+        knob_row = re.compile(r"--disable-cuda-graph\s+\(absent\)\s+\(set\)\s+culprit")
+        assert knob_row.search(screen), screen  # the knob table's state column
+        tmux("send-keys", "-t", "tui", "q")
+        tmux.wait_screen("tui", lambda s: "FOUND" not in s, 15)
+    finally:
+        tmux.kill()
+        forget_records(sshd, ["bxtmux-good", "bxtmux-bad"], [session])
+    results = Journal(session).events({RESULT_EVENT})
+    assert results and results[-1]["culprits"] == ["--disable-cuda-graph"]

@@ -1,0 +1,157 @@
+"""Pure parts of bisection: the judge (midpoint, noise band, ends, drift), the gate expression, knobs
+and candidates (names, groups, fingerprints), rejected-argument detection, the report section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specdebug.core.bench.models import BenchResult, LatencyStats, ServerMetrics
+from specdebug.core.bisect import models as bm
+from specdebug.core.bisect.book import unfinished
+from specdebug.core.bisect.gate import GateError, gate_value, parse_gate
+from specdebug.core.bisect.judge import Judge, higher_is_better, metrics_of, spread
+from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates, GroupError
+from specdebug.core.bisect.report import bisect_markdown
+from specdebug.core.bisect.trial import ARGS_REJECTED
+from specdebug.core.profiles import load_profile_text
+
+GOOD = """\
+name = "good"
+[server]
+argv = ["python3", "-m", "sglang.launch_server", "--port", "30001", "--speculative-num-steps", "2",
+        "--speculative-eagle-topk", "1"]
+log_file = "~/logs/good.log"
+env = { NCCL_PROTO = "LL", NCCL_ALGO = "Ring" }
+"""
+BAD = """\
+name = "bad"
+[server]
+argv = ["python3", "-m", "sglang.launch_server", "--port", "30002", "--speculative-num-steps", "3",
+        "--speculative-eagle-topk", "4", "--disable-cuda-graph"]
+"""
+
+
+def test_midpoint_judging_is_symmetric_and_latency_aware() -> None:
+    j = Judge("output_tok_s", [94.0], [60.0])
+    assert j.threshold == 77.0 and j.sd is None and j.band() is None
+    assert j.classify([81.4]) == "good" and j.classify([71.8]) == "bad" and j.classify([77.0]) == "ambiguous"
+    ok, clear, why = j.ends()
+    assert ok and clear and "36.2%" in why
+    assert (
+        higher_is_better("output_tok_s")
+        and not higher_is_better("ttft_ms")
+        and not higher_is_better("itl_ms.p99")
+    )
+    lat = Judge("ttft_ms", [40.0], [80.0], threshold=60.0)
+    assert lat.classify([70.0]) == "bad" and lat.classify([50.0]) == "good"
+    assert not Judge("ttft_ms", [70.0], [80.0], threshold=60.0).ends()[0]  # both ends on the bad side
+
+
+def test_noise_band_min_gap_and_drift() -> None:
+    j = Judge("tok_s", [94.0, 91.0, 95.0], [60.0, 62.0])
+    assert j.sd is not None and 1.0 < j.sd < 3.0
+    assert j.band(1) == pytest.approx(2 * j.sd) and j.band(4) == pytest.approx(j.sd)
+    assert j.classify([j.threshold + j.sd]) == "ambiguous"  # inside the band: measure again
+    assert j.classify([j.threshold + j.sd] * 9) == "good"  # nine runs narrow the band
+    assert j.ends()[0] and "standard errors" in j.ends()[2]
+    assert j.drifted(j.good, 80.0) and not j.drifted(j.good, 93.0)
+    close = Judge("tok_s", [94.0, 90.0], [92.0, 88.0])
+    assert not close.ends()[0]  # 4 apart with sd ~2.8: not distinguishable
+    assert not Judge("tok_s", [94.0], [91.0]).ends()[0]  # 3.2% < --min-gap 5%
+    assert Judge("tok_s", [94.0], [91.0], min_gap_pct=3.0).ends()[0]
+    assert spread([80.0, 80.0], [60.0]) == pytest.approx(0.003 * 73.33, rel=0.01)  # floor, not zero
+
+
+def test_metrics_of_a_result() -> None:
+    r = BenchResult(
+        output_tok_s=90.0,
+        decode_tok_s=95.0,
+        ttft_ms=LatencyStats(p50=40.0, p99=55.0),
+        server=ServerMetrics(verify_ms=19.0, accept_len=1.9),
+    )
+    m = metrics_of(r)
+    assert m["output_tok_s"] == 90.0 and m["tok_s"] == 95.0 and m["ttft_ms"] == 40.0
+    assert m["ttft_ms.p99"] == 55.0 and m["verify_ms"] == 19.0 and m["accept_len"] == 1.9
+
+
+def test_gate_expressions_and_values_from_a_log() -> None:
+    g = parse_gate("verify_ms <= 25")
+    assert (g.name, g.op, g.limit) == ("verify_ms", "<=", 25.0) and g.passes(19.0) and not g.passes(30.0)
+    assert parse_gate("accept_len>1.5").passes(1.9)
+    for bad in ("verify_ms", "verify_ms=25", "25<=verify_ms", "x<=y"):
+        with pytest.raises(GateError):
+            parse_gate(bad)
+    log = b"".join(
+        f"[2026-01-01 00:00:0{i}] [EAGLE3 profile] step={i * 10} draft: 4.00 ms, Target verify: {v} ms, accept: 2\n".encode()
+        for i, v in enumerate((29.0, 31.0))
+    )
+    patterns = {"verify_ms": r"Target verify[^0-9]*(?P<value>[0-9.]+) ?ms"}
+    assert gate_value(log, g, patterns, "sglang") == pytest.approx(30.0)
+    assert gate_value(b"nothing here\n", g, patterns, "sglang") is None
+
+
+def test_candidates_get_their_own_name_log_and_fingerprint(tmp_path: Path) -> None:
+    good, bad = load_profile_text(GOOD, tmp_path / "good.toml"), load_profile_text(BAD, tmp_path / "bad.toml")
+    c = Candidates(good, bad)
+    names = [k.name for k in c.knobs]
+    assert names == [
+        "--speculative-num-steps",
+        "--speculative-eagle-topk",
+        "--disable-cuda-graph",
+        "NCCL_ALGO",
+        "NCCL_PROTO",
+    ]
+    assert "--port" not in names  # placement is not a knob
+    assert c.profile(frozenset()) == (good, good.fingerprint())
+    everything = frozenset(range(len(c.units)))
+    assert c.profile(everything) == (bad, bad.fingerprint())  # all knobs applied = the bad end's fingerprint
+    cand, fp = c.profile(frozenset({2}))
+    assert cand.name == f"good{NAME_SUFFIX}{fp[:8]}" and cand.server.port == 30001
+    assert cand.server.log_file == f"~/logs/{cand.name}.log" and "--disable-cuda-graph" in cand.server.argv
+    assert fp not in (c.good_fp, c.bad_fp) and fp == cand.fingerprint()
+    grouped = Candidates(good, bad, ["--speculative-*", "NCCL_*"])
+    assert [u.name for u in grouped.units] == ["--speculative-*", "--disable-cuda-graph", "NCCL_*"]
+    assert grouped.knob_names(frozenset({0})) == ["--speculative-num-steps", "--speculative-eagle-topk"]
+    with pytest.raises(GroupError):
+        Candidates(good, bad, ["--nothing-*"])
+
+
+def test_rejected_arguments_are_recognised() -> None:
+    assert ARGS_REJECTED.search("launch_server.py: error: unrecognized arguments: --bogus 1")
+    assert ARGS_REJECTED.search("sim: error: argument --log-level: invalid choice: 'loud'")
+    assert ARGS_REJECTED.search("usage: python -m sglang.launch_server [-h] ...")
+    assert not ARGS_REJECTED.search("torch.OutOfMemoryError: CUDA out of memory.")
+
+
+def test_report_section_and_unfinished_bisections() -> None:
+    knobs = [
+        bm.KnobRow(
+            name="--disable-cuda-graph", kind="flag", good=None, bad="(set)", unit="--disable-cuda-graph"
+        )
+    ]
+    trial = bm.TrialRow(index=2, role=bm.Role.CANDIDATE, config="c", applied=["--disable-cuda-graph"], fingerprint="f" * 12,
+                        metric=None, judged=bm.Judged.BAD, gated=True, reason="gate verify_ms<=19: verify_ms = 21.60")  # fmt: skip
+    result = bm.Result(
+        verdict="found",
+        culprits=["--disable-cuda-graph"],
+        knobs=knobs,
+        trials=[trial],
+        launches=4,
+        naive_launches=9,
+        bisect="b1",
+        good={"name": "fast"},
+        bad={"name": "slow"},
+    )
+    events = [
+        {"kind": bm.START_EVENT, "bisect": "b1", "good": {"file": "a.toml"}},
+        {"kind": bm.START_EVENT, "bisect": "b2", "good": {"file": "c.toml"}},
+        {"kind": bm.RESULT_EVENT, **result.model_dump(mode="json")},
+    ]
+    text = "\n".join(bisect_markdown(events))
+    assert "## Bisection" in text and "fast (good) vs slow (bad): found" in text
+    assert "culprit: `--disable-cuda-graph`" in text and "one knob at a time: 9, 5 saved" in text
+    assert "| 2 | candidate | `--disable-cuda-graph` |" in text and "| yes |" in text
+    assert unfinished(events)["bisect"] == "b2"
+    assert unfinished(events[2:]) is None and bisect_markdown([]) == []

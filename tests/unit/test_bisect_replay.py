@@ -1,0 +1,168 @@
+"""The engine replaying a session whose every config is already measured: no launch at all, so the
+search, the judgements by hand, pause, and the verdicts can be checked without a box (the remote is
+never touched; a launch would fail the test)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+
+import pytest
+
+from specdebug.core.bisect import models as bm
+from specdebug.core.bisect.knobs import Candidates
+from specdebug.core.bisect.run import Bisection, settings_for
+from specdebug.core.journal import Journal
+from specdebug.core.profiles import load_profile_text
+
+GOOD = """\
+name = "fast"
+[server]
+argv = ["python3", "-m", "sglang.launch_server", "--port", "30001", "--speculative-num-steps", "2"]
+env = { NCCL_PROTO = "LL" }
+"""
+BAD = """\
+name = "slow"
+[server]
+argv = ["python3", "-m", "sglang.launch_server", "--port", "30001", "--speculative-num-steps", "3",
+        "--disable-cuda-graph", "--schedule-policy", "lpm"]
+"""
+
+
+class NoRemote:
+    name = "nobox"
+
+    def __getattr__(self, item):
+        raise AssertionError(f"the replay touched the box: {item}")
+
+
+def session(tmp_path: Path, rate, *, failed: set[str] = frozenset()) -> tuple[Journal, Candidates]:
+    """A journal with one measurement of every subset of knobs; `rate(names)` gives its tok/s."""
+    good = load_profile_text(GOOD, tmp_path / "fast.toml")
+    bad = load_profile_text(BAD, tmp_path / "slow.toml")
+    c = Candidates(good, bad)
+    key = settings_for(good, bm.BisectOptions()).key()
+    journal = Journal(tmp_path / "session")
+    units = range(len(c.units))
+    for r in range(len(c.units) + 1):
+        for subset in itertools.combinations(units, r):
+            profile, fp = c.profile(frozenset(subset))
+            names = c.knob_names(frozenset(subset))
+            m = bm.Measurement(
+                bisect="x", config=profile.name, fingerprint=fp, settings=key, role=bm.Role.CANDIDATE
+            )
+            if not subset:
+                m.role = bm.Role.GOOD
+            elif len(subset) == len(c.units):
+                m.role = bm.Role.BAD
+            if set(names) & failed and m.role is bm.Role.CANDIDATE:
+                m.status, m.reason = bm.Status.FAILED_START, "failed to start: CUDA out of memory"
+            else:
+                m.metrics = {"output_tok_s": rate(set(names))}
+            journal.append(bm.TRIAL_EVENT, m.model_dump(mode="json"))
+    return journal, c
+
+
+def slow_if(*culprits: str):
+    return lambda names: 60.0 if set(culprits) <= names else 94.0
+
+
+async def run(engine: Bisection, on_event=None) -> bm.Result:
+    async for ev in engine.events():
+        if on_event is not None:
+            on_event(engine, ev)
+        if isinstance(ev, bm.Finished):
+            return ev.result
+    raise AssertionError("no Finished event")
+
+
+async def test_replay_finds_the_culprit_without_a_launch(tmp_path: Path) -> None:
+    journal, c = session(tmp_path, slow_if("--disable-cuda-graph"))
+    engine = Bisection(NoRemote(), c.good, c.bad, journal=journal)
+    result = await run(engine)
+    assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"] and result.launches == 0
+    assert all(t.cached for t in result.trials) and result.naive_launches == 6
+    assert journal.events({bm.RESULT_EVENT})[-1]["culprits"] == ["--disable-cuda-graph"]
+
+
+async def test_no_difference_and_no_culprit(tmp_path: Path) -> None:
+    journal, c = session(tmp_path, lambda names: 94.0 - len(names))  # 3 % apart: inside --min-gap
+    result = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))
+    assert result.verdict == "no-difference" and "--min-gap 5%" in result.notes[0]
+    journal, c = session(tmp_path / "b", lambda names: 60.0 if len(names) == 4 else 94.0)
+    result = await run(Bisection(NoRemote(), c.good, c.bad, bm.BisectOptions(min_gap_pct=1), journal=journal))
+    assert result.verdict == "found" and len(result.culprits) == 4  # only everything together hurts
+
+
+async def test_failed_start_skip_or_bad(tmp_path: Path) -> None:
+    journal, c = session(tmp_path, slow_if("NCCL_PROTO"), failed={"--schedule-policy"})
+    skip = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))
+    assert skip.verdict == "found" and skip.culprits == ["NCCL_PROTO"]
+    assert any(t.judged == "skip" and "memory" in (t.reason or "") for t in skip.trials)
+    bad = await run(
+        Bisection(NoRemote(), c.good, c.bad, bm.BisectOptions(failed_start="bad"), journal=journal)
+    )
+    assert bad.verdict == "found" and "--schedule-policy" in bad.culprits
+
+
+async def test_hand_judgements_drive_the_search_and_are_journaled(tmp_path: Path) -> None:
+    asked: list[list[str]] = []
+
+    def on_event(engine: Bisection, ev) -> None:
+        if isinstance(ev, bm.AwaitJudgement):
+            applied = engine.book.rows[
+                next(fp for fp, r in engine.book.rows.items() if r.index == ev.index)
+            ].applied
+            asked.append(applied)
+            verdict = bm.Judged.BAD if "--disable-cuda-graph" in applied else bm.Judged.GOOD
+            asyncio.get_running_loop().call_soon(engine.judge, verdict)
+
+    # the ends differ; every candidate measures the same, so only the hand judgements decide
+    journal2, c2 = session(tmp_path, lambda names: 60.0 if len(names) == 4 else 77.0)
+    engine = Bisection(NoRemote(), c2.good, c2.bad, bm.BisectOptions(hand=True), journal=journal2)
+    result = await run(engine, on_event)
+    assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"] and asked
+    hand = journal2.events({bm.JUDGEMENT_EVENT})
+    assert len(hand) == len(asked) and {e["judged"] for e in hand} <= {"good", "bad"}
+    again = await run(Bisection(NoRemote(), c2.good, c2.bad, bm.BisectOptions(hand=True), journal=journal2))
+    assert again.culprits == ["--disable-cuda-graph"]  # the judgements were kept: nobody is asked again
+    assert not engine.judge(bm.Judged.GOOD)  # nothing waits any more
+
+
+async def test_pause_holds_before_the_next_question(tmp_path: Path) -> None:
+    journal, c = session(tmp_path, slow_if("--disable-cuda-graph"))
+    engine = Bisection(NoRemote(), c.good, c.bad, journal=journal)
+    engine.pause()
+    seen: list = []
+
+    def on_event(engine: Bisection, ev) -> None:
+        seen.append(ev)
+        if isinstance(ev, bm.Paused) and ev.paused:
+            asyncio.get_running_loop().call_later(0.05, engine.pause, False)
+
+    result = await asyncio.wait_for(run(engine, on_event), 10)
+    paused = [e.paused for e in seen if isinstance(e, bm.Paused)]
+    assert paused[:2] == [True, False] and result.verdict == "found"
+
+
+@pytest.mark.parametrize("groups", [["--speculative-*", "--disable-*"]])
+async def test_groups_move_together(tmp_path: Path, groups: list[str]) -> None:
+    journal, c = session(tmp_path, slow_if("--disable-cuda-graph"))
+    result = await run(Bisection(NoRemote(), c.good, c.bad, bm.BisectOptions(groups=groups), journal=journal))
+    assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"]
+
+
+async def test_a_metric_missing_from_the_results_is_a_skip_not_a_loop(tmp_path: Path) -> None:
+    journal, c = session(tmp_path, slow_if("--disable-cuda-graph"))
+    key = settings_for(c.good, bm.BisectOptions()).key()
+    for role, fp, value in ((bm.Role.GOOD, c.good_fp, 16.0), (bm.Role.BAD, c.bad_fp, 30.0)):
+        m = bm.Measurement(
+            bisect="x", config="e", fingerprint=fp, settings=key, role=role, metrics={"verify_ms": value}
+        )
+        journal.append(bm.TRIAL_EVENT, m.model_dump(mode="json"))
+    options = bm.BisectOptions(metric="verify_ms")  # only the ends' results have it
+    result = await asyncio.wait_for(run(Bisection(NoRemote(), c.good, c.bad, options, journal=journal)), 10)
+    assert result.verdict == "inconclusive" and result.launches == 0
+    skipped = [t for t in result.trials if t.role == "candidate"]
+    assert skipped and all(t.judged == "skip" and "no verify_ms" in t.reason for t in skipped)
