@@ -1,0 +1,96 @@
+"""The typed events a startup emits (phases, log lines, health, group, launch, verdict).
+
+They are their own module so that consumers (panes, verbs, the journal) can name them without
+pulling in the launcher or the watchers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from specdebug.core.servers import (
+    ServerRecord,
+)
+
+Clock = Callable[[], float]
+
+# -- events --------------------------------------------------------------------------------
+
+
+class ServerPhase(BaseModel):
+    """A startup phase entered (first milestone line of it), with the time we saw it."""
+
+    type: Literal["phase"] = "phase"
+    name: str
+    at: float  # unix seconds, local clock
+    elapsed_s: float  # since launch
+    line: str | None = None
+
+
+class LogLine(BaseModel):
+    type: Literal["log"] = "log"
+    text: str
+    at: float
+
+
+class HealthChange(BaseModel):
+    type: Literal["health"] = "health"
+    status: int | None  # HTTP status; None = no answer (refused, timeout)
+    at: float
+
+
+class GroupChange(BaseModel):
+    type: Literal["group"] = "group"
+    pids: list[int]
+    at: float
+
+
+class Launched(BaseModel):
+    type: Literal["launched"] = "launched"
+    record: ServerRecord
+
+
+class Verdict(BaseModel):
+    """How a startup ended: ready, or failed with the reason and the log lines around it."""
+
+    type: Literal["verdict"] = "verdict"
+    verdict: Literal["ready", "failed"]
+    profile: str = ""
+    fingerprint: str = ""
+    phases: list[ServerPhase] = Field(default_factory=list)
+    last_phase: str | None = None
+    ready_at: float | None = None
+    at: float = 0.0
+    elapsed_s: float = 0.0
+    reason: str | None = None
+    error_kind: str | None = None  # pattern kind (oom, nccl, scheduler_exception...), exited, timeout
+    excerpt: list[str] = Field(default_factory=list)
+    pid: int | None = None
+    pgid: int | None = None
+    log_file: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The headless JSON shape (issue: verdict, phases[{name, at, elapsed_s}], ready_at, ...)."""
+        return {
+            "verdict": self.verdict,
+            "profile": self.profile,
+            "fingerprint": self.fingerprint,
+            "phases": [{"name": p.name, "at": p.at, "elapsed_s": round(p.elapsed_s, 3)} for p in self.phases],
+            "last_phase": self.last_phase,
+            "ready_at": self.ready_at,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "reason": self.reason,
+            "error_kind": self.error_kind,
+            "excerpt": self.excerpt,
+            "pid": self.pid,
+            "pgid": self.pgid,
+            "log_file": self.log_file,
+        }
+
+
+StartupEvent = Annotated[
+    ServerPhase | LogLine | HealthChange | GroupChange | Launched | Verdict, Field(discriminator="type")
+]

@@ -1,0 +1,183 @@
+"""Starting a server detached on the box and recording who it is.
+
+Separate from the watchers: the launch script, the server's self-report and the record are the
+parts that must be right about process identity (the stop path trusts them).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from specdebug.core.capability import require_write
+from specdebug.core.profiles import Profile
+from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
+from specdebug.core.server_control import LaunchRefused
+from specdebug.core.servers import (
+    ServerRecord,
+    find_port_holder,
+    group_members,
+    load_record,
+    save_record,
+)
+from specdebug.core.startup.events import Clock
+from specdebug.remote.api import Remote, RemoteError
+from specdebug.remote.shell import env_assignments
+
+# -- launch ------------------------------------------------------------------------------------
+
+# Positional parameters only: $1 log path, $2 cwd, $3 the report script, then the command (env K=V
+# ... argv).  `~` in the
+# log path or cwd is expanded here, on the box.  The server side reports its own identity: after
+# setsid, the child shell reads /proc/$$/stat (PID, PGID, session, start time), checks that it leads
+# its own group and session, writes that line to fd 3 (the launcher's stdout, which the client
+# reads), closes fd 3 and execs the server, so the PID, the group and the start time stay the
+# server's.  Nothing here depends on when a process snapshot happens to be taken.
+LAUNCH_REPORT = r"""
+read -r st </proc/$$/stat || { echo noid >&3; exit 125; }
+leads() { [ "$1" = "$5" ] && [ "$1" = "$6" ]; }
+leads $st || { printf 'notleader %s\n' "$st" >&3; exit 125; }
+printf 'server %s\n' "$st" >&3
+exec 3>&-
+exec "$@"
+"""
+LAUNCH_SCRIPT = r"""
+log=$1; dir=$2; report=$3; shift 3
+case $log in "~") log=$HOME;; "~/"*) log=$HOME/${log#"~/"};; esac
+case $log in /*) ;; *) log=$PWD/$log;; esac
+if [ -n "$dir" ]; then
+  case $dir in "~") dir=$HOME;; "~/"*) dir=$HOME/${dir#"~/"};; esac
+  cd -- "$dir" || exit 4
+fi
+mkdir -p -- "$(dirname -- "$log")" || exit 3
+: >>"$log" || exit 3
+size=$(wc -c <"$log")
+printf 'size %s\nlog %s\n' "$size" "$log"
+if command -v setsid >/dev/null 2>&1; then
+  set -- setsid sh -c "$report" sh "$@"
+else
+  set -- python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' sh -c "$report" sh "$@"
+fi
+"$@" 3>&1 </dev/null >>"$log" 2>&1 &
+"""
+LAUNCH_VAR = "SPECDEBUG_LAUNCH_ID"  # marks the server's processes (proves a leaderless group is ours)
+
+
+def launch_env(profile: Profile) -> dict[str, str]:
+    env = dict(profile.server.env)
+    if profile.server.spt_noenv:
+        env.setdefault("SPT_NOENV", "1")
+    return env
+
+
+def launch_argv(profile: Profile, launch_id: str | None = None) -> list[str]:
+    """The argv run on the box (as `sh -c LAUNCH_SCRIPT sh LOG CWD REPORT env K=V... ARGV...`)."""
+    env = launch_env(profile)
+    if launch_id:
+        env[LAUNCH_VAR] = launch_id
+    command = ["env", *env_assignments(env), *profile.server.argv]
+    server = profile.server
+    return ["sh", "-c", LAUNCH_SCRIPT, "sh", server.log_file, server.cwd or "", LAUNCH_REPORT, *command]
+
+
+@dataclass(frozen=True)
+class Started:
+    """What the server side of a launch reported: its own PID, group, session and start time."""
+
+    pid: int
+    pgid: int
+    sid: int
+    start_ticks: int
+    log_offset: int
+    log_file: str
+
+
+def parse_launch_report(out: str) -> Started:
+    """The launcher's lines (`size N`, `log PATH`) and the server's own `server <stat line>`."""
+    size = log = stat = None
+    for line in out.splitlines():
+        tag, _, rest = line.partition(" ")
+        if tag == "size":
+            size = int(rest.strip())
+        elif tag == "log":
+            log = rest
+        elif tag == "server":
+            stat = rest
+        elif tag == "notleader":
+            raise RemoteError(f"launch: the server did not get its own process group and session ({rest})")
+        elif tag == "noid":
+            raise RemoteError("launch: the server could not read its own /proc entry; not started")
+    if size is None or log is None:
+        raise RemoteError(f"launch failed: {out.strip() or 'no output'}")
+    if stat is None:
+        raise RemoteError("launch: the server did not report its identity (see its log)")
+    fields = stat[stat.rfind(")") + 2 :].split()
+    pid, pgid, sid, start = int(stat.split()[0]), int(fields[2]), int(fields[3]), int(fields[19])
+    if not (pid == pgid == sid and pid > 1):
+        raise RemoteError(f"launch: the server reported PID {pid}, PGID {pgid}, session {sid}; refused")
+    return Started(pid=pid, pgid=pgid, sid=sid, start_ticks=start, log_offset=size, log_file=log)
+
+
+async def start_detached(remote: Remote, profile: Profile, launch_id: str | None = None) -> Started:
+    """Run the launch script on the box: the server starts detached and reports who it is."""
+    res = await remote.run(launch_argv(profile, launch_id), timeout=30)
+    if not res.ok:
+        what = {3: "cannot create the log file", 4: "cannot cd to the working directory"}.get(
+            res.exit_status or 0, "launch failed"
+        )
+        raise RemoteError(f"{what}: {res.err.strip() or res.out.strip() or res.exit_status}")
+    try:
+        return parse_launch_report(res.out)
+    except (ValueError, IndexError) as exc:
+        raise RemoteError(f"launch: unreadable report from the box: {res.out.strip()[:300]!r}") from exc
+
+
+async def check_can_launch(remote: Remote, profile: Profile) -> None:
+    """Raise LaunchRefused when this profile's server still runs or its port is taken."""
+    record = await load_record(remote, profile.name)
+    if record is not None and record.stopped_at is None:
+        members = group_members(await remote.processes(), record)
+        if members:
+            raise LaunchRefused(
+                f"{profile.name} is already running (PID {record.pid}, PGID {record.pgid}, "
+                f"{len(members)} processes); stop or restart it",
+                record=record,
+            )
+    holder = await find_port_holder(remote, profile.server.port)
+    if holder.listening:
+        raise LaunchRefused(f"not launching {profile.name}: {holder.describe()}", holder=holder)
+
+
+async def launch(
+    remote: Remote, profile: Profile, *, journal: Any = None, clock: Clock = time.time, check: bool = True
+) -> ServerRecord:
+    """Start the profile's server detached on the box and record it (state file + journal)."""
+    require_write("launch", remote, journal)
+    if check:
+        await check_can_launch(remote, profile)
+    started = clock()
+    launch_id = uuid.uuid4().hex
+    got = await start_detached(remote, profile, launch_id)
+    record = ServerRecord(
+        profile=profile.name,
+        host=getattr(remote, "name", ""),
+        fingerprint=profile.fingerprint(),
+        pid=got.pid,
+        pgid=got.pgid,
+        start_ticks=got.start_ticks,
+        pid_start_ticks=got.start_ticks,
+        launch_id=launch_id,
+        port=profile.server.port,
+        log_file=got.log_file,
+        log_offset=got.log_offset,
+        started_at=started,
+        argv=mask_argv(profile.server.argv, profile_secrets(profile)),
+        env=mask_env(launch_env(profile), profile_secrets(profile)),
+        cwd=profile.server.cwd,
+    )
+    await save_record(remote, record)
+    if journal is not None:
+        journal.append("launch", record.model_dump(mode="json"), sync=True)
+    return record

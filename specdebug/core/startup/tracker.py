@@ -1,0 +1,313 @@
+"""The pure startup state machine and the startup history (ETA).
+
+No I/O and time passed in: log lines, health answers and group liveness go in, phases and one
+Verdict come out, so every rule is unit-tested without a box.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from specdebug.core.logs.hints import with_hint
+from specdebug.core.startup.events import GroupChange, HealthChange, LogLine, ServerPhase, Verdict
+
+# -- the pure state machine ------------------------------------------------------------------
+
+EXC_LINE_RE = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*)?(?:Error|Exception|Exit|Interrupt)(?::\s?.*)?$"
+)
+TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
+_PREFIX_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\] ")
+EXCERPT_BEFORE = 5
+EXCERPT_MAX = 80
+
+
+def _packs() -> dict[str, Any]:
+    try:
+        from specdebug.core.logs.patterns import PACKS
+    except ImportError:  # pragma: no cover - the logs pack ships with specdebug
+        return {}
+    return PACKS
+
+
+@dataclass
+class _Failing:
+    kind: str
+    started: float
+    deadline: float
+    trigger_index: int | None = None
+    trigger_msg: str | None = None
+    reason: str | None = None
+    reason_at: float = 0.0
+    last_line_at: float = 0.0
+    last_index: int | None = None
+
+
+class StartupTracker:
+    """Turns log lines, health answers and group liveness into phases and one Verdict.
+
+    Pure (no I/O, time passed in) so every rule is unit-tested with fake inputs; `watch` feeds it.
+    """
+
+    SETTLE_S = 1.2  # longest wait after an error line for the traceback's exception line
+    QUIET_S = 0.3  # after the exception line: finish once the log is quiet this long
+    EXIT_SETTLE_S = 0.5  # after the group died: let the last log lines arrive
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        started_at: float,
+        timeout_s: float,
+        require_ready_line: bool = True,
+        profile: str = "",
+        fingerprint: str = "",
+        pid: int | None = None,
+        pgid: int | None = None,
+        log_file: str | None = None,
+        deadline: float | None = None,
+    ) -> None:
+        self.pack = _packs().get(kind)
+        self.require_ready_line = require_ready_line and self.pack is not None
+        self.started_at = started_at
+        self.timeout_s = timeout_s
+        self.deadline = deadline if deadline is not None else started_at + timeout_s
+        self.meta = {
+            "profile": profile,
+            "fingerprint": fingerprint,
+            "pid": pid,
+            "pgid": pgid,
+            "log_file": log_file,
+        }
+        self.phases: list[ServerPhase] = [ServerPhase(name="launch", at=started_at, elapsed_s=0.0)]
+        self._seen_phases = {"launch"}
+        self.lines: deque[tuple[int, str]] = deque(maxlen=400)
+        self.n = 0
+        self.ready_line_at: float | None = None
+        self.health_ok_at: float | None = None
+        self.health_status: int | None = None
+        self._health_polled = False
+        self.pids: list[int] | None = None
+        self._empty_listings = 0
+        self.last_progress_at = started_at
+        self.failing: _Failing | None = None
+        self.verdict: Verdict | None = None
+
+    # inputs ---------------------------------------------------------------------------------
+
+    def feed_line(self, text: str, at: float) -> list[Any]:
+        out: list[Any] = [LogLine(text=text, at=at)]
+        self.lines.append((self.n, text))
+        index = self.n
+        self.n += 1
+        if self.verdict is not None:
+            return out
+        msg = self.message(text)
+        if self.failing is not None:
+            self.failing.last_line_at = at
+            self.failing.last_index = index
+            if EXC_LINE_RE.match(msg):
+                self.failing.reason, self.failing.reason_at = msg, at
+            return out
+        kind = self.error_kind(text, msg)
+        if kind is not None:
+            self.failing = _Failing(
+                kind=kind,
+                started=at,
+                deadline=at + self.SETTLE_S,
+                trigger_index=index,
+                trigger_msg=msg,
+                last_line_at=at,
+                last_index=index,
+            )
+            if EXC_LINE_RE.match(msg):
+                self.failing.reason, self.failing.reason_at = msg, at
+            return out
+        phase = self.pack.phase_of(text) if self.pack is not None else None
+        if phase and not phase.endswith("_done") and phase not in self._seen_phases:
+            self._seen_phases.add(phase)
+            ev = ServerPhase(name=phase, at=at, elapsed_s=at - self.started_at, line=text)
+            self.phases.append(ev)
+            self.last_progress_at = at
+            out.append(ev)
+        elif phase:
+            self.last_progress_at = at
+        if self.pack is not None and self.ready_line_at is None and self.pack.is_ready(text):
+            self.ready_line_at = at
+        out.extend(self._check_ready(at))
+        return out
+
+    def health(self, status: int | None, at: float) -> list[Any]:
+        out: list[Any] = []
+        if status != self.health_status or not self._health_polled:
+            self._health_polled = True
+            self.health_status = status
+            out.append(HealthChange(status=status, at=at))
+        if status == 200 and self.health_ok_at is None:
+            self.health_ok_at = at
+        if self.verdict is None:
+            out.extend(self._check_ready(at))
+        return out
+
+    def group(self, pids: list[int], at: float) -> list[Any]:
+        out: list[Any] = []
+        if pids != self.pids:
+            self.pids = list(pids)
+            out.append(GroupChange(pids=list(pids), at=at))
+        self._empty_listings = 0 if pids else self._empty_listings + 1
+        # two empty listings in a row: one listing can miss a process that is mid-exec
+        if self._empty_listings >= 2 and self.verdict is None:
+            if self.failing is None:
+                self.failing = _Failing(kind="exited", started=at, deadline=at + self.EXIT_SETTLE_S)
+            else:
+                self.failing.deadline = min(self.failing.deadline, at + self.EXIT_SETTLE_S)
+        return out
+
+    def tick(self, at: float) -> list[Any]:
+        if self.verdict is not None:
+            return []
+        f = self.failing
+        if f is not None:
+            quiet = f.reason is not None and at - max(f.reason_at, f.last_line_at) >= self.QUIET_S
+            if quiet or at >= f.deadline:
+                return [self._fail(at)]
+            return []
+        if at >= self.deadline:
+            return [self._timeout(at)]
+        return []
+
+    # helpers --------------------------------------------------------------------------------
+
+    def message(self, text: str) -> str:
+        if self.pack is not None:
+            return self.pack.message(text).strip()
+        return _PREFIX_RE.sub("", text).strip()
+
+    def error_kind(self, text: str, msg: str) -> str | None:
+        if self.pack is not None:
+            kind = self.pack.error_kind(text)
+            if kind:
+                return kind
+        if TRACEBACK_RE.search(msg):
+            return "traceback"
+        if self.pack is None and EXC_LINE_RE.match(msg):
+            return "exception"
+        return None
+
+    @property
+    def last_phase(self) -> str:
+        return self.phases[-1].name
+
+    def _check_ready(self, at: float) -> list[Verdict]:
+        if self.failing is not None or self.health_ok_at is None:
+            return []
+        if self.require_ready_line and self.ready_line_at is None:
+            return []
+        ready_at = max(self.health_ok_at, self.ready_line_at or 0.0)
+        if "ready" not in self._seen_phases:
+            self._seen_phases.add("ready")
+            self.phases.append(ServerPhase(name="ready", at=ready_at, elapsed_s=ready_at - self.started_at))
+        self.verdict = Verdict(
+            verdict="ready",
+            phases=list(self.phases),
+            last_phase="ready",
+            ready_at=ready_at,
+            at=at,
+            elapsed_s=ready_at - self.started_at,
+            **self.meta,
+        )
+        return [self.verdict]
+
+    def _fail(self, at: float) -> Verdict:
+        f = self.failing
+        assert f is not None
+        if f.kind == "exited":
+            last = next((t for _, t in reversed(self.lines) if t.strip()), None)
+            reason = f"server exited (process group {self.meta['pgid']} is gone)"
+            if last:
+                reason += f"; last log line: {self.message(last)}"
+            excerpt = [t for _, t in list(self.lines)[-20:]]
+        else:
+            reason = f.reason or f.trigger_msg or f.kind
+            first = (f.trigger_index or 0) - EXCERPT_BEFORE
+            excerpt = [t for i, t in self.lines if i >= first]
+            if len(excerpt) > EXCERPT_MAX:
+                head, tail = excerpt[:20], excerpt[-(EXCERPT_MAX - 21) :]
+                excerpt = [*head, f"[... {len(excerpt) - len(head) - len(tail)} lines ...]", *tail]
+        return self._finish("failed", at, reason, f.kind, excerpt)
+
+    def _timeout(self, at: float) -> Verdict:
+        waited = at - self.started_at
+        reason = f"timed out after {waited:.0f} s in phase {self.last_phase}"
+        reason += f" (no progress for {at - self.last_progress_at:.0f} s"
+        reason += f", health {self.health_status if self.health_status else 'not answering'}"
+        if self.require_ready_line:
+            reason += ", ready line " + ("seen" if self.ready_line_at else "not seen")
+        reason += ")"
+        return self._finish("failed", at, reason, "timeout", [t for _, t in list(self.lines)[-20:]])
+
+    def _finish(self, verdict: str, at: float, reason: str, kind: str, excerpt: list[str]) -> Verdict:
+        self.verdict = Verdict(
+            verdict=verdict,
+            phases=list(self.phases),
+            last_phase=self.last_phase,
+            at=at,  # type: ignore[arg-type]
+            elapsed_s=at - self.started_at,
+            reason=with_hint(reason, excerpt) if verdict == "failed" else reason,
+            error_kind=kind,
+            excerpt=excerpt,
+            **self.meta,
+        )
+        return self.verdict
+
+
+# -- history (ETA) ---------------------------------------------------------------------------
+
+
+class StartupHistory(BaseModel):
+    """What earlier successful startups of a profile took (from the journal's verdict events)."""
+
+    profile: str
+    runs: int
+    expected_total_s: float
+    phase_starts: dict[str, float]  # median elapsed_s at which each phase began
+
+    def eta(self, elapsed_s: float) -> float:
+        return max(0.0, self.expected_total_s - elapsed_s)
+
+
+def startup_history(
+    events: list[dict[str, Any]], profile: str, fingerprint: str | None = None
+) -> StartupHistory | None:
+    """Median startup time of earlier ready verdicts of `profile` (same fingerprint when given).
+
+    Attaching to a running server is not a startup (its phases all read 0 s): left out."""
+    attached = {e.get("pid") for e in events if e.get("kind") == "launch" and e.get("attached")}
+    runs = [
+        e
+        for e in events
+        if e.get("kind") == "verdict"
+        and e.get("verdict") == "ready"
+        and e.get("pid") not in attached
+        and e.get("profile") == profile
+        and (fingerprint is None or e.get("fingerprint") in (None, "", fingerprint))
+    ]
+    if not runs:
+        return None
+    totals = [float(e.get("elapsed_s") or 0) for e in runs]
+    starts: dict[str, list[float]] = {}
+    for e in runs:
+        for p in e.get("phases") or []:
+            starts.setdefault(p["name"], []).append(float(p.get("elapsed_s") or 0))
+    return StartupHistory(
+        profile=profile,
+        runs=len(runs),
+        expected_total_s=statistics.median(totals),
+        phase_starts={k: statistics.median(v) for k, v in starts.items()},
+    )

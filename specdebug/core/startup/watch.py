@@ -1,0 +1,201 @@
+"""Watching a launched server: the log follower, health poller and group poller feed the tracker.
+
+The I/O half of startup: three concurrent watchers on the connection, one queue, one tracker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from specdebug.core.profiles import Profile
+from specdebug.core.secrets import Scrubber
+from specdebug.core.servers import (
+    ServerRecord,
+    group_members,
+    health_on_box,
+)
+from specdebug.core.startup.events import Clock, Launched, Verdict
+from specdebug.core.startup.launch import launch
+from specdebug.core.startup.tracker import StartupTracker
+from specdebug.remote.api import ConnectionDropped, Remote, RemoteError
+
+# -- watch -------------------------------------------------------------------------------------
+
+
+async def watch(
+    remote: Remote,
+    record: ServerRecord,
+    profile: Profile,
+    *,
+    timeout_s: float | None = None,
+    deadline: float | None = None,
+    journal: Any = None,
+    clock: Clock = time.time,
+    health_interval: float = 0.25,
+    group_interval: float = 0.5,
+    tick_interval: float = 0.1,
+) -> AsyncIterator[Any]:
+    """Stream startup events for a launched (or attached) server; the last one is its Verdict."""
+    tracker = StartupTracker(
+        kind=profile.server.kind,
+        started_at=record.started_at,
+        timeout_s=timeout_s if timeout_s is not None else profile.ready.timeout_s,
+        require_ready_line=profile.ready.require_ready_line,
+        profile=profile.name,
+        fingerprint=record.fingerprint or profile.fingerprint(),
+        pid=record.pid,
+        pgid=record.pgid,
+        log_file=record.log_file,
+        deadline=deadline,
+    )
+    if deadline is None and timeout_s is not None:
+        tracker.deadline = record.started_at + timeout_s
+    scrub = Scrubber.for_profile(profile)
+    queue: asyncio.Queue[tuple[str, tuple]] = asyncio.Queue()
+    poke = asyncio.Event()  # set when the ready line arrives: ask /health now, not at the next poll
+    tasks = [
+        asyncio.create_task(_follow_log(remote, record.log_file, record.log_offset, queue, clock)),
+        asyncio.create_task(
+            _poll_health(remote, record.port, profile.ready.health, queue, clock, health_interval, poke)
+        ),
+        asyncio.create_task(_poll_group(remote, record, queue, clock, group_interval)),
+        asyncio.create_task(_ticker(queue, clock, tick_interval)),
+    ]
+    try:
+        while True:
+            kind, payload = await queue.get()
+            if kind == "line":
+                events = tracker.feed_line(scrub(payload[0]), payload[1])  # secrets never reach an event
+                if tracker.ready_line_at is not None and tracker.health_ok_at is None:
+                    poke.set()
+            elif kind == "health":
+                events = tracker.health(*payload)
+            elif kind == "group":
+                events = tracker.group(*payload)
+            else:
+                events = tracker.tick(*payload)
+            for ev in events:
+                if isinstance(ev, Verdict) and journal is not None:
+                    journal.append("verdict", ev.model_dump(mode="json"), sync=True)
+                yield ev
+                if isinstance(ev, Verdict):
+                    return
+    finally:
+        for t in tasks:
+            t.cancel()
+        # bounded: a watcher stuck in library code must not keep the caller from its verdict
+        await asyncio.wait(tasks, timeout=5)
+
+
+async def launch_and_watch(
+    remote: Remote,
+    profile: Profile,
+    *,
+    journal: Any = None,
+    timeout_s: float | None = None,
+    clock: Clock = time.time,
+) -> AsyncIterator[Any]:
+    """Launch, then watch: a Launched event, phases/log/health events, and the Verdict."""
+    record = await launch(remote, profile, journal=journal, clock=clock)
+    yield Launched(record=record)
+    async for ev in watch(remote, record, profile, timeout_s=timeout_s, journal=journal, clock=clock):
+        yield ev
+
+
+def _clean_line(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace").rstrip("\n")
+    if "\r" in text:  # progress bars redraw with \r: keep what the terminal would show last
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = parts[-1] if parts else ""
+    return text
+
+
+async def _follow_log(remote: Remote, path: str, offset: int, queue: asyncio.Queue, clock: Clock) -> None:
+    """Every line appended to the log from `offset` on; resumes at the same byte after a drop."""
+    while True:
+        try:
+            async with remote.stream(
+                ["tail", "-c", f"+{offset + 1}", "-F", "--", path], binary=True
+            ) as stream:
+                async for raw in stream:
+                    offset += len(raw)
+                    await queue.put(("line", (_clean_line(raw), clock())))
+        except ConnectionDropped:
+            with contextlib.suppress(RemoteError, asyncio.TimeoutError, TimeoutError):
+                await remote.wait_connected(30)
+        except RemoteError:
+            pass
+        await asyncio.sleep(0.5)
+
+
+async def _poll_health(
+    remote: Remote,
+    port: int,
+    path: str,
+    queue: asyncio.Queue,
+    clock: Clock,
+    interval: float,
+    poke: asyncio.Event | None = None,
+) -> None:
+    """GET the health path every `interval` s through a port forward (or from the box if refused)."""
+    import httpx
+
+    forward = client = None
+    try:
+        with contextlib.suppress(Exception):
+            forward = await remote.forward_local_port(port)
+        if forward is not None:
+            client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(2.0, connect=1.0))
+        while True:
+            t0 = clock()
+            status: int | None = None
+            try:
+                if client is not None and forward is not None:
+                    resp = await client.get(f"http://127.0.0.1:{forward.local_port}{path}")
+                    status = resp.status_code
+                else:
+                    status = await health_on_box(remote, port, path)
+            except Exception:
+                status = None
+            await queue.put(("health", (status, clock())))
+            wait = max(0.02, interval - (clock() - t0))
+            if poke is None:
+                await asyncio.sleep(wait)
+            else:
+                # asyncio.wait, not wait_for: 3.11's wait_for can swallow a cancel and hang the watch
+                waiter = asyncio.ensure_future(poke.wait())
+                try:
+                    await asyncio.wait({waiter}, timeout=wait)
+                finally:
+                    waiter.cancel()
+                poke.clear()
+    finally:
+        if client is not None:
+            await client.aclose()
+        if forward is not None:
+            with contextlib.suppress(Exception):
+                await forward.close()
+
+
+async def _poll_group(
+    remote: Remote, record: ServerRecord, queue: asyncio.Queue, clock: Clock, interval: float
+) -> None:
+    """Live PIDs of the server's process group (only successful listings count: a drop is not a death)."""
+    while True:
+        try:
+            procs = await remote.processes()
+        except RemoteError:
+            procs = None
+        if procs is not None:
+            await queue.put(("group", (sorted(p.pid for p in group_members(procs, record)), clock())))
+        await asyncio.sleep(interval)
+
+
+async def _ticker(queue: asyncio.Queue, clock: Clock, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        await queue.put(("tick", (clock(),)))
