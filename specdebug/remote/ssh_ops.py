@@ -1,0 +1,200 @@
+"""The Remote API calls of an SSH host: run, file reads, process listing, streams, forwards.
+
+Each goes through the probe helper when the box has one and falls back to exec channels under the
+slot limiter otherwise.  A base class of SSHRemote, kept apart from its connect/reconnect supervisor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+from collections.abc import Mapping, Sequence
+
+import asyncssh
+
+from specdebug.remote.api import (
+    ConnectionDropped,
+    FileRead,
+    ProcInfo,
+    RemoteError,
+    RunResult,
+)
+from specdebug.remote.probe import READ_FILES_SH, ProbeChannel, errname, file_read, parse_read_files
+from specdebug.remote.shell import sh_join, watchdog_command, with_env_cwd
+from specdebug.remote.slots import SlotLimiter
+from specdebug.remote.ssh_stream import SSHForward, SSHStream
+
+
+class SSHRemoteAPI:
+    """The Remote API on top of SSHRemote's live connection (see SSHRemote for the state)."""
+
+    name: str
+    _probe: ProbeChannel | None
+    _slots: SlotLimiter
+    _forwards: set[SSHForward]
+
+    async def _ready(self, timeout: float | None) -> asyncssh.SSHClientConnection:
+        """The live connection, waiting up to `timeout` for it (SSHRemote implements this)."""
+        raise NotImplementedError
+
+    def _conn_lost_since(self, proc: asyncssh.SSHClientProcess) -> bool:
+        raise NotImplementedError
+
+    # ---- Remote API ----------------------------------------------------------------------------
+    async def _open_exec(self, command: str) -> asyncssh.SSHClientProcess:
+        """Open an exec channel, queueing under the session limit; learns MaxSessions."""
+        await self._slots.acquire()
+        for attempt in range(200):
+            try:
+                conn = await self._ready(None)
+                return await conn.create_process(command, encoding=None)
+            except asyncssh.ChannelOpenError as exc:
+                if exc.code != asyncssh.OPEN_CONNECT_FAILED:
+                    await self._slots.release()
+                    raise RemoteError(f"{self.name}: cannot open channel: {exc.reason}") from exc
+                # MaxSessions reached on the server (or a slot not yet released): wait our turn
+                await self._slots.server_refused()
+                await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
+                await self._slots.acquire()
+            except (asyncssh.Error, OSError) as exc:
+                await self._slots.release()
+                raise ConnectionDropped(f"{self.name}: {exc}") from exc
+            except BaseException:
+                await self._slots.release()
+                raise
+        await self._slots.release()
+        raise RemoteError(f"{self.name}: no SSH session slot became free")
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = 30.0,
+        input: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> RunResult:
+        argv = [str(a) for a in argv]
+        if not argv:
+            raise ValueError("empty argv")
+        await self._ready(timeout)
+        if self._probe is not None:
+            resp = await self._probe.request(
+                "run",
+                timeout,
+                argv=argv,
+                stdin=base64.b64encode(input).decode() if input is not None else None,
+                env=dict(env) if env else None,
+                cwd=cwd,
+                timeout=timeout,
+            )
+            return RunResult(
+                exit_status=resp["rc"],
+                stdout=base64.b64decode(resp["out"]),
+                stderr=base64.b64decode(resp["err"]),
+                timed_out=bool(resp.get("timed_out")),
+            )
+        return await self._run_exec(with_env_cwd(argv, env, cwd), timeout=timeout, input=input)
+
+    async def _run_exec(
+        self, argv: Sequence[str], *, timeout: float | None, input: bytes | None
+    ) -> RunResult:
+        # with input the command reads stdin itself, so it cannot sit under the stdin watchdog
+        command = sh_join(argv) if input is not None else watchdog_command(argv)
+        proc = await self._open_exec(command)
+        try:
+            if input is not None:
+                proc.stdin.write(input)
+                proc.stdin.write_eof()
+            try:
+                out, err = await asyncio.wait_for(
+                    asyncio.gather(proc.stdout.read(), proc.stderr.read()), timeout
+                )
+            except TimeoutError:
+                return RunResult(exit_status=None, timed_out=True)
+            await proc.wait_closed()
+            return RunResult(exit_status=proc.exit_status, stdout=out, stderr=err)
+        finally:
+            with contextlib.suppress(Exception):
+                proc.stdin.write_eof()
+            with contextlib.suppress(Exception):
+                proc.close()
+            await self._slots.release()
+
+    async def read_files(self, paths: Sequence[str], *, max_bytes: int = 1 << 20) -> list[FileRead]:
+        await self._ready(30.0)
+        if self._probe is not None:
+            resp = await self._probe.request("read", 30.0, paths=list(paths), offset=0, max=max_bytes)
+            return [file_read(f) for f in resp["files"]]
+        # no helper: every file in one exec channel (one shell start-up, not one per file)
+        r = await self._run_exec(
+            ["sh", "-c", READ_FILES_SH, "sh", str(max_bytes), *paths], timeout=30.0, input=None
+        )
+        if not r.ok:
+            raise RemoteError(f"{self.name}: cannot read files: {(r.err or r.out).strip()[:300]}")
+        return parse_read_files(list(paths), r.stdout)
+
+    async def read_file(self, path: str, *, offset: int = 0, max_bytes: int = 1 << 20) -> bytes:
+        await self._ready(30.0)
+        if self._probe is not None:
+            resp = await self._probe.request("read", 30.0, paths=[path], offset=offset, max=max_bytes)
+            f = file_read(resp["files"][0])
+        else:
+            r = await self._run_exec(
+                [
+                    "sh",
+                    "-c",
+                    'tail -c +"$1" -- "$2" | head -c "$3"',
+                    "sh",
+                    str(offset + 1),
+                    path,
+                    str(max_bytes),
+                ],
+                timeout=30.0,
+                input=None,
+            )
+            f = FileRead(path, data=r.stdout) if r.ok else FileRead(path, error=errname(r.err))
+        if f.error:
+            raise RemoteError(f"{self.name}: cannot read {path}: {f.error}")
+        return f.data or b""
+
+    async def processes(self) -> list[ProcInfo]:
+        await self._ready(30.0)
+        if self._probe is None:
+            raise RemoteError(f"{self.name}: process listing needs python3 on the box")
+        resp = await self._probe.request("ps", 30.0)
+        return [
+            ProcInfo(
+                pid=p[0],
+                ppid=p[1],
+                pgid=p[2],
+                sid=p[3],
+                uid=p[4],
+                state=p[5],
+                start_ticks=p[6],
+                comm=p[7],
+                cmdline=p[8],
+            )
+            for p in resp["procs"]
+        ]
+
+    def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        binary: bool = False,
+        stderr: bool = False,
+    ) -> SSHStream:
+        return SSHStream(
+            self, with_env_cwd([str(a) for a in argv], env, cwd), binary=binary, merge_stderr=stderr
+        )
+
+    async def forward_local_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> SSHForward:
+        conn = await self._ready(30.0)
+        fwd = SSHForward(self, remote_host, remote_port)
+        await fwd._bind(conn)
+        self._forwards.add(fwd)
+        return fwd

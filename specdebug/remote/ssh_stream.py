@@ -1,0 +1,124 @@
+"""Long-running commands and port forwards on an SSH connection.
+
+A stream holds one exec channel (and one session slot) for its lifetime; a forward is re-bound on
+the same local port after a reconnect.  Split from the supervisor, which only owns the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import asyncssh
+
+from specdebug.remote.api import (
+    ConnectionDropped,
+)
+from specdebug.remote.shell import watchdog_command
+
+if TYPE_CHECKING:
+    from specdebug.remote.ssh_ops import SSHRemoteAPI
+
+
+class SSHStream:
+    """A long-running remote command on its own channel (see api.Stream)."""
+
+    def __init__(
+        self, remote: SSHRemoteAPI, argv: Sequence[str], *, binary: bool, merge_stderr: bool
+    ) -> None:
+        self._remote = remote
+        self._command = watchdog_command(argv, merge_stderr=merge_stderr)
+        self._binary = binary
+        self._proc: asyncssh.SSHClientProcess | None = None
+        self._holding_slot = False
+        self._closed = False
+        self.exit_status: int | None = None
+
+    async def _open(self) -> None:
+        self._proc = await self._remote._open_exec(self._command)
+        self._holding_slot = True
+
+    def __aiter__(self):
+        return self._iterate()
+
+    async def _iterate(self):
+        if self._proc is None:
+            await self._open()
+        assert self._proc is not None
+        try:
+            while True:
+                try:
+                    line = await self._proc.stdout.readline()
+                except asyncssh.ConnectionLost as exc:
+                    raise ConnectionDropped(
+                        f"{self._remote.name}: connection lost during stream: {exc}"
+                    ) from exc
+                except asyncssh.DisconnectError as exc:
+                    raise ConnectionDropped(
+                        f"{self._remote.name}: disconnected during stream: {exc}"
+                    ) from exc
+                if not line:
+                    break
+                if self._binary:
+                    yield line
+                else:
+                    yield line.decode("utf-8", "replace").rstrip("\r\n")
+            await self._finish()
+        finally:
+            await self.aclose()
+
+    async def _finish(self) -> None:
+        assert self._proc is not None
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._proc.wait_closed(), 5.0)
+        self.exit_status = self._proc.exit_status
+        if self.exit_status is None and self._remote._conn_lost_since(self._proc):
+            raise ConnectionDropped(f"{self._remote.name}: connection lost during stream")
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._proc is not None:
+            with contextlib.suppress(Exception):
+                self._proc.stdin.write_eof()  # watchdog sees EOF and ends the remote group
+            with contextlib.suppress(Exception):
+                self._proc.close()
+            # the server frees the session slot only once the channel is closed on its side
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._proc.wait_closed(), 2.0)
+        if self._holding_slot:
+            self._holding_slot = False
+            await self._remote._slots.release()
+
+    async def __aenter__(self) -> SSHStream:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class SSHForward:
+    """A local forward that the remote re-creates on the same local port after a reconnect."""
+
+    def __init__(self, remote: SSHRemoteAPI, remote_host: str, remote_port: int) -> None:
+        self._remote = remote
+        self.remote_host = remote_host
+        self.remote_port = remote_port
+        self.local_port = 0
+        self._listener: asyncssh.SSHListener | None = None
+
+    async def _bind(self, conn: asyncssh.SSHClientConnection) -> None:
+        self._listener = await conn.forward_local_port(
+            "127.0.0.1", self.local_port, self.remote_host, self.remote_port
+        )
+        self.local_port = self._listener.get_port()
+
+    async def close(self) -> None:
+        self._remote._forwards.discard(self)
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
