@@ -1,0 +1,106 @@
+"""The I/O of an environment check: one probe for the process table, one read of all /proc files,
+one grep of the log, then the pure report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from specdebug.core.env.model import (
+    DEFAULT_PREFIXES,
+    NCCL_ENV_MARKER,
+    EnvQuery,
+    EnvReport,
+)
+from specdebug.core.env.report import build_report
+from specdebug.core.workers import select_workers
+from specdebug.remote.api import Remote
+
+# ---------------------------------------------------------------------------------------------
+# IO: one probe for the process table, one for all /proc files, one grep of the log
+
+
+def proc_paths(pids: Sequence[int]) -> list[str]:
+    paths = ["/proc/stat", "/etc/passwd"]
+    for pid in pids:
+        paths += [f"/proc/{pid}/environ", f"/proc/{pid}/cmdline", f"/proc/{pid}/status"]
+    return paths
+
+
+async def read_nccl_lines(
+    remote: Remote, log_path: str, *, timeout: float = 30.0, max_lines: int = 20000
+) -> tuple[list[str], str | None]:
+    """NCCL 'set by environment' lines from the server log (grep on the box, fixed string)."""
+    path = log_path[2:] if log_path.startswith("~/") else log_path  # the probe runs in the login home
+    res = await remote.run(
+        ["grep", "-a", "-F", "-m", str(max_lines), "-e", NCCL_ENV_MARKER, "--", path], timeout=timeout
+    )
+    if res.timed_out:
+        return [], f"reading NCCL lines from {log_path} timed out"
+    if res.exit_status == 1:
+        return [], None
+    if res.exit_status != 0:
+        err = res.err.strip().splitlines()
+        return [], f"cannot read log {log_path}: {err[-1] if err else f'grep exit {res.exit_status}'}"
+    return res.out.splitlines(), None
+
+
+async def check_env(remote: Remote, query: EnvQuery) -> EnvReport:
+    """Find the workers, read their /proc files in one probe, read NCCL proof lines, build the report."""
+    procs = await remote.processes()
+    sel = select_workers(procs, pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid)
+    pids = [p.pid for p in sel.workers] + list(sel.missing_pids)
+    if sel.launcher is not None:
+        pids.append(sel.launcher.pid)
+    reads = {r.path: r for r in await remote.read_files(proc_paths(pids), max_bytes=4 << 20)}
+    lines: list[str] = []
+    log_error = None
+    if query.log_path:
+        lines, log_error = await read_nccl_lines(remote, query.log_path)
+    return build_report(query, procs, reads, lines, selection=sel, log_error=log_error)
+
+
+async def query_for_profile(
+    remote: Remote,
+    profile: Any,
+    *,
+    expect: Mapping[str, str] | None = None,
+    expect_from_launcher: bool = False,
+    prefixes: Sequence[str] | None = None,
+    log_path: str | None = None,
+    show_secrets: bool = False,
+) -> EnvQuery:
+    """The query for a profile's server: expected env = profile.server.env (+ overrides); workers from
+    the launch record on the box (~/.specdebug/servers/<name>.json), else from profile.workers.match.
+
+    Raises LookupError when neither exists (nothing tells which processes are the server's).
+    """
+    from specdebug.core.servers import group_members, load_record
+
+    record = await load_record(remote, profile.name)
+    server = profile.server
+    query = EnvQuery(
+        expected={**server.env, **(expect or {})},
+        expected_source=f"profile {profile.name}" + (" + --expect" if expect else ""),
+        expect_from_launcher=expect_from_launcher,
+        prefixes=list(prefixes or DEFAULT_PREFIXES),
+        server_kind=server.kind if server.kind != "custom" else None,
+        server_argv=list(server.argv),
+        show_secrets=show_secrets,
+    )
+    alive = False
+    if record is not None and record.stopped_at is None:
+        alive = bool(group_members(await remote.processes(), record))
+    if alive:
+        query.root_pid, query.pgid, query.match = record.pid, record.pgid, profile.workers.match
+        query.log_path = log_path or record.log_file or server.log_file or None
+    elif profile.workers.match:
+        query.match = profile.workers.match
+        query.log_path = log_path or server.log_file or None
+    else:
+        raise LookupError(
+            f"no running server recorded for profile {profile.name} on {remote.name} "
+            "and the profile has no [workers] match"
+        )
+    return query
