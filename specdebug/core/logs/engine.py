@@ -1,0 +1,153 @@
+"""The pack engine: a `Pack` is plain data (heads, milestones, ready and error patterns, metric
+maps) plus the pure helpers that apply it to a line (phase_of, is_ready, error_kind, parse_message).
+
+Separate from the packs so adding a server (a TensorRT-LLM pack, say) is a new data module only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from specdebug.core.logs.primitives import (
+    ANSI_RE,
+    Parsed,
+    is_num,
+    norm_key,
+    parse_kv_tail,
+    parse_value,
+    split_prefix,
+)
+
+GENERIC_EXC = r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)(?::|$)"
+_TRACE_CONT = re.compile(r"^(?:\s|Traceback \(most recent call last\)|File \")")
+_MILESTONE_NUM_RE = re.compile(
+    r"(#?[A-Za-z_][\w-]*(?: [A-Za-z_][\w-]*)*)\s*[=:] ?(-?\d+(?:\.\d+)?)(?=[\s,.)]|$)"
+)
+
+
+@dataclass(frozen=True)
+class Pack:
+    """One server's log vocabulary. Everything a caller may reuse is data or a pure method."""
+
+    name: str
+    heads: tuple[tuple[str, re.Pattern[str]], ...]  # (event, regex whose end is where the k/v tail starts)
+    metric_map: dict[str, dict[str, str]]  # event -> {field key: metric name} (first present field wins)
+    milestones: tuple[tuple[str, re.Pattern[str]], ...]  # (phase, regex) in startup order
+    errors: tuple[tuple[str, re.Pattern[str]], ...]  # (kind, regex), specific before generic
+    ready_re: re.Pattern[str]
+    warmup_done_re: re.Pattern[str]  # end of warmup (includes the ready line)
+    restart_re: re.Pattern[str]  # a new server start in the same file: warmup begins again
+    # plain literals (no regex metacharacters) selecting a superset of the lines the pack reports; the
+    # on-box agent finds literals with bytes.find, far faster than one big regex alternation
+    prefilter: tuple[str, ...]
+    percent_fields: frozenset[str] = frozenset()  # fields printed as fractions in old versions -> x100
+    error_levels: frozenset[str] = frozenset()  # logger levels that make a line an error
+    list_metrics: frozenset[str] = frozenset()  # metrics that are always lists (one value per position)
+    # event -> {metric: field keys}: when two or more are present the metric is their max (SGLang's
+    # hybrid sliding-window models: token usage = max of the full and the SWA pool)
+    max_of: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+
+    def message(self, line: str) -> str:
+        line = ANSI_RE.sub("", line) if "\x1b" in line else line
+        return line[split_prefix(line).start :]
+
+    def phase_of(self, line: str) -> str | None:
+        """Startup phase a milestone line enters (e.g. 'load_weights', 'cuda_graph', 'ready'), else None."""
+        msg = self.message(line)
+        for phase, rx in self.milestones:
+            if rx.search(msg):
+                return phase
+        return None
+
+    def error_kind(self, line: str) -> str | None:
+        """Kind of error ('oom', 'nccl', 'watchdog', 'exception', ...) or None for a normal line."""
+        clean = ANSI_RE.sub("", line) if "\x1b" in line else line
+        prefix = split_prefix(clean)
+        return self._error_kind(clean[prefix.start :], prefix.level)
+
+    def _error_kind(self, msg: str, level: str | None) -> str | None:
+        if _TRACE_CONT.match(msg):
+            return None
+        for kind, rx in self.errors:
+            if rx.search(msg):
+                return kind
+        if level in self.error_levels:
+            return "error_log"
+        return None
+
+    def is_error(self, line: str) -> bool:
+        return self.error_kind(line) is not None
+
+    def is_ready(self, line: str) -> bool:
+        return bool(self.ready_re.search(line))
+
+    def is_warmup_done(self, line: str) -> bool:
+        return bool(self.warmup_done_re.search(line))
+
+    def parse_message(self, msg: str, base: int = 0, level: str | None = None) -> Parsed | None:
+        """Parse one message (prefix already removed; `base` = its position in the line)."""
+        for event, rx in self.heads:
+            m = rx.search(msg)
+            if not m:
+                continue
+            fields, units, spans = parse_kv_tail(msg[m.end() :], base + m.end())
+            for k, v in m.groupdict().items():
+                if v is not None:
+                    fields[k] = int(v) if v.isdigit() else v
+                    spans[k] = (base + m.start(k), base + m.end(k))
+            metrics: dict[str, float | list[float]] = {}
+            out_spans: list[tuple[int, int, str]] = []
+            for name, keys in self.max_of.get(event, {}).items():
+                present = [k for k in keys if is_num(fields.get(k))]
+                if len(present) > 1:
+                    top = max(present, key=lambda k: fields[k])
+                    metrics[name] = float(fields[top])
+                    out_spans.append((*spans[top], name))
+            for key, name in self.metric_map.get(event, {}).items():
+                if name in metrics or key not in fields:
+                    continue
+                value = fields[key]
+                if isinstance(value, list) or name in self.list_metrics:
+                    values = value if isinstance(value, list) else [value]
+                    if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in values):
+                        continue
+                    metrics[name] = [float(x) for x in values]
+                elif isinstance(value, int | float) and not isinstance(value, bool):
+                    if key in self.percent_fields and units.get(key) != "%":
+                        value = round(value * 100.0, 9)
+                    metrics[name] = float(value)
+                else:
+                    continue
+                s, e = spans[key]
+                out_spans.append((s, e, name))
+            return Parsed(event, fields, metrics, out_spans)
+        if self.ready_re.search(msg):
+            return Parsed("ready", phase="ready")
+        if self.warmup_done_re.search(msg):
+            return Parsed("warmup_done", phase=self._phase(msg))
+        kind = self._error_kind(msg, level)
+        if kind:
+            return Parsed("error", {"error_kind": kind})
+        phase = self._phase(msg)
+        if phase:
+            fields = {}
+            for mm in _MILESTONE_NUM_RE.finditer(msg):
+                key = norm_key(mm.group(1))
+                if key and key not in fields:
+                    fields[key] = parse_value(mm.group(2))[0]
+            fields["phase"] = phase
+            return Parsed("startup", fields, phase=phase)
+        return None
+
+    def _phase(self, msg: str) -> str | None:
+        for phase, rx in self.milestones:
+            if rx.search(msg):
+                return phase
+        return None
+
+
+ERR_COMMON = (
+    ("oom", r"CUDA out of memory|OutOfMemoryError"),
+    ("nccl", r"NCCL error"),
+)

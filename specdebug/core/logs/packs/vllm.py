@@ -1,0 +1,109 @@
+"""The vLLM pattern pack: spec-decoding metrics, throughput lines, startup milestones, ready and
+error lines.
+
+Formats: shared/formats/serving-formats.md (vLLM 2.1-2.4).
+"""
+
+from __future__ import annotations
+
+import re
+
+from specdebug.core.logs.engine import ERR_COMMON, GENERIC_EXC, Pack
+
+VLLM = Pack(
+    name="vllm",
+    heads=(
+        ("engine_stats", re.compile(r"(?:Engine (?P<engine>\d+): )?(?=Avg prompt throughput: )")),
+        ("spec_decode", re.compile(r"(?P<spec_format>SpecDecoding|Speculative) metrics: ")),
+    ),
+    metric_map={
+        "engine_stats": {
+            "avg_prompt_throughput": "avg_prompt_throughput",
+            "avg_generation_throughput": "avg_generation_throughput",
+            "gpu_kv_cache_usage": "kv_cache_usage",
+            "kv_cache_usage": "kv_cache_usage",
+        },
+        "spec_decode": {
+            "mean_acceptance_length": "mean_acceptance_length",
+            "accepted_throughput": "accepted_throughput",
+            "drafted_throughput": "drafted_throughput",
+            "avg_draft_acceptance_rate": "draft_acceptance_rate",
+            "draft_acceptance_rate": "draft_acceptance_rate",
+            "per_position_acceptance_rate": "per_position_acceptance",
+        },
+    },
+    milestones=(
+        # newest (utils log_version_and_model): "vLLM server version X, serving model M", or the logo
+        # whose second line ends "█ ▀▄▀ █  version X"
+        (
+            "args",
+            re.compile(r"vLLM (?:API )?server version|▀▄▀ █\s+version |non-default args: |args: Namespace\("),
+        ),
+        ("engine_init", re.compile(r"Initializing a V1 LLM engine|Initializing an LLM engine")),
+        ("init_distributed", re.compile(r"vLLM is using nccl==")),
+        ("load_weights", re.compile(r"Starting to load model")),
+        ("load_weights_done", re.compile(r"Loading weights took|Model loading took")),
+        ("kv_cache", re.compile(r"Available KV cache memory|GPU KV cache size")),
+        ("cuda_graph_done", re.compile(r"Graph capturing finished")),
+        ("engine_ready", re.compile(r"init engine \(profile, create kv cache, warmup model\) took")),
+        (
+            "http_server",
+            re.compile(
+                r"Starting vLLM (?:API )?server|Started server process|Waiting for application startup"
+            ),
+        ),
+        ("ready", re.compile(r"Application startup complete")),
+    ),
+    errors=tuple(
+        (k, re.compile(r))
+        for k, r in (
+            ("engine_core_failed", r"EngineCore failed to start|Engine core initialization failed"),
+            ("worker_init_failed", r"WorkerProc initialization failed"),
+            ("engine_dead", r"EngineDeadError"),
+            *ERR_COMMON,
+            ("no_cache_memory", r"No available memory for the cache blocks"),
+            ("exception", GENERIC_EXC),
+        )
+    ),
+    ready_re=re.compile(r"Application startup complete"),
+    warmup_done_re=re.compile(r"Application startup complete"),
+    restart_re=re.compile(r"vLLM (?:API )?server version|▀▄▀ █\s+version "),
+    prefilter=(
+        "Avg prompt throughput",
+        "SpecDecoding metrics",
+        "Speculative metrics",
+        "vLLM API server version",
+        "vLLM server version",
+        "▀▄▀ █",
+        "non-default args",
+        "args: Namespace",
+        "Initializing a V1 LLM engine",
+        "Initializing an LLM engine",
+        "vLLM is using nccl",
+        "Starting to load model",
+        "Loading weights took",
+        "Model loading took",
+        "Available KV cache memory",
+        "GPU KV cache size",
+        "Graph capturing finished",
+        "init engine",
+        "Starting vLLM",
+        "Started server process",
+        "Waiting for application startup",
+        "Application startup complete",
+        "ERROR ",
+        "CRITICAL ",
+        "failed to start",
+        "initialization failed",
+        "EngineDeadError",
+        "out of memory",
+        "No available memory",
+        "NCCL error",
+        "Error",
+        "Exception",
+        "set by environment to",
+    ),
+    percent_fields=frozenset({"draft_acceptance_rate"}),
+    error_levels=frozenset({"ERROR", "CRITICAL"}),
+    list_metrics=frozenset({"per_position_acceptance"}),
+)
