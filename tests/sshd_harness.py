@@ -79,17 +79,13 @@ class Sshd:
 
 
 def _children(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
+    """The direct children of our own sshd (the kernel's per-task children lists: no /proc scan)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
         try:
-            stat = (d / "stat").read_text()
-        except OSError:
+            out += [int(c) for c in task.read_text().split()]
+        except (OSError, ValueError):
             continue
-        ppid = int(stat[stat.rfind(")") + 2 :].split()[1])
-        if ppid == pid:
-            out.append(int(d.name))
     return out
 
 
