@@ -75,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
         return _finish(args.func(args))
     except VerbExit as exc:
         return exc.code
+    except OSError as exc:  # a full disk under the session folder: one line, never a traceback
+        from specdebug.core.journal import JournalError
+
+        if not isinstance(exc, JournalError):
+            raise
+        print(f"specdebug: {exc.strerror}", file=sys.stderr)
+        return 1
 
 
 def _finish(result: object) -> int:

@@ -33,6 +33,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from specdebug.core.limits import cap_text
 from specdebug.core.logs.follow import expand_remote_path
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, mask_env
@@ -613,7 +614,7 @@ async def launch_and_watch(
 
 
 def _clean_line(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace").rstrip("\n")
+    text = cap_text(raw.decode("utf-8", "replace").rstrip("\n"))  # excerpts stay bounded
     if "\r" in text:  # progress bars redraw with \r: keep what the terminal would show last
         parts = [p for p in text.split("\r") if p.strip()]
         text = parts[-1] if parts else ""

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 
+from specdebug.core.limits import open_regular_file, truncation_note
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.location import split_host_path
 from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.patterns import PACK_NAMES
-from specdebug.core.logs.scan import iter_lines_with_offsets
+from specdebug.core.logs.scan import iter_capped_lines
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import add_ssh_args, err, print_json, run_verb
 from specdebug.verbs.scan import LOG_HELP, match_json
@@ -49,6 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=grep)
 
 
+def _report_cut(parser: LogParser, said: set[str]) -> None:
+    for name, why in parser.cut_patterns.items():
+        if name not in said:
+            said.add(name)
+            err(f"pattern {name!r} was cut off: {why}")
+
+
 def _emit(item: LogMatch | LogEvent, as_json: bool) -> bool:
     if isinstance(item, LogEvent):
         if item.kind in ("opened", "ended", "resumed"):
@@ -60,6 +68,8 @@ def _emit(item: LogMatch | LogEvent, as_json: bool) -> bool:
         return False
     if as_json:
         print_json(match_json(item))
+    elif item.truncated is not None:
+        print(f"{item.line} {truncation_note(len(item.line.encode()), item.truncated)}", flush=True)
     else:
         print(item.line, flush=True)
     return True
@@ -87,16 +97,17 @@ async def grep(args: argparse.Namespace) -> int:
             err("grep --follow needs HOST:PATH (a file on a box)")
             raise VerbExit(2)
         try:
-            f = open(path, "rb")
+            f = open_regular_file(path)
         except OSError as exc:
             err(f"cannot read {path}: {exc.strerror or exc}")
             return 1
         with f:
             chunks = iter(lambda: f.read(1 << 20), b"")
-            for lineno, (offset, line) in enumerate(iter_lines_with_offsets(chunks), 1):
-                m = parser.parse(line, offset=offset, lineno=lineno)
+            for lineno, (offset, line, full) in enumerate(iter_capped_lines(chunks), 1):
+                m = parser.parse(line, offset=offset, lineno=lineno, truncated=full)
                 if m is not None:
                     found |= _emit(m, args.json)
+        _report_cut(parser, set())
         return 0 if found else 1
 
     from specdebug.core.logs.follow import follow_matches

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specdebug.core.limits import MAX_LINE
 from specdebug.core.logs.events import LogMatch
 from specdebug.core.logs.patterns import (
     ANSI_RE,
@@ -25,6 +26,7 @@ from specdebug.core.logs.patterns import (
     parse_value,
     split_prefix,
 )
+from specdebug.core.logs.userrx import UserPattern
 
 _NAMED_GROUP_RE = re.compile(r"\(\?P<[A-Za-z_]\w*>")
 
@@ -33,11 +35,12 @@ class PatternError(ValueError):
     """A user or profile pattern does not compile (message names it)."""
 
 
-def compile_patterns(patterns: Mapping[str, str]) -> dict[str, re.Pattern[str]]:
-    out: dict[str, re.Pattern[str]] = {}
+def compile_patterns(patterns: Mapping[str, str]) -> dict[str, UserPattern]:
+    """User patterns, each bounded in time per search (see userrx)."""
+    out: dict[str, UserPattern] = {}
     for name, src in patterns.items():
         try:
-            out[name] = re.compile(src)
+            out[name] = UserPattern(name, src)
         except re.error as exc:
             raise PatternError(f"pattern {name!r} ({src!r}) does not compile: {exc}") from None
     return out
@@ -59,7 +62,9 @@ class _AnyOf:
 
 
 def combine(patterns: Sequence[str]) -> re.Pattern[str] | _AnyOf | None:
-    """One matcher for any of `patterns` (named groups dropped); None for no patterns."""
+    """One matcher for any of `patterns` (named groups dropped); None for no patterns.
+
+    Built-in sources only: `re` has no time bound (user patterns go through UserPattern)."""
     if not patterns:
         return None
     try:
@@ -100,8 +105,8 @@ class LogParser:
         self.grep = list(compile_patterns({f"-e {i + 1}": p for i, p in enumerate(grep)}).values())
         self.in_warmup = from_start
         self.marker_seen = False
-        sources = list(self.candidate_patterns())
-        self._candidate = combine(sources)
+        self._user = [*self.grep, *self.patterns.values()]
+        self._candidate = combine(self._builtin_sources())
 
     @property
     def pack_name(self) -> str | None:
@@ -109,21 +114,30 @@ class LogParser:
             return self.pack.name
         return self._detector.best() if self._detector else None
 
-    def candidate_patterns(self) -> list[str]:
-        """Regexes selecting every line this parser could report: the on-box prefilter."""
+    def _builtin_sources(self) -> list[str]:
         packs = [self.pack] if self.pack else list(PACKS.values())
-        out: list[str] = []
         if self.grep:
             # grep patterns select; marker lines still pass so warmup tagging stays right
-            out.extend(p.pattern for p in self.grep)
-            sources = [rx.pattern for pk in packs for rx in (pk.warmup_done_re, pk.restart_re)]
-        else:
-            sources = [src for pk in packs for src in pk.prefilter]
-        for src in sources:
+            return [rx.pattern for pk in packs for rx in (pk.warmup_done_re, pk.restart_re)]
+        return [src for pk in packs for src in pk.prefilter]
+
+    def candidate_patterns(self) -> list[str]:
+        """Regexes selecting every line this parser could report: the on-box prefilter."""
+        out: list[str] = [p.pattern for p in self.grep]
+        for src in self._builtin_sources():
             if src not in out:
                 out.append(src)
         out.extend(p.pattern for p in self.patterns.values())
         return out
+
+    def pattern_names(self) -> dict[str, str]:
+        """User pattern source -> the name a report uses (profile name, or `-e N`)."""
+        return {p.pattern: p.name for p in self._user}
+
+    @property
+    def cut_patterns(self) -> dict[str, str]:
+        """User patterns cut off for overrunning their time bound: name -> what happened."""
+        return {p.name: p.cut for p in self._user if p.cut is not None}
 
     def parse(
         self,
@@ -131,32 +145,49 @@ class LogParser:
         offset: int | None = None,
         lineno: int | None = None,
         inode: int | None = None,
+        truncated: int | None = None,
     ) -> LogMatch | None:
+        """A LogMatch for a line this parser reports, else None. `truncated`: the full length of a
+        line whose head only is given (longer lines given whole are cut here to MAX_LINE)."""
         if isinstance(line, bytes):
+            if len(line) > MAX_LINE:
+                line, truncated = line[:MAX_LINE], truncated or len(line)
             line = line.decode("utf-8", "replace")
+        elif len(line) > MAX_LINE:
+            line, truncated = line[:MAX_LINE], truncated or len(line.encode("utf-8", "replace"))
         line = line.rstrip("\r\n")
         if self._detector is not None and self.pack is None:
             decided = self._detector.feed(line)
             if decided:
                 self.pack = PACKS[decided]
-        if self._candidate is not None and not self._candidate.search(line):
-            return None
         if "\x1b" in line:
             line = ANSI_RE.sub("", line)
+        builtin = self._candidate is None or self._candidate.search(line) is not None
+        grep_m = None
+        for rx in self.grep:
+            grep_m = rx.search(line)
+            if grep_m is not None:
+                break
+        prof = []
+        for name, rx in self.patterns.items():
+            m = rx.search(line)
+            if m is not None:
+                prof.append((name, m))
+        if not builtin and grep_m is None and not prof:
+            return None
         prefix = split_prefix(line)
         msg = line[prefix.start :]
         grep_fields: dict[str, Any] | None = None
         if self.grep:
-            for rx in self.grep:
-                m = rx.search(line)
-                if m:
-                    grep_fields = {k: _num(v) for k, v in m.groupdict().items() if v is not None}
-                    break
-            if grep_fields is None:
-                self._markers(msg)
+            if grep_m is None:
+                if builtin:
+                    self._markers(msg)
                 return None
-        parsed = self._parse_pack(msg, prefix.start, prefix.level)
-        if parsed is None and "set by environment to" in line and NCCL_ENV_RE.search(line):
+            else:
+                grep_fields = {k: _num(v) for k, v in grep_m.groupdict().items() if v is not None}
+        run_pack = grep_m is not None if self.grep else builtin
+        parsed = self._parse_pack(msg, prefix.start, prefix.level) if run_pack else None
+        if parsed is None and run_pack and "set by environment to" in line and NCCL_ENV_RE.search(line):
             parsed = Parsed("nccl_env", parse_nccl_env_line(line) or {})
         if parsed is not None:
             # before tagging, so the marker line itself is not warmup
@@ -165,10 +196,7 @@ class LogParser:
         fields = dict(parsed.fields) if parsed else {}
         metrics = dict(parsed.metrics) if parsed else {}
         spans = list(parsed.spans) if parsed else []
-        for name, rx in self.patterns.items():
-            m = rx.search(line)
-            if not m:
-                continue
+        for name, m in prof:
             events.append(name)
             gd = m.groupdict()
             for k, v in gd.items():
@@ -187,6 +215,7 @@ class LogParser:
                 events.append("match")
         if not events:
             return None
+        extra = {"truncated": truncated} if truncated is not None else {}
         return LogMatch.fast(
             offset=offset,
             lineno=lineno,
@@ -200,6 +229,7 @@ class LogParser:
             ts=prefix.ts,
             phase=parsed.phase if parsed else None,
             inode=inode,
+            **extra,
         )
 
     def _markers(self, msg: str) -> None:
