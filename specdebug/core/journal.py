@@ -156,14 +156,14 @@ def _ends_torn(path: Path) -> bool:
 
 
 def _write_whole(fd: int, data: bytes, path: Path) -> None:
-    """One os.write of the whole record; on a short or failed write, cut the file back to where it
-    was, so no half record stays behind (unless another writer appended meanwhile: then leave it)."""
+    """Write the record (one os.write unless the kernel takes less); on failure cut the file back to
+    where it was, so no half record stays behind (unless another writer appended meanwhile)."""
     before = os.fstat(fd).st_size
+    view = memoryview(data)
     written = 0
     try:
-        written = os.write(fd, data)
-        if written != len(data):
-            raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
+        while written < len(data):
+            written += os.write(fd, view[written:])  # a short write is retried to learn the errno
     except OSError as exc:
         with contextlib.suppress(OSError):
             if os.fstat(fd).st_size == before + written:

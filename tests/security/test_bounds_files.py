@@ -109,3 +109,48 @@ async def test_ten_megabyte_line_while_following(remote, tmp_path: Path) -> None
     assert lines[1].data == b"x" * MAX_LINE
     assert [lines[0].data, lines[2].data, lines[3].data] == [b"before", b"after", b"later"]
     assert "error" not in pump.events()
+
+
+def test_grep_json_marks_a_cut_line(sshd, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(b"short hit\n" + b"hit " + b"y" * 200_000 + b"\nlast\n")
+    res = run_cli("grep", *_box(sshd, log), "-e", "hit", "--json", timeout=90)
+    assert res.rc == 0, res.err
+    got = [json.loads(x) for x in res.out.splitlines()]
+    assert [g.get("truncated") for g in got] == [None, 200_004]
+    assert len(got[1]["line"]) == MAX_LINE and got[1]["offset"] == 10
+
+
+def test_scan_progress_only_on_a_terminal(tmp_path: Path) -> None:
+    import pty
+    import subprocess
+    import sys
+
+    log = tmp_path / "server.log"
+    log.write_bytes(b"[2026-01-15 12:00:03 TP0] Decode batch, #running-req: 1, accept len: 2.50\n" * 40_000)
+    cmd = [sys.executable, "-m", "specdebug.cli", "scan", str(log)]
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    out, _ = proc.communicate(timeout=120)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.returncode == 0 and b"lines: 40000" in out
+    assert b"scanned" in seen and b"MB/s" in seen  # progress on the terminal...
+    piped = subprocess.run(cmd, capture_output=True, timeout=120)
+    assert piped.returncode == 0 and b"scanned" not in piped.stderr  # ...and not into a pipe
+
+
+def test_startup_excerpt_lines_are_capped() -> None:
+    from specdebug.core.startup import _clean_line
+
+    text = _clean_line(b"E" * 10_000_000 + b"\n")
+    assert len(text) < MAX_LINE + 100 and text.endswith("more characters cut]")
