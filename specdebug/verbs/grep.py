@@ -11,6 +11,9 @@ be read, 2 usage/pattern error.
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from json.encoder import encode_basestring_ascii as _quote
 
 from specdebug.core.limits import open_regular_file, truncation_note
 from specdebug.core.logs.events import LogEvent, LogMatch
@@ -57,6 +60,29 @@ def _report_cut(parser: LogParser, said: set[str]) -> None:
             err(f"pattern {name!r} was cut off: {why}")
 
 
+def _write(lines: list[str]) -> None:
+    sys.stdout.write("".join(lines))
+    sys.stdout.flush()
+    lines.clear()
+
+
+def _match_text(m: LogMatch, as_json: bool) -> str:
+    """One output line. Plain matches (no pack fields) are formatted directly: the same text as
+    json.dumps(match_json(m)), without building the dict (grep --follow --json at high rates)."""
+    if not as_json:
+        if m.truncated is not None:
+            return f"{m.line} {truncation_note(len(m.line.encode()), m.truncated)}\n"
+        return m.line + "\n"
+    if m.event == "match" and m.offset is not None and m.lineno is None and not m.metrics:
+        if not (m.also or m.ts or m.phase or m.warmup or m.truncated is not None):
+            fields = json.dumps(m.fields, default=str) if m.fields else "{}"
+            return (
+                f'{{"offset": {m.offset}, "event": "match", "line": {_quote(m.line)}, '
+                f'"fields": {fields}, "metrics": {{}}, "warmup": false}}\n'
+            )
+    return json.dumps(match_json(m), default=str) + "\n"
+
+
 def _emit(item: LogMatch | LogEvent, as_json: bool) -> bool:
     if isinstance(item, LogEvent):
         if item.kind in ("opened", "ended", "resumed"):
@@ -84,8 +110,9 @@ async def grep(args: argparse.Namespace) -> int:
         err("grep: give at least one -e REGEX (or --pack to select the pack's lines)")
         raise VerbExit(2)
     try:
+        # without --pack nothing but the patterns' named groups is parsed (the fast path)
         parser = LogParser(
-            args.pack or "auto", grep=args.patterns, from_start=args.from_start or not args.follow
+            args.pack or "none", grep=args.patterns, from_start=args.from_start or not args.follow
         )
     except PatternError as exc:
         err(str(exc))
@@ -110,17 +137,26 @@ async def grep(args: argparse.Namespace) -> int:
         _report_cut(parser, set())
         return 0 if found else 1
 
-    from specdebug.core.logs.follow import follow_matches
+    from specdebug.core.logs.follow import follow_match_batches
 
     failed = False
     async with open_remote(args, host) as remote:
         try:
-            async for item in follow_matches(
+            async for batch in follow_match_batches(
                 remote, path, parser, from_start=args.from_start or not args.follow, once=not args.follow
             ):
-                if isinstance(item, LogEvent) and item.kind == "error":
-                    failed = True
-                found |= _emit(item, args.json)
+                out: list[str] = []
+                for item in batch:
+                    if isinstance(item, LogEvent):
+                        failed |= item.kind == "error"
+                        if out:  # keep stdout and stderr in order
+                            _write(out)
+                        _emit(item, args.json)
+                    else:
+                        out.append(_match_text(item, args.json))
+                        found = True
+                if out:
+                    _write(out)
         except RemoteError as exc:
             err(str(exc))
             return 1

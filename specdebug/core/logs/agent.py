@@ -12,7 +12,9 @@ truncation/rotation reported as records. Records, one per output line:
 Bounds: a line is cut at MAX_LINE (memory stays bounded on a 1 GB line or a sparse file); only
 regular files are opened (a FIFO or device would block or never end); every regex pass over a
 block runs under an interval timer and a pattern that overruns it is dropped and named (`!CUT`);
-a pattern matching the empty string cannot stall the filter loop. Truncation is detected by size
+a pattern matching the empty string cannot stall the filter loop. Selection is exact per line (a
+match running across a newline is checked again on its line alone), so a client that needs no
+named groups can trust it without searching again. Truncation is detected by size
 and, for a file that was truncated and grew again past our offset, by checking that the bytes
 before the read position are still the ones read (`check` = crc32 of the TAILK bytes before an
 offset; the client hands it back on resume).
@@ -150,6 +152,8 @@ def main():
             if m is None or m.start() >= n:
                 break  # an empty match at the very end is not a line: stop, never loop
             s = rfind(b"\n", 0, m.start()) + 1; e = find(b"\n", m.start())
+            if m.end() > e and p.search(block, s, e) is None:
+                at = e + 1; continue  # the match ran into the next line: this line alone does not match
             hits[s] = e; at = e + 1
     def regex_hits(block, hits, base):
         i = 0

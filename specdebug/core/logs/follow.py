@@ -85,17 +85,28 @@ class Follower:
         self._eof = False
 
     async def lines(self) -> AsyncIterator[RawLine | LogEvent]:
+        batches = self.batches()
+        try:
+            async for batch in batches:
+                for item in batch:
+                    yield item
+        finally:
+            await batches.aclose()  # closing us ends the remote agent now, not at garbage collection
+
+    async def batches(self) -> AsyncIterator[list[RawLine | LogEvent]]:
+        """The same items as `lines()`, in lists of what arrived together (one SSH read): the cheap
+        way to keep up with tens of thousands of lines per second."""
         restarts = 0
         while True:
             try:
                 if self.fallback:
                     async for item in self._tail_once():
-                        yield item
-                    yield LogEvent(kind="ended", path=self.path, offset=self.offset, detail="tail ended")
+                        yield [item]
+                    yield [LogEvent(kind="ended", path=self.path, offset=self.offset, detail="tail ended")]
                     return
                 if self.polling:
-                    async for item in self._poll():
-                        yield item
+                    async for batch in self._poll():
+                        yield batch
                     return
                 got_any = False
                 status = None
@@ -107,51 +118,73 @@ class Follower:
                     if not _connected(self.remote):
                         continue  # the link is down: opening waits for it, so just try again
                     self.polling = True
-                    yield LogEvent(
-                        kind="fallback",
-                        path=self.path,
-                        offset=self.offset,
-                        detail=f"no SSH session became free within {OPEN_WAIT_S:g} s (the server's "
-                        "MaxSessions is used up; `MaxSessions 1` in sshd_config leaves none beside the "
-                        "probe channel: set it to 4 or more); following through the probe channel "
-                        "instead, polling",
-                    )
+                    yield [
+                        LogEvent(
+                            kind="fallback",
+                            path=self.path,
+                            offset=self.offset,
+                            detail=f"no SSH session became free within {OPEN_WAIT_S:g} s (the server's "
+                            "MaxSessions is used up; `MaxSessions 1` in sshd_config leaves none beside the "
+                            "probe channel: set it to 4 or more); following through the probe channel "
+                            "instead, polling",
+                        )
+                    ]
                     continue
                 try:
-                    async for rec in stream:
-                        got_any = True
-                        item = self._record(rec)
-                        if item is not None:
-                            yield item
+                    chunks = getattr(stream, "chunks", None)
+                    if chunks is not None:
+                        buf = b""
+                        async for data in chunks():
+                            got_any = True
+                            recs = (buf + data).split(b"\n") if buf else data.split(b"\n")
+                            buf = recs.pop()
+                            batch = self._records(recs)
+                            if batch:
+                                yield batch
+                    else:
+                        async for rec in stream:
+                            got_any = True
+                            item = self._record(rec)
+                            if item is not None:
+                                yield [item]
                     status = stream.exit_status
                 finally:
                     await stream.__aexit__(None, None, None)
                 if status == 127 and not got_any:
                     self.fallback = True
-                    yield LogEvent(
-                        kind="fallback", path=self.path, offset=self.offset, detail="no python3 on the box"
-                    )
+                    yield [
+                        LogEvent(
+                            kind="fallback",
+                            path=self.path,
+                            offset=self.offset,
+                            detail="no python3 on the box",
+                        )
+                    ]
                     continue
                 if not self.once and status not in (0, 2) and restarts < MAX_RESTARTS:
                     # the agent never ends by itself while following: it was killed on the box
                     # (OOM killer, a stray kill); start it again from our exact offset
                     restarts = 0 if got_any else restarts + 1
-                    yield LogEvent(
-                        kind="reconnecting",
+                    yield [
+                        LogEvent(
+                            kind="reconnecting",
+                            path=self.path,
+                            offset=self.offset,
+                            inode=self.inode,
+                            detail=f"follower on the box exited ({status}); restarting",
+                        )
+                    ]
+                    await asyncio.sleep(RESTART_DELAY_S)
+                    continue
+                yield [
+                    LogEvent(
+                        kind="ended",
                         path=self.path,
                         offset=self.offset,
                         inode=self.inode,
-                        detail=f"follower on the box exited ({status}); restarting",
+                        detail=f"exit {status}",
                     )
-                    await asyncio.sleep(RESTART_DELAY_S)
-                    continue
-                yield LogEvent(
-                    kind="ended",
-                    path=self.path,
-                    offset=self.offset,
-                    inode=self.inode,
-                    detail=f"exit {status}",
-                )
+                ]
                 return
             except (ConnectionDropped, NotConnected) as exc:
                 # NotConnected: the channel could not open while the link was down; a permanent
@@ -159,13 +192,42 @@ class Follower:
                 if not self.reconnect:
                     raise
                 self.reconnects += 1
-                yield LogEvent(
-                    kind="reconnecting", path=self.path, offset=self.offset, inode=self.inode, detail=str(exc)
-                )
+                yield [
+                    LogEvent(
+                        kind="reconnecting",
+                        path=self.path,
+                        offset=self.offset,
+                        inode=self.inode,
+                        detail=str(exc),
+                    )
+                ]
                 await self.remote.wait_connected()
-                yield LogEvent(kind="resumed", path=self.path, offset=self.offset, inode=self.inode)
+                yield [LogEvent(kind="resumed", path=self.path, offset=self.offset, inode=self.inode)]
 
-    async def _poll(self) -> AsyncIterator[RawLine | LogEvent]:
+    def _records(self, recs: list[bytes]) -> list[RawLine | LogEvent]:
+        """Decode complete records; data records (the hot path) inline, the rest via `_record`."""
+        out: list[RawLine | LogEvent] = []
+        inode = self.inode
+        end = None
+        for rec in recs:
+            if rec[:1].isdigit():
+                tab = rec.find(b"\t")
+                off = int(rec[:tab])
+                data = rec[tab + 1 :]
+                out.append(RawLine(off, data, inode))
+                end = off + len(data) + 1
+                continue
+            if end is not None:
+                self.offset, self.check, end = end, None, None
+            item = self._record(rec)
+            inode = self.inode
+            if item is not None:
+                out.append(item)
+        if end is not None:
+            self.offset, self.check = end, None
+        return out
+
+    async def _poll(self) -> AsyncIterator[list[RawLine | LogEvent]]:
         """Follow (or read once) without an exec channel: the agent runs through `remote.run` (the
         probe channel), each run reading at most POLL_MAX_BYTES and waiting up to POLL_WAIT_S."""
         opened = missing = False
@@ -177,10 +239,11 @@ class Follower:
             res = await self.remote.run(argv, timeout=wait + 60.0)
             self._eof = False
             if res.exit_status == 127 and not res.stdout:
-                yield LogEvent(
-                    kind="error", path=self.path, offset=self.offset, detail="no python3 on the box"
-                )
+                yield [
+                    LogEvent(kind="error", path=self.path, offset=self.offset, detail="no python3 on the box")
+                ]
                 return
+            batch: list[RawLine | LogEvent] = []
             for rec in res.stdout.split(b"\n"):
                 if not rec:
                     continue
@@ -196,12 +259,16 @@ class Follower:
                             continue
                         missing = True
                 if item is not None:
-                    yield item
+                    batch.append(item)
+            if batch:
+                yield batch
             if res.exit_status != 0 or (self.once and self._eof):
                 detail = "timed out" if res.timed_out else f"exit {res.exit_status}"
-                yield LogEvent(
-                    kind="ended", path=self.path, offset=self.offset, inode=self.inode, detail=detail
-                )
+                yield [
+                    LogEvent(
+                        kind="ended", path=self.path, offset=self.offset, inode=self.inode, detail=detail
+                    )
+                ]
                 return
             if missing and not opened:
                 await asyncio.sleep(MISSING_POLL_S)
@@ -354,6 +421,28 @@ async def follow_matches(
     Pass your own `follower` (built with `parser.candidate_patterns()` as prefilter) to read its
     offset/inode/resolved path while following. A user pattern cut off for taking too long (on the
     box or here) is reported once as a "pattern_cut" event."""
+    batches = follow_match_batches(
+        remote, path, parser, from_start=from_start, offset=offset, once=once, follower=follower
+    )
+    try:
+        async for batch in batches:
+            for item in batch:
+                yield item
+    finally:
+        await batches.aclose()
+
+
+async def follow_match_batches(
+    remote: Remote,
+    path: str,
+    parser: LogParser,
+    *,
+    from_start: bool = False,
+    offset: int | None = None,
+    once: bool = False,
+    follower: Follower | None = None,
+) -> AsyncIterator[list[LogMatch | LogEvent]]:
+    """`follow_matches` in lists of what arrived together (high line rates: one await per block)."""
     if follower is None:
         follower = Follower(
             remote,
@@ -364,18 +453,28 @@ async def follow_matches(
             names=parser.pattern_names(),
         )
     cut_seen = len(parser.cut_patterns)
-    async for item in follower.lines():
-        if isinstance(item, LogEvent):
-            yield item
-            continue
-        # without the agent (tail fallback) every line comes here: parse() selects, user patterns bounded
-        m = parser.parse(item.data, offset=item.offset, inode=item.inode, truncated=item.truncated)
-        if len(parser.cut_patterns) > cut_seen:
-            for name, detail in list(parser.cut_patterns.items())[cut_seen:]:
-                yield LogEvent(kind="pattern_cut", path=path, offset=item.offset, detail=f"{name}: {detail}")
-            cut_seen = len(parser.cut_patterns)
-        if m is not None:
-            yield m
+    parse = parser.parse
+    batches = follower.batches()
+    try:
+        async for batch in batches:
+            out: list[LogMatch | LogEvent] = []
+            # the agent's selection is exact; without it (tail fallback) parse() selects every line
+            pre = not follower.fallback
+            for item in batch:
+                if isinstance(item, LogEvent):
+                    out.append(item)
+                    continue
+                m = parse(item.data, item.offset, None, item.inode, item.truncated, pre)
+                if m is not None:
+                    out.append(m)
+            if len(parser.cut_patterns) > cut_seen:
+                for name, detail in list(parser.cut_patterns.items())[cut_seen:]:
+                    out.append(LogEvent(kind="pattern_cut", path=path, detail=f"{name}: {detail}"))
+                cut_seen = len(parser.cut_patterns)
+            if out:
+                yield out
+    finally:
+        await batches.aclose()
 
 
 async def expand_remote_path(remote: Remote, path: str) -> str:

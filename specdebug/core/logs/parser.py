@@ -76,7 +76,9 @@ def combine(patterns: Sequence[str]) -> re.Pattern[str] | _AnyOf | None:
 class LogParser:
     """Parse lines of one file.
 
-    pack: "sglang", "vllm" or "auto" (decided from the lines; until then both packs are tried).
+    pack: "sglang", "vllm", "auto" (decided from the lines; until then both packs are tried), or
+      "none": no pack at all (plain grep: only the user's patterns, no fields parsed beyond their
+      named groups, no warmup tagging; the cheap path for following at high line rates).
     patterns: named profile patterns; a named capture `value` becomes metric NAME, other named
       captures become fields; every match counts as event NAME.
     grep: user regexes; when given, only lines matching one of them are reported (event "match"
@@ -94,8 +96,11 @@ class LogParser:
         from_start: bool = True,
     ) -> None:
         self._detector: PackDetector | None = None
+        self.no_pack = pack == "none"
         if isinstance(pack, Pack):
             self.pack: Pack | None = pack
+        elif pack == "none":
+            self.pack = None
         elif pack == "auto":
             self.pack = None
             self._detector = PackDetector()
@@ -107,6 +112,9 @@ class LogParser:
         self.marker_seen = False
         self._user = [*self.grep, *self.patterns.values()]
         self._candidate = combine(self._builtin_sources())
+        # plain grep: nothing to parse but the grep patterns' named groups (none: nothing at all)
+        self._plain = self.no_pack and not self.patterns and bool(self.grep)
+        self._grep_groups = any(re.compile(p.pattern).groupindex for p in self.grep)
 
     @property
     def pack_name(self) -> str | None:
@@ -115,6 +123,8 @@ class LogParser:
         return self._detector.best() if self._detector else None
 
     def _builtin_sources(self) -> list[str]:
+        if self.no_pack:
+            return []
         packs = [self.pack] if self.pack else list(PACKS.values())
         if self.grep:
             # grep patterns select; marker lines still pass so warmup tagging stays right
@@ -146,9 +156,12 @@ class LogParser:
         lineno: int | None = None,
         inode: int | None = None,
         truncated: int | None = None,
+        preselected: bool = False,
     ) -> LogMatch | None:
         """A LogMatch for a line this parser reports, else None. `truncated`: the full length of a
-        line whose head only is given (longer lines given whole are cut here to MAX_LINE)."""
+        line whose head only is given (longer lines given whole are cut here to MAX_LINE).
+        `preselected`: the line was selected on the box by exactly `candidate_patterns()` (the
+        follow agent's selection is exact per line), so a plain grep need not search it again."""
         if isinstance(line, bytes):
             if len(line) > MAX_LINE:
                 line, truncated = line[:MAX_LINE], truncated or len(line)
@@ -156,13 +169,17 @@ class LogParser:
         elif len(line) > MAX_LINE:
             line, truncated = line[:MAX_LINE], truncated or len(line.encode("utf-8", "replace"))
         line = line.rstrip("\r\n")
+        if self._plain:
+            return self._parse_plain(line, offset, lineno, inode, truncated, preselected)
         if self._detector is not None and self.pack is None:
             decided = self._detector.feed(line)
             if decided:
                 self.pack = PACKS[decided]
         if "\x1b" in line:
             line = ANSI_RE.sub("", line)
-        builtin = self._candidate is None or self._candidate.search(line) is not None
+        builtin = (
+            self._candidate.search(line) is not None if self._candidate is not None else not self.no_pack
+        )
         grep_m = None
         for rx in self.grep:
             grep_m = rx.search(line)
@@ -232,8 +249,40 @@ class LogParser:
             **extra,
         )
 
+    def _parse_plain(
+        self,
+        line: str,
+        offset: int | None,
+        lineno: int | None,
+        inode: int | None,
+        truncated: int | None,
+        preselected: bool,
+    ) -> LogMatch | None:
+        if "\x1b" in line:
+            line = ANSI_RE.sub("", line)
+        fields: dict[str, Any] = {}
+        if not preselected or self._grep_groups:
+            for rx in self.grep:
+                m = rx.search(line)
+                if m is not None:
+                    fields = {k: _num(v) for k, v in m.groupdict().items() if v is not None}
+                    break
+            else:
+                if not preselected:  # (selected on the box: trust it, e.g. a pattern cut off here)
+                    return None
+        values: dict[str, Any] = {"offset": offset, "line": line, "event": "match", "fields": fields}
+        if lineno is not None:
+            values["lineno"] = lineno
+        if inode is not None:
+            values["inode"] = inode
+        if truncated is not None:
+            values["truncated"] = truncated
+        return LogMatch.fast(**values)
+
     def _markers(self, msg: str) -> None:
         """Warmup bookkeeping: a server (re)start opens warmup, a ready/warmup-done line closes it."""
+        if self.no_pack:
+            return
         packs = [self.pack] if self.pack else list(PACKS.values())
         for pk in packs:
             if pk.restart_re.search(msg):
@@ -245,6 +294,8 @@ class LogParser:
                 return
 
     def _parse_pack(self, msg: str, base: int, level: str | None) -> Parsed | None:
+        if self.no_pack:
+            return None
         if self.pack is not None:
             return self.pack.parse_message(msg, base, level)
         # undecided: batch/stat lines are unique to one pack, so the first that parses wins
