@@ -11,6 +11,7 @@ be read, 2 usage/pattern error.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from json.encoder import encode_basestring_ascii as _quote
@@ -139,6 +140,7 @@ async def grep(args: argparse.Namespace) -> int:
 
     from specdebug.core.logs.follow import follow_match_batches
 
+    gc.freeze()  # what import left behind is never garbage: keep collections of new matches cheap
     failed = False
     async with open_remote(args, host) as remote:
         try:

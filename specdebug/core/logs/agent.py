@@ -37,8 +37,10 @@ _META = re.compile(r"[.^$*+?{}\[\]\\|()]")
 # Runs on the box with python3 -I -S: keep it Python 3.6 compatible and stdlib only.
 AGENT = r"""
 import base64, os, re, select, signal, stat, sys, time, zlib
-out = sys.stdout.buffer
+out = open(1, "wb", buffering=1 << 16, closefd=False)
 LIMIT = __LIMIT__
+FLUSH_S = 0.01
+DENSE_S = 0.001
 TAILK = 256
 RX_S = __RX_S__
 KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device",
@@ -227,6 +229,7 @@ def main():
     def truncated(size, why):
         ctl("TRUNCATED", ino, size, why); reset()
     reported = S["pos"]; last_out = time.time(); got = 0; deadline = time.time() + poll_wait
+    pending = dense = False; last_flush = last_data = 0.0
     while True:
         if poll and got >= poll_max:
             ctl("END", S["pos"], chk(S["pos"]), 0); out.flush(); return
@@ -234,12 +237,19 @@ def main():
         if data is None:
             truncated(os.fstat(fd).st_size, "rewritten"); reported = 0; out.flush(); continue
         if data:
-            feed(data); got += len(data)
-            if S["pos"] != reported:
-                ctl("POS", S["pos"], chk(S["pos"])); reported = S["pos"]
-            out.flush(); last_out = time.time()
+            feed(data); got += len(data); pending = True
+            t = time.time(); dense = t - last_data < DENSE_S; last_data = t
             continue
         now = time.time()
+        if pending and not once and not poll:
+            # caught up: a line that came alone is sent at once (latency); while lines keep coming
+            # close together, at most every FLUSH_S (one SSH packet per many lines, not per line)
+            if dense and now - last_flush < FLUSH_S:
+                wait(FLUSH_S - (now - last_flush)); continue
+            if S["pos"] != reported:
+                ctl("POS", S["pos"], chk(S["pos"])); reported = S["pos"]
+            out.flush(); last_flush = last_out = now; pending = False
+            continue
         if once:
             finish(); ctl("END", S["pos"], "-", 1); out.flush(); return
         if poll and (got or now >= deadline):

@@ -31,6 +31,39 @@ from specdebug.core.logs.userrx import UserPattern
 _NAMED_GROUP_RE = re.compile(r"\(\?P<[A-Za-z_]\w*>")
 
 
+_NO_FIELDS: dict[str, Any] = {}
+
+
+class PlainMatch:
+    """A grep match without a pack (LogParser("none")): LogMatch's attributes at a fraction of the
+    cost of a pydantic model (tens of thousands per second while following). Read-only by
+    convention; `fields` may be a shared empty dict."""
+
+    __slots__ = ("offset", "line", "fields", "lineno", "inode", "truncated")
+    event = "match"
+    also: tuple[str, ...] = ()
+    metrics: dict[str, Any] = _NO_FIELDS
+    spans: tuple[tuple[int, int, str], ...] = ()
+    warmup = False
+    ts = None
+    phase = None
+
+    def __init__(
+        self,
+        offset: int | None,
+        line: str,
+        fields: dict[str, Any],
+        lineno: int | None = None,
+        inode: int | None = None,
+        truncated: int | None = None,
+    ) -> None:
+        self.offset, self.line, self.fields = offset, line, fields
+        self.lineno, self.inode, self.truncated = lineno, inode, truncated
+
+    def samples(self) -> list:
+        return []
+
+
 class PatternError(ValueError):
     """A user or profile pattern does not compile (message names it)."""
 
@@ -157,7 +190,7 @@ class LogParser:
         inode: int | None = None,
         truncated: int | None = None,
         preselected: bool = False,
-    ) -> LogMatch | None:
+    ) -> LogMatch | PlainMatch | None:
         """A LogMatch for a line this parser reports, else None. `truncated`: the full length of a
         line whose head only is given (longer lines given whole are cut here to MAX_LINE).
         `preselected`: the line was selected on the box by exactly `candidate_patterns()` (the
@@ -257,10 +290,10 @@ class LogParser:
         inode: int | None,
         truncated: int | None,
         preselected: bool,
-    ) -> LogMatch | None:
+    ) -> PlainMatch | None:
         if "\x1b" in line:
             line = ANSI_RE.sub("", line)
-        fields: dict[str, Any] = {}
+        fields: dict[str, Any] = _NO_FIELDS
         if not preselected or self._grep_groups:
             for rx in self.grep:
                 m = rx.search(line)
@@ -270,14 +303,7 @@ class LogParser:
             else:
                 if not preselected:  # (selected on the box: trust it, e.g. a pattern cut off here)
                     return None
-        values: dict[str, Any] = {"offset": offset, "line": line, "event": "match", "fields": fields}
-        if lineno is not None:
-            values["lineno"] = lineno
-        if inode is not None:
-            values["inode"] = inode
-        if truncated is not None:
-            values["truncated"] = truncated
-        return LogMatch.fast(**values)
+        return PlainMatch(offset, line, fields, lineno, inode, truncated)
 
     def _markers(self, msg: str) -> None:
         """Warmup bookkeeping: a server (re)start opens warmup, a ready/warmup-done line closes it."""
