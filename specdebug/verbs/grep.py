@@ -138,7 +138,7 @@ async def grep(args: argparse.Namespace) -> int:
         _report_cut(parser, set())
         return 0 if found else 1
 
-    from specdebug.core.logs.follow import follow_match_batches
+    from specdebug.core.logs.matches import follow_match_batches
 
     gc.freeze()  # what import left behind is never garbage: keep collections of new matches cheap
     failed = False

@@ -19,11 +19,16 @@ from dataclasses import dataclass
 
 from specdebug.core.limits import BOX_REGEX_TIMEOUT_S, cap_bytes
 from specdebug.core.logs.agent import POLL_MAX_BYTES, POLL_WAIT_S, agent_argv, split_prefilter, tail_argv
-from specdebug.core.logs.events import LogEvent, LogMatch
-from specdebug.core.logs.parser import LogParser
+from specdebug.core.logs.events import LogEvent
 from specdebug.remote.api import ConnectionDropped, ConnState, NotConnected, Remote
 
-__all__ = ["Follower", "RawLine", "agent_argv", "expand_remote_path", "follow_matches", "tail_argv"]
+__all__ = [
+    "Follower",
+    "RawLine",
+    "agent_argv",
+    "expand_remote_path",
+    "tail_argv",
+]
 
 MAX_RESTARTS = 5  # consecutive agent restarts without any output before giving up
 RESTART_DELAY_S = 0.5
@@ -406,77 +411,6 @@ def _unb64(field: bytes) -> str:
         return field.decode("utf-8", "replace")
 
 
-async def follow_matches(
-    remote: Remote,
-    path: str,
-    parser: LogParser,
-    *,
-    from_start: bool = False,
-    offset: int | None = None,
-    once: bool = False,
-    follower: Follower | None = None,
-) -> AsyncIterator[LogMatch | LogEvent]:
-    """Parsed matches (and follow events) of a remote file: what the pane and `grep` show.
-
-    Pass your own `follower` (built with `parser.candidate_patterns()` as prefilter) to read its
-    offset/inode/resolved path while following. A user pattern cut off for taking too long (on the
-    box or here) is reported once as a "pattern_cut" event."""
-    batches = follow_match_batches(
-        remote, path, parser, from_start=from_start, offset=offset, once=once, follower=follower
-    )
-    try:
-        async for batch in batches:
-            for item in batch:
-                yield item
-    finally:
-        await batches.aclose()
-
-
-async def follow_match_batches(
-    remote: Remote,
-    path: str,
-    parser: LogParser,
-    *,
-    from_start: bool = False,
-    offset: int | None = None,
-    once: bool = False,
-    follower: Follower | None = None,
-) -> AsyncIterator[list[LogMatch | LogEvent]]:
-    """`follow_matches` in lists of what arrived together (high line rates: one await per block)."""
-    if follower is None:
-        follower = Follower(
-            remote,
-            path,
-            prefilter=parser.candidate_patterns(),
-            offset=0 if from_start else offset,
-            once=once,
-            names=parser.pattern_names(),
-        )
-    cut_seen = len(parser.cut_patterns)
-    parse = parser.parse
-    batches = follower.batches()
-    try:
-        async for batch in batches:
-            out: list[LogMatch | LogEvent] = []
-            # the agent's selection is exact; without it (tail fallback) parse() selects every line
-            pre = not follower.fallback
-            for item in batch:
-                if isinstance(item, LogEvent):
-                    out.append(item)
-                    continue
-                m = parse(item.data, item.offset, None, item.inode, item.truncated, pre)
-                if m is not None:
-                    out.append(m)
-            if len(parser.cut_patterns) > cut_seen:
-                for name, detail in list(parser.cut_patterns.items())[cut_seen:]:
-                    out.append(LogEvent(kind="pattern_cut", path=path, detail=f"{name}: {detail}"))
-                cut_seen = len(parser.cut_patterns)
-            if out:
-                yield out
-    finally:
-        await batches.aclose()
-
-
 async def expand_remote_path(remote: Remote, path: str) -> str:
     """Resolve a leading ~ on the box (read_file takes plain paths)."""
     if not path.startswith("~"):
@@ -488,3 +422,12 @@ async def expand_remote_path(remote: Remote, path: str) -> str:
     if path.startswith("~/") and home:
         return home.rstrip("/") + path[1:]
     return path
+
+
+def __getattr__(name: str):
+    """follow_matches / follow_match_batches live in matches.py (parsing on top of following)."""
+    if name in ("follow_matches", "follow_match_batches"):
+        from specdebug.core.logs import matches
+
+        return getattr(matches, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
