@@ -46,7 +46,9 @@ def run_agent(path: Path, prefilter: list[str] = (), limit: int | None = None) -
         argv[4] = argv[4].replace(f"LIMIT = {MAX_LINE}", f"LIMIT = {limit}")
     out = subprocess.run(argv, capture_output=True, timeout=60).stdout
     follower = Follower(None, str(path), offset=0)  # type: ignore[arg-type]
-    follower.items = [follower._record(rec) for rec in out.split(b"\n") if rec]  # type: ignore[attr-defined]
+    recs = out.split(b"\n")
+    assert recs.pop() == b""  # every record ends with a newline
+    follower.items = follower._records(recs)  # type: ignore[attr-defined]
     return follower
 
 

@@ -6,6 +6,8 @@ truncation/rotation reported as records. Records, one per output line:
 
   OFFSET<TAB>LINE                a selected line (no newline in it by construction, <= MAX_LINE bytes)
   T<OFFSET> <LENGTH><TAB>LINE    a selected line longer than MAX_LINE: LINE is its first MAX_LINE bytes
+  !RUN<TAB>OFFSET<TAB>N          the next N output lines are N consecutive selected lines of the
+                                 file, as they are (the first at OFFSET): no per-line framing work
   !KIND<TAB>FIELD...             control; any field that could hold arbitrary bytes (a path, an
                                  error text) is base64, so no path or line content can break framing
 
@@ -188,13 +190,23 @@ def main():
         # block: complete lines, each at most LIMIT bytes
         base = S["pos"]; S["pos"] = base + len(block)
         if every:
-            at = 0
-            for ln in block[:-1].split(b"\n"):
-                out.write(b"%d\t%s\n" % (base + at, ln)); at += len(ln) + 1
+            out.write(b"!RUN\t%d\t%d\n" % (base, block.count(b"\n"))); out.write(block)
             return
         hits = select_block(block, base)
-        for s in sorted(hits):
-            out.write(b"%d\t%s\n" % (base + s, block[s:hits[s]]))
+        run_s = run_e = -2; n = 0
+        for s in sorted(hits):  # consecutive selected lines go out as one run: no per-line framing
+            if s == run_e + 1:
+                run_e = hits[s]; n += 1; continue
+            if n:
+                emit_run(base, block, run_s, run_e, n)
+            run_s, run_e, n = s, hits[s], 1
+        if n:
+            emit_run(base, block, run_s, run_e, n)
+    def emit_run(base, block, s, e, n):
+        if n == 1:
+            out.write(b"%d\t%s\n" % (base + s, block[s:e]))
+        else:
+            out.write(b"!RUN\t%d\t%d\n" % (base + s, n)); out.write(block[s:e + 1])
     def long_line():
         kept = S["buf"]; full = len(kept) + S["over"]; base = S["pos"]
         if every or select_block(kept + b"\n", base):

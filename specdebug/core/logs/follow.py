@@ -88,6 +88,7 @@ class Follower:
         self.polling = False
         self.reconnects = 0
         self._eof = False
+        self._run_left = self._run_at = 0  # inside a !RUN record: lines still to come, next offset
 
     async def lines(self) -> AsyncIterator[RawLine | LogEvent]:
         batches = self.batches()
@@ -115,6 +116,7 @@ class Follower:
                     return
                 got_any = False
                 status = None
+                self._run_left = 0  # a new agent: no run from the last one continues
                 argv = agent_argv(self.path, self.offset, self.inode, self.prefilter, self.once, self.check)
                 stream = self.remote.stream(argv, binary=True)
                 try:
@@ -149,9 +151,9 @@ class Follower:
                     else:
                         async for rec in stream:
                             got_any = True
-                            item = self._record(rec)
-                            if item is not None:
-                                yield [item]
+                            batch = self._records([rec[:-1] if rec.endswith(b"\n") else rec])
+                            if batch:
+                                yield batch
                     status = stream.exit_status
                 finally:
                     await stream.__aexit__(None, None, None)
@@ -210,11 +212,19 @@ class Follower:
                 yield [LogEvent(kind="resumed", path=self.path, offset=self.offset, inode=self.inode)]
 
     def _records(self, recs: list[bytes]) -> list[RawLine | LogEvent]:
-        """Decode complete records; data records (the hot path) inline, the rest via `_record`."""
+        """Decode complete records (no newline); data records and runs (the hot path) inline, the
+        rest via `_record`. A run's lines are taken as they are, whatever they contain."""
         out: list[RawLine | LogEvent] = []
         inode = self.inode
+        left, at = self._run_left, self._run_at
         end = None
         for rec in recs:
+            if left:
+                out.append(RawLine(at, rec, inode))
+                at += len(rec) + 1
+                left -= 1
+                end = at
+                continue
             if rec[:1].isdigit():
                 tab = rec.find(b"\t")
                 off = int(rec[:tab])
@@ -222,12 +232,17 @@ class Follower:
                 out.append(RawLine(off, data, inode))
                 end = off + len(data) + 1
                 continue
+            if rec.startswith(b"!RUN\t"):
+                _, first, count = rec.split(b"\t")
+                at, left = int(first), int(count)
+                continue
             if end is not None:
                 self.offset, self.check, end = end, None, None
             item = self._record(rec)
             inode = self.inode
             if item is not None:
                 out.append(item)
+        self._run_left, self._run_at = left, at
         if end is not None:
             self.offset, self.check = end, None
         return out
@@ -243,16 +258,16 @@ class Follower:
             )
             res = await self.remote.run(argv, timeout=wait + 60.0)
             self._eof = False
+            self._run_left = 0
             if res.exit_status == 127 and not res.stdout:
                 yield [
                     LogEvent(kind="error", path=self.path, offset=self.offset, detail="no python3 on the box")
                 ]
                 return
             batch: list[RawLine | LogEvent] = []
-            for rec in res.stdout.split(b"\n"):
-                if not rec:
-                    continue
-                item = self._record(rec)
+            recs = res.stdout.split(b"\n")
+            recs.pop()  # after the last newline
+            for item in self._records(recs):
                 if isinstance(item, LogEvent):
                     if item.kind == "opened":
                         if opened:
@@ -263,8 +278,7 @@ class Follower:
                         if missing:
                             continue
                         missing = True
-                if item is not None:
-                    batch.append(item)
+                batch.append(item)
             if batch:
                 yield batch
             if res.exit_status != 0 or (self.once and self._eof):
