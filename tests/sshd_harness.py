@@ -96,7 +96,10 @@ def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
-def start_sshd(workdir: Path, *, max_sessions: int = 10, port: int | None = None) -> Sshd:
+def start_sshd(
+    workdir: Path, *, max_sessions: int = 10, port: int | None = None, extra_config: tuple[str, ...] = ()
+) -> Sshd:
+    """Start sshd; `extra_config` lines go first (sshd keeps the first value of a keyword)."""
     if SSHD is None:
         raise RuntimeError("sshd not found: install openssh-server (apt-get install openssh-server)")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -129,6 +132,7 @@ def start_sshd(workdir: Path, *, max_sessions: int = 10, port: int | None = None
         "Subsystem sftp internal-sftp",
     ]
     cfg = workdir / "sshd_config"
+    base = [*extra_config, *base]
     cfg.write_text("\n".join(base + ["PerSourcePenalties no"]) + "\n")
     if subprocess.run([SSHD, "-t", "-f", str(cfg)], capture_output=True).returncode != 0:
         cfg.write_text("\n".join(base) + "\n")  # OpenSSH < 9.8 does not know PerSourcePenalties

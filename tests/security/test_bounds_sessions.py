@@ -21,7 +21,7 @@ from tests.unit.test_log_follow_local import Pump
 def sshd_one_session(tmp_path_factory) -> Sshd:
     if SSHD is None:
         pytest.skip("OpenSSH sshd not installed: real-SSH tests skipped")
-    server = start_sshd(tmp_path_factory.mktemp("sshd-max1"), max_sessions=1)
+    server = start_sshd(tmp_path_factory.mktemp("sshd-max1"), extra_config=("MaxSessions 1",))
     yield server
     server.stop()
 
