@@ -94,9 +94,15 @@ def _keygen(path: Path) -> None:
 
 
 def start_sshd(
-    workdir: Path, *, max_sessions: int = 10, port: int | None = None, wrap: Sequence[str] = ()
+    workdir: Path,
+    *,
+    max_sessions: int = 10,
+    port: int | None = None,
+    wrap: Sequence[str] = (),
+    extra_config: tuple[str, ...] = (),
 ) -> Sshd:
-    """Start sshd; `wrap` prefixes its command (e.g. unshare: a box whose sshd is PID 1 of a namespace)."""
+    """Start sshd; `wrap` prefixes its command (e.g. unshare: a box whose sshd is PID 1 of a namespace);
+    `extra_config` lines go first (sshd keeps the first value of a keyword)."""
     if SSHD is None:
         raise RuntimeError("sshd not found: install openssh-server (apt-get install openssh-server)")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -129,6 +135,7 @@ def start_sshd(
         "Subsystem sftp internal-sftp",
     ]
     cfg = workdir / "sshd_config"
+    base = [*extra_config, *base]
     cfg.write_text("\n".join(base + ["PerSourcePenalties no"]) + "\n")
     if subprocess.run([SSHD, "-t", "-f", str(cfg)], capture_output=True).returncode != 0:
         cfg.write_text("\n".join(base) + "\n")  # OpenSSH < 9.8 does not know PerSourcePenalties

@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 
 from specdebug.core import server_control
 from specdebug.core.capability import require_write
+from specdebug.core.limits import cap_text
 from specdebug.core.logs.hints import with_hint
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, profile_secrets
@@ -670,7 +671,7 @@ async def launch_and_watch(
 
 
 def _clean_line(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace").rstrip("\n")
+    text = cap_text(raw.decode("utf-8", "replace").rstrip("\n"))  # excerpts stay bounded
     if "\r" in text:  # progress bars redraw with \r: keep what the terminal would show last
         parts = [p for p in text.split("\r") if p.strip()]
         text = parts[-1] if parts else ""
