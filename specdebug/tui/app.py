@@ -58,14 +58,32 @@ def find_layout(name: str) -> Path:
     raise ValueError(f"layout {name!r} not found (known: {', '.join(known) or 'none'})")
 
 
-def load_keymap(path: Path = KEYMAP_FILE) -> dict[str, str]:
-    """`[keymap]` table of binding id -> keys; a bad file is reported, never fatal."""
-    if not path.is_file():
-        return {}
-    with path.open("rb") as f:
-        data = tomllib.load(f)
+class KeymapFile(dict[str, str]):
+    """binding id -> keys, plus `problems`: what was wrong with the file (shown as notifications)."""
+
+    def __init__(self, entries: dict[str, str] | None = None, problems: list[str] | None = None) -> None:
+        super().__init__(entries or {})
+        self.problems = problems or []
+
+
+def load_keymap(path: Path = KEYMAP_FILE) -> KeymapFile:
+    """`[keymap]` table of binding id -> keys; a bad file or entry is reported and ignored, never fatal."""
+    try:
+        if not path.is_file():
+            return KeymapFile()
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except (OSError, ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
+        return KeymapFile(problems=[f"keymap {path} ignored: {exc or type(exc).__name__}"])
     table = data.get("keymap", data)
-    return {str(k): str(v) for k, v in table.items() if isinstance(v, str)}
+    if not isinstance(table, dict):
+        return KeymapFile(
+            problems=[f'keymap {path} ignored: `keymap` must be a table like [keymap] "bench.run" = "ctrl+b"']
+        )
+    good = {str(k): v for k, v in table.items() if isinstance(v, str) and v.strip()}
+    bad = [str(k) for k in table if str(k) not in good]
+    problems = [f"keymap {path}: entries without a key string ignored: {', '.join(bad)}"] if bad else []
+    return KeymapFile(good, problems)
 
 
 def load_panes() -> list[type[Pane]]:
@@ -174,8 +192,14 @@ class SpecdebugApp(App):
         yield Footer()
 
     async def on_mount(self) -> None:
+        for problem in getattr(self._keymap, "problems", ()):
+            self.notify(problem, severity="warning", timeout=10)
         if self._keymap:
-            self.set_keymap(self._keymap)
+            try:
+                self.set_keymap(self._keymap)
+            except Exception as exc:  # a key string Textual cannot use: report, keep the defaults
+                self.notify(f"keymap ignored: {exc}", severity="warning", timeout=10)
+                self.set_keymap({})
         for remote in self.ctx.remotes.values():
             if hasattr(remote, "_on_host_key"):
                 remote._on_host_key = self.ask_host_key

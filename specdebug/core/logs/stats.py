@@ -148,8 +148,15 @@ class MetricStore:
             self.events[ev] += 1
         if match.event in ("ready", "warmup_done") or "ready" in match.also:
             self.marker_seen = True
-        for name, value in match.metrics.items():
-            self.add(name, value, warmup=match.warmup)
+        warmup = match.warmup
+        all_, post = self._all, self._post
+        for name, value in match.metrics.items():  # the hot path (every batch line): add() inlined
+            if value.__class__ is not float:
+                self.add(name, value, warmup=warmup)
+                continue
+            (all_.get(name) or self._series(all_, name)).add(value)
+            if not warmup:
+                (post.get(name) or self._series(post, name)).add(value)
 
     def add(self, name: str, value: float | list[float], *, warmup: bool = False) -> None:
         if isinstance(value, list):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from specdebug.core.fingerprint import PLUMBING_FLAGS, config_fingerprint, split_argv
 from specdebug.core.profiles.diff import SWITCH_SHOWN, Knob, KnobValue, diff_profiles
 from specdebug.core.profiles.lines import find_key_line
-from specdebug.core.profiles.load import load_profile, load_profile_text
+from specdebug.core.profiles.load import MAX_DEPTH, load_profile, load_profile_text
 from specdebug.core.profiles.model import (
     DEFAULT_PORTS,
     BenchSpec,
@@ -34,6 +34,7 @@ from specdebug.core.profiles.model import (
 
 __all__ = [
     "DEFAULT_PORTS",
+    "MAX_DEPTH",
     "PLUMBING_FLAGS",
     "SWITCH_SHOWN",
     "BenchSpec",

@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from specdebug.core.limits import cap_text
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber
 from specdebug.core.servers import (
@@ -107,7 +108,7 @@ async def launch_and_watch(
 
 
 def _clean_line(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace").rstrip("\n")
+    text = cap_text(raw.decode("utf-8", "replace").rstrip("\n"))  # excerpts stay bounded
     if "\r" in text:  # progress bars redraw with \r: keep what the terminal would show last
         parts = [p for p in text.split("\r") if p.strip()]
         text = parts[-1] if parts else ""
