@@ -22,7 +22,7 @@ import signal
 import stat
 import sys
 
-# the resident probe helper's boot line (specdebug.remote.connection): never signal its group
+# the resident probe helper's boot line (specdebug.remote.probe): never signal its group
 HELPER_MARK = "exec(zlib.decompress(base64.b64decode("
 SSHD_COMMS = ("sshd", "sshd-session", "sshd-auth")
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")

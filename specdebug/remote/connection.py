@@ -27,13 +27,7 @@ from pathlib import Path
 import asyncssh
 
 from specdebug.remote import hostkeys
-from specdebug.remote.api import (
-    ConnState,
-    ConnStatus,
-    HostKeyRefused,
-    NotConnected,
-    RemoteError,
-)
+from specdebug.remote.api import ConnState, ConnStatus, HostKeyRefused, NotConnected, RemoteError
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.remote.hostspec import HostSpec, ResolvedHost, resolve
 from specdebug.remote.probe import ProbeChannel, helper_command

@@ -13,12 +13,7 @@ import json
 from importlib import resources
 from typing import Any, Protocol
 
-from specdebug.remote.api import (
-    ConnectionDropped,
-    FileRead,
-    RemoteError,
-    RequestTimeout,
-)
+from specdebug.remote.api import ConnectionDropped, FileRead, RemoteError, RequestTimeout
 from specdebug.remote.shell import sh_join
 
 

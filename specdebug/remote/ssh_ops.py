@@ -13,13 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import asyncssh
 
-from specdebug.remote.api import (
-    ConnectionDropped,
-    FileRead,
-    ProcInfo,
-    RemoteError,
-    RunResult,
-)
+from specdebug.remote.api import ConnectionDropped, FileRead, ProcInfo, RemoteError, RunResult
 from specdebug.remote.probe import READ_FILES_SH, ProbeChannel, errname, file_read, parse_read_files
 from specdebug.remote.shell import sh_join, watchdog_command, with_env_cwd
 from specdebug.remote.slots import SlotLimiter

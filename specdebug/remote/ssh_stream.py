@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING
 
 import asyncssh
 
-from specdebug.remote.api import (
-    ConnectionDropped,
-)
+from specdebug.remote.api import ConnectionDropped
 from specdebug.remote.shell import watchdog_command
 
 if TYPE_CHECKING:

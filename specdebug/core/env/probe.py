@@ -7,12 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specdebug.core.env.model import (
-    DEFAULT_PREFIXES,
-    NCCL_ENV_MARKER,
-    EnvQuery,
-    EnvReport,
-)
+from specdebug.core.env.model import DEFAULT_PREFIXES, NCCL_ENV_MARKER, EnvQuery, EnvReport
 from specdebug.core.env.report import build_report
 from specdebug.core.workers import select_workers
 from specdebug.remote.api import Remote

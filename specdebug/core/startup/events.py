@@ -11,9 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from specdebug.core.servers import (
-    ServerRecord,
-)
+from specdebug.core.servers import ServerRecord
 
 Clock = Callable[[], float]
 

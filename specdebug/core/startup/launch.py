@@ -15,13 +15,7 @@ from specdebug.core.capability import require_write
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
 from specdebug.core.server_control import LaunchRefused
-from specdebug.core.servers import (
-    ServerRecord,
-    find_port_holder,
-    group_members,
-    load_record,
-    save_record,
-)
+from specdebug.core.servers import ServerRecord, find_port_holder, group_members, load_record, save_record
 from specdebug.core.startup.events import Clock
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.remote.shell import env_assignments

@@ -14,11 +14,7 @@ from typing import Any
 from specdebug.core.limits import cap_text
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber
-from specdebug.core.servers import (
-    ServerRecord,
-    group_members,
-    health_on_box,
-)
+from specdebug.core.servers import ServerRecord, group_members, health_on_box
 from specdebug.core.startup.events import Clock, Launched, Verdict
 from specdebug.core.startup.launch import launch
 from specdebug.core.startup.tracker import StartupTracker
