@@ -19,6 +19,7 @@ from specdebug.core.journal import Journal, resolve_session
 from specdebug.core.report import (
     baseline_event,
     baseline_of,
+    compare_order,
     config_diff,
     delta_pct,
     fmt,
@@ -27,6 +28,7 @@ from specdebug.core.report import (
     history,
     metric_diff,
     render_markdown,
+    report_title,
 )
 from specdebug.verbs.common import err, print_json
 
@@ -36,7 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     h.add_argument("--session", metavar="DIR", help="session folder (default: the latest)")
     h.add_argument("--json", action="store_true", help='print {"results": [...]}')
     h.add_argument(
-        "--compare", nargs=2, type=int, metavar=("A", "B"), help="config and metric diff of runs A and B"
+        "--compare",
+        nargs=2,
+        type=int,
+        metavar=("A", "B"),
+        help="config and metric diff of runs A and B, from the baseline (or the earlier run) to the other",
     )
     h.add_argument("--baseline", type=int, metavar="N", help="make run N the baseline for deltas")
     h.set_defaults(func=cmd_history)
@@ -80,7 +86,10 @@ def cmd_history(args: argparse.Namespace) -> int:
             journal.append("mark", baseline_event(by_id[args.baseline].ts))
             print(f"baseline: #{args.baseline} {by_id[args.baseline].result.profile or ''}")
             return 0
-        return _compare(by_id[args.compare[0]], by_id[args.compare[1]], args.json)
+        first, second = compare_order(
+            by_id[args.compare[0]], by_id[args.compare[1]], baseline_of(events, entries)
+        )
+        return _compare(first, second, args.json)
     if args.json:
         print_json({"session": str(journal.session_dir), "results": [e.to_json() for e in entries]})
         return 0
@@ -104,22 +113,29 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def _compare(a, b, as_json: bool) -> int:
+    """From `a` to `b` (compare_order: the baseline or the earlier run first, as the table's vs base)."""
     config = config_diff(a.result, b.result)
     metrics = metric_diff(a.result, b.result)
     if as_json:
         print_json(
             {
+                "from": a.id,
+                "to": b.id,
                 "a": a.id,
                 "b": b.id,
                 "config": config,
-                "metrics": [{"metric": m, "a": x, "b": y, "delta_pct": d} for m, x, y, d in metrics],
+                "metrics": [
+                    {"metric": m, "from": x, "to": y, "a": x, "b": y, "delta_pct": d}
+                    for m, x, y, d in metrics
+                ],
             }
         )
         return 0
-    print(f"#{a.id} {a.result.profile or '?'}  vs  #{b.id} {b.result.profile or '?'}")
+    print(f"from #{a.id} {a.result.profile or '?'} -> to #{b.id} {b.result.profile or '?'}")
     print("config:" if config else "config: same")
     for line in config:
         print(f"  {line}")
+    print(f"  {'metric':<18} {'#' + str(a.id):>9} {'#' + str(b.id):>9} {'change':>8}")
     for name, x, y, d in metrics:
         print(f"  {name:<18} {fmt(x, 2):>9} {fmt(y, 2):>9} {fmt_delta(d):>8}")
     return 0
@@ -136,7 +152,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     journal = _journal(args.session)
     if journal is None:
         return 2
-    text = render_markdown(journal.events(), title=f"specdebug session {journal.session_dir.name}")
+    events = journal.events()
+    text = render_markdown(events, title=report_title(journal.session_dir.name, events))
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:

@@ -33,7 +33,7 @@ from specdebug.core.startup import (
     Verdict,
 )
 from specdebug.remote.api import RemoteError
-from specdebug.tui.pane import Pane
+from specdebug.tui.pane import Pane, RunningServer, describe_error
 
 # phases shown as pending before they happen (per kind); others appear when seen
 EXPECTED_PHASES = {
@@ -42,6 +42,9 @@ EXPECTED_PHASES = {
     "custom": ["launch", "ready"],
 }
 LOG_LINES_SHOWN = 14
+CONNECT_WAIT_S = 30.0
+# states in which no server of the profile is known to run: stop/restart need no second press
+NOTHING_RUNNING = ("idle", "stopped", "failed", "exited")
 
 
 def _fmt_s(seconds: float | None) -> str:
@@ -79,6 +82,7 @@ class StartupPane(Pane):
     def __init__(self, ctx, **kwargs) -> None:
         super().__init__(ctx, **kwargs)
         self.clock = time.time
+        self.known: dict[str, RunningServer] = {}  # profile -> server seen running (for the quit note)
         self.reset()
 
     def reset(self) -> None:
@@ -92,6 +96,7 @@ class StartupPane(Pane):
         self.log_lines: deque[str] = deque(maxlen=500)
         self.message = ""
         self.history: StartupHistory | None = None
+        self.found: startup.ServerStatus | None = None  # running when we opened: not watched from launch
         self._dirty = True
 
     def compose(self) -> ComposeResult:
@@ -108,6 +113,7 @@ class StartupPane(Pane):
         self.render_view()
         self.set_interval(0.1, self._refresh_if_dirty)
         self.set_interval(0.5, self._tick)
+        self.recognise()
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -120,8 +126,8 @@ class StartupPane(Pane):
         if journal is None or self.profile is None:
             self.history = None
             return
-        try:
-            events = journal.events({"verdict"})
+        try:  # launches too: an attach's verdict is no startup and must not feed the ETA
+            events = journal.events({"verdict", "launch"})
         except Exception:
             events = []
         self.history = startup.startup_history(events, self.profile.name)
@@ -130,6 +136,8 @@ class StartupPane(Pane):
         """Fold one core event into the pane's state (tests feed events here directly)."""
         if isinstance(ev, Launched):
             self.record = ev.record
+            self.found = None
+            self._remember(ev.record)
             self.state = "starting"
             self.phases = [ServerPhase(name="launch", at=ev.record.started_at, elapsed_s=0.0)]
             self.verdict = None
@@ -152,8 +160,38 @@ class StartupPane(Pane):
             self.message = ev.message
             if ev.stopped:
                 self.pids, self.health = [], None
+                self.known.pop(ev.profile, None)
             self.post_message(self.ServerEvent("stopped"))
         self._dirty = True
+
+    def apply_status(self, st: startup.ServerStatus) -> None:
+        """Fold what `status` found on open into the pane: a running server shows RUNNING (READY
+        when healthy) with its PID and log, without a launch or an attach (nothing is written)."""
+        self.reset_run("idle")
+        if st.state == "running" and st.record is not None:
+            self.record, self.pids, self.health, self.found = st.record, list(st.pids), st.health, st
+            self._remember(st.record)
+            self.state = "ready" if st.health == 200 else "running"
+            if self.state == "ready":
+                self.post_message(self.ServerEvent("ready"))
+        elif st.state == "exited" and st.record is not None:
+            self.message = f"the last server (PID {st.record.pid}) is gone: it exited or was killed"
+        if self.state == "idle" and st.port_holder is not None and st.port_holder.listening:
+            self.message = (self.message + "\n" if self.message else "") + st.port_holder.describe()
+        self._dirty = True
+
+    def _remember(self, record: Any) -> None:
+        host = self.ctx.selected or getattr(self.ctx.remote(), "name", "") or record.host
+        path = str(self.ctx.profile_path) if self.ctx.profile_path else None
+        self.known[record.profile] = RunningServer(host, record.profile, path, record.pid, record.port)
+
+    def running_servers(self) -> list[RunningServer]:
+        """Servers this pane saw running and did not see stop (the current profile's: by its state)."""
+        current = self.profile.name if self.profile is not None else None
+        out = [srv for name, srv in self.known.items() if name != current]
+        if current in self.known and self.state not in ("idle", "stopped", "exited"):
+            out.append(self.known[current])
+        return out
 
     def elapsed(self) -> float | None:
         if self.verdict is not None:
@@ -176,7 +214,7 @@ class StartupPane(Pane):
         self._dirty = False
         try:
             self.query_one("#startup-head", Static).update(self.head_text())
-            self.query_one("#startup-phases", Static).update(self.phases_table())
+            self.query_one("#startup-phases", Static).update(self.phases_view())
             self.query_one("#startup-verdict-text", Static).update(self.verdict_text())
             lines = list(self.log_lines)[-LOG_LINES_SHOWN:]
             self.query_one("#startup-log", Static).update(
@@ -200,11 +238,14 @@ class StartupPane(Pane):
             "stopping": "yellow",
             "stopped": "dim",
             "exited": "bold red",
-            "running": "green",
+            "running": "bold yellow",
+            "checking": "dim",
         }.get(self.state, "dim")
         text.append(self.state.upper(), style=style)
         elapsed = self.elapsed()
-        if elapsed is not None:
+        if self.found is not None and elapsed is not None:
+            text.append(f"  up {_fmt_s(elapsed)}  (found running when specdebug opened)")
+        elif elapsed is not None:
             text.append(f"  elapsed {_fmt_s(elapsed)}")
         if self.history is not None:
             if self.state == "starting" and elapsed is not None:
@@ -220,7 +261,18 @@ class StartupPane(Pane):
             text.append(f"log {self.record.log_file}", style="dim")
         elif self.state == "idle":
             text.append("\nl launch  a attach  s stop  R restart", style="dim")
+        elif self.state == "checking":
+            text.append("\nchecking whether this profile's server is already running…", style="dim")
         return text
+
+    def phases_view(self) -> Table | Text:
+        if self.found is not None:
+            return Text(
+                "startup phases not watched: the server was already running when specdebug opened\n"
+                "(a attaches: phases replayed from its log)",
+                style="dim",
+            )
+        return self.phases_table()
 
     def phases_table(self) -> Table:
         table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, expand=False)
@@ -271,6 +323,18 @@ class StartupPane(Pane):
     def verdict_text(self) -> Text:
         v = self.verdict
         text = Text(no_wrap=True, overflow="ellipsis")
+        if v is None and self.found is not None and self.record is not None:
+            launched = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.record.started_at))
+            how = "attached" if self.record.attached else "launched"
+            if self.state == "ready":
+                text.append("READY", style="bold green")
+            elif self.state == "running":
+                text.append("RUNNING", style="bold yellow")
+                text.append(f", health {self.health or 'not answering'} (still starting?)")
+            else:
+                text.append(self.state.upper(), style="bold")
+            text.append(f"\n{how} by specdebug at {launched}", style="dim")
+            return text
         if v is None:
             if self.message:
                 text.append(self.message)
@@ -310,8 +374,9 @@ class StartupPane(Pane):
     CONFIRM_S = 3.0
 
     def _confirmed(self, action: str, what: str) -> bool:
-        """A running server costs minutes to bring back: stop/restart need the key pressed twice."""
-        if self.state not in ("ready", "running", "starting"):
+        """A running server costs minutes to bring back: stop/restart need a second press within
+        CONFIRM_S (the key, or the palette entry again; the palette goes through here too)."""
+        if self.state in NOTHING_RUNNING:
             return True
         now = time.monotonic()
         last = self._armed.get(action)
@@ -319,11 +384,15 @@ class StartupPane(Pane):
             self._armed.pop(action, None)
             return True
         self._armed[action] = now
-        key = next((b.key for b in self.BINDINGS if b.action == action), action)
-        self.notify(
-            f"press {key} again to {what} {self.profile.name}", severity="warning", timeout=self.CONFIRM_S
-        )
+        self.notify(self.confirm_text(action, what), severity="warning", timeout=self.CONFIRM_S)
         return False
+
+    def confirm_text(self, action: str, what: str) -> str:
+        binding = next((b for b in self.BINDINGS if b.action == action), None)
+        keys = getattr(self.app, "_keymap", {}).get(binding.id, binding.key) if binding else action
+        key = keys.split(",")[0]
+        again = f"press {key} again" + (" (or pick it in the palette again)" if self.from_palette else "")
+        return f"{again} within {self.CONFIRM_S:.0f} s to {what} {self.profile.name}"
 
     def action_restart(self) -> None:
         if self._ready_to_act() is not None and self._confirmed("restart", "restart"):
@@ -365,10 +434,12 @@ class StartupPane(Pane):
             self.state = "running" if exc.record is not None else "idle"
             self.message = str(exc)
             self.notify(str(exc), severity="error")
+            if exc.record is not None:  # show the running one as if found on open
+                self.call_later(self.recognise)
         except Exception as exc:
             self.state = "failed" if self.state in ("launching", "starting") else self.state
-            self.message = f"{type(exc).__name__}: {exc}"
-            self.notify(f"{mode} failed: {exc}", severity="error")
+            self.message = describe_error(exc)
+            self.notify(f"{mode} failed: {describe_error(exc)}", severity="error")
         finally:
             self._dirty = True
 
@@ -379,28 +450,62 @@ class StartupPane(Pane):
             self.reset_run("idle")
             self.pids, self.health = [], None
             self.load_history()
+            self.recognise()
+
+    def recognise(self) -> None:
+        """Is the profile's server already running (state record + liveness + health)?  Asked on
+        open and after a profile switch, through core `status`: reads only, so a read-only seat
+        may ask too, and nothing is journaled."""
+        if self.profile is None or self.ctx.remote() is None:
+            return
+        self.reset_run("checking")
+        self._recognise()
+
+    @work(exclusive=True, group="startup-run", exit_on_error=False)
+    async def _recognise(self) -> None:
+        remote, profile = self.ctx.remote(), self.profile
+        try:
+            await remote.wait_connected(CONNECT_WAIT_S)
+            st = await startup.status(remote, profile)
+        except Exception as exc:  # a down host is the header's news; the pane just cannot tell
+            if self.state == "checking":
+                self.reset_run("idle")
+                self.message = f"could not check for a running server: {describe_error(exc)}"
+            return
+        if profile is not self.profile:
+            return
+        self.apply_status(st)
+        if self.state in ("ready", "running") and self.record is not None:
+            await self._monitor(remote, self.record, profile)
 
     MONITOR_S = 3.0
 
     async def _monitor(self, remote: Any, record: Any, profile: Any) -> None:
-        """After ready, keep watching: a server that dies later must not keep saying READY."""
-        while self.state == "ready":
+        """After ready (or found running), keep watching: a server that dies later must not keep
+        saying READY, and one found still starting turns READY when its health answers."""
+        while self.state in ("ready", "running"):
             await asyncio.sleep(self.MONITOR_S)
             try:
                 pids, health = await startup.liveness(remote, record, profile)
             except RemoteError:
                 continue  # connection trouble is the header's news; try again
-            if self.state != "ready":
+            if self.state not in ("ready", "running"):
                 return  # stopped or relaunched meanwhile
             self.pids, self.health = pids, health
             if not pids:
                 self.state = "exited"
+                self.found = None
+                self.known.pop(profile.name, None)
                 self.message = "the server's process group is gone (crashed or killed outside specdebug)"
                 self.notify(f"{profile.name}: server exited", severity="error")
                 self.post_message(self.ServerEvent("stopped"))
+            elif self.state == "running" and health == 200:
+                self.state = "ready"
+                self.post_message(self.ServerEvent("ready"))
             self._dirty = True
 
     def reset_run(self, state: str) -> None:
+        self.found = None
         self.record = None
         self.phases = []
         self.verdict = None
@@ -420,6 +525,6 @@ class StartupPane(Pane):
             self.notify(result.message, severity="information" if result.stopped else "error")
         except Exception as exc:
             self.state = "failed"
-            self.notify(f"stop failed: {exc}", severity="error")
+            self.notify(f"stop failed: {describe_error(exc)}", severity="error")
         finally:
             self._dirty = True
