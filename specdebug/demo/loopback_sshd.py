@@ -108,6 +108,15 @@ class LoopbackSSHServer:
                     self._server.close()
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(self._server.wait_closed(), 2)
+                # sessions end by themselves once their groups are dead: let them reap their
+                # processes, or the closed loop prints "Task was destroyed" and transport noise
+                others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                if others:
+                    _, pending = await asyncio.wait(others, timeout=3)
+                    for task in pending:
+                        task.cancel()
+                    if pending:
+                        await asyncio.wait(pending, timeout=1)
                 loop.stop()
 
             asyncio.run_coroutine_threadsafe(shutdown(), loop)

@@ -456,8 +456,8 @@ class StartupPane(Pane):
         """Is the profile's server already running (state record + liveness + health)?  Asked on
         open and after a profile switch, through core `status`: reads only, so a read-only seat
         may ask too, and nothing is journaled."""
-        if self.profile is None or self.ctx.remote() is None:
-            return
+        if self.profile is None or self.ctx.remote() is None or self.state != "idle":
+            return  # a launch (the demo's, or a quick key) already runs: it knows better
         self.reset_run("checking")
         self._recognise()
 
