@@ -324,16 +324,18 @@ class SpecdebugApp(App):
         return next((p for p in self.query(Pane) if f"tab-{p.PANE_ID}" == active), None)
 
     def _focus_changed(self, focused) -> None:
-        """Focus lost (a hidden widget, a resize, Tab off the end): give it back to the shown pane,
-        so the pane's keys keep working and stay in the footer."""
-        if focused is None:
+        """Focus lost (a hidden widget, a resize, Tab off the end) or left in a hidden tab (the
+        screen's first auto-focus): give it back to the shown pane, so the pane's keys keep
+        working and stay in the footer."""
+        pane = self.active_pane()
+        if pane is not None and not self._inside(focused, pane):
             self.call_after_refresh(self._refocus)
 
     def _refocus(self) -> None:
-        if self.screen is not self.screen_stack[0] or self.focused is not None:
-            return  # a modal is up, or something took focus meanwhile
+        if self.screen is not self.screen_stack[0]:
+            return  # a modal is up: it owns focus
         pane = self.active_pane()
-        if pane is not None:
+        if pane is not None and not self._inside(self.focused, pane):
             self.focus_pane(pane)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
