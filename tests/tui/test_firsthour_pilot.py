@@ -19,13 +19,12 @@ from specdebug.core.startup import ServerStatus, startup_history
 from specdebug.remote.api import RunResult
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
-from specdebug.tui.pane import Pane, RunningServer
+from specdebug.tui.pane import Pane
 from specdebug.tui.panes.bench import BenchPane
-from specdebug.tui.panes.env import EnvPane, tui_warnings
+from specdebug.tui.panes.env import EnvPane
 from specdebug.tui.panes.logs import LogsPane, LogView, entry_for_event
 from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.screens.help import HelpScreen
-from specdebug.verbs.tui import still_running_lines
 from tests.tui.fakes import StillRemote
 from tests.tui.test_bench_pane import fake_results
 from tests.tui.test_env_pane import PROCS, QUERY, FakeRemote, files
@@ -200,6 +199,8 @@ async def test_env_pane_follows_profile_switch() -> None:
 
 
 def test_env_hint_names_no_cli_flags() -> None:
+    from specdebug.tui.panes.env import tui_warnings
+
     query = QUERY.model_copy(update={"expected": {}, "expected_source": "profile baseline"})
     report = build_report(query, PROCS, files(), [])
     shown = " ".join(tui_warnings(report))
@@ -438,6 +439,9 @@ def test_report_title_and_marks_read_as_text(tmp_path: Path, capsys) -> None:
 
 
 async def test_quit_remembers_the_running_server_and_its_stop_command() -> None:
+    from specdebug.tui.pane import RunningServer
+    from specdebug.verbs.tui import still_running_lines
+
     app = app_with_profile()
     async with app.run_test(size=(150, 45)) as pilot:
         pane = app.query_one(StartupPane)
