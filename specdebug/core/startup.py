@@ -413,16 +413,17 @@ def startup_history(
     belongs to the launch with its PID and start time (verdict time - elapsed), so a later real
     launch that happens to get the same PID still counts."""
     attached = [
-        (e.get("pid"), float(e.get("started_at") or 0))
-        for e in events
-        if e.get("kind") == "launch" and e.get("attached")
+        (e.get("pid"), e.get("started_at")) for e in events if e.get("kind") == "launch" and e.get("attached")
     ]
 
     def was_attach(v: dict[str, Any]) -> bool:
         if v.get("attached"):
             return True
-        start = float(v.get("at") or 0) - float(v.get("elapsed_s") or 0)
-        return any(pid == v.get("pid") and abs(at - start) < 1.0 for pid, at in attached)
+        start = float(v["at"]) - float(v.get("elapsed_s") or 0) if v.get("at") else None
+        return any(
+            pid == v.get("pid") and (at is None or start is None or abs(float(at) - start) < 1.0)
+            for pid, at in attached
+        )
 
     runs = [
         e

@@ -211,6 +211,27 @@ def test_env_hint_names_no_cli_flags() -> None:
 # -- pane keys stay where focus goes; read-only says so ---------------------------------------------
 
 
+async def palette(pilot, entry: str) -> None:
+    """Pick `entry` in the command palette, waiting for its search (slow under load)."""
+    from textual.command import CommandList, CommandPalette
+
+    await pilot.press("ctrl+p")
+    for _ in range(100):
+        await pilot.pause(0.02)
+        if isinstance(pilot.app.screen, CommandPalette):
+            break
+    await pilot.press(*entry)
+    for _ in range(200):
+        await pilot.pause(0.02)
+        hits = pilot.app.screen.query_one(CommandList)
+        if hits.highlighted is not None and entry in str(hits.get_option_at_index(hits.highlighted).prompt):
+            break
+    else:
+        raise AssertionError(f"palette never offered {entry!r}")
+    await pilot.press("enter")
+    await settle(pilot, 6)
+
+
 def inside(app, pane_cls) -> bool:
     focused = app.focused
     pane = app.query_one(pane_cls)
@@ -244,12 +265,7 @@ async def test_readonly_keys_and_palette_say_read_only() -> None:
         await pilot.press("l")
         await settle(pilot)
         assert "read-only seat: Launch would change the box" in notes(app)
-        await pilot.press("ctrl+p")
-        await settle(pilot)
-        await pilot.press(*"Startup: Restart")
-        await settle(pilot, 6)
-        await pilot.press("enter")
-        await settle(pilot, 6)
+        await palette(pilot, "Startup: Restart")
         assert "read-only seat: Restart would change the box" in notes(app)
         await pilot.press("f1")
         await settle(pilot)
@@ -279,12 +295,7 @@ async def test_palette_restart_goes_through_the_confirmation() -> None:
         pane = app.query_one(StartupPane)
         pane.workers.cancel_group(pane, "startup-run")  # the fake host never connects
         feed_ready(pane)
-        await pilot.press("ctrl+p")
-        await settle(pilot)
-        await pilot.press(*"Startup: Restart")
-        await settle(pilot, 6)
-        await pilot.press("enter")
-        await settle(pilot, 6)
+        await palette(pilot, "Startup: Restart")
         assert any(
             "press R again (or pick it in the palette again) within 3 s to restart eagle3-3step" == n
             for n in notes(app)
