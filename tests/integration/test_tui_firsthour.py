@@ -110,7 +110,9 @@ def test_reopen_readonly_shows_running_server_and_keys_behave(sshd, tmp_path: Pa
         tmux.wait_screen("tui", lambda s: "gpubox connected" in s, 30)
         tmux("send-keys", "-t", "tui", "2")
         # no `a` pressed: the pane recognises the profile's running server by itself
-        screen = tmux.wait_screen("tui", lambda s: "READY" in s and "found running" in s, 30)
+        screen = tmux.wait_screen(
+            "tui", lambda s: "READY" in s and "found running" in s and "found already running" in s, 30
+        )
         assert f"PID {record.pid}" in screen and "health 200" in screen
         # read-only: mutating keys are not offered, and pressing one says why
         assert "Launch" not in footer(screen) and "Attach" in footer(screen)

@@ -113,7 +113,7 @@ async def test_found_running_server_shows_ready_and_tells_the_other_panes() -> N
         head = pane.head_text().plain
         assert pane.state == "ready" and "READY" in head and "found running" in head
         assert "PID 4242" in head and "health 200" in head
-        assert "already running" in str(pane.phases_view())
+        assert "found already running" in str(pane.phases_view())
         assert app.seen == ["ready"]  # logs and env follow this server without a key
         pane.apply_status(running_status(pane.profile, None))
         assert pane.state == "running" and "RUNNING" in pane.verdict_text().plain

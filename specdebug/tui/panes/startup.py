@@ -285,10 +285,10 @@ class StartupPane(StartupView, Pane):
             if self.state == "ready" and self.record is not None:
                 await self._monitor(remote, self.record, profile)
         except startup.LaunchRefused as exc:
-            self.state = "running" if exc.record is not None else "idle"
+            self.state = "idle"
             self.message = str(exc)
             self.notify(str(exc), severity="error")
-            if exc.record is not None:  # show the running one as if found on open
+            if exc.record is not None:  # the profile's server already runs: show it as if found
                 self.call_later(self.recognise)
         except Exception as exc:
             self.state = "failed" if self.state in ("launching", "starting") else self.state
@@ -302,6 +302,7 @@ class StartupPane(StartupView, Pane):
         if kind == "profile":
             self.workers.cancel_group(self, "startup-run")
             self.reset_run("idle")
+            self.log_lines.clear()
             self.pids, self.health = [], None
             self.load_history()
             self.recognise()

@@ -50,7 +50,8 @@ class StartupView:
             text.append("no profile: start specdebug with -c PROFILE", style="yellow")
             return text
         text.append(self.profile.name, style="bold cyan")
-        text.append(f"  port {self.profile.server.port}  ")
+        port = self.record.port if self.record is not None else self.profile.server.port
+        text.append(f"  port {port}  ")
         style = {
             "ready": "bold green",
             "failed": "bold red",
@@ -65,7 +66,7 @@ class StartupView:
         text.append(self.state.upper(), style=style)
         elapsed = self.elapsed()
         if self.found is not None and elapsed is not None:
-            text.append(f"  up {_fmt_s(elapsed)}  (found running when specdebug opened)")
+            text.append(f"  up {_fmt_s(elapsed)}  (found running, not launched from this screen)")
         elif elapsed is not None:
             text.append(f"  elapsed {_fmt_s(elapsed)}")
         if self.history is not None:
@@ -89,8 +90,7 @@ class StartupView:
     def phases_view(self) -> Table | Text:
         if self.found is not None:
             return Text(
-                "startup phases not watched: the server was already running when specdebug opened\n"
-                "(a attaches: phases replayed from its log)",
+                "phases not watched: found already running\n(a attaches and replays them from its log)",
                 style="dim",
             )
         return self.phases_table()
