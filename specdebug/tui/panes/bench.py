@@ -126,7 +126,7 @@ def compare_renderable(a: HistoryEntry, b: HistoryEntry) -> Group:
     for name, x, y, d in metric_diff(a.result, b.result):
         style = "" if d is None or abs(d) < 2 else ("green" if (d > 0) != ("ms" in name) else "red")
         table.add_row(Text(name), fmt(x, 2), fmt(y, 2), Text(fmt_delta(d), style=style))
-    note = Text(f"change: to #{b.id} vs from #{a.id} (same direction as the table's vs base)", style="dim")
+    note = Text(f"change: #{b.id} vs #{a.id}, like the table's vs base", style="dim")
     return Group(title, cfg, Text(""), table, note)
 
 
