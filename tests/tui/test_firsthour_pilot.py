@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 from rich.console import Console
+from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Input, Static
 
 from specdebug.core.envcheck import build_report
@@ -470,3 +471,45 @@ async def test_quit_remembers_the_running_server_and_its_stop_command() -> None:
 
 def test_panes_without_servers_leave_nothing_running() -> None:
     assert Pane.running_servers(object()) == []  # type: ignore[arg-type]
+
+
+# -- snapshots of the changed views -------------------------------------------------------------------
+
+
+class FoundApp(App):
+    """The startup pane showing a server found running (READY, not watched from launch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ctx = AppContext(profile=load_profile(PROFILE), journal=FakeJournal(HISTORY))
+
+    def compose(self) -> ComposeResult:
+        yield StartupPane(self.ctx)
+
+    def on_mount(self) -> None:
+        pane = self.query_one(StartupPane)
+        pane.clock = lambda: T0 + 312
+        pane.apply_status(running_status(pane.profile, 200))
+        pane.render_view()
+
+
+def test_startup_pane_found_running_snapshot(snap_compare, monkeypatch) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    try:
+        assert snap_compare(FoundApp(), terminal_size=(130, 20))
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_logs_filter_box_with_prompt_snapshot(snap_compare) -> None:
+    from tests.tui.test_logs_pane import LogsApp
+
+    async def type_filter(pilot) -> None:
+        await pilot.press("slash", *"accept")
+        await settle(pilot)
+
+    assert snap_compare(LogsApp(), run_before=type_filter, terminal_size=(150, 20))
