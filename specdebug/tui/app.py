@@ -96,7 +96,10 @@ class ActionsProvider(Provider):
                 ):
                     continue
                 seen.add((scope, binding.action))
-                yield f"{scope}: {binding.description}", binding, node
+                text = f"{scope}: {binding.description}"
+                if isinstance(node, Pane) and app.ctx.readonly and binding.action in node.MUTATING_ACTIONS:
+                    text += " (disabled: read-only)"
+                yield text, binding, node
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)

@@ -175,9 +175,16 @@ class StartupPane(StartupView, Pane):
         """Servers this pane saw running and did not see stop (the current profile's: by its state)."""
         current = self.profile.name if self.profile is not None else None
         out = [srv for name, srv in self.known.items() if name != current]
-        if current in self.known and self.state not in ("idle", "stopped", "exited"):
+        if current in self.known and self.is_running():
             out.append(self.known[current])
         return out
+
+    def is_running(self) -> bool:
+        """The shown server is (as far as the pane knows) alive: a failed startup only while its
+        processes are still there."""
+        return self.state in ("ready", "running", "starting", "stopping") or (
+            self.state == "failed" and bool(self.pids)
+        )
 
     def elapsed(self) -> float | None:
         if self.verdict is not None:
@@ -301,6 +308,8 @@ class StartupPane(StartupView, Pane):
         """Another profile was picked: this pane's phases and verdict belonged to the old one."""
         if kind == "profile":
             self.workers.cancel_group(self, "startup-run")
+            if self.record is not None and not self.is_running():
+                self.known.pop(self.record.profile, None)  # only live servers are worth the quit note
             self.reset_run("idle")
             self.log_lines.clear()
             self.pids, self.health = [], None
