@@ -200,7 +200,7 @@ class StartupPane(StartupView, Pane):
             self.render_view()
 
     def _tick(self) -> None:
-        if self.state == "starting":
+        if self.state == "starting" or self.found is not None:  # elapsed / uptime move on
             self._dirty = True
 
     def render_view(self) -> None:
