@@ -31,9 +31,7 @@ def env_assignments(env: Mapping[str, str] | None) -> list[str]:
 
 
 # `~` and `~/x` mean the box user's home (quoted words are never tilde-expanded by the shell)
-_CD_AND_EXEC = (
-    'case "$1" in "~") cd ;; "~/"*) cd "$HOME/${1#"~/"}" ;; *) cd "$1" ;; esac && shift && exec "$@"'
-)
+_CD_AND_EXEC = 'case "$1" in "~") cd ;; "~/"*) cd "$HOME/${1#"~/"}" ;; *) cd "$1" ;; esac && shift && exec "$@"'
 
 
 def with_env_cwd(
