@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import sys
 from json.encoder import encode_basestring_ascii as _quote
 
 from specdebug.core.limits import open_regular_file, truncation_note
@@ -22,8 +21,9 @@ from specdebug.core.logs.location import split_host_path
 from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import iter_capped_lines
+from specdebug.core.sanitize import visible
 from specdebug.remote.api import RemoteError
-from specdebug.verbs.common import add_ssh_args, err, out, print_json, run_verb
+from specdebug.verbs.common import add_ssh_args, err, out, out_block, print_json, run_verb
 from specdebug.verbs.scan import LOG_HELP, match_json, profile_scrubber
 
 
@@ -65,18 +65,17 @@ def _report_cut(parser: LogParser, said: set[str]) -> None:
 
 
 def _write(lines: list[str]) -> None:
-    sys.stdout.write("".join(lines))
-    sys.stdout.flush()
+    out_block(lines)
     lines.clear()
 
 
 def _match_text(m: LogMatch, as_json: bool) -> str:
     """One output line. Plain matches (no pack fields) are formatted directly: the same text as
     json.dumps(match_json(m)), without building the dict (grep --follow --json at high rates)."""
-    if not as_json:
+    if not as_json:  # box text: control characters shown, never emitted
         if m.truncated is not None:
-            return f"{m.line} {truncation_note(len(m.line.encode()), m.truncated)}\n"
-        return m.line + "\n"
+            return f"{visible(m.line, newlines=False)} {truncation_note(len(m.line.encode()), m.truncated)}\n"
+        return visible(m.line, newlines=False) + "\n"
     if m.event == "match" and m.offset is not None and m.lineno is None and not m.metrics:
         if not (m.also or m.ts or m.phase or m.warmup or m.truncated is not None):
             fields = json.dumps(m.fields, default=str) if m.fields else "{}"

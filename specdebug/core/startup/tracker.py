@@ -287,15 +287,29 @@ def startup_history(
 ) -> StartupHistory | None:
     """Median startup time of earlier ready verdicts of `profile` (same fingerprint when given).
 
-    Attaching to a running server is not a startup (its phases all read 0 s): left out."""
-    attached = {e.get("pid") for e in events if e.get("kind") == "launch" and e.get("attached")}
+    Attaching to a running server is not a startup (its phases all read 0 s): left out.  A verdict
+    belongs to the launch with its PID and start time (verdict time - elapsed), so a later real
+    launch that happens to get the same PID still counts."""
+    attached = [
+        (e.get("pid"), e.get("started_at")) for e in events if e.get("kind") == "launch" and e.get("attached")
+    ]
+
+    def was_attach(v: dict[str, Any]) -> bool:
+        if v.get("attached"):
+            return True
+        start = float(v["at"]) - float(v.get("elapsed_s") or 0) if v.get("at") else None
+        return any(
+            pid == v.get("pid") and (at is None or start is None or abs(float(at) - start) < 1.0)
+            for pid, at in attached
+        )
+
     runs = [
         e
         for e in events
         if e.get("kind") == "verdict"
         and e.get("verdict") == "ready"
-        and e.get("pid") not in attached
         and e.get("profile") == profile
+        and not was_attach(e)
         and (fingerprint is None or e.get("fingerprint") in (None, "", fingerprint))
     ]
     if not runs:
