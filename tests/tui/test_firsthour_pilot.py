@@ -181,10 +181,10 @@ def test_eta_keeps_a_real_launch_that_reuses_an_attached_pid() -> None:
 
 
 class NoRecordRemote(FakeRemote):
-    """The fake box of the env tests, with no server state files (status exit 3)."""
+    """The fake box of the env tests, with no server state files (box process control: "missing")."""
 
     async def run(self, argv, *, timeout=30.0, input=None, env=None, cwd=None):
-        return RunResult(3, b"")
+        return RunResult(0, b'{"state": "missing"}')
 
 
 async def test_env_pane_follows_profile_switch() -> None:
