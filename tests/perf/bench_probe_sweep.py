@@ -1,0 +1,144 @@
+"""Worker env probe on a busy box: specdebug's env probe vs `ssh box cat /proc/PID/environ ...`.
+
+    python tests/perf/bench_probe_sweep.py [--levels 100,1000,3000] [-n N]
+
+For each level the box (this machine, behind its own loopback sshd) is filled with sleeping
+processes with set titles (`exec -a`) up to that many processes in all, in one process group of
+our own that is killed afterwards.  8 of them are "workers" (title benchworker-TAG, NCCL_* env).
+Measured in the same run, per level:
+  env probe      specdebug's check_env (worker pattern): filtered process listing + one read of the
+                 8 workers' environ/cmdline/status + the report
+  full listing   the same with the whole process table listed (what the probe did before the cache)
+  ControlMaster  `ssh box cat /proc/PID/environ ... (8 workers)` over a warm ControlMaster
+Processes are measured after they are 10 s old (younger ones may still change their title, so the
+box helper re-reads them).  Last lines:
+    RESULT procs=P env_probe_ms=X full_listing_ms=Y controlmaster_ms=Z cm_over_probe=R
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from specdebug.core.envcheck import EnvQuery, check_env, proc_paths  # noqa: E402
+from specdebug.remote.connection import SSHRemote  # noqa: E402
+
+SETTLE_S = 11.0
+WORKERS = 8
+
+
+def count_procs() -> int:
+    return sum(1 for n in os.listdir("/proc") if n.isdigit())
+
+
+def spawn(tag: str, extra: int) -> subprocess.Popen:
+    """One bash (its own session/group) starting 8 workers and `extra` fillers, all sleeping."""
+    script = (
+        f'for i in $(seq {WORKERS}); do (NCCL_DEBUG=INFO exec -a "benchworker-{tag}-$i" sleep 3600) & done\n'
+        f'for i in $(seq {max(0, extra)}); do (exec -a "benchfill-{tag}-$i" sleep 3600) & done\n'
+        "wait\n"
+    )
+    return subprocess.Popen(["bash", "-c", script], start_new_session=True)
+
+
+def ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+async def measure(cfg: str, host: str, tag: str, n: int) -> tuple[list[float], list[float], list[int]]:
+    remote = SSHRemote(host, ssh_config=cfg)
+    await remote.wait_connected(15)
+    query = EnvQuery(match=f"^benchworker-{tag}-")
+    probe, full = [], []
+    report = None
+    for i in range(n + 5):
+        t0 = time.perf_counter()
+        report = await check_env(remote, query)
+        if i >= 5:
+            probe.append(time.perf_counter() - t0)
+    pids = [w.pid for w in report.workers] if hasattr(report, "workers") else []
+    for i in range(n + 2):
+        t0 = time.perf_counter()
+        procs = await remote.processes()
+        mine = [p.pid for p in procs if p.cmdline and p.cmdline[0].startswith(f"benchworker-{tag}")]
+        await remote.read_files(proc_paths(mine), max_bytes=4 << 20)
+        if i >= 2:
+            full.append(time.perf_counter() - t0)
+    await remote.close()
+    return probe, full, pids
+
+
+def cm_samples(base: list[str], pids: list[int], n: int) -> list[float]:
+    paths = [f"/proc/{pid}/environ" for pid in pids]
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = subprocess.run([*base, "cat", *paths], capture_output=True)
+        out.append(time.perf_counter() - t0)
+        assert r.returncode == 0, r.stderr
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--levels", default="100,1000,3000")
+    ap.add_argument("-n", type=int, default=40)
+    args = ap.parse_args()
+    from tests.sshd_harness import start_sshd
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    server = start_sshd(tmp / "sshd")
+    cfg, host = str(server.config_path), "gpubox"
+    control = ["ssh", "-F", cfg, "-o", "ControlMaster=auto", "-o", f"ControlPath={tmp}/cm-%C"]
+    control += ["-o", "ControlPersist=600", host]
+    print(f"load average: {os.getloadavg()}")
+    results = []
+    try:
+        subprocess.run([*control, "true"], capture_output=True)
+        for level in [int(x) for x in args.levels.split(",")]:
+            tag = f"{os.getpid()}x{level}"
+            group = spawn(tag, level - count_procs() - WORKERS - 1)
+            try:
+                deadline = time.monotonic() + 120
+                while count_procs() < level and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                time.sleep(SETTLE_S)
+                procs = count_procs()
+                probe, full, pids = asyncio.run(measure(cfg, host, tag, args.n))
+                assert len(pids) == WORKERS, pids
+                cm = cm_samples(control, pids, max(10, args.n // 2))
+            finally:
+                os.killpg(group.pid, signal.SIGKILL)
+                group.wait()
+            p, f, c = ms(probe), ms(full), ms(cm)
+            print(
+                f"{procs:5d} processes: env probe {p:7.2f} ms  full listing {f:7.2f} ms  "
+                f"ControlMaster cat environ {c:7.2f} ms  (ControlMaster/probe {c / p:.1f}x, "
+                f"full/probe {f / p:.1f}x)"
+            )
+            results.append((procs, p, f, c))
+    finally:
+        subprocess.run(
+            ["ssh", "-F", cfg, "-o", f"ControlPath={tmp}/cm-%C", "-O", "exit", host], capture_output=True
+        )
+        server.stop()
+    print(f"load average: {os.getloadavg()}")
+    for procs, p, f, c in results:
+        print(
+            f"RESULT procs={procs} env_probe_ms={p:.2f} full_listing_ms={f:.2f} controlmaster_ms={c:.2f} "
+            f"cm_over_probe={c / p:.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
