@@ -202,7 +202,8 @@ class ProcCache:
             args,
         ]
         settled = uptime - start / float(_CLK_TCK) >= SETTLE_S
-        self.entries[pid] = [ino, start, row, settled]
+        text = " ".join(a for a in args if a)
+        self.entries[pid] = [ino, start, row, settled, text, {}]  # {}: regex -> matched (memo)
         return row
 
     def listing(self, match=None, pgid=None, root=None, pids=None):
@@ -220,11 +221,9 @@ class ProcCache:
                 e = self.entries.get(pid)
                 # cached: same inode (same process), settled, and its parent still there (no reparenting)
                 if e is not None and e[0] == ino and e[3] and (e[2][1] in alive or e[2][1] == 0):
-                    table[pid] = e[2]
-                else:
-                    row = self._load(pid, ino, uptime)
-                    if row is not None:
-                        table[pid] = row
+                    table[pid] = e
+                elif self._load(pid, ino, uptime) is not None:
+                    table[pid] = self.entries[pid]
             self._forget(listed)
             chosen = _choose(table, match, pgid, root, pids)
             rows = []
@@ -242,17 +241,25 @@ class ProcCache:
 
 
 def _choose(table, match, pgid, root, pids):
-    """PIDs matching any given filter, with every ancestor (the client finds launchers from them)."""
+    """PIDs matching any given filter, with every ancestor (the client finds launchers from them).
+
+    table: pid -> cache entry [ino, start, row, settled, cmdline text, regex memo].
+    """
     chosen = set()
     if match is not None:
         rx = re.compile(match)
-        chosen.update(pid for pid, r in table.items() if r[8] and rx.search(" ".join(a for a in r[8] if a)))
+        for pid, e in table.items():
+            hit = e[5].get(match)
+            if hit is None:
+                hit = e[5][match] = bool(e[4]) and rx.search(e[4]) is not None
+            if hit:
+                chosen.add(pid)
     if pgid is not None:
-        chosen.update(pid for pid, r in table.items() if r[2] == pgid)
+        chosen.update(pid for pid, e in table.items() if e[2][2] == pgid)
     if root is not None and root in table:
         children = {}
-        for pid, r in table.items():
-            children.setdefault(r[1], []).append(pid)
+        for pid, e in table.items():
+            children.setdefault(e[2][1], []).append(pid)
         stack = [root]
         chosen.add(root)
         while stack:
@@ -263,10 +270,10 @@ def _choose(table, match, pgid, root, pids):
     chosen.update(pid for pid in (pids or ()) if pid in table)
     for pid in list(chosen):
         seen = 0
-        cur = table[pid][1]
+        cur = table[pid][2][1]
         while cur in table and cur not in chosen and seen < 4096:
             chosen.add(cur)
-            cur = table[cur][1]
+            cur = table[cur][2][1]
             seen += 1
     return chosen
 
