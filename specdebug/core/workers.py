@@ -143,6 +143,11 @@ def listing_filter(
     return {"pids": list(pids)}
 
 
+def group_filter(pgid: int, pid: int) -> dict[str, object]:
+    """`Remote.processes` keywords for a launch record's group (all group_members needs)."""
+    return {"pgid": pgid, "pids": [pid]}
+
+
 def server_kind(procs: Iterable[ProcInfo]) -> str | None:
     """Server kind ("sglang"/"vllm") from worker titles (sglang::scheduler_TP0, VLLM::Worker_TP0), else None."""
     for p in procs:
