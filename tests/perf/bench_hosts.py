@@ -82,10 +82,11 @@ async def run_tui(cfg: Path, aliases: list[str], seconds: float, presses: int) -
             press = asyncio.ensure_future(pilot.press(key))
             while table.cursor_row == before and not press.done():
                 await asyncio.sleep(0)
-            moved.append(time.perf_counter() - start)
-            while not any(t > start for t in drawn[-3:]) and time.perf_counter() - start < 5:
-                await asyncio.sleep(0.0005)
-            idle.append(next((t for t in drawn[-3:] if t > start), time.perf_counter()) - start)
+            at = time.perf_counter()
+            moved.append(at - start)
+            while not any(t > at for t in drawn[-3:]) and time.perf_counter() - start < 5:
+                await asyncio.sleep(0.0005)  # the first frame drawn after the cursor moved shows it
+            idle.append(next((t for t in drawn[-3:] if t > at), time.perf_counter()) - start)
             await press
         wall = time.monotonic() - t0
         out["cpu_pct"] = (time.process_time() - cpu0) / wall * 100

@@ -3,7 +3,7 @@
     python tests/perf/bench_probe_sweep.py [--levels 100,1000,3000] [-n N]
 
 For each level the box (this machine, behind its own loopback sshd) is filled with sleeping
-processes with set titles (`exec -a`) up to that many processes in all, in one process group of
+processes with set titles (argv[0], posix_spawn) up to that many processes in all, in one process group of
 our own that is killed afterwards.  8 of them are "workers" (title benchworker-TAG, NCCL_* env).
 Measured in the same run, per level:
   env probe      specdebug's check_env (worker pattern): filtered process listing + one read of the
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -41,14 +42,27 @@ def count_procs() -> int:
     return sum(1 for n in os.listdir("/proc") if n.isdigit())
 
 
-def spawn(tag: str, extra: int) -> subprocess.Popen:
-    """One bash (its own session/group) starting 8 workers and `extra` fillers, all sleeping."""
-    script = (
-        f'for i in $(seq {WORKERS}); do (NCCL_DEBUG=INFO exec -a "benchworker-{tag}-$i" sleep 3600) & done\n'
-        f'for i in $(seq {max(0, extra)}); do (exec -a "benchfill-{tag}-$i" sleep 3600) & done\n'
-        "wait\n"
-    )
-    return subprocess.Popen(["bash", "-c", script], start_new_session=True)
+class Group:
+    """Sleeping processes with set titles (argv[0]), all in one process group of our own."""
+
+    def __init__(self, tag: str, extra: int) -> None:
+        sleep = shutil.which("sleep") or "/bin/sleep"
+        env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_IB_DISABLE="1")
+        self.pids = [os.posix_spawn(sleep, [f"benchworker-{tag}-0", "3600"], env, setpgroup=0)]
+        self.pgid = self.pids[0]
+        for i in range(1, WORKERS):
+            self.pids.append(
+                os.posix_spawn(sleep, [f"benchworker-{tag}-{i}", "3600"], env, setpgroup=self.pgid)
+            )
+        for i in range(max(0, extra)):
+            self.pids.append(
+                os.posix_spawn(sleep, [f"benchfill-{tag}-{i}", "3600"], env, setpgroup=self.pgid)
+            )
+
+    def kill(self) -> None:
+        os.killpg(self.pgid, signal.SIGKILL)
+        for pid in self.pids:
+            os.waitpid(pid, 0)
 
 
 def ms(samples: list[float]) -> float:
@@ -107,19 +121,15 @@ def main() -> None:
         subprocess.run([*control, "true"], capture_output=True)
         for level in [int(x) for x in args.levels.split(",")]:
             tag = f"{os.getpid()}x{level}"
-            group = spawn(tag, level - count_procs() - WORKERS - 1)
+            group = Group(tag, level - count_procs() - WORKERS)
             try:
-                deadline = time.monotonic() + 120
-                while count_procs() < level and time.monotonic() < deadline:
-                    time.sleep(0.2)
                 time.sleep(SETTLE_S)
                 procs = count_procs()
                 probe, full, pids = asyncio.run(measure(cfg, host, tag, args.n))
                 assert len(pids) == WORKERS, pids
                 cm = cm_samples(control, pids, max(10, args.n // 2))
             finally:
-                os.killpg(group.pid, signal.SIGKILL)
-                group.wait()
+                group.kill()
             p, f, c = ms(probe), ms(full), ms(cm)
             print(
                 f"{procs:5d} processes: env probe {p:7.2f} ms  full listing {f:7.2f} ms  "
