@@ -8,7 +8,8 @@ our own that is killed afterwards.  8 of them are "workers" (title benchworker-T
 Measured in the same run, per level:
   env probe      specdebug's check_env (worker pattern): filtered process listing + one read of the
                  8 workers' environ/cmdline/status + the report
-  full listing   the same with the whole process table listed (what the probe did before the cache)
+  full listing   the same check_env with the whole process table listed (what the probe did before)
+  box helper     the helper's listing code alone in this process (no SSH): filtered vs whole table
   ControlMaster  `ssh box cat /proc/PID/environ ... (8 workers)` over a warm ControlMaster
 Processes are measured after they are 10 s old (younger ones may still change their title, so the
 box helper re-reads them).  Last lines:
@@ -31,7 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from specdebug.core.envcheck import EnvQuery, check_env, proc_paths  # noqa: E402
+from specdebug.core.envcheck import EnvQuery, check_env  # noqa: E402
+from specdebug.remote.box_helper import ProcCache  # noqa: E402
 from specdebug.remote.connection import SSHRemote  # noqa: E402
 
 SETTLE_S = 11.0
@@ -69,6 +71,32 @@ def ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
+class Unfiltered:
+    """The remote as the probe used it before: every listing is the whole process table."""
+
+    def __init__(self, remote: SSHRemote) -> None:
+        self._remote = remote
+
+    async def processes(self, **_filter: object):
+        return await self._remote.processes()
+
+    def __getattr__(self, name: str):
+        return getattr(self._remote, name)
+
+
+def helper_side(tag: str, n: int) -> tuple[float, float]:
+    """The box helper's own cost (in this process, no SSH): filtered listing vs the whole table."""
+    cache = ProcCache()
+    cache.listing(match=f"^benchworker-{tag}-")
+    out = []
+    for kw in ({"match": f"^benchworker-{tag}-"}, {}):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            cache.listing(**kw)
+        out.append((time.perf_counter() - t0) / n)
+    return out[0], out[1]
+
+
 async def measure(cfg: str, host: str, tag: str, n: int) -> tuple[list[float], list[float], list[int]]:
     remote = SSHRemote(host, ssh_config=cfg)
     await remote.wait_connected(15)
@@ -80,12 +108,11 @@ async def measure(cfg: str, host: str, tag: str, n: int) -> tuple[list[float], l
         report = await check_env(remote, query)
         if i >= 5:
             probe.append(time.perf_counter() - t0)
-    pids = [w.pid for w in report.workers] if hasattr(report, "workers") else []
+    pids = [w.pid for w in report.workers]
+    unfiltered = Unfiltered(remote)
     for i in range(n + 2):
         t0 = time.perf_counter()
-        procs = await remote.processes()
-        mine = [p.pid for p in procs if p.cmdline and p.cmdline[0].startswith(f"benchworker-{tag}")]
-        await remote.read_files(proc_paths(mine), max_bytes=4 << 20)
+        await check_env(unfiltered, query)
         if i >= 2:
             full.append(time.perf_counter() - t0)
     await remote.close()
@@ -128,25 +155,31 @@ def main() -> None:
                 probe, full, pids = asyncio.run(measure(cfg, host, tag, args.n))
                 assert len(pids) == WORKERS, pids
                 cm = cm_samples(control, pids, max(10, args.n // 2))
+                hf, hfull = helper_side(tag, 10)
             finally:
                 group.kill()
             p, f, c = ms(probe), ms(full), ms(cm)
+            print(
+                f"{procs:5d} processes: box helper alone: filtered listing {hf * 1000:.2f} ms, "
+                f"whole table {hfull * 1000:.2f} ms ({hfull / hf:.1f}x)"
+            )
             print(
                 f"{procs:5d} processes: env probe {p:7.2f} ms  full listing {f:7.2f} ms  "
                 f"ControlMaster cat environ {c:7.2f} ms  (ControlMaster/probe {c / p:.1f}x, "
                 f"full/probe {f / p:.1f}x)"
             )
-            results.append((procs, p, f, c))
+            results.append((procs, p, f, c, hf * 1000, hfull * 1000))
     finally:
         subprocess.run(
             ["ssh", "-F", cfg, "-o", f"ControlPath={tmp}/cm-%C", "-O", "exit", host], capture_output=True
         )
         server.stop()
     print(f"load average: {os.getloadavg()}")
-    for procs, p, f, c in results:
+    for procs, p, f, c, hf, hfull in results:
         print(
             f"RESULT procs={procs} env_probe_ms={p:.2f} full_listing_ms={f:.2f} controlmaster_ms={c:.2f} "
-            f"cm_over_probe={c / p:.1f}"
+            f"cm_over_probe={c / p:.1f} full_over_probe={f / p:.1f} helper_filtered_ms={hf:.2f} "
+            f"helper_whole_ms={hfull:.2f}"
         )
 
 
