@@ -9,6 +9,7 @@ Measured in the same run, per level:
   env probe      specdebug's check_env (worker pattern): filtered process listing + one read of the
                  8 workers' environ/cmdline/status + the report
   full listing   the same check_env with the whole process table listed (what the probe did before)
+  listing        the env probe's filtered process listing alone (one round trip)
   box helper     the helper's listing code alone in this process (no SSH): filtered vs whole table
   ControlMaster  `ssh box cat /proc/PID/environ ... (8 workers)` over a warm ControlMaster
 Processes are measured after they are 10 s old (younger ones may still change their title, so the
@@ -97,7 +98,9 @@ def helper_side(tag: str, n: int) -> tuple[float, float]:
     return out[0], out[1]
 
 
-async def measure(cfg: str, host: str, tag: str, n: int) -> tuple[list[float], list[float], list[int]]:
+async def measure(
+    cfg: str, host: str, tag: str, n: int
+) -> tuple[list[float], list[float], list[int], list[float]]:
     remote = SSHRemote(host, ssh_config=cfg)
     await remote.wait_connected(15)
     query = EnvQuery(match=f"^benchworker-{tag}-")
@@ -109,6 +112,11 @@ async def measure(cfg: str, host: str, tag: str, n: int) -> tuple[list[float], l
         if i >= 5:
             probe.append(time.perf_counter() - t0)
     pids = [w.pid for w in report.workers]
+    listing = []
+    for _ in range(n):  # the filtered listing's round trip alone (the rest of the probe is the report)
+        t0 = time.perf_counter()
+        await remote.processes(match=query.match)
+        listing.append(time.perf_counter() - t0)
     unfiltered = Unfiltered(remote)
     for i in range(n + 2):
         t0 = time.perf_counter()
@@ -116,7 +124,7 @@ async def measure(cfg: str, host: str, tag: str, n: int) -> tuple[list[float], l
         if i >= 2:
             full.append(time.perf_counter() - t0)
     await remote.close()
-    return probe, full, pids
+    return probe, full, pids, listing
 
 
 def cm_samples(base: list[str], pids: list[int], n: int) -> list[float]:
@@ -152,34 +160,34 @@ def main() -> None:
             try:
                 time.sleep(SETTLE_S)
                 procs = count_procs()
-                probe, full, pids = asyncio.run(measure(cfg, host, tag, args.n))
+                probe, full, pids, listing = asyncio.run(measure(cfg, host, tag, args.n))
                 assert len(pids) == WORKERS, pids
                 cm = cm_samples(control, pids, max(10, args.n // 2))
                 hf, hfull = helper_side(tag, 10)
             finally:
                 group.kill()
-            p, f, c = ms(probe), ms(full), ms(cm)
+            p, f, c, lst = ms(probe), ms(full), ms(cm), ms(listing)
             print(
                 f"{procs:5d} processes: box helper alone: filtered listing {hf * 1000:.2f} ms, "
-                f"whole table {hfull * 1000:.2f} ms ({hfull / hf:.1f}x)"
+                f"whole table {hfull * 1000:.2f} ms ({hfull / hf:.1f}x); filtered listing round trip {lst:.2f} ms"
             )
             print(
                 f"{procs:5d} processes: env probe {p:7.2f} ms  full listing {f:7.2f} ms  "
                 f"ControlMaster cat environ {c:7.2f} ms  (ControlMaster/probe {c / p:.1f}x, "
                 f"full/probe {f / p:.1f}x)"
             )
-            results.append((procs, p, f, c, hf * 1000, hfull * 1000))
+            results.append((procs, p, f, c, hf * 1000, hfull * 1000, lst))
     finally:
         subprocess.run(
             ["ssh", "-F", cfg, "-o", f"ControlPath={tmp}/cm-%C", "-O", "exit", host], capture_output=True
         )
         server.stop()
     print(f"load average: {os.getloadavg()}")
-    for procs, p, f, c, hf, hfull in results:
+    for procs, p, f, c, hf, hfull, lst in results:
         print(
             f"RESULT procs={procs} env_probe_ms={p:.2f} full_listing_ms={f:.2f} controlmaster_ms={c:.2f} "
             f"cm_over_probe={c / p:.1f} full_over_probe={f / p:.1f} helper_filtered_ms={hf:.2f} "
-            f"helper_whole_ms={hfull:.2f}"
+            f"helper_whole_ms={hfull:.2f} listing_rtt_ms={lst:.2f}"
         )
 
 
