@@ -125,6 +125,29 @@ def select_workers(
     return Selection(found, common_launcher(by_pid, [p.pid for p in found]), how, missing)
 
 
+def listing_filter(
+    *,
+    pids: Sequence[int] = (),
+    match: str | None = None,
+    root_pid: int | None = None,
+    pgid: int | None = None,
+) -> dict[str, object]:
+    """Keyword arguments for `Remote.processes` that return a superset of what select_workers picks.
+
+    Why: the box then sends (and reads) only those processes and their ancestors, not all of /proc.
+    """
+    if root_pid is not None or pgid is not None:
+        return {"root_pid": root_pid, "pgid": pgid}
+    if match:
+        return {"match": match}
+    return {"pids": list(pids)}
+
+
+def group_filter(pgid: int, pid: int) -> dict[str, object]:
+    """`Remote.processes` keywords for a launch record's group (all group_members needs)."""
+    return {"pgid": pgid, "pids": [pid]}
+
+
 def server_kind(procs: Iterable[ProcInfo]) -> str | None:
     """Server kind ("sglang"/"vllm") from worker titles (sglang::scheduler_TP0, VLLM::Worker_TP0), else None."""
     for p in procs:

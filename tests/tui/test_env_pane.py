@@ -162,7 +162,7 @@ class FakeRemote:
     async def wait_connected(self, timeout=None):
         return None
 
-    async def processes(self):
+    async def processes(self, **_filter):
         return PROCS
 
     async def read_files(self, paths, *, max_bytes=1 << 20):

@@ -9,7 +9,7 @@ from typing import Any
 
 from specdebug.core.env.model import DEFAULT_PREFIXES, NCCL_ENV_MARKER, EnvQuery, EnvReport
 from specdebug.core.env.report import build_report
-from specdebug.core.workers import select_workers
+from specdebug.core.workers import listing_filter, select_workers
 from specdebug.remote.api import Remote
 
 # ---------------------------------------------------------------------------------------------
@@ -43,7 +43,8 @@ async def read_nccl_lines(
 
 async def check_env(remote: Remote, query: EnvQuery) -> EnvReport:
     """Find the workers, read their /proc files in one probe, read NCCL proof lines, build the report."""
-    procs = await remote.processes()
+    where = dict(pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid)
+    procs = await remote.processes(**listing_filter(**where))
     sel = select_workers(procs, pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid)
     pids = [p.pid for p in sel.workers] + list(sel.missing_pids)
     if sel.launcher is not None:
@@ -86,7 +87,7 @@ async def query_for_profile(
     )
     alive = False
     if record is not None and record.stopped_at is None:
-        alive = bool(group_members(await remote.processes(), record))
+        alive = bool(group_members(await remote.processes(pgid=record.pgid, pids=[record.pid]), record))
     if alive:
         query.root_pid, query.pgid, query.match = record.pid, record.pgid, profile.workers.match
         query.log_path = log_path or record.log_file or server.log_file or None

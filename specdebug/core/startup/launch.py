@@ -17,6 +17,7 @@ from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
 from specdebug.core.server_control import LaunchRefused
 from specdebug.core.servers import ServerRecord, find_port_holder, group_members, load_record, save_record
 from specdebug.core.startup.events import Clock
+from specdebug.core.workers import group_filter
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.remote.shell import env_assignments
 
@@ -132,7 +133,7 @@ async def check_can_launch(remote: Remote, profile: Profile) -> None:
     """Raise LaunchRefused when this profile's server still runs or its port is taken."""
     record = await load_record(remote, profile.name)
     if record is not None and record.stopped_at is None:
-        members = group_members(await remote.processes(), record)
+        members = group_members(await remote.processes(**group_filter(record.pgid, record.pid)), record)
         if members:
             raise LaunchRefused(
                 f"{profile.name} is already running (PID {record.pid}, PGID {record.pgid}, "

@@ -18,6 +18,7 @@ from specdebug.core.servers import ServerRecord, group_members, health_on_box
 from specdebug.core.startup.events import Clock, Launched, Verdict
 from specdebug.core.startup.launch import launch
 from specdebug.core.startup.tracker import StartupTracker
+from specdebug.core.workers import group_filter
 from specdebug.remote.api import ConnectionDropped, Remote, RemoteError
 
 # -- watch -------------------------------------------------------------------------------------
@@ -184,7 +185,7 @@ async def _poll_group(
     """Live PIDs of the server's process group (only successful listings count: a drop is not a death)."""
     while True:
         try:
-            procs = await remote.processes()
+            procs = await remote.processes(**group_filter(record.pgid, record.pid))
         except RemoteError:
             procs = None
         if procs is not None:
