@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from specdebug.core.capability import require_write
+from specdebug.capability import require_write
 from specdebug.core.journal import EVENTS_FILE, _jsonable
 from specdebug.remote.api import Remote, RemoteError
 

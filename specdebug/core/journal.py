@@ -20,7 +20,7 @@ from typing import Any
 
 import platformdirs
 
-from specdebug.core.capability import require_write
+from specdebug.capability import require_write
 
 EVENTS_FILE = "events.jsonl"
 

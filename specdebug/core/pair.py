@@ -27,8 +27,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from specdebug.capability import require_write
 from specdebug.core import pair_acl
-from specdebug.core.capability import require_write
 from specdebug.core.pair_seats import (  # noqa: F401  (the pairing API in one place)
     CLIENT_FORMAT,
     Client,

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from specdebug.core.capability import require_write
+from specdebug.capability import require_write
 from specdebug.core.secrets import mask_argv
 from specdebug.remote.api import ProcInfo, Remote, RemoteError
 

@@ -35,8 +35,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from specdebug.capability import require_write
 from specdebug.core import server_control
-from specdebug.core.capability import require_write
 from specdebug.core.logs.hints import with_hint
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, profile_secrets

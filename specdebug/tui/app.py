@@ -22,7 +22,7 @@ from textual.command import Hit, Hits, Provider
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
-from specdebug.core.capability import ReadOnlyError, hold_readonly
+from specdebug.capability import ReadOnlyError, hold_readonly
 from specdebug.remote.api import ConnState
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.resources import data_dirs

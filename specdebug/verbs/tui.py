@@ -99,7 +99,7 @@ def run_tui_from_argv(argv: list[str]) -> int:
     from specdebug.remote.hostspec import HostSpecError
 
     if args.readonly:  # default-deny for the whole process, before anything connects
-        from specdebug.core.capability import enter_readonly_process
+        from specdebug.capability import enter_readonly_process
 
         enter_readonly_process()
     remotes = {}

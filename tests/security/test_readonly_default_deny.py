@@ -24,8 +24,9 @@ import pytest
 from textual import actions
 from textual.binding import Binding
 
-from specdebug.core import capability, pair, startup
-from specdebug.core.capability import ReadOnlyError
+from specdebug import capability
+from specdebug.capability import ReadOnlyError
+from specdebug.core import pair, startup
 from specdebug.core.journal import Journal
 from specdebug.core.servers import group_members, load_record
 from specdebug.remote.connection import SSHRemote

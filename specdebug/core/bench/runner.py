@@ -21,10 +21,10 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel
 
+from specdebug.capability import require_write
 from specdebug.core.bench import external, gpu, prom, serverlog
 from specdebug.core.bench.builtin import BuiltinParams, ProgressFn, run_builtin
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
-from specdebug.core.capability import require_write
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.core.servers import file_size
 from specdebug.remote.api import Remote, RemoteError
