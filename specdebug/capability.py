@@ -22,6 +22,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 
 _lock = threading.Lock()
 _process_readonly = False
@@ -66,10 +67,15 @@ def hold_readonly(*objects: object) -> None:
                 continue
             key = id(obj)
             try:
-                ref: weakref.ref | None = weakref.ref(obj, lambda _r, k=key: _forget(k))
+                ref: weakref.ref | None = weakref.ref(obj, partial(_forget_ref, key))
             except TypeError:
                 ref = None
             _readonly_objects[key] = ref
+
+
+def _forget_ref(key: int, _ref: object) -> None:
+    """weakref callback: the object went, so does its mark."""
+    _forget(key)
 
 
 def _forget(key: int) -> None:

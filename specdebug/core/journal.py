@@ -16,7 +16,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import platformdirs
 
@@ -31,6 +31,14 @@ KINDS = ("launch", "verdict", "stop", "mark", "bench_result", "note")
 def sessions_root() -> Path:
     """Folder holding all sessions under the user data dir (``.../specdebug/sessions``)."""
     return Path(platformdirs.user_data_dir("specdebug")) / "sessions"
+
+
+@overload
+def resolve_session(arg: str | os.PathLike[str] | None, *, for_writing: Literal[True]) -> Path: ...
+
+
+@overload
+def resolve_session(arg: str | os.PathLike[str] | None, *, for_writing: bool) -> Path | None: ...
 
 
 def resolve_session(arg: str | os.PathLike[str] | None, *, for_writing: bool) -> Path | None:

@@ -198,10 +198,10 @@ def compute_rates(prev: PromSnapshot | None, cur: PromSnapshot) -> PromRates:
         ("queued", ("vllm:num_requests_waiting",)),
         ("kv_usage", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
     ):
-        value, name = _gauge(cur, *names)
+        value, gauge = _gauge(cur, *names)
         if value is not None:
             setattr(r, field, value)
-            src[field] = f"{name} (gauge)"
+            src[field] = f"{gauge} (gauge)"
     return r
 
 

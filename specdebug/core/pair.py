@@ -363,11 +363,11 @@ def discover(root: Path | None = None) -> list[PairInfo]:
             info = PairInfo(
                 name=m.group(2),
                 socket=str(sock),
-                session=data.get("session", m.group(2)),
+                session=str(data.get("session") or m.group(2)),
                 owner=user_name(int(m.group(1))),
                 folder=str(folder),
                 seats=[Seat(s["user"], Mode(s["mode"])) for s in data.get("seats", [])],
-                join=" ".join(join_argv(str(sock), data.get("session", m.group(2)))),
+                join=" ".join(join_argv(str(sock), str(data.get("session") or m.group(2)))),
             )
             found.append(info)
     return found

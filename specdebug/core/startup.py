@@ -194,7 +194,7 @@ class StartupTracker:
         self.started_at = started_at
         self.timeout_s = timeout_s
         self.deadline = deadline if deadline is not None else started_at + timeout_s
-        self.meta = {
+        self.meta: dict[str, Any] = {
             "profile": profile,
             "fingerprint": fingerprint,
             "pid": pid,
@@ -368,7 +368,9 @@ class StartupTracker:
         reason += ")"
         return self._finish("failed", at, reason, "timeout", [t for _, t in list(self.lines)[-20:]])
 
-    def _finish(self, verdict: str, at: float, reason: str, kind: str, excerpt: list[str]) -> Verdict:
+    def _finish(
+        self, verdict: Literal["ready", "failed"], at: float, reason: str, kind: str, excerpt: list[str]
+    ) -> Verdict:
         self.verdict = Verdict(
             verdict=verdict,
             phases=list(self.phases),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from specdebug.core.profiles import Profile, load_profile
 from specdebug.demo.loopback_sshd import LoopbackSSHServer
-from specdebug.remote.connection import SSHRemote
+from specdebug.remote.factory import ConnectOptions, connect_host
 from specdebug.resources import data_dirs
 
 DEFAULT_PROFILE = "eagle3-2step-nccl.toml"
@@ -85,7 +85,7 @@ def demo_profile(
 async def _stop_server(config: Path, alias: str, profile: Profile, state_dir: Path) -> None:
     from specdebug.core.startup import stop
 
-    remote = SSHRemote(alias, ssh_config=config, state_dir=str(state_dir))
+    remote = connect_host(alias, ConnectOptions(ssh_config=config, state_dir=str(state_dir)))
     try:
         await remote.wait_connected(5)
         await asyncio.wait_for(stop(remote, profile, grace_s=3.0), 15)
@@ -143,7 +143,9 @@ def run_demo(
 
     example_dir = find_example(profile_name).resolve().parent
     try:
-        remote = SSHRemote("simbox", ssh_config=server.config_path, state_dir=str(state_dir))
+        remote = connect_host(
+            "simbox", ConnectOptions(ssh_config=server.config_path, state_dir=str(state_dir))
+        )
         ctx = AppContext(
             remotes={"simbox": remote},
             selected="simbox",

@@ -201,7 +201,7 @@ class SSHStream:
         self.exit_status: int | None = None
 
     async def _open(self) -> None:
-        self._proc = await self._remote._open_exec(self._command)
+        self._proc = await self._remote.open_exec(self._command)
         self._holding_slot = True
 
     def __aiter__(self):
@@ -238,7 +238,7 @@ class SSHStream:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._proc.wait_closed(), 5.0)
         self.exit_status = self._proc.exit_status
-        if self.exit_status is None and self._remote._conn_lost_since(self._proc):
+        if self.exit_status is None and self._remote.conn_lost_since(self._proc):
             raise ConnectionDropped(f"{self._remote.name}: connection lost during stream")
 
     async def aclose(self) -> None:
@@ -255,7 +255,7 @@ class SSHStream:
                 await asyncio.wait_for(self._proc.wait_closed(), 2.0)
         if self._holding_slot:
             self._holding_slot = False
-            await self._remote._slots.release()
+            await self._remote.release_slot()
 
     async def __aenter__(self) -> SSHStream:
         await self._open()
@@ -275,14 +275,18 @@ class _SSHForward:
         self.local_port = 0
         self._listener: asyncssh.SSHListener | None = None
 
-    async def _bind(self, conn: asyncssh.SSHClientConnection) -> None:
+    async def bind(self, conn: asyncssh.SSHClientConnection) -> None:
         self._listener = await conn.forward_local_port(
             "127.0.0.1", self.local_port, self.remote_host, self.remote_port
         )
         self.local_port = self._listener.get_port()
 
+    def unbind(self) -> None:
+        """The connection went: the listener went with it (bound again on the next connect)."""
+        self._listener = None
+
     async def close(self) -> None:
-        self._remote._forwards.discard(self)
+        self._remote.forget_forward(self)
         if self._listener is not None:
             self._listener.close()
             self._listener = None
@@ -328,6 +332,7 @@ class SSHRemote:
         self._once_keys: list[asyncssh.SSHKey] = []
         self._forwards: set[_SSHForward] = set()
         self._generation = 0
+        self._failed_ev: asyncio.Event | None = None  # made on first use (needs the running loop)
         self.helper_info: dict | None = None
 
     # ---- state -------------------------------------------------------------------------------
@@ -340,14 +345,22 @@ class SSHRemote:
         """Counts successful connects: a change means a reconnect (cached facts may be stale)."""
         return self._generation
 
-    def add_listener(self, callback: Callable[[ConnStatus], None]) -> None:
-        self._listeners.append(callback)
+    def subscribe(self, listener: Callable[[ConnStatus], None]) -> Callable[[], None]:
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):  # already gone: unsubscribing twice is harmless
+                self._listeners.remove(listener)
+
+        return unsubscribe
 
     def _set_status(self, status: ConnStatus) -> None:
         self._status = status
         for cb in list(self._listeners):
-            with contextlib.suppress(Exception):
+            try:
                 cb(status)
+            except Exception:  # a listener's bug must not stop the connection (or the other listeners)
+                log.debug("%s: status listener %r failed", self.name, cb, exc_info=True)
 
     async def start(self) -> None:
         """Begin connecting in the background (never blocks on a slow host)."""
@@ -392,10 +405,9 @@ class SSHRemote:
 
     @property
     def _failed_event(self) -> asyncio.Event:
-        ev = getattr(self, "_failed_ev", None)
-        if ev is None:
-            ev = self._failed_ev = asyncio.Event()
-        return ev
+        if self._failed_ev is None:
+            self._failed_ev = asyncio.Event()
+        return self._failed_ev
 
     def _fail(self, exc: Exception) -> None:
         self._failure = exc
@@ -528,7 +540,7 @@ class SSHRemote:
                 )
         for fwd in list(self._forwards):
             try:
-                await fwd._bind(conn)
+                await fwd.bind(conn)
             except (asyncssh.Error, OSError) as exc:
                 self.warnings.append(f"forward to port {fwd.remote_port} could not be restored: {exc}")
 
@@ -558,7 +570,7 @@ class SSHRemote:
             self._conn.close()
         self._conn = None
         for fwd in self._forwards:
-            fwd._listener = None
+            fwd.unbind()
 
     async def _measure_rtt(self) -> float | None:
         if self._probe is None:
@@ -570,7 +582,15 @@ class SSHRemote:
         except RemoteError:
             return None
 
-    def _conn_lost_since(self, proc: asyncssh.SSHClientProcess) -> bool:
+    async def release_slot(self) -> None:
+        """Give back the session slot an exec channel from `open_exec` held."""
+        await self._slots.release()
+
+    def forget_forward(self, fwd: _SSHForward) -> None:
+        """A forward closed by its owner is not bound again on reconnect."""
+        self._forwards.discard(fwd)
+
+    def conn_lost_since(self, proc: asyncssh.SSHClientProcess) -> bool:
         return self._conn is None or self._conn is not proc.channel.get_connection()
 
     async def close(self) -> None:
@@ -580,8 +600,12 @@ class SSHRemote:
         self._teardown()
         if self._supervisor is not None:
             self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            try:
                 await self._supervisor
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # the supervisor's own bug: closing goes on, the traceback is kept
+                log.debug("%s: supervisor ended with an error", self.name, exc_info=True)
         self._set_status(ConnStatus(ConnState.CLOSED))
 
     # ---- Remote API ----------------------------------------------------------------------------
@@ -592,7 +616,7 @@ class SSHRemote:
             raise NotConnected(f"{self.name}: not connected")
         return self._conn
 
-    async def _open_exec(self, command: str) -> asyncssh.SSHClientProcess:
+    async def open_exec(self, command: str) -> asyncssh.SSHClientProcess:
         """Open an exec channel, queueing under the session limit; learns MaxSessions."""
         await self._slots.acquire()
         for attempt in range(200):
@@ -652,7 +676,7 @@ class SSHRemote:
     ) -> RunResult:
         # with input the command reads stdin itself, so it cannot sit under the stdin watchdog
         command = sh_join(argv) if input is not None else watchdog_command(argv)
-        proc = await self._open_exec(command)
+        proc = await self.open_exec(command)
         try:
             if input is not None:
                 proc.stdin.write(input)
@@ -745,7 +769,7 @@ class SSHRemote:
     async def forward_local_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> _SSHForward:
         conn = await self._ready(30.0)
         fwd = _SSHForward(self, remote_host, remote_port)
-        await fwd._bind(conn)
+        await fwd.bind(conn)
         self._forwards.add(fwd)
         return fwd
 

@@ -121,7 +121,7 @@ def _bool_flag(parser: argparse.ArgumentParser, *names: str) -> None:
 
 
 def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = flag_help.HelpfulParser(
         prog=prog,
         description="A simulated SGLang speculative-decoding server (no GPU): SGLang's flags, logs, "
         "processes and endpoints, plus sim-only fault switches.",
@@ -246,7 +246,7 @@ def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentPars
     sim.add_argument(
         "--noise-seed", type=int, metavar="N", help="seed the --noise draw (default: fresh every launch)"
     )
-    flag_help.add_help(p)
+    p.fill_help()
     return p
 
 

@@ -57,13 +57,17 @@ def build_context(args: argparse.Namespace, remotes: dict) -> AppContext:
     if args.session and args.session.startswith("box:"):  # kept on the box, shared by every instance
         from specdebug.core.boxjournal import BoxJournal
 
-        ctx.journal = BoxJournal(ctx.remote(), args.session.removeprefix("box:"))
+        host = ctx.remote()
+        if host is None:
+            raise ValueError("--session box:NAME needs a host to keep the journal on")
+        ctx.journal = BoxJournal(host, args.session.removeprefix("box:"))
         return ctx
     # the latest session by default: its launches give the startup ETA, its results the history
-    ctx.session_dir = (
+    session_dir = (
         Journal.default_dir() if args.new_session else resolve_session(args.session, for_writing=True)
     )
-    ctx.journal = Journal(ctx.session_dir)
+    ctx.session_dir = session_dir
+    ctx.journal = Journal(session_dir)
     return ctx
 
 
@@ -95,7 +99,7 @@ def run_tui_from_argv(argv: list[str]) -> int:
         out(f"specdebug: {NO_TERMINAL}", file=sys.stderr)
         return 2
     from specdebug.core.profiles import ProfileError
-    from specdebug.remote.connection import SSHRemote
+    from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, connect_host
     from specdebug.remote.hostspec import HostSpecError
 
     if args.readonly:  # default-deny for the whole process, before anything connects
@@ -103,13 +107,16 @@ def run_tui_from_argv(argv: list[str]) -> int:
 
         enter_readonly_process()
     remotes = {}
+    prompt = HostKeyPrompt()  # the app's host-key screen answers it once it is up
+    options = ConnectOptions(ssh_config=args.ssh_config, on_host_key=prompt, state_dir=args.state_dir)
     try:
         for host in args.hosts:
-            remote = SSHRemote(host, ssh_config=args.ssh_config, state_dir=args.state_dir)
+            remote = connect_host(host, options)
             for w in remote.warnings:
                 out(f"specdebug: warning: {w}", file=sys.stderr)
             remotes[host] = remote
         ctx = build_context(args, remotes)
+        ctx.host_key_prompt = prompt
         from specdebug.tui.app import find_layout
 
         find_layout(args.layout)

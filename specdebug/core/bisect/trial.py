@@ -180,8 +180,8 @@ async def run_trial(
     finally:
         if record is not None:
             with contextlib.suppress(RemoteError, OSError):
-                stopped = await startup.stop_record(remote, record, grace_s=STOP_GRACE_S, journal=own)
-                if own is None and journal is not None and stopped.stopped:
+                stop_result = await startup.stop_record(remote, record, grace_s=STOP_GRACE_S, journal=own)
+                if own is None and journal is not None and stop_result.stopped:
                     journal.append(STOP_EVENT, {"profile": profile.name, "pid": record.pid})
                 if spec.forget:
                     await forget_record(remote, profile.name)

@@ -270,9 +270,9 @@ class Follower:
                 async with self.remote.stream(argv, binary=True) as stream:
                     async for rec in stream:
                         got_any = True
-                        item = self._record(rec)
-                        if item is not None:
-                            yield item
+                        record = self._record(rec)
+                        if record is not None:
+                            yield record
                     status = stream.exit_status
                 if status == 127 and not got_any:
                     self.fallback = True

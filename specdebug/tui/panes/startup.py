@@ -321,7 +321,7 @@ class StartupPane(Pane):
             self._armed.pop(action, None)
             return True
         self._armed[action] = now
-        key = next((b.key for b in self.BINDINGS if b.action == action), action)
+        key = next((b.key for b in self.BINDINGS if isinstance(b, Binding) and b.action == action), action)
         self.notify(
             f"press {key} again to {what} {self.profile.name}", severity="warning", timeout=self.CONFIRM_S
         )
@@ -342,6 +342,8 @@ class StartupPane(Pane):
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _run(self, mode: str) -> None:
         remote = self.ctx.remote()
+        if remote is None:  # _ready_to_act said so already
+            return
         profile = self.profile
         journal = self.ctx.journal
         self.load_history()
@@ -420,7 +422,10 @@ class StartupPane(Pane):
         self.state = "stopping"
         self._dirty = True
         try:
-            result = await startup.stop(self.ctx.remote(), self.profile, journal=self.ctx.journal)
+            remote = self.ctx.remote()
+            if remote is None:  # _ready_to_act said so already
+                return
+            result = await startup.stop(remote, self.profile, journal=self.ctx.journal)
             self.apply(result)
             self.notify(result.message, severity="information" if result.stopped else "error")
         except Exception as exc:
