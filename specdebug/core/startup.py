@@ -375,7 +375,7 @@ class StartupTracker:
             verdict=verdict,
             phases=list(self.phases),
             last_phase=self.last_phase,
-            at=at,  # type: ignore[arg-type]
+            at=at,
             elapsed_s=at - self.started_at,
             reason=with_hint(reason, excerpt) if verdict == "failed" else reason,
             error_kind=kind,
