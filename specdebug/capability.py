@@ -23,10 +23,11 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
+from typing import Any
 
 _lock = threading.Lock()
 _process_readonly = False
-_readonly_objects: dict[int, weakref.ref | None] = {}  # id -> weak ref (None: not weak-referenceable)
+_readonly_objects: dict[int, weakref.ref[Any] | None] = {}  # id -> weak ref (None: not weak-referenceable)
 
 
 class ReadOnlyError(PermissionError):
@@ -67,7 +68,7 @@ def hold_readonly(*objects: object) -> None:
                 continue
             key = id(obj)
             try:
-                ref: weakref.ref | None = weakref.ref(obj, partial(_forget_ref, key))
+                ref: weakref.ref[Any] | None = weakref.ref(obj, partial(_forget_ref, key))
             except TypeError:
                 ref = None
             _readonly_objects[key] = ref

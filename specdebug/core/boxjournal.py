@@ -86,7 +86,7 @@ class BoxJournal:
         self._offset = 0
         self._tail = b""
         self._outbox: list[bytes] = []
-        self._writer: asyncio.Task | None = None
+        self._writer: asyncio.Task[None] | None = None
         self._expanded = False
         self.listeners: list[Callable[[list[dict[str, Any]]], None]] = []
         self.by = getpass.getuser()

@@ -118,7 +118,7 @@ async def box_call(remote: Remote, op: str, request: dict[str, Any], timeout: fl
     if not res.ok:
         raise RemoteError(f"process control on the box failed: {res.err.strip() or res.exit_status}")
     try:
-        out = json.loads(res.stdout)
+        out: dict[str, Any] = json.loads(res.stdout)
     except ValueError as exc:
         raise RemoteError(f"process control on the box answered {res.out.strip()[:200]!r}") from exc
     if out.get("state") == "error":

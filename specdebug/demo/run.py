@@ -10,6 +10,7 @@ the loopback server ran is killed.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -22,6 +23,8 @@ from specdebug.core.profiles import Profile, load_profile
 from specdebug.demo.loopback_sshd import LoopbackSSHServer
 from specdebug.remote.factory import ConnectOptions, connect_host
 from specdebug.resources import data_dirs
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_PROFILE = "eagle3-2step-nccl.toml"
 
@@ -172,8 +175,8 @@ def run_demo(
         for picked in profiles:
             try:
                 asyncio.run(_stop_server(server.config_path, "simbox", picked, state_dir))
-            except Exception:
-                pass
+            except Exception:  # the group is killed below either way
+                logger.debug("stopping %s failed", picked.name, exc_info=True)
             _kill_recorded_group(picked, started, state_dir)
         server.stop()
         for s, handler in old.items():

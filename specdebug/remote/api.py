@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 class RemoteError(Exception):
@@ -138,7 +138,7 @@ class Stream(Protocol):
 
     exit_status: int | None
 
-    def __aiter__(self) -> AsyncIterator: ...
+    def __aiter__(self) -> AsyncIterator[Any]: ...
 
     async def aclose(self) -> None: ...
 

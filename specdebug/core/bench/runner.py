@@ -13,7 +13,7 @@ before the function returns.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -28,6 +28,8 @@ from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failur
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.core.servers import file_size
 from specdebug.remote.api import Remote, RemoteError
+
+logger = logging.getLogger(__name__)
 
 READY_LINES = {
     "sglang": "The server is fired up and ready to roll!",
@@ -233,8 +235,10 @@ async def run_benchmark(
         log_slice = await read_slice(remote, srv.log_file, size_before, size_after)
     finally:
         prom.cancel(window)
-        with contextlib.suppress(Exception):
+        try:
             await fwd.close()
+        except Exception:  # the connection may be gone already
+            logger.debug("closing the bench forward failed", exc_info=True)
 
     result.label = request.label
     result.profile = profile.name
@@ -272,8 +276,8 @@ async def _none() -> None:
 
 def _warnings(
     state: ServerState,
-    before: list,
-    after: list,
+    before: list[Any],
+    after: list[Any],
     gpu_err: str | None,
     log_errors: list[str],
     size_before: int | None,

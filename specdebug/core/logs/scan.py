@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -25,7 +26,7 @@ class ScanResult(BaseModel):
 
     pack: str | None
     lines: int
-    metrics: dict[str, dict]
+    metrics: dict[str, dict[str, Any]]
     events: dict[str, int]
     warmup_marker: bool = False  # a ready/warmup-done marker was seen (warmup samples excluded)
 
@@ -110,12 +111,12 @@ def scan_chunks(
     return an.result(include_warmup=include_warmup)
 
 
-def scan_file(path: str | Path, **kwargs) -> ScanResult:
+def scan_file(path: str | Path, **kwargs: Any) -> ScanResult:
     """Scan a local file (raises OSError when it cannot be read)."""
     return scan_chunks(_file_chunks(Path(path)), **kwargs)
 
 
-def scan_lines(lines: Iterable[str], **kwargs) -> ScanResult:
+def scan_lines(lines: Iterable[str], **kwargs: Any) -> ScanResult:
     """Scan text lines (tests, excerpts pasted by users)."""
     return scan_chunks((line.rstrip("\n").encode() + b"\n" for line in lines), **kwargs)
 

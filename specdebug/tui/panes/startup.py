@@ -19,6 +19,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from specdebug.core import startup
@@ -184,7 +185,7 @@ class StartupPane(Pane):
             self.query_one("#startup-log", Static).update(
                 Text("\n".join(lines), no_wrap=True, overflow="ellipsis")
             )
-        except Exception:  # not mounted yet
+        except NoMatches:  # not mounted yet
             pass
 
     def head_text(self) -> Text:
