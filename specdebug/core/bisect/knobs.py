@@ -44,7 +44,7 @@ def make_units(knobs: list[Knob], groups: list[str]) -> list[Unit]:
             by_glob[first].knobs.append(knob.name)
         else:
             by_glob[first] = Unit(name=first, knobs=[knob.name])
-            units.append(by_glob[glob])
+            units.append(by_glob[first])
     return units
 
 
