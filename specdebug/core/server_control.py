@@ -254,7 +254,7 @@ async def attach(
         offset = start + _last_run_offset(data, profile.server.kind)
     record = ServerRecord(
         profile=profile.name,
-        host=getattr(remote, "name", ""),
+        host=remote.name,
         fingerprint=profile.fingerprint(),
         pid=ident["pid"],
         pgid=ident["pgid"],

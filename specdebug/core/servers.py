@@ -128,7 +128,7 @@ async def box_call(remote: Remote, op: str, request: dict[str, Any], timeout: fl
 
 def state_dir_of(remote: Remote) -> str:
     """The box-side folder of server records for this remote (the demo and tests use their own)."""
-    return getattr(remote, "state_dir", None) or DEFAULT_STATE_DIR
+    return remote.state_dir or DEFAULT_STATE_DIR
 
 
 def _state_request(remote: Remote, profile_name: str) -> dict[str, Any]:

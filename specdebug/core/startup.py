@@ -570,7 +570,7 @@ async def launch(
     got = await start_detached(remote, profile, launch_id)
     record = ServerRecord(
         profile=profile.name,
-        host=getattr(remote, "name", ""),
+        host=remote.name,
         fingerprint=profile.fingerprint(),
         pid=got.pid,
         pgid=got.pgid,

@@ -157,6 +157,7 @@ async def test_mark_key_builds_diff():
 
 class FakeRemote:
     name = "gpubox"
+    state_dir = None  # the default box folder of server records
     status = ConnStatus(ConnState.CONNECTED)
 
     async def wait_connected(self, timeout=None):

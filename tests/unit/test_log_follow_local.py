@@ -84,6 +84,7 @@ class LocalRemote:
     """Runs 'remote' commands on this machine; `drop()` simulates a lost connection."""
 
     name = "local"
+    state_dir = None  # the default box folder of server records
 
     def __init__(self) -> None:
         self.connected = asyncio.Event()

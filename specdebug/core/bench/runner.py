@@ -244,7 +244,7 @@ async def run_benchmark(
     result.profile = profile.name
     result.server_version = state.version
     result.fingerprint = profile.fingerprint()  # one definition; the version is its own field
-    result.host = host or getattr(remote, "name", None)
+    result.host = host or remote.name
     result.started_at = started
     result.finished_at = time.time()
     result.argv = mask_argv(list(srv.argv), scrub.values)

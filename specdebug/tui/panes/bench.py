@@ -315,7 +315,7 @@ class BenchPane(Pane):
                 journal=self.ctx.journal,
                 progress=self._on_progress,
                 on_line=self._lines.append,
-                host=self.ctx.selected or getattr(remote, "name", None),
+                host=self.ctx.selected or remote.name,
             )
         except asyncio.CancelledError:
             self.progress = None

@@ -680,7 +680,7 @@ class LogsPane(Pane):
             self.app.notify("no host connected", severity="error")
             return
         self.path = path
-        self.host = getattr(remote, "name", None)
+        self.host = remote.name
         self.analyzer = Analyzer(self._new_parser())
         for row in self._rows.values():
             row.remove()
