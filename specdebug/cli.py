@@ -174,6 +174,13 @@ def run_verb(name: str, argv: list[str]) -> int:
         return _finish(args.func(args))
     except VerbExit as exc:
         return exc.code
+    except OSError as exc:  # a full disk under the session folder: one line, never a traceback
+        from specdebug.core.journal import JournalError
+
+        if not isinstance(exc, JournalError):
+            raise
+        print(f"specdebug: {exc.strerror}", file=sys.stderr)
+        return 1
 
 
 def _deepest(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:

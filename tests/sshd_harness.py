@@ -79,17 +79,13 @@ class Sshd:
 
 
 def _children(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
+    """The direct children of our own sshd (the kernel's per-task children lists: no /proc scan)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
         try:
-            stat = (d / "stat").read_text()
-        except OSError:
+            out += [int(c) for c in task.read_text().split()]
+        except (OSError, ValueError):
             continue
-        ppid = int(stat[stat.rfind(")") + 2 :].split()[1])
-        if ppid == pid:
-            out.append(int(d.name))
     return out
 
 
@@ -98,9 +94,15 @@ def _keygen(path: Path) -> None:
 
 
 def start_sshd(
-    workdir: Path, *, max_sessions: int = 10, port: int | None = None, wrap: Sequence[str] = ()
+    workdir: Path,
+    *,
+    max_sessions: int = 10,
+    port: int | None = None,
+    wrap: Sequence[str] = (),
+    extra_config: tuple[str, ...] = (),
 ) -> Sshd:
-    """Start sshd; `wrap` prefixes its command (e.g. unshare: a box whose sshd is PID 1 of a namespace)."""
+    """Start sshd; `wrap` prefixes its command (e.g. unshare: a box whose sshd is PID 1 of a namespace);
+    `extra_config` lines go first (sshd keeps the first value of a keyword)."""
     if SSHD is None:
         raise RuntimeError("sshd not found: install openssh-server (apt-get install openssh-server)")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -133,6 +135,7 @@ def start_sshd(
         "Subsystem sftp internal-sftp",
     ]
     cfg = workdir / "sshd_config"
+    base = [*extra_config, *base]
     cfg.write_text("\n".join(base + ["PerSourcePenalties no"]) + "\n")
     if subprocess.run([SSHD, "-t", "-f", str(cfg)], capture_output=True).returncode != 0:
         cfg.write_text("\n".join(base) + "\n")  # OpenSSH < 9.8 does not know PerSourcePenalties

@@ -5,11 +5,16 @@ marks, benchmark results), so the file is written the crash-safe way: one JSON o
 line, each line written with a single ``write`` on an ``O_APPEND`` descriptor and flushed at
 once; results are also fsync'd so a kill -9 or power loss cannot take back a reported number.
 A reader tolerates a torn last line (the process died mid-write) and a writer that finds one
-starts on a fresh line, so later events are never glued onto the fragment.
+starts on a fresh line, so later events are never glued onto the fragment. A write that fails
+(full disk, quota, file size limit) is undone (the file is cut back to its previous size) and
+raised as JournalError with one clear line: a record is in the file whole or not at all. Strings
+longer than MAX_LINE (a 10 MB log line in an excerpt) are cut with a visible note.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import threading
@@ -21,11 +26,16 @@ from typing import Any, Literal, overload
 import platformdirs
 
 from specdebug.capability import require_write
+from specdebug.core.limits import MAX_LINE, cap_text
 
 EVENTS_FILE = "events.jsonl"
 
 # The kinds other modules write; any other string is accepted too (forward compatible).
 KINDS = ("launch", "verdict", "stop", "mark", "bench_result", "note")
+
+
+class JournalError(OSError):
+    """The journal could not be written (the message names the file and the reason)."""
 
 
 def sessions_root() -> Path:
@@ -93,16 +103,27 @@ class Journal:
         """
         require_write(f"journal {kind}", self)
         event = {**data, "ts": time.time(), "kind": kind}
-        line = (json.dumps(event, default=_jsonable, ensure_ascii=False) + "\n").encode()
+        line = (json.dumps(_capped(event), default=_jsonable, ensure_ascii=False) + "\n").encode()
         with self._lock:
-            self.session_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                self.session_dir.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise JournalError(
+                    exc.errno, f"cannot write the session journal {self.path}: {_why(exc)}"
+                ) from None
             try:
                 if _ends_torn(self.path):
                     line = b"\n" + line
-                _write_all(fd, line)
+                _write_whole(fd, line, self.path)
                 if sync:
                     os.fsync(fd)
+            except JournalError:
+                raise
+            except OSError as exc:
+                raise JournalError(
+                    exc.errno, f"cannot write the session journal {self.path}: {_why(exc)}"
+                ) from None
             finally:
                 os.close(fd)
         return event
@@ -144,11 +165,37 @@ def _ends_torn(path: Path) -> bool:
         return False
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_whole(fd: int, data: bytes, path: Path) -> None:
+    """Write the record (one os.write unless the kernel takes less); on failure cut the file back to
+    where it was, so no half record stays behind (unless another writer appended meanwhile)."""
+    before = os.fstat(fd).st_size
     view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+    written = 0
+    try:
+        while written < len(data):
+            written += os.write(fd, view[written:])  # a short write is retried to learn the errno
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            if os.fstat(fd).st_size == before + written:
+                os.ftruncate(fd, before)
+        raise JournalError(exc.errno, f"cannot write the session journal {path}: {_why(exc)}") from None
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return f"{exc.strerror} (make room there, or record elsewhere with --session DIR)"
+    return exc.strerror or str(exc)
+
+
+def _capped(value: Any) -> Any:
+    """Strings longer than MAX_LINE cut with a visible note, in nested dicts and lists too."""
+    if isinstance(value, str):
+        return cap_text(value, MAX_LINE)
+    if isinstance(value, dict):
+        return {k: _capped(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_capped(v) for v in value]
+    return value
 
 
 def _jsonable(obj: Any) -> Any:

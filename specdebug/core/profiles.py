@@ -390,9 +390,17 @@ def load_profile_text(text: str, path: str | Path = "<profile>.toml") -> Profile
         raise _translate(exc, src, provenance) from None
 
 
+MAX_DEPTH = 32  # tables/arrays nested deeper than any real profile: refused before anything recurses
+
+
 def _parse(src: _Source) -> dict[str, Any]:
     try:
         data = tomllib.loads(src.text)
+    except RecursionError:
+        raise ProfileError(
+            f"invalid TOML: nested deeper than Python can parse (a profile needs at most {MAX_DEPTH} levels)",
+            file=src.path,
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
@@ -401,8 +409,31 @@ def _parse(src: _Source) -> dict[str, Any]:
         if m:
             detail += f" (column {m.group(2)})"
         raise ProfileError(f"invalid TOML: {detail}", file=src.path, line=line) from None
+    deep = _too_deep(data, MAX_DEPTH)
+    if deep is not None:
+        raise ProfileError(
+            f"nested more than {MAX_DEPTH} levels deep (a profile needs a few)",
+            file=src.path,
+            line=find_key_line(src.text, (deep,)),
+            field=deep,
+        )
     # unknown keys are reported by validation, together with every other problem of the file
     return data
+
+
+def _too_deep(data: Any, limit: int) -> str | None:
+    """The top-level key under which `data` nests deeper than `limit`, else None (iterative: no recursion)."""
+    for key, value in data.items():
+        stack = [(value, 1)]
+        while stack:
+            item, depth = stack.pop()
+            if depth > limit:
+                return str(key)
+            if isinstance(item, dict):
+                stack.extend((v, depth + 1) for v in item.values())
+            elif isinstance(item, list):
+                stack.extend((v, depth + 1) for v in item)
+    return None
 
 
 def _load_chain(path: Path, stack: list[Path], provenance: dict) -> tuple[dict[str, Any], dict]:

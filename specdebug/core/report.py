@@ -149,6 +149,19 @@ def metric_diff(a: BenchResult, b: BenchResult) -> list[tuple[str, float | None,
     return [(name, x, y, delta_pct(y, x)) for name, x, y in rows]
 
 
+def compare_order(
+    a: HistoryEntry, b: HistoryEntry, base: HistoryEntry | None
+) -> tuple[HistoryEntry, HistoryEntry]:
+    """(from, to) of a compare, in the results table's direction: the table's "vs base" is the
+    change from the baseline to the row, so a compare goes from the baseline when it is one of
+    the two, else from the earlier run to the later one, whichever was picked first."""
+    if base is not None and b is base and a is not base:
+        return b, a
+    if base is not None and a is base:
+        return a, b
+    return (a, b) if a.id <= b.id else (b, a)
+
+
 def _accept(r: BenchResult) -> float | None:
     if r.server and r.server.accept_len is not None:
         return r.server.accept_len
@@ -290,6 +303,32 @@ def _warning_section(entries: list[HistoryEntry]) -> list[str]:
 _SUMMARY_KEYS = ("text", "label", "message", "verdict", "profile", "phase", "reason", "status")
 
 
+def report_title(session_name: str, events: list[dict[str, Any]]) -> str:
+    """`specdebug session NAME`; a folder named just "session" (the demo's) gets its start time
+    instead, never `specdebug session session`."""
+    name = session_name.strip()
+    if not name or name.lower() == "session":
+        start = fmt_time(events[0].get("ts")) if events else "-"
+        return f"specdebug session of {start}" if start != "-" else "specdebug session"
+    return f"specdebug session {name}"
+
+
+def _describe_mark(ev: dict[str, Any]) -> str:
+    """A mark in words: its label, and where it was set (log position) when the logs pane set it."""
+    label = str(ev.get("label") or "").strip()
+    head = label or (f"mark {ev['n']}" if ev.get("n") is not None else "mark")
+    where = []
+    if ev.get("path"):
+        where.append(f"in {ev['host']}:{ev['path']}" if ev.get("host") else f"in {ev['path']}")
+    if ev.get("offset") is not None:
+        where.append(f"at byte {ev['offset']}")
+    if ev.get("matches") is not None:
+        where.append(f"after {ev['matches']} matches")
+    if ev.get("source") == "cli":
+        where.append("(from the command line)")
+    return " ".join([head, *where])
+
+
 def _notes_section(events: list[dict[str, Any]]) -> list[str]:
     rows = []
     for ev in events:
@@ -297,6 +336,9 @@ def _notes_section(events: list[dict[str, Any]]) -> list[str]:
         if kind in ("bench_result", None) or str(kind).startswith("bisect_"):  # bisections have their section
             continue
         if kind == "mark" and ev.get("label") == BASELINE_LABEL:
+            continue
+        if kind == "mark":
+            rows.append(f"- {fmt_time(ev.get('ts'))} **mark**: {_cell(_describe_mark(ev))}")
             continue
         parts = [f"{k}={ev[k]}" for k in _SUMMARY_KEYS if ev.get(k) not in (None, "", [], {})]
         if not parts:

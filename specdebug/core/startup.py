@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field
 
 from specdebug.capability import require_write
 from specdebug.core import server_control
+from specdebug.core.limits import cap_text
 from specdebug.core.logs.hints import with_hint
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, profile_secrets
@@ -408,15 +409,29 @@ def startup_history(
 ) -> StartupHistory | None:
     """Median startup time of earlier ready verdicts of `profile` (same fingerprint when given).
 
-    Attaching to a running server is not a startup (its phases all read 0 s): left out."""
-    attached = {e.get("pid") for e in events if e.get("kind") == "launch" and e.get("attached")}
+    Attaching to a running server is not a startup (its phases all read 0 s): left out.  A verdict
+    belongs to the launch with its PID and start time (verdict time - elapsed), so a later real
+    launch that happens to get the same PID still counts."""
+    attached = [
+        (e.get("pid"), e.get("started_at")) for e in events if e.get("kind") == "launch" and e.get("attached")
+    ]
+
+    def was_attach(v: dict[str, Any]) -> bool:
+        if v.get("attached"):
+            return True
+        start = float(v["at"]) - float(v.get("elapsed_s") or 0) if v.get("at") else None
+        return any(
+            pid == v.get("pid") and (at is None or start is None or abs(float(at) - start) < 1.0)
+            for pid, at in attached
+        )
+
     runs = [
         e
         for e in events
         if e.get("kind") == "verdict"
         and e.get("verdict") == "ready"
-        and e.get("pid") not in attached
         and e.get("profile") == profile
+        and not was_attach(e)
         and (fingerprint is None or e.get("fingerprint") in (None, "", fingerprint))
     ]
     if not runs:
@@ -675,7 +690,7 @@ async def launch_and_watch(
 
 
 def _clean_line(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace").rstrip("\n")
+    text = cap_text(raw.decode("utf-8", "replace").rstrip("\n"))  # excerpts stay bounded
     if "\r" in text:  # progress bars redraw with \r: keep what the terminal would show last
         parts = [p for p in text.split("\r") if p.strip()]
         text = parts[-1] if parts else ""

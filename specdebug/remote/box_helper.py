@@ -18,6 +18,7 @@ import base64
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -90,24 +91,41 @@ def _op_run(req):
 
 
 _ERRNAMES = {2: "ENOENT", 3: "ESRCH", 13: "EACCES", 1: "EPERM", 21: "EISDIR", 20: "ENOTDIR"}
+_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
 
 
 def _read_one(path, offset, limit):
+    # O_NONBLOCK + fstat: a FIFO must not block this thread forever, /dev/zero must not fill it
     try:
-        with open(os.path.expanduser(path), "rb") as f:
-            if offset:
-                f.seek(offset)
-            chunks = []
-            left = limit
-            while left > 0:
-                chunk = f.read(min(left, 1 << 16))  # /proc files report size 0: read until EOF
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            return {"path": path, "data": _b64(b"".join(chunks))}
+        fd = os.open(os.path.expanduser(path), os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         return {"path": path, "error": _ERRNAMES.get(exc.errno, f"E{exc.errno or 0}")}
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+            return {"path": path, "error": f"ENOTREG: {path} is {kind}, not a regular file"}
+        chunks = []
+        left = limit
+        pos = offset or 0
+        while left > 0:
+            chunk = os.pread(fd, min(left, 1 << 16), pos)  # /proc files report size 0: read until EOF
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+            pos += len(chunk)
+        return {"path": path, "data": _b64(b"".join(chunks))}
+    except OSError as exc:
+        return {"path": path, "error": _ERRNAMES.get(exc.errno, f"E{exc.errno or 0}")}
+    finally:
+        os.close(fd)
 
 
 def _op_read(req):

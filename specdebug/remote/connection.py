@@ -207,14 +207,22 @@ class SSHStream:
     def __aiter__(self):
         return self._iterate()
 
-    async def _iterate(self):
+    def chunks(self, size: int = 1 << 16):
+        """Raw bytes in blocks of up to `size` as they arrive: for readers that split records
+        themselves (one await per block instead of one per line)."""
+        return self._iterate(size)
+
+    async def _iterate(self, chunk: int = 0):
         if self._proc is None:
             await self._open()
         assert self._proc is not None
         try:
             while True:
                 try:
-                    line = await self._proc.stdout.readline()
+                    if chunk:
+                        line = await self._proc.stdout.read(chunk)
+                    else:
+                        line = await self._proc.stdout.readline()
                 except asyncssh.ConnectionLost as exc:
                     raise ConnectionDropped(
                         f"{self._remote.name}: connection lost during stream: {exc}"
@@ -225,7 +233,7 @@ class SSHStream:
                     ) from exc
                 if not line:
                     break
-                if self._binary:
+                if self._binary or chunk:
                     yield line
                 else:
                     yield line.decode("utf-8", "replace").rstrip("\r\n")

@@ -22,7 +22,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import Hit, Hits, Provider
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Static, TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState
 
 from specdebug.capability import ReadOnlyError, hold_readonly
@@ -30,13 +30,14 @@ from specdebug.remote.api import ConnState, ConnStatus
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.resources import data_dirs
 from specdebug.tui.context import AppContext
-from specdebug.tui.pane import Pane
+from specdebug.tui.pane import Pane, RunningServer, describe_error
 from specdebug.tui.panes.bench import BenchPane
 from specdebug.tui.panes.bisect import BisectPane
 from specdebug.tui.panes.env import EnvPane
 from specdebug.tui.panes.hosts import HostsPane
 from specdebug.tui.panes.logs import LogsPane
 from specdebug.tui.panes.startup import StartupPane
+from specdebug.tui.screens.help import keys_label
 from specdebug.tui.widgets.seats import JournalFollower, SeatsBar, SeatsProvider
 
 PANES: list[type[Pane]] = [HostsPane, StartupPane, LogsPane, EnvPane, BenchPane, BisectPane]  # tab order
@@ -59,14 +60,32 @@ def find_layout(name: str) -> Path:
     raise ValueError(f"layout {name!r} not found (known: {', '.join(known) or 'none'})")
 
 
-def load_keymap(path: Path = KEYMAP_FILE) -> dict[str, str]:
-    """`[keymap]` table of binding id -> keys; a bad file is reported, never fatal."""
-    if not path.is_file():
-        return {}
-    with path.open("rb") as f:
-        data = tomllib.load(f)
+class KeymapFile(dict[str, str]):
+    """binding id -> keys, plus `problems`: what was wrong with the file (shown as notifications)."""
+
+    def __init__(self, entries: dict[str, str] | None = None, problems: list[str] | None = None) -> None:
+        super().__init__(entries or {})
+        self.problems = problems or []
+
+
+def load_keymap(path: Path = KEYMAP_FILE) -> KeymapFile:
+    """`[keymap]` table of binding id -> keys; a bad file or entry is reported and ignored, never fatal."""
+    try:
+        if not path.is_file():
+            return KeymapFile()
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except (OSError, ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
+        return KeymapFile(problems=[f"keymap {path} ignored: {exc or type(exc).__name__}"])
     table = data.get("keymap", data)
-    return {str(k): str(v) for k, v in table.items() if isinstance(v, str)}
+    if not isinstance(table, dict):
+        return KeymapFile(
+            problems=[f'keymap {path} ignored: `keymap` must be a table like [keymap] "bench.run" = "ctrl+b"']
+        )
+    good = {str(k): v for k, v in table.items() if isinstance(v, str) and v.strip()}
+    bad = [str(k) for k in table if str(k) not in good]
+    problems = [f"keymap {path}: entries without a key string ignored: {', '.join(bad)}"] if bad else []
+    return KeymapFile(good, problems)
 
 
 def load_panes() -> list[type[Pane]]:
@@ -90,7 +109,10 @@ class ActionsProvider(Provider):
                 ):
                     continue
                 seen.add((scope, binding.action))
-                yield f"{scope}: {binding.description}", binding, node
+                text = f"{scope}: {binding.description}"
+                if isinstance(node, Pane) and app.ctx.readonly and binding.action in node.MUTATING_ACTIONS:
+                    text += " (disabled: read-only)"
+                yield text, binding, node
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
@@ -106,10 +128,18 @@ class ActionsProvider(Provider):
             yield Hit(1.0, text, partial(self._run, node, binding), help=binding.id or "")
 
     async def _run(self, node, binding: Binding) -> None:
+        """Run as the key would: read-only refusals and second-press confirmations included."""
         if isinstance(node, Pane):
             assert isinstance(self.app, SpecdebugApp)
             self.app.show_pane(node.PANE_ID)
-        await node.run_action(binding.action)
+            if node.is_refused(binding.action):
+                return
+            node.from_palette = True
+        try:
+            await node.run_action(binding.action)
+        finally:
+            if isinstance(node, Pane):
+                node.from_palette = False
 
 
 class SpecdebugApp(App):
@@ -153,6 +183,7 @@ class SpecdebugApp(App):
         self.autorun: list[str] = []  # binding ids to run once mounted (the demo launches the sim)
         self.bisect_preset: dict[str, Any] | None = None  # the demo offers the story's bisection
         self.launched_profiles: list[Any] | None = None  # the demo stops them at exit
+        self.still_running: list[RunningServer] = []  # servers left running at quit (printed after exit)
         if ctx.readonly:
             self.sub_title = "read-only"
             hold_readonly(*ctx.remotes.values(), ctx.journal)  # core refuses writes through them
@@ -170,8 +201,17 @@ class SpecdebugApp(App):
         yield Footer()
 
     async def on_mount(self) -> None:
+        for problem in getattr(self._keymap, "problems", ()):
+            self.notify(problem, severity="warning", timeout=10)
         if self._keymap:
-            self.set_keymap(self._keymap)
+            try:
+                self.set_keymap(self._keymap)
+            except Exception as exc:  # a key string Textual cannot use: report, keep the defaults
+                self.notify(f"keymap ignored: {exc}", severity="warning", timeout=10)
+                self.set_keymap({})
+        # Tab cycles inside the shown pane; leaving focus on the tab bar would hide the pane's keys
+        self.query_one(TabbedContent).query_one(Tabs).can_focus = False
+        self.watch(self.screen, "focused", self._focus_changed, init=False)
         if self.ctx.host_key_prompt is not None:
             self.ctx.host_key_prompt.ask = self.ask_host_key
         for remote in self.ctx.remotes.values():
@@ -244,7 +284,10 @@ class SpecdebugApp(App):
             for b in node.BINDINGS:
                 if isinstance(b, Binding) and b.description:
                     keys = self._keymap.get(b.id or "", b.key) if b.id else b.key
-                    rows.append((scope, keys, b.description, b.id or ""))
+                    desc = b.description
+                    if isinstance(node, Pane) and self.ctx.readonly and b.action in node.MUTATING_ACTIONS:
+                        desc += " (disabled: read-only)"
+                    rows.append((scope, keys_label(keys), desc, b.id or ""))
         self.push_screen(HelpScreen(rows, f"specdebug keys: {panes[0].TITLE if panes else 'app'}"))
 
     def action_pick_profile(self) -> None:
@@ -292,9 +335,38 @@ class SpecdebugApp(App):
             self.show_pane(self.pane_classes[index].PANE_ID)
 
     def show_pane(self, pane_id: str) -> None:
+        tabs = self.query_one(TabbedContent)
+        if tabs.active == f"tab-{pane_id}":  # no TabActivated follows: put focus back ourselves
+            for pane in self.query(Pane):
+                if pane.PANE_ID == pane_id and not self._inside(self.focused, pane):
+                    self.focus_pane(pane)
+            return
         # focus left inside the old tab would pull the old tab back: drop it first
         self.set_focus(None)
-        self.query_one(TabbedContent).active = f"tab-{pane_id}"
+        tabs.active = f"tab-{pane_id}"
+
+    @staticmethod
+    def _inside(widget, pane: Pane) -> bool:
+        return widget is not None and (widget is pane or pane in widget.ancestors)
+
+    def active_pane(self) -> Pane | None:
+        active = self.query_one(TabbedContent).active
+        return next((p for p in self.query(Pane) if f"tab-{p.PANE_ID}" == active), None)
+
+    def _focus_changed(self, focused) -> None:
+        """Focus lost (a hidden widget, a resize, Tab off the end) or left in a hidden tab (the
+        screen's first auto-focus): give it back to the shown pane, so the pane's keys keep
+        working and stay in the footer."""
+        pane = self.active_pane()
+        if pane is not None and not self._inside(focused, pane):
+            self.call_after_refresh(self._refocus)
+
+    def _refocus(self) -> None:
+        if self.screen is not self.screen_stack[0]:
+            return  # a modal is up: it owns focus
+        pane = self.active_pane()
+        if pane is not None and not self._inside(self.focused, pane):
+            self.focus_pane(pane)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         """Put focus inside the shown pane, so its keys work without a click."""
@@ -368,7 +440,14 @@ class SpecdebugApp(App):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.error is not None:
             err = event.worker.error
-            self.notify(f"{event.worker.name or 'task'} failed: {err}", severity="error")
+            self.notify(f"{event.worker.name or 'task'} failed: {describe_error(err)}", severity="error")
+
+    # ---- quitting ----------------------------------------------------------------------------------
+    async def action_quit(self) -> None:
+        """Servers are left running on purpose (they take minutes to start): remember which, so
+        the command line can say so, with the command that stops them, once the screen is gone."""
+        self.still_running = [s for pane in self.query(Pane) for s in pane.running_servers()]
+        self.exit()
 
     async def on_unmount(self) -> None:
         for unsubscribe in self._unsubscribe:
@@ -386,4 +465,4 @@ class SpecdebugApp(App):
                     log.debug("%s: close failed", remote.name, exc_info=True)
 
 
-__all__ = ["SpecdebugApp", "HostsPane", "find_layout", "load_keymap"]
+__all__ = ["SpecdebugApp", "HostsPane", "RunningServer", "find_layout", "load_keymap"]

@@ -4,7 +4,7 @@ textual-serve has no authentication: anyone who reaches its port gets an app.  S
 bound to loopback only, and every path lives under `/<token>/` (the token is 32 random bytes,
 printed once); a request without it gets 403 before textual-serve sees it, the websocket
 included.  The app it runs is `specdebug ... --readonly`: each browser tab gets its own read-only
-process (default-deny, see core/capability.py) with its own SSH connection.  For the browser and
+process (default-deny, see specdebug/capability.py) with its own SSH connection.  For the browser and
 a terminal seat to see the same results, give both the same `--session box:NAME`.
 """
 

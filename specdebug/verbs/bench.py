@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specdebug.core.bench.external import parse_all, parse_saved_json
+from specdebug.core.bench.external import parse_all, parse_saved_json, read_output_file
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
 from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark
 from specdebug.core.journal import Journal, resolve_session
@@ -145,10 +145,12 @@ async def cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_parse(args: argparse.Namespace) -> int:
     path = Path(args.parse)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text, note = read_output_file(path)  # regular files only, at most their last 32 MiB
     except OSError as exc:
         err(f"cannot read {path}: {exc.strerror or exc}")
         return 2
+    if note:
+        err(note)
     results = _parse_text(text)
     if not results:
         err(f"{path}: no benchmark result block found")

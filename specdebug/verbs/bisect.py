@@ -26,7 +26,7 @@ from specdebug.core.bisect.run import Bisection
 from specdebug.core.bisect.trial import TrialError
 from specdebug.core.journal import Journal, resolve_session
 from specdebug.core.profiles import Profile, ProfileError, load_profile
-from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, print_json, run_verb
+from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, out, print_json, run_verb
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -154,13 +154,13 @@ async def cmd_bisect(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**result.model_dump(mode="json"), "session": str(session)})
     else:
-        print(summary(result))
-        print(f"recorded in {session}")
+        out(summary(result))
+        out(f"recorded in {session}")
     return 0 if result.verdict == "found" else 1
 
 
 def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    out(text, file=sys.stderr)
 
 
 def _applied(applied: list[str]) -> str:

@@ -183,6 +183,13 @@ def out(text: object = "", *, file: TextIO | None = None, end: str = "\n", newli
     print(visible(str(text), newlines=newlines), end=end, file=file or sys.stdout, flush=True)
 
 
+def out_block(lines: list[str]) -> None:
+    """Write many output lines at once (grep --follow at high rates): each line was already made
+    visible (text) or is JSON, so this only joins them; the one bulk path beside `out`."""
+    sys.stdout.write("".join(lines))
+    sys.stdout.flush()
+
+
 def progress(text: str) -> None:
     """Redraw one status line on stderr (a terminal): `\r` is ours, the text is made visible."""
     print("\r" + visible(text), end="", file=sys.stderr, flush=True)

@@ -11,14 +11,19 @@ be read, 2 usage/pattern error.
 from __future__ import annotations
 
 import argparse
+import gc
+import json
+from json.encoder import encode_basestring_ascii as _quote
 
+from specdebug.core.limits import open_regular_file, truncation_note
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.location import split_host_path
-from specdebug.core.logs.parser import LogParser, PatternError
+from specdebug.core.logs.parser import LogParser, PatternError, PlainMatch
 from specdebug.core.logs.patterns import PACK_NAMES
-from specdebug.core.logs.scan import iter_lines_with_offsets
+from specdebug.core.logs.scan import iter_capped_lines
+from specdebug.core.sanitize import visible
 from specdebug.remote.api import RemoteError
-from specdebug.verbs.common import add_ssh_args, err, out, print_json, run_verb
+from specdebug.verbs.common import add_ssh_args, err, out, out_block, print_json, run_verb
 from specdebug.verbs.scan import LOG_HELP, match_json, profile_scrubber
 
 
@@ -52,7 +57,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=grep)
 
 
-def _emit(item: LogMatch | LogEvent, as_json: bool) -> bool:
+def _report_cut(parser: LogParser, said: set[str]) -> None:
+    for name, why in parser.cut_patterns.items():
+        if name not in said:
+            said.add(name)
+            err(f"pattern {name!r} was cut off: {why}")
+
+
+def _write(lines: list[str]) -> None:
+    out_block(lines)
+    lines.clear()
+
+
+def _match_text(m: LogMatch | PlainMatch, as_json: bool) -> str:
+    """One output line. Plain matches (no pack fields) are formatted directly: the same text as
+    json.dumps(match_json(m)), without building the dict (grep --follow --json at high rates)."""
+    if not as_json:  # box text: control characters shown, never emitted
+        if m.truncated is not None:
+            return f"{visible(m.line, newlines=False)} {truncation_note(len(m.line.encode()), m.truncated)}\n"
+        return visible(m.line, newlines=False) + "\n"
+    if m.event == "match" and m.offset is not None and m.lineno is None and not m.metrics:
+        if not (m.also or m.ts or m.phase or m.warmup or m.truncated is not None):
+            fields = json.dumps(m.fields, default=str) if m.fields else "{}"
+            return (
+                f'{{"offset": {m.offset}, "event": "match", "line": {_quote(m.line)}, '
+                f'"fields": {fields}, "metrics": {{}}, "warmup": false}}\n'
+            )
+    return json.dumps(match_json(m), default=str) + "\n"
+
+
+def _emit(item: LogMatch | PlainMatch | LogEvent, as_json: bool) -> bool:
     if isinstance(item, LogEvent):
         if item.kind in ("opened", "ended", "resumed"):
             return False
@@ -63,6 +97,8 @@ def _emit(item: LogMatch | LogEvent, as_json: bool) -> bool:
         return False
     if as_json:
         print_json(match_json(item))
+    elif item.truncated is not None:
+        out(f"{item.line} {truncation_note(len(item.line.encode()), item.truncated)}", newlines=False)
     else:
         out(item.line, newlines=False)
     return True
@@ -77,8 +113,9 @@ async def grep(args: argparse.Namespace) -> int:
         err("grep: give at least one -e REGEX (or --pack to select the pack's lines)")
         raise VerbExit(2)
     try:
+        # without --pack nothing but the patterns' named groups is parsed (the fast path)
         parser = LogParser(
-            args.pack or "auto",
+            args.pack or "none",
             grep=args.patterns,
             from_start=args.from_start or not args.follow,
             scrub=profile_scrubber(args),
@@ -93,29 +130,40 @@ async def grep(args: argparse.Namespace) -> int:
             err("grep --follow needs HOST:PATH (a file on a box)")
             raise VerbExit(2)
         try:
-            f = open(path, "rb")
+            f = open_regular_file(path)
         except OSError as exc:
             err(f"cannot read {path}: {exc.strerror or exc}")
             return 1
         with f:
             chunks = iter(lambda: f.read(1 << 20), b"")
-            for lineno, (offset, line) in enumerate(iter_lines_with_offsets(chunks), 1):
-                m = parser.parse(line, offset=offset, lineno=lineno)
+            for lineno, (offset, line, full) in enumerate(iter_capped_lines(chunks), 1):
+                m = parser.parse(line, offset=offset, lineno=lineno, truncated=full)
                 if m is not None:
                     found |= _emit(m, args.json)
+        _report_cut(parser, set())
         return 0 if found else 1
 
-    from specdebug.core.logs.follow import follow_matches
+    from specdebug.core.logs.matches import follow_match_batches
 
+    gc.freeze()  # what import left behind is never garbage: keep collections of new matches cheap
     failed = False
     async with open_remote(args, host) as remote:
         try:
-            async for item in follow_matches(
+            async for batch in follow_match_batches(
                 remote, path, parser, from_start=args.from_start or not args.follow, once=not args.follow
             ):
-                if isinstance(item, LogEvent) and item.kind == "error":
-                    failed = True
-                found |= _emit(item, args.json)
+                out: list[str] = []
+                for item in batch:
+                    if isinstance(item, LogEvent):
+                        failed |= item.kind == "error"
+                        if out:  # keep stdout and stderr in order
+                            _write(out)
+                        _emit(item, args.json)
+                    else:
+                        out.append(_match_text(item, args.json))
+                        found = True
+                if out:
+                    _write(out)
         except RemoteError as exc:
             err(str(exc))
             return 1

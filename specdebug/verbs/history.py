@@ -22,6 +22,7 @@ from specdebug.core.journal import Journal, resolve_session
 from specdebug.core.report import (
     baseline_event,
     baseline_of,
+    compare_order,
     config_diff,
     delta_vs,
     fmt,
@@ -30,6 +31,7 @@ from specdebug.core.report import (
     history,
     metric_diff,
     render_markdown,
+    report_title,
 )
 from specdebug.core.sanitize import visible
 from specdebug.verbs.common import err, out, print_json
@@ -40,7 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     h.add_argument("--session", metavar="DIR", help="session folder (default: the latest)")
     h.add_argument("--json", action="store_true", help='print {"results": [...]}')
     h.add_argument(
-        "--compare", nargs=2, type=int, metavar=("A", "B"), help="config and metric diff of runs A and B"
+        "--compare",
+        nargs=2,
+        type=int,
+        metavar=("A", "B"),
+        help="config and metric diff of runs A and B, from the baseline (or the earlier run) to the other",
     )
     h.add_argument("--baseline", type=int, metavar="N", help="make run N the baseline for deltas")
     h.add_argument(
@@ -100,7 +106,12 @@ def cmd_history(args: argparse.Namespace) -> int:
             )
             out(f"baseline: #{args.baseline} {by_id[args.baseline].result.profile or ''}")
             return 0
-        return _compare(by_id[args.compare[0]], by_id[args.compare[1]], args.json)
+        first, second = compare_order(
+            by_id[args.compare[0]],
+            by_id[args.compare[1]],
+            baseline_of(events, entries, include_failed=args.include_failed),
+        )
+        return _compare(first, second, args.json)
     base = baseline_of(events, entries, include_failed=args.include_failed)
     if args.json:
         print_json(
@@ -137,22 +148,29 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def _compare(a, b, as_json: bool) -> int:
+    """From `a` to `b` (compare_order: the baseline or the earlier run first, as the table's vs base)."""
     config = config_diff(a.result, b.result)
     metrics = metric_diff(a.result, b.result)
     if as_json:
         print_json(
             {
+                "from": a.id,
+                "to": b.id,
                 "a": a.id,
                 "b": b.id,
                 "config": config,
-                "metrics": [{"metric": m, "a": x, "b": y, "delta_pct": d} for m, x, y, d in metrics],
+                "metrics": [
+                    {"metric": m, "from": x, "to": y, "a": x, "b": y, "delta_pct": d}
+                    for m, x, y, d in metrics
+                ],
             }
         )
         return 0
-    out(f"#{a.id} {a.result.profile or '?'}  vs  #{b.id} {b.result.profile or '?'}")
+    out(f"from #{a.id} {a.result.profile or '?'} -> to #{b.id} {b.result.profile or '?'}")
     out("config:" if config else "config: same")
     for line in config:
         out(f"  {line}")
+    out(f"  {'metric':<18} {'#' + str(a.id):>9} {'#' + str(b.id):>9} {'change':>8}")
     for name, x, y, d in metrics:
         out(f"  {name:<18} {fmt(x, 2):>9} {fmt(y, 2):>9} {fmt_delta(d):>8}")
     return 0
@@ -169,9 +187,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     journal = _journal(args.session)
     if journal is None:
         return 2
+    events = journal.events()
     text = render_markdown(
-        journal.events(),
-        title=f"specdebug session {journal.session_dir.name}",
+        events,
+        title=report_title(journal.session_dir.name, events),
         include_failed=args.include_failed,
     )
     if args.output:

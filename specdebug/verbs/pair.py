@@ -20,7 +20,7 @@ from pathlib import Path
 
 from specdebug.core import pair
 from specdebug.core.pair import Mode, PairError
-from specdebug.verbs.common import err, print_json
+from specdebug.verbs.common import err, out, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -112,18 +112,18 @@ def _start(args: argparse.Namespace) -> int:
     if args.json:
         print_json(info.to_json())
     else:
-        print(f"pairing session {info.name!r} on {info.socket} (access: {info.access})")
+        out(f"pairing session {info.name!r} on {info.socket} (access: {info.access})")
         for seat in info.seats:
             mode = "read-only" if seat.mode is Mode.RO else "read-write (can run commands as you!)"
-            print(f"  seat {seat.user}: {mode}")
-        print(f"seats join with:  {info.join}")
-        print(f"             or:  specdebug pair --join {info.name}")
+            out(f"  seat {seat.user}: {mode}")
+        out(f"seats join with:  {info.join}")
+        out(f"             or:  specdebug pair --join {info.name}")
         sys.stdout.flush()
     if args.detach:
         return 0
     rc = _attach(pair.join_argv(info.socket, info.session))
     if pair.is_alive(info.socket):
-        print(f"detached; the session goes on. Back in: specdebug pair --join {info.name}")
+        out(f"detached; the session goes on. Back in: specdebug pair --join {info.name}")
     return rc
 
 
@@ -150,10 +150,10 @@ def _list(args: argparse.Namespace) -> int:
         print_json({"sessions": [p.to_json() for p in found]})
         return 0
     if not found:
-        print("no pairing sessions you may join")
+        out("no pairing sessions you may join")
         return 0
     for info in found:
         seats = ", ".join(f"{s.user} ({s.mode})" for s in info.seats) or "no seats"
-        print(f"{info.name}  owner {info.owner}  seats: {seats}")
-        print(f"  join: specdebug pair --join {info.name}   (or: {info.join})")
+        out(f"{info.name}  owner {info.owner}  seats: {seats}")
+        out(f"  join: specdebug pair --join {info.name}   (or: {info.join})")
     return 0

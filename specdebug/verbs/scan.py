@@ -2,19 +2,23 @@
 
 Prints metric stats (n, mean, p50, p90, min, max, last) and event counts; the Logs pane shows
 the same numbers live because both go through specdebug.core.logs.
-Exit codes: 0 scanned, 1 the file cannot be read, 2 usage/profile/pattern error (a missing file too).
+Only regular files are read (a FIFO, device or directory is refused, saying what it is); lines
+longer than 64 KiB are cut (counted in `truncated_lines`); on a terminal, progress goes to stderr.
+Exit codes: 0 scanned, 1 the file cannot be read, 2 usage/profile/pattern error (a missing file too; also when a
+profile pattern was cut off for running too long: the stats are printed, the pattern is named).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 from specdebug.core.logs.events import LogMatch
 from specdebug.core.logs.location import split_host_path
-from specdebug.core.logs.parser import PatternError
+from specdebug.core.logs.parser import PatternError, PlainMatch
 from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import ScanResult, scan_file, scan_remote
 from specdebug.core.logs.stats import metric_rank
@@ -90,7 +94,7 @@ def scrubbed(m: LogMatch, scrub: Callable[[str], str]) -> LogMatch:
     return m.model_copy(update={"line": line, "fields": fields})
 
 
-def match_json(m: LogMatch) -> dict[str, Any]:
+def match_json(m: LogMatch | PlainMatch) -> dict[str, Any]:
     d: dict[str, Any] = {"offset": m.offset}
     if m.lineno is not None:
         d["lineno"] = m.lineno
@@ -101,6 +105,8 @@ def match_json(m: LogMatch) -> dict[str, Any]:
         d["ts"] = m.ts
     if m.phase:
         d["phase"] = m.phase
+    if m.truncated is not None:
+        d["truncated"] = m.truncated  # the line's full length; `line` is its first 64 KiB
     return d
 
 
@@ -134,6 +140,40 @@ def print_result(res: ScanResult, *, include_warmup: bool) -> None:
         out("no metric samples")
     if res.events:
         out("events: " + ", ".join(f"{k} {v}" for k, v in sorted(res.events.items())))
+    if res.truncated_lines:
+        out(f"{res.truncated_lines} line(s) longer than 64 KiB: only their first 64 KiB were parsed")
+
+
+class TerminalProgress:
+    """`scanned 312.0 MiB / 1.0 GiB (31%) 95.3 MB/s` on stderr, redrawn at most 5 times a second,
+    only when stderr is a terminal (a pipe or a log file gets nothing)."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.on = self.stream.isatty()
+        self.t0 = time.monotonic()
+        self.last = 0.0
+        self.drawn = False
+
+    def __call__(self, done: int, total: int | None) -> None:
+        now = time.monotonic()
+        if not self.on or now - self.last < 0.2:
+            return
+        self.last = now
+        rate = done / max(now - self.t0, 1e-6) / 1e6
+        of = f" / {_mib(total)} ({100 * done // total}%)" if total else ""
+        self.stream.write(f"\rscanned {_mib(done)}{of} {rate:.1f} MB/s\x1b[K")
+        self.stream.flush()
+        self.drawn = True
+
+    def clear(self) -> None:
+        if self.drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 
 
 @run_verb
@@ -150,12 +190,14 @@ async def scan(args: argparse.Namespace) -> int:
         else:
             on_match = lambda m: out(match_text(scrubbed(m, scrub)))  # noqa: E731
     host, path = split_host_path(args.log)
+    progress = TerminalProgress()
     kwargs = dict(
         pack=pack,
         patterns=patterns,
         include_warmup=args.include_warmup,
         last_run=args.last_run,
         on_match=on_match,
+        on_progress=progress if progress.on else None,
     )
     try:
         if host is None:
@@ -178,9 +220,13 @@ async def scan(args: argparse.Namespace) -> int:
     except PatternError as exc:
         err(str(exc))
         raise VerbExit(2, str(exc)) from exc
+    finally:
+        progress.clear()
     if args.json:
         print_json(res)
     else:
         print_result(res, include_warmup=args.include_warmup)
     sys.stdout.flush()
-    return 0
+    for name, why in res.cut_patterns.items():
+        err(f"pattern {name!r} was cut off: {why}")
+    return 2 if res.cut_patterns else 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,16 +72,37 @@ def build_context(args: argparse.Namespace, remotes: dict) -> AppContext:
     return ctx
 
 
-def run_app(ctx: AppContext, layout: str) -> int:
-    from specdebug.tui.app import SpecdebugApp, load_keymap
+def run_app(ctx: AppContext, layout: str, ssh_config: str | None = None) -> int:
+    from specdebug.tui.app import KeymapFile, SpecdebugApp, load_keymap
 
     try:
         keymap = load_keymap()
     except (OSError, ValueError) as exc:
         out(f"specdebug: keymap ignored: {exc}", file=sys.stderr)
-        keymap = {}
-    SpecdebugApp(ctx, layout=layout, keymap=keymap).run()
+        keymap = KeymapFile()
+    app = SpecdebugApp(ctx, layout=layout, keymap=keymap)
+    app.run()
+    for line in still_running_lines(app.still_running, ssh_config):
+        print(line)
     return 0
+
+
+def still_running_lines(servers: list, ssh_config: str | None = None) -> list[str]:
+    """One line per server left running at quit (right on a real box: it took minutes to start),
+    with the exact command that stops it."""
+    lines = []
+    for srv in servers:
+        cmd = ["specdebug", "stop"] + (["-F", ssh_config] if ssh_config else [])
+        cmd += [srv.host, "-c", srv.profile_path or srv.profile]
+        where = ", ".join(
+            x for x in (f"PID {srv.pid}" if srv.pid else "", f"port {srv.port}" if srv.port else "") if x
+        )
+        lines.append(
+            f"specdebug: {srv.profile} is still running on {srv.host}"
+            + (f" ({where})" if where else "")
+            + f"; stop it with: {shlex.join(cmd)}"
+        )
+    return lines
 
 
 def run_tui_from_argv(argv: list[str]) -> int:
@@ -123,4 +145,4 @@ def run_tui_from_argv(argv: list[str]) -> int:
     except (HostSpecError, ProfileError, ValueError) as exc:
         out(f"specdebug: {exc}", file=sys.stderr)
         return 2
-    return run_app(ctx, args.layout)
+    return run_app(ctx, args.layout, args.ssh_config)

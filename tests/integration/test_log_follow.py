@@ -147,13 +147,13 @@ def test_grep_follow_verb_streams_json(sshd, tmp_path: Path) -> None:
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         appended = 0
         got = []
         import select
 
         while len(got) < 2 and time.monotonic() < deadline:
-            if appended < 6:  # keep appending until the follower (started from the end) sees them
+            if appended < 100:  # keep appending until the follower (started from the end) sees them
                 append(log, f"x\naccept len: {appended}.50\n")
                 appended += 1
             r, _, _ = select.select([proc.stdout], [], [], 0.5)

@@ -229,18 +229,22 @@ hostile = st.text(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(args=st.lists(hostile, min_size=1, max_size=5))
-def test_hostile_arguments_arrive_byte_for_byte(sshd, args):
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=st.lists(st.lists(hostile, min_size=1, max_size=5), min_size=25, max_size=25))
+def test_hostile_arguments_arrive_byte_for_byte(sshd, batch):
+    """25 hostile argument lists per connection mode: one connection per mode, not one per list."""
+
     async def check():
         for use_helper in (True, False):
             r = SSHRemote("gpubox", ssh_config=sshd.config_path, use_helper=use_helper)
             try:
                 await r.wait_connected(15)
-                res = await r.run(["printf", "%s\\0", *args])
-                assert res.stdout == b"".join(a.encode() + b"\0" for a in args)
-                lines = [ln async for ln in r.stream(["printf", "%s\\0", *args], binary=True)]
-                assert b"".join(lines) == b"".join(a.encode() + b"\0" for a in args)
+                for args in batch:
+                    want = b"".join(a.encode() + b"\0" for a in args)
+                    res = await r.run(["printf", "%s\\0", *args])
+                    assert res.stdout == want
+                    lines = [ln async for ln in r.stream(["printf", "%s\\0", *args], binary=True)]
+                    assert b"".join(lines) == want
             finally:
                 await r.close()
 

@@ -8,6 +8,10 @@ run on the same appended lines, for `ssh -F cfg HOST 'tail -F FILE | grep --line
 with the same parser applied to what it delivers. Lines are appended on the box by a small
 writer started over SSH that stamps each line with its wall-clock write time, so latency is
 exact when the box is this machine (loopback) and includes clock offset otherwise.
+Then the whole-process comparison of issue 16: `specdebug grep --follow --json` (a child process)
+against `ssh HOST 'tail -F FILE | grep --line-buffered PAT'` in the same run on the same file:
+all-matching throughput, CPU of the local process at a steady 10k lines/s, and append-to-output
+latency, each with its ratio. `--cli-only` skips the in-process sections.
 The last line printed is `RESULT key=value ...`.
 """
 
@@ -17,6 +21,7 @@ import argparse
 import asyncio
 import gc
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -187,17 +192,195 @@ async def baseline(
     return t_last - t_first
 
 
+BENCH_TS = re.compile(rb"#bench-ts: ([0-9.]+)")
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of a live process, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Reader:
+    """A follower as a whole child process: counts its output lines (and stamps latencies) cheaply,
+    so the harness itself stays out of the way on a small machine."""
+
+    def __init__(self, name: str, cmd: list[str]) -> None:
+        self.name, self.cmd = name, cmd
+        self.lines = 0
+        self.lat: list[float] = []
+        self.t_first = self.t_last = 0.0
+        self.cpu_marks: list[float] = []
+        self.stamp = False
+        self.proc: asyncio.subprocess.Process | None = None
+        self._buf = b""
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.cmd,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL,
+        )
+        self.task = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc and self.proc.stdout
+        while True:
+            data = await self.proc.stdout.read(1 << 16)
+            if not data:
+                return
+            now = time.time()
+            n = data.count(b"\n")
+            if n and self.lines == 0:
+                self.t_first = time.perf_counter()
+            self.lines += n
+            if n:
+                self.t_last = time.perf_counter()
+            if self.stamp:
+                text = self._buf + data
+                cut = text.rfind(b"\n") + 1
+                self._buf = text[cut:]
+                self.lat.extend((now - float(m.group(1))) * 1000 for m in BENCH_TS.finditer(text, 0, cut))
+
+    async def until(self, n: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.lines < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name}: {self.lines} of {n} lines after {timeout} s")
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        if self.proc and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        self.task.cancel()
+
+
+async def cli_compare(
+    remote, cfg: str, host: str, box_dir: str, args: argparse.Namespace
+) -> dict[str, float]:
+    """specdebug grep --follow --json vs ssh tail -F | grep --line-buffered, whole processes."""
+    out: dict[str, float] = {}
+    ours_cmd = [sys.executable, "-m", "specdebug.cli", "grep", "-F", cfg]
+    ssh = ["ssh", "-F", cfg, "-o", "BatchMode=yes", host]
+
+    def both(path: str, from_start: bool) -> list[Reader]:
+        start = ["--from-start"] if from_start else []
+        tail = "-c +1" if from_start else "-n 0"
+        return [
+            Reader(
+                "specdebug", [*ours_cmd, f"{host}:{path}", "-e", "Decode batch", "--follow", "--json", *start]
+            ),
+            Reader("tail|grep", [*ssh, f"tail {tail} -F {path} | grep --line-buffered 'Decode batch'"]),
+        ]
+
+    # 1) all-matching throughput from the start of a file of N lines, one reader at a time
+    path = f"{box_dir}/cli-tp.log"
+    await remote.run(["sh", "-c", ': > "$1"', "sh", path])
+    await write_remote(remote, path, args.lines, 0)
+    for r in both(path, True):
+        await r.start()
+        await r.until(args.lines, 300)
+        out[f"cli_tp_{r.name}"] = (args.lines - 1) / max(r.t_last - r.t_first, 1e-9)
+        await r.stop()
+    ratio = out["cli_tp_specdebug"] / out["cli_tp_tail|grep"]
+    print(
+        f"grep --follow --json, all matching, {args.lines} lines: specdebug {out['cli_tp_specdebug']:.0f}/s | "
+        f"ssh tail|grep {out['cli_tp_tail|grep']:.0f}/s | ratio {ratio:.2f} (goal >= 0.5)",
+        flush=True,
+    )
+    out["cli_tp_ratio"] = ratio
+
+    # 1b) the Logs pane's path on the same file: follow + pack parse + metric series (in-process)
+    from specdebug.core.logs.matches import follow_match_batches
+    from specdebug.core.logs.stats import MetricStore
+
+    parser, store = LogParser("sglang", from_start=True), MetricStore()
+    got, t_first = 0, 0.0
+    batches = follow_match_batches(remote, path, parser, from_start=True)
+    async for batch in batches:
+        for m in batch:
+            if isinstance(m, LogMatch):
+                store.add_match(m)
+                got += 1
+        if got and not t_first:
+            t_first = time.perf_counter()
+        if got >= args.lines:
+            break
+    await batches.aclose()
+    out["pane_metrics_lines_per_s"] = got / max(time.perf_counter() - t_first, 1e-9)
+    print(
+        f"with metric extraction (Logs pane path: follow + pack parse + series): "
+        f"{out['pane_metrics_lines_per_s']:.0f} lines/s (goal >= 200000)",
+        flush=True,
+    )
+
+    # 2) a steady 10k lines/s, then a slow 200 lines/s, both readers on the same file: CPU, latency
+    for phase, rate, seconds in (("fast", args.cli_rate, args.cli_seconds), ("slow", args.rate, 2.0)):
+        path = f"{box_dir}/cli-{phase}.log"
+        await remote.run(["sh", "-c", ': > "$1"', "sh", path])
+        readers = both(path, False)
+        for r in readers:
+            await r.start()
+        probe = 0
+        deadline = time.monotonic() + 60
+        while not all(r.lines for r in readers):  # both are live once a probe line reached both
+            if time.monotonic() > deadline:
+                raise TimeoutError("followers did not start")
+            await remote.run(["sh", "-c", 'echo "Decode batch probe $2" >> "$1"', "sh", path, str(probe)])
+            probe += 1
+            await asyncio.sleep(0.3)
+        await asyncio.sleep(1.0)
+        base = {r.name: r.lines for r in readers}
+        cpu0 = {}
+        for r in readers:
+            r.stamp = True
+            cpu0[r.name] = proc_cpu_s(r.proc.pid)  # type: ignore[union-attr]
+        t0 = time.monotonic()
+        n = int(rate * seconds)
+        await write_remote(remote, path, n, rate)
+        for r in readers:
+            await r.until(base[r.name] + n, 60)
+        wall = time.monotonic() - t0
+        for r in readers:
+            out[f"cli_{phase}_cpu_pct_{r.name}"] = 100 * (proc_cpu_s(r.proc.pid) - cpu0[r.name]) / wall  # type: ignore[union-attr]
+            out[f"cli_{phase}_lat_p50_ms_{r.name}"] = statistics.median(r.lat)
+            out[f"cli_{phase}_lat_p99_ms_{r.name}"] = pct(r.lat, 99)
+            await r.stop()
+        cpu_ratio = out[f"cli_{phase}_cpu_pct_specdebug"] / max(out[f"cli_{phase}_cpu_pct_tail|grep"], 1e-9)
+        lat_diff = out[f"cli_{phase}_lat_p50_ms_specdebug"] - out[f"cli_{phase}_lat_p50_ms_tail|grep"]
+        out[f"cli_{phase}_cpu_ratio"] = cpu_ratio
+        out[f"cli_{phase}_lat_p50_diff_ms"] = lat_diff
+        print(
+            f"at {rate:.0f} lines/s for {seconds:g} s: local CPU specdebug "
+            f"{out[f'cli_{phase}_cpu_pct_specdebug']:.1f}% of a core | ssh (tail|grep) "
+            f"{out[f'cli_{phase}_cpu_pct_tail|grep']:.1f}% | ratio {cpu_ratio:.2f}"
+            + (" (goal <= 2)" if phase == "fast" else ""),
+            flush=True,
+        )
+        print(
+            f"  latency p50/p99: specdebug {out[f'cli_{phase}_lat_p50_ms_specdebug']:.2f}/"
+            f"{out[f'cli_{phase}_lat_p99_ms_specdebug']:.2f} ms | ssh tail|grep "
+            f"{out[f'cli_{phase}_lat_p50_ms_tail|grep']:.2f}/{out[f'cli_{phase}_lat_p99_ms_tail|grep']:.2f} ms"
+            f" | p50 difference {lat_diff:+.2f} ms" + (" (goal <= 1)" if phase == "slow" else ""),
+            flush=True,
+        )
+    return {k.replace("|", "_"): v for k, v in out.items()}
+
+
 async def run(args: argparse.Namespace) -> dict[str, float]:
     from specdebug.remote.connection import SSHRemote
 
     result: dict[str, float] = {}
-    print(f"parser: {args.parser_lines} lines ...", flush=True)
-    result.update(bench_parser(args.parser_lines))
-    print(
-        f"  {result['parser_lines_per_s']:.0f} lines/s, RSS +{result['parser_rss_growth_mib']:.1f} MiB "
-        f"(peak RSS {result['peak_rss_mib']:.1f} MiB)",
-        flush=True,
-    )
+    if not args.cli_only:
+        print(f"parser: {args.parser_lines} lines ...", flush=True)
+        result.update(bench_parser(args.parser_lines))
+        print(
+            f"  {result['parser_lines_per_s']:.0f} lines/s, RSS +{result['parser_rss_growth_mib']:.1f} MiB "
+            f"(peak RSS {result['peak_rss_mib']:.1f} MiB)",
+            flush=True,
+        )
 
     sshd = None
     tmp = Path(tempfile.mkdtemp(prefix="bench-logs-"))
@@ -221,6 +404,9 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             else:
                 box_dir = str(res_dir)
             ssh_cmd = ["ssh", "-F", cfg, "-o", "BatchMode=yes", host]
+            result.update(await cli_compare(remote, cfg, host, box_dir, args))
+            if args.cli_only:
+                return result
 
             # 1) latency: lines appended at a steady rate, both followers on the same file
             path = f"{box_dir}/latency.log"
@@ -289,6 +475,9 @@ def main() -> int:
     ap.add_argument("--latency-lines", type=int, default=400)
     ap.add_argument("--rate", type=float, default=200.0, help="lines/s appended in the latency run")
     ap.add_argument("--parser-lines", type=int, default=1_000_000)
+    ap.add_argument("--cli-rate", type=float, default=10_000.0, help="lines/s for the CPU/latency comparison")
+    ap.add_argument("--cli-seconds", type=float, default=5.0)
+    ap.add_argument("--cli-only", action="store_true", help="only the whole-process comparison")
     args = ap.parse_args()
     if args.host and not args.ssh_config:
         ap.error("--host needs --ssh-config")

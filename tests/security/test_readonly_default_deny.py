@@ -88,9 +88,11 @@ async def dispatch_everything(app: SpecdebugApp, pilot) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ["process", "app"])
-async def test_no_action_mutates_in_readonly(mode: str, sshd, remote, tmp_path: Path) -> None:
+async def test_no_action_mutates_in_readonly(
+    mode: str, sshd, remote, tmp_path: Path, box_state_dir: Path
+) -> None:
     profile = sim_profile(tmp_path, f"rodeny-{uuid.uuid4().hex[:6]}", time_scale="0.02")
-    record_path = Path.home() / ".specdebug" / "servers" / f"{profile.name}.json"
+    record_path = box_state_dir / f"{profile.name}.json"
     verdict = None
     async for ev in startup.launch_and_watch(remote, profile):
         verdict = ev

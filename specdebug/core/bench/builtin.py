@@ -209,7 +209,7 @@ async def stream_one(
                         live.report()
                 rec.text_chars += len(text)
     except httpx.HTTPError as exc:
-        rec.error = f"{type(exc).__name__}: {exc}"[:200] or type(exc).__name__
+        rec.error = (f"{type(exc).__name__}: {exc}" if str(exc).strip() else type(exc).__name__)[:200]
         return rec
     finally:
         rec.end = time.perf_counter()

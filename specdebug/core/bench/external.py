@@ -11,11 +11,14 @@ is table driven, keeps every key/value as text, and puts any line it does not un
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from specdebug.core.bench.models import BenchResult, LatencyStats, SourceFormat, SpecDecoding
+from specdebug.core.limits import MAX_PARSE_INPUT, open_regular_file
 
 BLOCK_START = re.compile(r"^=+\s*Serving Benchmark Result\s*=+$")
 BLOCK_END = re.compile(r"^=+$")
@@ -256,6 +259,21 @@ def _guess_format(keys: set[str]) -> SourceFormat:
     if any(k in keys for k in SGLANG_HINTS) or any("e2e latency" in k for k in keys):
         return "sglang"
     return "unknown"
+
+
+def read_output_file(path: str | Path, cap: int = MAX_PARSE_INPUT) -> tuple[str, str | None]:
+    """(text, note) of a saved benchmark output: a regular file only (a FIFO or /dev/zero is refused
+    with NotRegularFile), and at most its last `cap` bytes (results come last), said in `note`."""
+    with open_regular_file(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        note = None
+        if size > cap:
+            f.seek(size - cap)
+            note = f"{path} is {size} bytes: only its last {cap} bytes were parsed"
+        data = f.read(cap)
+    if note is not None:
+        data = data[data.find(b"\n") + 1 :]  # start at a line boundary
+    return data.decode("utf-8", errors="replace"), note
 
 
 def parse_output(text: str, *, fmt: SourceFormat | None = None) -> BenchResult | None:

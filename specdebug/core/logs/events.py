@@ -40,6 +40,7 @@ class LogMatch(BaseModel):
     ts: str | None = None
     phase: str | None = None  # startup phase the line enters, when it is a milestone
     inode: int | None = None  # file identity when followed (offsets are per inode)
+    truncated: int | None = None  # the line's full length in bytes when `line` holds only its head
 
     @classmethod
     def fast(cls, **values: Any) -> LogMatch:
@@ -80,6 +81,7 @@ FollowEventKind = Literal[
     "fallback",  # no python3 on the box: plain `tail -c +N -F`, no prefilter, no rotation detection
     "ended",  # the remote follower exited (detail says why)
     "error",  # the follower could not start (detail says why)
+    "pattern_cut",  # a user pattern overran its time limit and was dropped (detail names it)
 ]
 
 

@@ -1,234 +1,62 @@
 """Follow a remote log file by byte offset, prefiltered on the box, resuming exactly after a drop.
 
-Why a small python3 agent on the box instead of `tail -c +N -F PATH | grep -E --line-buffered`:
-- exact offsets: with a prefilter in between, `tail | grep` cannot say where a line started, and
-  after `tail -F` reopens a rotated/truncated file its byte count restarts silently. Exact offsets
-  are what makes "resume after reconnect, no line lost or repeated" true. The agent prints
-  `OFFSET<TAB>LINE` for every selected line and `!POS` for progress over filtered-out lines.
-- one regex dialect: profile patterns use Python syntax (`(?P<value>...)`), which grep -E rejects;
-  the agent filters with Python's `re`, the same engine the client parses with.
-- truncation (size < offset) and rotation (the path's inode changed) are reported as records
-  (`!TRUNCATED`, `!ROTATED`) instead of tail's stderr chatter, and the agent verifies on resume that
-  the inode it is asked to continue is still the one at the path.
-- latency: it sleeps on inotify (ctypes, no dependency) with a 0.1 s poll fallback.
-Patterns travel as argv data (the remote layer quotes with shlex.join), never as shell text.
-GPU boxes have python3 (the probe helper needs it too); without it we fall back to plain
-`tail -c +N -F` (no prefilter: filtering happens here) and say so with a "fallback" event.
+The box side is a small python3 agent (specdebug.core.logs.agent: why, its record format and its
+bounds). Here: the client state machine. Offsets are exact, so "resume after reconnect, no line lost
+or repeated" holds; truncation (also truncated-and-grown-again, by a check of the bytes before the
+offset), rotation and a missing file become LogEvents. Patterns travel as argv data (the remote
+layer quotes with shlex.join), never as shell text. Without python3 on the box we fall back to
+plain `tail -c +N -F` (filtering happens here) and say so with a "fallback" event; without a free
+SSH session (MaxSessions used up) the agent runs through the probe channel by polling.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from specdebug.core.logs.events import LogEvent, LogMatch
-from specdebug.core.logs.parser import LogParser, combine, strip_named_groups
-from specdebug.remote.api import ConnectionDropped, NotConnected, Remote
+from specdebug.core.limits import BOX_REGEX_TIMEOUT_S, cap_bytes
+from specdebug.core.logs.agent import POLL_MAX_BYTES, POLL_WAIT_S, agent_argv, split_prefilter, tail_argv
+from specdebug.core.logs.events import LogEvent
+from specdebug.remote.api import ConnectionDropped, ConnState, NotConnected, Remote
 
-# The agent runs with python3 -I -S on the box; keep it Python 3.6 compatible.
-AGENT = r"""
-import os, re, select, sys, time
-out = sys.stdout.buffer
-def ctl(*parts):
-    out.write(b"!" + b"\t".join(p if isinstance(p, bytes) else str(p).encode() for p in parts) + b"\n")
-def main():
-    path = os.path.expanduser(sys.argv[1]); off = int(sys.argv[2]); want = int(sys.argv[3])
-    once = sys.argv[4] == "once"
-    args = [a.encode("utf-8", "surrogateescape") for a in sys.argv[5:]]
-    lits = [a[1:] for a in args if a[:1] == b"="]
-    pats = [re.compile(a[1:], re.M) for a in args if a[:1] == b"~"]
-    one = pats[0] if len(pats) == 1 else None
-    every = not args
-    ifd = None; lib = None
-    try:
-        import ctypes
-        lib = ctypes.CDLL(None, use_errno=True)
-        ifd = lib.inotify_init1(0o4000 | 0o2000000)
-        if ifd < 0:
-            ifd = None
-    except Exception:
-        ifd = None
-    def watch(p):
-        if ifd is not None:
-            lib.inotify_add_watch(ifd, p.encode("utf-8", "surrogateescape"), 0x2 | 0x4 | 0x8 | 0x400 | 0x800)
-    def wait(t):
-        if ifd is None:
-            time.sleep(min(t, 0.05)); return
-        r = select.select([ifd], [], [], t)[0]
-        if r:
-            try:
-                os.read(ifd, 65536)
-            except OSError:
-                pass
-    said_missing = False; last_out = time.time()
-    while True:
-        try:
-            f = open(path, "rb"); break
-        except (FileNotFoundError, NotADirectoryError):
-            if once:
-                ctl("ERR", "no such file: " + path); out.flush(); sys.exit(1)
-            if not said_missing:
-                ctl("MISSING"); out.flush(); said_missing = True
-            if time.time() - last_out > 5:
-                ctl("HB", -1); out.flush(); last_out = time.time()
-            time.sleep(0.1)
-    st = os.fstat(f.fileno()); ino = st.st_ino
-    watch(path)
-    if want and want != ino:
-        ctl("ROTATED", ino); pos = 0
-    elif said_missing:
-        pos = 0
-    elif off < 0:
-        pos = st.st_size
-        if pos:
-            back = min(pos, 65536); f.seek(pos - back); tail = f.read(back); nl = tail.rfind(b"\n")
-            pos = pos - back + nl + 1 if nl >= 0 else (0 if back == pos else pos)
-    elif off > st.st_size:
-        ctl("TRUNCATED", ino, st.st_size); pos = 0
-    else:
-        pos = off
-    f.seek(pos)
-    ctl("OPEN", ino, pos, st.st_size, os.path.abspath(path).encode("utf-8", "surrogateescape")); out.flush()
-    buf = b""; reported = pos; last_out = time.time()
-    def emit(data, final=False):
-        # complete lines only; with one (combined) pattern the regex runs over the whole chunk in C
-        # and we restart at the line after each hit, so no line with a match is skipped
-        nonlocal buf, pos
-        buf += data
-        if final and buf and not buf.endswith(b"\n"):
-            buf += b"\n"
-        cut = buf.rfind(b"\n") + 1
-        if not cut:
-            return
-        block, buf = buf[:cut], buf[cut:]
-        base = pos; pos += len(block)
-        if every:
-            at = 0
-            for ln in block[:-1].split(b"\n"):
-                out.write(b"%d\t%s\n" % (base + at, ln)); at += len(ln) + 1
-            return
-        hits = {}
-        find = block.find; rfind = block.rfind
-        for lit in lits:  # literals: bytes.find runs at memory speed
-            at = find(lit)
-            while at >= 0:
-                s = rfind(b"\n", 0, at) + 1; e = find(b"\n", at)
-                hits[s] = e; at = find(lit, e + 1)
-        if one is not None:  # the regexes, combined by the client: one pass in C over the block
-            at = 0
-            while True:
-                m = one.search(block, at)
-                if m is None:
-                    break
-                s = rfind(b"\n", 0, m.start()) + 1; e = find(b"\n", m.start())
-                hits[s] = e; at = e + 1
-        elif pats:
-            at = 0
-            for ln in block[:-1].split(b"\n"):
-                if any(p.search(ln) for p in pats):
-                    hits[at] = at + len(ln)
-                at += len(ln) + 1
-        for s in sorted(hits):
-            out.write(b"%d\t%s\n" % (base + s, block[s:hits[s]]))
-    while True:
-        data = f.read(1 << 16)
-        if data:
-            emit(data); out.flush(); last_out = time.time()
-            continue
-        now = time.time()
-        if once:
-            emit(b"", final=True); ctl("END", pos); out.flush(); return
-        if pos != reported or now - last_out > 5:
-            ctl("POS" if pos != reported else "HB", pos); out.flush(); reported = pos; last_out = now
-        try:
-            pst = os.stat(path)
-        except OSError:
-            pst = None
-        size = os.fstat(f.fileno()).st_size
-        if size < pos + len(buf):
-            ctl("TRUNCATED", ino, size); f.seek(0); pos = 0; buf = b""; reported = 0; out.flush(); continue
-        if pst is not None and pst.st_ino != ino:
-            # writers still finish lines in the old file after the rename: drain it until it is
-            # quiet for 0.2 s (at most 2 s) before moving to the new one
-            quiet = time.time(); limit = quiet + 2.0
-            while time.time() - quiet < 0.2 and time.time() < limit:
-                data = f.read()
-                if data:
-                    emit(data); quiet = time.time()
-                else:
-                    time.sleep(0.02)
-            emit(b"", final=True)
-            f.close(); f = open(path, "rb"); ino = os.fstat(f.fileno()).st_ino; watch(path)
-            ctl("ROTATED", ino); pos = 0; buf = b""; reported = 0; out.flush(); continue
-        wait(0.1)
-try:
-    main()
-except (BrokenPipeError, KeyboardInterrupt):
-    pass
-except Exception as e:
-    try:
-        ctl("ERR", repr(e)); out.flush()
-    except Exception:
-        pass
-    sys.exit(2)
-"""
-
+__all__ = [
+    "Follower",
+    "RawLine",
+    "agent_argv",
+    "expand_remote_path",
+    "tail_argv",
+]
 
 MAX_RESTARTS = 5  # consecutive agent restarts without any output before giving up
 RESTART_DELAY_S = 0.5
-_META = re.compile(r"[.^$*+?{}\[\]\\|()]")
+OPEN_WAIT_S = 5.0  # no SSH session within this long while connected: follow through the probe channel
+MISSING_POLL_S = 0.5
 
 
 @dataclass(slots=True)
 class RawLine:
-    """One selected line: its exact start offset in the file (per inode) and its bytes (no newline)."""
+    """One selected line: its exact start offset in the file (per inode) and its bytes (no newline).
+
+    `truncated` is the line's full length when it was longer than MAX_LINE (data is its head)."""
 
     offset: int
     data: bytes
     inode: int | None = None
-
-
-def agent_argv(
-    path: str, offset: int | None, inode: int | None, prefilter: Sequence[str], once: bool = False
-) -> list[str]:
-    """argv of the on-box follower. offset None = from the end (start of the last complete line);
-    once = read to the end of the file and exit (grep without --follow)."""
-    lits = [p for p in prefilter if p and not _META.search(p)]
-    regexes = [p for p in prefilter if not p or _META.search(p)]
-    pats: list[str] = [f"={p}" for p in dict.fromkeys(lits)]
-    if regexes:
-        combined = "|".join(f"(?:{strip_named_groups(p)})" for p in regexes)
-        try:
-            re.compile(combined.encode(), re.M)
-            pats.append(f"~{combined}")
-        except re.error:
-            pats.extend(f"~{p}" for p in regexes)
-    mode = "once" if once else "follow"
-    return [
-        "python3",
-        "-I",
-        "-S",
-        "-c",
-        AGENT,
-        path,
-        str(-1 if offset is None else offset),
-        str(inode or 0),
-        mode,
-        *pats,
-    ]
-
-
-def tail_argv(path: str, offset: int) -> list[str]:
-    return ["tail", "-c", f"+{offset + 1}", "-F", path]
+    truncated: int | None = None
 
 
 class Follower:
     """Follow `path` on `remote`; iterate `lines()` for RawLine and LogEvent items.
 
-    State (`offset` = where the next unread line starts, `inode`) survives ConnectionDropped:
-    the follower waits for the connection and restarts the agent from exactly there.
+    State (`offset` = where the next unread line starts, `inode`, `check` = crc of the bytes before
+    offset) survives ConnectionDropped: the follower waits for the connection and restarts the agent
+    from exactly there. `names` maps prefilter sources to the names shown when one is cut off.
+    When no SSH session becomes free (MaxSessions used up), it follows by polling the agent through
+    the probe channel instead (`remote.run`), and says so with a "fallback" event.
     """
 
     def __init__(
@@ -239,8 +67,10 @@ class Follower:
         prefilter: Sequence[str] = (),
         offset: int | None = None,
         inode: int | None = None,
+        check: str | None = None,
         reconnect: bool = True,
         once: bool = False,
+        names: Mapping[str, str] | None = None,
     ) -> None:
         for p in prefilter:
             re.compile(p)  # fail here, with a Python traceback, not on the box
@@ -248,58 +78,121 @@ class Follower:
         self.path = path
         self.resolved_path: str | None = None
         self.prefilter = list(prefilter)
+        self._regex_sources = split_prefilter(self.prefilter)[1]
+        self.names = dict(names or {})
         self.offset = offset
         self.inode = inode
+        self.check = check
         self.reconnect = reconnect
         self.once = once
         self.fallback = False
+        self.polling = False
         self.reconnects = 0
+        self._eof = False
+        self._run_left = self._run_at = 0  # inside a !RUN record: lines still to come, next offset
 
     async def lines(self) -> AsyncIterator[RawLine | LogEvent]:
+        batches = self.batches()
+        try:
+            async for batch in batches:
+                for item in batch:
+                    yield item
+        finally:
+            await batches.aclose()  # closing us ends the remote agent now, not at garbage collection
+
+    async def batches(self) -> AsyncGenerator[list[RawLine | LogEvent], None]:
+        """The same items as `lines()`, in lists of what arrived together (one SSH read): the cheap
+        way to keep up with tens of thousands of lines per second."""
         restarts = 0
         while True:
             try:
                 if self.fallback:
                     async for item in self._tail_once():
-                        yield item
-                    yield LogEvent(kind="ended", path=self.path, offset=self.offset, detail="tail ended")
+                        yield [item]
+                    yield [LogEvent(kind="ended", path=self.path, offset=self.offset, detail="tail ended")]
+                    return
+                if self.polling:
+                    async for batch in self._poll():
+                        yield batch
                     return
                 got_any = False
                 status = None
-                argv = agent_argv(self.path, self.offset, self.inode, self.prefilter, self.once)
-                async with self.remote.stream(argv, binary=True) as stream:
-                    async for rec in stream:
-                        got_any = True
-                        record = self._record(rec)
-                        if record is not None:
-                            yield record
+                self._run_left = 0  # a new agent: no run from the last one continues
+                argv = agent_argv(self.path, self.offset, self.inode, self.prefilter, self.once, self.check)
+                stream = self.remote.stream(argv, binary=True)
+                try:
+                    await asyncio.wait_for(stream.__aenter__(), OPEN_WAIT_S)
+                except TimeoutError:
+                    if not _connected(self.remote):
+                        continue  # the link is down: opening waits for it, so just try again
+                    self.polling = True
+                    yield [
+                        LogEvent(
+                            kind="fallback",
+                            path=self.path,
+                            offset=self.offset,
+                            detail=f"no SSH session became free within {OPEN_WAIT_S:g} s (the server's "
+                            "MaxSessions is used up; `MaxSessions 1` in sshd_config leaves none beside the "
+                            "probe channel: set it to 4 or more); following through the probe channel "
+                            "instead, polling",
+                        )
+                    ]
+                    continue
+                try:
+                    chunks = getattr(stream, "chunks", None)
+                    if chunks is not None:
+                        buf = b""
+                        async for data in chunks():
+                            got_any = True
+                            recs = (buf + data).split(b"\n") if buf else data.split(b"\n")
+                            buf = recs.pop()
+                            batch = self._records(recs)
+                            if batch:
+                                yield batch
+                    else:
+                        async for rec in stream:
+                            got_any = True
+                            batch = self._records([rec[:-1] if rec.endswith(b"\n") else rec])
+                            if batch:
+                                yield batch
                     status = stream.exit_status
+                finally:
+                    await stream.__aexit__(None, None, None)
                 if status == 127 and not got_any:
                     self.fallback = True
-                    yield LogEvent(
-                        kind="fallback", path=self.path, offset=self.offset, detail="no python3 on the box"
-                    )
+                    yield [
+                        LogEvent(
+                            kind="fallback",
+                            path=self.path,
+                            offset=self.offset,
+                            detail="no python3 on the box",
+                        )
+                    ]
                     continue
                 if not self.once and status not in (0, 2) and restarts < MAX_RESTARTS:
                     # the agent never ends by itself while following: it was killed on the box
                     # (OOM killer, a stray kill); start it again from our exact offset
                     restarts = 0 if got_any else restarts + 1
-                    yield LogEvent(
-                        kind="reconnecting",
+                    yield [
+                        LogEvent(
+                            kind="reconnecting",
+                            path=self.path,
+                            offset=self.offset,
+                            inode=self.inode,
+                            detail=f"follower on the box exited ({status}); restarting",
+                        )
+                    ]
+                    await asyncio.sleep(RESTART_DELAY_S)
+                    continue
+                yield [
+                    LogEvent(
+                        kind="ended",
                         path=self.path,
                         offset=self.offset,
                         inode=self.inode,
-                        detail=f"follower on the box exited ({status}); restarting",
+                        detail=f"exit {status}",
                     )
-                    await asyncio.sleep(RESTART_DELAY_S)
-                    continue
-                yield LogEvent(
-                    kind="ended",
-                    path=self.path,
-                    offset=self.offset,
-                    inode=self.inode,
-                    detail=f"exit {status}",
-                )
+                ]
                 return
             except (ConnectionDropped, NotConnected) as exc:
                 # NotConnected: the channel could not open while the link was down; a permanent
@@ -307,33 +200,133 @@ class Follower:
                 if not self.reconnect:
                     raise
                 self.reconnects += 1
-                yield LogEvent(
-                    kind="reconnecting", path=self.path, offset=self.offset, inode=self.inode, detail=str(exc)
-                )
+                yield [
+                    LogEvent(
+                        kind="reconnecting",
+                        path=self.path,
+                        offset=self.offset,
+                        inode=self.inode,
+                        detail=str(exc),
+                    )
+                ]
                 await self.remote.wait_connected()
-                yield LogEvent(kind="resumed", path=self.path, offset=self.offset, inode=self.inode)
+                yield [LogEvent(kind="resumed", path=self.path, offset=self.offset, inode=self.inode)]
+
+    def _records(self, recs: list[bytes]) -> list[RawLine | LogEvent]:
+        """Decode complete records (no newline); data records and runs (the hot path) inline, the
+        rest via `_record`. A run's lines are taken as they are, whatever they contain."""
+        out: list[RawLine | LogEvent] = []
+        inode = self.inode
+        left, at = self._run_left, self._run_at
+        end = None
+        for rec in recs:
+            if left:
+                out.append(RawLine(at, rec, inode))
+                at += len(rec) + 1
+                left -= 1
+                end = at
+                continue
+            if rec[:1].isdigit():
+                tab = rec.find(b"\t")
+                off = int(rec[:tab])
+                data = rec[tab + 1 :]
+                out.append(RawLine(off, data, inode))
+                end = off + len(data) + 1
+                continue
+            if rec.startswith(b"!RUN\t"):
+                _, first, count = rec.split(b"\t")
+                at, left = int(first), int(count)
+                continue
+            if end is not None:
+                self.offset, self.check, end = end, None, None
+            item = self._record(rec)
+            inode = self.inode
+            if item is not None:
+                out.append(item)
+        self._run_left, self._run_at = left, at
+        if end is not None:
+            self.offset, self.check = end, None
+        return out
+
+    async def _poll(self) -> AsyncIterator[list[RawLine | LogEvent]]:
+        """Follow (or read once) without an exec channel: the agent runs through `remote.run` (the
+        probe channel), each run reading at most POLL_MAX_BYTES and waiting up to POLL_WAIT_S."""
+        opened = missing = False
+        while True:
+            wait = 0.0 if self.once else POLL_WAIT_S
+            argv = agent_argv(
+                self.path, self.offset, self.inode, self.prefilter, False, self.check, (wait, POLL_MAX_BYTES)
+            )
+            res = await self.remote.run(argv, timeout=wait + 60.0)
+            self._eof = False
+            self._run_left = 0
+            if res.exit_status == 127 and not res.stdout:
+                yield [
+                    LogEvent(kind="error", path=self.path, offset=self.offset, detail="no python3 on the box")
+                ]
+                return
+            batch: list[RawLine | LogEvent] = []
+            recs = res.stdout.split(b"\n")
+            recs.pop()  # after the last newline
+            for item in self._records(recs):
+                if isinstance(item, LogEvent):
+                    if item.kind == "opened":
+                        if opened:
+                            continue
+                        opened = True
+                    elif item.kind == "missing":
+                        self.offset = 0  # when it appears, read it from the start
+                        if missing:
+                            continue
+                        missing = True
+                batch.append(item)
+            if batch:
+                yield batch
+            if res.exit_status != 0 or (self.once and self._eof):
+                detail = "timed out" if res.timed_out else f"exit {res.exit_status}"
+                yield [
+                    LogEvent(
+                        kind="ended", path=self.path, offset=self.offset, inode=self.inode, detail=detail
+                    )
+                ]
+                return
+            if missing and not opened:
+                await asyncio.sleep(MISSING_POLL_S)
 
     def _record(self, rec: bytes | str) -> RawLine | LogEvent | None:
         if isinstance(rec, str):
             rec = rec.encode("utf-8", "surrogateescape")
         if rec.endswith(b"\n"):
             rec = rec[:-1]
-        if not rec.startswith(b"!"):
-            head, _, data = rec.partition(b"\t")
+        head, _, data = rec.partition(b"\t")
+        if head[:1].isdigit():
             off = int(head)
             self.offset = off + len(data) + 1
+            self.check = None  # known again at the next POS record
             return RawLine(off, data, self.inode)
+        if head[:1] == b"T":
+            off_s, _, full_s = head[1:].partition(b" ")
+            off, full = int(off_s), int(full_s)
+            self.offset = off + full + 1
+            self.check = None
+            return RawLine(off, data, self.inode, truncated=full)
+        if not rec.startswith(b"!"):
+            return None  # not a record of ours (a stray line on stdout): never guess
         parts = rec[1:].split(b"\t")
         kind = parts[0]
         if kind in (b"POS", b"HB", b"END"):
             pos = int(parts[1])
             if pos >= 0:
                 self.offset = pos
+                self.check = _check_field(parts, 2)
+            if kind == b"END":
+                self._eof = len(parts) > 3 and parts[3] == b"1"
             return None
         if kind == b"OPEN":
             self.inode, self.offset = int(parts[1]), int(parts[2])
             if len(parts) > 4:
-                self.resolved_path = parts[4].decode("utf-8", "surrogateescape")
+                self.resolved_path = _unb64(parts[4])
+            self.check = _check_field(parts, 5)
             return LogEvent(
                 kind="opened",
                 path=self.path,
@@ -347,17 +340,18 @@ class Follower:
             )
         if kind == b"TRUNCATED":
             old = self.offset
-            self.inode, self.offset = int(parts[1]), 0
-            return LogEvent(
-                kind="truncated",
-                path=self.path,
-                offset=0,
-                inode=self.inode,
-                detail=f"file shrank to {int(parts[2])} bytes (was at {old}); reading from the start",
+            self.inode, self.offset, self.check = int(parts[1]), 0, None
+            why = parts[3] if len(parts) > 3 else b"shrank"
+            detail = (
+                f"file shrank to {int(parts[2])} bytes (was at {old}); reading from the start"
+                if why == b"shrank"
+                else f"the bytes before offset {old} changed (truncated and written again, now "
+                f"{int(parts[2])} bytes); reading from the start"
             )
+            return LogEvent(kind="truncated", path=self.path, offset=0, inode=self.inode, detail=detail)
         if kind == b"ROTATED":
             old = self.inode
-            self.inode, self.offset = int(parts[1]), 0
+            self.inode, self.offset, self.check = int(parts[1]), 0, None
             return LogEvent(
                 kind="rotated",
                 path=self.path,
@@ -365,12 +359,24 @@ class Follower:
                 inode=self.inode,
                 detail=f"a new file is at the path (inode {old} -> {self.inode}); reading it from the start",
             )
+        if kind == b"CUT":
+            idx, at = int(parts[1]), int(parts[2])
+            src = self._regex_sources[idx] if 0 <= idx < len(self._regex_sources) else f"#{idx}"
+            name = self.names.get(src, src)
+            shown = f"{name!r}" if name == src else f"{name!r} ({src!r})"
+            return LogEvent(
+                kind="pattern_cut",
+                path=self.path,
+                offset=at,
+                detail=f"pattern {shown} ran longer than {BOX_REGEX_TIMEOUT_S:g} s over one block at "
+                f"offset {at} on the box (catastrophic backtracking?); it no longer selects lines",
+            )
         if kind == b"ERR":
             return LogEvent(
                 kind="error",
                 path=self.path,
                 offset=self.offset,
-                detail=b"\t".join(parts[1:]).decode("utf-8", "replace"),
+                detail=_unb64(parts[1]) if len(parts) > 1 else "error",
             )
         return None
 
@@ -398,39 +404,25 @@ class Follower:
                     continue
                 off = self.offset
                 self.offset = off + len(rec) if rec.endswith(b"\n") else off + len(rec) + 1
-                yield RawLine(off, data, self.inode)
+                kept, full = cap_bytes(data)
+                yield RawLine(off, kept, self.inode, truncated=full)
 
 
-async def follow_matches(
-    remote: Remote,
-    path: str,
-    parser: LogParser,
-    *,
-    from_start: bool = False,
-    offset: int | None = None,
-    once: bool = False,
-    follower: Follower | None = None,
-) -> AsyncIterator[LogMatch | LogEvent]:
-    """Parsed matches (and follow events) of a remote file: what the pane and `grep` show.
+def _connected(remote: Remote) -> bool:
+    return remote.status.state is ConnState.CONNECTED
 
-    Pass your own `follower` (built with `parser.candidate_patterns()` as prefilter) to read its
-    offset/inode/resolved path while following."""
-    if follower is None:
-        follower = Follower(
-            remote, path, prefilter=parser.candidate_patterns(), offset=0 if from_start else offset, once=once
-        )
-    local = combine(parser.candidate_patterns())
-    async for item in follower.lines():
-        if isinstance(item, LogEvent):
-            yield item
-            continue
-        if follower.fallback and local is not None:
-            text = item.data.decode("utf-8", "replace")
-            if not local.search(text):
-                continue
-        m = parser.parse(item.data, offset=item.offset, inode=item.inode)
-        if m is not None:
-            yield m
+
+def _check_field(parts: list[bytes], i: int) -> str | None:
+    if len(parts) > i and parts[i] and parts[i] != b"-":
+        return parts[i].decode("ascii", "replace")
+    return None
+
+
+def _unb64(field: bytes) -> str:
+    try:
+        return base64.b64decode(field, validate=True).decode("utf-8", "surrogateescape")
+    except ValueError:
+        return field.decode("utf-8", "replace")
 
 
 async def expand_remote_path(remote: Remote, path: str) -> str:
@@ -444,3 +436,12 @@ async def expand_remote_path(remote: Remote, path: str) -> str:
     if path.startswith("~/") and home:
         return home.rstrip("/") + path[1:]
     return path
+
+
+def __getattr__(name: str) -> Any:
+    """follow_matches / follow_match_batches live in matches.py (parsing on top of following)."""
+    if name in ("follow_matches", "follow_match_batches"):
+        from specdebug.core.logs import matches
+
+        return getattr(matches, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

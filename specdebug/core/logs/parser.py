@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from specdebug.core.limits import MAX_LINE
 from specdebug.core.logs.events import LogMatch
 from specdebug.core.logs.patterns import (
     ANSI_RE,
@@ -25,20 +26,57 @@ from specdebug.core.logs.patterns import (
     parse_value,
     split_prefix,
 )
+from specdebug.core.logs.userrx import UserPattern
 from specdebug.core.secrets import Scrubber
 
 _NAMED_GROUP_RE = re.compile(r"\(\?P<[A-Za-z_]\w*>")
+_META = re.compile(r"[.^$*+?{}\[\]\\|()]")
+
+
+_NO_FIELDS: dict[str, Any] = {}
+_STAT_EVENTS = frozenset(ev for pk in PACKS.values() for ev, _ in pk.heads)
+
+
+class PlainMatch:
+    """A grep match without a pack (LogParser("none")): LogMatch's attributes at a fraction of the
+    cost of a pydantic model (tens of thousands per second while following). Read-only by
+    convention; `fields` may be a shared empty dict."""
+
+    __slots__ = ("offset", "line", "fields", "lineno", "inode", "truncated")
+    event = "match"
+    also: tuple[str, ...] = ()
+    metrics: dict[str, Any] = _NO_FIELDS
+    spans: tuple[tuple[int, int, str], ...] = ()
+    warmup = False
+    ts = None
+    phase = None
+
+    def __init__(
+        self,
+        offset: int | None,
+        line: str,
+        fields: dict[str, Any],
+        lineno: int | None = None,
+        inode: int | None = None,
+        truncated: int | None = None,
+    ) -> None:
+        self.offset, self.line, self.fields = offset, line, fields
+        self.lineno, self.inode, self.truncated = lineno, inode, truncated
+
+    def samples(self) -> list[Any]:
+        return []
 
 
 class PatternError(ValueError):
     """A user or profile pattern does not compile (message names it)."""
 
 
-def compile_patterns(patterns: Mapping[str, str]) -> dict[str, re.Pattern[str]]:
-    out: dict[str, re.Pattern[str]] = {}
+def compile_patterns(patterns: Mapping[str, str]) -> dict[str, UserPattern]:
+    """User patterns, each bounded in time per search (see userrx)."""
+    out: dict[str, UserPattern] = {}
     for name, src in patterns.items():
         try:
-            out[name] = re.compile(src)
+            out[name] = UserPattern(name, src)
         except re.error as exc:
             raise PatternError(f"pattern {name!r} ({src!r}) does not compile: {exc}") from None
     return out
@@ -59,10 +97,28 @@ class _AnyOf:
         return any(c.search(text) for c in self._compiled)
 
 
-def combine(patterns: Sequence[str]) -> re.Pattern[str] | _AnyOf | None:
-    """One matcher for any of `patterns` (named groups dropped); None for no patterns."""
+class _Literals:
+    """search() for plain substrings, in the given order (the commonest first: a Decode batch line
+    is recognised by its first `in` test, far cheaper than one regex alternation of 30 literals)."""
+
+    def __init__(self, literals: Sequence[str]) -> None:
+        self._lits = tuple(dict.fromkeys(literals))
+
+    def search(self, text: str) -> bool | None:
+        for lit in self._lits:
+            if lit in text:
+                return True
+        return None
+
+
+def combine(patterns: Sequence[str]) -> re.Pattern[str] | _AnyOf | _Literals | None:
+    """One matcher for any of `patterns` (named groups dropped); None for no patterns.
+
+    Built-in sources only: `re` has no time bound (user patterns go through UserPattern)."""
     if not patterns:
         return None
+    if not any(_META.search(p) for p in patterns):
+        return _Literals(patterns)
     try:
         return re.compile("|".join(f"(?:{strip_named_groups(p)})" for p in patterns))
     except re.error:
@@ -72,7 +128,9 @@ def combine(patterns: Sequence[str]) -> re.Pattern[str] | _AnyOf | None:
 class LogParser:
     """Parse lines of one file.
 
-    pack: "sglang", "vllm" or "auto" (decided from the lines; until then both packs are tried).
+    pack: "sglang", "vllm", "auto" (decided from the lines; until then both packs are tried), or
+      "none": no pack at all (plain grep: only the user's patterns, no fields parsed beyond their
+      named groups, no warmup tagging; the cheap path for following at high line rates).
     patterns: named profile patterns; a named capture `value` becomes metric NAME, other named
       captures become fields; every match counts as event NAME.
     grep: user regexes; when given, only lines matching one of them are reported (event "match"
@@ -94,8 +152,11 @@ class LogParser:
     ) -> None:
         self.scrub = scrub if scrub is not None else Scrubber()
         self._detector: PackDetector | None = None
+        self.no_pack = pack == "none"
         if isinstance(pack, Pack):
             self.pack: Pack | None = pack
+        elif pack == "none":
+            self.pack = None
         elif pack == "auto":
             self.pack = None
             self._detector = PackDetector()
@@ -105,8 +166,11 @@ class LogParser:
         self.grep = list(compile_patterns({f"-e {i + 1}": p for i, p in enumerate(grep)}).values())
         self.in_warmup = from_start
         self.marker_seen = False
-        sources = list(self.candidate_patterns())
-        self._candidate = combine(sources)
+        self._user = [*self.grep, *self.patterns.values()]
+        self._candidate = combine(self._builtin_sources())
+        # plain grep: nothing to parse but the grep patterns' named groups (none: nothing at all)
+        self._plain = self.no_pack and not self.patterns and bool(self.grep)
+        self._grep_groups = any(re.compile(p.pattern).groupindex for p in self.grep)
 
     @property
     def pack_name(self) -> str | None:
@@ -114,21 +178,32 @@ class LogParser:
             return self.pack.name
         return self._detector.best() if self._detector else None
 
-    def candidate_patterns(self) -> list[str]:
-        """Regexes selecting every line this parser could report: the on-box prefilter."""
+    def _builtin_sources(self) -> list[str]:
+        if self.no_pack:
+            return []
         packs = [self.pack] if self.pack else list(PACKS.values())
-        out: list[str] = []
         if self.grep:
             # grep patterns select; marker lines still pass so warmup tagging stays right
-            out.extend(p.pattern for p in self.grep)
-            sources = [rx.pattern for pk in packs for rx in (pk.warmup_done_re, pk.restart_re)]
-        else:
-            sources = [src for pk in packs for src in pk.prefilter]
-        for src in sources:
+            return [rx.pattern for pk in packs for rx in (pk.warmup_done_re, pk.restart_re)]
+        return [src for pk in packs for src in pk.prefilter]
+
+    def candidate_patterns(self) -> list[str]:
+        """Regexes selecting every line this parser could report: the on-box prefilter."""
+        out: list[str] = [p.pattern for p in self.grep]
+        for src in self._builtin_sources():
             if src not in out:
                 out.append(src)
         out.extend(p.pattern for p in self.patterns.values())
         return out
+
+    def pattern_names(self) -> dict[str, str]:
+        """User pattern source -> the name a report uses (profile name, or `-e N`)."""
+        return {p.pattern: p.name for p in self._user}
+
+    @property
+    def cut_patterns(self) -> dict[str, str]:
+        """User patterns cut off for overrunning their time bound: name -> what happened."""
+        return {p.name: p.cut for p in self._user if p.cut is not None}
 
     def parse(
         self,
@@ -136,47 +211,68 @@ class LogParser:
         offset: int | None = None,
         lineno: int | None = None,
         inode: int | None = None,
-    ) -> LogMatch | None:
+        truncated: int | None = None,
+        preselected: bool = False,
+    ) -> LogMatch | PlainMatch | None:
+        """A LogMatch for a line this parser reports, else None. `truncated`: the full length of a
+        line whose head only is given (longer lines given whole are cut here to MAX_LINE).
+        `preselected`: the line was selected on the box by exactly `candidate_patterns()` (the
+        follow agent's selection is exact per line), so a plain grep need not search it again."""
         if isinstance(line, bytes):
+            if len(line) > MAX_LINE:
+                line, truncated = line[:MAX_LINE], truncated or len(line)
             line = line.decode("utf-8", "replace")
+        elif len(line) > MAX_LINE:
+            line, truncated = line[:MAX_LINE], truncated or len(line.encode("utf-8", "replace"))
         line = line.rstrip("\r\n")
+        if self._plain:
+            return self._parse_plain(line, offset, lineno, inode, truncated, preselected)
         if self._detector is not None and self.pack is None:
             decided = self._detector.feed(line)
             if decided:
                 self.pack = PACKS[decided]
-        if self._candidate is not None and not self._candidate.search(line):
-            return None
         if "\x1b" in line:
             line = ANSI_RE.sub("", line)
         raw, line = line, self.scrub(line)
+        builtin = (
+            self._candidate.search(line) is not None if self._candidate is not None else not self.no_pack
+        )
+        grep_m = None
+        for rx in self.grep:
+            # a pattern that matched only the secret still selects the line, shown masked
+            grep_m = rx.search(line) or (rx.search(raw) if raw is not line else None)
+            if grep_m is not None:
+                break
+        prof = []
+        for name, rx in self.patterns.items():
+            m = rx.search(line)
+            if m is not None:
+                prof.append((name, m))
+        if not builtin and grep_m is None and not prof:
+            return None
         prefix = split_prefix(line)
         msg = line[prefix.start :]
         grep_fields: dict[str, Any] | None = None
         if self.grep:
-            for rx in self.grep:
-                # a pattern that matched only the secret still selects the line, shown masked
-                m = rx.search(line) or (rx.search(raw) if raw is not line else None)
-                if m:
-                    gd = m.groupdict()
-                    grep_fields = {k: _num(self.scrub(v)) for k, v in gd.items() if v is not None}
-                    break
-            if grep_fields is None:
-                self._markers(msg)
+            if grep_m is None:
+                if builtin:
+                    self._markers(msg)
                 return None
-        parsed = self._parse_pack(msg, prefix.start, prefix.level)
-        if parsed is None and "set by environment to" in line and NCCL_ENV_RE.search(line):
+            else:
+                grep_fields = {k: _num(self.scrub(v)) for k, v in grep_m.groupdict().items() if v is not None}
+        run_pack = grep_m is not None if self.grep else builtin
+        parsed = self._parse_pack(msg, prefix.start, prefix.level) if run_pack else None
+        if parsed is None and run_pack and "set by environment to" in line and NCCL_ENV_RE.search(line):
             parsed = Parsed("nccl_env", parse_nccl_env_line(line) or {})
-        if parsed is not None:
-            # before tagging, so the marker line itself is not warmup
+        if parsed is not None and parsed.event not in _STAT_EVENTS:
+            # before tagging, so the marker line itself is not warmup (batch/stat lines never are)
             self._markers(msg)
         events: list[str] = [parsed.event] if parsed else []
-        fields = dict(parsed.fields) if parsed else {}
-        metrics = dict(parsed.metrics) if parsed else {}
-        spans = list(parsed.spans) if parsed else []
-        for name, rx in self.patterns.items():
-            m = rx.search(line)
-            if not m:
-                continue
+        # a Parsed is made fresh for each line: its containers become the match's own
+        fields = parsed.fields if parsed else {}
+        metrics = parsed.metrics if parsed else {}
+        spans = parsed.spans if parsed else []
+        for name, m in prof:
             events.append(name)
             gd = m.groupdict()
             for k, v in gd.items():
@@ -195,6 +291,7 @@ class LogParser:
                 events.append("match")
         if not events:
             return None
+        extra = {"truncated": truncated} if truncated is not None else {}
         return LogMatch.fast(
             offset=offset,
             lineno=lineno,
@@ -208,10 +305,38 @@ class LogParser:
             ts=prefix.ts,
             phase=parsed.phase if parsed else None,
             inode=inode,
+            **extra,
         )
+
+    def _parse_plain(
+        self,
+        line: str,
+        offset: int | None,
+        lineno: int | None,
+        inode: int | None,
+        truncated: int | None,
+        preselected: bool,
+    ) -> PlainMatch | None:
+        if "\x1b" in line:
+            line = ANSI_RE.sub("", line)
+        raw, line = line, self.scrub(line)
+        fields: dict[str, Any] = _NO_FIELDS
+        if not preselected or self._grep_groups:
+            for rx in self.grep:
+                # a pattern that matched only the secret still selects the line, shown masked
+                m = rx.search(line) or (rx.search(raw) if raw is not line else None)
+                if m is not None:
+                    fields = {k: _num(self.scrub(v)) for k, v in m.groupdict().items() if v is not None}
+                    break
+            else:
+                if not preselected:  # (selected on the box: trust it, e.g. a pattern cut off here)
+                    return None
+        return PlainMatch(offset, line, fields, lineno, inode, truncated)
 
     def _markers(self, msg: str) -> None:
         """Warmup bookkeeping: a server (re)start opens warmup, a ready/warmup-done line closes it."""
+        if self.no_pack:
+            return
         packs = [self.pack] if self.pack else list(PACKS.values())
         for pk in packs:
             if pk.restart_re.search(msg):
@@ -223,6 +348,8 @@ class LogParser:
                 return
 
     def _parse_pack(self, msg: str, base: int, level: str | None) -> Parsed | None:
+        if self.no_pack:
+            return None
         if self.pack is not None:
             return self.pack.parse_message(msg, base, level)
         # undecided: batch/stat lines are unique to one pack, so the first that parses wins

@@ -3,22 +3,27 @@
 The same LogParser + MetricStore the live pane uses, fed from a file instead of a follow stream.
 Remote files are read in 1 MiB chunks through `remote.read_file` (one probe round trip each), so
 a scan needs no extra SSH channel and no tool on the box beyond the probe helper.
+Bounded on any input: only regular files are read (a FIFO or /dev/zero is refused, saying what it
+is), lines are cut at MAX_LINE (a 1 GB line or a sparse file streams in fixed memory), and user
+patterns that overrun their time bound are cut off and named in the result.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from specdebug.core.limits import MAX_LINE, open_regular_file
 from specdebug.core.logs.events import LogMatch
-from specdebug.core.logs.parser import LogParser
+from specdebug.core.logs.parser import LogParser, PlainMatch
 from specdebug.core.logs.stats import MetricStore
-from specdebug.remote.api import Remote
+from specdebug.remote.api import Remote, RemoteError
 
 CHUNK = 1 << 20
+Progress = Callable[[int, int | None], None]  # (bytes read, total bytes or None)
 
 
 class ScanResult(BaseModel):
@@ -29,6 +34,9 @@ class ScanResult(BaseModel):
     metrics: dict[str, dict[str, Any]]
     events: dict[str, int]
     warmup_marker: bool = False  # a ready/warmup-done marker was seen (warmup samples excluded)
+    bytes: int = 0  # bytes read
+    truncated_lines: int = 0  # lines longer than MAX_LINE: only their head was parsed
+    cut_patterns: dict[str, str] = Field(default_factory=dict)  # user patterns cut off (name -> why)
 
 
 class Analyzer:
@@ -40,6 +48,8 @@ class Analyzer:
         self.parser = parser
         self.store = store or MetricStore()
         self.lines = 0
+        self.bytes = 0
+        self.truncated_lines = 0
         # launches append to the same log: with last_run, a server start line starts the count over
         self.last_run = last_run
 
@@ -49,9 +59,12 @@ class Analyzer:
         offset: int | None = None,
         lineno: int | None = None,
         inode: int | None = None,
-    ) -> LogMatch | None:
+        truncated: int | None = None,
+    ) -> LogMatch | PlainMatch | None:
         self.lines += 1
-        m = self.parser.parse(line, offset=offset, lineno=lineno, inode=inode)
+        if truncated is not None:
+            self.truncated_lines += 1
+        m = self.parser.parse(line, offset=offset, lineno=lineno, inode=inode, truncated=truncated)
         if m is not None:
             if self.last_run and m.phase == "args":  # server_args= / vLLM API server version
                 self.store = MetricStore()
@@ -70,28 +83,104 @@ class Analyzer:
             metrics=self.store.summary(include_warmup=include_warmup),
             events=dict(self.store.events),
             warmup_marker=self.store.marker_seen,
+            bytes=self.bytes,
+            truncated_lines=self.truncated_lines,
+            cut_patterns=self.parser.cut_patterns,
         )
 
 
-def iter_lines_with_offsets(chunks: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
-    """(offset, line-without-newline) from byte chunks; a last line without newline counts too."""
-    offset = 0
-    buf = b""
+class LineSplitter:
+    """Bytes in, (offset, line, full length if cut) out: lines longer than `limit` keep their head
+    and the rest is skipped as it streams by, so memory stays bounded by one chunk plus `limit`."""
+
+    def __init__(self, limit: int = MAX_LINE) -> None:
+        self.limit = limit
+        self.offset = 0  # where the pending line starts
+        self._buf = b""  # head of the pending line (at most `limit` bytes)
+        self._over = 0  # bytes of the pending line beyond the head
+
+    def feed(self, chunk: bytes) -> Iterator[tuple[int, bytes, int | None]]:
+        limit = self.limit
+        start = 0
+        if self._buf or self._over:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                room = max(0, limit - len(self._buf))
+                self._buf += chunk[:room]
+                self._over += len(chunk) - min(room, len(chunk))
+                return
+            yield self._pending(chunk[:nl])
+            start = nl + 1
+        end = chunk.rfind(b"\n") + 1
+        offset = self.offset
+        if end > start:
+            for line in chunk[start : end - 1].split(b"\n"):
+                n = len(line)
+                yield (offset, line, None) if n <= limit else (offset, line[:limit], n)
+                offset += n + 1
+        self.offset = offset
+        rest = chunk[max(end, start) :]
+        self._buf, self._over = rest[:limit], max(0, len(rest) - limit)
+
+    def end(self) -> Iterator[tuple[int, bytes, int | None]]:
+        """The last line when the data does not end with a newline."""
+        if self._buf or self._over:
+            yield self._pending(b"")
+
+    def _pending(self, head: bytes) -> tuple[int, bytes, int | None]:
+        full = len(self._buf) + self._over + len(head)
+        room = max(0, self.limit - len(self._buf))
+        line = self._buf + head[:room]
+        item = (self.offset, line, full if full > self.limit else None)
+        self.offset += full + 1
+        self._buf, self._over = b"", 0
+        return item
+
+
+def iter_capped_lines(chunks: Iterable[bytes]) -> Iterator[tuple[int, bytes, int | None]]:
+    """(offset, line head, full length when cut) from byte chunks; a last line without newline counts."""
+    split = LineSplitter()
     for chunk in chunks:
-        buf += chunk
-        parts = buf.split(b"\n")
-        buf = parts.pop()
-        for p in parts:
-            yield offset, p
-            offset += len(p) + 1
-    if buf:
-        yield offset, buf
+        yield from split.feed(chunk)
+    yield from split.end()
 
 
-def _file_chunks(path: Path) -> Iterator[bytes]:
-    with open(path, "rb") as f:
+def iter_lines_with_offsets(chunks: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(offset, line-without-newline) from byte chunks; lines are cut at MAX_LINE."""
+    for offset, line, _ in iter_capped_lines(chunks):
+        yield offset, line
+
+
+def _file_chunks(f: BinaryIO) -> Iterator[bytes]:
+    with f:
         while chunk := f.read(CHUNK):
             yield chunk
+
+
+class _Counted:
+    """Counts bytes of a chunk stream and reports progress."""
+
+    def __init__(self, an: Analyzer, total: int | None, on_progress: Progress | None) -> None:
+        self.an, self.total, self.on_progress = an, total, on_progress
+
+    def add(self, chunk: bytes) -> None:
+        self.an.bytes += len(chunk)
+        if self.on_progress is not None:
+            self.on_progress(self.an.bytes, self.total)
+
+
+def _feed_all(
+    an: Analyzer,
+    items: Iterable[tuple[int, bytes, int | None]],
+    lineno: int,
+    on_match: Callable[[Any], None] | None,
+) -> int:
+    for offset, line, full in items:
+        lineno += 1
+        m = an.feed(line, offset=offset, lineno=lineno, truncated=full)
+        if m is not None and on_match is not None:
+            on_match(m)
+    return lineno
 
 
 def scan_chunks(
@@ -102,18 +191,35 @@ def scan_chunks(
     include_warmup: bool = False,
     last_run: bool = False,
     on_match: Callable[[LogMatch], None] | None = None,
+    on_progress: Progress | None = None,
+    total: int | None = None,
 ) -> ScanResult:
     an = Analyzer(LogParser(pack, patterns=patterns, from_start=True), last_run=last_run)
-    for lineno, (offset, line) in enumerate(iter_lines_with_offsets(chunks), 1):
-        m = an.feed(line, offset=offset, lineno=lineno)
-        if m is not None and on_match is not None:
-            on_match(m)
+    count = _Counted(an, total, on_progress)
+    split = LineSplitter()
+    lineno = 0
+    for chunk in chunks:
+        count.add(chunk)
+        lineno = _feed_all(an, split.feed(chunk), lineno, on_match)
+    _feed_all(an, split.end(), lineno, on_match)
     return an.result(include_warmup=include_warmup)
 
 
 def scan_file(path: str | Path, **kwargs: Any) -> ScanResult:
-    """Scan a local file (raises OSError when it cannot be read)."""
-    return scan_chunks(_file_chunks(Path(path)), **kwargs)
+    """Scan a local file (raises OSError when it cannot be read, NotRegularFile for a FIFO, device,
+    directory)."""
+    f = open_regular_file(path)
+    kwargs.setdefault("total", _size(f))
+    return scan_chunks(_file_chunks(f), **kwargs)
+
+
+def _size(f: BinaryIO) -> int | None:
+    import os
+
+    try:
+        return os.fstat(f.fileno()).st_size
+    except OSError:
+        return None
 
 
 def scan_lines(lines: Iterable[str], **kwargs: Any) -> ScanResult:
@@ -133,6 +239,18 @@ async def remote_chunks(remote: Remote, path: str, chunk: int = CHUNK) -> AsyncI
             return
 
 
+async def remote_file_info(remote: Remote, path: str) -> tuple[int | None, str | None]:
+    """(size, kind) of a file on the box via stat(1), without opening it; (None, None) when unknown."""
+    try:
+        res = await remote.run(["stat", "-L", "-c", "%s %F", "--", path], timeout=15)
+    except RemoteError:
+        return None, None
+    size, _, kind = res.out.strip().partition(" ")
+    if not res.ok or not size.isdigit():
+        return None, None
+    return int(size), kind
+
+
 async def scan_remote(
     remote: Remote,
     path: str,
@@ -142,25 +260,18 @@ async def scan_remote(
     include_warmup: bool = False,
     last_run: bool = False,
     on_match: Callable[[LogMatch], None] | None = None,
+    on_progress: Progress | None = None,
 ) -> ScanResult:
-    """Scan a file on the box (raises RemoteError when it cannot be read)."""
+    """Scan a file on the box (raises RemoteError when it cannot be read or is not a regular file)."""
+    size, kind = await remote_file_info(remote, path)
+    if kind is not None and kind != "regular file" and kind != "regular empty file":
+        raise RemoteError(f"{remote.name}: {path} is a {kind}, not a regular file: refusing to read it")
     an = Analyzer(LogParser(pack, patterns=patterns, from_start=True), last_run=last_run)
-    offset = 0
+    count = _Counted(an, size, on_progress)
+    split = LineSplitter()
     lineno = 0
-    buf = b""
     async for data in remote_chunks(remote, path):
-        buf += data
-        parts = buf.split(b"\n")
-        buf = parts.pop()
-        for p in parts:
-            lineno += 1
-            m = an.feed(p, offset=offset, lineno=lineno)
-            offset += len(p) + 1
-            if m is not None and on_match is not None:
-                on_match(m)
-    if buf:
-        lineno += 1
-        m = an.feed(buf, offset=offset, lineno=lineno)
-        if m is not None and on_match is not None:
-            on_match(m)
+        count.add(data)
+        lineno = _feed_all(an, split.feed(data), lineno, on_match)
+    _feed_all(an, split.end(), lineno, on_match)
     return an.result(include_warmup=include_warmup)

@@ -12,11 +12,14 @@ import random
 from array import array
 from collections import Counter, deque
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from specdebug.core.logs.events import LogMatch
+
+if TYPE_CHECKING:
+    from specdebug.core.logs.parser import PlainMatch
 
 RESERVOIR = 65_536
 RECENT = 240
@@ -143,14 +146,21 @@ class MetricStore:
             s = table[name] = Series(self._reservoir, self._recent, seed=len(table))
         return s
 
-    def add_match(self, match: LogMatch) -> None:
+    def add_match(self, match: LogMatch | PlainMatch) -> None:
         self.events[match.event] += 1
         for ev in match.also:
             self.events[ev] += 1
         if match.event in ("ready", "warmup_done") or "ready" in match.also:
             self.marker_seen = True
-        for name, value in match.metrics.items():
-            self.add(name, value, warmup=match.warmup)
+        warmup = match.warmup
+        all_, post = self._all, self._post
+        for name, value in match.metrics.items():  # the hot path (every batch line): add() inlined
+            if value.__class__ is not float:
+                self.add(name, value, warmup=warmup)
+                continue
+            (all_.get(name) or self._series(all_, name)).add(value)
+            if not warmup:
+                (post.get(name) or self._series(post, name)).add(value)
 
     def add(self, name: str, value: float | list[float], *, warmup: bool = False) -> None:
         if isinstance(value, list):

@@ -28,13 +28,14 @@ from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Log, Static
 
 from specdebug.core.bench.models import BenchProgress, BenchResult
-from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark
+from specdebug.core.bench.runner import BenchRequest, run_benchmark
 from specdebug.core.logs.patterns import ANSI_RE
 from specdebug.core.report import (
     HistoryEntry,
     baseline_event,
     baseline_of,
     comparable,
+    compare_order,
     config_diff,
     delta_vs,
     fmt,
@@ -44,8 +45,7 @@ from specdebug.core.report import (
     metric_diff,
 )
 from specdebug.core.sanitize import visible
-from specdebug.remote.api import RemoteError
-from specdebug.tui.pane import Pane
+from specdebug.tui.pane import Pane, describe_error
 
 COLUMNS = [
     ("#", "id"),
@@ -115,11 +115,12 @@ def progress_text(p: BenchProgress | None, kind: str, profile: str | None) -> Te
 
 
 def compare_renderable(a: HistoryEntry, b: HistoryEntry) -> Group:
-    """Config diff + metric diff of two runs (A = earlier pick, B = the other)."""
-    title = Text(
-        visible(f"Compare #{a.id} {a.result.profile or '?'}  vs  #{b.id} {b.result.profile or '?'}", tab=" "),
-        style="bold",
-    )
+    """Config diff + metric diff from run `a` to run `b` (order: report.compare_order, the
+    table's direction), said explicitly so +x % can never be read the wrong way round."""
+    title = Text("Compare ", style="bold")
+    title.append(visible(f"from #{a.id} {a.result.profile or '?'}", tab=" "), style="bold")
+    title.append("  ->  ", style="bold cyan")
+    title.append(visible(f"to #{b.id} {b.result.profile or '?'}", tab=" "), style="bold")
     diffs = config_diff(a.result, b.result)
     cfg = Text("config: ", style="bold")
     if diffs:
@@ -128,12 +129,13 @@ def compare_renderable(a: HistoryEntry, b: HistoryEntry) -> Group:
     else:
         cfg.append("same recorded config", style="dim")
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
-    for col in ("metric", f"#{a.id}", f"#{b.id}", "delta"):
+    for col in ("metric", f"from #{a.id}", f"to #{b.id}", "change"):
         table.add_column(col, justify="left" if col == "metric" else "right")
     for name, x, y, d in metric_diff(a.result, b.result):
         style = "" if d is None or abs(d) < 2 else ("green" if (d > 0) != ("ms" in name) else "red")
         table.add_row(Text(name), fmt(x, 2), fmt(y, 2), Text(fmt_delta(d), style=style))
-    return Group(title, cfg, Text(""), table)
+    note = Text(f"change: #{b.id} vs #{a.id}, like the table's vs base", style="dim")
+    return Group(title, cfg, Text(""), table, note)
 
 
 class BenchPane(Pane):
@@ -164,7 +166,9 @@ class BenchPane(Pane):
     BenchPane #bench-compare.-shown { display: block; }
     BenchPane #bench-output { height: 8; display: none; }
     BenchPane #bench-output.-shown { display: block; }
-    BenchPane.-narrow #bench-side { width: 40; }
+    BenchPane.-narrow #bench-main { layout: vertical; }
+    BenchPane.-narrow #bench-table { width: 1fr; height: 1fr; }
+    BenchPane.-narrow #bench-side { width: 1fr; height: auto; }
     BenchPane.-narrow #bench-chart { display: none; }
     """
 
@@ -318,18 +322,22 @@ class BenchPane(Pane):
                 host=self.ctx.selected or remote.name,
             )
         except asyncio.CancelledError:
-            self.progress = None
-            self._dirty = True
-            self.notify("benchmark cancelled (nothing recorded)", severity="warning")
+            self._end_run("benchmark cancelled (nothing recorded)", "warning")
             raise
-        except (BenchError, RemoteError) as exc:
-            self.progress = None
-            self._dirty = True
-            self.notify(f"benchmark failed: {exc}", severity="error", markup=False)
+        except Exception as exc:  # one toast per run, named even when the error has no message
+            self._end_run(f"benchmark failed: {describe_error(exc)}", "error")
             return
         self.progress = None
         self._dirty = True
         self.post_message(self.ResultReady(result))
+
+    def _end_run(self, message: str, severity: SeverityLevel) -> None:
+        """A run ended without a result: say it once (a second end of the same run stays quiet)."""
+        if self.progress is None:
+            return
+        self.progress = None
+        self._dirty = True
+        self.notify(message, severity=severity, markup=False)
 
     def _on_progress(self, p: BenchProgress) -> None:
         if p.line is not None:
@@ -411,15 +419,15 @@ class BenchPane(Pane):
             return
         a, b = self.picked, e
         self.picked = None
+        base = self._baseline()
         if a is b:
-            base = self._baseline()
             if base is None or base is e:
                 self.notify("pick a different run, or set another baseline")
                 return
             a = base
         if self._refuse_failed(a, b):
             return
-        self.show_compare(a, b)
+        self.show_compare(*compare_order(a, b, base))
 
     def show_compare(self, a: HistoryEntry, b: HistoryEntry) -> None:
         self.compared = (a.id, b.id)

@@ -93,6 +93,30 @@ def var_cell(proc: ProcEnv, name: str) -> Text:
     return Text("-", style="dim")
 
 
+NO_EXPECTED_HINT = (
+    "no expected variables: the profile sets no [server] env (P picks another profile); "
+    "showing what the workers have"
+)
+
+
+def tui_warnings(report: EnvReport) -> list[str]:
+    """The report's warnings in TUI words: the core's hint names command-line flags (-c,
+    --expect) that a TUI user cannot type, so it is replaced by what to do here."""
+    out = []
+    for line in report.summary.warnings:
+        if not report.expected and line.startswith("no expected variables"):
+            line = (
+                NO_EXPECTED_HINT
+                if report.expected_source.startswith("profile")
+                else (
+                    "no expected variables: pick a profile with P (its [server] env is what the workers "
+                    "should have); showing what the workers have"
+                )
+            )
+        out.append(line)
+    return out
+
+
 class EnvPane(Pane):
     PANE_ID = "env"
     TITLE = "Env"
@@ -150,9 +174,29 @@ class EnvPane(Pane):
             )  # first answer without a keystroke; a down host is the hosts pane's news
 
     def server_event(self, kind: str) -> None:
-        """A server became ready (or went away): recheck its workers without a keystroke."""
-        if kind in ("ready", "stopped") and self.ctx.remote() is not None:
+        """Another profile was picked, or a server became ready (or went away): what is shown
+        belonged to the old server, so recheck without a keystroke."""
+        if kind == "profile":
+            self.clear_report()
+        if kind in ("profile", "ready", "stopped") and self.ctx.remote() is not None:
+            name = getattr(self.ctx.profile, "name", None)
+            self.query_one("#env-how", Static).update(
+                Text(f"checking the workers of {name}…" if name else "checking…", style="dim")
+            )
             self.run_check(quiet=True)
+
+    def clear_report(self) -> None:
+        """Forget the shown report (it described another profile's server)."""
+        self.workers.cancel_group(self, "env-check")
+        self.report = None
+        self.marked = []
+        self._columns = []
+        self.query_one("#env-verdict", Static).update(Text(""))
+        self.query_one("#env-matrix", DataTable).clear(columns=True)
+        self.query_one("#env-diff", DataTable).clear()
+        self.query_one("#env-evidence", DataTable).clear()
+        self.query_one("#env-diff-title", Static).update(Text("diff: mark two process columns with m"))
+        self.query_one("#env-evidence-title", Static).update(Text("evidence"))
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -233,7 +277,7 @@ class EnvPane(Pane):
             verdict.append("\n" + line, style="red")
         if len(s.reasons) > 4:
             verdict.append(f"\n… {len(s.reasons) - 4} more", style="red")
-        for line in s.warnings[:2]:
+        for line in tui_warnings(report)[:2]:
             verdict.append("\n" + line, style="yellow")
         self.query_one("#env-verdict", Static).update(verdict)
         self._render_matrix()

@@ -82,7 +82,7 @@ def entry_for_match(m: LogMatch) -> Entry:
 def entry_for_event(ev: LogEvent) -> Entry:
     words = {
         "opened": "following",
-        "missing": "waiting for the file",
+        "missing": "no such file yet: waiting for it to appear",
         "truncated": "FILE TRUNCATED",
         "rotated": "FILE ROTATED",
         "reconnecting": "connection lost, will resume",
@@ -91,7 +91,7 @@ def entry_for_event(ev: LogEvent) -> Entry:
         "ended": "follow ended",
         "error": "follow failed",
     }
-    detail = f" ({ev.detail})" if ev.detail else ""
+    detail = f" ({ev.detail})" if ev.detail and ev.kind != "missing" else ""  # its detail says the same
     at = (
         f" at byte {ev.offset}"
         if ev.offset is not None and ev.kind in ("opened", "resumed", "reconnecting")
@@ -348,8 +348,12 @@ class LogsPane(Pane):
         Binding("w", "toggle_warmup", "Warmup", id="logs.warmup"),
         Binding("x", "stop", "Stop", id="logs.stop"),
         Binding("M", "toggle_metrics", "Metrics panel", id="logs.metrics", show=False),
-        Binding("escape", "close_input", "Close input", id="logs.close_input", show=False),
+        Binding("escape", "close_input", "Close", id="logs.close_input"),
     ]
+    INPUT_PROMPTS = {
+        "logs-input": "filter: regex on each line · Enter keeps it · Esc closes",
+        "logs-path": "open: path of a log on the box (absolute or ~/…) · Enter follows it · Esc closes",
+    }
     DEFAULT_CSS = """
     LogsPane { layout: vertical; }
     LogsPane #logs-status { height: 1; background: $boost; }
@@ -389,8 +393,13 @@ class LogsPane(Pane):
     # -- layout --------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static("", id="logs-status")
-        yield Input(placeholder="regex filter (Enter: keep, Esc: close)", id="logs-input")
-        yield Input(placeholder="path on the box (absolute or ~/...), Enter to follow", id="logs-path")
+        for box_id, placeholder in (
+            ("logs-input", "regex, e.g. accept|ERROR"),
+            ("logs-path", "/var/log/server.log or ~/logs/sglang.log"),
+        ):
+            box = Input(placeholder=placeholder, id=box_id)
+            box.border_title = self.INPUT_PROMPTS[box_id]  # the prompt stays when the box has text
+            yield box
         with Horizontal(id="logs-body"):
             yield LogView(id="logs-view")
             with VerticalScroll(id="logs-metrics"):
@@ -587,6 +596,25 @@ class LogsPane(Pane):
         for box in self.query(Input):
             box.remove_class("visible")
         self.query_one(LogView).focus()
+
+    def typing(self) -> bool:
+        """True while a text box of this pane has focus: its letters are text, not pane keys."""
+        focused = self.app.focused
+        return isinstance(focused, Input) and focused in self.query(Input)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """While typing, the footer offers only Esc (and the box's Enter, named in its title)."""
+        if action == "close_input":
+            return self.typing()
+        if self.typing():
+            return False
+        return super().check_action(action, parameters)
+
+    def on_descendant_focus(self, event) -> None:
+        self.refresh_bindings()
+
+    def on_descendant_blur(self, event) -> None:
+        self.refresh_bindings()
 
     # -- marks -----------------------------------------------------------------------------------------
     def action_mark(self, label: str = "") -> None:

@@ -2,8 +2,9 @@
 
 Shows the startup phases as a checklist with durations, elapsed time and an ETA from earlier
 startups of the same profile (journal verdicts), the last log lines, and the verdict with its
-reason.  All the work is `specdebug.core.startup` (the same calls as the headless verbs); the pane
-only applies the events it streams.  Log text is rendered as plain `Text`, never markup.
+reason (rendering: startup_view.py).  On open it recognises the profile's server if it already
+runs.  All the work is `specdebug.core.startup` (the same calls as the headless verbs); the pane
+only applies the events it streams.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import time
 from collections import deque
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -36,27 +36,16 @@ from specdebug.core.startup import (
     Verdict,
 )
 from specdebug.remote.api import RemoteError
-from specdebug.tui.pane import Pane
+from specdebug.tui.pane import Pane, RunningServer, describe_error
+from specdebug.tui.panes.startup_view import StartupView
 
-# phases shown as pending before they happen (per kind); others appear when seen
-EXPECTED_PHASES = {
-    "sglang": ["launch", "args", "load_weights", "kv_cache", "cuda_graph", "http_server", "warmup", "ready"],
-    "vllm": ["launch", "args", "engine_init", "load_weights", "kv_cache", "http_server", "ready"],
-    "custom": ["launch", "ready"],
-}
 LOG_LINES_SHOWN = 14
+CONNECT_WAIT_S = 30.0
+# states in which no server of the profile is known to run: stop/restart need no second press
+NOTHING_RUNNING = ("idle", "stopped", "failed", "exited")
 
 
-def _fmt_s(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    m, s = divmod(int(seconds), 60)
-    return f"{m}m{s:02d}s"
-
-
-class StartupPane(Pane):
+class StartupPane(StartupView, Pane):
     PANE_ID = "startup"
     TITLE = "Startup"
     BINDINGS = [
@@ -82,6 +71,7 @@ class StartupPane(Pane):
     def __init__(self, ctx, **kwargs) -> None:
         super().__init__(ctx, **kwargs)
         self.clock = time.time
+        self.known: dict[str, RunningServer] = {}  # profile -> server seen running (for the quit note)
         self.reset()
 
     def reset(self) -> None:
@@ -95,6 +85,7 @@ class StartupPane(Pane):
         self.log_lines: deque[str] = deque(maxlen=500)
         self.message = ""
         self.history: StartupHistory | None = None
+        self.found: startup.ServerStatus | None = None  # running when we opened: not watched from launch
         self._dirty = True
 
     def compose(self) -> ComposeResult:
@@ -111,6 +102,7 @@ class StartupPane(Pane):
         self.render_view()
         self.set_interval(0.1, self._refresh_if_dirty)
         self.set_interval(0.5, self._tick)
+        self.recognise()
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -123,8 +115,8 @@ class StartupPane(Pane):
         if journal is None or self.profile is None:
             self.history = None
             return
-        try:
-            events = journal.events({"verdict"})
+        try:  # launches too: an attach's verdict is no startup and must not feed the ETA
+            events = journal.events({"verdict", "launch"})
         except Exception:
             events = []
         self.history = startup.startup_history(events, self.profile.name)
@@ -133,6 +125,8 @@ class StartupPane(Pane):
         """Fold one core event into the pane's state (tests feed events here directly)."""
         if isinstance(ev, Launched):
             self.record = ev.record
+            self.found = None
+            self._remember(ev.record)
             self.state = "starting"
             self.phases = [ServerPhase(name="launch", at=ev.record.started_at, elapsed_s=0.0)]
             self.verdict = None
@@ -155,8 +149,45 @@ class StartupPane(Pane):
             self.message = ev.message
             if ev.stopped:
                 self.pids, self.health = [], None
+                self.known.pop(ev.profile, None)
             self.post_message(self.ServerEvent("stopped"))
         self._dirty = True
+
+    def apply_status(self, st: startup.ServerStatus) -> None:
+        """Fold what `status` found on open into the pane: a running server shows RUNNING (READY
+        when healthy) with its PID and log, without a launch or an attach (nothing is written)."""
+        self.reset_run("idle")
+        if st.state == "running" and st.record is not None:
+            self.record, self.pids, self.health, self.found = st.record, list(st.pids), st.health, st
+            self._remember(st.record)
+            self.state = "ready" if st.health == 200 else "running"
+            if self.state == "ready":
+                self.post_message(self.ServerEvent("ready"))
+        elif st.state == "exited" and st.record is not None:
+            self.message = f"the last server (PID {st.record.pid}) is gone: it exited or was killed"
+        if self.state == "idle" and st.port_holder is not None and st.port_holder.listening:
+            self.message = (self.message + "\n" if self.message else "") + st.port_holder.describe()
+        self._dirty = True
+
+    def _remember(self, record: Any) -> None:
+        host = self.ctx.selected or getattr(self.ctx.remote(), "name", "") or record.host
+        path = str(self.ctx.profile_path) if self.ctx.profile_path else None
+        self.known[record.profile] = RunningServer(host, record.profile, path, record.pid, record.port)
+
+    def running_servers(self) -> list[RunningServer]:
+        """Servers this pane saw running and did not see stop (the current profile's: by its state)."""
+        current = self.profile.name if self.profile is not None else None
+        out = [srv for name, srv in self.known.items() if name != current]
+        if current in self.known and self.server_alive():
+            out.append(self.known[current])
+        return out
+
+    def server_alive(self) -> bool:
+        """The shown server is (as far as the pane knows) alive: a failed startup only while its
+        processes are still there."""
+        return self.state in ("ready", "running", "starting", "stopping") or (
+            self.state == "failed" and bool(self.pids)
+        )
 
     def elapsed(self) -> float | None:
         if self.verdict is not None:
@@ -172,14 +203,14 @@ class StartupPane(Pane):
             self.render_view()
 
     def _tick(self) -> None:
-        if self.state == "starting":
+        if self.state == "starting" or self.found is not None:  # elapsed / uptime move on
             self._dirty = True
 
     def render_view(self) -> None:
         self._dirty = False
         try:
             self.query_one("#startup-head", Static).update(self.head_text())
-            self.query_one("#startup-phases", Static).update(self.phases_table())
+            self.query_one("#startup-phases", Static).update(self.phases_view())
             self.query_one("#startup-verdict-text", Static).update(self.verdict_text())
             lines = list(self.log_lines)[-LOG_LINES_SHOWN:]
             self.query_one("#startup-log", Static).update(
@@ -187,112 +218,6 @@ class StartupPane(Pane):
             )
         except NoMatches:  # not mounted yet
             pass
-
-    def head_text(self) -> Text:
-        text = Text()
-        if self.profile is None:
-            text.append("no profile: start specdebug with -c PROFILE", style="yellow")
-            return text
-        text.append(self.profile.name, style="bold cyan")
-        text.append(f"  port {self.profile.server.port}  ")
-        style = {
-            "ready": "bold green",
-            "failed": "bold red",
-            "starting": "bold yellow",
-            "launching": "yellow",
-            "stopping": "yellow",
-            "stopped": "dim",
-            "exited": "bold red",
-            "running": "green",
-        }.get(self.state, "dim")
-        text.append(self.state.upper(), style=style)
-        elapsed = self.elapsed()
-        if elapsed is not None:
-            text.append(f"  elapsed {_fmt_s(elapsed)}")
-        if self.history is not None:
-            if self.state == "starting" and elapsed is not None:
-                text.append(f"  ETA {_fmt_s(self.history.eta(elapsed))}", style="cyan")
-            text.append(
-                f"  (usually {_fmt_s(self.history.expected_total_s)} over {self.history.runs} "
-                f"run{'s' if self.history.runs != 1 else ''})",
-                style="dim",
-            )
-        if self.record is not None:
-            text.append(f"\nPID {self.record.pid}  PGID {self.record.pgid}  processes {len(self.pids)}  ")
-            text.append(f"health {self.health if self.health is not None else '-'}  ")
-            text.append(f"log {self.record.log_file}", style="dim")
-        elif self.state == "idle":
-            text.append("\nl launch  a attach  s stop  R restart", style="dim")
-        return text
-
-    def phases_table(self) -> Table:
-        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, expand=False)
-        table.add_column("", width=1)
-        table.add_column("phase", min_width=16)
-        table.add_column("at", justify="right", min_width=7)
-        table.add_column("took", justify="right", min_width=7)
-        table.add_column("usually at", justify="right", min_width=7)
-        kind = self.profile.server.kind if self.profile is not None else "custom"
-        seen = {p.name: p for p in self.phases}
-        names = [p.name for p in self.phases]
-        expected = list(self.history.phase_starts) if self.history else EXPECTED_PHASES.get(kind, [])
-        for name in expected:
-            if name not in seen:
-                names.append(name)
-        if "ready" in names:  # ready always last
-            names = [n for n in names if n != "ready"] + ["ready"]
-        current = self.phases[-1].name if self.phases else None
-        for i, name in enumerate(names):
-            p = seen.get(name)
-            usual = self.history.phase_starts.get(name) if self.history else None
-            if p is None:
-                if self.verdict is not None and self.verdict.verdict == "ready":
-                    continue  # this server never printed that milestone
-                table.add_row(
-                    Text("·", style="dim"), Text(name, style="dim"), "", "", Text(_fmt_s(usual), style="dim")
-                )
-                continue
-            nxt = next((seen[n] for n in names[i + 1 :] if n in seen), None)
-            if nxt is not None:
-                took: float | None = nxt.at - p.at
-            elif self.verdict is not None:
-                took = self.verdict.at - p.at if name != "ready" else None
-            else:
-                took = self.clock() - p.at if self.state == "starting" else None
-            failed_here = self.verdict is not None and self.verdict.verdict == "failed" and name == current
-            if failed_here:
-                mark = Text("✗", style="bold red")
-            elif name == current and self.state == "starting":
-                mark = Text("▶", style="bold yellow")
-            else:
-                mark = Text("✓", style="green")
-            table.add_row(
-                mark, Text(name), _fmt_s(p.elapsed_s), _fmt_s(took), Text(_fmt_s(usual), style="dim")
-            )
-        return table
-
-    def verdict_text(self) -> Text:
-        v = self.verdict
-        text = Text(no_wrap=True, overflow="ellipsis")
-        if v is None:
-            if self.message:
-                text.append(self.message)
-            return text
-        if v.verdict == "ready":
-            text.append(f"READY after {_fmt_s(v.elapsed_s)}", style="bold green")
-            return text
-        text.append(f"FAILED after {_fmt_s(v.elapsed_s)} in phase {v.last_phase}", style="bold red")
-        if v.error_kind:
-            text.append(f"  [{v.error_kind}]", style="red")
-        text.append("\n")
-        text.append(visible(v.reason or "", newlines=True), style="bold")
-        if v.excerpt:
-            text.append("\n\n")
-            shown = v.excerpt[-12:]
-            for line in shown:
-                style = "bold red" if v.reason and v.reason in line else "dim"
-                text.append(visible(line[:300], tab=" ") + "\n", style=style)
-        return text
 
     # -- actions --------------------------------------------------------------------------------
 
@@ -313,8 +238,9 @@ class StartupPane(Pane):
     CONFIRM_S = 3.0
 
     def _confirmed(self, action: str, what: str) -> bool:
-        """A running server costs minutes to bring back: stop/restart need the key pressed twice."""
-        if self.state not in ("ready", "running", "starting"):
+        """A running server costs minutes to bring back: stop/restart need a second press within
+        CONFIRM_S (the key, or the palette entry again; the palette goes through here too)."""
+        if self.state in NOTHING_RUNNING:
             return True
         now = time.monotonic()
         last = self._armed.get(action)
@@ -322,11 +248,15 @@ class StartupPane(Pane):
             self._armed.pop(action, None)
             return True
         self._armed[action] = now
-        key = next((b.key for b in self.BINDINGS if isinstance(b, Binding) and b.action == action), action)
-        self.notify(
-            f"press {key} again to {what} {self.profile.name}", severity="warning", timeout=self.CONFIRM_S
-        )
+        self.notify(self.confirm_text(action, what), severity="warning", timeout=self.CONFIRM_S)
         return False
+
+    def confirm_text(self, action: str, what: str) -> str:
+        binding = next((b for b in self.BINDINGS if isinstance(b, Binding) and b.action == action), None)
+        keys = getattr(self.app, "_keymap", {}).get(binding.id, binding.key) if binding else action
+        key = keys.split(",")[0]
+        again = f"press {key} again" + (" (or pick it in the palette again)" if self.from_palette else "")
+        return f"{again} within {self.CONFIRM_S:.0f} s to {what} {self.profile.name}"
 
     def action_restart(self) -> None:
         if self._ready_to_act() is not None and self._confirmed("restart", "restart"):
@@ -370,13 +300,15 @@ class StartupPane(Pane):
             if self.state == "ready" and self.record is not None:
                 await self._monitor(remote, self.record, profile)
         except startup.LaunchRefused as exc:
-            self.state = "running" if exc.record is not None else "idle"
+            self.state = "idle"
             self.message = str(exc)
             self.notify(str(exc), severity="error")
+            if exc.record is not None:  # the profile's server already runs: show it as if found
+                self.call_later(self.recognise)
         except Exception as exc:
             self.state = "failed" if self.state in ("launching", "starting") else self.state
-            self.message = f"{type(exc).__name__}: {exc}"
-            self.notify(f"{mode} failed: {exc}", severity="error")
+            self.message = describe_error(exc)
+            self.notify(f"{mode} failed: {describe_error(exc)}", severity="error")
         finally:
             self._dirty = True
 
@@ -384,31 +316,70 @@ class StartupPane(Pane):
         """Another profile was picked: this pane's phases and verdict belonged to the old one."""
         if kind == "profile":
             self.workers.cancel_group(self, "startup-run")
+            if self.record is not None and not self.server_alive():
+                self.known.pop(self.record.profile, None)  # only live servers are worth the quit note
             self.reset_run("idle")
+            self.log_lines.clear()
             self.pids, self.health = [], None
             self.load_history()
+            self.recognise()
+
+    def recognise(self) -> None:
+        """Is the profile's server already running (state record + liveness + health)?  Asked on
+        open and after a profile switch, through core `status`: reads only, so a read-only seat
+        may ask too, and nothing is journaled."""
+        if self.profile is None or self.ctx.remote() is None or self.state != "idle":
+            return  # a launch (the demo's, or a quick key) already runs: it knows better
+        self.reset_run("checking")
+        self._recognise()
+
+    @work(exclusive=True, group="startup-run", exit_on_error=False)
+    async def _recognise(self) -> None:
+        remote, profile = self.ctx.remote(), self.profile
+        if remote is None:
+            return
+        try:
+            await remote.wait_connected(CONNECT_WAIT_S)
+            st = await startup.status(remote, profile)
+        except Exception as exc:  # a down host is the header's news; the pane just cannot tell
+            if self.state == "checking":
+                self.reset_run("idle")
+                self.message = f"could not check for a running server: {describe_error(exc)}"
+            return
+        if profile is not self.profile:
+            return
+        self.apply_status(st)
+        if self.state in ("ready", "running") and self.record is not None:
+            await self._monitor(remote, self.record, profile)
 
     MONITOR_S = 3.0
 
     async def _monitor(self, remote: Any, record: Any, profile: Any) -> None:
-        """After ready, keep watching: a server that dies later must not keep saying READY."""
-        while self.state == "ready":
+        """After ready (or found running), keep watching: a server that dies later must not keep
+        saying READY, and one found still starting turns READY when its health answers."""
+        while self.state in ("ready", "running"):
             await asyncio.sleep(self.MONITOR_S)
             try:
                 pids, health = await startup.liveness(remote, record, profile)
             except RemoteError:
                 continue  # connection trouble is the header's news; try again
-            if self.state != "ready":
+            if self.state not in ("ready", "running"):
                 return  # stopped or relaunched meanwhile
             self.pids, self.health = pids, health
             if not pids:
                 self.state = "exited"
+                self.found = None
+                self.known.pop(profile.name, None)
                 self.message = "the server's process group is gone (crashed or killed outside specdebug)"
                 self.notify(f"{profile.name}: server exited", severity="error")
                 self.post_message(self.ServerEvent("stopped"))
+            elif self.state == "running" and health == 200:
+                self.state = "ready"
+                self.post_message(self.ServerEvent("ready"))
             self._dirty = True
 
     def reset_run(self, state: str) -> None:
+        self.found = None
         self.record = None
         self.phases = []
         self.verdict = None
@@ -431,6 +402,6 @@ class StartupPane(Pane):
             self.notify(result.message, severity="information" if result.stopped else "error")
         except Exception as exc:
             self.state = "failed"
-            self.notify(f"stop failed: {exc}", severity="error")
+            self.notify(f"stop failed: {describe_error(exc)}", severity="error")
         finally:
             self._dirty = True

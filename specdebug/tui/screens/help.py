@@ -7,8 +7,45 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.keys import key_to_character
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+NAMED_KEYS = {
+    "question_mark": "?",
+    "slash": "/",
+    "enter": "Enter",
+    "escape": "Esc",
+    "space": "Space",
+    "tab": "Tab",
+    "pageup": "PgUp",
+    "pagedown": "PgDn",
+    "home": "Home",
+    "end": "End",
+    "up": "Up",
+    "down": "Down",
+    "left": "Left",
+    "right": "Right",
+}
+
+
+def key_label(key: str) -> str:
+    """One binding key as a user types it: `question_mark` -> `?`, `f1` -> `F1`, `ctrl+l` -> `Ctrl+L`."""
+    *mods, base = key.strip().split("+")
+    if base in NAMED_KEYS:
+        name = NAMED_KEYS[base]
+    elif len(base) > 1 and base[0] == "f" and base[1:].isdigit():
+        name = base.upper()
+    elif len(base) == 1:
+        name = base.upper() if mods else base
+    else:
+        name = key_to_character(base) or base.replace("_", " ")
+    return "+".join([*(m.capitalize() for m in mods), name])
+
+
+def keys_label(keys: str) -> str:
+    """A binding's key list (`question_mark,f1`) as `?/F1`."""
+    return "/".join(key_label(k) for k in keys.split(",") if k.strip())
 
 
 class HelpScreen(ModalScreen[None]):

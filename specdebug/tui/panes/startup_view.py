@@ -1,0 +1,179 @@
+"""What the startup pane shows: the head line, the phase checklist and the verdict, rendered from
+the pane's state (a mixin, so the pane module keeps only state and actions).  Log text is plain
+`Text`, never markup."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from specdebug.core.sanitize import visible
+
+EXPECTED_PHASES = {
+    "sglang": ["launch", "args", "load_weights", "kv_cache", "cuda_graph", "http_server", "warmup", "ready"],
+    "vllm": ["launch", "args", "engine_init", "load_weights", "kv_cache", "http_server", "ready"],
+    "custom": ["launch", "ready"],
+}
+
+
+def _fmt_s(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s"
+
+
+class StartupView:
+    """Rendering of StartupPane's state (state, record, phases, verdict, history, found...)."""
+
+    state: str
+    record: Any
+    phases: list
+    verdict: Any
+    health: int | None
+    pids: list[int]
+    message: str
+    history: Any
+    found: Any
+    clock: Any
+    profile: Any
+
+    def elapsed(self) -> float | None:  # provided by the pane
+        raise NotImplementedError
+
+    def head_text(self) -> Text:
+        text = Text()
+        if self.profile is None:
+            text.append("no profile: start specdebug with -c PROFILE", style="yellow")
+            return text
+        text.append(self.profile.name, style="bold cyan")
+        port = self.record.port if self.record is not None else self.profile.server.port
+        text.append(f"  port {port}  ")
+        style = {
+            "ready": "bold green",
+            "failed": "bold red",
+            "starting": "bold yellow",
+            "launching": "yellow",
+            "stopping": "yellow",
+            "stopped": "dim",
+            "exited": "bold red",
+            "running": "bold yellow",
+            "checking": "dim",
+        }.get(self.state, "dim")
+        text.append(self.state.upper(), style=style)
+        elapsed = self.elapsed()
+        if self.found is not None and elapsed is not None:
+            text.append(f"  up {_fmt_s(elapsed)}  (found running, not launched from this screen)")
+        elif elapsed is not None:
+            text.append(f"  elapsed {_fmt_s(elapsed)}")
+        if self.history is not None:
+            if self.state == "starting" and elapsed is not None:
+                text.append(f"  ETA {_fmt_s(self.history.eta(elapsed))}", style="cyan")
+            text.append(
+                f"  (usually {_fmt_s(self.history.expected_total_s)} over {self.history.runs} "
+                f"run{'s' if self.history.runs != 1 else ''})",
+                style="dim",
+            )
+        if self.record is not None:
+            text.append(f"\nPID {self.record.pid}  PGID {self.record.pgid}  processes {len(self.pids)}  ")
+            text.append(f"health {self.health if self.health is not None else '-'}  ")
+            text.append(f"log {self.record.log_file}", style="dim")
+        elif self.state == "idle":
+            text.append("\nl launch  a attach  s stop  R restart", style="dim")
+        elif self.state == "checking":
+            text.append("\nchecking whether this profile's server is already running…", style="dim")
+        return text
+
+    def phases_view(self) -> Table | Text:
+        if self.found is not None:
+            return Text(
+                "phases not watched: found already running\n(a attaches and replays them from its log)",
+                style="dim",
+            )
+        return self.phases_table()
+
+    def phases_table(self) -> Table:
+        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, expand=False)
+        table.add_column("", width=1)
+        table.add_column("phase", min_width=16)
+        table.add_column("at", justify="right", min_width=7)
+        table.add_column("took", justify="right", min_width=7)
+        table.add_column("usually at", justify="right", min_width=7)
+        kind = self.profile.server.kind if self.profile is not None else "custom"
+        seen = {p.name: p for p in self.phases}
+        names = [p.name for p in self.phases]
+        expected = list(self.history.phase_starts) if self.history else EXPECTED_PHASES.get(kind, [])
+        for name in expected:
+            if name not in seen:
+                names.append(name)
+        if "ready" in names:  # ready always last
+            names = [n for n in names if n != "ready"] + ["ready"]
+        current = self.phases[-1].name if self.phases else None
+        for i, name in enumerate(names):
+            p = seen.get(name)
+            usual = self.history.phase_starts.get(name) if self.history else None
+            if p is None:
+                if self.verdict is not None and self.verdict.verdict == "ready":
+                    continue  # this server never printed that milestone
+                table.add_row(
+                    Text("·", style="dim"), Text(name, style="dim"), "", "", Text(_fmt_s(usual), style="dim")
+                )
+                continue
+            nxt = next((seen[n] for n in names[i + 1 :] if n in seen), None)
+            if nxt is not None:
+                took: float | None = nxt.at - p.at
+            elif self.verdict is not None:
+                took = self.verdict.at - p.at if name != "ready" else None
+            else:
+                took = self.clock() - p.at if self.state == "starting" else None
+            failed_here = self.verdict is not None and self.verdict.verdict == "failed" and name == current
+            if failed_here:
+                mark = Text("✗", style="bold red")
+            elif name == current and self.state == "starting":
+                mark = Text("▶", style="bold yellow")
+            else:
+                mark = Text("✓", style="green")
+            table.add_row(
+                mark, Text(name), _fmt_s(p.elapsed_s), _fmt_s(took), Text(_fmt_s(usual), style="dim")
+            )
+        return table
+
+    def verdict_text(self) -> Text:
+        v = self.verdict
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if v is None and self.found is not None and self.record is not None:
+            launched = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.record.started_at))
+            how = "attached" if self.record.attached else "launched"
+            if self.state == "ready":
+                text.append("READY", style="bold green")
+            elif self.state == "running":
+                text.append("RUNNING", style="bold yellow")
+                text.append(f", health {self.health or 'not answering'} (still starting?)")
+            else:
+                text.append(self.state.upper(), style="bold")
+            text.append(f"\n{how} by specdebug at {launched}", style="dim")
+            return text
+        if v is None:
+            if self.message:
+                text.append(self.message)
+            return text
+        if v.verdict == "ready":
+            text.append(f"READY after {_fmt_s(v.elapsed_s)}", style="bold green")
+            return text
+        text.append(f"FAILED after {_fmt_s(v.elapsed_s)} in phase {v.last_phase}", style="bold red")
+        if v.error_kind:
+            text.append(f"  [{v.error_kind}]", style="red")
+        text.append("\n")
+        text.append(visible(v.reason or "", newlines=True), style="bold")
+        if v.excerpt:
+            text.append("\n\n")
+            shown = v.excerpt[-12:]
+            for line in shown:
+                style = "bold red" if v.reason and v.reason in line else "dim"
+                text.append(visible(line[:300], tab=" ") + "\n", style=style)
+        return text

@@ -1,0 +1,167 @@
+"""A new user's first hour with the TUI, read off the screen in tmux (issue 11, section 2).
+
+Real TUI, real OpenSSH sshd on loopback, the simulated box: reopening while the server runs shows
+it READY without a key and without writing anything on the box (read-only seat), pane keys
+survive Tab and resizes, read-only keys say so, quitting names the server left running with
+the command that stops it, and the demo exits without asyncio noise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from specdebug.core import startup
+from specdebug.core.profiles import load_profile
+from specdebug.core.servers import forget_record, group_members, load_record
+from specdebug.remote.connection import SSHRemote
+from tests.sshd_harness import free_port
+from tests.tmux_harness import Tmux
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
+
+
+def write_profile(folder: Path, name: str) -> Path:
+    """A tp-2 sim profile as a TOML file (the TUI loads it with -c, as a user would)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "specdebug.sim", "--tp", "2", "--port", str(port), "--time-scale", "0.02"]
+    path = folder / f"{name}.toml"
+    path.write_text(
+        f'name = "{name}"\n\n[server]\nargv = {json.dumps(argv)}\n'
+        f'log_file = "{folder / (name + ".log")}"\nport = {port}\nkind = "sglang"\n\n'
+        '[ready]\ntimeout_s = 60\n\n[workers]\nmatch = "sglang::scheduler"\n'
+    )
+    return path
+
+
+async def _launch_ready(sshd, path: Path):
+    profile = load_profile(path)
+    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+    await remote.start()
+    try:
+        await remote.wait_connected(15)
+        verdict = None
+        async for ev in startup.launch_and_watch(remote, profile):
+            if isinstance(ev, startup.Verdict):
+                verdict = ev
+        assert verdict is not None and verdict.verdict == "ready", verdict
+        return await load_record(remote, profile.name)
+    finally:
+        await remote.close()
+
+
+async def _state_text(sshd, name: str) -> str:
+    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+    await remote.start()
+    try:
+        await remote.wait_connected(15)
+        res = await remote.run(["sh", "-c", 'cat "$HOME/.specdebug/servers/$1.json"', "sh", name])
+        return res.out
+    finally:
+        await remote.close()
+
+
+async def _cleanup(sshd, name: str) -> None:
+    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+    await remote.start()
+    try:
+        await remote.wait_connected(15)
+        record = await load_record(remote, name)
+        if record is not None and group_members(await remote.processes(), record):
+            await remote.run(["kill", "-KILL", "--", f"-{record.pgid}"])
+        await forget_record(remote, name)
+    finally:
+        await remote.close()
+
+
+def flat(screen: str) -> str:
+    """The screen as one line (long printed lines wrap at the window's width)."""
+    return "".join(line.rstrip("\n") for line in screen.splitlines())
+
+
+def footer(screen: str) -> str:
+    lines = [line for line in screen.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def test_reopen_readonly_shows_running_server_and_keys_behave(sshd, tmp_path: Path) -> None:
+    name = f"firsthour-{uuid.uuid4().hex[:6]}"
+    path = write_profile(tmp_path, name)
+    session = tmp_path / "session"
+    tmux = Tmux("specdebug-test-firsthour")
+    tmux.kill()
+    try:
+        record = asyncio.run(_launch_ready(sshd, path))
+        state_before = asyncio.run(_state_text(sshd, name))
+        assert f'"pid": {record.pid}' in state_before
+        tmux.new_session(
+            "tui",
+            f"{sys.executable} -m specdebug.cli -F {sshd.config_path} gpubox -c {path} "
+            f"--readonly --session {session}; sleep 30",
+            150,
+            45,
+        )
+        tmux.wait_screen("tui", lambda s: "gpubox connected" in s, 30)
+        tmux("send-keys", "-t", "tui", "2")
+        # no `a` pressed: the pane recognises the profile's running server by itself
+        screen = tmux.wait_screen(
+            "tui", lambda s: "READY" in s and "found running" in s and "found already running" in s, 30
+        )
+        assert f"PID {record.pid}" in screen and "health 200" in screen
+        # read-only: mutating keys are not offered, and pressing one says why
+        assert "Launch" not in footer(screen) and "Attach" in footer(screen)
+        tmux("send-keys", "-t", "tui", "s")
+        tmux.wait_screen("tui", lambda s: "read-only seat: Stop would change the box" in flat(s), 10)
+        # Tab inside the pane and a resize keep the pane's keys in the footer (and working)
+        for _ in range(3):
+            tmux("send-keys", "-t", "tui", "Tab")
+        tmux("resize-window", "-t", "tui", "-x", "120", "-y", "40")
+        tmux("resize-window", "-t", "tui", "-x", "150", "-y", "45")
+        tmux.wait_screen("tui", lambda s: "a Attach" in footer(s), 10)
+        tmux("send-keys", "-t", "tui", "3")
+        tmux("send-keys", "-t", "tui", "Tab")
+        tmux("send-keys", "-t", "tui", "Tab")
+        tmux.wait_screen("tui", lambda s: "f Follow log" in footer(s), 10)
+        # q leaves the server running (right on a real box) and says how to stop it
+        tmux("send-keys", "-t", "tui", "q")
+        screen = tmux.wait_screen("tui", lambda s: "still running" in s, 20)
+        text = flat(screen)
+        assert f"{name} is still running on gpubox (PID {record.pid}" in text
+        assert f"specdebug stop -F {sshd.config_path} gpubox -c {path}" in text
+        # the read-only seat wrote nothing: same state file on the box, no journal events
+        assert asyncio.run(_state_text(sshd, name)) == state_before
+        events = session / "events.jsonl"
+        assert not events.exists() or events.read_text() == ""
+    finally:
+        tmux.kill()
+        asyncio.run(_cleanup(sshd, name))
+
+
+def test_demo_exit_is_quiet(tmp_path: Path) -> None:
+    tmux = Tmux("specdebug-test-firsthour-demo")
+    tmux.kill()
+    tmux.new_session(
+        "demo",
+        f"{sys.executable} -m specdebug.cli demo --time-scale 0.02 --session {tmp_path / 'session'}; "
+        "echo DEMO-EXITED; sleep 30",
+    )
+    try:
+        tmux.wait_screen("demo", lambda s: "READY after" in s, 90)
+        tmux("send-keys", "-t", "demo", "4")  # the env check and the log follower hold sessions
+        tmux.wait_screen("demo", lambda s: "TP0" in s, 30)
+        tmux("send-keys", "-t", "demo", "3")
+        tmux.wait_screen("demo", lambda s: "following" in s, 30)
+        tmux("send-keys", "-t", "demo", "q")
+        screen = tmux.wait_screen("demo", lambda s: "DEMO-EXITED" in s, 30)
+        noise = screen  # the app draws on stderr, so its noise after exit lands on the screen
+        assert "Task was destroyed" not in noise
+        assert "Event loop is closed" not in noise
+        assert "Traceback" not in noise
+    finally:
+        tmux.kill()
