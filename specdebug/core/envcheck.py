@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 from specdebug.core.envrules import EnvRule, server_env_rules
 from specdebug.core.logs.patterns import parse_nccl_env_line as _parse_nccl_fields
 from specdebug.core.secrets import mask_argv, mask_value, same_value, scrub, secret_values
-from specdebug.core.workers import Selection, select_workers, server_kind
+from specdebug.core.workers import Selection, listing_filter, select_workers, server_kind
 from specdebug.remote.api import FileRead, ProcInfo, Remote
 
 EnvironState = Literal["readable", "clobbered", "denied", "gone"]
@@ -616,7 +616,8 @@ async def read_nccl_lines(
 
 async def check_env(remote: Remote, query: EnvQuery) -> EnvReport:
     """Find the workers, read their /proc files in one probe, read NCCL proof lines, build the report."""
-    procs = await remote.processes()
+    where: dict[str, Any] = dict(pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid)
+    procs = await remote.processes(**listing_filter(**where))
     sel = select_workers(procs, pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid)
     pids = [p.pid for p in sel.workers] + list(sel.missing_pids)
     if sel.launcher is not None:
@@ -659,7 +660,7 @@ async def query_for_profile(
     )
     alive = False
     if record is not None and record.stopped_at is None:
-        alive = bool(group_members(await remote.processes(), record))
+        alive = bool(group_members(await remote.processes(pgid=record.pgid, pids=[record.pid]), record))
     if alive and record is not None:
         query.root_pid, query.pgid, query.match = record.pid, record.pgid, profile.workers.match
         query.log_path = log_path or record.log_file or server.log_file or None

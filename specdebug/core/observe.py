@@ -11,6 +11,7 @@ from __future__ import annotations
 from specdebug.core.profiles import Profile
 from specdebug.core.servers import ServerRecord, group_members, load_record
 from specdebug.core.startup import LaunchRefused
+from specdebug.core.workers import group_filter
 from specdebug.remote.api import Remote
 
 
@@ -22,6 +23,6 @@ async def observe(remote: Remote, profile: Profile) -> ServerRecord:
             f"{profile.name}: no server launched by specdebug runs on this box; "
             "a read-only seat observes, it cannot adopt a server started by hand"
         )
-    if not group_members(await remote.processes(), record):
+    if not group_members(await remote.processes(**group_filter(record.pgid, record.pid)), record):
         raise LaunchRefused(f"{profile.name}: its process group {record.pgid} is gone (exited or stopped)")
     return record

@@ -36,6 +36,7 @@ from specdebug.core.servers import (
     save_record,
     signal_group,
 )
+from specdebug.core.workers import group_filter
 from specdebug.remote.api import Remote, RemoteError
 
 Clock = Callable[[], float]
@@ -120,7 +121,10 @@ async def _wait_gone(
     remote: Remote, record: ServerRecord, end: float, clock: Clock, poll_s: float
 ) -> list[int]:
     while True:
-        members = sorted(p.pid for p in group_members(await remote.processes(), record))
+        members = sorted(
+            p.pid
+            for p in group_members(await remote.processes(**group_filter(record.pgid, record.pid)), record)
+        )
         if not members or clock() >= end:
             return members
         await asyncio.sleep(poll_s)
@@ -177,7 +181,7 @@ class ServerStatus(BaseModel):
 
 async def liveness(remote: Remote, record: ServerRecord, profile: Profile) -> tuple[list[int], int | None]:
     """The group's live PIDs and the health status after ready (one process probe + one health probe)."""
-    members = group_members(await remote.processes(), record)
+    members = group_members(await remote.processes(**group_filter(record.pgid, record.pid)), record)
     if not members:
         return [], None
     return sorted(p.pid for p in members), await health_on_box(remote, record.port, profile.ready.health)
@@ -203,7 +207,11 @@ async def status(remote: Remote, profile: Profile) -> ServerStatus:
         st.state = "exited" if verdict["state"] in ("gone", "mismatch") else "unverified"
         st.reason = ("group reused: " if verdict["state"] == "mismatch" else "") + verdict["reason"]
         return st
-    members = [p for p in group_members(await remote.processes(), record) if p.pid in verdict["members"]]
+    members = [
+        p
+        for p in group_members(await remote.processes(**group_filter(record.pgid, record.pid)), record)
+        if p.pid in verdict["members"]
+    ]
     st.pids = sorted(p.pid for p in members)
     known = profile_secrets(profile)
     st.titles = [

@@ -51,6 +51,7 @@ from specdebug.core.servers import (
     load_record,
     save_record,
 )
+from specdebug.core.workers import group_filter
 from specdebug.remote.api import ConnectionDropped, Remote, RemoteError
 from specdebug.remote.shell import env_assignments
 
@@ -561,7 +562,7 @@ async def check_can_launch(remote: Remote, profile: Profile) -> None:
     """Raise LaunchRefused when this profile's server still runs or its port is taken."""
     record = await load_record(remote, profile.name)
     if record is not None and record.stopped_at is None:
-        members = group_members(await remote.processes(), record)
+        members = group_members(await remote.processes(**group_filter(record.pgid, record.pid)), record)
         if members:
             raise LaunchRefused(
                 f"{profile.name} is already running (PID {record.pid}, PGID {record.pgid}, "
@@ -777,7 +778,7 @@ async def _poll_group(
     """Live PIDs of the server's process group (only successful listings count: a drop is not a death)."""
     while True:
         try:
-            procs = await remote.processes()
+            procs = await remote.processes(**group_filter(record.pgid, record.pid))
         except RemoteError:
             procs = None
         if procs is not None:

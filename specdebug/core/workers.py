@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from specdebug.remote.api import ProcInfo
 
@@ -123,6 +124,29 @@ def select_workers(
     missing = [pid for pid in pids if pid not in by_pid]
     how = "pids " + ", ".join(str(p) for p in pids)
     return Selection(found, common_launcher(by_pid, [p.pid for p in found]), how, missing)
+
+
+def listing_filter(
+    *,
+    pids: Sequence[int] = (),
+    match: str | None = None,
+    root_pid: int | None = None,
+    pgid: int | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for `Remote.processes` that return a superset of what select_workers picks.
+
+    Why: the box then sends (and reads) only those processes and their ancestors, not all of /proc.
+    """
+    if root_pid is not None or pgid is not None:
+        return {"root_pid": root_pid, "pgid": pgid}
+    if match:
+        return {"match": match}
+    return {"pids": list(pids)}
+
+
+def group_filter(pgid: int, pid: int) -> dict[str, Any]:
+    """`Remote.processes` keywords for a launch record's group (all group_members needs)."""
+    return {"pgid": pgid, "pids": [pid]}
 
 
 def server_kind(procs: Iterable[ProcInfo]) -> str | None:

@@ -179,8 +179,20 @@ class Remote(Protocol):
         """Read one file (raises RemoteError naming the path when it cannot)."""
         ...
 
-    async def processes(self) -> list[ProcInfo]:
-        """The box's process table from /proc, in one probe."""
+    async def processes(
+        self,
+        *,
+        match: str | None = None,
+        pgid: int | None = None,
+        root_pid: int | None = None,
+        pids: Sequence[int] = (),
+    ) -> list[ProcInfo]:
+        """The box's process table from /proc, in one probe.
+
+        With a filter (cmdline regex, process group, tree under root_pid, PIDs) only the processes
+        that match any of them come back, with all their ancestors: on a box with thousands of
+        processes that is what keeps a probe cheap (the box side caches per-PID facts).
+        """
         ...
 
     def stream(

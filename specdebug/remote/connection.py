@@ -741,11 +741,19 @@ class SSHRemote:
             raise RemoteError(f"{self.name}: cannot read {path}: {f.error}")
         return f.data or b""
 
-    async def processes(self) -> list[ProcInfo]:
+    async def processes(
+        self,
+        *,
+        match: str | None = None,
+        pgid: int | None = None,
+        root_pid: int | None = None,
+        pids: Sequence[int] = (),
+    ) -> list[ProcInfo]:
         await self._ready(30.0)
         if self._probe is None:
             raise RemoteError(f"{self.name}: process listing needs python3 on the box")
-        resp = await self._probe.request("ps", 30.0)
+        want = {"match": match, "pgid": pgid, "root": root_pid, "pids": list(pids) or None}
+        resp = await self._probe.request("ps", 30.0, **{k: v for k, v in want.items() if v is not None})
         return [
             ProcInfo(
                 pid=p[0],

@@ -239,6 +239,7 @@ class Launcher:
             profile=profile,
             shapes=self.shapes,
             cost_scale=costmodel.launch_noise(self.cfg.sim.noise, self.cfg.sim.noise_seed),
+            decode_scale=self.cfg.sim.decode_scale,
         )
         self.engine = engine
         self.sidecar.update(
@@ -251,7 +252,10 @@ class Launcher:
                 "verify_ms": engine.step_cost(1).verify_ms,
                 "expected_accept_length": costmodel.expected_accept_length(spec),
                 "expected_single_stream_tok_s": costmodel.expected_rate(
-                    spec, nccl_missing=missing, cuda_graph=not s.disable_cuda_graph, scale=engine.cost_scale
+                    spec,
+                    nccl_missing=missing,
+                    cuda_graph=not s.disable_cuda_graph,
+                    scale=engine.cost_scale * engine.decode_scale,
                 ),
                 "noise_factor": engine.cost_scale,
             },

@@ -98,6 +98,7 @@ class SimOptions:
     throttle_after: float = 0.0
     noise: float = 0.0  # run-to-run spread of the step cost (relative sd), drawn once per launch
     noise_seed: int | None = None  # None: a fresh draw every launch
+    decode_scale: float = 1.0  # multiplies every forward (prefill, decode) step: <1 = a faster GPU
 
 
 @dataclass
@@ -246,8 +247,25 @@ def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentPars
     sim.add_argument(
         "--noise-seed", type=int, metavar="N", help="seed the --noise draw (default: fresh every launch)"
     )
+    sim.add_argument(
+        "--decode-scale",
+        type=_decode_scale,
+        default=1.0,
+        metavar="F",
+        help="multiplies every forward step's time (0.01 = a server 100x faster; to benchmark the client)",
+    )
     p.fill_help()
     return p
+
+
+def _decode_scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 100.0:
+        raise argparse.ArgumentTypeError("must be between 0 and 100 (a factor on step time)")
+    return value
 
 
 def _noise(text: str) -> float:
@@ -278,6 +296,7 @@ def parse_args(argv: list[str], prog: str | None = None) -> SimConfig:
         throttle_after=ns.pop("throttle_after"),
         noise=ns.pop("noise"),
         noise_seed=ns.pop("noise_seed"),
+        decode_scale=ns.pop("decode_scale"),
     )
     ns.pop("engine")
     server = ServerArgs(**ns)

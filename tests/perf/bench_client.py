@@ -8,8 +8,11 @@ asyncio can write) runs in its own process on 127.0.0.1. Against the same stream
   builtin   specdebug's client (httpx, SSE parsing, per-chunk timing), one stream
   builtin4  the same with 4 concurrent streams (total tokens/s)
   forward   the builtin client through an SSH local forward from a loopback sshd (skip: --no-ssh)
+  sim       the builtin client against the sim at its modelled speed and with --decode-scale 0.001
+            (a server 1000x faster: then the client and the sim's own Python are the limit; skip: --no-sim)
 The sim's fastest modelled single stream is ~94 tok/s; real EAGLE servers reach a few hundred per stream.
 Last line:  RESULT bench_client bare_tok_s=.. builtin_tok_s=.. builtin_ratio=.. builtin4_tok_s=.. forward_tok_s=..
+            RESULT bench_client_sim sim_tok_s=.. fast_sim_tok_s=.. fast_over_modelled=.. fast_over_bare=..
 """
 
 from __future__ import annotations
@@ -110,10 +113,22 @@ async def through_forward(port: int, tokens: int) -> float | None:
             sshd.stop()
 
 
+async def against_sim(decode_scale: float, tokens: int) -> float:
+    """The builtin client's single-stream tokens/s against a local sim with this --decode-scale."""
+    from specdebug.sim.local import start_local_sim
+
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = ["--model-path", "m", "--tp", "1", "--decode-scale", str(decode_scale)]
+        with start_local_sim(argv, log_file=Path(tmp) / "sim.log", time_scale=0.02) as sim:
+            sim.wait_ready(60)
+            return max([await builtin(sim.url, tokens) for _ in range(2)])
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=100_000)
     ap.add_argument("--no-ssh", action="store_true")
+    ap.add_argument("--no-sim", action="store_true")
     args = ap.parse_args()
     server = subprocess.Popen([sys.executable, "-c", SERVER], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -134,6 +149,14 @@ async def main() -> None:
             f"RESULT bench_client bare_tok_s={bare:.0f} builtin_tok_s={mine:.0f} builtin_ratio={mine / bare:.3f} "
             f"builtin4_tok_s={four:.0f} forward_tok_s={fwd or 0:.0f}"
         )
+        if not args.no_sim:
+            slow = await against_sim(1.0, 300)
+            fast = await against_sim(0.001, 20_000)
+            print(f"sim (modelled)    {slow:12,.0f} tok/s   sim --decode-scale 0.001 {fast:12,.0f} tok/s")
+            print(
+                f"RESULT bench_client_sim sim_tok_s={slow:.0f} fast_sim_tok_s={fast:.0f} "
+                f"fast_over_modelled={fast / slow:.1f} fast_over_bare={fast / bare:.3f}"
+            )
     finally:
         server.kill()
         server.wait()

@@ -164,7 +164,7 @@ class FakeRemote(FixedLifecycle):
     async def wait_connected(self, timeout=None):
         return None
 
-    async def processes(self):
+    async def processes(self, **_filter):
         return PROCS
 
     async def read_files(self, paths, *, max_bytes=1 << 20):

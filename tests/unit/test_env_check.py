@@ -312,7 +312,7 @@ class FakeRemote:
     def __init__(self, files: dict[str, FileRead], log: str | None) -> None:
         self.files, self.log, self.calls = files, log, []
 
-    async def processes(self):
+    async def processes(self, **_filter):
         self.calls.append("ps")
         return PROCS
 

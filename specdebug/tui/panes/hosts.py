@@ -88,6 +88,9 @@ class HostsPane(Pane):
         self.infos: dict[str, HostInfo] = {}
         self.statuses: dict[str, ConnStatus] = {}
         self._unsubscribe: list[Callable[[], None]] = []  # status listeners, removed on unmount
+        self._shown: dict[str, list] = {}  # host -> cells on screen (only changed cells are updated)
+        self._gpus_shown: object = None  # what the GPU table shows (redrawn only when it changes)
+        self.cell_updates = 0  # cells written since mount (tests: an unchanged refresh writes none)
 
     def compose(self) -> ComposeResult:
         hosts: DataTable[Any] = DataTable(id="hosts-table", cursor_type="row", zebra_stripes=True)
@@ -127,7 +130,8 @@ class HostsPane(Pane):
     def on_mount(self) -> None:
         table = self.query_one("#hosts-table", DataTable)
         for name, remote in self.ctx.remotes.items():
-            table.add_row(*self._row(name), key=name)
+            self._shown[name] = self._row(name)
+            table.add_row(*self._shown[name], key=name)
             self._unsubscribe.append(remote.subscribe(partial(self._post_status, name)))
             self.statuses[name] = remote.status
             self.poll_host(name)
@@ -180,22 +184,33 @@ class HostsPane(Pane):
 
     def _update_row(self, name: str) -> None:
         table = self.query_one("#hosts-table", DataTable)
+        row = self._row(name)
         if name not in table.rows:
-            table.add_row(*self._row(name), key=name)
+            self._shown[name] = row
+            table.add_row(*row, key=name)
             return
-        for key, value in zip(
+        old = self._shown.get(name) or [None] * len(row)
+        for key, value, before in zip(
             ["host", "state", "hostname", "kernel", "cpus", "mem", "load", "up", "gpus"],
-            self._row(name),
+            row,
+            old,
             strict=True,
         ):
-            table.update_cell(name, key, value, update_width=True)
+            if value != before:  # rich Text compares text and styles
+                table.update_cell(name, key, value, update_width=True)
+                self.cell_updates += 1
+        self._shown[name] = row
 
     def _render_gpus(self) -> None:
         name = self.ctx.selected or next(iter(self.ctx.remotes), None) or next(iter(self.infos), None)
         table = self.query_one("#gpu-table", DataTable)
         title = self.query_one("#gpu-title", Static)
-        table.clear()
         info = self.infos.get(name) if name else None
+        shown = (name, info and (info.gpu_error, info.hostname, info.gpus))
+        if shown == self._gpus_shown:
+            return  # a refresh with the same GPU facts: nothing to redraw
+        self._gpus_shown = shown
+        table.clear()
         if info is None:
             title.update(Text(f"GPUs of {name or '-'}: waiting for the host"))
             return

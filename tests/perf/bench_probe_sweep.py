@@ -1,0 +1,195 @@
+"""Worker env probe on a busy box: specdebug's env probe vs `ssh box cat /proc/PID/environ ...`.
+
+    python tests/perf/bench_probe_sweep.py [--levels 100,1000,3000] [-n N]
+
+For each level the box (this machine, behind its own loopback sshd) is filled with sleeping
+processes with set titles (argv[0], posix_spawn) up to that many processes in all, in one process group of
+our own that is killed afterwards.  8 of them are "workers" (title benchworker-TAG, NCCL_* env).
+Measured in the same run, per level:
+  env probe      specdebug's check_env (worker pattern): filtered process listing + one read of the
+                 8 workers' environ/cmdline/status + the report
+  full listing   the same check_env with the whole process table listed (what the probe did before)
+  listing        the env probe's filtered process listing alone (one round trip)
+  box helper     the helper's listing code alone in this process (no SSH): filtered vs whole table
+  ControlMaster  `ssh box cat /proc/PID/environ ... (8 workers)` over a warm ControlMaster
+Processes are measured after they are 10 s old (younger ones may still change their title, so the
+box helper re-reads them).  Last lines:
+    RESULT procs=P env_probe_ms=X full_listing_ms=Y controlmaster_ms=Z cm_over_probe=R
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from specdebug.core.envcheck import EnvQuery, check_env  # noqa: E402
+from specdebug.remote.box_helper import ProcCache  # noqa: E402
+from specdebug.remote.connection import SSHRemote  # noqa: E402
+
+SETTLE_S = 11.0
+WORKERS = 8
+
+
+def count_procs() -> int:
+    return sum(1 for n in os.listdir("/proc") if n.isdigit())
+
+
+class Group:
+    """Sleeping processes with set titles (argv[0]), all in one process group of our own."""
+
+    def __init__(self, tag: str, extra: int) -> None:
+        sleep = shutil.which("sleep") or "/bin/sleep"
+        env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_IB_DISABLE="1")
+        self.pids = [os.posix_spawn(sleep, [f"benchworker-{tag}-0", "3600"], env, setpgroup=0)]
+        self.pgid = self.pids[0]
+        for i in range(1, WORKERS):
+            self.pids.append(
+                os.posix_spawn(sleep, [f"benchworker-{tag}-{i}", "3600"], env, setpgroup=self.pgid)
+            )
+        for i in range(max(0, extra)):
+            self.pids.append(
+                os.posix_spawn(sleep, [f"benchfill-{tag}-{i}", "3600"], env, setpgroup=self.pgid)
+            )
+
+    def kill(self) -> None:
+        os.killpg(self.pgid, signal.SIGKILL)
+        for pid in self.pids:
+            os.waitpid(pid, 0)
+
+
+def ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+class Unfiltered:
+    """The remote as the probe used it before: every listing is the whole process table."""
+
+    def __init__(self, remote: SSHRemote) -> None:
+        self._remote = remote
+
+    async def processes(self, **_filter: object):
+        return await self._remote.processes()
+
+    def __getattr__(self, name: str):
+        return getattr(self._remote, name)
+
+
+def helper_side(tag: str, n: int) -> tuple[float, float]:
+    """The box helper's own cost (in this process, no SSH): filtered listing vs the whole table."""
+    cache = ProcCache()
+    cache.listing(match=f"^benchworker-{tag}-")
+    out = []
+    for kw in ({"match": f"^benchworker-{tag}-"}, {}):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            cache.listing(**kw)
+        out.append((time.perf_counter() - t0) / n)
+    return out[0], out[1]
+
+
+async def measure(
+    cfg: str, host: str, tag: str, n: int
+) -> tuple[list[float], list[float], list[int], list[float]]:
+    remote = SSHRemote(host, ssh_config=cfg)
+    await remote.wait_connected(15)
+    query = EnvQuery(match=f"^benchworker-{tag}-")
+    probe, full = [], []
+    report = None
+    for i in range(n + 5):
+        t0 = time.perf_counter()
+        report = await check_env(remote, query)
+        if i >= 5:
+            probe.append(time.perf_counter() - t0)
+    pids = [w.pid for w in report.workers]
+    listing = []
+    for _ in range(n):  # the filtered listing's round trip alone (the rest of the probe is the report)
+        t0 = time.perf_counter()
+        await remote.processes(match=query.match)
+        listing.append(time.perf_counter() - t0)
+    unfiltered = Unfiltered(remote)
+    for i in range(n + 2):
+        t0 = time.perf_counter()
+        await check_env(unfiltered, query)
+        if i >= 2:
+            full.append(time.perf_counter() - t0)
+    await remote.close()
+    return probe, full, pids, listing
+
+
+def cm_samples(base: list[str], pids: list[int], n: int) -> list[float]:
+    paths = [f"/proc/{pid}/environ" for pid in pids]
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = subprocess.run([*base, "cat", *paths], capture_output=True)
+        out.append(time.perf_counter() - t0)
+        assert r.returncode == 0, r.stderr
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--levels", default="100,1000,3000")
+    ap.add_argument("-n", type=int, default=40)
+    args = ap.parse_args()
+    from tests.sshd_harness import start_sshd
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    server = start_sshd(tmp / "sshd")
+    cfg, host = str(server.config_path), "gpubox"
+    control = ["ssh", "-F", cfg, "-o", "ControlMaster=auto", "-o", f"ControlPath={tmp}/cm-%C"]
+    control += ["-o", "ControlPersist=600", host]
+    print(f"load average: {os.getloadavg()}")
+    results = []
+    try:
+        subprocess.run([*control, "true"], capture_output=True)
+        for level in [int(x) for x in args.levels.split(",")]:
+            tag = f"{os.getpid()}x{level}"
+            group = Group(tag, level - count_procs() - WORKERS)
+            try:
+                time.sleep(SETTLE_S)
+                procs = count_procs()
+                probe, full, pids, listing = asyncio.run(measure(cfg, host, tag, args.n))
+                assert len(pids) == WORKERS, pids
+                cm = cm_samples(control, pids, max(10, args.n // 2))
+                hf, hfull = helper_side(tag, 10)
+            finally:
+                group.kill()
+            p, f, c, lst = ms(probe), ms(full), ms(cm), ms(listing)
+            print(
+                f"{procs:5d} processes: box helper alone: filtered listing {hf * 1000:.2f} ms, "
+                f"whole table {hfull * 1000:.2f} ms ({hfull / hf:.1f}x); filtered listing round trip {lst:.2f} ms"
+            )
+            print(
+                f"{procs:5d} processes: env probe {p:7.2f} ms  full listing {f:7.2f} ms  "
+                f"ControlMaster cat environ {c:7.2f} ms  (ControlMaster/probe {c / p:.1f}x, "
+                f"full/probe {f / p:.1f}x)"
+            )
+            results.append((procs, p, f, c, hf * 1000, hfull * 1000, lst))
+    finally:
+        subprocess.run(
+            ["ssh", "-F", cfg, "-o", f"ControlPath={tmp}/cm-%C", "-O", "exit", host], capture_output=True
+        )
+        server.stop()
+    print(f"load average: {os.getloadavg()}")
+    for procs, p, f, c, hf, hfull, lst in results:
+        print(
+            f"RESULT procs={procs} env_probe_ms={p:.2f} full_listing_ms={f:.2f} controlmaster_ms={c:.2f} "
+            f"cm_over_probe={c / p:.1f} full_over_probe={f / p:.1f} helper_filtered_ms={hf:.2f} "
+            f"helper_whole_ms={hfull:.2f} listing_rtt_ms={lst:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
