@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -20,7 +21,10 @@ NO_TERMINAL = (
 
 
 def has_terminal() -> bool:
-    """A TUI on a pipe floods it with escape codes and never ends: refuse instead."""
+    """A TUI on a pipe floods it with escape codes and never ends: refuse instead.  A web driver
+    (textual-serve sets TEXTUAL_DRIVER for the browser seat) talks its own protocol over the pipe."""
+    if "web_driver" in os.environ.get("TEXTUAL_DRIVER", ""):
+        return True
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
