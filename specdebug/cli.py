@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Verb(NamedTuple):
@@ -90,13 +90,26 @@ def top_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that remembers its sub-commands, which argparse keeps to itself."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.subcommands: dict[str, argparse.ArgumentParser] = {}
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        action = super().add_subparsers(**kwargs)
+        self.subcommands = action.choices  # name -> parser, filled as sub-commands are added
+        return action
+
+
 def verb_parser(name: str) -> argparse.ArgumentParser:
     """The parser of one verb (prog `specdebug VERB`), importing only that verb's module."""
     verb = verb_named(name)
     if verb is None:
         raise KeyError(name)
     module = importlib.import_module(f"specdebug.verbs.{verb.module}")
-    holder = argparse.ArgumentParser(prog="specdebug")
+    holder = _Parser(prog="specdebug")  # sub-parsers made under it are _Parsers too
     sub = holder.add_subparsers(dest="verb", metavar="VERB")
     module.register(sub)
     return sub.choices[name]
@@ -172,11 +185,10 @@ def run_verb(name: str, argv: list[str]) -> int:
 
 def _deepest(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
     """The innermost sub-command parser named in argv (`profile check`), so errors show its usage."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for i, tok in enumerate(argv):
-                if tok in action.choices:
-                    return _deepest(action.choices[tok], argv[i + 1 :])
+    if isinstance(parser, _Parser):
+        for i, tok in enumerate(argv):
+            if tok in parser.subcommands:
+                return _deepest(parser.subcommands[tok], argv[i + 1 :])
     return parser
 
 
@@ -197,7 +209,7 @@ def _finish(result: object) -> int:
     except BrokenPipeError:  # `specdebug grep ... | head`: the reader left, not an error of ours
         _silence_stdout()
         return 0
-    return int(result or 0)
+    return result if isinstance(result, int) else 0
 
 
 def _silence_stdout() -> None:

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from specdebug.core.capability import require_write
+from specdebug.capability import require_write
 from specdebug.core.journal import EVENTS_FILE, _jsonable
 from specdebug.remote.api import Remote, RemoteError
 
@@ -86,7 +86,7 @@ class BoxJournal:
         self._offset = 0
         self._tail = b""
         self._outbox: list[bytes] = []
-        self._writer: asyncio.Task | None = None
+        self._writer: asyncio.Task[None] | None = None
         self._expanded = False
         self.listeners: list[Callable[[list[dict[str, Any]]], None]] = []
         self.by = getpass.getuser()

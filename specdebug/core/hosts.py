@@ -175,6 +175,7 @@ async def gather_host_info(remote: Remote, previous: HostInfo | None = None) -> 
         host=remote.name, connected=True, gpus=gpus, gpu_error=gpu_error, rtt_ms=remote.status.rtt_ms
     )
     if static:
+        assert previous is not None  # static is only set with a previous snapshot
         info.hostname, info.kernel, info.cpus = previous.hostname, previous.kernel, previous.cpus
     else:
         info.hostname = files["/proc/sys/kernel/hostname"].strip() or None

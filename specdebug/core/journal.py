@@ -21,11 +21,11 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import platformdirs
 
-from specdebug.core.capability import require_write
+from specdebug.capability import require_write
 from specdebug.core.limits import MAX_LINE, cap_text
 
 EVENTS_FILE = "events.jsonl"
@@ -41,6 +41,14 @@ class JournalError(OSError):
 def sessions_root() -> Path:
     """Folder holding all sessions under the user data dir (``.../specdebug/sessions``)."""
     return Path(platformdirs.user_data_dir("specdebug")) / "sessions"
+
+
+@overload
+def resolve_session(arg: str | os.PathLike[str] | None, *, for_writing: Literal[True]) -> Path: ...
+
+
+@overload
+def resolve_session(arg: str | os.PathLike[str] | None, *, for_writing: bool) -> Path | None: ...
 
 
 def resolve_session(arg: str | os.PathLike[str] | None, *, for_writing: bool) -> Path | None:

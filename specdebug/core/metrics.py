@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Literal
@@ -32,6 +33,10 @@ from typing import Literal
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, Field
+
+from specdebug.remote.api import Remote
+
+logger = logging.getLogger(__name__)
 
 MAX_BODY = 4 << 20  # a /metrics page larger than this is cut (reported), never read whole
 REPLICA_LABELS = ("tp_rank", "moe_ep_rank")
@@ -198,10 +203,10 @@ def compute_rates(prev: PromSnapshot | None, cur: PromSnapshot) -> PromRates:
         ("queued", ("vllm:num_requests_waiting",)),
         ("kv_usage", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
     ):
-        value, name = _gauge(cur, *names)
+        value, gauge = _gauge(cur, *names)
         if value is not None:
             setattr(r, field, value)
-            src[field] = f"{name} (gauge)"
+            src[field] = f"{gauge} (gauge)"
     return r
 
 
@@ -265,7 +270,7 @@ def off_message(kind: str | None) -> str:
 
 
 async def watch_metrics(
-    remote,
+    remote: Remote,
     port: int,
     *,
     kind: str | None = None,
@@ -303,8 +308,10 @@ async def watch_metrics(
                     break
                 await asyncio.sleep(max(0.0, interval - (clock() - started)))
     finally:
-        with contextlib.suppress(Exception):
+        try:
             await fwd.close()
+        except Exception:  # the connection may be gone already
+            logger.debug("closing the metrics forward failed", exc_info=True)
 
 
 def window_rates(before: PromSnapshot | None, after: PromSnapshot | None) -> PromRates | None:
@@ -337,7 +344,7 @@ class MetricsWindow:
         self.snaps: list[PromSnapshot] = []
         self.status: Literal["ok", "off", "error"] = "ok"
         self.message: str | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
 
     def start(self) -> MetricsWindow:
@@ -368,8 +375,10 @@ class MetricsWindow:
         """One last scrape, then the window's rates."""
         self._stop.set()
         if self._task is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await asyncio.wait_for(self._task, 15)
+            except Exception:  # the last scrape failed or hung: the window keeps what it has
+                logger.debug("the last metrics scrape failed", exc_info=True)
         return summarize_window(self.snaps, self.status, self.message)
 
 

@@ -8,13 +8,14 @@ same log from the same offset, and the same health endpoint, without a single wr
 
 from __future__ import annotations
 
+from specdebug.core.profiles import Profile
 from specdebug.core.servers import ServerRecord, group_members, load_record
 from specdebug.core.startup import LaunchRefused
 from specdebug.core.workers import group_filter
 from specdebug.remote.api import Remote
 
 
-async def observe(remote: Remote, profile) -> ServerRecord:
+async def observe(remote: Remote, profile: Profile) -> ServerRecord:
     """The running server's record as the driver's launch wrote it (read only)."""
     record = await load_record(remote, profile.name)
     if record is None or record.stopped_at is not None:

@@ -26,20 +26,19 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+from specdebug.capability import require_write
 from specdebug.core import pair_acl
-from specdebug.core.capability import require_write
-from specdebug.core.pair_seats import (  # noqa: F401  (the pairing API in one place)
-    CLIENT_FORMAT,
-    Client,
-    Mode,
-    Seat,
-    acting_client,
-    parse_access_list,
-    parse_clients,
-    seat_changes,
-    seats_now,
-)
+from specdebug.core.pair_seats import CLIENT_FORMAT as CLIENT_FORMAT  # the pairing API in one place
+from specdebug.core.pair_seats import Client as Client
+from specdebug.core.pair_seats import Mode as Mode
+from specdebug.core.pair_seats import Seat as Seat
+from specdebug.core.pair_seats import acting_client as acting_client
+from specdebug.core.pair_seats import parse_access_list as parse_access_list
+from specdebug.core.pair_seats import parse_clients as parse_clients
+from specdebug.core.pair_seats import seat_changes as seat_changes
+from specdebug.core.pair_seats import seats_now as seats_now
 
 ENV_SOCKET = "SPECDEBUG_PAIR_SOCKET"  # set in the session: the app shows seats when it finds these
 ENV_NAME = "SPECDEBUG_PAIR_NAME"
@@ -86,7 +85,7 @@ class PairInfo:
     access: str = "acl"  # acl: folder and socket ACLs + tmux's list; tmux-only: tmux's list alone
     join: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["seats"] = [
             {"user": s.user, "mode": str(s.mode), "attached": s.attached, "join": self.join}
@@ -126,7 +125,7 @@ def check_seats_supported(version: tuple[int, int], seats: dict[str, Mode]) -> N
         )
 
 
-def _tmux(socket: str, *args: str, tmux: str = "tmux") -> subprocess.CompletedProcess:
+def _tmux(socket: str, *args: str, tmux: str = "tmux") -> subprocess.CompletedProcess[str]:
     return subprocess.run([tmux, "-S", socket, *args], capture_output=True, text=True, timeout=TMUX_TIMEOUT_S)
 
 
@@ -225,9 +224,10 @@ def _write_seats(folder: Path, info: PairInfo) -> None:
     os.replace(tmp, path)
 
 
-def read_seats(folder: Path) -> dict | None:
+def read_seats(folder: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((folder / SEATS_FILE).read_text())
+        seats: dict[str, Any] = json.loads((folder / SEATS_FILE).read_text())
+        return seats
     except (OSError, ValueError):
         return None
 
@@ -363,11 +363,11 @@ def discover(root: Path | None = None) -> list[PairInfo]:
             info = PairInfo(
                 name=m.group(2),
                 socket=str(sock),
-                session=data.get("session", m.group(2)),
+                session=str(data.get("session") or m.group(2)),
                 owner=user_name(int(m.group(1))),
                 folder=str(folder),
                 seats=[Seat(s["user"], Mode(s["mode"])) for s in data.get("seats", [])],
-                join=" ".join(join_argv(str(sock), data.get("session", m.group(2)))),
+                join=" ".join(join_argv(str(sock), str(data.get("session") or m.group(2)))),
             )
             found.append(info)
     return found

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from specdebug.core.bench.models import BenchResult, LatencyStats, judge_failures
 from specdebug.core.bisect.report import bisect_markdown
-from specdebug.core.profiles import PLUMBING_FLAGS, split_argv
+from specdebug.core.fingerprint import PLUMBING_FLAGS, split_argv
 from specdebug.core.secrets import mask_text
 
 BASELINE_LABEL = "baseline"

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from specdebug.core.capability import require_write
+from specdebug.capability import require_write
 from specdebug.core.logs.follow import expand_remote_path
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, profile_secrets
@@ -262,7 +262,7 @@ async def attach(
         offset = start + _last_run_offset(data, profile.server.kind)
     record = ServerRecord(
         profile=profile.name,
-        host=getattr(remote, "name", ""),
+        host=remote.name,
         fingerprint=profile.fingerprint(),
         pid=ident["pid"],
         pgid=ident["pgid"],

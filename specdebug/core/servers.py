@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from specdebug.core.capability import require_write
+from specdebug.capability import require_write
 from specdebug.core.secrets import mask_argv
 from specdebug.remote.api import ProcInfo, Remote, RemoteError
 
@@ -118,7 +118,7 @@ async def box_call(remote: Remote, op: str, request: dict[str, Any], timeout: fl
     if not res.ok:
         raise RemoteError(f"process control on the box failed: {res.err.strip() or res.exit_status}")
     try:
-        out = json.loads(res.stdout)
+        out: dict[str, Any] = json.loads(res.stdout)
     except ValueError as exc:
         raise RemoteError(f"process control on the box answered {res.out.strip()[:200]!r}") from exc
     if out.get("state") == "error":
@@ -128,7 +128,7 @@ async def box_call(remote: Remote, op: str, request: dict[str, Any], timeout: fl
 
 def state_dir_of(remote: Remote) -> str:
     """The box-side folder of server records for this remote (the demo and tests use their own)."""
-    return getattr(remote, "state_dir", None) or DEFAULT_STATE_DIR
+    return remote.state_dir or DEFAULT_STATE_DIR
 
 
 def _state_request(remote: Remote, profile_name: str) -> dict[str, Any]:

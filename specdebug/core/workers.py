@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from specdebug.remote.api import ProcInfo
 
@@ -131,7 +132,7 @@ def listing_filter(
     match: str | None = None,
     root_pid: int | None = None,
     pgid: int | None = None,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Keyword arguments for `Remote.processes` that return a superset of what select_workers picks.
 
     Why: the box then sends (and reads) only those processes and their ancestors, not all of /proc.
@@ -143,7 +144,7 @@ def listing_filter(
     return {"pids": list(pids)}
 
 
-def group_filter(pgid: int, pid: int) -> dict[str, object]:
+def group_filter(pgid: int, pid: int) -> dict[str, Any]:
     """`Remote.processes` keywords for a launch record's group (all group_members needs)."""
     return {"pgid": pgid, "pids": [pid]}
 

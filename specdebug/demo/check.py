@@ -37,10 +37,10 @@ async def _check(server: LoopbackSSHServer, profile: Profile, session: Path) -> 
     from specdebug.core.hosts import gather_host_info
     from specdebug.core.journal import Journal
     from specdebug.core.servers import forget_record
-    from specdebug.remote.connection import SSHRemote
+    from specdebug.remote.factory import ConnectOptions, connect_host
 
     journal = Journal(session)
-    remote = SSHRemote(server.alias, ssh_config=server.config_path)
+    remote = connect_host(server.alias, ConnectOptions(ssh_config=server.config_path))
     try:
         t0 = time.monotonic()
         await remote.wait_connected(20)

@@ -160,6 +160,8 @@ class LoopbackSSHServer:
             env=env,
         )
         self._groups.add(proc.pid)
+        child_in, child_out, child_err = proc.stdin, proc.stdout, proc.stderr
+        assert child_in is not None and child_out is not None and child_err is not None  # all PIPE
 
         async def pump_out(src: asyncio.StreamReader, dst) -> None:
             while data := await src.read(65536):
@@ -170,8 +172,8 @@ class LoopbackSSHServer:
         async def pump_in() -> None:
             try:
                 while data := await process.stdin.read(65536):
-                    proc.stdin.write(data)
-                    await proc.stdin.drain()
+                    child_in.write(data)
+                    await child_in.drain()
             except asyncssh.SignalReceived as sig:
                 with contextlib.suppress(OSError):
                     os.killpg(proc.pid, getattr(signal, f"SIG{sig.signal}", signal.SIGTERM))
@@ -179,7 +181,7 @@ class LoopbackSSHServer:
                 pass
             finally:
                 with contextlib.suppress(Exception):
-                    proc.stdin.close()
+                    child_in.close()
 
         async def kill_on_close() -> None:
             await process.channel.wait_closed()
@@ -190,7 +192,7 @@ class LoopbackSSHServer:
         stdin_task = asyncio.create_task(pump_in())
         closer = asyncio.create_task(kill_on_close())
         try:
-            await asyncio.gather(pump_out(proc.stdout, process.stdout), pump_out(proc.stderr, process.stderr))
+            await asyncio.gather(pump_out(child_out, process.stdout), pump_out(child_err, process.stderr))
             rc = await proc.wait()
         finally:
             stdin_task.cancel()

@@ -10,6 +10,7 @@ the loopback server ran is killed.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -20,8 +21,10 @@ from pathlib import Path
 
 from specdebug.core.profiles import Profile, load_profile
 from specdebug.demo.loopback_sshd import LoopbackSSHServer
-from specdebug.remote.connection import SSHRemote
+from specdebug.remote.factory import ConnectOptions, connect_host
 from specdebug.resources import data_dirs
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_PROFILE = "eagle3-2step-nccl.toml"
 
@@ -85,7 +88,7 @@ def demo_profile(
 async def _stop_server(config: Path, alias: str, profile: Profile, state_dir: Path) -> None:
     from specdebug.core.startup import stop
 
-    remote = SSHRemote(alias, ssh_config=config, state_dir=str(state_dir))
+    remote = connect_host(alias, ConnectOptions(ssh_config=config, state_dir=str(state_dir)))
     try:
         await remote.wait_connected(5)
         await asyncio.wait_for(stop(remote, profile, grace_s=3.0), 15)
@@ -143,7 +146,9 @@ def run_demo(
 
     example_dir = find_example(profile_name).resolve().parent
     try:
-        remote = SSHRemote("simbox", ssh_config=server.config_path, state_dir=str(state_dir))
+        remote = connect_host(
+            "simbox", ConnectOptions(ssh_config=server.config_path, state_dir=str(state_dir))
+        )
         ctx = AppContext(
             remotes={"simbox": remote},
             selected="simbox",
@@ -170,8 +175,8 @@ def run_demo(
         for picked in profiles:
             try:
                 asyncio.run(_stop_server(server.config_path, "simbox", picked, state_dir))
-            except Exception:
-                pass
+            except Exception:  # the group is killed below either way
+                logger.debug("stopping %s failed", picked.name, exc_info=True)
             _kill_recorded_group(picked, started, state_dir)
         server.stop()
         for s, handler in old.items():

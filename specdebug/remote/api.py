@@ -4,14 +4,20 @@ Core services receive a `Remote` and never see asyncssh, channels or shell synta
 implementations exist: `SSHRemote` (specdebug.remote.connection) for real hosts, and the same
 class pointed at the demo's in-process SSH server.  Commands are argv lists; quoting happens
 in one place (specdebug.remote.shell) so user text is never pasted into shell syntax.
+
+`Remote` is what services use (commands, files, streams, forwards); `Connection` adds the
+lifecycle that front ends drive (start, restart, close, status listeners, the reconnect
+generation, warnings about the host's configuration).  Front ends get a Connection from one
+factory (specdebug.remote.factory.connect_host) and never reach into an implementation; the
+host-key decision is passed to the factory, never patched in later.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 class RemoteError(Exception):
@@ -132,7 +138,7 @@ class Stream(Protocol):
 
     exit_status: int | None
 
-    def __aiter__(self) -> AsyncIterator: ...
+    def __aiter__(self) -> AsyncIterator[Any]: ...
 
     async def aclose(self) -> None: ...
 
@@ -206,3 +212,30 @@ class Remote(Protocol):
     async def forward_local_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> Forward: ...
 
     async def close(self) -> None: ...
+
+
+StatusListener = Callable[[ConnStatus], None]
+
+
+@runtime_checkable
+class Connection(Remote, Protocol):
+    """A Remote with its lifecycle: what a front end holds for each host it shows."""
+
+    warnings: list[str]  # problems with the host's configuration worth showing once (e.g. ignored options)
+
+    @property
+    def generation(self) -> int:
+        """Counts successful connects: a change means a reconnect (cached facts may be stale)."""
+        ...
+
+    async def start(self) -> None:
+        """Begin connecting in the background (never blocks on a slow host)."""
+        ...
+
+    async def restart(self) -> None:
+        """Try again after a terminal failure (refused host key, failed auth); no-op while trying."""
+        ...
+
+    def subscribe(self, listener: StatusListener) -> Callable[[], None]:
+        """Call `listener` on every status change until the returned unsubscribe is called."""
+        ...

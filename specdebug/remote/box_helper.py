@@ -27,7 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 _out_lock = threading.Lock()
-_children = set()
+_children = set()  # type: set[subprocess.Popen[bytes]]
 _last_request = [time.monotonic()]
 # The client pings every few seconds.  After a silent network drop sshd may keep this session
 # for hours (until its TCP keepalive fires); so with no request for this long, leave on our own.

@@ -91,6 +91,7 @@ class SSHRemote(SSHRemoteAPI):
         self._once_keys: list[asyncssh.SSHKey] = []
         self._forwards: set[SSHForward] = set()
         self._generation = 0
+        self._failed_ev: asyncio.Event | None = None  # made on first use (needs the running loop)
         self.helper_info: dict | None = None
 
     # ---- state -------------------------------------------------------------------------------
@@ -103,14 +104,22 @@ class SSHRemote(SSHRemoteAPI):
         """Counts successful connects: a change means a reconnect (cached facts may be stale)."""
         return self._generation
 
-    def add_listener(self, callback: Callable[[ConnStatus], None]) -> None:
-        self._listeners.append(callback)
+    def subscribe(self, listener: Callable[[ConnStatus], None]) -> Callable[[], None]:
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):  # already gone: unsubscribing twice is harmless
+                self._listeners.remove(listener)
+
+        return unsubscribe
 
     def _set_status(self, status: ConnStatus) -> None:
         self._status = status
         for cb in list(self._listeners):
-            with contextlib.suppress(Exception):
+            try:
                 cb(status)
+            except Exception:  # a listener's bug must not stop the connection (or the other listeners)
+                log.debug("%s: status listener %r failed", self.name, cb, exc_info=True)
 
     async def start(self) -> None:
         """Begin connecting in the background (never blocks on a slow host)."""
@@ -155,10 +164,9 @@ class SSHRemote(SSHRemoteAPI):
 
     @property
     def _failed_event(self) -> asyncio.Event:
-        ev = getattr(self, "_failed_ev", None)
-        if ev is None:
-            ev = self._failed_ev = asyncio.Event()
-        return ev
+        if self._failed_ev is None:
+            self._failed_ev = asyncio.Event()
+        return self._failed_ev
 
     def _fail(self, exc: Exception) -> None:
         self._failure = exc
@@ -291,7 +299,7 @@ class SSHRemote(SSHRemoteAPI):
                 )
         for fwd in list(self._forwards):
             try:
-                await fwd._bind(conn)
+                await fwd.bind(conn)
             except (asyncssh.Error, OSError) as exc:
                 self.warnings.append(f"forward to port {fwd.remote_port} could not be restored: {exc}")
 
@@ -321,7 +329,7 @@ class SSHRemote(SSHRemoteAPI):
             self._conn.close()
         self._conn = None
         for fwd in self._forwards:
-            fwd._listener = None
+            fwd.unbind()
 
     async def _measure_rtt(self) -> float | None:
         if self._probe is None:
@@ -333,7 +341,15 @@ class SSHRemote(SSHRemoteAPI):
         except RemoteError:
             return None
 
-    def _conn_lost_since(self, proc: asyncssh.SSHClientProcess) -> bool:
+    async def release_slot(self) -> None:
+        """Give back the session slot an exec channel from `open_exec` held."""
+        await self._slots.release()
+
+    def forget_forward(self, fwd: SSHForward) -> None:
+        """A forward closed by its owner is not bound again on reconnect."""
+        self._forwards.discard(fwd)
+
+    def conn_lost_since(self, proc: asyncssh.SSHClientProcess) -> bool:
         return self._conn is None or self._conn is not proc.channel.get_connection()
 
     async def close(self) -> None:
@@ -343,8 +359,12 @@ class SSHRemote(SSHRemoteAPI):
         self._teardown()
         if self._supervisor is not None:
             self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            try:
                 await self._supervisor
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # the supervisor's own bug: closing goes on, the traceback is kept
+                log.debug("%s: supervisor ended with an error", self.name, exc_info=True)
         self._set_status(ConnStatus(ConnState.CLOSED))
 
     async def _ready(self, timeout: float | None) -> asyncssh.SSHClientConnection:

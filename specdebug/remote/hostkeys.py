@@ -14,7 +14,7 @@ from pathlib import Path
 
 import asyncssh
 
-from specdebug.core.capability import require_write
+from specdebug.capability import require_write
 
 
 class KeyDecision(StrEnum):

@@ -89,11 +89,11 @@ def resolve(spec: HostSpec) -> ResolvedHost:
         where = paths[0] if paths else "ssh config"
         raise HostSpecError(f"{where}: {exc}") from exc
     hostname = str(cfg.get("Hostname", spec.host))
-    port = int(cfg.get("Port", spec.port or 22))
+    port = int(str(cfg.get("Port", spec.port or 22)))
     user = str(cfg.get("User", local_user))
     kh = cfg.get("UserKnownHostsFile")
     if kh:
-        known = [Path(p).expanduser() for p in (kh if isinstance(kh, list | tuple) else [kh])]
+        known = [Path(str(p)).expanduser() for p in (kh if isinstance(kh, list | tuple) else [kh])]
     else:
         known = [Path("~/.ssh/known_hosts").expanduser()]
     interval = cfg.get("ServerAliveInterval")
@@ -104,7 +104,7 @@ def resolve(spec: HostSpec) -> ResolvedHost:
         port=port,
         user=user,
         known_hosts=known,
-        keepalive_interval=float(interval) if interval else None,
+        keepalive_interval=float(str(interval)) if interval else None,
         warnings=warnings,
     )
 

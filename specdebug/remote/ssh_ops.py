@@ -32,11 +32,17 @@ class SSHRemoteAPI:
         """The live connection, waiting up to `timeout` for it (SSHRemote implements this)."""
         raise NotImplementedError
 
-    def _conn_lost_since(self, proc: asyncssh.SSHClientProcess) -> bool:
+    def conn_lost_since(self, proc: asyncssh.SSHClientProcess) -> bool:
+        raise NotImplementedError
+
+    async def release_slot(self) -> None:
+        raise NotImplementedError
+
+    def forget_forward(self, fwd: SSHForward) -> None:
         raise NotImplementedError
 
     # ---- Remote API ----------------------------------------------------------------------------
-    async def _open_exec(self, command: str) -> asyncssh.SSHClientProcess:
+    async def open_exec(self, command: str) -> asyncssh.SSHClientProcess:
         """Open an exec channel, queueing under the session limit; learns MaxSessions."""
         await self._slots.acquire()
         for attempt in range(200):
@@ -96,7 +102,7 @@ class SSHRemoteAPI:
     ) -> RunResult:
         # with input the command reads stdin itself, so it cannot sit under the stdin watchdog
         command = sh_join(argv) if input is not None else watchdog_command(argv)
-        proc = await self._open_exec(command)
+        proc = await self.open_exec(command)
         try:
             if input is not None:
                 proc.stdin.write(input)
@@ -197,6 +203,6 @@ class SSHRemoteAPI:
     async def forward_local_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> SSHForward:
         conn = await self._ready(30.0)
         fwd = SSHForward(self, remote_host, remote_port)
-        await fwd._bind(conn)
+        await fwd.bind(conn)
         self._forwards.add(fwd)
         return fwd

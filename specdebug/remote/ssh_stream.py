@@ -35,7 +35,7 @@ class SSHStream:
         self.exit_status: int | None = None
 
     async def _open(self) -> None:
-        self._proc = await self._remote._open_exec(self._command)
+        self._proc = await self._remote.open_exec(self._command)
         self._holding_slot = True
 
     def __aiter__(self):
@@ -80,7 +80,7 @@ class SSHStream:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._proc.wait_closed(), 5.0)
         self.exit_status = self._proc.exit_status
-        if self.exit_status is None and self._remote._conn_lost_since(self._proc):
+        if self.exit_status is None and self._remote.conn_lost_since(self._proc):
             raise ConnectionDropped(f"{self._remote.name}: connection lost during stream")
 
     async def aclose(self) -> None:
@@ -97,7 +97,7 @@ class SSHStream:
                 await asyncio.wait_for(self._proc.wait_closed(), 2.0)
         if self._holding_slot:
             self._holding_slot = False
-            await self._remote._slots.release()
+            await self._remote.release_slot()
 
     async def __aenter__(self) -> SSHStream:
         await self._open()
@@ -117,14 +117,18 @@ class SSHForward:
         self.local_port = 0
         self._listener: asyncssh.SSHListener | None = None
 
-    async def _bind(self, conn: asyncssh.SSHClientConnection) -> None:
+    async def bind(self, conn: asyncssh.SSHClientConnection) -> None:
         self._listener = await conn.forward_local_port(
             "127.0.0.1", self.local_port, self.remote_host, self.remote_port
         )
         self.local_port = self._listener.get_port()
 
+    def unbind(self) -> None:
+        """The connection went: the listener went with it (bound again on the next connect)."""
+        self._listener = None
+
     async def close(self) -> None:
-        self._remote._forwards.discard(self)
+        self._remote.forget_forward(self)
         if self._listener is not None:
             self._listener.close()
             self._listener = None

@@ -63,8 +63,10 @@ HELP: dict[str, str] = {
 }
 
 
-def add_help(parser: argparse.ArgumentParser) -> None:
-    """Fill in help for flags that have none (SGLang's), from HELP."""
-    for action in parser._actions:
-        if not action.help and action.dest in HELP:
-            action.help = HELP[action.dest]
+class HelpfulParser(argparse.ArgumentParser):
+    """SGLang's parser, with help from HELP for its flags that have none."""
+
+    def fill_help(self) -> None:
+        for action in self._actions:
+            if not action.help and action.dest in HELP:
+                action.help = HELP[action.dest]

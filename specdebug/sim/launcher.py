@@ -20,7 +20,7 @@ import time
 import traceback
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, cast
 
 from specdebug.sim import costmodel, nvidia_smi
 from specdebug.sim.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
@@ -84,7 +84,7 @@ class Launcher:
     def _gpu_sample(self) -> tuple[str | None, bool]:
         """(latest phase, serving requests now) for the simulated nvidia-smi."""
         phases = dict(self.sidecar.data.get("phases", {}))
-        phase = max(phases, key=phases.get) if phases else None
+        phase = max(phases, key=lambda name: phases[name]) if phases else None
         engine = self.engine
         return phase, bool(engine is not None and (engine.running or engine.waiting))
 
@@ -180,7 +180,7 @@ class Launcher:
                 if obj in sentinels:
                     self._child_died()
                     return
-                conn = obj
+                conn = cast(Connection, obj)  # not a sentinel: a pipe
                 try:
                     msg = conn.recv()
                 except (EOFError, OSError):

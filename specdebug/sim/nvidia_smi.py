@@ -322,8 +322,10 @@ def summary_table(gpus: list[Gpu], now: float) -> str:
     rows = [(g.index, pid, g.mem_used / max(1, len(g.pids))) for g in gpus for pid in g.pids]
     if not rows:
         out.append("|  No running processes found" + " " * 61 + "|")
-    for index, pid, mem in rows:
-        out.append(_row(_cell(f"  {index:>3}   N/A  N/A  {pid:>9}      C   python3", f"{mem:.0f}MiB ", 89)))
+    for gpu_index, pid, used in rows:
+        out.append(
+            _row(_cell(f"  {gpu_index:>3}   N/A  N/A  {pid:>9}      C   python3", f"{used:.0f}MiB ", 89))
+        )
     out.append("+" + "-" * 89 + "+")
     return "\n".join(out) + "\n"
 

@@ -122,7 +122,7 @@ def _bool_flag(parser: argparse.ArgumentParser, *names: str) -> None:
 
 
 def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = flag_help.HelpfulParser(
         prog=prog,
         description="A simulated SGLang speculative-decoding server (no GPU): SGLang's flags, logs, "
         "processes and endpoints, plus sim-only fault switches.",
@@ -254,7 +254,7 @@ def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentPars
         metavar="F",
         help="multiplies every forward step's time (0.01 = a server 100x faster; to benchmark the client)",
     )
-    flag_help.add_help(p)
+    p.fill_help()
     return p
 
 

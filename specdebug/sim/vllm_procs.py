@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, cast
 
 from specdebug.sim import faults
 from specdebug.sim.logsink import LogSink
@@ -296,7 +296,8 @@ def _run_workers(cfg: VllmConfig, send, keep: list[Any]) -> list[dict[str, Any]]
     ready: dict[int, dict[str, Any]] = {}
     pending = dict(conns)
     while len(ready) < len(conns):
-        for conn in wait(list(pending), timeout=1.0):
+        for ready_obj in wait(list(pending), timeout=1.0):
+            conn = cast(Connection, ready_obj)  # only pipes are waited on
             try:
                 msg = conn.recv()
             except (EOFError, OSError):

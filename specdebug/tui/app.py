@@ -1,6 +1,6 @@
 """The Textual app: header with connection states, one tab per pane, footer, palette, help.
 
-The app owns the remotes (one SSHRemote per host), the journal and the layout; panes get an
+The app owns the remotes (one Connection per host), the journal and the layout; panes get an
 AppContext and act through core services.  Every binding has an id, remappable from
 ~/.config/specdebug/keymap.toml; every action is in the command palette; a worker failure
 becomes a notification, never a crash.
@@ -9,38 +9,39 @@ becomes a notification, never a crash.
 from __future__ import annotations
 
 import asyncio
-import importlib
+import logging
 import tomllib
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from platformdirs import user_config_dir
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import Hit, Hits, Provider
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState
 
-from specdebug.core.capability import ReadOnlyError, hold_readonly
-from specdebug.remote.api import ConnState
+from specdebug.capability import ReadOnlyError, hold_readonly
+from specdebug.remote.api import ConnState, ConnStatus
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.resources import data_dirs
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane, RunningServer, describe_error
+from specdebug.tui.panes.bench import BenchPane
+from specdebug.tui.panes.bisect import BisectPane
+from specdebug.tui.panes.env import EnvPane
 from specdebug.tui.panes.hosts import HostsPane
+from specdebug.tui.panes.logs import LogsPane
+from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.screens.help import keys_label
 from specdebug.tui.widgets.seats import JournalFollower, SeatsBar, SeatsProvider
 
-# (module, class) of each pane, in tab order; a pane whose module is missing is skipped
-PANES = [
-    ("specdebug.tui.panes.hosts", "HostsPane"),
-    ("specdebug.tui.panes.startup", "StartupPane"),
-    ("specdebug.tui.panes.logs", "LogsPane"),
-    ("specdebug.tui.panes.env", "EnvPane"),
-    ("specdebug.tui.panes.bench", "BenchPane"),
-    ("specdebug.tui.panes.bisect", "BisectPane"),
-]
+PANES: list[type[Pane]] = [HostsPane, StartupPane, LogsPane, EnvPane, BenchPane, BisectPane]  # tab order
+log = logging.getLogger(__name__)
 LAYOUT_DIRS = [
     Path(user_config_dir("specdebug")) / "layouts",
     *data_dirs("layouts"),  # the repo's layouts/ (checkout), else the wheel's copy
@@ -88,16 +89,7 @@ def load_keymap(path: Path = KEYMAP_FILE) -> KeymapFile:
 
 
 def load_panes() -> list[type[Pane]]:
-    panes = []
-    for module_name, cls_name in PANES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        panes.append(getattr(module, cls_name))
-    return panes
+    return list(PANES)
 
 
 class ActionsProvider(Provider):
@@ -138,6 +130,7 @@ class ActionsProvider(Provider):
     async def _run(self, node, binding: Binding) -> None:
         """Run as the key would: read-only refusals and second-press confirmations included."""
         if isinstance(node, Pane):
+            assert isinstance(self.app, SpecdebugApp)
             self.app.show_pane(node.PANE_ID)
             if node.is_refused(binding.action):
                 return
@@ -186,7 +179,10 @@ class SpecdebugApp(App):
         self._keymap = keymap if keymap is not None else {}
         self._owns_remotes = owns_remotes
         self.pane_classes = panes if panes is not None else load_panes()
+        self._unsubscribe: list[Callable[[], None]] = []  # status listeners, removed on unmount
         self.autorun: list[str] = []  # binding ids to run once mounted (the demo launches the sim)
+        self.bisect_preset: dict[str, Any] | None = None  # the demo offers the story's bisection
+        self.launched_profiles: list[Any] | None = None  # the demo stops them at exit
         self.still_running: list[RunningServer] = []  # servers left running at quit (printed after exit)
         if ctx.readonly:
             self.sub_title = "read-only"
@@ -216,19 +212,19 @@ class SpecdebugApp(App):
         # Tab cycles inside the shown pane; leaving focus on the tab bar would hide the pane's keys
         self.query_one(TabbedContent).query_one(Tabs).can_focus = False
         self.watch(self.screen, "focused", self._focus_changed, init=False)
+        if self.ctx.host_key_prompt is not None:
+            self.ctx.host_key_prompt.ask = self.ask_host_key
         for remote in self.ctx.remotes.values():
-            if hasattr(remote, "_on_host_key"):
-                remote._on_host_key = self.ask_host_key
-            if hasattr(remote, "add_listener"):
-                remote.add_listener(lambda _st: self.call_later(self.refresh_status))
-            for warning in getattr(remote, "warnings", []):
+            self._unsubscribe.append(remote.subscribe(self._status_changed))
+            for warning in remote.warnings:
                 self.notify(f"{remote.name}: {warning}", severity="warning", timeout=10)
-            start = getattr(remote, "start", None)
-            if start:
-                await start()
+            await remote.start()
         self.refresh_status()
         if self.autorun:
             self.call_after_refresh(self._run_autorun)
+
+    def _status_changed(self, _status: ConnStatus) -> None:
+        self.call_later(self.refresh_status)
 
     async def _run_autorun(self) -> None:
         for binding_id in self.autorun:
@@ -261,7 +257,7 @@ class SpecdebugApp(App):
             parts.append("   READ-ONLY", style="bold magenta")
         try:
             self.query_one("#status-line", Static).update(parts)
-        except Exception:
+        except NoMatches:  # a status change before compose or after the screen went: nothing to show
             pass
 
     # ---- host keys ---------------------------------------------------------------------------------
@@ -454,14 +450,19 @@ class SpecdebugApp(App):
         self.exit()
 
     async def on_unmount(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe.clear()
+        if self.ctx.host_key_prompt is not None and self.ctx.host_key_prompt.ask == self.ask_host_key:
+            self.ctx.host_key_prompt.ask = None  # no screen left to ask on: unknown keys are refused
         if self._owns_remotes:
             for remote in self.ctx.remotes.values():
-                close = getattr(remote, "close", None)
-                if close:
-                    try:
-                        await asyncio.wait_for(close(), 3.0)
-                    except Exception:
-                        pass
+                try:
+                    await asyncio.wait_for(remote.close(), 3.0)
+                except TimeoutError:
+                    log.debug("%s: close took more than 3 s; leaving it", remote.name)
+                except Exception:  # closing goes on for the other hosts; the traceback is kept
+                    log.debug("%s: close failed", remote.name, exc_info=True)
 
 
 __all__ = ["SpecdebugApp", "HostsPane", "RunningServer", "find_layout", "load_keymap"]

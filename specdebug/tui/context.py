@@ -9,16 +9,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from specdebug.remote.api import Remote
+from specdebug.remote.api import Connection
+
+if TYPE_CHECKING:
+    from specdebug.remote.factory import HostKeyPrompt
 
 
 @dataclass
 class AppContext:
-    remotes: dict[str, Remote] = field(
+    remotes: dict[str, Connection] = field(
         default_factory=dict
-    )  # host name -> Remote (insertion order = UI order)
+    )  # host name -> Connection (insertion order = UI order)
     selected: str | None = None  # host the panes act on
     profile_path: Path | None = None
     profile: Any = None  # specdebug.core.profiles.Profile once loaded
@@ -27,8 +30,11 @@ class AppContext:
     journal: Any = None  # specdebug.core.journal.Journal
     profile_choices: list[Path] = field(default_factory=list)  # what the profile picker offers
     profile_loader: Callable[[Path], Any] | None = None  # path -> Profile (the demo rewrites ports)
+    # the host-key decision the remotes were built with; the app answers it while it runs (None:
+    # the remotes decide alone, e.g. refuse unknown keys)
+    host_key_prompt: HostKeyPrompt | None = None
 
-    def remote(self) -> Remote | None:
+    def remote(self) -> Connection | None:
         if self.selected and self.selected in self.remotes:
             return self.remotes[self.selected]
         return next(iter(self.remotes.values()), None)

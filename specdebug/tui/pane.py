@@ -4,7 +4,7 @@ A pane lists the actions that change the box in MUTATING_ACTIONS; with --readonl
 actions are disabled (check_action returns False, so the footer does not offer them), and
 pressing one of their keys, or choosing one in the palette, says "read-only" instead of
 doing nothing silently.  That list only greys keys out: the enforcement is in the core
-(core/capability.py), which refuses every write of a read-only app whichever action reaches it.
+(specdebug/capability.py), which refuses every write of a read-only app whichever action reaches it.
 """
 
 from __future__ import annotations

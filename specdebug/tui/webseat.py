@@ -4,7 +4,7 @@ textual-serve has no authentication: anyone who reaches its port gets an app.  S
 bound to loopback only, and every path lives under `/<token>/` (the token is 32 random bytes,
 printed once); a request without it gets 403 before textual-serve sees it, the websocket
 included.  The app it runs is `specdebug ... --readonly`: each browser tab gets its own read-only
-process (default-deny, see core/capability.py) with its own SSH connection.  For the browser and
+process (default-deny, see specdebug/capability.py) with its own SSH connection.  For the browser and
 a terminal seat to see the same results, give both the same `--session box:NAME`.
 """
 
@@ -34,6 +34,10 @@ class _SeatServer(Server):
         self.on_output = on_output
         self.sessions = 0
 
+    async def make_app(self) -> web.Application:
+        """textual-serve's app (routes, static files, our websocket), to mount behind the token."""
+        return await self._make_app()
+
     async def on_startup(self, app: web.Application) -> None:  # no banner with an untokened URL
         return None
 
@@ -54,11 +58,14 @@ class _SeatServer(Server):
             if not websocket.closed:
                 await websocket.send_bytes(data)
 
+        async def close() -> None:
+            await websocket.close()
+
         service = AppService(
             self.command,
             write_bytes=write_bytes,
             write_str=websocket.send_str,
-            close=websocket.close,
+            close=close,
             download_manager=self.download_manager,
         )
         try:
@@ -94,7 +101,7 @@ async def build(
     command: str, token: str, *, on_output: Callable[[bytes], None] | None = None
 ) -> tuple[web.Application, _SeatServer]:
     server = _SeatServer(command, on_output=on_output)
-    inner = await server._make_app()
+    inner = await server.make_app()
     root = web.Application(middlewares=[token_gate(token)])
     root.add_subapp(f"/{token}/", inner)
     return root, server

@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from specdebug.core.bench.external import parse_all, parse_saved_json, read_output_file
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
@@ -168,7 +169,7 @@ def _parse_text(text: str) -> list[BenchResult]:
     """Result blocks of a tool's printed output, or records of its saved JSON / JSONL."""
     stripped = text.lstrip()
     if stripped.startswith("{"):
-        out = []
+        out: list[Any] = []
         for line in stripped.splitlines():
             try:
                 obj = json.loads(line)

@@ -74,7 +74,7 @@ def _glob_is_a_value(self: argparse.ArgumentParser, arg_string: str):
     """Knob globs start with '--' (`--group '--speculative-*'`): one with a wildcard is a value, not an option."""
     if arg_string.startswith("--") and any(c in arg_string for c in "*?["):
         return None
-    return super(type(self), self)._parse_optional(arg_string)
+    return super(type(self), self)._parse_optional(arg_string)  # type: ignore[misc]  # argparse's hook, not in typeshed
 
 
 def _positive(text: str) -> int:

@@ -22,7 +22,7 @@ from specdebug.core.sanitize import visible
 from specdebug.remote.api import ConnState, ConnStatus, RemoteError
 
 if TYPE_CHECKING:
-    from specdebug.remote.connection import SSHRemote
+    from specdebug.remote.api import Connection
 
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
 
@@ -84,19 +84,24 @@ def add_host_args(parser: argparse.ArgumentParser, *, required: bool = True) -> 
     )
 
 
-def make_remote(host: str, args: argparse.Namespace, *, helper: bool = True) -> SSHRemote:
+def make_remote(host: str, args: argparse.Namespace, *, helper: bool = True) -> Connection:
     """helper=False: no resident probe helper (a one-shot verb pays the box's python3 start-up
     for nothing; a few exec channels are cheaper)."""
-    from specdebug.remote.connection import SSHRemote, accept_and_save_keys, refuse_unknown_keys
+    from specdebug.remote.factory import (
+        ConnectOptions,
+        accept_and_save_keys,
+        connect_host,
+        refuse_unknown_keys,
+    )
 
     policy = accept_and_save_keys if getattr(args, "accept_new_host_key", False) else refuse_unknown_keys
-    return SSHRemote(
-        host,
+    options = ConnectOptions(
         ssh_config=getattr(args, "ssh_config", None),
         on_host_key=policy,
         state_dir=getattr(args, "state_dir", None),
         use_helper=helper,
     )
+    return connect_host(host, options)
 
 
 def fast_fail_reason(error: str | None) -> str | None:
@@ -111,7 +116,7 @@ def _one_line(host: str, text: str) -> str:
     return text if text.startswith(f"{host}:") or text.startswith(f"{host} ") else f"{host}: {text}"
 
 
-async def connect(remote: SSHRemote, host: str, timeout: float) -> None:
+async def connect(remote: Connection, host: str, timeout: float, ssh_config: str | None = None) -> None:
     """Wait until connected; a refused port or an unknown name fails after the first attempt.
 
     Raises RemoteError with one line naming the host once."""
@@ -122,29 +127,29 @@ async def connect(remote: SSHRemote, host: str, timeout: float) -> None:
         if reason and not failed.done() and remote.generation == 0:
             failed.set_result(reason)
 
-    remote.add_listener(on_status)
+    unsubscribe = remote.subscribe(on_status)
     await remote.start()
     waiter = asyncio.ensure_future(remote.wait_connected(timeout))
     try:
-        await asyncio.wait({waiter, failed}, return_when=asyncio.FIRST_COMPLETED)
+        either: set[asyncio.Future[Any]] = {waiter, failed}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         if waiter.done():
             waiter.result()  # raises HostKeyRefused / NotConnected
             return
-        r = remote.resolved
-        spec = remote.spec
-        aliased = r.hostname != spec.host or (spec.port or r.port) != r.port
-        where = f" ({r.hostname} port {r.port})" if aliased else ""
-        raise RemoteError(f"{host}: {failed.result()}{where}")
+        from specdebug.remote.factory import address_note
+
+        raise RemoteError(f"{host}: {failed.result()}{address_note(host, ssh_config)}")
     except RemoteError as exc:
         raise RemoteError(_one_line(host, str(exc))) from exc
     finally:
         waiter.cancel()
+        unsubscribe()
 
 
 @asynccontextmanager
 async def open_remote(
     args: argparse.Namespace, host: str | None = None, *, helper: bool = True
-) -> AsyncIterator[SSHRemote]:
+) -> AsyncIterator[Connection]:
     """Connected remote for a verb; failures print one clear line and raise VerbExit."""
     from specdebug.remote.hostspec import HostSpecError
 
@@ -157,7 +162,8 @@ async def open_remote(
     for warning in remote.warnings:
         err(f"warning: {warning}")
     try:
-        await connect(remote, host, getattr(args, "connect_timeout", DEFAULT_CONNECT_TIMEOUT_S))
+        timeout = getattr(args, "connect_timeout", DEFAULT_CONNECT_TIMEOUT_S)
+        await connect(remote, host, timeout, getattr(args, "ssh_config", None))
     except RemoteError as exc:
         await remote.close()
         err(str(exc))

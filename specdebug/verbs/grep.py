@@ -18,7 +18,7 @@ from json.encoder import encode_basestring_ascii as _quote
 from specdebug.core.limits import open_regular_file, truncation_note
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.location import split_host_path
-from specdebug.core.logs.parser import LogParser, PatternError
+from specdebug.core.logs.parser import LogParser, PatternError, PlainMatch
 from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import iter_capped_lines
 from specdebug.core.sanitize import visible
@@ -69,7 +69,7 @@ def _write(lines: list[str]) -> None:
     lines.clear()
 
 
-def _match_text(m: LogMatch, as_json: bool) -> str:
+def _match_text(m: LogMatch | PlainMatch, as_json: bool) -> str:
     """One output line. Plain matches (no pack fields) are formatted directly: the same text as
     json.dumps(match_json(m)), without building the dict (grep --follow --json at high rates)."""
     if not as_json:  # box text: control characters shown, never emitted
@@ -86,7 +86,7 @@ def _match_text(m: LogMatch, as_json: bool) -> str:
     return json.dumps(match_json(m), default=str) + "\n"
 
 
-def _emit(item: LogMatch | LogEvent, as_json: bool) -> bool:
+def _emit(item: LogMatch | PlainMatch | LogEvent, as_json: bool) -> bool:
     if isinstance(item, LogEvent):
         if item.kind in ("opened", "ended", "resumed"):
             return False

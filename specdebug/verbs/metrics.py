@@ -100,7 +100,7 @@ async def cmd_metrics(args: argparse.Namespace) -> int:
             if args.json:
                 print_json(_result(ev, args.host, srv.port, first))
             else:
-                out("\n".join(format_rates(ev.rates)))
+                out("\n".join(format_rates(ev.rates)) if ev.rates is not None else "no rates yet")
                 if ev.message:
                     err(f"warning: {ev.message}")
             sys.stdout.flush()

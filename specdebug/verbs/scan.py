@@ -18,7 +18,7 @@ from typing import Any
 
 from specdebug.core.logs.events import LogMatch
 from specdebug.core.logs.location import split_host_path
-from specdebug.core.logs.parser import PatternError
+from specdebug.core.logs.parser import PatternError, PlainMatch
 from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import ScanResult, scan_file, scan_remote
 from specdebug.core.logs.stats import metric_rank
@@ -94,7 +94,7 @@ def scrubbed(m: LogMatch, scrub: Callable[[str], str]) -> LogMatch:
     return m.model_copy(update={"line": line, "fields": fields})
 
 
-def match_json(m: LogMatch) -> dict[str, Any]:
+def match_json(m: LogMatch | PlainMatch) -> dict[str, Any]:
     d: dict[str, Any] = {"offset": m.offset}
     if m.lineno is not None:
         d["lineno"] = m.lineno

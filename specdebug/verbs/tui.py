@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -20,7 +21,10 @@ NO_TERMINAL = (
 
 
 def has_terminal() -> bool:
-    """A TUI on a pipe floods it with escape codes and never ends: refuse instead."""
+    """A TUI on a pipe floods it with escape codes and never ends: refuse instead.  A web driver
+    (textual-serve sets TEXTUAL_DRIVER for the browser seat) talks its own protocol over the pipe."""
+    if "web_driver" in os.environ.get("TEXTUAL_DRIVER", ""):
+        return True
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
@@ -58,24 +62,28 @@ def build_context(args: argparse.Namespace, remotes: dict) -> AppContext:
     if args.session and args.session.startswith("box:"):  # kept on the box, shared by every instance
         from specdebug.core.boxjournal import BoxJournal
 
-        ctx.journal = BoxJournal(ctx.remote(), args.session.removeprefix("box:"))
+        host = ctx.remote()
+        if host is None:
+            raise ValueError("--session box:NAME needs a host to keep the journal on")
+        ctx.journal = BoxJournal(host, args.session.removeprefix("box:"))
         return ctx
     # the latest session by default: its launches give the startup ETA, its results the history
-    ctx.session_dir = (
+    session_dir = (
         Journal.default_dir() if args.new_session else resolve_session(args.session, for_writing=True)
     )
-    ctx.journal = Journal(ctx.session_dir)
+    ctx.session_dir = session_dir
+    ctx.journal = Journal(session_dir)
     return ctx
 
 
 def run_app(ctx: AppContext, layout: str, ssh_config: str | None = None) -> int:
-    from specdebug.tui.app import SpecdebugApp, load_keymap
+    from specdebug.tui.app import KeymapFile, SpecdebugApp, load_keymap
 
     try:
         keymap = load_keymap()
     except (OSError, ValueError) as exc:
         out(f"specdebug: keymap ignored: {exc}", file=sys.stderr)
-        keymap = {}
+        keymap = KeymapFile()
     app = SpecdebugApp(ctx, layout=layout, keymap=keymap)
     app.run()
     for line in still_running_lines(app.still_running, ssh_config):
@@ -117,21 +125,24 @@ def run_tui_from_argv(argv: list[str]) -> int:
         out(f"specdebug: {NO_TERMINAL}", file=sys.stderr)
         return 2
     from specdebug.core.profiles import ProfileError
-    from specdebug.remote.connection import SSHRemote
+    from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, connect_host
     from specdebug.remote.hostspec import HostSpecError
 
     if args.readonly:  # default-deny for the whole process, before anything connects
-        from specdebug.core.capability import enter_readonly_process
+        from specdebug.capability import enter_readonly_process
 
         enter_readonly_process()
     remotes = {}
+    prompt = HostKeyPrompt()  # the app's host-key screen answers it once it is up
+    options = ConnectOptions(ssh_config=args.ssh_config, on_host_key=prompt, state_dir=args.state_dir)
     try:
         for host in args.hosts:
-            remote = SSHRemote(host, ssh_config=args.ssh_config, state_dir=args.state_dir)
+            remote = connect_host(host, options)
             for w in remote.warnings:
                 out(f"specdebug: warning: {w}", file=sys.stderr)
             remotes[host] = remote
         ctx = build_context(args, remotes)
+        ctx.host_key_prompt = prompt
         from specdebug.tui.app import find_layout
 
         find_layout(args.layout)

@@ -24,8 +24,7 @@ from specdebug.core.bench.runner import BenchRequest, run_benchmark
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile
 from specdebug.core.report import history
-
-sim_local = pytest.importorskip("specdebug.sim.local")
+from specdebug.sim import local as sim_local
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
 NCCL = {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "NVL"}

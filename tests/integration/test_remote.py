@@ -87,7 +87,7 @@ async def test_changed_host_key_refused_and_nothing_runs(sshd, tmp_path):
 
 async def test_reconnects_after_server_side_killed(sshd, remote):
     states = []
-    remote.add_listener(lambda st: states.append(st.state))
+    remote.subscribe(lambda st: states.append(st.state))
     assert (await remote.run(["true"])).ok
     assert sshd.kill_sessions() >= 1
     deadline = time.monotonic() + 20

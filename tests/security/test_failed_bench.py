@@ -17,6 +17,7 @@ import pytest
 from specdebug.core.bench.models import BenchConfig, BenchResult, judge_failures
 from specdebug.core.journal import Journal
 from specdebug.core.report import baseline_event, baseline_of, history, render_markdown
+from specdebug.sim import local as sim_local
 from specdebug.sim.faults import RequestFaults
 from tests.security.boxkit import run, write_profile
 
@@ -126,8 +127,6 @@ async def test_bench_pane_refuses_failed_runs_unless_asked(tmp_path: Path) -> No
 
 
 # -- integration over the real sshd -----------------------------------------------------------------
-
-sim_local = pytest.importorskip("specdebug.sim.local")
 
 
 @pytest.mark.slow

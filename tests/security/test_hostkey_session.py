@@ -15,6 +15,7 @@ import pytest
 
 from specdebug.remote.api import ConnState, HostKeyRefused
 from specdebug.remote.connection import SSHRemote
+from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, connect_host
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.hosts import HostsPane
@@ -47,8 +48,11 @@ async def test_key_accepted_once_then_changed_is_refused(tmp_path) -> None:
     kh = tmp_path / "known_hosts"  # empty: the first key is unknown
     cfg = first.write_client_config(tmp_path / "ssh_config", kh)
     second = None
-    remote = SSHRemote("gpubox", ssh_config=cfg, keepalive_interval=1.0, connect_timeout=5.0)
-    app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox"), panes=[HostsPane])
+    prompt = HostKeyPrompt()  # the app answers it: the key screen
+    options = ConnectOptions(ssh_config=cfg, on_host_key=prompt, keepalive_interval=1.0, connect_timeout=5.0)
+    remote = connect_host("gpubox", options)
+    ctx = AppContext(remotes={"gpubox": remote}, selected="gpubox", host_key_prompt=prompt)
+    app = SpecdebugApp(ctx, panes=[HostsPane])
     try:
         async with app.run_test(size=(140, 40)) as pilot:
             await _wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen))
@@ -70,7 +74,7 @@ async def test_key_accepted_once_then_changed_is_refused(tmp_path) -> None:
 
             # retrying from the hosts pane refuses again, without a prompt
             seen: list[ConnState] = []
-            remote.add_listener(lambda st: seen.append(st.state))
+            remote.subscribe(lambda st: seen.append(st.state))
             app.query_one(HostsPane).focus()
             await pilot.press("r")
             await _wait_for(

@@ -24,11 +24,13 @@ import pytest
 from textual import actions
 from textual.binding import Binding
 
-from specdebug.core import capability, pair, startup
-from specdebug.core.capability import ReadOnlyError
+from specdebug import capability
+from specdebug.capability import ReadOnlyError
+from specdebug.core import pair, startup
 from specdebug.core.journal import Journal
 from specdebug.core.servers import group_members, load_record
 from specdebug.remote.connection import SSHRemote
+from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, connect_host
 from specdebug.tui.app import ActionsProvider, SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
@@ -180,8 +182,11 @@ async def test_unknown_host_key_is_not_saved_from_a_readonly_app(sshd, tmp_path:
     known = tmp_path / "known_hosts"
     known.write_text("")
     config = sshd.write_client_config(tmp_path / "ssh_config", known)
-    ro_remote = SSHRemote(sshd.alias, ssh_config=config)
-    ctx = AppContext(remotes={sshd.alias: ro_remote}, selected=sshd.alias, readonly=True)
+    prompt = HostKeyPrompt()  # the app's key screen decides, as `specdebug HOST` wires it
+    ro_remote = connect_host(sshd.alias, ConnectOptions(ssh_config=config, on_host_key=prompt))
+    ctx = AppContext(
+        remotes={sshd.alias: ro_remote}, selected=sshd.alias, readonly=True, host_key_prompt=prompt
+    )
     with capability.readonly_process():
         app = SpecdebugApp(ctx)
         async with app.run_test(size=(140, 40)) as pilot:

@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from specdebug.core.hosts import GpuInfo, HostInfo
 from specdebug.remote.api import ConnState, ConnStatus
 
 
-class StillRemote:
+class FixedLifecycle:
+    """The Connection lifecycle of a stand-in whose state never changes (start, restart: nothing
+    to do; listeners are never called).  Mixed into the tests' fake remotes."""
+
+    warnings: list[str] = []
+    generation = 0
+    state_dir: str | None = None
+
+    async def start(self) -> None:
+        pass
+
+    async def restart(self) -> None:
+        pass
+
+    def subscribe(self, listener: Callable[[ConnStatus], None]) -> Callable[[], None]:
+        return lambda: None
+
+
+class StillRemote(FixedLifecycle):
     """A remote frozen in one state: never answers, so panes render only what tests feed."""
 
     def __init__(self, name: str, status: ConnStatus | None = None) -> None:

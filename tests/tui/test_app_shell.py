@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from textual.widgets import TabbedContent
 
-from specdebug.tui.app import PANES, SpecdebugApp, load_panes
+from specdebug.tui.app import SpecdebugApp, load_panes
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.screens.help import HelpScreen
 from tests.tui.fakes import StillRemote
-
-
-def test_every_pane_module_loads():
-    assert len(load_panes()) == len(PANES)
 
 
 def test_every_binding_has_an_id_and_mutating_actions_exist():

@@ -18,8 +18,13 @@ from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane, bar, chart
 from tests.fixtures.bench.fake_sse import FakeServerConfig, FakeSSEServer
-from tests.tui.fakes import StillRemote
+from tests.tui.fakes import FixedLifecycle, StillRemote
 from tests.unit.test_bench_runner import LocalRemote, make_profile
+
+
+class LocalConnection(FixedLifecycle, LocalRemote):
+    """The local stand-in with the lifecycle the app drives."""
+
 
 ARGV = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-num-steps"]
 
@@ -130,7 +135,9 @@ async def test_run_and_cancel_against_fake_server(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "s")
     async with FakeSSEServer(FakeServerConfig(step_s=0.002)) as srv:
         profile = make_profile(srv.port, log, extra="")
-        ctx = AppContext(remotes={"local": LocalRemote()}, selected="local", profile=profile, journal=journal)
+        ctx = AppContext(
+            remotes={"local": LocalConnection()}, selected="local", profile=profile, journal=journal
+        )
         app = SpecdebugApp(ctx, panes=[BenchPane])
         async with app.run_test(size=(150, 30)) as pilot:
             pane = app.query_one(BenchPane)

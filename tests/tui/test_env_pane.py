@@ -9,6 +9,7 @@ from specdebug.core.envcheck import EnvQuery, build_report
 from specdebug.remote.api import ConnState, ConnStatus, FileRead, ProcInfo, RunResult
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.env import EnvPane, short_title
+from tests.tui.fakes import FixedLifecycle
 
 SECRET = "hf_PaneSecretValue0001"
 
@@ -155,8 +156,9 @@ async def test_mark_key_builds_diff():
         assert pane.marked == []
 
 
-class FakeRemote:
+class FakeRemote(FixedLifecycle):
     name = "gpubox"
+    state_dir = None  # the default box folder of server records
     status = ConnStatus(ConnState.CONNECTED)
 
     async def wait_connected(self, timeout=None):

@@ -8,6 +8,7 @@ from textual.widgets import DataTable
 
 from specdebug.remote.api import ConnState, ConnStatus
 from specdebug.remote.connection import SSHRemote
+from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, connect_host
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.hosts import HostsPane
@@ -37,11 +38,17 @@ async def test_hosts_pane_shows_connected_host_and_gpus(sshd):
         assert app.query_one("#gpu-table", DataTable).row_count == 4
 
 
+def _asking_remote(cfg):
+    """A connection whose host-key decision is the app's key screen (as `specdebug HOST` builds it)."""
+    prompt = HostKeyPrompt()
+    return connect_host("gpubox", ConnectOptions(ssh_config=cfg, on_host_key=prompt)), prompt
+
+
 async def test_unknown_host_key_modal_accept_and_save(sshd, tmp_path):
     kh = tmp_path / "known_hosts"
     cfg = sshd.write_client_config(tmp_path / "ssh_config", kh)
-    remote = SSHRemote("gpubox", ssh_config=cfg)
-    app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox"))
+    remote, prompt = _asking_remote(cfg)
+    app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox", host_key_prompt=prompt))
     async with app.run_test(size=(140, 40)) as pilot:
         await _wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen))
         assert "SHA256:" in app.screen.info.fingerprint
@@ -109,8 +116,9 @@ async def test_silent_host_never_blocks_the_ui_or_the_other_host(sshd):
 async def test_refused_key_can_be_retried_from_the_hosts_pane(sshd, tmp_path):
     kh = tmp_path / "known_hosts"
     cfg = sshd.write_client_config(tmp_path / "ssh_config", kh, StrictHostKeyChecking="no")
-    remote = SSHRemote("gpubox", ssh_config=cfg)
-    app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox"), panes=[HostsPane])
+    remote, prompt = _asking_remote(cfg)
+    ctx = AppContext(remotes={"gpubox": remote}, selected="gpubox", host_key_prompt=prompt)
+    app = SpecdebugApp(ctx, panes=[HostsPane])
     async with app.run_test(size=(140, 40)) as pilot:
         # the ignored ssh option is said in the TUI, not lost behind the screen
         assert any("StrictHostKeyChecking" in str(n.message) for n in app._notifications)

@@ -69,6 +69,7 @@ class LocalRemote:
     """Just enough of the Remote protocol, run on this machine (the fake nvidia-smi first on PATH)."""
 
     name = "local"
+    state_dir = None  # the default box folder of server records
     status = ConnStatus(ConnState.CONNECTED, rtt_ms=0.1)
 
     def __init__(self, gpus_csv: Path | None = None) -> None:

@@ -32,6 +32,7 @@ argv = ["python3", "-m", "sglang.launch_server", "--port", "30001", "--speculati
 
 class NoRemote:
     name = "nobox"
+    state_dir = None  # the default box folder of server records
 
     def __getattr__(self, item):
         raise AssertionError(f"the replay touched the box: {item}")

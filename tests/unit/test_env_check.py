@@ -307,6 +307,7 @@ def test_no_expectation_lists_only():
 
 class FakeRemote:
     name = "fake"
+    state_dir = None  # the default box folder of server records
 
     def __init__(self, files: dict[str, FileRead], log: str | None) -> None:
         self.files, self.log, self.calls = files, log, []

@@ -1,7 +1,11 @@
-"""The core and the remote layer stay headless: they never import textual."""
+"""The layering, checked: core and remote stay headless, and the import contracts hold."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 
 def test_core_and_remote_do_not_import_textual():
@@ -16,3 +20,90 @@ def test_core_and_remote_do_not_import_textual():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+# --- import contracts, read from the source (every import, function-level ones included) ---
+
+PKG = Path(__file__).resolve().parents[2] / "specdebug"
+
+# layer -> what it must never import.  The layering, one way:
+#   specdebug.capability (a leaf every layer may use: the write check)
+#   remote (transport)  <-  core (services)  <-  tui / verbs (front ends);  sim is the simulated box.
+# tui never reaches the verbs (the verbs are the headless twins, not a library for panes), core never
+# needs the simulator, remote never needs core, and neither core nor remote knows textual.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "tui": ("specdebug.verbs",),
+    "core": ("specdebug.sim", "specdebug.tui", "specdebug.verbs", "specdebug.demo", "textual"),
+    "remote": (
+        "specdebug.core",
+        "specdebug.sim",
+        "specdebug.tui",
+        "specdebug.verbs",
+        "specdebug.demo",
+        "textual",
+    ),
+    "capability.py": ("specdebug.", "textual"),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, relative imports resolved against its package."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    here = _module_name(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            found.add(mod)
+            found.update(f"{mod}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _violations(layer: str) -> list[str]:
+    target = PKG / layer
+    files = [target] if target.is_file() else sorted(target.rglob("*.py"))
+    assert files, f"no source under {target}"
+    bad = []
+    for path in files:
+        for mod in sorted(_imports(path)):
+            for banned in FORBIDDEN[layer]:
+                if mod == banned.rstrip(".") or mod.startswith(
+                    banned if banned.endswith(".") else banned + "."
+                ):
+                    bad.append(f"{_module_name(path)} imports {mod}")
+    return bad
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_import_contract(layer):
+    assert _violations(layer) == []
+
+
+def test_the_contract_checker_sees_a_violation(tmp_path):
+    """The checker itself can fail: a planted import is reported."""
+    fake = tmp_path / "specdebug" / "remote"
+    fake.mkdir(parents=True)
+    (fake / "x.py").write_text("def f():\n    from ..core import startup\n")
+    global PKG
+    saved, PKG = PKG, tmp_path / "specdebug"
+    try:
+        assert _violations("remote") == [
+            "specdebug.remote.x imports specdebug.core",
+            "specdebug.remote.x imports specdebug.core.startup",
+        ]
+    finally:
+        PKG = saved

@@ -15,7 +15,7 @@ import pytest
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import Follower, RawLine, follow_matches
 from specdebug.core.logs.parser import LogParser
-from specdebug.remote.api import ConnectionDropped, RemoteError, RunResult
+from specdebug.remote.api import ConnectionDropped, ConnState, ConnStatus, RemoteError, RunResult
 
 
 class LocalStream:
@@ -84,6 +84,8 @@ class LocalRemote:
     """Runs 'remote' commands on this machine; `drop()` simulates a lost connection."""
 
     name = "local"
+    state_dir = None  # the default box folder of server records
+    status = ConnStatus(ConnState.CONNECTED)
 
     def __init__(self) -> None:
         self.connected = asyncio.Event()

@@ -12,6 +12,7 @@ from specdebug.core.logs.context import context_from_bytes
 from specdebug.core.logs.location import split_host_path
 from specdebug.core.logs.scan import iter_lines_with_offsets, scan_file, scan_lines
 from specdebug.core.logs.stats import MetricStore, Series, percentile
+from specdebug.core.profiles import load_profile
 
 READY = "[2026-01-15 12:00:02] The server is fired up and ready to roll!"
 
@@ -170,7 +171,6 @@ def test_scan_verb_local(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
 
 
 def test_scan_verb_with_profile(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    profiles = pytest.importorskip("specdebug.core.profiles")
     from specdebug.cli import main
 
     prof = tmp_path / "p.toml"
@@ -178,10 +178,7 @@ def test_scan_verb_with_profile(tmp_path: Path, capsys: pytest.CaptureFixture) -
         'name = "p"\n[server]\nargv = ["python", "-m", "sglang.launch_server", "--port", "30000"]\nkind = "sglang"\n'
         "[patterns]\nverify_ms = 'Target verify[^0-9]*(?P<value>[0-9.]+) ?ms'\n"
     )
-    try:
-        profiles.load_profile(prof)
-    except Exception as exc:  # the profile schema belongs to another helper; skip if it moved on
-        pytest.skip(f"profile format changed: {exc}")
+    load_profile(prof)  # a valid profile: a schema change that rejects it fails here, loudly
     log = tmp_path / "s.log"
     log.write_text(
         "[2026-01-15 12:00:05 TP0] Target verify took 3.25 ms\n[2026-01-15 12:00:06 TP0] Target verify: 4.75ms\n"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core import capability
-from specdebug.core.capability import ReadOnlyError
+from specdebug import capability
+from specdebug.capability import ReadOnlyError
 from specdebug.core.journal import Journal
 
 

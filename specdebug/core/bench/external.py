@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from specdebug.core.bench.models import BenchResult, LatencyStats, SourceFormat, SpecDecoding
 from specdebug.core.limits import MAX_PARSE_INPUT, open_regular_file
@@ -286,7 +287,7 @@ def parse_all(text: str, *, fmt: SourceFormat | None = None) -> list[BenchResult
     return [parse_block(lines, complete=done, fmt=fmt) for lines, done in find_blocks(_clean_lines(text))]
 
 
-def parse_saved_json(obj: dict) -> BenchResult:
+def parse_saved_json(obj: dict[str, Any]) -> BenchResult:
     """A record of ``--output-file`` (sglang) / ``--save-result`` (vLLM) JSON into the same model."""
     res = BenchResult(
         kind="parsed", source_format="vllm" if "failed" in obj and "backend" not in obj else "sglang"
@@ -343,7 +344,7 @@ def parse_saved_json(obj: dict) -> BenchResult:
     return res
 
 
-def saved_spec_decode(obj: dict) -> SpecDecoding | None:
+def saved_spec_decode(obj: dict[str, Any]) -> SpecDecoding | None:
     """The ``spec_decode_*`` keys of ``vllm bench serve --save-result`` (vllm/benchmarks/serve.py
     ``_add_spec_decode_result``): rate in percent, per-position rates as fractions (stored here in %).
     None when the run had no speculative decoding section."""

@@ -13,7 +13,7 @@ before the function returns.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -21,13 +21,15 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel
 
+from specdebug.capability import require_write
 from specdebug.core.bench import external, gpu, prom, serverlog
 from specdebug.core.bench.builtin import BuiltinParams, ProgressFn, run_builtin
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
-from specdebug.core.capability import require_write
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.core.servers import file_size
 from specdebug.remote.api import Remote, RemoteError
+
+logger = logging.getLogger(__name__)
 
 READY_LINES = {
     "sglang": "The server is fired up and ready to roll!",
@@ -233,14 +235,16 @@ async def run_benchmark(
         log_slice = await read_slice(remote, srv.log_file, size_before, size_after)
     finally:
         prom.cancel(window)
-        with contextlib.suppress(Exception):
+        try:
             await fwd.close()
+        except Exception:  # the connection may be gone already
+            logger.debug("closing the bench forward failed", exc_info=True)
 
     result.label = request.label
     result.profile = profile.name
     result.server_version = state.version
     result.fingerprint = profile.fingerprint()  # one definition; the version is its own field
-    result.host = host or getattr(remote, "name", None)
+    result.host = host or remote.name
     result.started_at = started
     result.finished_at = time.time()
     result.argv = mask_argv(list(srv.argv), scrub.values)
@@ -272,8 +276,8 @@ async def _none() -> None:
 
 def _warnings(
     state: ServerState,
-    before: list,
-    after: list,
+    before: list[Any],
+    after: list[Any],
     gpu_err: str | None,
     log_errors: list[str],
     size_before: int | None,

@@ -9,6 +9,7 @@ warmup is 8 tokens), one short request makes the server print some; that is not 
 from __future__ import annotations
 
 import contextlib
+import logging
 import operator
 import re
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from specdebug.core.bench.serverlog import KNOWN, server_metrics
 from specdebug.core.bisect.models import GateCheck
 from specdebug.core.servers import ServerRecord, file_size
 from specdebug.remote.api import Remote, RemoteError
+
+logger = logging.getLogger(__name__)
 
 _OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
 _EXPR = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(<=|>=|<|>)\s*(-?[0-9]+(?:\.[0-9]+)?)\s*$")
@@ -40,7 +43,7 @@ class Gate:
     limit: float
 
     def passes(self, value: float) -> bool:
-        return _OPS[self.op](value, self.limit)
+        return bool(_OPS[self.op](value, self.limit))
 
 
 def parse_gate(expr: str) -> Gate:
@@ -55,7 +58,8 @@ def gate_value(log: bytes, gate: Gate, patterns: dict[str, str], kind: str) -> f
     benchmark's server figures are computed."""
     metrics, _ = server_metrics(log, patterns, kind)
     if gate.name in KNOWN:
-        return getattr(metrics, gate.name)
+        known: float | None = getattr(metrics, gate.name)
+        return known
     return metrics.extra.get(gate.name)
 
 
@@ -82,8 +86,10 @@ async def check_gate(remote: Remote, profile: Any, record: ServerRecord, gate: G
                 params.warmup_requests = 0
                 await run_builtin(f"http://127.0.0.1:{fwd.local_port}", params)
             finally:
-                with contextlib.suppress(Exception):
+                try:
                     await fwd.close()
+                except Exception:  # the connection may be gone already
+                    logger.debug("closing the gate's forward failed", exc_info=True)
         found = await value()
     if found is not None:
         check.value = found

@@ -37,14 +37,14 @@ def make_units(knobs: list[Knob], groups: list[str]) -> list[Unit]:
         if not any(fnmatch.fnmatchcase(k.name, glob) for k in knobs):
             raise GroupError(f"--group {glob!r} matches no knob (knobs: {', '.join(k.name for k in knobs)})")
     for knob in knobs:
-        glob = next((g for g in groups if fnmatch.fnmatchcase(knob.name, g)), None)
-        if glob is None:
+        first = next((g for g in groups if fnmatch.fnmatchcase(knob.name, g)), None)
+        if first is None:
             units.append(Unit(name=knob.name, knobs=[knob.name]))
-        elif glob in by_glob:
-            by_glob[glob].knobs.append(knob.name)
+        elif first in by_glob:
+            by_glob[first].knobs.append(knob.name)
         else:
-            by_glob[glob] = Unit(name=glob, knobs=[knob.name])
-            units.append(by_glob[glob])
+            by_glob[first] = Unit(name=first, knobs=[knob.name])
+            units.append(by_glob[first])
     return units
 
 

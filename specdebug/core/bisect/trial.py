@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable
@@ -36,6 +37,8 @@ from specdebug.core.bisect.models import (
 from specdebug.core.profiles import Profile
 from specdebug.core.servers import ServerRecord, find_port_holder, forget_record, group_members, load_record
 from specdebug.remote.api import Remote, RemoteError
+
+logger = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 # what an argument parser prints when it rejects the command line (argparse, click, vLLM's)
@@ -180,15 +183,17 @@ async def run_trial(
     finally:
         if record is not None:
             with contextlib.suppress(RemoteError, OSError):
-                stopped = await startup.stop_record(remote, record, grace_s=STOP_GRACE_S, journal=own)
-                if own is None and journal is not None and stopped.stopped:
+                stop_result = await startup.stop_record(remote, record, grace_s=STOP_GRACE_S, journal=own)
+                if own is None and journal is not None and stop_result.stopped:
                     journal.append(STOP_EVENT, {"profile": profile.name, "pid": record.pid})
                 if spec.forget:
                     await forget_record(remote, profile.name)
     yield m
 
 
-async def _bench(remote: Remote, spec: TrialSpec, progress) -> AsyncIterator[Any]:
+async def _bench(
+    remote: Remote, spec: TrialSpec, progress: Callable[..., TrialProgress]
+) -> AsyncIterator[Any]:
     """run_benchmark as a task; its progress callbacks become TrialProgress events."""
     queue: asyncio.Queue[BenchProgress] = asyncio.Queue()
     total = spec.settings.requests
@@ -222,8 +227,12 @@ async def _bench(remote: Remote, spec: TrialSpec, progress) -> AsyncIterator[Any
     finally:
         if not task.done():
             task.cancel()
-            with contextlib.suppress(BaseException):
+            try:
                 await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # its result is not wanted any more; the reason is kept for --debug
+                logger.debug("the abandoned benchmark ended with an error", exc_info=True)
 
 
 def _take_result(m: Measurement, item: Any, settings: Settings) -> None:

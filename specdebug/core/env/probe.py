@@ -43,7 +43,7 @@ async def read_nccl_lines(
 
 async def check_env(remote: Remote, query: EnvQuery) -> EnvReport:
     """Find the workers, read their /proc files in one probe, read NCCL proof lines, build the report."""
-    where = dict(pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid)
+    where: dict[str, Any] = dict(pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid)
     procs = await remote.processes(**listing_filter(**where))
     sel = select_workers(procs, pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid)
     pids = [p.pid for p in sel.workers] + list(sel.missing_pids)
@@ -88,7 +88,7 @@ async def query_for_profile(
     alive = False
     if record is not None and record.stopped_at is None:
         alive = bool(group_members(await remote.processes(pgid=record.pgid, pids=[record.pid]), record))
-    if alive:
+    if alive and record is not None:
         query.root_pid, query.pgid, query.match = record.pid, record.pgid, profile.workers.match
         query.log_path = log_path or record.log_file or server.log_file or None
     elif profile.workers.match:

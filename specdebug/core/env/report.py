@@ -86,8 +86,8 @@ def build_report(
     sel = selection or select_workers(
         procs, pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid
     )
-    users = parse_passwd(reads.get("/etc/passwd").data if reads.get("/etc/passwd") else None)
-    btime = parse_btime(reads.get("/proc/stat").data if reads.get("/proc/stat") else None)
+    users = parse_passwd(f.data if (f := reads.get("/etc/passwd")) else None)
+    btime = parse_btime(f.data if (f := reads.get("/proc/stat")) else None)
     kind = query.server_kind or server_kind(sel.workers)
     argv = query.server_argv
     if argv is None:
@@ -97,9 +97,7 @@ def build_report(
     mask.learn(query.expected)
 
     def read_proc(info: ProcInfo | None, pid: int) -> tuple[ProcEnv, dict[str, str]]:
-        status = parse_status(
-            reads.get(f"/proc/{pid}/status").data if reads.get(f"/proc/{pid}/status") else None
-        )
+        status = parse_status(f.data if (f := reads.get(f"/proc/{pid}/status")) else None)
         state = (status.get("State") or (info.state if info else "") or "").split(" ")[0] or None
         env_state, env, err = classify_environ(reads.get(f"/proc/{pid}/environ"), state)
         cmd_read = reads.get(f"/proc/{pid}/cmdline")
@@ -185,7 +183,7 @@ def build_report(
             exported = launcher_env.get(name)
             if exported is None:
                 note = (
-                    f"{name} was not exported to the server (launcher pid {launcher.pid}), so the server set "
+                    f"{name} was not exported to the server (launcher pid {launcher.pid if launcher else '?'}), so the server set "
                     f"its own {rule.value}: export it in the profile env; {rule.note}"
                 )
             elif _values_equal(exported, want):

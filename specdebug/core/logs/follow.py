@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from specdebug.core.limits import BOX_REGEX_TIMEOUT_S, cap_bytes
 from specdebug.core.logs.agent import POLL_MAX_BYTES, POLL_WAIT_S, agent_argv, split_prefilter, tail_argv
@@ -99,7 +100,7 @@ class Follower:
         finally:
             await batches.aclose()  # closing us ends the remote agent now, not at garbage collection
 
-    async def batches(self) -> AsyncIterator[list[RawLine | LogEvent]]:
+    async def batches(self) -> AsyncGenerator[list[RawLine | LogEvent], None]:
         """The same items as `lines()`, in lists of what arrived together (one SSH read): the cheap
         way to keep up with tens of thousands of lines per second."""
         restarts = 0
@@ -408,8 +409,7 @@ class Follower:
 
 
 def _connected(remote: Remote) -> bool:
-    status = getattr(remote, "status", None)
-    return status is None or status.state is ConnState.CONNECTED
+    return remote.status.state is ConnState.CONNECTED
 
 
 def _check_field(parts: list[bytes], i: int) -> str | None:
@@ -438,7 +438,7 @@ async def expand_remote_path(remote: Remote, path: str) -> str:
     return path
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """follow_matches / follow_match_batches live in matches.py (parsing on top of following)."""
     if name in ("follow_matches", "follow_match_batches"):
         from specdebug.core.logs import matches

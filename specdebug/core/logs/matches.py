@@ -7,7 +7,7 @@ fallback) the parser selects every line itself.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import Follower
@@ -52,7 +52,7 @@ async def follow_match_batches(
     offset: int | None = None,
     once: bool = False,
     follower: Follower | None = None,
-) -> AsyncIterator[list[Match | LogEvent]]:
+) -> AsyncGenerator[list[Match | LogEvent], None]:
     """`follow_matches` in lists of what arrived together (high line rates: one await per block)."""
     if follower is None:
         follower = Follower(

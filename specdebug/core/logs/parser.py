@@ -63,7 +63,7 @@ class PlainMatch:
         self.offset, self.line, self.fields = offset, line, fields
         self.lineno, self.inode, self.truncated = lineno, inode, truncated
 
-    def samples(self) -> list:
+    def samples(self) -> list[Any]:
         return []
 
 

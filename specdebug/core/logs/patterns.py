@@ -102,7 +102,8 @@ DECIDE_MARGIN = 3
 def detect_scores(line: str) -> dict[str, int]:
     """Evidence one line gives for each pack (summed over lines by `PackDetector`)."""
     scores = {"sglang": 0, "vllm": 0}
-    clean = line[WRAPPER_RE.match(line).end() :] if line[:1] in "(" or "|" in line[:40] else line
+    wrapper = WRAPPER_RE.match(line) if line[:1] in "(" or "|" in line[:40] else None
+    clean = line[wrapper.end() :] if wrapper else line
     for name, weight, rx in _DETECT:
         if rx.search(clean):
             scores[name] += weight

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, Field
 
 from specdebug.core.limits import MAX_LINE, open_regular_file
 from specdebug.core.logs.events import LogMatch
-from specdebug.core.logs.parser import LogParser
+from specdebug.core.logs.parser import LogParser, PlainMatch
 from specdebug.core.logs.stats import MetricStore
 from specdebug.remote.api import Remote, RemoteError
 
@@ -30,7 +31,7 @@ class ScanResult(BaseModel):
 
     pack: str | None
     lines: int
-    metrics: dict[str, dict]
+    metrics: dict[str, dict[str, Any]]
     events: dict[str, int]
     warmup_marker: bool = False  # a ready/warmup-done marker was seen (warmup samples excluded)
     bytes: int = 0  # bytes read
@@ -59,7 +60,7 @@ class Analyzer:
         lineno: int | None = None,
         inode: int | None = None,
         truncated: int | None = None,
-    ) -> LogMatch | None:
+    ) -> LogMatch | PlainMatch | None:
         self.lines += 1
         if truncated is not None:
             self.truncated_lines += 1
@@ -150,7 +151,7 @@ def iter_lines_with_offsets(chunks: Iterable[bytes]) -> Iterator[tuple[int, byte
         yield offset, line
 
 
-def _file_chunks(f) -> Iterator[bytes]:
+def _file_chunks(f: BinaryIO) -> Iterator[bytes]:
     with f:
         while chunk := f.read(CHUNK):
             yield chunk
@@ -168,7 +169,12 @@ class _Counted:
             self.on_progress(self.an.bytes, self.total)
 
 
-def _feed_all(an: Analyzer, items: Iterable[tuple[int, bytes, int | None]], lineno: int, on_match) -> int:
+def _feed_all(
+    an: Analyzer,
+    items: Iterable[tuple[int, bytes, int | None]],
+    lineno: int,
+    on_match: Callable[[Any], None] | None,
+) -> int:
     for offset, line, full in items:
         lineno += 1
         m = an.feed(line, offset=offset, lineno=lineno, truncated=full)
@@ -199,7 +205,7 @@ def scan_chunks(
     return an.result(include_warmup=include_warmup)
 
 
-def scan_file(path: str | Path, **kwargs) -> ScanResult:
+def scan_file(path: str | Path, **kwargs: Any) -> ScanResult:
     """Scan a local file (raises OSError when it cannot be read, NotRegularFile for a FIFO, device,
     directory)."""
     f = open_regular_file(path)
@@ -207,7 +213,7 @@ def scan_file(path: str | Path, **kwargs) -> ScanResult:
     return scan_chunks(_file_chunks(f), **kwargs)
 
 
-def _size(f) -> int | None:
+def _size(f: BinaryIO) -> int | None:
     import os
 
     try:
@@ -216,7 +222,7 @@ def _size(f) -> int | None:
         return None
 
 
-def scan_lines(lines: Iterable[str], **kwargs) -> ScanResult:
+def scan_lines(lines: Iterable[str], **kwargs: Any) -> ScanResult:
     """Scan text lines (tests, excerpts pasted by users)."""
     return scan_chunks((line.rstrip("\n").encode() + b"\n" for line in lines), **kwargs)
 

@@ -12,10 +12,14 @@ import random
 from array import array
 from collections import Counter, deque
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from specdebug.core.logs.events import LogMatch
+
+if TYPE_CHECKING:
+    from specdebug.core.logs.parser import PlainMatch
 
 RESERVOIR = 65_536
 RECENT = 240
@@ -55,7 +59,7 @@ class SeriesStats(BaseModel):
     last: float | None
 
 
-def percentile(sorted_values: list[float] | array, q: float) -> float | None:
+def percentile(sorted_values: list[float] | array[float], q: float) -> float | None:
     """Linear-interpolated percentile (q in 0..100) of already sorted values."""
     n = len(sorted_values)
     if n == 0:
@@ -142,7 +146,7 @@ class MetricStore:
             s = table[name] = Series(self._reservoir, self._recent, seed=len(table))
         return s
 
-    def add_match(self, match: LogMatch) -> None:
+    def add_match(self, match: LogMatch | PlainMatch) -> None:
         self.events[match.event] += 1
         for ev in match.also:
             self.events[ev] += 1
@@ -174,11 +178,11 @@ class MetricStore:
         table = self._all if include_warmup or not self.marker_seen else self._post
         return table.get(name)
 
-    def summary(self, *, include_warmup: bool = False) -> dict[str, dict]:
+    def summary(self, *, include_warmup: bool = False) -> dict[str, dict[str, Any]]:
         """{NAME: {n, mean, p50, p90, min, max, last}}; list metrics give lists per key."""
         table = self._all if include_warmup or not self.marker_seen else self._post
-        out: dict[str, dict] = {}
-        grouped: dict[str, list[tuple[int, dict]]] = {}
+        out: dict[str, dict[str, Any]] = {}
+        grouped: dict[str, list[tuple[int, dict[str, Any]]]] = {}
         for name in self._all:  # keep first-seen order
             s = table.get(name)
             st = (
@@ -199,7 +203,7 @@ class MetricStore:
                 out[name] = st
         for base, parts in grouped.items():
             parts.sort()
-            merged: dict = {"n": max(p["n"] for _, p in parts)}
+            merged: dict[str, Any] = {"n": max(p["n"] for _, p in parts)}
             for key in ("mean", "p50", "p90", "min", "max", "last"):
                 merged[key] = [p[key] for _, p in parts]
             out[base] = merged

@@ -74,7 +74,7 @@ def diff_profiles(a: Profile, b: Profile, *, include_plumbing: bool = False) -> 
         out.append(
             Knob(
                 name=key[1],
-                kind=key[0],  # type: ignore[arg-type]
+                kind=key[0],
                 value_a=x.value if x else None,
                 value_b=y.value if y else None,
                 tokens_a=x.tokens if x else None,

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from specdebug.core.capability import require_write
+from specdebug.capability import require_write
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
 from specdebug.core.server_control import LaunchRefused
@@ -157,7 +157,7 @@ async def launch(
     got = await start_detached(remote, profile, launch_id)
     record = ServerRecord(
         profile=profile.name,
-        host=getattr(remote, "name", ""),
+        host=remote.name,
         fingerprint=profile.fingerprint(),
         pid=got.pid,
         pgid=got.pgid,

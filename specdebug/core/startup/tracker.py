@@ -10,7 +10,7 @@ import re
 import statistics
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -78,7 +78,7 @@ class StartupTracker:
         self.started_at = started_at
         self.timeout_s = timeout_s
         self.deadline = deadline if deadline is not None else started_at + timeout_s
-        self.meta = {
+        self.meta: dict[str, Any] = {
             "profile": profile,
             "fingerprint": fingerprint,
             "pid": pid,
@@ -252,12 +252,14 @@ class StartupTracker:
         reason += ")"
         return self._finish("failed", at, reason, "timeout", [t for _, t in list(self.lines)[-20:]])
 
-    def _finish(self, verdict: str, at: float, reason: str, kind: str, excerpt: list[str]) -> Verdict:
+    def _finish(
+        self, verdict: Literal["ready", "failed"], at: float, reason: str, kind: str, excerpt: list[str]
+    ) -> Verdict:
         self.verdict = Verdict(
             verdict=verdict,
             phases=list(self.phases),
             last_phase=self.last_phase,
-            at=at,  # type: ignore[arg-type]
+            at=at,
             elapsed_s=at - self.started_at,
             reason=with_hint(reason, excerpt) if verdict == "failed" else reason,
             error_kind=kind,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,6 +23,8 @@ from specdebug.core.workers import group_filter
 from specdebug.remote.api import ConnectionDropped, Remote, RemoteError
 
 # -- watch -------------------------------------------------------------------------------------
+
+logger = logging.getLogger(__name__)
 
 
 async def watch(
@@ -144,8 +147,12 @@ async def _poll_health(
 
     forward = client = None
     try:
-        with contextlib.suppress(Exception):
+        try:
             forward = await remote.forward_local_port(port)
+        except Exception:  # no forward (refused, not connected): the check runs on the box instead
+            logger.debug(
+                "%s: no forward to port %s; health checked from the box", remote.name, port, exc_info=True
+            )
         if forward is not None:
             client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(2.0, connect=1.0))
         while True:
@@ -157,7 +164,8 @@ async def _poll_health(
                     status = resp.status_code
                 else:
                     status = await health_on_box(remote, port, path)
-            except Exception:
+            except Exception:  # down or unreachable: no status this round
+                logger.debug("health check of port %s failed", port, exc_info=True)
                 status = None
             await queue.put(("health", (status, clock())))
             wait = max(0.02, interval - (clock() - t0))
@@ -175,8 +183,10 @@ async def _poll_health(
         if client is not None:
             await client.aclose()
         if forward is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await forward.close()
+            except Exception:  # the connection may be gone already
+                logger.debug("closing the health forward failed", exc_info=True)
 
 
 async def _poll_group(

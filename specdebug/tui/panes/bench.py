@@ -14,6 +14,7 @@ failed runs" (f), the twin of `specdebug history --include-failed`.
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Literal
 
 from rich.console import Group
 from rich.table import Table
@@ -23,6 +24,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Log, Static
 
 from specdebug.core.bench.models import BenchProgress, BenchResult
@@ -180,7 +182,7 @@ class BenchPane(Pane):
         self.entries: list[HistoryEntry] = []
         self.events: list[dict] = []
         self.baseline_ts: float | None = None
-        self.kind = "builtin"
+        self.kind: Literal["builtin", "external"] = "builtin"
         self.progress: BenchProgress | None = None
         self.running_profile: str | None = None
         self.picked: HistoryEntry | None = None
@@ -192,7 +194,7 @@ class BenchPane(Pane):
     def compose(self) -> ComposeResult:
         yield Static(progress_text(None, self.kind, None), id="bench-status")
         with Horizontal(id="bench-main"):
-            table = DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
+            table: DataTable[Any] = DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
             for label, key in COLUMNS:
                 table.add_column(label, key=key)
             yield table
@@ -308,7 +310,7 @@ class BenchPane(Pane):
         self.run_bench(remote, profile, self.kind)
 
     @work(exclusive=True, group="bench-run", exit_on_error=False)
-    async def run_bench(self, remote, profile, kind: str) -> None:
+    async def run_bench(self, remote, profile, kind: Literal["builtin", "external"]) -> None:
         try:
             result = await run_benchmark(
                 remote,
@@ -317,7 +319,7 @@ class BenchPane(Pane):
                 journal=self.ctx.journal,
                 progress=self._on_progress,
                 on_line=self._lines.append,
-                host=self.ctx.selected or getattr(remote, "name", None),
+                host=self.ctx.selected or remote.name,
             )
         except asyncio.CancelledError:
             self._end_run("benchmark cancelled (nothing recorded)", "warning")
@@ -329,7 +331,7 @@ class BenchPane(Pane):
         self._dirty = True
         self.post_message(self.ResultReady(result))
 
-    def _end_run(self, message: str, severity: str) -> None:
+    def _end_run(self, message: str, severity: SeverityLevel) -> None:
         """A run ended without a result: say it once (a second end of the same run stays quiet)."""
         if self.progress is None:
             return
@@ -374,7 +376,7 @@ class BenchPane(Pane):
                 markup=False,
             )
             return
-        sev = "information" if r.status == "done" and not r.warnings else "warning"
+        sev: SeverityLevel = "information" if r.status == "done" and not r.warnings else "warning"
         self.notify(
             f"{r.profile}: {fmt(r.headline())} tok/s"
             + (f"\nwarnings: {'; '.join(r.warnings)}" if r.warnings else ""),

@@ -147,22 +147,22 @@ class BisectPane(Pane):
         self.hand = False
         self.engine: Bisection | None = None
         self.note: str | None = None  # one line of news under the status
-        self.bench: dict[str, int] = {}  # bench settings for the trials (default: the good profile's [bench])
+        self.bench: dict[str, Any] = {}  # bench settings for the trials (default: the good profile's [bench])
         self._dirty = True
 
     def compose(self) -> ComposeResult:
         yield Static(id="bisect-status")
         with Horizontal(id="bisect-main"):
             with Vertical(id="bisect-side"):
-                ends = DataTable(id="bisect-ends", cursor_type="row")
+                ends: DataTable[Any] = DataTable(id="bisect-ends", cursor_type="row")
                 ends.add_column("end", key="end")
                 ends.add_column("profile", key="profile")
                 yield ends
-                knobs = DataTable(id="bisect-knobs", cursor_type="row", zebra_stripes=True)
+                knobs: DataTable[Any] = DataTable(id="bisect-knobs", cursor_type="row", zebra_stripes=True)
                 for label, key in (("knob", "knob"), ("good", "good"), ("bad", "bad"), ("state", "state")):
                     knobs.add_column(label, key=key)
                 yield knobs
-            trials = DataTable(id="bisect-trials", cursor_type="row", zebra_stripes=True)
+            trials: DataTable[Any] = DataTable(id="bisect-trials", cursor_type="row", zebra_stripes=True)
             for label, key in (
                 ("#", "index"),
                 ("knobs applied", "applied"),
@@ -255,9 +255,9 @@ class BisectPane(Pane):
         elif v.paused:
             t.append("paused after the trial: a goes on", style="bold yellow")
         elif v.running is not None:
-            r = v.running
-            what = r.role.value if r.role is not bm.Role.CANDIDATE else "+" + " +".join(r.applied)
-            t.append(f"#{r.index} {what}  ", style="bold")
+            run = v.running
+            what = run.role.value if run.role is not bm.Role.CANDIDATE else "+" + " +".join(run.applied)
+            t.append(f"#{run.index} {what}  ", style="bold")
             if v.progress is not None:
                 p = v.progress
                 t.append(f"{p.phase.value} ")

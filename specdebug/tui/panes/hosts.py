@@ -7,6 +7,9 @@ delays its own row.  All remote text goes into cells as plain Text.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from rich.text import Text
 from textual import on, work
@@ -84,12 +87,13 @@ class HostsPane(Pane):
         super().__init__(ctx, **kwargs)
         self.infos: dict[str, HostInfo] = {}
         self.statuses: dict[str, ConnStatus] = {}
+        self._unsubscribe: list[Callable[[], None]] = []  # status listeners, removed on unmount
         self._shown: dict[str, list] = {}  # host -> cells on screen (only changed cells are updated)
         self._gpus_shown: object = None  # what the GPU table shows (redrawn only when it changes)
         self.cell_updates = 0  # cells written since mount (tests: an unchanged refresh writes none)
 
     def compose(self) -> ComposeResult:
-        hosts = DataTable(id="hosts-table", cursor_type="row", zebra_stripes=True)
+        hosts: DataTable[Any] = DataTable(id="hosts-table", cursor_type="row", zebra_stripes=True)
         for label, key in [
             ("host", "host"),
             ("state", "state"),
@@ -104,7 +108,7 @@ class HostsPane(Pane):
             hosts.add_column(label, key=key)
         yield hosts
         yield Static("GPUs", id="gpu-title")
-        gpus = DataTable(id="gpu-table", cursor_type="row", zebra_stripes=True)
+        gpus: DataTable[Any] = DataTable(id="gpu-table", cursor_type="row", zebra_stripes=True)
         for label, key in [
             ("gpu", "index"),
             ("name", "name"),
@@ -118,14 +122,17 @@ class HostsPane(Pane):
             gpus.add_column(label, key=key)
         yield gpus
 
+    def on_unmount(self) -> None:
+        for unsubscribe in self._unsubscribe:  # the hosts outlive this pane: stop hearing from them
+            unsubscribe()
+        self._unsubscribe.clear()
+
     def on_mount(self) -> None:
         table = self.query_one("#hosts-table", DataTable)
         for name, remote in self.ctx.remotes.items():
             self._shown[name] = self._row(name)
             table.add_row(*self._shown[name], key=name)
-            listener = getattr(remote, "add_listener", None)
-            if listener:
-                listener(lambda st, n=name: self._post_status(n, st))
+            self._unsubscribe.append(remote.subscribe(partial(self._post_status, name)))
             self.statuses[name] = remote.status
             self.poll_host(name)
         self._render_gpus()
@@ -236,12 +243,12 @@ class HostsPane(Pane):
         """Refresh one host forever; waits quietly while it is down."""
         remote = self.ctx.remotes[name]
         previous: HostInfo | None = None
-        generation = None
+        generation: int | None = None
         while True:
             try:
                 await remote.wait_connected(None)
-                if getattr(remote, "generation", None) != generation:  # reconnected: maybe another box
-                    previous, generation = None, getattr(remote, "generation", None)
+                if remote.generation != generation:  # reconnected: maybe another box
+                    previous, generation = None, remote.generation
                 info = previous = await gather_host_info(remote, previous)
                 self.post_message(self.InfoReady(info))
             except RemoteError:
@@ -254,7 +261,7 @@ class HostsPane(Pane):
         """Refresh every host now; a host that failed for good (e.g. refused key) is tried again."""
         self.workers.cancel_group(self, "hosts-poll")
         for name, remote in self.ctx.remotes.items():
-            if remote.status.state is ConnState.FAILED and hasattr(remote, "restart"):
+            if remote.status.state is ConnState.FAILED:
                 await remote.restart()
             self.poll_host(name)
 

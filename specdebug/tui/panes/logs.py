@@ -14,6 +14,7 @@ import asyncio
 import re
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rich.style import Style
@@ -122,7 +123,7 @@ class LogView(ScrollView, can_focus=True):
         self.filter_rx: re.Pattern[str] | None = None
         self.hide = True
         self.max_width = 0
-        self.on_user_scroll = None  # callback(at_end: bool)
+        self.on_user_scroll: Callable[[bool], None] | None = None  # callback(at_end: bool)
         self._programmatic = False
 
     # -- content -------------------------------------------------------------------------------------
@@ -707,7 +708,7 @@ class LogsPane(Pane):
             self.app.notify("no host connected", severity="error")
             return
         self.path = path
-        self.host = getattr(remote, "name", None)
+        self.host = remote.name
         self.analyzer = Analyzer(self._new_parser())
         for row in self._rows.values():
             row.remove()

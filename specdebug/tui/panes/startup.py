@@ -19,6 +19,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from specdebug.core import startup
@@ -177,11 +178,11 @@ class StartupPane(StartupView, Pane):
         """Servers this pane saw running and did not see stop (the current profile's: by its state)."""
         current = self.profile.name if self.profile is not None else None
         out = [srv for name, srv in self.known.items() if name != current]
-        if current in self.known and self.is_running():
+        if current in self.known and self.server_alive():
             out.append(self.known[current])
         return out
 
-    def is_running(self) -> bool:
+    def server_alive(self) -> bool:
         """The shown server is (as far as the pane knows) alive: a failed startup only while its
         processes are still there."""
         return self.state in ("ready", "running", "starting", "stopping") or (
@@ -215,7 +216,7 @@ class StartupPane(StartupView, Pane):
             self.query_one("#startup-log", Static).update(
                 Text("\n".join(lines), no_wrap=True, overflow="ellipsis")
             )
-        except Exception:  # not mounted yet
+        except NoMatches:  # not mounted yet
             pass
 
     # -- actions --------------------------------------------------------------------------------
@@ -251,7 +252,7 @@ class StartupPane(StartupView, Pane):
         return False
 
     def confirm_text(self, action: str, what: str) -> str:
-        binding = next((b for b in self.BINDINGS if b.action == action), None)
+        binding = next((b for b in self.BINDINGS if isinstance(b, Binding) and b.action == action), None)
         keys = getattr(self.app, "_keymap", {}).get(binding.id, binding.key) if binding else action
         key = keys.split(",")[0]
         again = f"press {key} again" + (" (or pick it in the palette again)" if self.from_palette else "")
@@ -272,6 +273,8 @@ class StartupPane(StartupView, Pane):
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _run(self, mode: str) -> None:
         remote = self.ctx.remote()
+        if remote is None:  # _ready_to_act said so already
+            return
         profile = self.profile
         journal = self.ctx.journal
         self.load_history()
@@ -313,7 +316,7 @@ class StartupPane(StartupView, Pane):
         """Another profile was picked: this pane's phases and verdict belonged to the old one."""
         if kind == "profile":
             self.workers.cancel_group(self, "startup-run")
-            if self.record is not None and not self.is_running():
+            if self.record is not None and not self.server_alive():
                 self.known.pop(self.record.profile, None)  # only live servers are worth the quit note
             self.reset_run("idle")
             self.log_lines.clear()
@@ -333,6 +336,8 @@ class StartupPane(StartupView, Pane):
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _recognise(self) -> None:
         remote, profile = self.ctx.remote(), self.profile
+        if remote is None:
+            return
         try:
             await remote.wait_connected(CONNECT_WAIT_S)
             st = await startup.status(remote, profile)
@@ -389,7 +394,10 @@ class StartupPane(StartupView, Pane):
         self.state = "stopping"
         self._dirty = True
         try:
-            result = await startup.stop(self.ctx.remote(), self.profile, journal=self.ctx.journal)
+            remote = self.ctx.remote()
+            if remote is None:  # _ready_to_act said so already
+                return
+            result = await startup.stop(remote, self.profile, journal=self.ctx.journal)
             self.apply(result)
             self.notify(result.message, severity="information" if result.stopped else "error")
         except Exception as exc:

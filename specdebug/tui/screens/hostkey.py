@@ -48,7 +48,7 @@ class HostKeyScreen(ModalScreen[KeyDecision]):
                 yield Button("Refuse [r]", id="refuse", variant="error")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(KeyDecision(event.button.id))
+        self.dismiss(KeyDecision(event.button.id) if event.button.id else KeyDecision.REFUSE)
 
     def action_decide(self, decision: str) -> None:
         self.dismiss(KeyDecision(decision))

@@ -39,7 +39,8 @@ class ProfilePicker(ModalScreen[Path | None]):
             yield OptionList(*options)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(Path(event.option.id))
+        if event.option.id is not None:  # every option is made with its path as id
+            self.dismiss(Path(event.option.id))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -23,8 +23,8 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.widget import Widget
 from textual.widgets import Static
 
+from specdebug.capability import process_is_readonly
 from specdebug.core import pair
-from specdebug.core.capability import process_is_readonly
 from specdebug.core.pair import Mode, Seat
 
 

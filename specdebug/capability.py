@@ -22,10 +22,12 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
+from typing import Any
 
 _lock = threading.Lock()
 _process_readonly = False
-_readonly_objects: dict[int, weakref.ref | None] = {}  # id -> weak ref (None: not weak-referenceable)
+_readonly_objects: dict[int, weakref.ref[Any] | None] = {}  # id -> weak ref (None: not weak-referenceable)
 
 
 class ReadOnlyError(PermissionError):
@@ -66,10 +68,15 @@ def hold_readonly(*objects: object) -> None:
                 continue
             key = id(obj)
             try:
-                ref: weakref.ref | None = weakref.ref(obj, lambda _r, k=key: _forget(k))
+                ref: weakref.ref[Any] | None = weakref.ref(obj, partial(_forget_ref, key))
             except TypeError:
                 ref = None
             _readonly_objects[key] = ref
+
+
+def _forget_ref(key: int, _ref: object) -> None:
+    """weakref callback: the object went, so does its mark."""
+    _forget(key)
 
 
 def _forget(key: int) -> None:
