@@ -104,7 +104,7 @@ class ProbeChannel:
         payload = json.dumps({"id": rid, "op": op, **fields}, separators=(",", ":")) + "\n"
         try:
             self.proc.stdin.write(payload.encode())
-        except (*self._errors, OSError) as exc:
+        except self._errors + (OSError,) as exc:
             self._pending.pop(rid, None)
             raise ConnectionDropped(f"probe channel write failed: {exc}") from exc
         try:
