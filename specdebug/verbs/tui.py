@@ -87,7 +87,7 @@ def run_app(ctx: AppContext, layout: str, ssh_config: str | None = None) -> int:
     app = SpecdebugApp(ctx, layout=layout, keymap=keymap)
     app.run()
     for line in still_running_lines(app.still_running, ssh_config):
-        print(line)
+        out(line)
     return 0
 
 

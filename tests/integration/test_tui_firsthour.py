@@ -19,7 +19,7 @@ import pytest
 
 from specdebug.core import startup
 from specdebug.core.profiles import load_profile
-from specdebug.core.servers import forget_record, group_members, load_record
+from specdebug.core.servers import forget_record, group_members, load_record, state_dir_of
 from specdebug.remote.connection import SSHRemote
 from tests.sshd_harness import free_port
 from tests.tmux_harness import Tmux
@@ -61,7 +61,8 @@ async def _state_text(sshd, name: str) -> str:
     await remote.start()
     try:
         await remote.wait_connected(15)
-        res = await remote.run(["sh", "-c", 'cat "$HOME/.specdebug/servers/$1.json"', "sh", name])
+        # the test's own box-side state folder (tests/conftest.py sets SPECDEBUG_STATE_DIR per test)
+        res = await remote.run(["cat", "--", f"{state_dir_of(remote)}/{name}.json"])
         return res.out
     finally:
         await remote.close()
