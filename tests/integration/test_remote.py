@@ -100,53 +100,50 @@ async def test_reconnects_after_server_side_killed(sshd, remote):
     assert states[-1] is ConnState.CONNECTED
 
 
-def _procs_with(arg: str) -> list[int]:
-    found = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                if arg.encode() in (d / "cmdline").read_bytes().split(b"\0"):
-                    found.append(int(d.name))
-            except OSError:
-                pass
-    return found
+def _still_there(pid: int, arg: str) -> bool:
+    """Is the remote command this test started (its shell reported the PID) still alive?  The tag
+    argument guards against a reused PID; the box is this machine."""
+    try:
+        return arg.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
 
 
 async def test_cancelled_stream_leaves_no_remote_process(remote):
     tag = f"{time.time():.6f}"  # unique sleep argument
-    stream = remote.stream(
-        ["sh", "-c", 'echo started; exec sleep "$1"', "sh", f"1000.{tag.replace('.', '')}"]
-    )
+    arg = f"1000.{tag.replace('.', '')}"
+    stream = remote.stream(["sh", "-c", 'echo started $$; exec sleep "$1"', "sh", arg])
     async for line in stream:
-        assert line == "started"
+        word, pid = line.split()
+        assert word == "started"
         break  # leaving the loop closes the stream
     await stream.aclose()
-    arg = f"1000.{tag.replace('.', '')}"
     deadline = time.monotonic() + 5
-    while _procs_with(arg) and time.monotonic() < deadline:
+    while _still_there(int(pid), arg) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert _procs_with(arg) == []
+    assert not _still_there(int(pid), arg)
 
 
 async def test_task_cancel_ends_remote_stream(remote):
     arg = f"999.{int(time.time() * 1e6)}"
+    pids: list[int] = []
 
     async def consume():
-        async for _ in remote.stream(["sh", "-c", 'echo go; exec sleep "$1"', "sh", arg]):
-            pass
+        async for line in remote.stream(["sh", "-c", 'echo go $$; exec sleep "$1"', "sh", arg]):
+            pids.append(int(line.split()[1]))
 
     task = asyncio.create_task(consume())
     deadline = time.monotonic() + 5
-    while not _procs_with(arg) and time.monotonic() < deadline:
+    while not (pids and _still_there(pids[0], arg)) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert _procs_with(arg)
+    assert pids and _still_there(pids[0], arg)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     deadline = time.monotonic() + 5
-    while _procs_with(arg) and time.monotonic() < deadline:
+    while _still_there(pids[0], arg) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert _procs_with(arg) == []
+    assert not _still_there(pids[0], arg)
 
 
 async def test_max_sessions_2_ten_streams_complete(sshd, tmp_path):  # sshd: skip without OpenSSH
