@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import tomllib
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from platformdirs import user_config_dir
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -28,7 +26,6 @@ from textual.worker import Worker, WorkerState
 from specdebug.capability import ReadOnlyError, hold_readonly
 from specdebug.remote.api import ConnState, ConnStatus
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
-from specdebug.resources import data_dirs
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane, RunningServer, describe_error
 from specdebug.tui.panes.bench import BenchPane
@@ -38,54 +35,13 @@ from specdebug.tui.panes.hosts import HostsPane
 from specdebug.tui.panes.logs import LogsPane
 from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.screens.help import keys_label
+from specdebug.tui.settings import KEYMAP_FILE, LAYOUT_DIRS, KeymapFile, find_layout, load_keymap
 from specdebug.tui.widgets.seats import JournalFollower, SeatsBar, SeatsProvider
+
+__all__ = ["KEYMAP_FILE", "LAYOUT_DIRS", "KeymapFile", "SpecdebugApp", "find_layout", "load_keymap"]
 
 PANES: list[type[Pane]] = [HostsPane, StartupPane, LogsPane, EnvPane, BenchPane, BisectPane]  # tab order
 log = logging.getLogger(__name__)
-LAYOUT_DIRS = [
-    Path(user_config_dir("specdebug")) / "layouts",
-    *data_dirs("layouts"),  # the repo's layouts/ (checkout), else the wheel's copy
-]
-KEYMAP_FILE = Path(user_config_dir("specdebug")) / "keymap.toml"
-
-
-def find_layout(name: str) -> Path:
-    if name.endswith(".tcss") and Path(name).is_file():
-        return Path(name)
-    for d in LAYOUT_DIRS:
-        candidate = d / f"{name}.tcss"
-        if candidate.is_file():
-            return candidate
-    known = sorted({p.stem for d in LAYOUT_DIRS if d.is_dir() for p in d.glob("*.tcss")})
-    raise ValueError(f"layout {name!r} not found (known: {', '.join(known) or 'none'})")
-
-
-class KeymapFile(dict[str, str]):
-    """binding id -> keys, plus `problems`: what was wrong with the file (shown as notifications)."""
-
-    def __init__(self, entries: dict[str, str] | None = None, problems: list[str] | None = None) -> None:
-        super().__init__(entries or {})
-        self.problems = problems or []
-
-
-def load_keymap(path: Path = KEYMAP_FILE) -> KeymapFile:
-    """`[keymap]` table of binding id -> keys; a bad file or entry is reported and ignored, never fatal."""
-    try:
-        if not path.is_file():
-            return KeymapFile()
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except (OSError, ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
-        return KeymapFile(problems=[f"keymap {path} ignored: {exc or type(exc).__name__}"])
-    table = data.get("keymap", data)
-    if not isinstance(table, dict):
-        return KeymapFile(
-            problems=[f'keymap {path} ignored: `keymap` must be a table like [keymap] "bench.run" = "ctrl+b"']
-        )
-    good = {str(k): v for k, v in table.items() if isinstance(v, str) and v.strip()}
-    bad = [str(k) for k in table if str(k) not in good]
-    problems = [f"keymap {path}: entries without a key string ignored: {', '.join(bad)}"] if bad else []
-    return KeymapFile(good, problems)
 
 
 def load_panes() -> list[type[Pane]]:

@@ -1,0 +1,56 @@
+"""The user's own settings for the TUI: layout files (TCSS) and the keymap, found and checked here so a
+bad file is reported and ignored, never fatal (the app only applies what this module returns)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from platformdirs import user_config_dir
+
+from specdebug.resources import data_dirs
+
+LAYOUT_DIRS = [
+    Path(user_config_dir("specdebug")) / "layouts",
+    *data_dirs("layouts"),  # the repo's layouts/ (checkout), else the wheel's copy
+]
+KEYMAP_FILE = Path(user_config_dir("specdebug")) / "keymap.toml"
+
+
+def find_layout(name: str) -> Path:
+    if name.endswith(".tcss") and Path(name).is_file():
+        return Path(name)
+    for d in LAYOUT_DIRS:
+        candidate = d / f"{name}.tcss"
+        if candidate.is_file():
+            return candidate
+    known = sorted({p.stem for d in LAYOUT_DIRS if d.is_dir() for p in d.glob("*.tcss")})
+    raise ValueError(f"layout {name!r} not found (known: {', '.join(known) or 'none'})")
+
+
+class KeymapFile(dict[str, str]):
+    """binding id -> keys, plus `problems`: what was wrong with the file (shown as notifications)."""
+
+    def __init__(self, entries: dict[str, str] | None = None, problems: list[str] | None = None) -> None:
+        super().__init__(entries or {})
+        self.problems = problems or []
+
+
+def load_keymap(path: Path = KEYMAP_FILE) -> KeymapFile:
+    """`[keymap]` table of binding id -> keys; a bad file or entry is reported and ignored, never fatal."""
+    try:
+        if not path.is_file():
+            return KeymapFile()
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except (OSError, ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError
+        return KeymapFile(problems=[f"keymap {path} ignored: {exc or type(exc).__name__}"])
+    table = data.get("keymap", data)
+    if not isinstance(table, dict):
+        return KeymapFile(
+            problems=[f'keymap {path} ignored: `keymap` must be a table like [keymap] "bench.run" = "ctrl+b"']
+        )
+    good = {str(k): v for k, v in table.items() if isinstance(v, str) and v.strip()}
+    bad = [str(k) for k in table if str(k) not in good]
+    problems = [f"keymap {path}: entries without a key string ignored: {', '.join(bad)}"] if bad else []
+    return KeymapFile(good, problems)
