@@ -32,6 +32,7 @@ from specdebug.verbs.common import (
     err,
     open_remote,
     out,
+    positive_int,
     print_json,
     progress,
     run_verb,
@@ -53,12 +54,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="builtin",
         help="builtin: the streaming client; external: the profile's [bench] command on the box",
     )
-    p.add_argument("--requests", type=_positive, metavar="N", help="number of measured requests")
+    p.add_argument("--requests", type=positive_int, metavar="N", help="number of measured requests")
     p.add_argument(
-        "--concurrency", type=_positive, metavar="C", help="requests in flight at once (1 = one stream)"
+        "--concurrency", type=positive_int, metavar="C", help="requests in flight at once (1 = one stream)"
     )
-    p.add_argument("--input-len", type=_positive, metavar="L", help="prompt length (words, ~tokens)")
-    p.add_argument("--output-len", type=_positive, metavar="L", help="tokens generated per request")
+    p.add_argument("--input-len", type=positive_int, metavar="L", help="prompt length (words, ~tokens)")
+    p.add_argument("--output-len", type=positive_int, metavar="L", help="tokens generated per request")
     p.add_argument("--seed", type=int, metavar="S", help="seed of the generated prompts")
     p.add_argument("--label", metavar="TEXT", help="free text stored with the result")
     p.add_argument("--session", metavar="DIR", help="session folder (journal) to record the result in")
@@ -67,16 +68,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=cmd_bench)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 @run_verb

@@ -26,7 +26,16 @@ from specdebug.core.bisect.run import Bisection
 from specdebug.core.bisect.trial import TrialError
 from specdebug.core.journal import Journal, resolve_session
 from specdebug.core.profiles import Profile, ProfileError, load_profile
-from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, out, print_json, run_verb
+from specdebug.verbs.common import (
+    VerbExit,
+    add_host_args,
+    err,
+    open_remote,
+    out,
+    positive_int,
+    print_json,
+    run_verb,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,7 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="PCT",
         help="with one run each: ends must differ by PCT %%",
     )
-    p.add_argument("--repeats", type=_positive, default=1, metavar="R", help="measure up to R times (noise)")
+    p.add_argument(
+        "--repeats", type=positive_int, default=1, metavar="R", help="measure up to R times (noise)"
+    )
     p.add_argument(
         "--gate", metavar="EXPR", help="judge from the log before benchmarking, e.g. verify_ms<=25"
     )
@@ -60,9 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--failed-start", choices=("bad", "skip"), default="skip", help="a candidate that fails to start is"
     )
-    p.add_argument("--requests", type=_positive, metavar="N", help="bench requests per trial")
-    p.add_argument("--output-len", type=_positive, metavar="L", help="tokens generated per request")
-    p.add_argument("--concurrency", type=_positive, metavar="C", help="requests in flight at once")
+    p.add_argument("--requests", type=positive_int, metavar="N", help="bench requests per trial")
+    p.add_argument("--output-len", type=positive_int, metavar="L", help="tokens generated per request")
+    p.add_argument("--concurrency", type=positive_int, metavar="C", help="requests in flight at once")
     p.add_argument("--session", metavar="DIR", help="session folder (journal and trial cache)")
     p.add_argument("--resume", action="store_true", help="continue the session's unfinished bisection")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -75,16 +86,6 @@ def _glob_is_a_value(self: argparse.ArgumentParser, arg_string: str):
     if arg_string.startswith("--") and any(c in arg_string for c in "*?["):
         return None
     return super(type(self), self)._parse_optional(arg_string)  # type: ignore[misc]  # argparse's hook, not in typeshed
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def _usage(message: str) -> VerbExit:

@@ -47,6 +47,17 @@ class VerbExit(Exception):
         self.message = message
 
 
+def positive_int(text: str) -> int:
+    """argparse type for counts (requests, concurrency, lengths, repeats): an int of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def add_ssh_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-F", "--ssh-config", metavar="FILE", help="ssh config file (default ~/.ssh/config)")
     parser.add_argument(
