@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
@@ -86,13 +87,13 @@ class SSHRemote(SSHRemoteAPI):
         self._probe: ProbeChannel | None = None
         self._connected = asyncio.Event()
         self._settled = asyncio.Event()  # first attempt finished (success or terminal failure)
-        self._supervisor: asyncio.Task | None = None
+        self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
         self._once_keys: list[asyncssh.SSHKey] = []
         self._forwards: set[SSHForward] = set()
         self._generation = 0
         self._failed_ev: asyncio.Event | None = None  # made on first use (needs the running loop)
-        self.helper_info: dict | None = None
+        self.helper_info: dict[str, Any] | None = None
 
     # ---- state -------------------------------------------------------------------------------
     @property
@@ -174,9 +175,9 @@ class SSHRemote(SSHRemoteAPI):
         self._failed_event.set()
 
     # ---- connecting --------------------------------------------------------------------------
-    def _connect_kwargs(self) -> dict:
+    def _connect_kwargs(self) -> dict[str, Any]:
         r = self.resolved
-        kwargs: dict = dict(
+        kwargs: dict[str, Any] = dict(
             config=r.config_paths or None,
             connect_timeout=self._connect_timeout,
             keepalive_interval=self._keepalive,
@@ -349,7 +350,7 @@ class SSHRemote(SSHRemoteAPI):
         """A forward closed by its owner is not bound again on reconnect."""
         self._forwards.discard(fwd)
 
-    def conn_lost_since(self, proc: asyncssh.SSHClientProcess) -> bool:
+    def conn_lost_since(self, proc: asyncssh.SSHClientProcess[bytes]) -> bool:
         return self._conn is None or self._conn is not proc.channel.get_connection()
 
     async def close(self) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 from collections.abc import Mapping, Sequence
 
 import asyncssh
@@ -18,6 +17,7 @@ from specdebug.remote.probe import READ_FILES_SH, ProbeChannel, errname, file_re
 from specdebug.remote.shell import sh_join, watchdog_command, with_env_cwd
 from specdebug.remote.slots import SlotLimiter
 from specdebug.remote.ssh_stream import SSHForward, SSHStream
+from specdebug.remote.teardown import best_effort
 
 
 class SSHRemoteAPI:
@@ -32,7 +32,7 @@ class SSHRemoteAPI:
         """The live connection, waiting up to `timeout` for it (SSHRemote implements this)."""
         raise NotImplementedError
 
-    def conn_lost_since(self, proc: asyncssh.SSHClientProcess) -> bool:
+    def conn_lost_since(self, proc: asyncssh.SSHClientProcess[bytes]) -> bool:
         raise NotImplementedError
 
     async def release_slot(self) -> None:
@@ -42,7 +42,7 @@ class SSHRemoteAPI:
         raise NotImplementedError
 
     # ---- Remote API ----------------------------------------------------------------------------
-    async def open_exec(self, command: str) -> asyncssh.SSHClientProcess:
+    async def open_exec(self, command: str) -> asyncssh.SSHClientProcess[bytes]:
         """Open an exec channel, queueing under the session limit; learns MaxSessions."""
         await self._slots.acquire()
         for attempt in range(200):
@@ -116,9 +116,9 @@ class SSHRemoteAPI:
             await proc.wait_closed()
             return RunResult(exit_status=proc.exit_status, stdout=out, stderr=err)
         finally:
-            with contextlib.suppress(Exception):
+            with best_effort("%s: EOF to a finished command", self.name):
                 proc.stdin.write_eof()
-            with contextlib.suppress(Exception):
+            with best_effort("%s: close a finished command's channel", self.name):
                 proc.close()
             await self._slots.release()
 

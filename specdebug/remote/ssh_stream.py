@@ -7,14 +7,14 @@ the same local port after a reconnect.  Split from the supervisor, which only ow
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import asyncssh
 
 from specdebug.remote.api import ConnectionDropped
 from specdebug.remote.shell import watchdog_command
+from specdebug.remote.teardown import best_effort
 
 if TYPE_CHECKING:
     from specdebug.remote.ssh_ops import SSHRemoteAPI
@@ -29,7 +29,7 @@ class SSHStream:
         self._remote = remote
         self._command = watchdog_command(argv, merge_stderr=merge_stderr)
         self._binary = binary
-        self._proc: asyncssh.SSHClientProcess | None = None
+        self._proc: asyncssh.SSHClientProcess[bytes] | None = None
         self._holding_slot = False
         self._closed = False
         self.exit_status: int | None = None
@@ -38,15 +38,15 @@ class SSHStream:
         self._proc = await self._remote.open_exec(self._command)
         self._holding_slot = True
 
-    def __aiter__(self):
+    def __aiter__(self) -> AsyncIterator[str | bytes]:
         return self._iterate()
 
-    def chunks(self, size: int = 1 << 16):
+    def chunks(self, size: int = 1 << 16) -> AsyncIterator[bytes]:
         """Raw bytes in blocks of up to `size` as they arrive: for readers that split records
         themselves (one await per block instead of one per line)."""
         return self._iterate(size)
 
-    async def _iterate(self, chunk: int = 0):
+    async def _iterate(self, chunk: int = 0) -> AsyncIterator[Any]:
         if self._proc is None:
             await self._open()
         assert self._proc is not None
@@ -77,7 +77,7 @@ class SSHStream:
 
     async def _finish(self) -> None:
         assert self._proc is not None
-        with contextlib.suppress(Exception):
+        with best_effort("%s: wait for the stream's channel to close", self._remote.name):
             await asyncio.wait_for(self._proc.wait_closed(), 5.0)
         self.exit_status = self._proc.exit_status
         if self.exit_status is None and self._remote.conn_lost_since(self._proc):
@@ -88,12 +88,12 @@ class SSHStream:
             return
         self._closed = True
         if self._proc is not None:
-            with contextlib.suppress(Exception):
+            with best_effort("%s: EOF to the stream's watchdog", self._remote.name):
                 self._proc.stdin.write_eof()  # watchdog sees EOF and ends the remote group
-            with contextlib.suppress(Exception):
+            with best_effort("%s: close the stream's channel", self._remote.name):
                 self._proc.close()
             # the server frees the session slot only once the channel is closed on its side
-            with contextlib.suppress(Exception):
+            with best_effort("%s: wait for the stream's channel to close", self._remote.name):
                 await asyncio.wait_for(self._proc.wait_closed(), 2.0)
         if self._holding_slot:
             self._holding_slot = False

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ValidationError
 
@@ -27,19 +27,31 @@ class _Source:
         self.text = text
 
 
+# which file set each key path: errors point at the file and line that set a bad value
+_Provenance = dict[tuple[str, ...], _Source]
+
+
+class _Chain(NamedTuple):
+    """The top file of an `extends` chain: its own table, its source, the files it extends."""
+
+    raw: dict[str, Any]
+    src: _Source
+    chain: list[Path]
+
+
 def load_profile(path: str | Path) -> Profile:
     """Load, resolve `extends` and validate a profile file; raises ProfileError."""
     path = Path(path).expanduser()
-    provenance: dict[tuple[str, ...], _Source] = {}
+    provenance: _Provenance = {}
     raw, top = _load_chain(path, [], provenance)
     raw.pop("extends", None)
-    chain = top["chain"]
-    if "name" not in top["raw"]:
+    chain = top.chain
+    if "name" not in top.raw:
         raw["name"] = path.stem
     try:
         profile = Profile.model_validate(raw)
     except ValidationError as exc:
-        raise _translate(exc, top["src"], provenance) from None
+        raise _translate(exc, top.src, provenance) from None
     profile.source = path
     profile.extends_chain = chain
     return profile
@@ -50,7 +62,7 @@ def load_profile_text(text: str, path: str | Path = "<profile>.toml") -> Profile
     path = Path(path)
     src = _Source(path, text)
     raw = _parse(src)
-    provenance: dict[tuple[str, ...], _Source] = {}
+    provenance: _Provenance = {}
     merged = _resolve_extends(raw, src, [path.resolve()], provenance)
     merged.pop("extends", None)
     if "name" not in raw:
@@ -107,7 +119,7 @@ def _too_deep(data: Any, limit: int) -> str | None:
     return None
 
 
-def _load_chain(path: Path, stack: list[Path], provenance: dict) -> tuple[dict[str, Any], dict]:
+def _load_chain(path: Path, stack: list[Path], provenance: _Provenance) -> tuple[dict[str, Any], _Chain]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -118,12 +130,16 @@ def _load_chain(path: Path, stack: list[Path], provenance: dict) -> tuple[dict[s
     raw = _parse(src)
     chain: list[Path] = []
     merged = _resolve_extends(raw, src, [*stack, path.resolve()], provenance, chain)
-    return merged, {"raw": raw, "src": src, "chain": chain}
+    return merged, _Chain(raw, src, chain)
 
 
 def _resolve_extends(
-    raw: dict[str, Any], src: _Source, stack: list[Path], provenance: dict, chain: list[Path] | None = None
-) -> dict:
+    raw: dict[str, Any],
+    src: _Source,
+    stack: list[Path],
+    provenance: _Provenance,
+    chain: list[Path] | None = None,
+) -> dict[str, Any]:
     """Merge the extended file(s) under `raw`; `chain` collects the base files, nearest first."""
     base: dict[str, Any] = {}
     ext = raw.get("extends")
@@ -143,14 +159,14 @@ def _resolve_extends(
             )
         base, info = _load_chain(target, stack, provenance)
         if chain is not None:
-            chain.extend([target, *info["chain"]])
+            chain.extend([target, *info.chain])
         base.pop("name", None)  # a name is never inherited: each file names itself
         base.pop("extends", None)
     _record(raw, (), src, provenance)
     return _merge(base, raw)
 
 
-def _record(data: dict[str, Any], prefix: tuple[str, ...], src: _Source, provenance: dict) -> None:
+def _record(data: dict[str, Any], prefix: tuple[str, ...], src: _Source, provenance: _Provenance) -> None:
     for key, value in data.items():
         path = (*prefix, key)
         provenance[path] = src
@@ -179,7 +195,7 @@ def _tname(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def _translate(exc: ValidationError, top: _Source, provenance: dict) -> ProfileError:
+def _translate(exc: ValidationError, top: _Source, provenance: _Provenance) -> ProfileError:
     """Every pydantic error as one line naming the file and line that set the value; the first
     is raised, all of them are in its `problems`.
 
@@ -191,7 +207,7 @@ def _translate(exc: ValidationError, top: _Source, provenance: dict) -> ProfileE
     return problems[0]
 
 
-def _translate_one(err: Any, top: _Source, provenance: dict) -> ProfileError:
+def _translate_one(err: Any, top: _Source, provenance: _Provenance) -> ProfileError:
     loc = tuple(str(p) for p in err["loc"])
     key_loc = tuple(p for p in loc if not p.isdigit())
     field = ".".join(loc) if loc else None

@@ -20,6 +20,7 @@ from functools import partial
 from rich.text import Text
 from textual import work
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.css.query import NoMatches
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -122,7 +123,7 @@ class SeatsProvider(Provider):
             return
         try:
             bar = app.query_one(SeatsBar)
-        except Exception:
+        except NoMatches:  # no seats bar: this session is not shared
             return
         if not bar.active:
             return
