@@ -1,0 +1,1 @@
+"""Talking to the box: connections, remote commands (argv quoted in one place), streams and forwards."""

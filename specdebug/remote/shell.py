@@ -10,7 +10,13 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# what a POSIX environment variable name may be: the one rule for profiles, --var and `env K=V`
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_env_name(name: str) -> bool:
+    """True for a name `env NAME=value` and /proc/PID/environ can carry unambiguously."""
+    return ENV_NAME_RE.match(name) is not None
 
 
 def sh_join(argv: Sequence[str]) -> str:
@@ -24,7 +30,7 @@ def env_assignments(env: Mapping[str, str] | None) -> list[str]:
     """`K=V` words for `env K=V cmd`: sshd drops SSH `env` requests unless AcceptEnv matches."""
     words = []
     for name, value in (env or {}).items():
-        if not _ENV_NAME.match(name):
+        if not is_env_name(name):
             raise ValueError(f"invalid environment variable name: {name!r}")
         words.append(f"{name}={value}")
     return words

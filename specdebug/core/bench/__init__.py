@@ -1,0 +1,1 @@
+"""Benchmarks: the built-in load generator, external tools, their results and the journaled history."""

@@ -14,11 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from specdebug.core.fingerprint import config_fingerprint, split_argv
 from specdebug.core.profiles.diff import SWITCH_SHOWN, Knob, KnobValue
+from specdebug.remote.shell import is_env_name
 
 Kind = Literal["sglang", "vllm", "custom"]
 DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ProfileError(Exception):
@@ -67,7 +67,7 @@ class ServerSpec(_Strict):
     @classmethod
     def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
         for key in env:
-            if not _ENV_NAME_RE.match(key):
+            if not is_env_name(key):
                 raise ValueError(f"invalid environment variable name {key!r}")
         return env
 
