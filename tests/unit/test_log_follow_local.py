@@ -107,7 +107,10 @@ class LocalRemote:
 
     async def run(self, argv, *, timeout=30.0, input=None, env=None, cwd=None) -> RunResult:
         p = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            *argv,
+            stdin=asyncio.subprocess.PIPE if input is not None else None,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         out, err = await p.communicate(input)
         return RunResult(exit_status=p.returncode, stdout=out, stderr=err)
