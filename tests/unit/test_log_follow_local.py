@@ -63,6 +63,22 @@ class LocalStream:
             yield line if self.binary else line.decode("utf-8", "replace").rstrip("\n")
         self.exit_status = await self.proc.wait()
 
+    def chunks(self, size: int = 1 << 16):
+        return self._iter_chunks(size)
+
+    async def _iter_chunks(self, size: int):
+        if self.proc is None:
+            return
+        assert self.proc.stdout is not None
+        while True:
+            data = await self.proc.stdout.read(size)
+            if self.dropped:
+                raise ConnectionDropped("dropped (test)")
+            if not data:
+                break
+            yield data
+        self.exit_status = await self.proc.wait()
+
     async def aclose(self) -> None:
         if self in self.owner.streams:
             self.owner.streams.remove(self)
