@@ -131,14 +131,21 @@ class Stream(Protocol):
     """Output of a long-running remote command, line by line.
 
     Iterate it for lines (str with the trailing newline removed, or raw bytes lines including
-    b"\\n" when opened with binary=True).  Leaving the loop early, `aclose()`, or cancelling the
-    task ends the remote process too.  When the connection drops mid-stream, iteration raises
-    ConnectionDropped.  After normal end, `exit_status` holds the remote exit code.
+    b"\\n" when opened with binary=True), or iterate `chunks()` for raw blocks.  Leaving the loop
+    early, `aclose()`, or cancelling the task ends the remote process too.  When the connection
+    drops mid-stream, iteration raises ConnectionDropped.  After normal end, `exit_status` holds
+    the remote exit code.
     """
 
     exit_status: int | None
 
     def __aiter__(self) -> AsyncIterator[Any]: ...
+
+    def chunks(self, size: int = 1 << 16) -> AsyncIterator[bytes]:
+        """The output as raw bytes in blocks of up to `size`, as they arrive (lines split anywhere):
+        for readers that split records themselves, one await per block instead of one per line.
+        Iterate either this or the stream itself, not both."""
+        ...
 
     async def aclose(self) -> None: ...
 

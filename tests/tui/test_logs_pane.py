@@ -13,6 +13,7 @@ from specdebug.core.logs.events import LogEvent
 from specdebug.core.logs.parser import LogParser
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.logs import MAX_VIEW, ContextScreen, LogsPane, LogView
+from specdebug.tui.widgets.metrics_panel import MetricsPanel
 from tests.unit.test_log_follow_local import LocalRemote
 
 P = "[2026-01-15 12:00:{:02d} TP0] "
@@ -105,7 +106,8 @@ async def test_stats_exclude_warmup_and_toggle() -> None:
         pane = app.query_one(LogsPane)
         summ = pane.analyzer.store.summary()
         assert summ["accept_len"]["n"] == 29  # the decode line before "fired up" is warmup
-        assert "accept_len" in pane._rows and "verify_ms" not in pane._rows
+        rows = pane.query_one(MetricsPanel).rows
+        assert "accept_len" in rows and "verify_ms" not in rows
         assert pane.analyzer.store.events["error"] == 2 and pane.analyzer.store.events["nccl_env"] == 1
         await pilot.press("w")
         assert pane.include_warmup
@@ -141,10 +143,10 @@ async def test_scroll_up_pauses_and_counts_pending() -> None:
         before = len(view.rows)
         feed_lines(pane, [decode(50 + i, 3.0, 10.0) for i in range(7)], offset=10_000)
         pane.flush()
-        assert len(view.rows) == before and len(pane.pending) == 8  # 7 lines + the notice
+        assert len(view.rows) == before and pane.buffer.pending_count == 8  # 7 lines + the notice
         assert "PAUSED 8 pending" in pane.status_text().plain
         await pilot.press("end")
-        assert pane.following and not pane.pending and len(view.rows) == before + 8
+        assert pane.following and not pane.buffer.pending and len(view.rows) == before + 8
         assert view.cursor == len(view.rows) - 1
         await pilot.press("p")
         assert not pane.following
@@ -176,7 +178,7 @@ async def test_flood_is_bounded_and_counted() -> None:
         pane.flush()
         view = pane.query_one(LogView)
         assert len(view.entries) <= MAX_VIEW
-        assert pane.dropped == n - MAX_VIEW
+        assert pane.buffer.dropped == n - MAX_VIEW
         assert pane.analyzer.store.summary()["accept_len"]["n"] == n  # stats keep every sample
         await pilot.pause()
         assert "dropped from view" in pane.status_text().plain
@@ -247,8 +249,12 @@ async def test_server_ready_starts_following_profile_log(tmp_path: Path) -> None
 
     log = tmp_path / "server.log"
     log.write_text(READY + "\n" + decode(12, 2.5, 10.0) + "\n")
-    app = LogsApp(lines=[], remote=LocalRemote())
-    app.ctx.profile = SimpleNamespace(server=SimpleNamespace(log_file=str(log), kind="sglang"), patterns={})
+    remote = LocalRemote()
+    remote.state_dir = str(tmp_path / "servers")  # no record of this run: follow from the start
+    app = LogsApp(lines=[], remote=remote)
+    app.ctx.profile = SimpleNamespace(
+        name="t", server=SimpleNamespace(log_file=str(log), kind="sglang", port=0), patterns={}
+    )
     async with app.run_test(size=(120, 30)) as pilot:
         pane = app.query_one(LogsPane)
         pane.server_event("stopped")
@@ -270,8 +276,12 @@ async def test_refollow_after_pause_and_stop_resumes_live_view(tmp_path: Path) -
 
     log = tmp_path / "server.log"
     log.write_text("\n".join([READY, *[decode(i, 2.5, 90.0) for i in range(60)]]) + "\n")
-    app = LogsApp(lines=[], remote=LocalRemote())
-    app.ctx.profile = SimpleNamespace(server=SimpleNamespace(log_file=str(log), kind="sglang"), patterns={})
+    remote = LocalRemote()
+    remote.state_dir = str(tmp_path / "servers")
+    app = LogsApp(lines=[], remote=remote)
+    app.ctx.profile = SimpleNamespace(
+        name="t", server=SimpleNamespace(log_file=str(log), kind="sglang", port=0), patterns={}
+    )
     async with app.run_test(size=(120, 30)) as pilot:
         pane = app.query_one(LogsPane)
         pane.start_follow(str(log))
@@ -292,7 +302,7 @@ async def test_refollow_after_pause_and_stop_resumes_live_view(tmp_path: Path) -
                 break
         await pilot.pause(0.2)
         assert pane.following, "a fresh follow must not come up paused"
-        pane.following = False  # paused with whatever is in view: End resumes
+        pane.buffer.pause()  # paused with whatever is in view: End resumes
         await pilot.press("end")
         await pilot.pause(0.1)
         assert pane.following

@@ -46,7 +46,9 @@ async def test_metrics_panel_shows_vllm_counters_with_their_source(tmp_path) -> 
         sim.wait_ready(60)
         body = {"model": "m", "prompt": "hi", "max_tokens": 48, "ignore_eos": True}
         httpx.post(sim.url + "/v1/completions", json=body, timeout=30).raise_for_status()
-        app = LogsApp(lines=[], remote=ForwardingRemote())
+        remote = ForwardingRemote()
+        remote.state_dir = str(tmp_path / "servers")  # the box's server records: none here
+        app = LogsApp(lines=[], remote=remote)
         app.ctx.profile = SimpleNamespace(
             name="t",
             patterns={},
@@ -67,7 +69,9 @@ async def test_metrics_panel_shows_vllm_counters_with_their_source(tmp_path) -> 
 async def test_metrics_panel_says_metrics_off_without_enable_metrics(tmp_path) -> None:
     with start_local_sim(["--tp", "1"], log_file=tmp_path / "s.log") as sim:
         sim.wait_ready(60)
-        app = LogsApp(lines=[], remote=ForwardingRemote())
+        remote = ForwardingRemote()
+        remote.state_dir = str(tmp_path / "servers")  # the box's server records: none here
+        app = LogsApp(lines=[], remote=remote)
         app.ctx.profile = SimpleNamespace(
             name="t",
             patterns={},

@@ -61,6 +61,12 @@ class _Stream:
             yield line.decode().rstrip("\n")
         self.exit_status = await self.proc.wait()
 
+    async def chunks(self, size: int = 1 << 16):
+        assert self.proc and self.proc.stdout
+        while data := await self.proc.stdout.read(size):
+            yield data
+        self.exit_status = await self.proc.wait()
+
     async def aclose(self) -> None:
         await self.__aexit__()
 

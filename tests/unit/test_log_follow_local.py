@@ -63,6 +63,22 @@ class LocalStream:
             yield line if self.binary else line.decode("utf-8", "replace").rstrip("\n")
         self.exit_status = await self.proc.wait()
 
+    def chunks(self, size: int = 1 << 16):
+        return self._iter_chunks(size)
+
+    async def _iter_chunks(self, size: int):
+        if self.proc is None:
+            return
+        assert self.proc.stdout is not None
+        while True:
+            data = await self.proc.stdout.read(size)
+            if self.dropped:
+                raise ConnectionDropped("dropped (test)")
+            if not data:
+                break
+            yield data
+        self.exit_status = await self.proc.wait()
+
     async def aclose(self) -> None:
         if self in self.owner.streams:
             self.owner.streams.remove(self)
@@ -107,7 +123,10 @@ class LocalRemote:
 
     async def run(self, argv, *, timeout=30.0, input=None, env=None, cwd=None) -> RunResult:
         p = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            *argv,
+            stdin=asyncio.subprocess.PIPE if input is not None else None,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         out, err = await p.communicate(input)
         return RunResult(exit_status=p.returncode, stdout=out, stderr=err)

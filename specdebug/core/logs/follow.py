@@ -20,7 +20,7 @@ from typing import Any
 
 from specdebug.core.limits import BOX_REGEX_TIMEOUT_S, cap_bytes
 from specdebug.core.logs.agent import POLL_MAX_BYTES, POLL_WAIT_S, agent_argv, split_prefilter, tail_argv
-from specdebug.core.logs.events import LogEvent
+from specdebug.core.logs.events import FollowEventKind, LogEvent
 from specdebug.remote.api import ConnectionDropped, ConnState, NotConnected, Remote
 
 __all__ = [
@@ -109,7 +109,7 @@ class Follower:
                 if self.fallback:
                     async for item in self._tail_once():
                         yield [item]
-                    yield [LogEvent(kind="ended", path=self.path, offset=self.offset, detail="tail ended")]
+                    yield [self._event("ended", "tail ended")]
                     return
                 if self.polling:
                     async for batch in self._poll():
@@ -127,11 +127,9 @@ class Follower:
                         continue  # the link is down: opening waits for it, so just try again
                     self.polling = True
                     yield [
-                        LogEvent(
-                            kind="fallback",
-                            path=self.path,
-                            offset=self.offset,
-                            detail=f"no SSH session became free within {OPEN_WAIT_S:g} s (the server's "
+                        self._event(
+                            "fallback",
+                            f"no SSH session became free within {OPEN_WAIT_S:g} s (the server's "
                             "MaxSessions is used up; `MaxSessions 1` in sshd_config leaves none beside the "
                             "probe channel: set it to 4 or more); following through the probe channel "
                             "instead, polling",
@@ -139,60 +137,30 @@ class Follower:
                     ]
                     continue
                 try:
-                    chunks = getattr(stream, "chunks", None)
-                    if chunks is not None:
-                        buf = b""
-                        async for data in chunks():
-                            got_any = True
-                            recs = (buf + data).split(b"\n") if buf else data.split(b"\n")
-                            buf = recs.pop()
-                            batch = self._records(recs)
-                            if batch:
-                                yield batch
-                    else:
-                        async for rec in stream:
-                            got_any = True
-                            batch = self._records([rec[:-1] if rec.endswith(b"\n") else rec])
-                            if batch:
-                                yield batch
+                    buf = b""
+                    async for data in stream.chunks():
+                        got_any = True
+                        recs = (buf + data).split(b"\n") if buf else data.split(b"\n")
+                        buf = recs.pop()
+                        batch = self._records(recs)
+                        if batch:
+                            yield batch
                     status = stream.exit_status
                 finally:
                     await stream.__aexit__(None, None, None)
                 if status == 127 and not got_any:
                     self.fallback = True
-                    yield [
-                        LogEvent(
-                            kind="fallback",
-                            path=self.path,
-                            offset=self.offset,
-                            detail="no python3 on the box",
-                        )
-                    ]
+                    yield [self._event("fallback", "no python3 on the box")]
                     continue
                 if not self.once and status not in (0, 2) and restarts < MAX_RESTARTS:
                     # the agent never ends by itself while following: it was killed on the box
                     # (OOM killer, a stray kill); start it again from our exact offset
                     restarts = 0 if got_any else restarts + 1
-                    yield [
-                        LogEvent(
-                            kind="reconnecting",
-                            path=self.path,
-                            offset=self.offset,
-                            inode=self.inode,
-                            detail=f"follower on the box exited ({status}); restarting",
-                        )
-                    ]
+                    detail = f"follower on the box exited ({status}); restarting"
+                    yield [self._event("reconnecting", detail, inode=self.inode)]
                     await asyncio.sleep(RESTART_DELAY_S)
                     continue
-                yield [
-                    LogEvent(
-                        kind="ended",
-                        path=self.path,
-                        offset=self.offset,
-                        inode=self.inode,
-                        detail=f"exit {status}",
-                    )
-                ]
+                yield [self._event("ended", f"exit {status}", inode=self.inode)]
                 return
             except (ConnectionDropped, NotConnected) as exc:
                 # NotConnected: the channel could not open while the link was down; a permanent
@@ -200,17 +168,16 @@ class Follower:
                 if not self.reconnect:
                     raise
                 self.reconnects += 1
-                yield [
-                    LogEvent(
-                        kind="reconnecting",
-                        path=self.path,
-                        offset=self.offset,
-                        inode=self.inode,
-                        detail=str(exc),
-                    )
-                ]
+                yield [self._event("reconnecting", str(exc), inode=self.inode)]
                 await self.remote.wait_connected()
-                yield [LogEvent(kind="resumed", path=self.path, offset=self.offset, inode=self.inode)]
+                yield [self._event("resumed", inode=self.inode)]
+
+    def _event(
+        self, kind: FollowEventKind, detail: str = "", *, offset: int | None = None, inode: int | None = None
+    ) -> LogEvent:
+        """An event about this follow, at `offset` (default: where the next unread line starts)."""
+        at = self.offset if offset is None else offset
+        return LogEvent(kind=kind, path=self.path, offset=at, inode=inode, detail=detail)
 
     def _records(self, recs: list[bytes]) -> list[RawLine | LogEvent]:
         """Decode complete records (no newline); data records and runs (the hot path) inline, the
@@ -261,9 +228,7 @@ class Follower:
             self._eof = False
             self._run_left = 0
             if res.exit_status == 127 and not res.stdout:
-                yield [
-                    LogEvent(kind="error", path=self.path, offset=self.offset, detail="no python3 on the box")
-                ]
+                yield [self._event("error", "no python3 on the box")]
                 return
             batch: list[RawLine | LogEvent] = []
             recs = res.stdout.split(b"\n")
@@ -284,11 +249,7 @@ class Follower:
                 yield batch
             if res.exit_status != 0 or (self.once and self._eof):
                 detail = "timed out" if res.timed_out else f"exit {res.exit_status}"
-                yield [
-                    LogEvent(
-                        kind="ended", path=self.path, offset=self.offset, inode=self.inode, detail=detail
-                    )
-                ]
+                yield [self._event("ended", detail, inode=self.inode)]
                 return
             if missing and not opened:
                 await asyncio.sleep(MISSING_POLL_S)
@@ -327,17 +288,9 @@ class Follower:
             if len(parts) > 4:
                 self.resolved_path = _unb64(parts[4])
             self.check = _check_field(parts, 5)
-            return LogEvent(
-                kind="opened",
-                path=self.path,
-                offset=self.offset,
-                inode=self.inode,
-                detail=f"size {int(parts[3])}",
-            )
+            return self._event("opened", f"size {int(parts[3])}", inode=self.inode)
         if kind == b"MISSING":
-            return LogEvent(
-                kind="missing", path=self.path, offset=self.offset, detail="no such file (waiting for it)"
-            )
+            return self._event("missing", "no such file (waiting for it)")
         if kind == b"TRUNCATED":
             old = self.offset
             self.inode, self.offset, self.check = int(parts[1]), 0, None
@@ -348,36 +301,25 @@ class Follower:
                 else f"the bytes before offset {old} changed (truncated and written again, now "
                 f"{int(parts[2])} bytes); reading from the start"
             )
-            return LogEvent(kind="truncated", path=self.path, offset=0, inode=self.inode, detail=detail)
+            return self._event("truncated", detail, offset=0, inode=self.inode)
         if kind == b"ROTATED":
             old = self.inode
             self.inode, self.offset, self.check = int(parts[1]), 0, None
-            return LogEvent(
-                kind="rotated",
-                path=self.path,
-                offset=0,
-                inode=self.inode,
-                detail=f"a new file is at the path (inode {old} -> {self.inode}); reading it from the start",
-            )
+            detail = f"a new file is at the path (inode {old} -> {self.inode}); reading it from the start"
+            return self._event("rotated", detail, offset=0, inode=self.inode)
         if kind == b"CUT":
             idx, at = int(parts[1]), int(parts[2])
             src = self._regex_sources[idx] if 0 <= idx < len(self._regex_sources) else f"#{idx}"
             name = self.names.get(src, src)
             shown = f"{name!r}" if name == src else f"{name!r} ({src!r})"
-            return LogEvent(
-                kind="pattern_cut",
-                path=self.path,
-                offset=at,
-                detail=f"pattern {shown} ran longer than {BOX_REGEX_TIMEOUT_S:g} s over one block at "
+            return self._event(
+                "pattern_cut",
+                f"pattern {shown} ran longer than {BOX_REGEX_TIMEOUT_S:g} s over one block at "
                 f"offset {at} on the box (catastrophic backtracking?); it no longer selects lines",
+                offset=at,
             )
         if kind == b"ERR":
-            return LogEvent(
-                kind="error",
-                path=self.path,
-                offset=self.offset,
-                detail=_unb64(parts[1]) if len(parts) > 1 else "error",
-            )
+            return self._event("error", _unb64(parts[1]) if len(parts) > 1 else "error")
         return None
 
     async def _tail_once(self) -> AsyncIterator[RawLine | LogEvent]:
@@ -397,10 +339,10 @@ class Follower:
                 if text.startswith("tail: ") and any(q in text for q in quoted):
                     if text.endswith("file truncated"):
                         self.offset = 0
-                        yield LogEvent(kind="truncated", path=self.path, offset=0, detail=text)
+                        yield self._event("truncated", text, offset=0)
                     elif "has been replaced" in text or "has appeared" in text:
                         self.offset = 0
-                        yield LogEvent(kind="rotated", path=self.path, offset=0, detail=text)
+                        yield self._event("rotated", text, offset=0)
                     continue
                 off = self.offset
                 self.offset = off + len(rec) if rec.endswith(b"\n") else off + len(rec) + 1

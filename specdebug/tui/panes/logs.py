@@ -2,334 +2,54 @@
 
 Lines arrive from `specdebug.core.logs.follow_matches` (the same parser as `specdebug scan` and
 `grep`). Every match feeds the metric store at once, so stats never drop a sample; the display
-path is separate and bounded: matches wait in a small inbox, a 80 ms timer moves them into a ring
-of at most MAX_VIEW lines, and a flood only raises the "dropped from view" counter. The line view
-renders only the visible rows (Line API), so its cost does not grow with the buffer.
-Remote text is always plain `Text` (never markup); highlights are spans on it.
+path is separate and bounded: matches wait in a ViewBuffer (specdebug.core.logs.viewbuffer), an
+80 ms timer moves them into the line view (widgets/logview.py, at most MAX_VIEW lines, rendering
+only the visible rows), and a flood only raises the "dropped from view" counter. The numbers
+beside the log are widgets/metrics_panel.py; the lines around a match, screens/log_context.py.
+This module is the glue: which file to follow, from where, and what the keys do.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import Any
 
-from rich.style import Style
 from rich.text import Text
-from textual import events, on, work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.geometry import Size
-from textual.screen import ModalScreen
-from textual.scroll_view import ScrollView
-from textual.strip import Strip
-from textual.widgets import Input, Sparkline, Static
+from textual.containers import Horizontal
+from textual.widgets import Input, Static
 
-from specdebug.core.logs.context import ContextLine, read_context
+from specdebug.core.logs.context import read_context
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import Follower, follow_matches
 from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.scan import Analyzer
-from specdebug.core.logs.stats import metric_rank
-from specdebug.core.sanitize import visible, visible_spans
+from specdebug.core.logs.viewbuffer import MAX_VIEW, ViewBuffer
+from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber
 from specdebug.core.servers import load_record
-from specdebug.remote.api import RemoteError
+from specdebug.remote.api import Remote, RemoteError
+from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
+from specdebug.tui.screens.log_context import ContextScreen
+from specdebug.tui.widgets.logs_status import LogsStatus, status_text
+from specdebug.tui.widgets.logview import Entry, LogView, entry_for_event, entry_for_mark, entry_for_match
+from specdebug.tui.widgets.metrics_panel import MetricsPanel
 
-MAX_VIEW = 5000  # lines kept for display (stats keep every sample regardless)
 FLUSH_S = 0.08
 STATS_EVERY_S = 0.5
-
-EVENT_STYLE = {
-    "error": "bold red",
-    "ready": "bold green",
-    "warmup_done": "green",
-    "startup": "cyan",
-    "nccl_env": "magenta",
+# follow events that change the pane's state (idle | starting | following | waiting | reconnecting | ...)
+FOLLOW_STATE = {
+    "opened": "following",
+    "resumed": "following",
+    "missing": "waiting",
+    "reconnecting": "reconnecting",
+    "ended": "ended",
+    "error": "error",
 }
-VALUE_STYLE = Style(bold=True, color="bright_cyan")
-FILTER_STYLE = Style(bgcolor="yellow", color="black")
-NOTICE_STYLE = Style(color="yellow", italic=True)
-MARK_STYLE = Style(color="black", bgcolor="bright_magenta", bold=True)
-CURSOR_STYLE = Style(bgcolor="grey23")
-
-
-@dataclass
-class Entry:
-    """One row of the view: a match, a follow notice or a user mark."""
-
-    kind: str  # "match" | "notice" | "mark"
-    text: str
-    match: LogMatch | None = None
-    style: Style | None = None
-    spans: list[tuple[int, int, Style]] = field(default_factory=list)
-
-
-def entry_for_match(m: LogMatch) -> Entry:
-    # control characters from the box are shown as escapes (\x1b); the highlights move with them
-    text, spans = visible_spans(m.line, [(s, e, VALUE_STYLE) for s, e, _ in m.spans])
-    style = Style.parse(EVENT_STYLE[m.event]) if m.event in EVENT_STYLE else None
-    if m.warmup and style is None:
-        style = Style(dim=True)
-    return Entry("match", text, m, style, spans)
-
-
-def entry_for_event(ev: LogEvent) -> Entry:
-    words = {
-        "opened": "following",
-        "missing": "no such file yet: waiting for it to appear",
-        "truncated": "FILE TRUNCATED",
-        "rotated": "FILE ROTATED",
-        "reconnecting": "connection lost, will resume",
-        "resumed": "reconnected, resuming",
-        "fallback": "no python3 on the box: plain tail, no prefilter",
-        "ended": "follow ended",
-        "error": "follow failed",
-    }
-    detail = f" ({ev.detail})" if ev.detail and ev.kind != "missing" else ""  # its detail says the same
-    at = (
-        f" at byte {ev.offset}"
-        if ev.offset is not None and ev.kind in ("opened", "resumed", "reconnecting")
-        else ""
-    )
-    return Entry(
-        "notice", visible(f"── {words.get(ev.kind, ev.kind)}{at}{detail} ──", tab=" "), style=NOTICE_STYLE
-    )
-
-
-class LogView(ScrollView, can_focus=True):
-    """Virtual list of entries with a cursor; tells the pane when the user scrolls away from the end."""
-
-    BINDINGS = [
-        Binding("up", "cursor(-1)", "Up", id="logs.cursor_up", show=False),
-        Binding("down", "cursor(1)", "Down", id="logs.cursor_down", show=False),
-        Binding("pageup", "cursor(-20)", "Page up", id="logs.page_up", show=False),
-        Binding("pagedown", "cursor(20)", "Page down", id="logs.page_down", show=False),
-        Binding("home", "cursor_home", "Top", id="logs.home", show=False),
-        Binding("end", "cursor_end", "Tail", id="logs.end", show=False),
-    ]
-    DEFAULT_CSS = "LogView { height: 1fr; }"
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.entries: list[Entry] = []
-        self.rows: list[int] = []  # indexes into entries that are shown (filter in hide mode)
-        self.cursor = -1
-        self.filter_rx: re.Pattern[str] | None = None
-        self.hide = True
-        self.max_width = 0
-        self.on_user_scroll: Callable[[bool], None] | None = None  # callback(at_end: bool)
-        self._programmatic = False
-
-    # -- content -------------------------------------------------------------------------------------
-    def _shown(self, e: Entry) -> bool:
-        return (
-            e.kind != "match"
-            or not self.hide
-            or self.filter_rx is None
-            or bool(self.filter_rx.search(e.text))
-        )
-
-    def add(self, new: list[Entry], follow: bool) -> None:
-        base = len(self.entries)
-        self.entries.extend(new)
-        for i, e in enumerate(new):
-            if self._shown(e):
-                self.rows.append(base + i)
-            self.max_width = max(self.max_width, len(e.text))
-        excess = len(self.entries) - MAX_VIEW
-        if excess > 0:
-            del self.entries[:excess]
-            cut = 0
-            while cut < len(self.rows) and self.rows[cut] < excess:
-                cut += 1
-            del self.rows[:cut]
-            self.rows = [r - excess for r in self.rows]
-            self.cursor = max(-1, self.cursor - cut)
-        self._resize()
-        if follow:
-            self.cursor = len(self.rows) - 1
-            self.scroll_to_end()
-            self.call_after_refresh(self.scroll_to_end)  # again once the new virtual size is laid out
-        self.refresh()
-
-    def set_filter(self, rx: re.Pattern[str] | None, hide: bool) -> None:
-        current = self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
-        self.filter_rx, self.hide = rx, hide
-        self.rows = [i for i, e in enumerate(self.entries) if self._shown(e)]
-        self.cursor = len(self.rows) - 1
-        if current is not None:
-            for pos, i in enumerate(self.rows):
-                if i >= current:
-                    self.cursor = pos
-                    break
-        self._resize()
-        self.refresh()
-
-    def clear(self) -> None:
-        self.entries.clear()
-        self.rows.clear()
-        self.cursor = -1
-        self.max_width = 0
-        self._resize()
-        self.refresh()
-
-    def current(self) -> Entry | None:
-        if 0 <= self.cursor < len(self.rows):
-            return self.entries[self.rows[self.cursor]]
-        return None
-
-    def _resize(self) -> None:
-        self.virtual_size = Size(self.max_width + 1, len(self.rows))
-
-    # -- scrolling -----------------------------------------------------------------------------------
-    def scroll_to_end(self) -> None:
-        self._programmatic = True
-        self.scroll_to(
-            y=max(0, len(self.rows) - self.scrollable_content_region.height), animate=False, immediate=True
-        )
-        self._programmatic = False
-
-    def watch_scroll_y(self, old: float, new: float) -> None:
-        super().watch_scroll_y(old, new)
-        if self._programmatic or self.on_user_scroll is None:
-            return
-        # never scroll from inside a scroll (this may run within an animation step): defer
-        if new < old and old <= self.max_scroll_y:  # a shrinking view clamps scroll_y: not the user
-            self.call_later(self.on_user_scroll, False)
-        elif new >= self.max_scroll_y and new > old:
-            self.call_later(self.on_user_scroll, True)
-
-    def action_cursor(self, delta: int) -> None:
-        if not self.rows:
-            return
-        self.cursor = min(max(0, self.cursor + delta), len(self.rows) - 1)
-        if self.on_user_scroll is not None:
-            self.on_user_scroll(self.cursor == len(self.rows) - 1)
-        self._programmatic = True
-        self.scroll_to_region(self._cursor_region(), animate=False, immediate=True)
-        self._programmatic = False
-        self.refresh()
-
-    def action_cursor_home(self) -> None:
-        self.action_cursor(-len(self.rows))
-
-    def action_cursor_end(self) -> None:
-        if not self.rows and self.on_user_scroll is not None:
-            self.on_user_scroll(True)  # paused with an empty view: End must still resume
-            return
-        self.action_cursor(len(self.rows))
-
-    def _cursor_region(self):
-        from textual.geometry import Region
-
-        return Region(0, self.cursor, 1, 1)
-
-    def on_click(self, event: events.Click) -> None:
-        row = int(self.scroll_offset.y + event.y)
-        if 0 <= row < len(self.rows):
-            self.cursor = row
-            if self.on_user_scroll is not None:
-                self.on_user_scroll(row == len(self.rows) - 1)
-            self.refresh()
-
-    # -- rendering -----------------------------------------------------------------------------------
-    def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
-        row = scroll_y + y
-        width = self.scrollable_content_region.width
-        if row >= len(self.rows):
-            return Strip.blank(width, self.rich_style)
-        entry = self.entries[self.rows[row]]
-        text = self._text(entry)
-        segments = list(text.render(self.app.console))
-        strip = Strip([s for s in segments if s.text != "\n"]).crop_extend(
-            scroll_x, scroll_x + width, self.rich_style
-        )
-        if row == self.cursor and self.has_focus:
-            strip = strip.apply_style(CURSOR_STYLE)
-        return strip
-
-    def _text(self, entry: Entry) -> Text:
-        text = Text(entry.text, style=entry.style or "", no_wrap=True, end="")
-        for s, e, st in entry.spans:
-            text.stylize(st, s, e)
-        if self.filter_rx is not None and entry.kind == "match":
-            for m in self.filter_rx.finditer(entry.text):
-                if m.end() > m.start():
-                    text.stylize(FILTER_STYLE, m.start(), m.end())
-        return text
-
-
-class MetricRow(Vertical):
-    """name + stats line + sparkline of the recent values."""
-
-    DEFAULT_CSS = """
-    MetricRow { height: 4; }
-    MetricRow .metric-head { height: 1; }
-    MetricRow .metric-stats { height: 2; color: $text-muted; }
-    MetricRow Sparkline { height: 1; }
-    """
-
-    def __init__(self, name: str) -> None:
-        super().__init__(classes="metric-row")
-        self.metric = name
-
-    def compose(self) -> ComposeResult:
-        yield Static(Text(self.metric, style="bold"), classes="metric-head")
-        yield Static("", classes="metric-stats")
-        yield Sparkline([], summary_function=max)
-
-    def show(self, stats: dict, recent: list[float]) -> None:
-        self.query_one(".metric-stats", Static).update(Text(stats_line(stats)))
-        self.query_one(Sparkline).data = list(recent)
-
-
-def _f(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
-
-
-def stats_line(st: dict) -> str:
-    return (
-        f"n {st['n']}  last {_f(st['last'])}  mean {_f(st['mean'])}\n"
-        f"p50 {_f(st['p50'])}  p90 {_f(st['p90'])}  min {_f(st['min'])}  max {_f(st['max'])}"
-    )
-
-
-class ContextScreen(ModalScreen[None]):
-    """+-20 lines around a match, read from the box."""
-
-    BINDINGS = [Binding("escape,q,enter", "dismiss", "Close", id="logs.context_close")]
-    DEFAULT_CSS = """
-    ContextScreen { align: center middle; }
-    ContextScreen > Vertical { width: 90%; height: 80%; border: round $accent; background: $surface; }
-    ContextScreen #ctx-title { height: 1; color: $text-muted; }
-    """
-
-    def __init__(self, title: str, lines: list[ContextLine]) -> None:
-        super().__init__()
-        self.title_text = title
-        self.lines = lines
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(Text(self.title_text), id="ctx-title")
-            with VerticalScroll():
-                for cl in self.lines:
-                    style = "reverse bold" if cl.target else ""
-                    yield Static(
-                        Text(visible(cl.text, tab=" "), style=style, no_wrap=True), classes="ctx-line"
-                    )
-
-    async def action_dismiss(self, result=None) -> None:
-        self.dismiss(None)
 
 
 class LogsPane(Pane):
@@ -364,31 +84,28 @@ class LogsPane(Pane):
     LogsPane #logs-metrics { width: 44; border-left: solid $primary-darken-2; padding: 0 1; }
     LogsPane.-narrow #logs-metrics { width: 30; }
     LogsPane.-no-metrics #logs-metrics { display: none; }
-    LogsPane #metrics-title { height: 1; color: $text-muted; }
-    LogsPane #metrics-prom { display: none; height: auto; margin-bottom: 1; }
-    LogsPane #metrics-prom.visible { display: block; }
     """
 
-    def __init__(self, ctx, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
         self.analyzer = Analyzer(self._new_parser())
         self.path: str | None = None  # what we follow (as typed / from the profile)
         self.host: str | None = None
         self.follower: Follower | None = None
         self.state = "idle"  # idle | following | waiting | reconnecting | ended | error
-        self.following = True  # view sticks to the end
         self.include_warmup = False
-        self.inbox: deque[Entry] = deque(maxlen=MAX_VIEW)
-        self.pending: deque[Entry] = deque(maxlen=MAX_VIEW)
-        self.received = 0  # entries produced since start
-        self.dropped = 0  # never displayed because a buffer overflowed
+        self.buffer: ViewBuffer[Entry] = ViewBuffer(MAX_VIEW)  # what waits to be drawn; dropped counts
         self.marks = 0
         self.matches = 0
         self.notice: str | None = None
         self.filter_text = ""
         self._stats_at = 0.0
         self._stats_dirty = False
-        self._rows: dict[str, MetricRow] = {}
+
+    @property
+    def following(self) -> bool:
+        """The view sticks to the end (False while the user has paused it)."""
+        return self.buffer.following
 
     # -- layout --------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -402,13 +119,9 @@ class LogsPane(Pane):
             yield box
         with Horizontal(id="logs-body"):
             yield LogView(id="logs-view")
-            with VerticalScroll(id="logs-metrics"):
-                yield Static("", id="metrics-prom")  # the server's /metrics, beside the log's numbers
-                yield Static(Text("metrics"), id="metrics-title")
+            yield MetricsPanel(id="logs-metrics")
 
     def on_mount(self) -> None:
-        view = self.query_one(LogView)
-        view.on_user_scroll = self._user_scrolled
         self.set_interval(FLUSH_S, self.flush)
         self.render_status()
 
@@ -418,51 +131,23 @@ class LogsPane(Pane):
         self.analyzer.add(m)
         self.matches += 1
         self._stats_dirty = True
-        self._queue(entry_for_match(m))
+        self.buffer.push(entry_for_match(m))
 
     def feed_event(self, ev: LogEvent) -> None:
-        states = {
-            "opened": "following",
-            "resumed": "following",
-            "missing": "waiting",
-            "reconnecting": "reconnecting",
-            "ended": "ended",
-            "error": "error",
-        }
-        self.state = states.get(ev.kind, self.state)
+        self.state = FOLLOW_STATE.get(ev.kind, self.state)
         if ev.kind in ("truncated", "rotated", "fallback", "error"):
             self.notice = f"{ev.kind}: {ev.detail}" if ev.detail else ev.kind
             self.app.notify(
                 f"{self.path}: {self.notice}", severity="error" if ev.kind == "error" else "warning"
             )
-        if ev.kind in ("truncated", "rotated"):
-            # a new file (or the same one rewritten): warmup begins again only if it starts a server
-            pass
-        self._queue(entry_for_event(ev))
-
-    def _queue(self, entry: Entry) -> None:
-        self.received += 1
-        if len(self.inbox) == self.inbox.maxlen:
-            self.dropped += 1
-        self.inbox.append(entry)
+        self.buffer.push(entry_for_event(ev))
 
     def flush(self) -> None:
         """Move queued entries into the view (or pending while paused); refresh stats now and then."""
-        if self.inbox:
-            batch = list(self.inbox)
-            self.inbox.clear()
-            if self.following:
-                if self.pending:
-                    batch = list(self.pending) + batch
-                    self.pending.clear()
-                if len(batch) > MAX_VIEW:
-                    self.dropped += len(batch) - MAX_VIEW
-                    batch = batch[-MAX_VIEW:]
+        if self.buffer.has_incoming:
+            batch = self.buffer.drain()
+            if batch:
                 self.query_one(LogView).add(batch, follow=True)
-            else:
-                overflow = max(0, len(self.pending) + len(batch) - MAX_VIEW)
-                self.dropped += overflow
-                self.pending.extend(batch)
             self.render_status()
         now = time.monotonic()
         if self._stats_dirty and now - self._stats_at >= STATS_EVERY_S:
@@ -470,37 +155,22 @@ class LogsPane(Pane):
 
     # -- rendering -------------------------------------------------------------------------------------
     def status_text(self) -> Text:
-        t = Text(no_wrap=True)
-        where = (
-            f"{self.host}:{self.path}"
-            if self.host and self.path
-            else (self.path or "no log (f: follow profile log, o: open path)")
+        view = self.query_one(LogView)
+        return status_text(
+            LogsStatus(
+                where=f"{self.host}:{self.path}" if self.host and self.path else self.path,
+                state=self.state,
+                paused=None if self.following else self.buffer.pending_count,
+                matches=self.matches,
+                dropped=self.buffer.dropped,
+                marks=self.marks,
+                pack=self.analyzer.parser.pack_name,
+                filter_text=self.filter_text,
+                hide=view.hide,
+                include_warmup=self.include_warmup,
+                notice=self.notice,
+            )
         )
-        t.append(where, style="bold")
-        state_style = {
-            "following": "green",
-            "waiting": "yellow",
-            "reconnecting": "bold yellow",
-            "error": "bold red",
-            "ended": "dim",
-        }.get(self.state, "dim")
-        t.append(f"  {self.state}", style=state_style)
-        if not self.following:
-            t.append(f"  PAUSED {len(self.pending)} pending (End: follow)", style="bold yellow")
-        t.append(f"  {self.matches} matches")
-        if self.dropped:
-            t.append(f"  {self.dropped} dropped from view", style="yellow")
-        if self.marks:
-            t.append(f"  {self.marks} marks")
-        pack = self.analyzer.parser.pack_name
-        t.append(f"  pack {pack or 'auto'}", style="dim")
-        if self.filter_text:
-            mode = "hide" if self.query_one(LogView).hide else "highlight"
-            t.append(f"  filter /{self.filter_text}/ ({mode})", style="cyan")
-        t.append("  warmup " + ("in stats" if self.include_warmup else "excluded"), style="dim")
-        if self.notice:
-            t.append(f"  {self.notice}", style="bold red")
-        return t
 
     def render_status(self) -> None:
         self.query_one("#logs-status", Static).update(self.status_text())
@@ -508,56 +178,32 @@ class LogsPane(Pane):
     def render_stats(self) -> None:
         self._stats_at = time.monotonic()
         self._stats_dirty = False
-        store = self.analyzer.store
-        summary = store.summary(include_warmup=self.include_warmup)
-        box = self.query_one("#logs-metrics", VerticalScroll)
-        for name in sorted(store.names(), key=metric_rank):
-            series = store.series(name, include_warmup=self.include_warmup)
-            if series is None or series.n == 0:
-                continue
-            row = self._rows.get(name)
-            if row is None:
-                row = self._rows[name] = MetricRow(name)
-                later = [r for n, r in self._rows.items() if n != name and metric_rank(n) > metric_rank(name)]
-                if later:
-                    box.mount(row, before=min(later, key=lambda r: metric_rank(r.metric)))
-                else:
-                    box.mount(row)
-            base, _, idx = name.rstrip("]").partition("[")
-            st = summary.get(name)
-            if st is None and idx.isdigit() and base in summary:
-                st = {k: (v[int(idx)] if isinstance(v, list) else v) for k, v in summary[base].items()}
-            if st is not None:
-                if row.is_mounted:
-                    row.show(st, list(series.recent))
-                else:
-                    row.call_after_refresh(row.show, st, list(series.recent))
+        self.query_one(MetricsPanel).show_stats(self.analyzer.store, self.include_warmup)
 
     # -- user scrolling / pause ------------------------------------------------------------------------
-    def _user_scrolled(self, at_end: bool) -> None:
-        if at_end and not self.following:
+    def on_log_view_user_scrolled(self, event: LogView.UserScrolled) -> None:
+        """Scrolling away from the end pauses the view; coming back to the last row follows again."""
+        event.stop()
+        if event.at_end and not self.following:
             self.action_tail()
-        elif not at_end and self.following:
-            self.following = False
+        elif not event.at_end and self.following:
+            self.buffer.pause()
             self.render_status()
 
     def action_toggle_pause(self) -> None:
         if self.following:
-            self.following = False
+            self.buffer.pause()
             self.render_status()
         else:
             self.action_tail()
 
     def action_tail(self) -> None:
-        self.following = True
         view = self.query_one(LogView)
-        if self.pending:
-            view.add(list(self.pending), follow=True)
-            self.pending.clear()
+        waiting = self.buffer.resume()
+        if waiting:
+            view.add(waiting, follow=True)
         else:
-            view.cursor = len(view.rows) - 1
-            view.scroll_to_end()
-            view.refresh()
+            view.follow_end()
         self.render_status()
 
     # -- filter ----------------------------------------------------------------------------------------
@@ -577,19 +223,14 @@ class LogsPane(Pane):
 
     def apply_filter(self, text: str, hide: bool | None = None) -> bool:
         """Live regex filter; an incomplete regex keeps the previous one (returns False)."""
-        view = self.query_one(LogView)
-        try:
-            rx = re.compile(text) if text else None
-        except re.error:
+        if not self.query_one(LogView).apply_filter(text, hide):
             return False
         self.filter_text = text
-        view.set_filter(rx, view.hide if hide is None else hide)
         self.render_status()
         return True
 
     def action_toggle_hide(self) -> None:
-        view = self.query_one(LogView)
-        view.set_filter(view.filter_rx, not view.hide)
+        self.query_one(LogView).toggle_hide()
         self.render_status()
 
     def action_close_input(self) -> None:
@@ -620,9 +261,7 @@ class LogsPane(Pane):
     def action_mark(self, label: str = "") -> None:
         self.marks += 1
         offset = self.follower.offset if self.follower is not None else None
-        stamp = time.strftime("%H:%M:%S")
-        text = f"──── mark {self.marks} {stamp}{(' ' + label) if label else ''} ────"
-        self._queue(Entry("mark", visible(text, tab=" "), style=MARK_STYLE))
+        self.buffer.push(entry_for_mark(self.marks, time.strftime("%H:%M:%S"), label))
         if self.ctx.journal is not None:
             try:
                 self.ctx.journal.append(
@@ -658,9 +297,9 @@ class LogsPane(Pane):
 
     # -- following -------------------------------------------------------------------------------------
     def _new_parser(self) -> LogParser:
-        profile = self.ctx.profile
-        kind = getattr(getattr(profile, "server", None), "kind", None)
-        patterns = dict(getattr(profile, "patterns", None) or {})
+        profile: Profile | None = self.ctx.profile
+        kind = profile.server.kind if profile is not None else None
+        patterns = dict(profile.patterns) if profile is not None else {}
         try:
             return LogParser(
                 kind if kind in ("sglang", "vllm") else "auto",
@@ -673,8 +312,8 @@ class LogsPane(Pane):
             return LogParser("auto", from_start=True)
 
     def action_follow_profile(self) -> None:
-        profile = self.ctx.profile
-        log_file = getattr(getattr(profile, "server", None), "log_file", None)
+        profile: Profile | None = self.ctx.profile
+        log_file = profile.server.log_file if profile is not None else ""
         if not log_file:
             self.app.notify("no profile with a log_file: press o to type a path", severity="warning")
             return
@@ -710,21 +349,17 @@ class LogsPane(Pane):
         self.path = path
         self.host = remote.name
         self.analyzer = Analyzer(self._new_parser())
-        for row in self._rows.values():
-            row.remove()
-        self._rows.clear()
-        self.inbox.clear()
-        self.pending.clear()
-        self.matches = self.dropped = self.received = 0
+        self.query_one(MetricsPanel).clear_rows()
+        self.buffer.clear()
+        self.matches = 0
         self.notice = None
-        self.following = True
         self.query_one(LogView).clear()
         self.state = "starting"
         self.render_status()
         self._follow(remote, path, this_run)
-        server = getattr(self.ctx.profile, "server", None)
-        if this_run and server is not None and getattr(server, "port", None):
-            self._watch_prom(remote, server.port, getattr(server, "kind", None))
+        profile: Profile | None = self.ctx.profile
+        if this_run and profile is not None and profile.server.port:
+            self._watch_prom(remote, profile.server.port, profile.server.kind)
 
     def action_stop(self) -> None:
         self.workers.cancel_group(self, "logs-follow")
@@ -734,10 +369,11 @@ class LogsPane(Pane):
         self.render_status()
 
     @work(exclusive=True, group="logs-follow", exit_on_error=False)
-    async def _follow(self, remote, path: str, this_run: bool = False) -> None:
+    async def _follow(self, remote: Remote, path: str, this_run: bool = False) -> None:
         parser = self.analyzer.parser
         offset = 0
-        name = getattr(self.ctx.profile, "name", None)
+        profile: Profile | None = self.ctx.profile
+        name = profile.name if profile is not None else None
         if this_run and name:
             try:
                 record = await load_record(remote, name)
@@ -768,25 +404,15 @@ class LogsPane(Pane):
 
     # -- the server's /metrics: a second source, shown above the log's numbers --------------------------
     @work(exclusive=True, group="logs-prom", exit_on_error=False)
-    async def _watch_prom(self, remote, port: int, kind: str | None) -> None:
-        from specdebug.core.metrics import describe_rates, watch_metrics
+    async def _watch_prom(self, remote: Remote, port: int, kind: str | None) -> None:
+        from specdebug.core.metrics import watch_metrics
 
-        box = self.query_one("#metrics-prom", Static)
+        panel = self.query_one(MetricsPanel)
         try:
             async for ev in watch_metrics(remote, port, kind=kind, interval=1.0):
-                text = Text("server /metrics", style="bold")
-                if ev.rates is not None:
-                    text.append(f" ({'rates over 1 s' if ev.rates.window_s else 'since start'})", style="dim")
-                    for label, value, source in describe_rates(ev.rates):
-                        text.append(f"\n{label} {value}", style="bold")
-                        text.append(f"\n  {source}", style="dim")
-                else:
-                    text.append(f"\n{ev.message or ev.kind}", style="yellow")
-                box.update(text)
-                box.add_class("visible")
-                self.query_one("#metrics-title", Static).update(Text("log lines"))
+                panel.show_prom(ev)
         except (RemoteError, OSError) as exc:
-            box.update(Text(f"server /metrics: {exc}", style="yellow"))
+            panel.show_prom_error(exc)
 
     # -- context ---------------------------------------------------------------------------------------
     def action_context(self) -> None:
@@ -806,7 +432,7 @@ class LogsPane(Pane):
         self._fetch_context(remote, m.offset)
 
     @work(exclusive=True, group="logs-context", exit_on_error=False)
-    async def _fetch_context(self, remote, offset: int) -> None:
+    async def _fetch_context(self, remote: Remote, offset: int) -> None:
         path = (self.follower.resolved_path if self.follower else None) or self.path or ""
         try:
             lines = await read_context(remote, path, offset)
@@ -818,4 +444,4 @@ class LogsPane(Pane):
         self.app.push_screen(ContextScreen(f"{self.host}:{path} around byte {offset}", lines))
 
 
-__all__ = ["ContextScreen", "Entry", "LogView", "LogsPane"]
+__all__ = ["MAX_VIEW", "ContextScreen", "Entry", "LogView", "LogsPane", "entry_for_event"]
