@@ -104,8 +104,8 @@ class EventsApp(StartupApp):
         super().__init__(**kw)
         self.seen: list[str] = []
 
-    def on_pane_server_event(self, event: Pane.ServerEvent) -> None:
-        self.seen.append(event.kind)
+    def on_pane_server_state_changed(self, event: Pane.ServerStateChanged) -> None:
+        self.seen.append(event.state)
 
 
 async def test_found_running_server_shows_ready_and_tells_the_other_panes() -> None:

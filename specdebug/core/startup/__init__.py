@@ -30,12 +30,15 @@ from specdebug.core import server_control
 from specdebug.core.server_control import LaunchRefused, ServerStatus, StopResult
 from specdebug.core.servers import ServerRecord, find_port_holder
 from specdebug.core.startup.events import (
+    NOTHING_RUNNING,
     Clock,
     GroupChange,
     HealthChange,
     Launched,
     LogLine,
+    LogProblem,
     ServerPhase,
+    ServerState,
     StartupEvent,
     Verdict,
 )
@@ -84,9 +87,12 @@ __all__ = [
     "LaunchRefused",
     "Launched",
     "LogLine",
+    "LogProblem",
+    "NOTHING_RUNNING",
     "RemoteError",
     "ServerPhase",
     "ServerRecord",
+    "ServerState",
     "ServerStatus",
     "Started",
     "StartupEvent",

@@ -373,9 +373,9 @@ class BenchPane(Pane):
             else "failed runs are left out of baselines and comparisons"
         )
 
-    def server_event(self, kind: str) -> None:
-        if kind == "journal":  # another instance wrote to the shared (box) journal
-            self.reload()
+    def journal_changed(self) -> None:
+        """Another instance wrote to the shared (box) journal."""
+        self.reload()
 
     def action_bisect_end(self, side: str) -> None:
         """This row's profile becomes the Bisect pane's good or bad end."""

@@ -23,7 +23,10 @@ from specdebug.core.envcheck import (
     check_env,
     query_for_profile,
 )
+from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
+from specdebug.core.servers import ServerRecord
+from specdebug.core.startup.events import ServerState
 from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
 
@@ -173,13 +176,19 @@ class EnvPane(Pane):
                 quiet=True
             )  # first answer without a keystroke; a down host is the hosts pane's news
 
-    def server_event(self, kind: str) -> None:
-        """Another profile was picked, or a server became ready (or went away): what is shown
-        belonged to the old server, so recheck without a keystroke."""
-        if kind == "profile":
-            self.clear_report()
-        if kind in ("profile", "ready", "stopped") and self.ctx.remote() is not None:
-            name = getattr(self.ctx.profile, "name", None)
+    def profile_changed(self, profile: Profile) -> None:
+        """Another profile was picked: what is shown belonged to the old server."""
+        self.clear_report()
+        self._recheck()
+
+    def server_state_changed(self, state: ServerState, record: ServerRecord | None) -> None:
+        """A server became ready (or went away): recheck without a keystroke."""
+        if state in (ServerState.READY, ServerState.STOPPED, ServerState.EXITED):
+            self._recheck()
+
+    def _recheck(self) -> None:
+        if self.ctx.remote() is not None:
+            name = self.ctx.profile.name if self.ctx.profile is not None else None
             self.query_one("#env-how", Static).update(
                 Text(f"checking the workers of {name}…" if name else "checking…", style="dim")
             )

@@ -35,9 +35,11 @@ from specdebug.core.logs.follow import Follower, follow_matches
 from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.scan import Analyzer
 from specdebug.core.logs.stats import metric_rank
+from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible, visible_spans
 from specdebug.core.secrets import Scrubber
-from specdebug.core.servers import load_record
+from specdebug.core.servers import ServerRecord, load_record
+from specdebug.core.startup.events import ServerState
 from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
 
@@ -680,9 +682,14 @@ class LogsPane(Pane):
             return
         self.start_follow(log_file, this_run=True)
 
-    def server_event(self, kind: str) -> None:
+    def server_state_changed(self, state: ServerState, record: ServerRecord | None) -> None:
         """The startup pane launched a server and it got a verdict: follow its log unless busy."""
-        if kind == "stopped" or self.state in ("starting", "following", "waiting", "reconnecting"):
+        if state in (ServerState.READY, ServerState.FAILED):
+            self.profile_changed(self.ctx.profile)
+
+    def profile_changed(self, profile: Profile | None) -> None:
+        """Follow the (new) profile's log unless busy."""
+        if self.state in ("starting", "following", "waiting", "reconnecting"):
             return
         log_file = getattr(getattr(self.ctx.profile, "server", None), "log_file", None)
         if log_file and self.ctx.remote() is not None:
