@@ -353,8 +353,9 @@ async def test_bench_failure_is_one_named_toast(monkeypatch) -> None:
 
     async def boom(*args, **kwargs):
         raise httpx.ReadError("")
+        yield  # an async generator, as bench_events
 
-    monkeypatch.setattr(bench_module, "run_benchmark", boom)
+    monkeypatch.setattr(bench_module, "bench_events", boom)
     app = app_with_profile()
     async with app.run_test(size=(150, 40)) as pilot:
         await show(pilot, "5", BenchPane)
@@ -369,8 +370,9 @@ async def test_bench_cancel_is_one_toast(monkeypatch) -> None:
 
     async def forever(*args, **kwargs):
         await asyncio.Event().wait()
+        yield  # an async generator, as bench_events
 
-    monkeypatch.setattr(bench_module, "run_benchmark", forever)
+    monkeypatch.setattr(bench_module, "bench_events", forever)
     app = app_with_profile()
     async with app.run_test(size=(150, 40)) as pilot:
         await show(pilot, "5", BenchPane)
