@@ -1,8 +1,8 @@
 """Env pane: a matrix of variables x processes (launcher column beside the workers'), coloured by
 status, with the evidence behind it and a diff of two chosen processes.
 
-The check itself is `specdebug.core.envcheck.check_env`, the same call the `env` verb makes; this
-pane only renders the report.  Every value shown comes from the box, so every cell is plain
+The check itself is `specdebug.core.envcheck.env_events`, the same stream the `env` verb reads; this
+pane shows its progress and renders the report.  Every value shown comes from the box, so every cell is plain
 `Text` with a style, never markup.
 """
 
@@ -17,10 +17,12 @@ from textual.widgets import DataTable, Static
 
 from specdebug.core.envcheck import (
     DEFAULT_PREFIXES,
+    EnvDone,
+    EnvProcessesFound,
     EnvQuery,
     EnvReport,
     ProcEnv,
-    check_env,
+    env_events,
     query_for_profile,
 )
 from specdebug.core.profiles import Profile
@@ -230,13 +232,19 @@ class EnvPane(Pane):
                 query = EnvQuery(
                     match=DEFAULT_MATCH, prefixes=list(DEFAULT_PREFIXES), expect_from_launcher=True
                 )
-            report = await check_env(remote, query)
+            report = None
+            async for ev in env_events(remote, query):
+                if isinstance(ev, EnvProcessesFound):
+                    self.query_one("#env-how", Static).update(Text(ev.describe(), style="dim"))
+                elif isinstance(ev, EnvDone):
+                    report = ev.report
         except (RemoteError, LookupError, OSError, TimeoutError) as exc:
             if not quiet:
                 self.notify(f"env check failed: {exc}", severity="error")
             self.query_one("#env-how", Static).update(Text(f"env check failed: {exc}", style="red"))
             return
-        self.post_message(self.ReportReady(report))
+        if report is not None:
+            self.post_message(self.ReportReady(report))
 
     @on(ReportReady)
     def _report_ready(self, event: ReportReady) -> None:
