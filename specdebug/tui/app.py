@@ -158,7 +158,7 @@ class SpecdebugApp(App):
         yield Footer()
 
     async def on_mount(self) -> None:
-        for problem in getattr(self._keymap, "problems", ()):
+        for problem in self._keymap.problems if isinstance(self._keymap, KeymapFile) else ():
             self.notify(problem, severity="warning", timeout=10)
         if self._keymap:
             try:
