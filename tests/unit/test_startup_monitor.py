@@ -145,3 +145,19 @@ def test_unreadable_log_without_ready_line_names_it_in_the_timeout() -> None:
     assert [type(e) for e in t.log_unreadable("Permission denied", T0)] == [LogProblem]
     (verdict,) = t.tick(T0 + 61)
     assert verdict.error_kind == "timeout" and "unreadable: Permission denied" in (verdict.reason or "")
+
+
+def test_startup_view_names_an_unreadable_log_before_the_verdict() -> None:
+    from specdebug.tui.panes.startup_view import StartupView
+
+    class View(StartupView):
+        def __init__(self) -> None:
+            self.mon = ServerMonitor()
+            self.history = None
+            self.clock = lambda: T0
+
+    view = View()
+    view.mon.apply(Launched(record=record()))
+    assert "cannot read" not in view.verdict_text().plain
+    view.mon.apply(LogProblem(path="/l/server.log", detail="Permission denied", at=T0))
+    assert "cannot read the server log: Permission denied" in view.verdict_text().plain

@@ -70,7 +70,7 @@ class ServerMonitor:
     def apply(self, ev: StartupEvent | StopResult) -> StateChanged | None:
         """Fold one core event in; returns the change to announce, if any."""
         if isinstance(ev, Launched):
-            self.record, self.found, self.verdict = ev.record, None, None
+            self.record, self.found, self.verdict, self.log_problem = ev.record, None, None, None
             self.state = ServerState.STARTING
             self.phases = [ServerPhase(name="launch", at=ev.record.started_at, elapsed_s=0.0)]
             self.log_lines.clear()

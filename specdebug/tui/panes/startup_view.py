@@ -165,6 +165,11 @@ class StartupView:
         if v is None:
             if self.mon.message:
                 text.append(self.mon.message)
+            if self.mon.log_problem is not None:  # health alone may still make it ready: say why no log
+                text.append(
+                    ("\n" if self.mon.message else "") + "cannot read the server log: ", style="yellow"
+                )
+                text.append(visible(self.mon.log_problem))
             return text
         if v.verdict == "ready":
             text.append(f"READY after {_fmt_s(v.elapsed_s)}", style="bold green")
