@@ -21,6 +21,7 @@ the old import path: it re-exports the public names.
 
 from __future__ import annotations
 
+from specdebug.core.env.events import EnvDone, EnvEvent, EnvFilesRead, EnvLogRead, EnvProcessesFound
 from specdebug.core.env.model import (
     CLK_TCK,
     DEFAULT_PREFIXES,
@@ -39,7 +40,7 @@ from specdebug.core.env.model import (
     VarStatus,
     parse_nccl_env_line,
 )
-from specdebug.core.env.probe import check_env, proc_paths, query_for_profile, read_nccl_lines
+from specdebug.core.env.probe import check_env, env_events, proc_paths, query_for_profile, read_nccl_lines
 from specdebug.core.env.proc import classify_environ, parse_btime, parse_environ, parse_passwd, parse_status
 from specdebug.core.env.report import build_report
 
@@ -49,6 +50,11 @@ __all__ = [
     "NCCL_ENV_MARKER",
     "SERVER_OVERWRITES_SOURCE",
     "SPT_ADVICE",
+    "EnvDone",
+    "EnvEvent",
+    "EnvFilesRead",
+    "EnvLogRead",
+    "EnvProcessesFound",
     "EnvQuery",
     "EnvReport",
     "EnvSummary",
@@ -61,6 +67,7 @@ __all__ = [
     "VarStatus",
     "build_report",
     "check_env",
+    "env_events",
     "classify_environ",
     "parse_btime",
     "parse_environ",

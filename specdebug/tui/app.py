@@ -133,6 +133,7 @@ class SpecdebugApp(App):
         self.ctx = ctx
         self.layout_name = layout
         self._keymap = keymap if keymap is not None else {}
+        ctx.keymap = self._keymap  # panes read it through ctx.keys_of
         self._owns_remotes = owns_remotes
         self.pane_classes = panes if panes is not None else load_panes()
         self._unsubscribe: list[Callable[[], None]] = []  # status listeners, removed on unmount
@@ -157,7 +158,7 @@ class SpecdebugApp(App):
         yield Footer()
 
     async def on_mount(self) -> None:
-        for problem in getattr(self._keymap, "problems", ()):
+        for problem in self._keymap.problems if isinstance(self._keymap, KeymapFile) else ():
             self.notify(problem, severity="warning", timeout=10)
         if self._keymap:
             try:
@@ -208,7 +209,7 @@ class SpecdebugApp(App):
             if st.state is ConnState.FAILED:
                 parts.append(f" ({st.last_error or ''})"[:100], style="dim")
         if self.ctx.profile is not None:
-            parts.append(f"   profile {getattr(self.ctx.profile, 'name', '?')}", style="cyan")
+            parts.append(f"   profile {self.ctx.profile.name}", style="cyan")
         if self.ctx.readonly:
             parts.append("   READ-ONLY", style="bold magenta")
         try:
@@ -239,7 +240,7 @@ class SpecdebugApp(App):
         for scope, node in [(p.TITLE, p) for p in panes] + [("app", self)]:
             for b in node.BINDINGS:
                 if isinstance(b, Binding) and b.description:
-                    keys = self._keymap.get(b.id or "", b.key) if b.id else b.key
+                    keys = ",".join(self.ctx.keys_of(b))
                     desc = b.description
                     if isinstance(node, Pane) and self.ctx.readonly and b.action in node.MUTATING_ACTIONS:
                         desc += " (disabled: read-only)"
@@ -282,8 +283,7 @@ class SpecdebugApp(App):
             return
         self.ctx.profile, self.ctx.profile_path = profile, path
         self.refresh_status()
-        for pane in self.query(Pane):
-            pane.server_event("profile")
+        self.post_message(Pane.ProfileChanged(profile))
         self.notify(f"profile: {profile.name}")
 
     def action_show_tab(self, index: int) -> None:
@@ -375,9 +375,17 @@ class SpecdebugApp(App):
         for pane in self.query(Pane):
             pane.set_class(event.size.width < self.NARROW_COLUMNS, "-narrow")
 
-    def on_pane_server_event(self, event: Pane.ServerEvent) -> None:
+    def on_pane_server_state_changed(self, event: Pane.ServerStateChanged) -> None:
         for pane in self.query(Pane):
-            pane.server_event(event.kind)
+            pane.server_state_changed(event.state, event.record)
+
+    def on_pane_profile_changed(self, event: Pane.ProfileChanged) -> None:
+        for pane in self.query(Pane):
+            pane.profile_changed(event.profile)
+
+    def on_pane_journal_changed(self, event: Pane.JournalChanged) -> None:
+        for pane in self.query(Pane):
+            pane.journal_changed()
 
     def notify(self, message, *, title="", severity="information", timeout=None, markup=True):
         """Notifications carry remote text (errors, paths, log lines): never parse them as markup,

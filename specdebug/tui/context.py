@@ -6,11 +6,16 @@ they act, so switching hosts or profiles needs no rewiring.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from textual.binding import Binding
+
+from specdebug.core.boxjournal import BoxJournal
+from specdebug.core.journal import Journal
+from specdebug.core.profiles import Profile
 from specdebug.remote.api import Connection
 
 if TYPE_CHECKING:
@@ -24,15 +29,21 @@ class AppContext:
     )  # host name -> Connection (insertion order = UI order)
     selected: str | None = None  # host the panes act on
     profile_path: Path | None = None
-    profile: Any = None  # specdebug.core.profiles.Profile once loaded
+    profile: Profile | None = None
     session_dir: Path | None = None  # journal folder (specdebug.core.journal.Journal)
     readonly: bool = False  # pairing seats: no action that changes the box
-    journal: Any = None  # specdebug.core.journal.Journal
+    journal: Journal | BoxJournal | None = None
     profile_choices: list[Path] = field(default_factory=list)  # what the profile picker offers
-    profile_loader: Callable[[Path], Any] | None = None  # path -> Profile (the demo rewrites ports)
+    profile_loader: Callable[[Path], Profile] | None = None  # path -> Profile (the demo rewrites ports)
     # the host-key decision the remotes were built with; the app answers it while it runs (None:
     # the remotes decide alone, e.g. refuse unknown keys)
     host_key_prompt: HostKeyPrompt | None = None
+    keymap: Mapping[str, str] = field(default_factory=dict)  # binding id -> keys (the user's keymap)
+
+    def keys_of(self, binding: Binding) -> list[str]:
+        """The keys that run `binding` now (the user's keymap first, then its default)."""
+        keys = self.keymap.get(binding.id, binding.key) if binding.id else binding.key
+        return [k.strip() for k in keys.split(",") if k.strip()]
 
     def remote(self) -> Connection | None:
         if self.selected and self.selected in self.remotes:

@@ -10,7 +10,7 @@ doing nothing silently.  That list only greys keys out: the enforcement is in th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events
 from textual.binding import Binding
@@ -18,7 +18,12 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
+from specdebug.core.startup.events import ServerState
 from specdebug.tui.context import AppContext
+
+if TYPE_CHECKING:
+    from specdebug.core.profiles import Profile
+    from specdebug.core.servers import ServerRecord
 
 READONLY_HINT = "read-only seat: {what} would change the box"
 
@@ -55,15 +60,33 @@ class Pane(Widget):
         self.ctx = ctx
         self.from_palette = False  # set while the command palette runs one of this pane's actions
 
-    class ServerEvent(Message):
-        """A pane changed the server (launched, ready, failed, stopped); the app tells every pane."""
+    class ServerStateChanged(Message):
+        """A pane saw the profile's server change state (ready, failed, stopped, exited); the app
+        tells every pane (`server_state_changed`)."""
 
-        def __init__(self, kind: str) -> None:
+        def __init__(self, state: ServerState, record: ServerRecord | None = None) -> None:
             super().__init__()
-            self.kind = kind
+            self.state = state
+            self.record = record
 
-    def server_event(self, kind: str) -> None:
+    class ProfileChanged(Message):
+        """Another profile was picked; the app tells every pane (`profile_changed`)."""
+
+        def __init__(self, profile: Profile) -> None:
+            super().__init__()
+            self.profile = profile
+
+    class JournalChanged(Message):
+        """Another seat wrote to the shared journal; the app tells every pane (`journal_changed`)."""
+
+    def server_state_changed(self, state: ServerState, record: ServerRecord | None) -> None:
         """Hook: the profile's server changed state.  Panes that show server state refresh here."""
+
+    def profile_changed(self, profile: Profile) -> None:
+        """Hook: another profile was picked (ctx.profile is it already)."""
+
+    def journal_changed(self) -> None:
+        """Hook: the session journal got events from elsewhere."""
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Worker messages do not bubble to the app: a pane's failed worker becomes a toast here."""
@@ -91,9 +114,7 @@ class Pane(Widget):
         return True
 
     def _keys_of(self, binding: Binding) -> list[str]:
-        keymap = getattr(self.app, "_keymap", {}) or {}
-        keys = keymap.get(binding.id, binding.key) if binding.id else binding.key
-        return [k.strip() for k in keys.split(",") if k.strip()]
+        return self.ctx.keys_of(binding)
 
     def on_key(self, event: events.Key) -> None:
         """A disabled (read-only) binding's key reaches the pane instead of its action: say so."""

@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specdebug.core.bench.events import BenchDone, BenchLine
 from specdebug.core.bench.external import parse_all, parse_saved_json, read_output_file
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
-from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark
+from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
 from specdebug.core.journal import Journal, resolve_session
 from specdebug.core.logs.patterns import ANSI_RE
 from specdebug.core.profiles import ProfileError, load_profile
@@ -94,27 +95,18 @@ async def cmd_bench(args: argparse.Namespace) -> int:
         label=args.label,
     )
     show_progress = sys.stderr.isatty()
-
-    def on_progress(p: BenchProgress) -> None:
-        if show_progress and p.line is None:
-            rate = f"{p.tok_s:.1f} tok/s" if p.tok_s else ""
-            progress(f"{p.phase}: {p.done_requests}/{p.total_requests} requests {rate}   ")
-
-    def on_line(line: str) -> None:
-        # the external tool's output: colour codes dropped, a \r progress bar shown in its last state
-        out(ANSI_RE.sub("", line).rsplit("\r", 1)[-1], file=sys.stderr)
-
+    result: BenchResult | None = None
     async with open_remote(args) as remote:
         try:
-            result = await run_benchmark(
-                remote,
-                profile,
-                request,
-                journal=journal,
-                progress=on_progress,
-                on_line=on_line,
-                host=args.host,
-            )
+            async for ev in bench_events(remote, profile, request, journal=journal, host=args.host):
+                if isinstance(ev, BenchProgress) and show_progress:
+                    rate = f"{ev.tok_s:.1f} tok/s" if ev.tok_s else ""
+                    progress(f"{ev.phase}: {ev.done_requests}/{ev.total_requests} requests {rate}   ")
+                elif isinstance(ev, BenchLine):
+                    # the external tool's output: colour codes dropped, a \r progress bar in its last state
+                    out(ANSI_RE.sub("", ev.text).rsplit("\r", 1)[-1], file=sys.stderr)
+                elif isinstance(ev, BenchDone):
+                    result = ev.result
         except BenchError as exc:
             err(str(exc))
             raise VerbExit(1) from exc
@@ -124,6 +116,7 @@ async def cmd_bench(args: argparse.Namespace) -> int:
         finally:
             if show_progress:
                 out(file=sys.stderr)
+    assert result is not None  # bench_events ends in BenchDone or raises
     if args.json:
         print_json({**result.model_dump(mode="json"), "session": str(session) if session else None})
     else:

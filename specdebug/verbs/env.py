@@ -9,17 +9,29 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
 from specdebug.core.envcheck import (
     DEFAULT_PREFIXES,
+    EnvDone,
+    EnvProcessesFound,
     EnvQuery,
     EnvReport,
     ProcEnv,
-    check_env,
+    env_events,
     query_for_profile,
 )
 from specdebug.core.sanitize import visible
-from specdebug.verbs.common import VerbExit, add_host_args, err, open_remote, out, print_json, run_verb
+from specdebug.verbs.common import (
+    VerbExit,
+    add_host_args,
+    err,
+    open_remote,
+    out,
+    print_json,
+    progress,
+    run_verb,
+)
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -117,7 +129,16 @@ async def run_env(args: argparse.Namespace) -> int:
                 log_path=args.log,
                 show_secrets=args.show_secrets,
             )
-        report = await check_env(remote, query)
+        report: EnvReport | None = None
+        show_progress = sys.stderr.isatty()
+        async for ev in env_events(remote, query):
+            if isinstance(ev, EnvProcessesFound) and show_progress:
+                progress(ev.describe())
+            elif isinstance(ev, EnvDone):
+                report = ev.report
+        if show_progress:
+            out(file=sys.stderr)  # end the progress line
+    assert report is not None  # env_events ends in EnvDone
     if args.json:
         print_json(report)
     else:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
 
 from specdebug.core import startup
+from specdebug.core.journal import Journal
 from specdebug.core.profiles import Profile, ProfileError, load_profile
+from specdebug.core.servers import ServerRecord
+from specdebug.remote.api import Remote
 from specdebug.verbs.common import VerbExit, err, open_remote, out, print_json, run_verb
 
 
@@ -66,9 +68,9 @@ def _profile(args: argparse.Namespace) -> Profile:
         raise VerbExit(2, str(exc)) from exc
 
 
-def _journal(args: argparse.Namespace) -> Any:
+def _journal(args: argparse.Namespace) -> Journal:
     """--session DIR, else $SPECDEBUG_SESSION, else the latest session (as bench and the TUI)."""
-    from specdebug.core.journal import Journal, resolve_session
+    from specdebug.core.journal import resolve_session
 
     return Journal(resolve_session(getattr(args, "session", None), for_writing=True))
 
@@ -78,9 +80,16 @@ def _say(args: argparse.Namespace, text: str) -> None:
     out(text, file=sys.stderr if args.json else sys.stdout, newlines=False)
 
 
-async def _watch_and_report(args, remote, record, profile, journal, *, deadline: float | None = None) -> int:
-
-    verdict = None
+async def _watch_and_report(
+    args: argparse.Namespace,
+    remote: Remote,
+    record: ServerRecord,
+    profile: Profile,
+    journal: Journal,
+    *,
+    deadline: float | None = None,
+) -> int:
+    verdict: startup.Verdict | None = None
     timeout = getattr(args, "timeout", None)
     async for ev in startup.watch(
         remote, record, profile, timeout_s=timeout, deadline=deadline, journal=journal
@@ -106,7 +115,7 @@ async def _watch_and_report(args, remote, record, profile, journal, *, deadline:
     return 0 if verdict.verdict == "ready" else 1
 
 
-async def _launch(args: argparse.Namespace, remote, profile: Profile, journal) -> int:
+async def _launch(args: argparse.Namespace, remote: Remote, profile: Profile, journal: Journal) -> int:
 
     try:
         record = await startup.launch(remote, profile, journal=journal)

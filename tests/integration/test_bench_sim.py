@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core.bench.runner import BenchRequest, run_benchmark
+from specdebug.core.bench.events import BenchDone, BenchLine
+from specdebug.core.bench.runner import BenchRequest, bench_events, run_benchmark
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile
 from specdebug.core.report import history
@@ -190,8 +191,10 @@ async def test_external_command_streams_and_parses(remote, baseline_sim) -> None
         str(FIX / "vllm_bench_serve_spec.txt"),
     ]
     profile = load_profile(write_profile(tmp, "baseline", sim.port, log, command=cmd))
-    lines: list[str] = []
-    res = await run_benchmark(remote, profile, BenchRequest(kind="external"), on_line=lines.append)
+    events = [ev async for ev in bench_events(remote, profile, BenchRequest(kind="external"))]
+    lines = [ev.text for ev in events if isinstance(ev, BenchLine)]
+    assert isinstance(events[-1], BenchDone)
+    res = events[-1].result
     assert lines[0] == f"bench against port {sim.port}"
     assert res.kind == "external" and res.source_format == "vllm" and res.status == "done"
     assert (

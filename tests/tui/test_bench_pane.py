@@ -165,7 +165,8 @@ async def test_run_and_cancel_against_fake_server(tmp_path: Path) -> None:
 
 
 async def test_readonly_blocks_run(tmp_path: Path) -> None:
-    ctx = AppContext(remotes={"gpubox": StillRemote("gpubox")}, readonly=True, profile=object())
+    profile = make_profile(30000, tmp_path / "x.log")  # a real profile: the context is typed
+    ctx = AppContext(remotes={"gpubox": StillRemote("gpubox")}, readonly=True, profile=profile)
     app = SpecdebugApp(ctx, panes=[BenchPane])
     async with app.run_test(size=(120, 30)) as pilot:
         pane = app.query_one(BenchPane)

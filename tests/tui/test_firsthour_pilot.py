@@ -104,8 +104,8 @@ class EventsApp(StartupApp):
         super().__init__(**kw)
         self.seen: list[str] = []
 
-    def on_pane_server_event(self, event: Pane.ServerEvent) -> None:
-        self.seen.append(event.kind)
+    def on_pane_server_state_changed(self, event: Pane.ServerStateChanged) -> None:
+        self.seen.append(event.state)
 
 
 async def test_found_running_server_shows_ready_and_tells_the_other_panes() -> None:
@@ -353,8 +353,9 @@ async def test_bench_failure_is_one_named_toast(monkeypatch) -> None:
 
     async def boom(*args, **kwargs):
         raise httpx.ReadError("")
+        yield  # an async generator, as bench_events
 
-    monkeypatch.setattr(bench_module, "run_benchmark", boom)
+    monkeypatch.setattr(bench_module, "bench_events", boom)
     app = app_with_profile()
     async with app.run_test(size=(150, 40)) as pilot:
         await show(pilot, "5", BenchPane)
@@ -369,8 +370,9 @@ async def test_bench_cancel_is_one_toast(monkeypatch) -> None:
 
     async def forever(*args, **kwargs):
         await asyncio.Event().wait()
+        yield  # an async generator, as bench_events
 
-    monkeypatch.setattr(bench_module, "run_benchmark", forever)
+    monkeypatch.setattr(bench_module, "bench_events", forever)
     app = app_with_profile()
     async with app.run_test(size=(150, 40)) as pilot:
         await show(pilot, "5", BenchPane)

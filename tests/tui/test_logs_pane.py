@@ -11,6 +11,7 @@ from textual.widgets import Input
 
 from specdebug.core.logs.events import LogEvent
 from specdebug.core.logs.parser import LogParser
+from specdebug.core.startup.events import ServerState
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.logs import MAX_VIEW, ContextScreen, LogsPane, LogView
 from specdebug.tui.widgets.metrics_panel import MetricsPanel
@@ -257,16 +258,16 @@ async def test_server_ready_starts_following_profile_log(tmp_path: Path) -> None
     )
     async with app.run_test(size=(120, 30)) as pilot:
         pane = app.query_one(LogsPane)
-        pane.server_event("stopped")
+        pane.server_state_changed(ServerState.STOPPED, None)
         assert pane.state == "idle"
-        pane.server_event("ready")
+        pane.server_state_changed(ServerState.READY, None)
         for _ in range(200):
             await pilot.pause(0.02)
             if pane.matches >= 2:
                 break
         assert pane.path == str(log) and pane.analyzer.parser.pack_name == "sglang"
         assert pane.analyzer.store.summary()["accept_len"]["n"] == 1
-        pane.server_event("ready")  # already following: no restart
+        pane.server_state_changed(ServerState.READY, None)  # already following: no restart
         assert pane.matches == 2
 
 

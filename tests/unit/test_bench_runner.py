@@ -1,4 +1,4 @@
-"""run_benchmark end to end on this machine: a Remote stand-in that runs commands locally, a fake SSE
+"""bench_events / run_benchmark end to end on this machine: a Remote stand-in that runs commands locally, a fake SSE
 server, a log file the "server" appends to during the run, the fake nvidia-smi. Checks that a result
 carries fingerprint, server metrics from the log slice, GPU state and warnings, and lands in the journal."""
 
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark, substitute
+from specdebug.core.bench.events import BenchDone, BenchLine
+from specdebug.core.bench.models import BenchProgress
+from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events, run_benchmark, substitute
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile_text
 from specdebug.core.report import history
@@ -137,9 +139,13 @@ async def test_builtin_run_records_conditions(tmp_path: Path) -> None:
 
     async with FakeSSEServer(FakeServerConfig(step_s=0.001, version="0.5.9")) as srv:
         profile = make_profile(srv.port, log)
-        res = await run_benchmark(
-            LocalRemote(), profile, BenchRequest(requests=2), journal=journal, progress=progress
-        )
+        res = None
+        async for ev in bench_events(LocalRemote(), profile, BenchRequest(requests=2), journal=journal):
+            if isinstance(ev, BenchProgress):
+                progress(ev)
+            elif isinstance(ev, BenchDone):
+                res = ev.result
+        assert res is not None
     assert res.status == "done" and res.successful_requests == 2 and res.config.output_len == 20
     assert res.profile == "base" and res.server_version == "0.5.9"
     assert res.fingerprint == profile.fingerprint()  # the version is kept beside it, not in it
@@ -181,10 +187,12 @@ async def test_external_command_output_is_parsed(tmp_path: Path) -> None:
         "import sys\nprint('port', sys.argv[1], flush=True)\n"
         f"sys.stdout.write(open({str(fixture)!r}).read())\n"
     )
-    lines: list[str] = []
     async with FakeSSEServer() as srv:
         profile = make_profile(srv.port, tmp_path / "x.log", command=[sys.executable, str(script), "{port}"])
-        res = await run_benchmark(LocalRemote(), profile, BenchRequest(kind="external"), on_line=lines.append)
+        events = [ev async for ev in bench_events(LocalRemote(), profile, BenchRequest(kind="external"))]
+    lines = [ev.text for ev in events if isinstance(ev, BenchLine)]
+    assert isinstance(events[-1], BenchDone)
+    res = events[-1].result
     assert lines[0] == f"port {srv.port}"
     assert res.kind == "external" and res.source_format == "sglang"
     assert res.output_tok_s == 89.34 and res.accept_length == 2.84

@@ -207,12 +207,13 @@ def judge_failures(result: BenchResult, max_fraction: float = MAX_FAILED_FRACTIO
 
 
 class BenchProgress(BaseModel):
-    """Progress report while a benchmark runs (built-in: requests and tokens; external: output lines)."""
+    """Progress report while a benchmark runs (requests and tokens; an external run's output lines
+    are BenchLine events of their own: core.bench.events)."""
 
+    type: Literal["progress"] = "progress"
     done_requests: int = 0
     total_requests: int = 0
     output_tokens: int = 0
     elapsed_s: float = 0.0
     tok_s: float | None = None
-    line: str | None = None  # external: one output line
     phase: str = "running"  # "warmup", "running", "collecting"

@@ -1,6 +1,8 @@
 """One benchmark run end to end: conditions before, the run, conditions after, the journal.
 
-The pane's "run benchmark" key and `specdebug bench` both call `run_benchmark`. Around the
+The pane's "run benchmark" key, `specdebug bench` and a bisection trial all iterate `bench_events`
+(progress, output lines, then the result: core.bench.events); `run_benchmark` is the thin helper
+for callers that only want the result. Around the
 measurement it records what makes a number trustworthy later: the profile fingerprint (the one
 definition in specdebug.core.fingerprint; the version the server reports is kept beside it), GPU
 state before/after, the server's own log figures during the run, and warnings (server not ready yet, GPU throttling, failed requests, error lines).
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, Literal
 
 import httpx
@@ -23,7 +25,8 @@ from pydantic import BaseModel
 
 from specdebug.capability import require_write
 from specdebug.core.bench import external, gpu, prom, serverlog
-from specdebug.core.bench.builtin import BuiltinParams, ProgressFn, run_builtin
+from specdebug.core.bench.builtin import BuiltinParams, run_builtin
+from specdebug.core.bench.events import BenchDone, BenchEvent, BenchLine
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.core.servers import file_size
@@ -38,6 +41,7 @@ READY_LINES = {
 MAX_LOG_SLICE = 8 << 20  # scan at most the last 8 MiB the server wrote during the run
 MAX_OUTPUT_LINES = 5000  # external output kept for parsing (the result block is at the end)
 LineFn = Callable[[str], None]
+EmitFn = Callable[[BenchEvent], None]
 
 
 class BenchError(Exception):
@@ -165,21 +169,69 @@ async def run_external(
     return res
 
 
+async def bench_events(
+    remote: Remote,
+    profile: Any,
+    request: BenchRequest | None = None,
+    *,
+    journal: Any = None,
+    host: str | None = None,
+) -> AsyncGenerator[BenchEvent, None]:
+    """Measure, record the conditions, append the result to the journal (fsync): BenchProgress and
+    BenchLine events while it runs, then one BenchDone.  BenchError / RemoteError propagate.
+
+    Closing the iterator (or cancelling its consumer) stops the run (HTTP streams or the remote
+    command end) and records nothing."""
+    require_write("benchmark", remote, journal)
+    queue: asyncio.Queue[BenchEvent] = asyncio.Queue()
+    task = asyncio.create_task(_measure(remote, profile, request, journal, queue.put_nowait, host))
+    try:
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield getter.result()
+                continue
+            getter.cancel()
+            break
+        while not queue.empty():
+            yield queue.get_nowait()
+        yield BenchDone(result=task.result())
+    finally:
+        if not task.done():
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # its result is not wanted any more; the reason is kept for --debug
+                logger.debug("the abandoned benchmark ended with an error", exc_info=True)
+
+
 async def run_benchmark(
     remote: Remote,
     profile: Any,
     request: BenchRequest | None = None,
     *,
     journal: Any = None,
-    progress: ProgressFn | None = None,
-    on_line: LineFn | None = None,
     host: str | None = None,
 ) -> BenchResult:
-    """Measure, record the conditions, append the result to the journal (fsync), return it.
+    """`bench_events` for callers that only want the result."""
+    async for ev in bench_events(remote, profile, request, journal=journal, host=host):
+        if isinstance(ev, BenchDone):
+            return ev.result
+    raise BenchError("the benchmark ended without a result")  # pragma: no cover - bench_events ends in one
 
-    Cancelling the task stops the run (HTTP streams or the remote command end) and records nothing.
-    """
-    require_write("benchmark", remote, journal)
+
+async def _measure(
+    remote: Remote,
+    profile: Any,
+    request: BenchRequest | None,
+    journal: Any,
+    emit: EmitFn,
+    host: str | None,
+) -> BenchResult:
+    """The run itself; what it reports goes to `emit` (bench_events' queue)."""
     request = request or BenchRequest()
     srv = profile.server
     scrub = Scrubber.for_profile(profile)  # output lines, errors and warnings are shown and stored
@@ -207,15 +259,10 @@ async def run_benchmark(
             if not command:
                 raise BenchError(f"profile {profile.name!r} has no [bench] command for an external benchmark")
             argv = substitute(list(command), srv.port)
-            if progress is not None:
-                progress(BenchProgress(phase="running"))
+            emit(BenchProgress(phase="running"))
 
             def line_cb(text: str) -> None:
-                text = scrub(text)
-                if on_line is not None:
-                    on_line(text)
-                if progress is not None:
-                    progress(BenchProgress(phase="running", line=text, elapsed_s=time.time() - started))
+                emit(BenchLine(text=scrub(text)))
 
             result = await run_external(remote, argv, cwd=srv.cwd, on_line=line_cb)
         else:
@@ -227,7 +274,7 @@ async def run_benchmark(
                 output_len=request.output_len,
                 seed=request.seed,
             )
-            result = await run_builtin(base_url, params, progress=progress)
+            result = await run_builtin(base_url, params, progress=emit)
 
         (gpus_after, _), size_after, _ = await asyncio.gather(
             gpu.snapshot(remote), file_size(remote, srv.log_file), prom.attach(result, window)

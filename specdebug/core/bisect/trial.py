@@ -9,7 +9,6 @@ costs no repeat.  Whatever happens (failure, cancel = the user's abort), the ser
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import re
@@ -19,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specdebug.core import startup
-from specdebug.core.bench.models import BenchProgress
-from specdebug.core.bench.runner import BenchError, BenchRequest, run_benchmark
+from specdebug.core.bench.events import BenchDone
+from specdebug.core.bench.models import BenchProgress, BenchResult
+from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
 from specdebug.core.bisect.gate import Gate, check_gate
 from specdebug.core.bisect.judge import metrics_of
 from specdebug.core.bisect.models import (
@@ -193,9 +193,9 @@ async def run_trial(
 
 async def _bench(
     remote: Remote, spec: TrialSpec, progress: Callable[..., TrialProgress]
-) -> AsyncIterator[Any]:
-    """run_benchmark as a task; its progress callbacks become TrialProgress events."""
-    queue: asyncio.Queue[BenchProgress] = asyncio.Queue()
+) -> AsyncIterator[TrialProgress | BenchResult | Exception]:
+    """The bench stream: its progress becomes TrialProgress events, then the result (or the error
+    that kept it from running)."""
     total = spec.settings.requests
     request = BenchRequest(
         requests=spec.settings.requests,
@@ -204,38 +204,26 @@ async def _bench(
         input_len=spec.settings.input_len,
     )
     yield progress(Phase.BENCH, f"0/{total} requests", 0.0)
-    task = asyncio.create_task(
-        run_benchmark(remote, spec.profile, request, journal=None, progress=queue.put_nowait)
-    )
+    events = bench_events(remote, spec.profile, request, journal=None)
+    result: BenchResult | Exception | None = None
     try:
-        while not task.done():
-            getter = asyncio.ensure_future(queue.get())
-            await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
-            if getter.done():
-                p = getter.result()
-                if p.line is None and p.total_requests:
-                    detail = f"{p.done_requests}/{p.total_requests} requests"
-                    if p.tok_s:
-                        detail += f", {p.tok_s:.1f} tok/s"
-                    yield progress(Phase.BENCH, detail, p.done_requests / p.total_requests)
-            else:
-                getter.cancel()
-        try:
-            yield task.result()
-        except (BenchError, RemoteError) as exc:
-            yield exc
+        async for ev in events:
+            if isinstance(ev, BenchProgress) and ev.total_requests:
+                detail = f"{ev.done_requests}/{ev.total_requests} requests"
+                if ev.tok_s:
+                    detail += f", {ev.tok_s:.1f} tok/s"
+                yield progress(Phase.BENCH, detail, ev.done_requests / ev.total_requests)
+            elif isinstance(ev, BenchDone):
+                result = ev.result
+    except (BenchError, RemoteError) as exc:
+        result = exc
     finally:
-        if not task.done():
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            except Exception:  # its result is not wanted any more; the reason is kept for --debug
-                logger.debug("the abandoned benchmark ended with an error", exc_info=True)
+        await events.aclose()  # an abandoned run (the trial was cancelled) ends here, recording nothing
+    if result is not None:
+        yield result
 
 
-def _take_result(m: Measurement, item: Any, settings: Settings) -> None:
+def _take_result(m: Measurement, item: BenchResult | Exception, settings: Settings) -> None:
     if isinstance(item, Exception):
         m.status, m.reason = Status.BENCH_FAILED, f"benchmark failed: {item}"
         return

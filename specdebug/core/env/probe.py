@@ -1,12 +1,13 @@
 """The I/O of an environment check: one probe for the process table, one read of all /proc files,
-one grep of the log, then the pure report.
+one grep of the log, then the pure report; `env_events` streams a typed event after each step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
+from specdebug.core.env.events import EnvDone, EnvEvent, EnvFilesRead, EnvLogRead, EnvProcessesFound
 from specdebug.core.env.model import DEFAULT_PREFIXES, NCCL_ENV_MARKER, EnvQuery, EnvReport
 from specdebug.core.env.report import build_report
 from specdebug.core.workers import listing_filter, select_workers
@@ -41,20 +42,39 @@ async def read_nccl_lines(
     return res.out.splitlines(), None
 
 
-async def check_env(remote: Remote, query: EnvQuery) -> EnvReport:
-    """Find the workers, read their /proc files in one probe, read NCCL proof lines, build the report."""
+async def env_events(remote: Remote, query: EnvQuery) -> AsyncGenerator[EnvEvent, None]:
+    """Find the workers, read their /proc files in one probe, read NCCL proof lines, build the
+    report: an event after each step, then EnvDone with the report."""
     where: dict[str, Any] = dict(pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid)
     procs = await remote.processes(**listing_filter(**where))
     sel = select_workers(procs, pids=query.pids, match=query.match, root_pid=query.root_pid, pgid=query.pgid)
+    yield EnvProcessesFound(
+        processes=len(procs),
+        workers=len(sel.workers),
+        launcher_pid=sel.launcher.pid if sel.launcher is not None else None,
+        how=sel.how,
+        missing_pids=list(sel.missing_pids),
+    )
     pids = [p.pid for p in sel.workers] + list(sel.missing_pids)
     if sel.launcher is not None:
         pids.append(sel.launcher.pid)
-    reads = {r.path: r for r in await remote.read_files(proc_paths(pids), max_bytes=4 << 20)}
+    read = await remote.read_files(proc_paths(pids), max_bytes=4 << 20)
+    yield EnvFilesRead(files=len(read), unreadable=sum(1 for r in read if r.data is None))
+    reads = {r.path: r for r in read}
     lines: list[str] = []
     log_error = None
     if query.log_path:
         lines, log_error = await read_nccl_lines(remote, query.log_path)
-    return build_report(query, procs, reads, lines, selection=sel, log_error=log_error)
+        yield EnvLogRead(path=query.log_path, lines=len(lines), error=log_error)
+    yield EnvDone(report=build_report(query, procs, reads, lines, selection=sel, log_error=log_error))
+
+
+async def check_env(remote: Remote, query: EnvQuery) -> EnvReport:
+    """`env_events` for callers that only want the report."""
+    async for ev in env_events(remote, query):
+        if isinstance(ev, EnvDone):
+            return ev.report
+    raise RuntimeError("the env check ended without a report")  # pragma: no cover - env_events ends in one
 
 
 async def query_for_profile(

@@ -4,8 +4,9 @@ The old way was a 15-second loop of fresh `ssh host curl /health` calls: up to 1
 server was ready and blind to a crash until the timeout.  Here three watchers run at once and feed
 one pure state machine (`StartupTracker`):
 
-* the log, followed from the byte offset it had at launch (`tail -c +N -F` on its own channel):
-  startup phases in order, the ready line, error lines (pattern pack from `specdebug.core.logs`);
+* the log, followed from the byte offset it had at launch (`core.logs.follow.Follower`: exact
+  offsets, rotation, truncation, resume after a drop): startup phases in order, the ready line,
+  error lines (pattern pack from `specdebug.core.logs`); a log that cannot be read is a reason;
 * the health endpoint, polled every 0.25 s through an SSH port forward (or from the box itself
   when forwarding is refused);
 * the process group's liveness (`remote.processes()` every 0.5 s).
@@ -19,8 +20,10 @@ so it lives on when specdebug quits or the connection drops.  The server side of
 its own PID, group and start time (never a racy process snapshot).  It is stopped by its recorded
 process group after the box proved the group is still that one, never by a name (server_control).
 
-Layout: `events` (the typed events), `tracker` (the pure state machine and the ETA history),
-`launch` (start detached, record), `watch` (the three watchers feeding the tracker).  This package
+Layout: `events` (the typed events, the server state enum), `tracker` (the pure startup state
+machine and the ETA history), `monitor` (the pure server-state machine a front end or a bisection
+keeps, and its liveness driver), `launch` (start detached, record), `watch` (the three watchers
+feeding the tracker).  This package
 re-exports the names callers use, so `specdebug.core.startup.X` keeps working.
 """
 
@@ -30,12 +33,15 @@ from specdebug.core import server_control
 from specdebug.core.server_control import LaunchRefused, ServerStatus, StopResult
 from specdebug.core.servers import ServerRecord, find_port_holder
 from specdebug.core.startup.events import (
+    NOTHING_RUNNING,
     Clock,
     GroupChange,
     HealthChange,
     Launched,
     LogLine,
+    LogProblem,
     ServerPhase,
+    ServerState,
     StartupEvent,
     Verdict,
 )
@@ -51,6 +57,7 @@ from specdebug.core.startup.launch import (
     parse_launch_report,
     start_detached,
 )
+from specdebug.core.startup.monitor import ServerMonitor, StateChanged, watch_liveness
 from specdebug.core.startup.tracker import (
     EXC_LINE_RE,
     EXCERPT_BEFORE,
@@ -84,14 +91,19 @@ __all__ = [
     "LaunchRefused",
     "Launched",
     "LogLine",
+    "LogProblem",
+    "NOTHING_RUNNING",
     "RemoteError",
     "ServerPhase",
     "ServerRecord",
+    "ServerState",
+    "ServerMonitor",
     "ServerStatus",
     "Started",
     "StartupEvent",
     "StartupHistory",
     "StartupTracker",
+    "StateChanged",
     "StopResult",
     "Verdict",
     "_clean_line",
@@ -110,4 +122,5 @@ __all__ = [
     "stop",
     "stop_record",
     "watch",
+    "watch_liveness",
 ]

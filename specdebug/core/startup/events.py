@@ -7,13 +7,42 @@ pulling in the launcher or the watchers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
 from specdebug.core.servers import ServerRecord
 
 Clock = Callable[[], float]
+
+
+class EventJournal(Protocol):
+    """What startup needs of a session journal (core.journal.Journal on this machine, or
+    core.boxjournal.BoxJournal on the box)."""
+
+    def append(self, kind: str, data: dict[str, Any], *, sync: bool = False) -> dict[str, Any]: ...
+
+    def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]: ...
+
+
+class ServerState(StrEnum):
+    """What a front end knows about the profile's server (a StrEnum: compares and prints as text)."""
+
+    IDLE = "idle"  # nothing known to run
+    CHECKING = "checking"  # asking the box whether it already runs
+    LAUNCHING = "launching"  # launch (or attach) asked for, no record yet
+    STARTING = "starting"  # launched: watching it come up
+    READY = "ready"  # healthy (and its ready line seen)
+    RUNNING = "running"  # found running, health not answering (yet)
+    FAILED = "failed"  # the startup failed (its processes may still be there)
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    EXITED = "exited"  # the process group went away by itself
+
+
+# states in which no server of the profile is known to run
+NOTHING_RUNNING = frozenset({ServerState.IDLE, ServerState.STOPPED, ServerState.FAILED, ServerState.EXITED})
 
 # -- events --------------------------------------------------------------------------------
 
@@ -43,6 +72,15 @@ class HealthChange(BaseModel):
 class GroupChange(BaseModel):
     type: Literal["group"] = "group"
     pids: list[int]
+    at: float
+
+
+class LogProblem(BaseModel):
+    """The server log cannot be followed (missing, unreadable, its follower ended): the detail says why."""
+
+    type: Literal["log_problem"] = "log_problem"
+    path: str
+    detail: str
     at: float
 
 
@@ -90,5 +128,7 @@ class Verdict(BaseModel):
 
 
 StartupEvent = Annotated[
-    ServerPhase | LogLine | HealthChange | GroupChange | Launched | Verdict, Field(discriminator="type")
+    ServerPhase | LogLine | HealthChange | GroupChange | LogProblem | Launched | Verdict,
+    Field(discriminator="type"),
 ]
+"""Everything `watch` / `launch_and_watch` yield (a tagged union: `type` names the member)."""

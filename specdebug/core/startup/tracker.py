@@ -10,12 +10,17 @@ import re
 import statistics
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
 from specdebug.core.logs.hints import with_hint
-from specdebug.core.startup.events import GroupChange, HealthChange, LogLine, ServerPhase, Verdict
+from specdebug.core.startup.events import GroupChange, HealthChange, LogLine, LogProblem, ServerPhase, Verdict
+
+if TYPE_CHECKING:
+    from specdebug.core.logs.engine import Pack
+
+TrackerEvent = ServerPhase | LogLine | HealthChange | GroupChange | LogProblem | Verdict
 
 # -- the pure state machine ------------------------------------------------------------------
 
@@ -28,12 +33,21 @@ EXCERPT_BEFORE = 5
 EXCERPT_MAX = 80
 
 
-def _packs() -> dict[str, Any]:
-    try:
-        from specdebug.core.logs.patterns import PACKS
-    except ImportError:  # pragma: no cover - the logs pack ships with specdebug
-        return {}
+def _packs() -> dict[str, Pack]:
+    from specdebug.core.logs.patterns import PACKS
+
     return PACKS
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Who the watched server is: copied into its Verdict."""
+
+    profile: str = ""
+    fingerprint: str = ""
+    pid: int | None = None
+    pgid: int | None = None
+    log_file: str | None = None
 
 
 @dataclass
@@ -78,13 +92,10 @@ class StartupTracker:
         self.started_at = started_at
         self.timeout_s = timeout_s
         self.deadline = deadline if deadline is not None else started_at + timeout_s
-        self.meta: dict[str, Any] = {
-            "profile": profile,
-            "fingerprint": fingerprint,
-            "pid": pid,
-            "pgid": pgid,
-            "log_file": log_file,
-        }
+        self.who = RunIdentity(
+            profile=profile, fingerprint=fingerprint, pid=pid, pgid=pgid, log_file=log_file
+        )
+        self.log_problem: str | None = None  # why the log cannot be followed (None: it can)
         self.phases: list[ServerPhase] = [ServerPhase(name="launch", at=started_at, elapsed_s=0.0)]
         self._seen_phases = {"launch"}
         self.lines: deque[tuple[int, str]] = deque(maxlen=400)
@@ -101,8 +112,8 @@ class StartupTracker:
 
     # inputs ---------------------------------------------------------------------------------
 
-    def feed_line(self, text: str, at: float) -> list[Any]:
-        out: list[Any] = [LogLine(text=text, at=at)]
+    def feed_line(self, text: str, at: float) -> list[TrackerEvent]:
+        out: list[TrackerEvent] = [LogLine(text=text, at=at)]
         self.lines.append((self.n, text))
         index = self.n
         self.n += 1
@@ -143,8 +154,8 @@ class StartupTracker:
         out.extend(self._check_ready(at))
         return out
 
-    def health(self, status: int | None, at: float) -> list[Any]:
-        out: list[Any] = []
+    def health(self, status: int | None, at: float) -> list[TrackerEvent]:
+        out: list[TrackerEvent] = []
         if status != self.health_status or not self._health_polled:
             self._health_polled = True
             self.health_status = status
@@ -155,8 +166,8 @@ class StartupTracker:
             out.extend(self._check_ready(at))
         return out
 
-    def group(self, pids: list[int], at: float) -> list[Any]:
-        out: list[Any] = []
+    def group(self, pids: list[int], at: float) -> list[TrackerEvent]:
+        out: list[TrackerEvent] = []
         if pids != self.pids:
             self.pids = list(pids)
             out.append(GroupChange(pids=list(pids), at=at))
@@ -169,7 +180,20 @@ class StartupTracker:
                 self.failing.deadline = min(self.failing.deadline, at + self.EXIT_SETTLE_S)
         return out
 
-    def tick(self, at: float) -> list[Any]:
+    def log_unreadable(self, detail: str, at: float) -> list[TrackerEvent]:
+        """The log cannot be followed.  When the verdict needs the ready line it can never come:
+        fail now, naming the log and why (not a timeout minutes later).  Otherwise health alone
+        can still make the server ready; a timeout's reason names the log problem."""
+        first = self.log_problem is None
+        self.log_problem = detail
+        path = self.who.log_file or "?"
+        out: list[TrackerEvent] = [LogProblem(path=path, detail=detail, at=at)] if first else []
+        if self.verdict is None and self.failing is None and self.require_ready_line:
+            reason = f"cannot read the server log {path}: {detail}"
+            out.append(self._finish("failed", at, reason, "log_unreadable", [t for _, t in self.lines]))
+        return out
+
+    def tick(self, at: float) -> list[TrackerEvent]:
         if self.verdict is not None:
             return []
         f = self.failing
@@ -220,7 +244,11 @@ class StartupTracker:
             ready_at=ready_at,
             at=at,
             elapsed_s=ready_at - self.started_at,
-            **self.meta,
+            profile=self.who.profile,
+            fingerprint=self.who.fingerprint,
+            pid=self.who.pid,
+            pgid=self.who.pgid,
+            log_file=self.who.log_file,
         )
         return [self.verdict]
 
@@ -229,7 +257,7 @@ class StartupTracker:
         assert f is not None
         if f.kind == "exited":
             last = next((t for _, t in reversed(self.lines) if t.strip()), None)
-            reason = f"server exited (process group {self.meta['pgid']} is gone)"
+            reason = f"server exited (process group {self.who.pgid} is gone)"
             if last:
                 reason += f"; last log line: {self.message(last)}"
             excerpt = [t for _, t in list(self.lines)[-20:]]
@@ -249,6 +277,8 @@ class StartupTracker:
         reason += f", health {self.health_status if self.health_status else 'not answering'}"
         if self.require_ready_line:
             reason += ", ready line " + ("seen" if self.ready_line_at else "not seen")
+        if self.log_problem is not None:
+            reason += f", log {self.who.log_file} unreadable: {self.log_problem}"
         reason += ")"
         return self._finish("failed", at, reason, "timeout", [t for _, t in list(self.lines)[-20:]])
 
@@ -264,7 +294,11 @@ class StartupTracker:
             reason=with_hint(reason, excerpt) if verdict == "failed" else reason,
             error_kind=kind,
             excerpt=excerpt,
-            **self.meta,
+            profile=self.who.profile,
+            fingerprint=self.who.fingerprint,
+            pid=self.who.pid,
+            pgid=self.who.pgid,
+            log_file=self.who.log_file,
         )
         return self.verdict
 

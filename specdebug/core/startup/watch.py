@@ -1,6 +1,9 @@
 """Watching a launched server: the log follower, health poller and group poller feed the tracker.
 
-The I/O half of startup: three concurrent watchers on the connection, one queue, one tracker.
+The I/O half of startup: three concurrent watchers on the connection, one queue of typed inputs,
+one tracker.  The log is followed by `core.logs.follow.Follower` (exact offsets, rotation,
+truncation, resume after a drop); a log that cannot be followed becomes a `LogProblem` the
+tracker turns into a reason, never a silent timeout.
 """
 
 from __future__ import annotations
@@ -10,21 +13,61 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from dataclasses import dataclass
 
 from specdebug.core.limits import cap_text
+from specdebug.core.logs.events import LogEvent
+from specdebug.core.logs.follow import Follower
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber
 from specdebug.core.servers import ServerRecord, group_members, health_on_box
-from specdebug.core.startup.events import Clock, Launched, Verdict
+from specdebug.core.startup.events import Clock, EventJournal, Launched, StartupEvent, Verdict
 from specdebug.core.startup.launch import launch
-from specdebug.core.startup.tracker import StartupTracker
+from specdebug.core.startup.tracker import StartupTracker, TrackerEvent
 from specdebug.core.workers import group_filter
 from specdebug.remote.api import ConnectionDropped, Remote, RemoteError
 
-# -- watch -------------------------------------------------------------------------------------
-
 logger = logging.getLogger(__name__)
+
+FOLLOW_RETRY_S = 2.0  # a follower that ended (file unreadable, agent gone) is started again after this
+
+
+# -- what the watchers put on the queue (typed; the tracker's inputs) ----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    text: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Health:
+    status: int | None
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    pids: list[int]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Unreadable:
+    detail: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Tick:
+    at: float
+
+
+_Input = _Line | _Health | _Group | _Unreadable | _Tick
+_Queue = asyncio.Queue[_Input]
+
+# -- watch -------------------------------------------------------------------------------------
 
 
 async def watch(
@@ -34,12 +77,12 @@ async def watch(
     *,
     timeout_s: float | None = None,
     deadline: float | None = None,
-    journal: Any = None,
+    journal: EventJournal | None = None,
     clock: Clock = time.time,
     health_interval: float = 0.25,
     group_interval: float = 0.5,
     tick_interval: float = 0.1,
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[StartupEvent]:
     """Stream startup events for a launched (or attached) server; the last one is its Verdict."""
     tracker = StartupTracker(
         kind=profile.server.kind,
@@ -56,7 +99,7 @@ async def watch(
     if deadline is None and timeout_s is not None:
         tracker.deadline = record.started_at + timeout_s
     scrub = Scrubber.for_profile(profile)
-    queue: asyncio.Queue[tuple[str, tuple]] = asyncio.Queue()
+    queue: _Queue = asyncio.Queue()
     poke = asyncio.Event()  # set when the ready line arrives: ask /health now, not at the next poll
     tasks = [
         asyncio.create_task(_follow_log(remote, record.log_file, record.log_offset, queue, clock)),
@@ -68,17 +111,21 @@ async def watch(
     ]
     try:
         while True:
-            kind, payload = await queue.get()
-            if kind == "line":
-                events = tracker.feed_line(scrub(payload[0]), payload[1])  # secrets never reach an event
-                if tracker.ready_line_at is not None and tracker.health_ok_at is None:
-                    poke.set()
-            elif kind == "health":
-                events = tracker.health(*payload)
-            elif kind == "group":
-                events = tracker.group(*payload)
-            else:
-                events = tracker.tick(*payload)
+            item = await queue.get()
+            events: list[TrackerEvent]
+            match item:
+                case _Line(text, at):
+                    events = tracker.feed_line(scrub(text), at)  # secrets never reach an event
+                    if tracker.ready_line_at is not None and tracker.health_ok_at is None:
+                        poke.set()
+                case _Health(status, at):
+                    events = tracker.health(status, at)
+                case _Group(pids, at):
+                    events = tracker.group(pids, at)
+                case _Unreadable(detail, at):
+                    events = tracker.log_unreadable(scrub(detail), at)
+                case _Tick(at):
+                    events = tracker.tick(at)
             for ev in events:
                 if isinstance(ev, Verdict) and journal is not None:
                     journal.append("verdict", ev.model_dump(mode="json"), sync=True)
@@ -96,10 +143,10 @@ async def launch_and_watch(
     remote: Remote,
     profile: Profile,
     *,
-    journal: Any = None,
+    journal: EventJournal | None = None,
     timeout_s: float | None = None,
     clock: Clock = time.time,
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[StartupEvent]:
     """Launch, then watch: a Launched event, phases/log/health events, and the Verdict."""
     record = await launch(remote, profile, journal=journal, clock=clock)
     yield Launched(record=record)
@@ -115,29 +162,47 @@ def _clean_line(raw: bytes) -> str:
     return text
 
 
-async def _follow_log(remote: Remote, path: str, offset: int, queue: asyncio.Queue, clock: Clock) -> None:
-    """Every line appended to the log from `offset` on; resumes at the same byte after a drop."""
+def _problem(ev: LogEvent) -> str | None:
+    """The follow events that mean the log cannot be read (the rest: rotation, truncation, a
+    reconnect, are the follower's own business)."""
+    if ev.kind == "missing":
+        return "no such file"  # the launch created it: gone, or a path that names no file
+    if ev.kind == "error":
+        return ev.detail or "the follower could not read it"
+    if ev.kind == "ended":
+        return f"the log follower ended ({ev.detail})" if ev.detail else "the log follower ended"
+    return None
+
+
+async def _follow_log(remote: Remote, path: str, offset: int, queue: _Queue, clock: Clock) -> None:
+    """Every line appended to the log from `offset` on (Follower: exact offsets, resumes after a
+    drop, follows rotation and truncation); what keeps it from reading goes on the queue."""
+    follower = Follower(remote, path, offset=offset)
     while True:
         try:
-            async with remote.stream(
-                ["tail", "-c", f"+{offset + 1}", "-F", "--", path], binary=True
-            ) as stream:
-                async for raw in stream:
-                    offset += len(raw)
-                    await queue.put(("line", (_clean_line(raw), clock())))
+            async for item in follower.lines():
+                if isinstance(item, LogEvent):
+                    why = _problem(item)
+                    if why is not None:
+                        await queue.put(_Unreadable(why, clock()))
+                    else:
+                        logger.debug("startup log %s: %s %s", path, item.kind, item.detail)
+                    continue
+                await queue.put(_Line(_clean_line(item.data), clock()))
         except ConnectionDropped:
             with contextlib.suppress(RemoteError, asyncio.TimeoutError, TimeoutError):
                 await remote.wait_connected(30)
-        except RemoteError:
-            pass
-        await asyncio.sleep(0.5)
+        except RemoteError as exc:
+            await queue.put(_Unreadable(f"cannot follow it: {exc}", clock()))
+        # the follower keeps its offset, inode and check: a new start resumes exactly there
+        await asyncio.sleep(FOLLOW_RETRY_S)
 
 
 async def _poll_health(
     remote: Remote,
     port: int,
     path: str,
-    queue: asyncio.Queue,
+    queue: _Queue,
     clock: Clock,
     interval: float,
     poke: asyncio.Event | None = None,
@@ -167,7 +232,7 @@ async def _poll_health(
             except Exception:  # down or unreachable: no status this round
                 logger.debug("health check of port %s failed", port, exc_info=True)
                 status = None
-            await queue.put(("health", (status, clock())))
+            await queue.put(_Health(status, clock()))
             wait = max(0.02, interval - (clock() - t0))
             if poke is None:
                 await asyncio.sleep(wait)
@@ -190,7 +255,7 @@ async def _poll_health(
 
 
 async def _poll_group(
-    remote: Remote, record: ServerRecord, queue: asyncio.Queue, clock: Clock, interval: float
+    remote: Remote, record: ServerRecord, queue: _Queue, clock: Clock, interval: float
 ) -> None:
     """Live PIDs of the server's process group (only successful listings count: a drop is not a death)."""
     while True:
@@ -199,11 +264,11 @@ async def _poll_group(
         except RemoteError:
             procs = None
         if procs is not None:
-            await queue.put(("group", (sorted(p.pid for p in group_members(procs, record)), clock())))
+            await queue.put(_Group(sorted(p.pid for p in group_members(procs, record)), clock()))
         await asyncio.sleep(interval)
 
 
-async def _ticker(queue: asyncio.Queue, clock: Clock, interval: float) -> None:
+async def _ticker(queue: _Queue, clock: Clock, interval: float) -> None:
     while True:
         await asyncio.sleep(interval)
-        await queue.put(("tick", (clock(),)))
+        await queue.put(_Tick(clock()))

@@ -1,6 +1,6 @@
 """Bench pane: run a benchmark with one key, keep every result, compare runs.
 
-The run is `specdebug.core.bench.runner.run_benchmark`, the same call as `specdebug bench`; this
+The run is `specdebug.core.bench.runner.bench_events`, the same stream as `specdebug bench`; this
 pane renders progress (batched on a timer), the session history from the journal (so reopening a
 session shows it), a bar chart of tok/s by profile, and a compare panel (config diff + metric
 diff) for two runs. Profile names, warnings and external output are remote or user text, so
@@ -25,8 +25,9 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Log, Static
 
+from specdebug.core.bench.events import BenchLine
 from specdebug.core.bench.models import BenchProgress, BenchResult
-from specdebug.core.bench.runner import BenchRequest, run_benchmark
+from specdebug.core.bench.runner import BenchRequest, bench_events
 from specdebug.core.logs.patterns import ANSI_RE
 from specdebug.core.report import (
     HistoryEntry,
@@ -234,15 +235,22 @@ class BenchPane(Pane):
     @work(exclusive=True, group="bench-run", exit_on_error=False)
     async def run_bench(self, remote, profile, kind: Literal["builtin", "external"]) -> None:
         try:
-            result = await run_benchmark(
+            result = None
+            events = bench_events(
                 remote,
                 profile,
                 BenchRequest(kind=kind),
                 journal=self.ctx.journal,
-                progress=self._on_progress,
-                on_line=self._lines.append,
                 host=self.ctx.selected or remote.name,
             )
+            async for ev in events:
+                if isinstance(ev, BenchProgress):
+                    self.progress = ev
+                    self._dirty = True
+                elif isinstance(ev, BenchLine):
+                    self._lines.append(ev.text)
+                else:
+                    result = ev.result
         except asyncio.CancelledError:
             self._end_run("benchmark cancelled (nothing recorded)", "warning")
             raise
@@ -251,7 +259,8 @@ class BenchPane(Pane):
             return
         self.progress = None
         self._dirty = True
-        self.post_message(self.ResultReady(result))
+        if result is not None:
+            self.post_message(self.ResultReady(result))
 
     def _end_run(self, message: str, severity: SeverityLevel) -> None:
         """A run ended without a result: say it once (a second end of the same run stays quiet)."""
@@ -260,12 +269,6 @@ class BenchPane(Pane):
         self.progress = None
         self._dirty = True
         self.notify(message, severity=severity, markup=False)
-
-    def _on_progress(self, p: BenchProgress) -> None:
-        if p.line is not None:
-            return  # output lines arrive through on_line; keep the last counters
-        self.progress = p
-        self._dirty = True
 
     def _flush(self) -> None:
         if self._lines:
@@ -373,9 +376,9 @@ class BenchPane(Pane):
             else "failed runs are left out of baselines and comparisons"
         )
 
-    def server_event(self, kind: str) -> None:
-        if kind == "journal":  # another instance wrote to the shared (box) journal
-            self.reload()
+    def journal_changed(self) -> None:
+        """Another instance wrote to the shared (box) journal."""
+        self.reload()
 
     def action_bisect_end(self, side: str) -> None:
         """This row's profile becomes the Bisect pane's good or bad end."""

@@ -1,8 +1,8 @@
 """Env pane: a matrix of variables x processes (launcher column beside the workers'), coloured by
 status, with the evidence behind it and a diff of two chosen processes.
 
-The check itself is `specdebug.core.envcheck.check_env`, the same call the `env` verb makes; this
-pane only renders the report.  Every value shown comes from the box, so every cell is plain
+The check itself is `specdebug.core.envcheck.env_events`, the same stream the `env` verb reads; this
+pane shows its progress and renders the report.  Every value shown comes from the box, so every cell is plain
 `Text` with a style, never markup.
 """
 
@@ -17,13 +17,18 @@ from textual.widgets import DataTable, Static
 
 from specdebug.core.envcheck import (
     DEFAULT_PREFIXES,
+    EnvDone,
+    EnvProcessesFound,
     EnvQuery,
     EnvReport,
     ProcEnv,
-    check_env,
+    env_events,
     query_for_profile,
 )
+from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
+from specdebug.core.servers import ServerRecord
+from specdebug.core.startup.events import ServerState
 from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
 
@@ -173,13 +178,19 @@ class EnvPane(Pane):
                 quiet=True
             )  # first answer without a keystroke; a down host is the hosts pane's news
 
-    def server_event(self, kind: str) -> None:
-        """Another profile was picked, or a server became ready (or went away): what is shown
-        belonged to the old server, so recheck without a keystroke."""
-        if kind == "profile":
-            self.clear_report()
-        if kind in ("profile", "ready", "stopped") and self.ctx.remote() is not None:
-            name = getattr(self.ctx.profile, "name", None)
+    def profile_changed(self, profile: Profile) -> None:
+        """Another profile was picked: what is shown belonged to the old server."""
+        self.clear_report()
+        self._recheck()
+
+    def server_state_changed(self, state: ServerState, record: ServerRecord | None) -> None:
+        """A server became ready (or went away): recheck without a keystroke."""
+        if state in (ServerState.READY, ServerState.STOPPED, ServerState.EXITED):
+            self._recheck()
+
+    def _recheck(self) -> None:
+        if self.ctx.remote() is not None:
+            name = self.ctx.profile.name if self.ctx.profile is not None else None
             self.query_one("#env-how", Static).update(
                 Text(f"checking the workers of {name}…" if name else "checking…", style="dim")
             )
@@ -221,13 +232,19 @@ class EnvPane(Pane):
                 query = EnvQuery(
                     match=DEFAULT_MATCH, prefixes=list(DEFAULT_PREFIXES), expect_from_launcher=True
                 )
-            report = await check_env(remote, query)
+            report = None
+            async for ev in env_events(remote, query):
+                if isinstance(ev, EnvProcessesFound):
+                    self.query_one("#env-how", Static).update(Text(ev.describe(), style="dim"))
+                elif isinstance(ev, EnvDone):
+                    report = ev.report
         except (RemoteError, LookupError, OSError, TimeoutError) as exc:
             if not quiet:
                 self.notify(f"env check failed: {exc}", severity="error")
             self.query_one("#env-how", Static).update(Text(f"env check failed: {exc}", style="red"))
             return
-        self.post_message(self.ReportReady(report))
+        if report is not None:
+            self.post_message(self.ReportReady(report))
 
     @on(ReportReady)
     def _report_ready(self, event: ReportReady) -> None:

@@ -30,26 +30,18 @@ from specdebug.core.logs.scan import Analyzer
 from specdebug.core.logs.viewbuffer import MAX_VIEW, ViewBuffer
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber
-from specdebug.core.servers import load_record
+from specdebug.core.servers import ServerRecord, load_record
+from specdebug.core.startup.events import ServerState
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.screens.log_context import ContextScreen
-from specdebug.tui.widgets.logs_status import LogsStatus, status_text
+from specdebug.tui.widgets.logs_status import FOLLOW_STATE, FollowState, LogsStatus, status_text
 from specdebug.tui.widgets.logview import Entry, LogView, entry_for_event, entry_for_mark, entry_for_match
 from specdebug.tui.widgets.metrics_panel import MetricsPanel
 
 FLUSH_S = 0.08
 STATS_EVERY_S = 0.5
-# follow events that change the pane's state (idle | starting | following | waiting | reconnecting | ...)
-FOLLOW_STATE = {
-    "opened": "following",
-    "resumed": "following",
-    "missing": "waiting",
-    "reconnecting": "reconnecting",
-    "ended": "ended",
-    "error": "error",
-}
 
 
 class LogsPane(Pane):
@@ -92,7 +84,7 @@ class LogsPane(Pane):
         self.path: str | None = None  # what we follow (as typed / from the profile)
         self.host: str | None = None
         self.follower: Follower | None = None
-        self.state = "idle"  # idle | following | waiting | reconnecting | ended | error
+        self.state = FollowState.IDLE
         self.include_warmup = False
         self.buffer: ViewBuffer[Entry] = ViewBuffer(MAX_VIEW)  # what waits to be drawn; dropped counts
         self.marks = 0
@@ -319,13 +311,17 @@ class LogsPane(Pane):
             return
         self.start_follow(log_file, this_run=True)
 
-    def server_event(self, kind: str) -> None:
+    def server_state_changed(self, state: ServerState, record: ServerRecord | None) -> None:
         """The startup pane launched a server and it got a verdict: follow its log unless busy."""
-        if kind == "stopped" or self.state in ("starting", "following", "waiting", "reconnecting"):
+        if state in (ServerState.READY, ServerState.FAILED):
+            self.profile_changed(self.ctx.profile)
+
+    def profile_changed(self, profile: Profile | None) -> None:
+        """Follow the (new) profile's log unless busy."""
+        if profile is None or self.state.busy:
             return
-        log_file = getattr(getattr(self.ctx.profile, "server", None), "log_file", None)
-        if log_file and self.ctx.remote() is not None:
-            self.start_follow(log_file, this_run=True)
+        if profile.server.log_file and self.ctx.remote() is not None:
+            self.start_follow(profile.server.log_file, this_run=True)
 
     def action_open_path(self) -> None:
         box = self.query_one("#logs-path", Input)
@@ -354,7 +350,7 @@ class LogsPane(Pane):
         self.matches = 0
         self.notice = None
         self.query_one(LogView).clear()
-        self.state = "starting"
+        self.state = FollowState.STARTING
         self.render_status()
         self._follow(remote, path, this_run)
         profile: Profile | None = self.ctx.profile
@@ -364,8 +360,8 @@ class LogsPane(Pane):
     def action_stop(self) -> None:
         self.workers.cancel_group(self, "logs-follow")
         self.workers.cancel_group(self, "logs-prom")
-        if self.state != "idle":
-            self.state = "stopped"
+        if self.state is not FollowState.IDLE:
+            self.state = FollowState.STOPPED
         self.render_status()
 
     @work(exclusive=True, group="logs-follow", exit_on_error=False)
@@ -397,7 +393,7 @@ class LogsPane(Pane):
                     await asyncio.sleep(0.005)
                     slice_start = time.monotonic()
         except (RemoteError, OSError) as exc:
-            self.state = "error"
+            self.state = FollowState.ERROR
             self.notice = str(exc)
             self.app.notify(f"{path}: {exc}", severity="error")
         self.render_status()

@@ -4,15 +4,13 @@ Shows the startup phases as a checklist with durations, elapsed time and an ETA 
 startups of the same profile (journal verdicts), the last log lines, and the verdict with its
 reason (rendering: startup_view.py).  On open it recognises the profile's server if it already
 runs.  All the work is `specdebug.core.startup` (the same calls as the headless verbs); the pane
-only applies the events it streams.
+only applies the events it streams: its state is a `core.startup.monitor.ServerMonitor` (the same
+machine a bisection run uses without a screen).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections import deque
-from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -24,25 +22,24 @@ from textual.widgets import Static
 
 from specdebug.core import startup
 from specdebug.core.observe import observe
-from specdebug.core.sanitize import visible
+from specdebug.core.profiles import Profile
+from specdebug.core.servers import ServerRecord
 from specdebug.core.startup import (
-    GroupChange,
-    HealthChange,
     Launched,
-    LogLine,
     ServerPhase,
+    ServerState,
+    StartupEvent,
     StartupHistory,
     StopResult,
-    Verdict,
 )
-from specdebug.remote.api import RemoteError
+from specdebug.core.startup.monitor import ServerMonitor, StateChanged, watch_liveness
+from specdebug.remote.api import Remote
+from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane, RunningServer, describe_error
 from specdebug.tui.panes.startup_view import StartupView
 
 LOG_LINES_SHOWN = 14
 CONNECT_WAIT_S = 30.0
-# states in which no server of the profile is known to run: stop/restart need no second press
-NOTHING_RUNNING = ("idle", "stopped", "failed", "exited")
 
 
 class StartupPane(StartupView, Pane):
@@ -68,25 +65,51 @@ class StartupPane(StartupView, Pane):
     StartupPane #startup-log { height: 1fr; padding: 0 1; }
     """
 
-    def __init__(self, ctx, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs) -> None:
         super().__init__(ctx, **kwargs)
         self.clock = time.time
         self.known: dict[str, RunningServer] = {}  # profile -> server seen running (for the quit note)
-        self.reset()
-
-    def reset(self) -> None:
-        self.state = "idle"  # idle, launching, starting, ready, failed, stopping, stopped
-        self.record: Any = None
-        self.phases: list[ServerPhase] = []
-        self.verdict: Verdict | None = None
-        self.health: int | None = None
-        self.pids: list[int] = []
+        self.mon = ServerMonitor()  # the server's state: core's machine, the pane only draws it
         self._armed: dict[str, float] = {}  # action -> when its first press asked for confirmation
-        self.log_lines: deque[str] = deque(maxlen=500)
-        self.message = ""
         self.history: StartupHistory | None = None
-        self.found: startup.ServerStatus | None = None  # running when we opened: not watched from launch
         self._dirty = True
+
+    # the monitor's state, read by the view (startup_view.py) and the tests
+    @property
+    def state(self) -> ServerState:
+        return self.mon.state
+
+    @property
+    def record(self) -> ServerRecord | None:
+        return self.mon.record
+
+    @property
+    def phases(self) -> list[ServerPhase]:
+        return self.mon.phases
+
+    @property
+    def verdict(self) -> startup.Verdict | None:
+        return self.mon.verdict
+
+    @property
+    def health(self) -> int | None:
+        return self.mon.health
+
+    @property
+    def pids(self) -> list[int]:
+        return self.mon.pids
+
+    @property
+    def message(self) -> str:
+        return self.mon.message
+
+    @property
+    def found(self) -> startup.ServerStatus | None:
+        return self.mon.found
+
+    @property
+    def log_lines(self) -> list[str]:
+        return list(self.mon.log_lines)
 
     def compose(self) -> ComposeResult:
         yield Static(Text(""), id="startup-head")
@@ -107,7 +130,7 @@ class StartupPane(StartupView, Pane):
     # -- state ----------------------------------------------------------------------------------
 
     @property
-    def profile(self) -> Any:
+    def profile(self) -> Profile | None:
         return self.ctx.profile
 
     def load_history(self) -> None:
@@ -121,56 +144,31 @@ class StartupPane(StartupView, Pane):
             events = []
         self.history = startup.startup_history(events, self.profile.name)
 
-    def apply(self, ev: Any) -> None:
+    def apply(self, ev: StartupEvent | StopResult) -> None:
         """Fold one core event into the pane's state (tests feed events here directly)."""
+        change = self.mon.apply(ev)
         if isinstance(ev, Launched):
-            self.record = ev.record
-            self.found = None
             self._remember(ev.record)
-            self.state = "starting"
-            self.phases = [ServerPhase(name="launch", at=ev.record.started_at, elapsed_s=0.0)]
-            self.verdict = None
-            self.log_lines.clear()
-        elif isinstance(ev, ServerPhase):
-            self.phases.append(ev)
-        elif isinstance(ev, LogLine):
-            self.log_lines.append(visible(ev.text, tab=" "))
-        elif isinstance(ev, HealthChange):
-            self.health = ev.status
-        elif isinstance(ev, GroupChange):
-            self.pids = ev.pids
-        elif isinstance(ev, Verdict):
-            self.verdict = ev
-            self.phases = list(ev.phases)
-            self.state = ev.verdict
-            self.post_message(self.ServerEvent(ev.verdict))
-        elif isinstance(ev, StopResult):
-            self.state = "stopped" if ev.stopped else "failed"
-            self.message = ev.message
-            if ev.stopped:
-                self.pids, self.health = [], None
-                self.known.pop(ev.profile, None)
-            self.post_message(self.ServerEvent("stopped"))
-        self._dirty = True
+        elif isinstance(ev, StopResult) and ev.stopped:
+            self.known.pop(ev.profile, None)
+        self._announce(change)
 
     def apply_status(self, st: startup.ServerStatus) -> None:
         """Fold what `status` found on open into the pane: a running server shows RUNNING (READY
         when healthy) with its PID and log, without a launch or an attach (nothing is written)."""
-        self.reset_run("idle")
-        if st.state == "running" and st.record is not None:
-            self.record, self.pids, self.health, self.found = st.record, list(st.pids), st.health, st
+        change = self.mon.apply_status(st)
+        if self.mon.found is not None and st.record is not None:
             self._remember(st.record)
-            self.state = "ready" if st.health == 200 else "running"
-            if self.state == "ready":
-                self.post_message(self.ServerEvent("ready"))
-        elif st.state == "exited" and st.record is not None:
-            self.message = f"the last server (PID {st.record.pid}) is gone: it exited or was killed"
-        if self.state == "idle" and st.port_holder is not None and st.port_holder.listening:
-            self.message = (self.message + "\n" if self.message else "") + st.port_holder.describe()
+        self._announce(change)
+
+    def _announce(self, change: StateChanged | None) -> None:
+        if change is not None:
+            self.post_message(self.ServerStateChanged(change.state, change.record))
         self._dirty = True
 
-    def _remember(self, record: Any) -> None:
-        host = self.ctx.selected or getattr(self.ctx.remote(), "name", "") or record.host
+    def _remember(self, record: ServerRecord) -> None:
+        remote = self.ctx.remote()
+        host = self.ctx.selected or (remote.name if remote is not None else "") or record.host
         path = str(self.ctx.profile_path) if self.ctx.profile_path else None
         self.known[record.profile] = RunningServer(host, record.profile, path, record.pid, record.port)
 
@@ -185,16 +183,10 @@ class StartupPane(StartupView, Pane):
     def server_alive(self) -> bool:
         """The shown server is (as far as the pane knows) alive: a failed startup only while its
         processes are still there."""
-        return self.state in ("ready", "running", "starting", "stopping") or (
-            self.state == "failed" and bool(self.pids)
-        )
+        return self.mon.alive()
 
     def elapsed(self) -> float | None:
-        if self.verdict is not None:
-            return self.verdict.elapsed_s
-        if self.record is None:
-            return None
-        return max(0.0, self.clock() - self.record.started_at)
+        return self.mon.elapsed(self.clock())
 
     # -- rendering ------------------------------------------------------------------------------
 
@@ -203,7 +195,7 @@ class StartupPane(StartupView, Pane):
             self.render_view()
 
     def _tick(self) -> None:
-        if self.state == "starting" or self.found is not None:  # elapsed / uptime move on
+        if self.state is ServerState.STARTING or self.found is not None:  # elapsed / uptime move on
             self._dirty = True
 
     def render_view(self) -> None:
@@ -221,7 +213,7 @@ class StartupPane(StartupView, Pane):
 
     # -- actions --------------------------------------------------------------------------------
 
-    def _ready_to_act(self) -> Any:
+    def _ready_to_act(self) -> Remote | None:
         remote = self.ctx.remote()
         if remote is None:
             self.notify("no host connected", severity="error")
@@ -240,7 +232,7 @@ class StartupPane(StartupView, Pane):
     def _confirmed(self, action: str, what: str) -> bool:
         """A running server costs minutes to bring back: stop/restart need a second press within
         CONFIRM_S (the key, or the palette entry again; the palette goes through here too)."""
-        if self.state in NOTHING_RUNNING:
+        if self.mon.nothing_running():
             return True
         now = time.monotonic()
         last = self._armed.get(action)
@@ -253,10 +245,10 @@ class StartupPane(StartupView, Pane):
 
     def confirm_text(self, action: str, what: str) -> str:
         binding = next((b for b in self.BINDINGS if isinstance(b, Binding) and b.action == action), None)
-        keys = getattr(self.app, "_keymap", {}).get(binding.id, binding.key) if binding else action
-        key = keys.split(",")[0]
+        key = (self.ctx.keys_of(binding) or [binding.key])[0] if binding else action
         again = f"press {key} again" + (" (or pick it in the palette again)" if self.from_palette else "")
-        return f"{again} within {self.CONFIRM_S:.0f} s to {what} {self.profile.name}"
+        name = self.profile.name if self.profile is not None else "?"
+        return f"{again} within {self.CONFIRM_S:.0f} s to {what} {name}"
 
     def action_restart(self) -> None:
         if self._ready_to_act() is not None and self._confirmed("restart", "restart"):
@@ -276,14 +268,16 @@ class StartupPane(StartupView, Pane):
         if remote is None:  # _ready_to_act said so already
             return
         profile = self.profile
+        if profile is None:  # _ready_to_act said so already
+            return
         journal = self.ctx.journal
         self.load_history()
         try:
             if mode == "restart":
-                self.state = "stopping"
+                self.mon.state = ServerState.STOPPING
                 self._dirty = True
                 self.apply(await startup.stop(remote, profile, journal=journal))
-            self.reset_run("launching")
+            self.reset_run(ServerState.LAUNCHING)
             if mode == "attach":
                 if self.ctx.readonly:  # observe the driver's server: its record is read, nothing written
                     journal, record = None, await observe(remote, profile)
@@ -297,111 +291,90 @@ class StartupPane(StartupView, Pane):
             async for ev in events:
                 self.apply(ev)
             self.load_history()
-            if self.state == "ready" and self.record is not None:
+            if self.state is ServerState.READY and self.record is not None:
                 await self._monitor(remote, self.record, profile)
         except startup.LaunchRefused as exc:
-            self.state = "idle"
-            self.message = str(exc)
+            self.mon.state = ServerState.IDLE
+            self.mon.message = str(exc)
             self.notify(str(exc), severity="error")
             if exc.record is not None:  # the profile's server already runs: show it as if found
                 self.call_later(self.recognise)
         except Exception as exc:
-            self.state = "failed" if self.state in ("launching", "starting") else self.state
-            self.message = describe_error(exc)
+            if self.state in (ServerState.LAUNCHING, ServerState.STARTING):
+                self.mon.state = ServerState.FAILED
+            self.mon.message = describe_error(exc)
             self.notify(f"{mode} failed: {describe_error(exc)}", severity="error")
         finally:
             self._dirty = True
 
-    def server_event(self, kind: str) -> None:
+    def profile_changed(self, profile: Profile) -> None:
         """Another profile was picked: this pane's phases and verdict belonged to the old one."""
-        if kind == "profile":
-            self.workers.cancel_group(self, "startup-run")
-            if self.record is not None and not self.server_alive():
-                self.known.pop(self.record.profile, None)  # only live servers are worth the quit note
-            self.reset_run("idle")
-            self.log_lines.clear()
-            self.pids, self.health = [], None
-            self.load_history()
-            self.recognise()
+        self.workers.cancel_group(self, "startup-run")
+        if self.record is not None and not self.server_alive():
+            self.known.pop(self.record.profile, None)  # only live servers are worth the quit note
+        self.reset_run(ServerState.IDLE)
+        self.mon.log_lines.clear()
+        self.load_history()
+        self.recognise()
 
     def recognise(self) -> None:
         """Is the profile's server already running (state record + liveness + health)?  Asked on
         open and after a profile switch, through core `status`: reads only, so a read-only seat
         may ask too, and nothing is journaled."""
-        if self.profile is None or self.ctx.remote() is None or self.state != "idle":
+        if self.profile is None or self.ctx.remote() is None or self.state is not ServerState.IDLE:
             return  # a launch (the demo's, or a quick key) already runs: it knows better
-        self.reset_run("checking")
+        self.reset_run(ServerState.CHECKING)
         self._recognise()
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _recognise(self) -> None:
         remote, profile = self.ctx.remote(), self.profile
-        if remote is None:
+        if remote is None or profile is None:
             return
         try:
             await remote.wait_connected(CONNECT_WAIT_S)
             st = await startup.status(remote, profile)
         except Exception as exc:  # a down host is the header's news; the pane just cannot tell
-            if self.state == "checking":
-                self.reset_run("idle")
-                self.message = f"could not check for a running server: {describe_error(exc)}"
+            if self.state is ServerState.CHECKING:
+                self.reset_run(ServerState.IDLE)
+                self.mon.message = f"could not check for a running server: {describe_error(exc)}"
             return
         if profile is not self.profile:
             return
         self.apply_status(st)
-        if self.state in ("ready", "running") and self.record is not None:
+        if self.state in (ServerState.READY, ServerState.RUNNING) and self.record is not None:
             await self._monitor(remote, self.record, profile)
 
     MONITOR_S = 3.0
 
-    async def _monitor(self, remote: Any, record: Any, profile: Any) -> None:
-        """After ready (or found running), keep watching: a server that dies later must not keep
-        saying READY, and one found still starting turns READY when its health answers."""
-        while self.state in ("ready", "running"):
-            await asyncio.sleep(self.MONITOR_S)
-            try:
-                pids, health = await startup.liveness(remote, record, profile)
-            except RemoteError:
-                continue  # connection trouble is the header's news; try again
-            if self.state not in ("ready", "running"):
-                return  # stopped or relaunched meanwhile
-            self.pids, self.health = pids, health
-            if not pids:
-                self.state = "exited"
-                self.found = None
+    async def _monitor(self, remote: Remote, record: ServerRecord, profile: Profile) -> None:
+        """After ready (or found running), keep watching (core's watch_liveness drives the monitor)."""
+        changes = watch_liveness(
+            self.mon, remote, record, profile, liveness=startup.liveness, interval=self.MONITOR_S
+        )
+        async for change in changes:
+            if change is not None and change.state is ServerState.EXITED:
                 self.known.pop(profile.name, None)
-                self.message = "the server's process group is gone (crashed or killed outside specdebug)"
                 self.notify(f"{profile.name}: server exited", severity="error")
-                self.post_message(self.ServerEvent("stopped"))
-            elif self.state == "running" and health == 200:
-                self.state = "ready"
-                self.post_message(self.ServerEvent("ready"))
-            self._dirty = True
+            self._announce(change)
 
-    def reset_run(self, state: str) -> None:
-        self.found = None
-        self.record = None
-        self.phases = []
-        self.verdict = None
-        self.health = None
-        self.pids = []
-        self.message = ""
-        self.state = state
+    def reset_run(self, state: ServerState) -> None:
+        self.mon.reset_run(state)
         self._dirty = True
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _stop(self) -> None:
-        self.state = "stopping"
+        self.mon.state = ServerState.STOPPING
         self._dirty = True
         try:
-            remote = self.ctx.remote()
-            if remote is None:  # _ready_to_act said so already
+            remote, profile = self.ctx.remote(), self.profile
+            if remote is None or profile is None:  # _ready_to_act said so already
                 return
-            result = await startup.stop(remote, self.profile, journal=self.ctx.journal)
+            result = await startup.stop(remote, profile, journal=self.ctx.journal)
             self.apply(result)
             self.notify(result.message, severity="information" if result.stopped else "error")
         except Exception as exc:
-            self.state = "failed"
+            self.mon.state = ServerState.FAILED
             self.notify(f"stop failed: {describe_error(exc)}", severity="error")
         finally:
             self._dirty = True

@@ -5,17 +5,31 @@ the pane's state (a mixin, so the pane module keeps only state and actions).  Lo
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
+from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
+from specdebug.core.startup import Clock, ServerState, StartupHistory
+from specdebug.core.startup.monitor import ServerMonitor
 
 EXPECTED_PHASES = {
     "sglang": ["launch", "args", "load_weights", "kv_cache", "cuda_graph", "http_server", "warmup", "ready"],
     "vllm": ["launch", "args", "engine_init", "load_weights", "kv_cache", "http_server", "ready"],
     "custom": ["launch", "ready"],
+}
+
+STATE_STYLE = {
+    ServerState.READY: "bold green",
+    ServerState.FAILED: "bold red",
+    ServerState.STARTING: "bold yellow",
+    ServerState.LAUNCHING: "yellow",
+    ServerState.STOPPING: "yellow",
+    ServerState.STOPPED: "dim",
+    ServerState.EXITED: "bold red",
+    ServerState.RUNNING: "bold yellow",
+    ServerState.CHECKING: "dim",
 }
 
 
@@ -31,17 +45,13 @@ def _fmt_s(seconds: float | None) -> str:
 class StartupView:
     """Rendering of StartupPane's state (state, record, phases, verdict, history, found...)."""
 
-    state: str
-    record: Any
-    phases: list
-    verdict: Any
-    health: int | None
-    pids: list[int]
-    message: str
-    history: Any
-    found: Any
-    clock: Any
-    profile: Any
+    mon: ServerMonitor
+    history: StartupHistory | None
+    clock: Clock
+
+    @property
+    def profile(self) -> Profile | None:  # provided by the pane
+        raise NotImplementedError
 
     def elapsed(self) -> float | None:  # provided by the pane
         raise NotImplementedError
@@ -52,45 +62,37 @@ class StartupView:
             text.append("no profile: start specdebug with -c PROFILE", style="yellow")
             return text
         text.append(self.profile.name, style="bold cyan")
-        port = self.record.port if self.record is not None else self.profile.server.port
+        port = self.mon.record.port if self.mon.record is not None else self.profile.server.port
         text.append(f"  port {port}  ")
-        style = {
-            "ready": "bold green",
-            "failed": "bold red",
-            "starting": "bold yellow",
-            "launching": "yellow",
-            "stopping": "yellow",
-            "stopped": "dim",
-            "exited": "bold red",
-            "running": "bold yellow",
-            "checking": "dim",
-        }.get(self.state, "dim")
-        text.append(self.state.upper(), style=style)
+        style = STATE_STYLE.get(self.mon.state, "dim")
+        text.append(self.mon.state.upper(), style=style)
         elapsed = self.elapsed()
-        if self.found is not None and elapsed is not None:
+        if self.mon.found is not None and elapsed is not None:
             text.append(f"  up {_fmt_s(elapsed)}  (found running, not launched from this screen)")
         elif elapsed is not None:
             text.append(f"  elapsed {_fmt_s(elapsed)}")
         if self.history is not None:
-            if self.state == "starting" and elapsed is not None:
+            if self.mon.state is ServerState.STARTING and elapsed is not None:
                 text.append(f"  ETA {_fmt_s(self.history.eta(elapsed))}", style="cyan")
             text.append(
                 f"  (usually {_fmt_s(self.history.expected_total_s)} over {self.history.runs} "
                 f"run{'s' if self.history.runs != 1 else ''})",
                 style="dim",
             )
-        if self.record is not None:
-            text.append(f"\nPID {self.record.pid}  PGID {self.record.pgid}  processes {len(self.pids)}  ")
-            text.append(f"health {self.health if self.health is not None else '-'}  ")
-            text.append(f"log {self.record.log_file}", style="dim")
-        elif self.state == "idle":
+        if self.mon.record is not None:
+            text.append(
+                f"\nPID {self.mon.record.pid}  PGID {self.mon.record.pgid}  processes {len(self.mon.pids)}  "
+            )
+            text.append(f"health {self.mon.health if self.mon.health is not None else '-'}  ")
+            text.append(f"log {self.mon.record.log_file}", style="dim")
+        elif self.mon.state is ServerState.IDLE:
             text.append("\nl launch  a attach  s stop  R restart", style="dim")
-        elif self.state == "checking":
+        elif self.mon.state is ServerState.CHECKING:
             text.append("\nchecking whether this profile's server is already running…", style="dim")
         return text
 
     def phases_view(self) -> Table | Text:
-        if self.found is not None:
+        if self.mon.found is not None:
             return Text(
                 "phases not watched: found already running\n(a attaches and replays them from its log)",
                 style="dim",
@@ -105,20 +107,20 @@ class StartupView:
         table.add_column("took", justify="right", min_width=7)
         table.add_column("usually at", justify="right", min_width=7)
         kind = self.profile.server.kind if self.profile is not None else "custom"
-        seen = {p.name: p for p in self.phases}
-        names = [p.name for p in self.phases]
+        seen = {p.name: p for p in self.mon.phases}
+        names = [p.name for p in self.mon.phases]
         expected = list(self.history.phase_starts) if self.history else EXPECTED_PHASES.get(kind, [])
         for name in expected:
             if name not in seen:
                 names.append(name)
         if "ready" in names:  # ready always last
             names = [n for n in names if n != "ready"] + ["ready"]
-        current = self.phases[-1].name if self.phases else None
+        current = self.mon.phases[-1].name if self.mon.phases else None
         for i, name in enumerate(names):
             p = seen.get(name)
             usual = self.history.phase_starts.get(name) if self.history else None
             if p is None:
-                if self.verdict is not None and self.verdict.verdict == "ready":
+                if self.mon.verdict is not None and self.mon.verdict.verdict == "ready":
                     continue  # this server never printed that milestone
                 table.add_row(
                     Text("·", style="dim"), Text(name, style="dim"), "", "", Text(_fmt_s(usual), style="dim")
@@ -127,14 +129,16 @@ class StartupView:
             nxt = next((seen[n] for n in names[i + 1 :] if n in seen), None)
             if nxt is not None:
                 took: float | None = nxt.at - p.at
-            elif self.verdict is not None:
-                took = self.verdict.at - p.at if name != "ready" else None
+            elif self.mon.verdict is not None:
+                took = self.mon.verdict.at - p.at if name != "ready" else None
             else:
-                took = self.clock() - p.at if self.state == "starting" else None
-            failed_here = self.verdict is not None and self.verdict.verdict == "failed" and name == current
+                took = self.clock() - p.at if self.mon.state is ServerState.STARTING else None
+            failed_here = (
+                self.mon.verdict is not None and self.mon.verdict.verdict == "failed" and name == current
+            )
             if failed_here:
                 mark = Text("✗", style="bold red")
-            elif name == current and self.state == "starting":
+            elif name == current and self.mon.state is ServerState.STARTING:
                 mark = Text("▶", style="bold yellow")
             else:
                 mark = Text("✓", style="green")
@@ -144,23 +148,28 @@ class StartupView:
         return table
 
     def verdict_text(self) -> Text:
-        v = self.verdict
+        v = self.mon.verdict
         text = Text(no_wrap=True, overflow="ellipsis")
-        if v is None and self.found is not None and self.record is not None:
-            launched = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.record.started_at))
-            how = "attached" if self.record.attached else "launched"
-            if self.state == "ready":
+        if v is None and self.mon.found is not None and self.mon.record is not None:
+            launched = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.mon.record.started_at))
+            how = "attached" if self.mon.record.attached else "launched"
+            if self.mon.state is ServerState.READY:
                 text.append("READY", style="bold green")
-            elif self.state == "running":
+            elif self.mon.state is ServerState.RUNNING:
                 text.append("RUNNING", style="bold yellow")
-                text.append(f", health {self.health or 'not answering'} (still starting?)")
+                text.append(f", health {self.mon.health or 'not answering'} (still starting?)")
             else:
-                text.append(self.state.upper(), style="bold")
+                text.append(self.mon.state.upper(), style="bold")
             text.append(f"\n{how} by specdebug at {launched}", style="dim")
             return text
         if v is None:
-            if self.message:
-                text.append(self.message)
+            if self.mon.message:
+                text.append(self.mon.message)
+            if self.mon.log_problem is not None:  # health alone may still make it ready: say why no log
+                text.append(
+                    ("\n" if self.mon.message else "") + "cannot read the server log: ", style="yellow"
+                )
+                text.append(visible(self.mon.log_problem))
             return text
         if v.verdict == "ready":
             text.append(f"READY after {_fmt_s(v.elapsed_s)}", style="bold green")

@@ -8,10 +8,45 @@ the pane only gathers the facts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from rich.text import Text
 
-__all__ = ["LogsStatus", "status_text"]
+__all__ = ["FOLLOW_STATE", "FollowState", "LogsStatus", "status_text"]
+
+
+class FollowState(StrEnum):
+    """Where the pane's follow of a log stands (shown in the status line)."""
+
+    IDLE = "idle"
+    STARTING = "starting"
+    FOLLOWING = "following"
+    WAITING = "waiting"
+    RECONNECTING = "reconnecting"
+    ENDED = "ended"
+    ERROR = "error"
+    STOPPED = "stopped"
+
+    @property
+    def busy(self) -> bool:
+        """Following (or about to): a new server's log must not take the view over."""
+        return self in (
+            FollowState.STARTING,
+            FollowState.FOLLOWING,
+            FollowState.WAITING,
+            FollowState.RECONNECTING,
+        )
+
+
+# follow events (core/logs/follow.py kinds) that change the pane's state
+FOLLOW_STATE = {
+    "opened": FollowState.FOLLOWING,
+    "resumed": FollowState.FOLLOWING,
+    "missing": FollowState.WAITING,
+    "reconnecting": FollowState.RECONNECTING,
+    "ended": FollowState.ENDED,
+    "error": FollowState.ERROR,
+}
 
 NO_LOG = "no log (f: follow profile log, o: open path)"
 STATE_STYLE = {
@@ -28,7 +63,7 @@ class LogsStatus:
     """The facts the status line shows; `paused` is the pending count while paused, else None."""
 
     where: str | None  # host:path, or the path alone
-    state: str
+    state: FollowState
     paused: int | None
     matches: int
     dropped: int

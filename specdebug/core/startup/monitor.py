@@ -1,0 +1,167 @@
+"""What a front end knows about the profile's server, and the liveness watch after ready.
+
+The startup pane used to hold this state machine and its monitor loop; a bisection run (or a
+second seat) needs the same without a screen.  `ServerMonitor` is pure (no I/O, time passed in):
+startup events, a found status, stop results and liveness answers go in; the state and the
+changes worth telling others come out.  `watch_liveness` is its async driver after ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from specdebug.core.profiles import Profile
+from specdebug.core.sanitize import visible
+from specdebug.core.server_control import ServerStatus, StopResult
+from specdebug.core.servers import ServerRecord
+from specdebug.core.startup.events import (
+    NOTHING_RUNNING,
+    GroupChange,
+    HealthChange,
+    Launched,
+    LogLine,
+    LogProblem,
+    ServerPhase,
+    ServerState,
+    StartupEvent,
+    Verdict,
+)
+from specdebug.remote.api import Remote, RemoteError
+
+LOG_LINES_KEPT = 500
+MONITOR_S = 3.0
+EXITED_MESSAGE = "the server's process group is gone (crashed or killed outside specdebug)"
+
+Liveness = Callable[[Remote, ServerRecord, Profile], Awaitable[tuple[list[int], int | None]]]
+
+
+@dataclass(frozen=True)
+class StateChanged:
+    """A change other front ends must hear of (they refollow logs, recheck workers...)."""
+
+    state: ServerState
+    record: ServerRecord | None
+
+
+class ServerMonitor:
+    """The profile's server as one front end sees it: folded from events, never from a screen."""
+
+    def __init__(self) -> None:
+        self.log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
+        self.reset_run(ServerState.IDLE)
+
+    def reset_run(self, state: ServerState) -> None:
+        """A new run (or none): forget the last one's record, phases and verdict."""
+        self.state = state
+        self.record: ServerRecord | None = None
+        self.found: ServerStatus | None = None  # running when we looked: not watched from launch
+        self.phases: list[ServerPhase] = []
+        self.verdict: Verdict | None = None
+        self.health: int | None = None
+        self.pids: list[int] = []
+        self.message = ""
+        self.log_problem: str | None = None
+
+    # inputs ---------------------------------------------------------------------------------
+
+    def apply(self, ev: StartupEvent | StopResult) -> StateChanged | None:
+        """Fold one core event in; returns the change to announce, if any."""
+        if isinstance(ev, Launched):
+            self.record, self.found, self.verdict, self.log_problem = ev.record, None, None, None
+            self.state = ServerState.STARTING
+            self.phases = [ServerPhase(name="launch", at=ev.record.started_at, elapsed_s=0.0)]
+            self.log_lines.clear()
+        elif isinstance(ev, ServerPhase):
+            self.phases.append(ev)
+        elif isinstance(ev, LogLine):
+            self.log_lines.append(visible(ev.text, tab=" "))
+        elif isinstance(ev, LogProblem):
+            self.log_problem = ev.detail
+        elif isinstance(ev, HealthChange):
+            self.health = ev.status
+        elif isinstance(ev, GroupChange):
+            self.pids = ev.pids
+        elif isinstance(ev, Verdict):
+            self.verdict = ev
+            self.phases = list(ev.phases)
+            self.state = ServerState(ev.verdict)
+            return StateChanged(self.state, self.record)
+        elif isinstance(ev, StopResult):
+            self.state = ServerState.STOPPED if ev.stopped else ServerState.FAILED
+            self.message = ev.message
+            if ev.stopped:
+                self.pids, self.health = [], None
+            return StateChanged(self.state, self.record)
+        return None
+
+    def apply_status(self, st: ServerStatus) -> StateChanged | None:
+        """What `status` found: a running server is RUNNING (READY when healthy) with its PID and
+        log, without a launch or an attach (nothing is written)."""
+        self.reset_run(ServerState.IDLE)
+        if st.state == "running" and st.record is not None:
+            self.record, self.pids, self.health, self.found = st.record, list(st.pids), st.health, st
+            self.state = ServerState.READY if st.health == 200 else ServerState.RUNNING
+        elif st.state == "exited" and st.record is not None:
+            self.message = f"the last server (PID {st.record.pid}) is gone: it exited or was killed"
+        if self.state is ServerState.IDLE and st.port_holder is not None and st.port_holder.listening:
+            self.message = (self.message + "\n" if self.message else "") + st.port_holder.describe()
+        return StateChanged(self.state, self.record) if self.state is ServerState.READY else None
+
+    def liveness(self, pids: list[int], health: int | None) -> StateChanged | None:
+        """One liveness answer after ready (or found running)."""
+        if self.state not in (ServerState.READY, ServerState.RUNNING):
+            return None  # stopped or relaunched meanwhile
+        self.pids, self.health = pids, health
+        if not pids:
+            self.state, self.found = ServerState.EXITED, None
+            self.message = EXITED_MESSAGE
+            return StateChanged(self.state, self.record)
+        if self.state is ServerState.RUNNING and health == 200:
+            self.state = ServerState.READY
+            return StateChanged(self.state, self.record)
+        return None
+
+    # questions ------------------------------------------------------------------------------
+
+    def nothing_running(self) -> bool:
+        return self.state in NOTHING_RUNNING
+
+    def alive(self) -> bool:
+        """As far as we know the server is alive: a failed startup only while its processes are there."""
+        return self.state in (
+            ServerState.READY,
+            ServerState.RUNNING,
+            ServerState.STARTING,
+            ServerState.STOPPING,
+        ) or (self.state is ServerState.FAILED and bool(self.pids))
+
+    def elapsed(self, now: float) -> float | None:
+        if self.verdict is not None:
+            return self.verdict.elapsed_s
+        if self.record is None:
+            return None
+        return max(0.0, now - self.record.started_at)
+
+
+async def watch_liveness(
+    monitor: ServerMonitor,
+    remote: Remote,
+    record: ServerRecord,
+    profile: Profile,
+    *,
+    liveness: Liveness,
+    interval: float = MONITOR_S,
+) -> AsyncIterator[StateChanged | None]:
+    """After ready (or found running), keep asking: a server that dies later must not keep saying
+    READY, and one found still starting turns READY when its health answers.  Yields after each
+    answer (the change, or None) while the monitor says ready or running."""
+    while monitor.state in (ServerState.READY, ServerState.RUNNING):
+        await asyncio.sleep(interval)
+        try:
+            pids, health = await liveness(remote, record, profile)
+        except RemoteError:
+            continue  # connection trouble is the header's news; try again
+        yield monitor.liveness(pids, health)

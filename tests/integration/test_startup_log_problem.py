@@ -1,0 +1,64 @@
+"""A server log that cannot be followed ends the startup watch with a reason naming the log, at once
+(not a timeout minutes later): the real sshd, the Follower's agent on the box (this machine)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from specdebug.core import startup
+from specdebug.core.servers import ServerRecord
+from tests.simprofiles import sim_profile
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def group():
+    """A process group of our own that stays alive (so the verdict is about the log, not an exit)."""
+    proc = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    yield proc
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(5)
+
+
+def record(profile, proc, log_file: str) -> ServerRecord:
+    return ServerRecord(
+        profile=profile.name,
+        pid=proc.pid,
+        pgid=proc.pid,
+        port=profile.server.port,
+        log_file=log_file,
+        log_offset=0,
+        started_at=time.time(),
+    )
+
+
+async def verdict_for(remote, profile, rec) -> tuple[startup.Verdict, list]:
+    events = [ev async for ev in startup.watch(remote, rec, profile, timeout_s=60)]
+    verdict = events[-1]
+    assert isinstance(verdict, startup.Verdict)
+    return verdict, events
+
+
+@pytest.mark.parametrize("where", ["missing-dir", "directory"])
+async def test_unreadable_log_is_the_reason(remote, tmp_path: Path, group, where: str) -> None:
+    profile = sim_profile(tmp_path, f"logproblem-{where}")
+    if where == "missing-dir":
+        log = str(tmp_path / "no-such-dir" / "server.log")
+    else:
+        log = str(tmp_path / "a-directory")
+        os.mkdir(log)
+    t0 = time.monotonic()
+    verdict, events = await verdict_for(remote, profile, record(profile, group, log))
+    assert verdict.verdict == "failed" and verdict.error_kind == "log_unreadable"
+    assert log in (verdict.reason or "")
+    assert ("no such file" if where == "missing-dir" else "not a regular file") in (verdict.reason or "")
+    problems = [ev for ev in events if isinstance(ev, startup.LogProblem)]
+    assert problems and problems[0].path == log
+    assert time.monotonic() - t0 < 30  # well before the 60 s timeout

@@ -1,0 +1,163 @@
+"""The pure server monitor (core.startup.monitor) and the tracker's log-problem rule: events in,
+state and announced changes out, time passed in."""
+
+from __future__ import annotations
+
+import asyncio
+
+from specdebug.core.server_control import ServerStatus, StopResult
+from specdebug.core.servers import ServerRecord
+from specdebug.core.startup import (
+    GroupChange,
+    HealthChange,
+    Launched,
+    LogLine,
+    LogProblem,
+    ServerPhase,
+    ServerState,
+    StartupTracker,
+    Verdict,
+)
+from specdebug.core.startup.monitor import EXITED_MESSAGE, ServerMonitor, watch_liveness
+
+T0 = 1_700_000_000.0
+
+
+def record() -> ServerRecord:
+    return ServerRecord(profile="p", pid=42, pgid=42, port=30000, log_file="/l/server.log", started_at=T0)
+
+
+def status(health: int | None, state: str = "running") -> ServerStatus:
+    return ServerStatus(profile="p", state=state, record=record(), pids=[42, 43], port=30000, health=health)  # type: ignore[arg-type]
+
+
+def test_launch_to_ready_announces_once() -> None:
+    mon = ServerMonitor()
+    assert mon.state is ServerState.IDLE and mon.nothing_running()
+    assert mon.apply(Launched(record=record())) is None
+    assert mon.state is ServerState.STARTING and [p.name for p in mon.phases] == ["launch"]
+    mon.apply(ServerPhase(name="load_weights", at=T0 + 1, elapsed_s=1))
+    mon.apply(LogLine(text="hello\tworld", at=T0 + 1))
+    mon.apply(HealthChange(status=503, at=T0 + 1))
+    mon.apply(GroupChange(pids=[42, 43], at=T0 + 1))
+    assert list(mon.log_lines) == ["hello world"] and mon.health == 503 and mon.pids == [42, 43]
+    assert mon.elapsed(T0 + 5) == 5
+    change = mon.apply(Verdict(verdict="ready", elapsed_s=9, phases=mon.phases))
+    assert change is not None and change.state is ServerState.READY and change.record == record()
+    assert mon.state == "ready" and mon.elapsed(T0 + 100) == 9 and mon.alive()
+
+
+def test_failed_is_alive_only_with_processes() -> None:
+    mon = ServerMonitor()
+    mon.apply(Launched(record=record()))
+    mon.apply(GroupChange(pids=[42], at=T0 + 1))
+    mon.apply(Verdict(verdict="failed", reason="boom"))
+    assert mon.state is ServerState.FAILED and mon.alive() and mon.nothing_running()
+    mon.apply(GroupChange(pids=[], at=T0 + 2))
+    assert not mon.alive()
+
+
+def test_log_problem_is_kept() -> None:
+    mon = ServerMonitor()
+    mon.apply(LogProblem(path="/l/server.log", detail="no such file", at=T0))
+    assert mon.log_problem == "no such file"
+
+
+def test_stop_result() -> None:
+    mon = ServerMonitor()
+    mon.apply(Launched(record=record()))
+    change = mon.apply(StopResult(profile="p", stopped=True, message="stopped p"))
+    assert change is not None and change.state is ServerState.STOPPED
+    assert mon.pids == [] and mon.message == "stopped p"
+    change = mon.apply(StopResult(profile="p", stopped=False, message="still there"))
+    assert change is not None and change.state is ServerState.FAILED
+
+
+def test_found_running_then_ready_then_exited() -> None:
+    mon = ServerMonitor()
+    assert mon.apply_status(status(None)) is None  # running, health not answering: nothing to announce
+    assert mon.state is ServerState.RUNNING and mon.found is not None and mon.pids == [42, 43]
+    assert mon.liveness([42], 503) is None
+    change = mon.liveness([42], 200)
+    assert change is not None and change.state is ServerState.READY
+    change = mon.liveness([], None)
+    assert change is not None and change.state is ServerState.EXITED
+    assert mon.message == EXITED_MESSAGE and mon.found is None
+    assert mon.liveness([], None) is None  # no longer watched
+
+
+def test_found_healthy_announces_ready_and_exited_record_says_gone() -> None:
+    mon = ServerMonitor()
+    change = mon.apply_status(status(200))
+    assert change is not None and change.state is ServerState.READY
+    mon.apply_status(status(None, state="exited"))
+    assert mon.state is ServerState.IDLE and "is gone" in mon.message
+
+
+async def test_watch_liveness_drives_the_monitor() -> None:
+    answers = iter([([42], 200), ([], None)])
+
+    async def liveness(remote, rec, profile):
+        return next(answers)
+
+    mon = ServerMonitor()
+    mon.apply_status(status(None))
+    seen = [
+        c.state if c else None
+        async for c in watch_liveness(mon, None, record(), None, liveness=liveness, interval=0.01)  # type: ignore[arg-type]
+    ]
+    assert seen == [ServerState.READY, ServerState.EXITED]
+    assert await asyncio.wait_for(_drained(mon), 1) is None
+
+
+async def _drained(mon: ServerMonitor) -> None:
+    async for _ in watch_liveness(mon, None, record(), None, liveness=None, interval=0.01):  # type: ignore[arg-type]
+        raise AssertionError("an exited server is not watched")
+
+
+def tracker(require_ready_line: bool = True) -> StartupTracker:
+    return StartupTracker(
+        kind="sglang",
+        started_at=T0,
+        timeout_s=60,
+        require_ready_line=require_ready_line,
+        profile="p",
+        pid=42,
+        pgid=42,
+        log_file="/no/such/dir/server.log",
+    )
+
+
+def test_unreadable_log_fails_at_once_when_the_ready_line_is_needed() -> None:
+    t = tracker()
+    events = t.log_unreadable("no such file", T0 + 0.5)
+    problem, verdict = events
+    assert isinstance(problem, LogProblem) and problem.path == "/no/such/dir/server.log"
+    assert isinstance(verdict, Verdict) and verdict.verdict == "failed"
+    assert verdict.error_kind == "log_unreadable"
+    assert "/no/such/dir/server.log" in (verdict.reason or "") and "no such file" in (verdict.reason or "")
+    assert verdict.pid == 42 and verdict.profile == "p"  # typed identity fields reach the verdict
+    assert t.log_unreadable("no such file", T0 + 1) == []  # said once
+
+
+def test_unreadable_log_without_ready_line_names_it_in_the_timeout() -> None:
+    t = tracker(require_ready_line=False)
+    assert [type(e) for e in t.log_unreadable("Permission denied", T0)] == [LogProblem]
+    (verdict,) = t.tick(T0 + 61)
+    assert verdict.error_kind == "timeout" and "unreadable: Permission denied" in (verdict.reason or "")
+
+
+def test_startup_view_names_an_unreadable_log_before_the_verdict() -> None:
+    from specdebug.tui.panes.startup_view import StartupView
+
+    class View(StartupView):
+        def __init__(self) -> None:
+            self.mon = ServerMonitor()
+            self.history = None
+            self.clock = lambda: T0
+
+    view = View()
+    view.mon.apply(Launched(record=record()))
+    assert "cannot read" not in view.verdict_text().plain
+    view.mon.apply(LogProblem(path="/l/server.log", detail="Permission denied", at=T0))
+    assert "cannot read the server log: Permission denied" in view.verdict_text().plain
