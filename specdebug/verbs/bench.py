@@ -24,13 +24,13 @@ from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failur
 from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
 from specdebug.core.journal import Journal, resolve_session
 from specdebug.core.logs.patterns import ANSI_RE
-from specdebug.core.profiles import ProfileError, load_profile
 from specdebug.core.report import fmt
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import (
     VerbExit,
     add_host_args,
     err,
+    load_profile_or_exit,
     open_remote,
     out,
     positive_int,
@@ -78,11 +78,7 @@ async def cmd_bench(args: argparse.Namespace) -> int:
     if not args.host or not args.profile:
         err("bench needs HOST and -c PROFILE (or --parse FILE)")
         return 2
-    try:
-        profile = load_profile(args.profile)
-    except ProfileError as exc:
-        err(str(exc))
-        return 2
+    profile = load_profile_or_exit(args.profile, "bench")
     session = resolve_session(args.session, for_writing=True)
     journal = Journal(session) if session else None
     request = BenchRequest(

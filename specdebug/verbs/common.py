@@ -22,6 +22,7 @@ from specdebug.core.sanitize import visible
 from specdebug.remote.api import ConnState, ConnStatus, RemoteError
 
 if TYPE_CHECKING:
+    from specdebug.core.profiles import Profile
     from specdebug.remote.api import Connection
 
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
@@ -45,6 +46,19 @@ class VerbExit(Exception):
         super().__init__(message or f"exit {code}")
         self.code = code
         self.message = message
+
+
+def load_profile_or_exit(path: str, verb: str) -> Profile:
+    """The profile at `path`, or one `VERB: file:line: field: problem` line and exit 2 (usage error).
+
+    Every verb that takes -c PROFILE loads it through here, so a bad profile reads the same everywhere."""
+    from specdebug.core.profiles import ProfileError, load_profile
+
+    try:
+        return load_profile(path)
+    except (ProfileError, OSError) as exc:
+        err(f"{verb}: {exc}")
+        raise VerbExit(2, str(exc)) from exc
 
 
 def positive_int(text: str) -> int:

@@ -22,18 +22,18 @@ from specdebug.core.envcheck import (
     query_for_profile,
 )
 from specdebug.core.sanitize import visible
+from specdebug.remote.shell import is_env_name
 from specdebug.verbs.common import (
     VerbExit,
     add_host_args,
     err,
+    load_profile_or_exit,
     open_remote,
     out,
     print_json,
     progress,
     run_verb,
 )
-
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -74,21 +74,11 @@ def parse_expect(items: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
         name, sep, value = item.partition("=")
-        if not sep or not _NAME_RE.match(name):
+        if not sep or not is_env_name(name):
             err(f"env: --expect wants NAME=VALUE, got {item!r}")
             raise VerbExit(2)
         out[name] = value
     return out
-
-
-def _load_profile(path: str):
-    from specdebug.core.profiles import ProfileError, load_profile
-
-    try:
-        return load_profile(path)
-    except (ProfileError, OSError) as exc:
-        err(f"env: {exc}")
-        raise VerbExit(2) from exc
 
 
 @run_verb
@@ -100,7 +90,7 @@ async def run_env(args: argparse.Namespace) -> int:
         except re.error as exc:
             err(f"env: invalid --match regex: {exc}")
             raise VerbExit(2) from exc
-    profile = _load_profile(args.profile) if args.profile else None
+    profile = load_profile_or_exit(args.profile, "env") if args.profile else None
     if args.show_secrets:
         err("warning: --show-secrets prints secret-looking values (tokens, keys, passwords) in clear")
     prefixes = args.prefix or list(DEFAULT_PREFIXES)

@@ -11,10 +11,10 @@ import time
 
 from specdebug.core import startup
 from specdebug.core.journal import Journal
-from specdebug.core.profiles import Profile, ProfileError, load_profile
+from specdebug.core.profiles import Profile
 from specdebug.core.servers import ServerRecord
 from specdebug.remote.api import Remote
-from specdebug.verbs.common import VerbExit, err, open_remote, out, print_json, run_verb
+from specdebug.verbs.common import err, load_profile_or_exit, open_remote, out, print_json, run_verb
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,12 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_attach)
 
 
-def _profile(args: argparse.Namespace) -> Profile:
-    try:
-        return load_profile(args.profile)
-    except ProfileError as exc:
-        err(str(exc))
-        raise VerbExit(2, str(exc)) from exc
+def _profile(args: argparse.Namespace, verb: str) -> Profile:
+    return load_profile_or_exit(args.profile, verb)
 
 
 def _journal(args: argparse.Namespace) -> Journal:
@@ -147,14 +143,14 @@ async def _launch(args: argparse.Namespace, remote: Remote, profile: Profile, jo
 
 @run_verb
 async def cmd_launch(args: argparse.Namespace) -> int:
-    profile = _profile(args)
+    profile = _profile(args, "launch")
     async with open_remote(args) as remote:
         return await _launch(args, remote, profile, _journal(args))
 
 
 @run_verb
 async def cmd_restart(args: argparse.Namespace) -> int:
-    profile = _profile(args)
+    profile = _profile(args, "restart")
     async with open_remote(args) as remote:
         journal = _journal(args)
         result = await startup.stop(remote, profile, grace_s=args.grace, journal=journal)
@@ -167,7 +163,7 @@ async def cmd_restart(args: argparse.Namespace) -> int:
 
 @run_verb
 async def cmd_stop(args: argparse.Namespace) -> int:
-    profile = _profile(args)
+    profile = _profile(args, "stop")
     async with open_remote(args) as remote:
         result = await startup.stop(remote, profile, grace_s=args.grace, journal=_journal(args))
     if args.json:
@@ -179,7 +175,7 @@ async def cmd_stop(args: argparse.Namespace) -> int:
 
 @run_verb
 async def cmd_status(args: argparse.Namespace) -> int:
-    profile = _profile(args)
+    profile = _profile(args, "status")
     async with open_remote(args) as remote:
         st = await startup.status(remote, profile)
     if args.json:
@@ -191,7 +187,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
 
 @run_verb
 async def cmd_attach(args: argparse.Namespace) -> int:
-    profile = _profile(args)
+    profile = _profile(args, "attach")
     async with open_remote(args) as remote:
         journal = _journal(args)
         try:

@@ -15,8 +15,15 @@ import argparse
 import sys
 
 from specdebug.core.metrics import MetricsEvent, PromRates, describe_rates, watch_metrics
-from specdebug.core.profiles import ProfileError, load_profile
-from specdebug.verbs.common import add_host_args, err, open_remote, out, print_json, run_verb
+from specdebug.verbs.common import (
+    add_host_args,
+    err,
+    load_profile_or_exit,
+    open_remote,
+    out,
+    print_json,
+    run_verb,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -70,11 +77,7 @@ def _result(ev: MetricsEvent, host: str, port: int, since_start: PromRates | Non
 
 @run_verb
 async def cmd_metrics(args: argparse.Namespace) -> int:
-    try:
-        profile = load_profile(args.profile)
-    except (ProfileError, OSError) as exc:
-        err(f"metrics: {exc}")
-        return 2
+    profile = load_profile_or_exit(args.profile, "metrics")
     if args.count is not None and args.count < 1:
         err("metrics: --count must be at least 1")
         return 2

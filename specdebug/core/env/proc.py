@@ -9,8 +9,9 @@ import re
 
 from specdebug.core.env.model import EnvironState
 from specdebug.remote.api import FileRead
+from specdebug.remote.shell import ENV_NAME_RE
 
-_NAME_RE = re.compile(rb"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME_RE = re.compile(ENV_NAME_RE.pattern.encode())  # the one rule, on raw environ bytes
 # ---------------------------------------------------------------------------------------------
 # parsing /proc files
 
