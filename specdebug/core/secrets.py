@@ -21,7 +21,10 @@ import binascii
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specdebug.core.profiles import Profile
 
 #: Substrings (case-insensitive) that make a variable or flag name secret.
 SECRET_WORDS: tuple[str, ...] = (
@@ -149,13 +152,11 @@ def mask_argv(argv: Sequence[str], known: Iterable[str] = ()) -> list[str]:
     return out
 
 
-def profile_secrets(profile: Any) -> set[str]:
+def profile_secrets(profile: Profile | None) -> set[str]:
     """The secret values a profile knows: its server env (by name and inside values) and argv."""
-    server = getattr(profile, "server", None)
-    if server is None:
+    if profile is None:
         return set()
-    values = secret_values(dict(getattr(server, "env", {}) or {}))
-    return values | argv_secret_values(list(getattr(server, "argv", []) or []))
+    return secret_values(dict(profile.server.env)) | argv_secret_values(list(profile.server.argv))
 
 
 def secret_values(env: Mapping[str, str]) -> set[str]:
@@ -342,7 +343,7 @@ class Scrubber:
         self.add(values)
 
     @classmethod
-    def for_profile(cls, profile: Any, **kw: Any) -> Scrubber:
+    def for_profile(cls, profile: Profile | None, **kw: Any) -> Scrubber:
         """A scrubber that knows the profile's secret values (`profile_secrets`)."""
         return cls(profile_secrets(profile), **kw)
 

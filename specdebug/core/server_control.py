@@ -285,7 +285,8 @@ def _last_run_offset(data: bytes, kind: str) -> int:
     """Byte offset (within data) of the line where the latest server start begins, else of the first line."""
     from specdebug.core.logs.patterns import PACKS
 
-    rx = getattr(PACKS.get(kind), "restart_re", None)
+    pack = PACKS.get(kind)
+    rx = pack.restart_re if pack is not None else None
     best = 0
     if rx is None:
         return best

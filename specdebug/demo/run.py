@@ -124,7 +124,7 @@ def run_demo(
     sim_args: list[str] | None = None,
 ) -> int:
     from specdebug.tui.app import SpecdebugApp, load_keymap
-    from specdebug.tui.context import AppContext
+    from specdebug.tui.context import AppContext, BisectPreset
 
     started = time.time()
     workdir = Path(tempfile.mkdtemp(prefix="specdebug-demo-box-"))
@@ -168,8 +168,8 @@ def run_demo(
             app.autorun = ["startup.launch"]
         # the Bisect pane offers the story's bisection (its short benchmarks); what it launches is stopped at exit
         good, bad = find_example("eagle3-2step-nccl.toml"), find_example("eagle3-3step.toml")
-        app.bisect_preset = {"good": good, "bad": bad, "requests": 2, "output_len": 128}
-        app.launched_profiles = profiles
+        ctx.bisect_preset = BisectPreset(good, bad, {"requests": 2, "output_len": 128})
+        ctx.launched_profiles = profiles
         app.run()
     finally:
         for picked in profiles:

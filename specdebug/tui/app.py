@@ -13,7 +13,6 @@ import logging
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -138,8 +137,6 @@ class SpecdebugApp(App):
         self.pane_classes = panes if panes is not None else load_panes()
         self._unsubscribe: list[Callable[[], None]] = []  # status listeners, removed on unmount
         self.autorun: list[str] = []  # binding ids to run once mounted (the demo launches the sim)
-        self.bisect_preset: dict[str, Any] | None = None  # the demo offers the story's bisection
-        self.launched_profiles: list[Any] | None = None  # the demo stops them at exit
         self.still_running: list[RunningServer] = []  # servers left running at quit (printed after exit)
         if ctx.readonly:
             self.sub_title = "read-only"
@@ -149,7 +146,7 @@ class SpecdebugApp(App):
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         yield Static(id="status-line")
-        yield SeatsBar()  # shown only inside a `specdebug pair` session
+        yield SeatsBar(readonly=self.ctx.readonly)  # shown only inside a `specdebug pair` session
         yield JournalFollower(self.ctx)  # live updates from a journal kept on the box
         with TabbedContent(id="tabs"):
             for cls in self.pane_classes:

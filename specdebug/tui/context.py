@@ -22,6 +22,15 @@ if TYPE_CHECKING:
     from specdebug.remote.factory import HostKeyPrompt
 
 
+@dataclass(frozen=True)
+class BisectPreset:
+    """A bisection the Bisect pane offers ready to start: its good and bad profiles, short benchmarks."""
+
+    good: Path
+    bad: Path
+    bench: dict[str, int] = field(default_factory=dict)  # BisectOptions fields: requests, output_len, ...
+
+
 @dataclass
 class AppContext:
     remotes: dict[str, Connection] = field(
@@ -39,6 +48,9 @@ class AppContext:
     # the remotes decide alone, e.g. refuse unknown keys)
     host_key_prompt: HostKeyPrompt | None = None
     keymap: Mapping[str, str] = field(default_factory=dict)  # binding id -> keys (the user's keymap)
+    bisect_preset: BisectPreset | None = None  # the demo offers the story's bisection in pane 6
+    # every profile whose server this session may have started (the demo stops them at exit); None: not tracked
+    launched_profiles: list[Profile] | None = None
 
     def keys_of(self, binding: Binding) -> list[str]:
         """The keys that run `binding` now (the user's keymap first, then its default)."""

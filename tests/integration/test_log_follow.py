@@ -11,7 +11,8 @@ import pytest
 
 from specdebug.core.logs.context import read_context
 from specdebug.core.logs.events import LogEvent, LogMatch
-from specdebug.core.logs.follow import Follower, follow_matches
+from specdebug.core.logs.follow import Follower
+from specdebug.core.logs.matches import follow_matches
 from specdebug.core.logs.parser import LogParser
 from tests.unit.test_log_follow_local import Pump
 

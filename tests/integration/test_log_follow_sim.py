@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from specdebug.core.logs.events import LogEvent, LogMatch
-from specdebug.core.logs.follow import follow_matches
+from specdebug.core.logs.matches import follow_matches
 from specdebug.core.logs.parser import LogParser
 from specdebug.core.logs.scan import Analyzer, scan_remote
 from tests.sshd_harness import free_port

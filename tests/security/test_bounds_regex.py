@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from specdebug.core.logs.events import LogEvent, LogMatch
-from specdebug.core.logs.follow import follow_matches
+from specdebug.core.logs.matches import follow_matches
 from specdebug.core.logs.parser import LogParser
 from specdebug.core.logs.userrx import UserPattern
 from tests.security.cli_run import run_cli

@@ -11,6 +11,7 @@ from textual.widgets import Input
 
 from specdebug.core.logs.events import LogEvent
 from specdebug.core.logs.parser import LogParser
+from specdebug.core.profiles import Profile
 from specdebug.core.startup.events import ServerState
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.logs import MAX_VIEW, ContextScreen, LogsPane, LogView
@@ -246,15 +247,13 @@ async def test_follow_profile_without_profile_warns() -> None:
 
 
 async def test_server_ready_starts_following_profile_log(tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
     log = tmp_path / "server.log"
     log.write_text(READY + "\n" + decode(12, 2.5, 10.0) + "\n")
     remote = LocalRemote()
     remote.state_dir = str(tmp_path / "servers")  # no record of this run: follow from the start
     app = LogsApp(lines=[], remote=remote)
-    app.ctx.profile = SimpleNamespace(
-        name="t", server=SimpleNamespace(log_file=str(log), kind="sglang", port=0), patterns={}
+    app.ctx.profile = Profile.model_validate(
+        {"name": "t", "server": {"argv": ["true"], "kind": "sglang", "log_file": str(log)}}
     )
     async with app.run_test(size=(120, 30)) as pilot:
         pane = app.query_one(LogsPane)
@@ -273,15 +272,13 @@ async def test_server_ready_starts_following_profile_log(tmp_path: Path) -> None
 
 async def test_refollow_after_pause_and_stop_resumes_live_view(tmp_path: Path) -> None:
     """Up (pause), x (stop), f (follow again): the view follows again and End always resumes."""
-    from types import SimpleNamespace
-
     log = tmp_path / "server.log"
     log.write_text("\n".join([READY, *[decode(i, 2.5, 90.0) for i in range(60)]]) + "\n")
     remote = LocalRemote()
     remote.state_dir = str(tmp_path / "servers")
     app = LogsApp(lines=[], remote=remote)
-    app.ctx.profile = SimpleNamespace(
-        name="t", server=SimpleNamespace(log_file=str(log), kind="sglang", port=0), patterns={}
+    app.ctx.profile = Profile.model_validate(
+        {"name": "t", "server": {"argv": ["true"], "kind": "sglang", "log_file": str(log)}}
     )
     async with app.run_test(size=(120, 30)) as pilot:
         pane = app.query_one(LogsPane)

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import httpx
 from textual.widgets import Static
 
+from specdebug.core.profiles import Profile
 from specdebug.sim.local import start_local_sim
 from specdebug.tui.panes.logs import LogsPane
 from tests.tui.test_logs_pane import LogsApp
@@ -28,6 +29,13 @@ class ForwardingRemote(LocalRemote):
             return None
 
         return SimpleNamespace(local_port=remote_port, close=close)
+
+
+def _profile(log_file: str, kind: str, port: int) -> Profile:
+    """A real profile (the pane reads it typed), pointing at the sim's port and log."""
+    return Profile.model_validate(
+        {"name": "t", "server": {"argv": ["true"], "kind": kind, "port": port, "log_file": log_file}}
+    )
 
 
 async def _pane_text(app, pilot, want: str, tries: int = 400) -> str:
@@ -49,11 +57,7 @@ async def test_metrics_panel_shows_vllm_counters_with_their_source(tmp_path) -> 
         remote = ForwardingRemote()
         remote.state_dir = str(tmp_path / "servers")  # the box's server records: none here
         app = LogsApp(lines=[], remote=remote)
-        app.ctx.profile = SimpleNamespace(
-            name="t",
-            patterns={},
-            server=SimpleNamespace(log_file=str(tmp_path / "out.log"), kind="vllm", port=sim.port),
-        )
+        app.ctx.profile = _profile(str(tmp_path / "out.log"), "vllm", sim.port)
         async with app.run_test(size=(140, 40)) as pilot:
             pane = app.query_one(LogsPane)
             pane.start_follow(str(tmp_path / "out.log"), this_run=True)
@@ -72,11 +76,7 @@ async def test_metrics_panel_says_metrics_off_without_enable_metrics(tmp_path) -
         remote = ForwardingRemote()
         remote.state_dir = str(tmp_path / "servers")  # the box's server records: none here
         app = LogsApp(lines=[], remote=remote)
-        app.ctx.profile = SimpleNamespace(
-            name="t",
-            patterns={},
-            server=SimpleNamespace(log_file=str(tmp_path / "s.log"), kind="sglang", port=sim.port),
-        )
+        app.ctx.profile = _profile(str(tmp_path / "s.log"), "sglang", sim.port)
         async with app.run_test(size=(140, 40)) as pilot:
             pane = app.query_one(LogsPane)
             pane.start_follow(str(tmp_path / "s.log"), this_run=True)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from specdebug.core.logs.events import LogEvent, LogMatch
-from specdebug.core.logs.follow import Follower, RawLine, follow_matches
+from specdebug.core.logs.follow import Follower, RawLine
+from specdebug.core.logs.matches import follow_matches
 from specdebug.core.logs.parser import LogParser
 from specdebug.remote.api import ConnectionDropped, ConnState, ConnStatus, RemoteError, RunResult
 

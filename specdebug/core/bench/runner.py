@@ -255,7 +255,7 @@ async def _measure(
         window = prom.start(base_url, srv.kind)  # /metrics over the run's window (second source)
 
         if request.kind == "external":
-            command = getattr(profile.bench, "command", None)
+            command = profile.bench.command
             if not command:
                 raise BenchError(f"profile {profile.name!r} has no [bench] command for an external benchmark")
             argv = substitute(list(command), srv.port)
@@ -300,9 +300,7 @@ async def _measure(
     result.gpu_after = gpus_after
     log_errors: list[str] = []
     if size_before is not None and size_after is not None:
-        result.server, log_errors = serverlog.server_metrics(
-            log_slice, getattr(profile, "patterns", {}) or {}, srv.kind
-        )
+        result.server, log_errors = serverlog.server_metrics(log_slice, profile.patterns, srv.kind)
     prom.fill_server(result)
     result.warnings = [
         *_warnings(state, gpus_before, gpus_after, gpu_err, log_errors, size_before, size_after),

@@ -13,12 +13,12 @@ import logging
 import operator
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from specdebug.core.bench.builtin import BuiltinParams, run_builtin
 from specdebug.core.bench.runner import read_slice
 from specdebug.core.bench.serverlog import KNOWN, server_metrics
 from specdebug.core.bisect.models import GateCheck
+from specdebug.core.profiles import Profile
 from specdebug.core.servers import ServerRecord, file_size
 from specdebug.remote.api import Remote, RemoteError
 
@@ -63,11 +63,11 @@ def gate_value(log: bytes, gate: Gate, patterns: dict[str, str], kind: str) -> f
     return metrics.extra.get(gate.name)
 
 
-async def check_gate(remote: Remote, profile: Any, record: ServerRecord, gate: Gate) -> GateCheck:
+async def check_gate(remote: Remote, profile: Profile, record: ServerRecord, gate: Gate) -> GateCheck:
     """Read the gate metric from the log since the launch; probe with one short request if needed."""
     check = GateCheck(expr=gate.expr, name=gate.name)
     srv = profile.server
-    patterns = getattr(profile, "patterns", {}) or {}
+    patterns = profile.patterns
 
     async def value() -> float | None:
         end = await file_size(remote, record.log_file)

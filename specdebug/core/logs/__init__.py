@@ -7,8 +7,9 @@ parser), stats (bounded series), scan (whole files), follow (remote follow by of
 
 from specdebug.core.logs.context import ContextLine, read_context
 from specdebug.core.logs.events import LogEvent, LogMatch, MetricSample
-from specdebug.core.logs.follow import Follower, RawLine, follow_matches
+from specdebug.core.logs.follow import Follower, RawLine
 from specdebug.core.logs.location import split_host_path
+from specdebug.core.logs.matches import follow_matches
 from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.patterns import PACKS, SGLANG, VLLM, Pack, detect_pack, get_pack, parse_nccl_env_line
 from specdebug.core.logs.scan import Analyzer, ScanResult, scan_chunks, scan_file, scan_lines, scan_remote

@@ -16,7 +16,6 @@ import base64
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from specdebug.core.limits import BOX_REGEX_TIMEOUT_S, cap_bytes
 from specdebug.core.logs.agent import POLL_MAX_BYTES, POLL_WAIT_S, agent_argv, split_prefilter, tail_argv
@@ -378,12 +377,3 @@ async def expand_remote_path(remote: Remote, path: str) -> str:
     if path.startswith("~/") and home:
         return home.rstrip("/") + path[1:]
     return path
-
-
-def __getattr__(name: str) -> Any:
-    """follow_matches / follow_match_batches live in matches.py (parsing on top of following)."""
-    if name in ("follow_matches", "follow_match_batches"):
-        from specdebug.core.logs import matches
-
-        return getattr(matches, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -176,10 +176,10 @@ class BisectPane(Pane):
             yield trials
 
     def on_mount(self) -> None:
-        preset = getattr(self.app, "bisect_preset", None)  # the demo offers the story's bisection
-        if preset and self.good is None and self.bad is None:
-            self.good, self.bad = Path(preset["good"]), Path(preset["bad"])
-            self.bench = {k: preset[k] for k in ("requests", "output_len", "concurrency") if k in preset}
+        preset = self.ctx.bisect_preset  # the demo offers the story's bisection
+        if preset is not None and self.good is None and self.bad is None:
+            self.good, self.bad = preset.good, preset.bad
+            self.bench = dict(preset.bench)
             self.note = "the story's bisection is ready: a starts it"
         journal = self.ctx.journal
         previous = unfinished(journal.events()) if journal is not None else None
@@ -397,7 +397,7 @@ class BisectPane(Pane):
 
     @work(exclusive=True, group="bisect-run", exit_on_error=False)
     async def run_bisection(self, engine: Bisection) -> None:
-        launched = getattr(self.app, "launched_profiles", None)  # the demo stops them at exit
+        launched = self.ctx.launched_profiles  # the demo stops them at exit
         try:
             async for ev in engine.events():
                 if isinstance(ev, bm.TrialStarted) and launched is not None and engine.current is not None:

@@ -24,7 +24,8 @@ from textual.widgets import Input, Static
 
 from specdebug.core.logs.context import read_context
 from specdebug.core.logs.events import LogEvent, LogMatch
-from specdebug.core.logs.follow import Follower, follow_matches
+from specdebug.core.logs.follow import Follower
+from specdebug.core.logs.matches import follow_matches
 from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.scan import Analyzer
 from specdebug.core.logs.viewbuffer import MAX_VIEW, ViewBuffer
@@ -385,7 +386,7 @@ class LogsPane(Pane):
             async for item in follow_matches(remote, path, parser, follower=follower):
                 if isinstance(item, LogEvent):
                     self.feed_event(item)
-                else:
+                elif isinstance(item, LogMatch):  # the pane parses with a pack: never a pack-less PlainMatch
                     self.feed_match(item)
                 n += 1
                 if n % 64 == 0 and time.monotonic() - slice_start > 0.01:

@@ -26,7 +26,9 @@ from textual.widgets import Static
 
 from specdebug.capability import process_is_readonly
 from specdebug.core import pair
+from specdebug.core.boxjournal import BoxJournal
 from specdebug.core.pair import Mode, Seat
+from specdebug.tui.context import AppContext
 
 
 class SeatsBar(Static):
@@ -38,8 +40,11 @@ class SeatsBar(Static):
     """
     POLL_S = 1.0
 
-    def __init__(self, socket: str | None = None, name: str | None = None, **kwargs) -> None:
+    def __init__(
+        self, socket: str | None = None, name: str | None = None, *, readonly: bool = False, **kwargs
+    ) -> None:
         super().__init__(Text(""), id=kwargs.pop("id", "seats"), **kwargs)
+        self.readonly = readonly  # a read-only seat offers no seat changes (the driver grants them)
         self.socket = socket if socket is not None else os.environ.get(pair.ENV_SOCKET)
         self.pair_name = name if name is not None else os.environ.get(pair.ENV_NAME, "")
         self.seats: list[Seat] = []
@@ -118,14 +123,13 @@ class SeatsProvider(Provider):
 
     def _commands(self):
         app = self.app
-        readonly = getattr(getattr(app, "ctx", None), "readonly", False)
-        if readonly or process_is_readonly():
+        if process_is_readonly():
             return
         try:
             bar = app.query_one(SeatsBar)
         except NoMatches:  # no seats bar: this session is not shared
             return
-        if not bar.active:
+        if bar.readonly or not bar.active:
             return
         for seat in bar.seats:
             if seat.mode is Mode.RO:
@@ -156,18 +160,18 @@ class JournalFollower(Widget):
     DEFAULT_CSS = "JournalFollower { display: none; }"
     POLL_S = 0.5
 
-    def __init__(self, ctx, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs) -> None:
         super().__init__(**kwargs)
         self.ctx = ctx
 
     def on_mount(self) -> None:
         journal = self.ctx.journal
-        if journal is not None and callable(getattr(journal, "follow", None)):
+        if isinstance(journal, BoxJournal):  # a local journal has no other writers to hear from
             journal.listeners.append(self._new_events)
             self.follow(journal)
 
     @work(exclusive=True, group="journal-follow", exit_on_error=False)
-    async def follow(self, journal) -> None:
+    async def follow(self, journal: BoxJournal) -> None:
         await journal.follow(self.POLL_S)
 
     def _new_events(self, events: list[dict]) -> None:
