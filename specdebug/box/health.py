@@ -9,8 +9,6 @@ Op:  health {url, timeout} -> {status}: the HTTP status, 0 when nothing answered
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
@@ -18,6 +16,9 @@ if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
 
 
 def status_of(url: str, timeout: float) -> int:
+    import urllib.error  # here: a one-shot process that only signals never pays for urllib
+    import urllib.request
+
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(url, timeout=timeout) as r:

@@ -33,7 +33,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
@@ -399,6 +398,8 @@ def _idle_watch() -> None:
 
 
 def main() -> None:
+    from concurrent.futures import ThreadPoolExecutor  # here: run_once never needs it
+
     pool = ThreadPoolExecutor(max_workers=32)
     threading.Thread(target=_idle_watch, daemon=True).start()
     _send(
