@@ -334,3 +334,17 @@ def test_launch_script_exit_codes(tmp_path: Path) -> None:
     for log, cwd, code in cases:
         argv = ["sh", "-c", LAUNCH_SCRIPT, "sh", log, cwd, LAUNCH_REPORT, "true"]
         assert subprocess.run(argv, capture_output=True, timeout=60).returncode == code
+
+
+def test_concurrent_record_writes_in_one_helper_all_land(helper: Helper, tmp_path: Path) -> None:
+    """The helper answers requests in threads of one process: their temp files must not collide."""
+    assert helper.proc.stdin is not None and helper.proc.stdout is not None
+    d = str(tmp_path / "servers")
+    helper.op("write_state", dir=d, name="p", data="{}")  # the folder exists before the burst
+    for i in range(20):
+        req = {"id": 1000 + i, "op": "write_state", "args": {"dir": d, "name": "p", "data": f'{{"n": {i}}}'}}
+        helper.proc.stdin.write((json.dumps(req) + "\n").encode())
+    helper.proc.stdin.flush()
+    replies = [json.loads(helper.proc.stdout.readline()) for _ in range(20)]
+    assert all(r["ok"] and r["result"]["state"] == "ok" for r in replies), replies
+    assert sorted(os.listdir(d)) == ["p.json"]  # no temp file left behind
