@@ -4,7 +4,8 @@ Ops of the resident helper (helper.py serves OPS below; without a helper, one `p
 answers one request the same way).  Stdlib only, Python >= 3.7.  Why a box-side step: the identity
 checks (leader PID + start time, owner, not this login's own session) and the `killpg` happen in one
 process on the box, so nothing can change between what was checked and what is signalled beyond
-the microseconds between reading /proc and the signal.  Server records on the box are untrusted files: owner, mode and type are checked here.
+the microseconds between reading /proc and the signal.  Server records on the box are untrusted
+files: owner, mode and type are checked here.
 
 Ops:  check   {pgid, start_ticks, pid, pid_start_ticks, launch_id, require_token} -> {state, reason, members}
       signal  the same + {sig: "TERM"|"KILL"}                       -> the same + {signalled}

@@ -4,9 +4,10 @@ Two engineers each run their own specdebug against the same box (one may be `--r
 the journal on the box, each sees the other's benchmark results, bisection trials and marks live.
 The file is the same `events.jsonl` as a local session, at `~/.specdebug/sessions/NAME/` on the
 box (or `box:/abs/dir`).  Writes go through the remote as one whole line each: a small python3
-program on the box (specdebug/box/journal_append.py) appends it with a single `write` on an O_APPEND descriptor and fsyncs, so two
-writers never interleave inside a line.  Readers follow the file by byte offset (`refresh`), keep
-a torn tail until its newline arrives, and skip the events they wrote themselves (by `eid`).
+program on the box (specdebug/box/journal_append.py) appends it with a single `write` on an
+O_APPEND descriptor and fsyncs, so two writers never interleave inside a line.  Readers follow the
+file by byte offset (`refresh`), keep a torn tail until its newline arrives, and skip the events
+they wrote themselves (by `eid`).
 
 Same surface as core.journal.Journal (`append`, `events`) so panes do not care where it lives;
 `append` is synchronous for them: the event is visible here at once and written by a background
