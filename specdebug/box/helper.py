@@ -350,6 +350,7 @@ def _op_ps(req: Request) -> dict[str, Any]:
 
 
 _OPS: dict[str, Op] = {"ping": _op_ping, "run": _op_run, "read": _op_read, "ps": _op_ps}
+_BUILTIN = tuple(_OPS)  # the helper's own ops: not reachable through run_once
 
 
 def _module_op(fn: Op) -> Op:
@@ -402,15 +403,8 @@ def main() -> None:
 
     pool = ThreadPoolExecutor(max_workers=32)
     threading.Thread(target=_idle_watch, daemon=True).start()
-    _send(
-        {
-            "id": 0,
-            "ok": True,
-            "hello": "specdebug-helper",
-            "pid": os.getpid(),
-            "python": sys.version.split()[0],
-        }
-    )
+    hello = {"hello": "specdebug-helper", "pid": os.getpid(), "python": sys.version.split()[0]}
+    _send({"id": 0, "ok": True, **hello})
     for raw in sys.stdin.buffer:
         _last_request[0] = time.monotonic()
         line = raw.strip()
@@ -441,7 +435,7 @@ def run_once(tables: Iterable[dict[str, Op]], name: str) -> None:
     add_ops(tables)
     try:
         args = json.loads(sys.stdin.read() or "{}")
-        if name not in _OPS or name in ("ping", "run", "read", "ps"):
+        if name not in _OPS or name in _BUILTIN:
             raise KeyError(name)
         resp = _OPS[name]({"args": args})
         resp["ok"] = True
