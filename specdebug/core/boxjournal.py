@@ -4,9 +4,10 @@ Two engineers each run their own specdebug against the same box (one may be `--r
 the journal on the box, each sees the other's benchmark results, bisection trials and marks live.
 The file is the same `events.jsonl` as a local session, at `~/.specdebug/sessions/NAME/` on the
 box (or `box:/abs/dir`).  Writes go through the remote as one whole line each: a small python3
-program on the box appends it with a single `write` on an O_APPEND descriptor and fsyncs, so two
-writers never interleave inside a line.  Readers follow the file by byte offset (`refresh`), keep
-a torn tail until its newline arrives, and skip the events they wrote themselves (by `eid`).
+program on the box (specdebug/box/journal_append.py) appends it with a single `write` on an
+O_APPEND descriptor and fsyncs, so two writers never interleave inside a line.  Readers follow the
+file by byte offset (`refresh`), keep a torn tail until its newline arrives, and skip the events
+they wrote themselves (by `eid`).
 
 Same surface as core.journal.Journal (`append`, `events`) so panes do not care where it lives;
 `append` is synchronous for them: the event is visible here at once and written by a background
@@ -28,33 +29,11 @@ from typing import Any
 from specdebug.capability import require_write
 from specdebug.core.journal import EVENTS_FILE, _jsonable
 from specdebug.remote.api import Remote, RemoteError
+from specdebug.remote.boxcode import python_argv
 
 BOX_SESSIONS = "~/.specdebug/sessions"
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 READ_CHUNK = 1 << 20
-
-# one whole line per write, O_APPEND, fsync; a torn tail (a writer killed mid-line) is ended first
-_APPEND_PY = r"""
-import os, sys
-p = sys.argv[1]
-os.makedirs(os.path.dirname(p), mode=0o700, exist_ok=True)
-d = sys.stdin.buffer.read()
-fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-try:
-    size = os.fstat(fd).st_size
-    if size:
-        r = os.open(p, os.O_RDONLY)
-        try:
-            if os.pread(r, 1, size - 1) != b"\n":
-                d = b"\n" + d
-        finally:
-            os.close(r)
-    if os.write(fd, d) != len(d):
-        sys.exit(5)
-    os.fsync(fd)
-finally:
-    os.close(fd)
-"""
 
 
 class BoxJournalError(ValueError):
@@ -184,8 +163,9 @@ class BoxJournal:
         try:
             path = await self._resolve()
             while self._outbox:
+                # specdebug/box/journal_append.py: one write on O_APPEND, fsync; a torn tail ended first
                 res = await self.remote.run(
-                    ["python3", "-c", _APPEND_PY, path], input=self._outbox[0], timeout=30
+                    python_argv("journal_append.py", path), input=self._outbox[0], timeout=30
                 )
                 if not res.ok:
                     self.last_error = f"append failed: {res.err.strip() or res.exit_status}"

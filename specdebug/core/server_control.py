@@ -4,7 +4,7 @@ Why a module of its own: these are the places where specdebug sends signals, so 
 identity sits together.  A record (untrusted: it is a file on the box) names a group; the box
 checks, in the same step as the signal, that the group's leader is the process the record names
 (PID + start time), that every member belongs to this login's user, and that it is neither init,
-nor this login's own sshd/shell/helper (specdebug/remote/box_procctl.py).  Anything that cannot be
+nor this login's own sshd/shell/helper (specdebug/box/procctl.py).  Anything that cannot be
 proven is reported as such and never signalled.
 """
 

@@ -10,20 +10,22 @@ are untrusted input when read back: owner, mode, type and schema are checked bef
 
 from __future__ import annotations
 
-import base64
-import json
 import time
-import zlib
 from collections.abc import Sequence
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from specdebug.capability import require_write
 from specdebug.core.secrets import mask_argv
-from specdebug.remote.api import ProcInfo, Remote, RemoteError
+from specdebug.remote.api import (
+    ConnectionDropped,
+    NotConnected,
+    ProcInfo,
+    Remote,
+    RemoteError,
+    RequestTimeout,
+)
 
 DEFAULT_STATE_DIR = "~/.specdebug/servers"  # on the box; `~` is the box user's home, never ours
 
@@ -62,7 +64,7 @@ class ServerRecord(BaseModel):
         return self
 
     def identity(self) -> dict[str, Any]:
-        """What the box-side check compares (box_procctl.judge)."""
+        """What the box-side check compares (specdebug/box/procctl.py judge)."""
         return {
             "pgid": self.pgid,
             "start_ticks": self.start_ticks,
@@ -99,31 +101,18 @@ class PortHolder(BaseModel):
         return f"port {self.port} is in use by PID {self.pid} ({who})"
 
 
-# -- box-side operations (specdebug/remote/box_procctl.py) ----------------------------------------
-
-
-@cache
-def _procctl_boot() -> str:
-    """python3 -c text running box_procctl.py: compressed so `ps` on the box stays readable."""
-    source = resources.files("specdebug.remote").joinpath("box_procctl.py").read_text()
-    packed = base64.b85encode(zlib.compress(source.encode(), 9)).decode()
-    return f"exec(__import__('zlib').decompress(__import__('base64').b85decode('{packed}')))"
+# -- box-side operations (specdebug/box/procctl.py) -----------------------------------------------
 
 
 async def box_call(remote: Remote, op: str, request: dict[str, Any], timeout: float = 30) -> dict[str, Any]:
-    """One box_procctl operation (one process on the box); the request goes on stdin, not argv."""
-    res = await remote.run(
-        ["python3", "-c", _procctl_boot(), op], input=json.dumps(request).encode(), timeout=timeout
-    )
-    if not res.ok:
-        raise RemoteError(f"process control on the box failed: {res.err.strip() or res.exit_status}")
+    """One process-control operation, decided on the box (an op of the resident helper, or one
+    python3 process where the box has none); the request never goes into a command line."""
     try:
-        out: dict[str, Any] = json.loads(res.stdout)
-    except ValueError as exc:
-        raise RemoteError(f"process control on the box answered {res.out.strip()[:200]!r}") from exc
-    if out.get("state") == "error":
-        raise RemoteError(f"process control on the box failed: {out.get('reason')}")
-    return out
+        return await remote.box_op(op, request, timeout=timeout)
+    except (ConnectionDropped, NotConnected):
+        raise
+    except RemoteError as exc:
+        raise RemoteError(f"process control on the box failed: {exc}") from exc
 
 
 def state_dir_of(remote: Remote) -> str:
@@ -224,77 +213,29 @@ def group_members(procs: Sequence[ProcInfo], record: ServerRecord) -> list[ProcI
     return [p for p in members if p.state != "Z"]
 
 
-# Finds the PIDs whose open sockets LISTEN on the port: /proc/net/tcp{,6} gives the socket inode,
-# /proc/*/fd links name it.  Runs on the box with python3 (one round trip through the probe).
-PORT_HOLDER_SCRIPT = r"""
-import json, os, sys
-port = int(sys.argv[1]); inodes = set()
-for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-    try:
-        with open(name) as fh:
-            next(fh)
-            for line in fh:
-                f = line.split()
-                if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
-                    inodes.add("socket:[%s]" % f[9])
-    except (OSError, StopIteration):
-        pass
-pids = []
-if inodes:
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            fds = os.listdir("/proc/%s/fd" % pid)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink("/proc/%s/fd/%s" % (pid, fd)) in inodes:
-                    pids.append(int(pid))
-                    break
-            except OSError:
-                pass
-pids.sort()
-cmd = []
-if pids:
-    try:
-        with open("/proc/%d/cmdline" % pids[0], "rb") as fh:
-            cmd = [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
-    except OSError:
-        pass
-print(json.dumps({"listening": bool(inodes), "pids": pids, "cmdline": cmd}))
-"""
-
-
 async def find_port_holder(remote: Remote, port: int) -> PortHolder:
-    res = await remote.run(["python3", "-c", PORT_HOLDER_SCRIPT, str(port)], timeout=30)
-    if not res.ok:
-        raise RemoteError(f"cannot check port {port} on the box: {res.err.strip() or res.exit_status}")
-    data = json.loads(res.stdout)
+    """Who listens on the port on the box (specdebug/box/ports.py)."""
+    try:
+        data = await remote.box_op("port_holder", {"port": port}, timeout=30)
+    except (ConnectionDropped, NotConnected):
+        raise
+    except RemoteError as exc:
+        raise RemoteError(f"cannot check port {port} on the box: {exc}") from exc
     data["cmdline"] = mask_argv(data.get("cmdline") or [])  # an --api-key of whoever holds the port
     return PortHolder(port=port, **data)
 
 
-HEALTH_SCRIPT = r"""
-import sys, urllib.error, urllib.request
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-try:
-    with opener.open(sys.argv[1], timeout=float(sys.argv[2])) as r:
-        print(r.status)
-except urllib.error.HTTPError as e:
-    print(e.code)
-except Exception:
-    print(0)
-"""
-
-
 async def health_on_box(remote: Remote, port: int, path: str, timeout: float = 2.0) -> int | None:
-    """HTTP status of GET http://127.0.0.1:port/path, asked from the box itself (None: no answer)."""
+    """HTTP status of GET http://127.0.0.1:port/path, asked from the box itself (None: no answer).
+
+    specdebug/box/health.py; a box that cannot run it (no python3) gives no answer either, as
+    before; a lost connection is raised."""
     url = f"http://127.0.0.1:{port}{path}"
-    res = await remote.run(["python3", "-c", HEALTH_SCRIPT, url, str(timeout)], timeout=timeout + 10)
     try:
-        code = int(res.out.strip() or 0)
-    except ValueError:
+        out = await remote.box_op("health", {"url": url, "timeout": timeout}, timeout=timeout + 10)
+    except (ConnectionDropped, NotConnected, RequestTimeout):
+        raise
+    except RemoteError:
         return None
-    return code or None
+    code = out.get("status")
+    return code if isinstance(code, int) and code else None

@@ -202,6 +202,14 @@ class Remote(Protocol):
         """
         ...
 
+    async def box_op(
+        self, op: str, args: Mapping[str, Any], *, timeout: float | None = 30.0
+    ) -> dict[str, Any]:
+        """One operation of the box-side modules (specdebug.box: process control, port holder,
+        health): a request on the resident helper, or one python3 process where the box has none.
+        Raises RemoteError when the box cannot run it."""
+        ...
+
     def stream(
         self,
         argv: Sequence[str],

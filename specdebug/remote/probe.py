@@ -1,4 +1,4 @@
-"""The client of the resident probe helper (box_helper.py), and the decoding of file reads.
+"""The client of the resident probe helper (specdebug/box/helper.py), and the decoding of file reads.
 
 Transport-neutral: the channel talks to a reader/writer pair (an object with stdin, stdout, stderr
 and close, like an asyncssh process), so a `kubectl exec -i` or `srun` transport can reuse it.
@@ -10,21 +10,11 @@ import asyncio
 import base64
 import contextlib
 import json
-from importlib import resources
 from typing import Any, Protocol
 
 from specdebug.remote.api import ConnectionDropped, FileRead, RemoteError, RequestTimeout
-from specdebug.remote.shell import sh_join
-
-
-def helper_command() -> str:
-    """python3 -c with the helper compressed: short in `ps` output, no quoting surprises."""
-    import zlib
-
-    source = resources.files("specdebug.remote").joinpath("box_helper.py").read_text()
-    packed = base64.b64encode(zlib.compress(source.encode(), 9)).decode()
-    boot = f"import base64,zlib;exec(zlib.decompress(base64.b64decode('{packed}')))"
-    return sh_join(["python3", "-u", "-c", boot])
+from specdebug.remote.boxcode import helper_command as helper_command  # the command that starts it
+from specdebug.remote.boxcode import source
 
 
 class ProbeTransport(Protocol):
@@ -51,24 +41,24 @@ class ProbeChannel:
         self.proc = proc
         self._errors = errors  # what the transport raises when it breaks (asyncssh.Error for SSH)
         self._next = 1
-        self._pending: dict[int, asyncio.Future] = {}
-        self._reader: asyncio.Task | None = None
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._reader: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
 
-    async def start(self, timeout: float = 15.0) -> dict:
+    async def start(self, timeout: float = 15.0) -> dict[str, Any]:
         line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
         if not line:
             err = await self._stderr_tail()
             raise RemoteError(f"probe helper did not start: {err or 'no output'}")
         hello = json.loads(line)
-        if hello.get("hello") != "specdebug-helper":
+        if not isinstance(hello, dict) or hello.get("hello") != "specdebug-helper":
             raise RemoteError("probe helper sent an unexpected greeting")
         self._reader = asyncio.create_task(self._read_loop())
         return hello
 
     async def _stderr_tail(self) -> str:
         with contextlib.suppress(Exception):
-            data = await asyncio.wait_for(self.proc.stderr.read(4096), 1.0)
+            data: bytes = await asyncio.wait_for(self.proc.stderr.read(4096), 1.0)
             return data.decode("utf-8", "replace").strip()
         return ""
 
@@ -94,12 +84,12 @@ class ProbeChannel:
                     fut.set_exception(ConnectionDropped("connection lost during a probe request"))
             self._pending.clear()
 
-    async def request(self, op: str, wait_s: float | None, **fields: object) -> dict:
+    async def request(self, op: str, wait_s: float | None, **fields: object) -> dict[str, Any]:
         if self.closed.is_set():
             raise ConnectionDropped("probe channel is closed")
         rid = self._next
         self._next += 1
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         payload = json.dumps({"id": rid, "op": op, **fields}, separators=(",", ":")) + "\n"
         try:
@@ -127,19 +117,14 @@ class ProbeChannel:
             self._reader.cancel()
 
 
-def file_read(f: dict) -> FileRead:
+def file_read(f: dict[str, Any]) -> FileRead:
     if "error" in f:
         return FileRead(f["path"], error=f["error"])
     return FileRead(f["path"], data=base64.b64decode(f["data"]))
 
 
-# prints, per path: `@ok I` and the bytes as base64 lines, or `@err I MESSAGE` (base64 never starts with @)
-READ_FILES_SH = (
-    'max=$1; shift; i=0; for p in "$@"; do '
-    'if [ -r "$p" ] && [ ! -d "$p" ]; then printf \'@ok %s\\n\' "$i"; head -c "$max" -- "$p" | base64; '
-    'else printf \'@err %s %s\\n\' "$i" "$(if [ -d "$p" ]; then echo EISDIR; else head -c 0 -- "$p" 2>&1 | head -n 1; fi)"; fi; '
-    "i=$((i+1)); done"
-)
+# the helper-less file reader: `sh -c READ_FILES_SH sh MAX PATH...` (framing in the file's comment)
+READ_FILES_SH = source("read_files.sh")
 
 
 def parse_read_files(paths: list[str], out: bytes) -> list[FileRead]:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import asyncssh
 
 from specdebug.remote.api import ConnectionDropped, FileRead, ProcInfo, RemoteError, RunResult
+from specdebug.remote.boxcode import once_argv, once_reply
 from specdebug.remote.probe import READ_FILES_SH, ProbeChannel, errname, file_read, parse_read_files
 from specdebug.remote.shell import sh_join, watchdog_command, with_env_cwd
 from specdebug.remote.slots import SlotLimiter
@@ -186,6 +189,17 @@ class SSHRemoteAPI:
             )
             for p in resp["procs"]
         ]
+
+    async def box_op(
+        self, op: str, args: Mapping[str, Any], *, timeout: float | None = 30.0
+    ) -> dict[str, Any]:
+        await self._ready(timeout)
+        if self._probe is not None:
+            resp = await self._probe.request(op, timeout, args=dict(args))
+            result: dict[str, Any] = resp["result"]
+            return result
+        r = await self._run_exec(once_argv(op), timeout=timeout, input=json.dumps(dict(args)).encode())
+        return once_reply(op, r)
 
     def stream(
         self,

@@ -43,7 +43,9 @@ def run_agent(path: Path, prefilter: list[str] = (), limit: int | None = None) -
     """The agent once over `path`; its stdout decoded by a Follower exactly as from SSH."""
     argv = agent_argv(str(path), 0, None, list(prefilter), True)
     if limit is not None:
-        argv[4] = argv[4].replace(f"LIMIT = {MAX_LINE}", f"LIMIT = {limit}")
+        # the client passes its line limit as the first argument of the agent's entry point
+        assert f"\nrun({MAX_LINE!r}, " in argv[4]
+        argv[4] = argv[4].replace(f"\nrun({MAX_LINE!r}, ", f"\nrun({limit!r}, ")
     out = subprocess.run(argv, capture_output=True, timeout=60).stdout
     follower = Follower(None, str(path), offset=0)  # type: ignore[arg-type]
     recs = out.split(b"\n")

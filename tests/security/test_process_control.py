@@ -22,17 +22,17 @@ from pathlib import Path
 
 import pytest
 
+from specdebug.box.procctl import judge
 from specdebug.core import startup
 from specdebug.core.profiles import Profile
 from specdebug.core.servers import box_call, load_record
-from specdebug.remote.box_procctl import judge
 from specdebug.remote.connection import SSHRemote
 from tests.sshd_harness import SSHD, free_port, start_sshd
 
 pytestmark = pytest.mark.slow
 
 
-# -- the pure judgement (box_procctl.judge) -------------------------------------------------------
+# -- the pure judgement (box/procctl.py judge) -----------------------------------------------------
 
 
 def p(

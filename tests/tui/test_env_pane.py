@@ -6,7 +6,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
 from specdebug.core.envcheck import EnvQuery, build_report
-from specdebug.remote.api import ConnState, ConnStatus, FileRead, ProcInfo, RunResult
+from specdebug.remote.api import ConnState, ConnStatus, FileRead, ProcInfo, RemoteError, RunResult
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.env import EnvPane, short_title
 from tests.tui.fakes import FixedLifecycle
@@ -173,6 +173,9 @@ class FakeRemote(FixedLifecycle):
 
     async def run(self, argv, *, timeout=30.0, input=None, env=None, cwd=None):
         return RunResult(1, b"")
+
+    async def box_op(self, op, args, *, timeout=30.0):
+        raise RemoteError(f"box operation {op} failed: no python3")  # as `run` fails here
 
 
 async def test_refresh_runs_the_core_check():

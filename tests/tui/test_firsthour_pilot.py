@@ -186,6 +186,9 @@ class NoRecordRemote(FakeRemote):
     async def run(self, argv, *, timeout=30.0, input=None, env=None, cwd=None):
         return RunResult(0, b'{"state": "missing"}')
 
+    async def box_op(self, op, args, *, timeout=30.0):
+        return {"state": "missing"}
+
 
 async def test_env_pane_follows_profile_switch() -> None:
     ctx = AppContext(remotes={"gpubox": NoRecordRemote()}, selected="gpubox", profile_choices=[PROFILE])

@@ -5,6 +5,7 @@ carries fingerprint, server metrics from the log slice, GPU state and warnings, 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile_text
 from specdebug.core.report import history
 from specdebug.remote.api import ConnState, ConnStatus, RemoteError, RunResult
+from specdebug.remote.boxcode import once_argv, once_reply
 from tests.fixtures.bench.fake_sse import FakeServerConfig, FakeSSEServer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -91,6 +93,14 @@ class LocalRemote:
         )
         out, err = await proc.communicate()
         return RunResult(proc.returncode, out, err)
+
+    async def box_op(self, op: str, args: dict, *, timeout: float | None = 30.0) -> dict:
+        """The box modules run here, as on a box without a resident helper (one python3 per op)."""
+        proc = await asyncio.create_subprocess_exec(
+            *once_argv(op), env=self.env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await proc.communicate(json.dumps(args).encode())
+        return once_reply(op, RunResult(proc.returncode, out))
 
     async def read_file(self, path: str, *, offset: int = 0, max_bytes: int = 1 << 20) -> bytes:
         try:

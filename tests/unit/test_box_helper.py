@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-HELPER = Path(__file__).resolve().parents[2] / "specdebug" / "remote" / "box_helper.py"
+HELPER = Path(__file__).resolve().parents[2] / "specdebug" / "box" / "helper.py"
 
 
 def start(**env: str) -> subprocess.Popen:

@@ -107,3 +107,60 @@ def test_the_contract_checker_sees_a_violation(tmp_path):
         ]
     finally:
         PKG = saved
+
+
+# --- specdebug/box: code that runs under the box's own python3, shipped as source ---
+
+
+def _box_violations(box: Path) -> list[str]:
+    bad = []
+    for path in sorted(box.rglob("*.py")):
+        for mod in sorted(_imports(path)):
+            top = mod.split(".")[0]  # a relative import resolves to specdebug.box...: refused too
+            if top != "__future__" and (top == "specdebug" or top not in sys.stdlib_module_names):
+                bad.append(f"{_module_name(path)} imports {mod}")
+    return bad
+
+
+def test_box_code_imports_only_the_stdlib():
+    """Nothing of specdebug and nothing third-party: the box has neither."""
+    assert _box_violations(PKG / "box") == []
+
+
+def test_the_box_contract_checker_sees_a_violation(tmp_path):
+    fake = tmp_path / "specdebug" / "box"
+    fake.mkdir(parents=True)
+    (fake / "x.py").write_text(
+        "import os\nimport pydantic\nfrom specdebug.remote import api\nfrom . import y\n"
+    )
+    global PKG
+    saved, PKG = PKG, tmp_path / "specdebug"
+    try:
+        assert _box_violations(fake) == [
+            "specdebug.box.x imports pydantic",
+            "specdebug.box.x imports specdebug.box",
+            "specdebug.box.x imports specdebug.box.y",
+            "specdebug.box.x imports specdebug.remote",
+            "specdebug.box.x imports specdebug.remote.api",
+        ]
+    finally:
+        PKG = saved
+
+
+def test_box_code_compiles_for_an_old_python(tmp_path):
+    """py_compile clean, and no syntax newer than Python 3.7 (the box floor); annotations are never
+    evaluated there (`from __future__ import annotations` in every module with annotations)."""
+    import py_compile
+
+    for path in sorted((PKG / "box").rglob("*.py")):
+        py_compile.compile(str(path), cfile=str(tmp_path / (path.stem + ".pyc")), doraise=True)
+        tree = ast.parse(path.read_text(), filename=str(path), feature_version=(3, 7))
+        annotated = any(
+            isinstance(n, ast.AnnAssign) or (isinstance(n, ast.FunctionDef) and n.returns is not None)
+            for n in ast.walk(tree)
+        )
+        future = any(
+            isinstance(n, ast.ImportFrom) and n.module == "__future__" and n.names[0].name == "annotations"
+            for n in tree.body
+        )
+        assert future or not annotated, f"{path.name}: annotations without the __future__ import"

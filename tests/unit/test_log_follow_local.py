@@ -6,6 +6,7 @@ subprocess, so offsets, prefilter, truncation, rotation and resume are tested wi
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from specdebug.core.logs.follow import Follower, RawLine
 from specdebug.core.logs.matches import follow_matches
 from specdebug.core.logs.parser import LogParser
 from specdebug.remote.api import ConnectionDropped, ConnState, ConnStatus, RemoteError, RunResult
+from specdebug.remote.boxcode import once_argv, once_reply
 
 
 class LocalStream:
@@ -131,6 +133,10 @@ class LocalRemote:
         )
         out, err = await p.communicate(input)
         return RunResult(exit_status=p.returncode, stdout=out, stderr=err)
+
+    async def box_op(self, op: str, args: dict, *, timeout: float | None = 30.0) -> dict:
+        """The box modules run here, as on a box without a resident helper (one python3 per op)."""
+        return once_reply(op, await self.run(once_argv(op), input=json.dumps(args).encode()))
 
     async def read_file(self, path: str, *, offset: int = 0, max_bytes: int = 1 << 20) -> bytes:
         try:

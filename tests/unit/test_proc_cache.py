@@ -7,9 +7,9 @@ import subprocess
 import sys
 import time
 
+from specdebug.box.helper import ProcCache
 from specdebug.core.workers import listing_filter, select_workers
 from specdebug.remote.api import ProcInfo
-from specdebug.remote.box_helper import ProcCache
 
 BOOT_UPTIME = 100000.0  # seconds since boot in the fake /proc
 

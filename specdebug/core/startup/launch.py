@@ -19,44 +19,18 @@ from specdebug.core.servers import ServerRecord, find_port_holder, group_members
 from specdebug.core.startup.events import Clock
 from specdebug.core.workers import group_filter
 from specdebug.remote.api import Remote, RemoteError
+from specdebug.remote.boxcode import source
 from specdebug.remote.shell import env_assignments
 
 # -- launch ------------------------------------------------------------------------------------
 
-# Positional parameters only: $1 log path, $2 cwd, $3 the report script, then the command (env K=V
-# ... argv).  `~` in the
-# log path or cwd is expanded here, on the box.  The server side reports its own identity: after
-# setsid, the child shell reads /proc/$$/stat (PID, PGID, session, start time), checks that it leads
-# its own group and session, writes that line to fd 3 (the launcher's stdout, which the client
-# reads), closes fd 3 and execs the server, so the PID, the group and the start time stay the
-# server's.  Nothing here depends on when a process snapshot happens to be taken.
-LAUNCH_REPORT = r"""
-read -r st </proc/$$/stat || { echo noid >&3; exit 125; }
-leads() { [ "$1" = "$5" ] && [ "$1" = "$6" ]; }
-leads $st || { printf 'notleader %s\n' "$st" >&3; exit 125; }
-printf 'server %s\n' "$st" >&3
-exec 3>&-
-exec "$@"
-"""
-LAUNCH_SCRIPT = r"""
-log=$1; dir=$2; report=$3; shift 3
-case $log in "~") log=$HOME;; "~/"*) log=$HOME/${log#"~/"};; esac
-case $log in /*) ;; *) log=$PWD/$log;; esac
-if [ -n "$dir" ]; then
-  case $dir in "~") dir=$HOME;; "~/"*) dir=$HOME/${dir#"~/"};; esac
-  cd -- "$dir" || exit 4
-fi
-mkdir -p -- "$(dirname -- "$log")" || exit 3
-: >>"$log" || exit 3
-size=$(wc -c <"$log")
-printf 'size %s\nlog %s\n' "$size" "$log"
-if command -v setsid >/dev/null 2>&1; then
-  set -- setsid sh -c "$report" sh "$@"
-else
-  set -- python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' sh -c "$report" sh "$@"
-fi
-"$@" 3>&1 </dev/null >>"$log" 2>&1 &
-"""
+# The launch, in sh on the box (specdebug/box/launch.sh and launch_report.sh; how they prove who
+# the server is: their header comments).  Profile text only ever comes as positional parameters:
+# $1 log path, $2 cwd, $3 the report script, then the command (env K=V ... argv).  The server side
+# reports its own identity after setsid and execs the server, so nothing here depends on when a
+# process snapshot happens to be taken.
+LAUNCH_SCRIPT = source("launch.sh")
+LAUNCH_REPORT = source("launch_report.sh")
 LAUNCH_VAR = "SPECDEBUG_LAUNCH_ID"  # marks the server's processes (proves a leaderless group is ours)
 
 

@@ -1,10 +1,11 @@
 """Server process control ON THE BOX: prove a process group is the recorded server's, then signal it.
 
-Runs as `python3 -c SOURCE OP` with one JSON request on stdin, prints one JSON object (stdlib only,
-Python >= 3.6).  Why a box-side step: the identity checks (leader PID + start time, owner, not this
-login's own session) and the `killpg` happen in one process on the box, so nothing can change
-between what was checked and what is signalled beyond the microseconds between reading /proc and
-the signal.  Server records on the box are untrusted files: owner, mode and type are checked here.
+Ops of the resident helper (helper.py serves OPS below; without a helper, one `python3 -c` process
+answers one request the same way).  Stdlib only, Python >= 3.7.  Why a box-side step: the identity
+checks (leader PID + start time, owner, not this login's own session) and the `killpg` happen in one
+process on the box, so nothing can change between what was checked and what is signalled beyond
+the microseconds between reading /proc and the signal.  Server records on the box are untrusted
+files: owner, mode and type are checked here.
 
 Ops:  check   {pgid, start_ticks, pid, pid_start_ticks, launch_id, require_token} -> {state, reason, members}
       signal  the same + {sig: "TERM"|"KILL"}                       -> the same + {signalled}
@@ -15,12 +16,20 @@ States of a group: running (proven to be the recorded one), gone, mismatch (the 
 unproven (cannot be proven: never signalled), refused (never signalled, whatever the record says).
 """
 
-import json
+from __future__ import annotations
+
 import os
 import re
 import signal
 import stat
-import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
+    from collections.abc import Callable, Collection
+
+    Proc = dict[str, Any]  # pid, ppid, pgid, sid, state, start, comm, uid
+    Table = dict[int, Proc]
+    Request = dict[str, Any]
 
 # the resident probe helper's boot line (specdebug.remote.probe): never signal its group
 HELPER_MARK = "exec(zlib.decompress(base64.b64decode("
@@ -30,11 +39,11 @@ MAX_STATE = 1 << 20
 LAUNCH_VAR = "SPECDEBUG_LAUNCH_ID"
 
 
-def proc_stat(pid):
+def proc_stat(pid: int) -> Proc | None:
     """One process as /proc shows it (None when it is gone)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode("utf-8", "replace")
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read().decode("utf-8", "replace")
         uid = os.stat(f"/proc/{pid}").st_uid
     except OSError:
         return None
@@ -52,8 +61,8 @@ def proc_stat(pid):
     }
 
 
-def proc_table():
-    table = {}
+def proc_table() -> Table:
+    table: Table = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             p = proc_stat(int(name))
@@ -62,7 +71,7 @@ def proc_table():
     return table
 
 
-def _read_nul(path):
+def _read_nul(path: str) -> list[str]:
     try:
         with open(path, "rb") as f:
             data = f.read(1 << 20)
@@ -71,22 +80,22 @@ def _read_nul(path):
     return [a.decode("utf-8", "replace") for a in data.split(b"\0") if a]
 
 
-def cmdline(pid):
+def cmdline(pid: int) -> list[str]:
     return _read_nul(f"/proc/{pid}/cmdline")
 
 
-def environ_entries(pid):
+def environ_entries(pid: int) -> list[str]:
     return _read_nul(f"/proc/{pid}/environ")
 
 
-def environ_has(pid, entry):
+def environ_has(pid: int, entry: str) -> bool:
     return entry in environ_entries(pid)
 
 
-def own_groups(table):
+def own_groups(table: Table) -> set[int]:
     """Process groups and sessions of this process and its ancestors: the login's sshd, its shell and
     the probe helper that started us.  None of them is ever a server's group."""
-    groups = set()
+    groups: set[int] = set()
     pid, seen = os.getpid(), set()
     while pid > 1 and pid not in seen:
         seen.add(pid)
@@ -98,7 +107,13 @@ def own_groups(table):
     return groups
 
 
-def refusal(pgid, members, own, uid, cmdlines=cmdline):
+def refusal(
+    pgid: int,
+    members: list[Proc],
+    own: Collection[int],
+    uid: int,
+    cmdlines: Callable[[int], list[str]] = cmdline,
+) -> str | None:
     """Why a group must never be signalled whatever a record says (None: no such reason)."""
     if pgid <= 1:
         return f"process group {pgid} means every process (init or the whole box): refused"
@@ -114,13 +129,26 @@ def refusal(pgid, members, own, uid, cmdlines=cmdline):
     return None
 
 
-def judge(req, table, uid, own=(), environ=environ_has, cmdlines=cmdline, environ_entries=environ_entries):
+def judge(
+    req: Request,
+    table: Table,
+    uid: int,
+    own: Collection[int] = (),
+    environ: Callable[[int, str], bool] = environ_has,
+    cmdlines: Callable[[int], list[str]] = cmdline,
+    environ_entries: Callable[[int], list[str]] = environ_entries,
+) -> dict[str, Any]:
     """Is the group in `req` the one the record names?  Pure given the process table (unit-tested);
     `own` holds the groups of this login (own_groups)."""
     pgid = int(req["pgid"])
     everyone = [p for p in table.values() if p["pgid"] == pgid]  # zombies still prove identity
     members = [p for p in everyone if p["state"] != "Z"]
-    out = {"pgid": pgid, "members": sorted(p["pid"] for p in members), "state": "running", "reason": ""}
+    out: dict[str, Any] = {
+        "pgid": pgid,
+        "members": sorted(p["pid"] for p in members),
+        "state": "running",
+        "reason": "",
+    }
     why = refusal(pgid, members, own, uid, cmdlines)
     if why is not None:
         out.update(state="refused", reason=why)
@@ -164,16 +192,16 @@ def judge(req, table, uid, own=(), environ=environ_has, cmdlines=cmdline, enviro
     return out
 
 
-def _judge_now(req):
+def _judge_now(req: Request) -> dict[str, Any]:
     table = proc_table()
     return judge(req, table, os.getuid(), own_groups(table))
 
 
-def op_check(req):
+def op_check(req: Request) -> dict[str, Any]:
     return _judge_now(req)
 
 
-def op_signal(req):
+def op_signal(req: Request) -> dict[str, Any]:
     out = _judge_now(req)
     out["signalled"] = False
     if out["state"] != "running":
@@ -189,7 +217,7 @@ def op_signal(req):
     return out
 
 
-def op_inspect(req):
+def op_inspect(req: Request) -> dict[str, Any]:
     """What to record when attaching to PID: its own start time and its group leader's identity."""
     pid = int(req["pid"])
     table = proc_table()
@@ -221,12 +249,12 @@ def op_inspect(req):
 # -- server records: untrusted files --------------------------------------------------------------
 
 
-def _state_dir(req):
+def _state_dir(req: Request) -> str:
     d = os.path.expanduser(req.get("dir") or "~/.specdebug/servers")
     return d if os.path.isabs(d) else os.path.join(os.path.expanduser("~"), d)
 
 
-def _bad_owner(st, what):
+def _bad_owner(st: os.stat_result, what: str) -> str | None:
     if st.st_uid != os.getuid():
         return f"{what} is owned by uid {st.st_uid}, not by this login (uid {os.getuid()})"
     if st.st_mode & 0o022:
@@ -234,7 +262,7 @@ def _bad_owner(st, what):
     return None
 
 
-def _check_dir(d, create):
+def _check_dir(d: str, create: bool) -> str | None:
     """None when the folder is ours and private; 'missing'; else the reason it is refused."""
     try:
         st = os.lstat(d)
@@ -248,7 +276,7 @@ def _check_dir(d, create):
     return _bad_owner(st, f"state folder {d}")
 
 
-def _path(req):
+def _path(req: Request) -> tuple[str, str]:
     name = req.get("name") or ""
     if not NAME_RE.match(name):
         raise ValueError(f"bad profile name {name!r}")
@@ -256,7 +284,7 @@ def _path(req):
     return d, os.path.join(d, name + ".json")
 
 
-def op_read_state(req):
+def op_read_state(req: Request) -> dict[str, Any]:
     d, path = _path(req)
     why = _check_dir(d, False)
     if why == "missing":
@@ -284,12 +312,13 @@ def op_read_state(req):
     return {"state": "ok", "path": path, "data": data.decode("utf-8", "replace")}
 
 
-def op_write_state(req):
+def op_write_state(req: Request) -> dict[str, Any]:
     d, path = _path(req)
     why = _check_dir(d, True)
     if why is not None:
         return {"state": "refused", "path": path, "reason": why}
-    tmp = f"{path}.tmp.{os.getpid()}"
+    # unique per request: the resident helper answers requests in threads of one process (one PID)
+    tmp = f"{path}.tmp.{os.getpid()}.{os.urandom(6).hex()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, req["data"].encode("utf-8"))
@@ -300,7 +329,7 @@ def op_write_state(req):
     return {"state": "ok", "path": path}
 
 
-def op_forget_state(req):
+def op_forget_state(req: Request) -> dict[str, Any]:
     d, path = _path(req)
     try:
         if not stat.S_ISDIR(os.lstat(path).st_mode):
@@ -310,7 +339,7 @@ def op_forget_state(req):
     return {"state": "ok", "path": path}
 
 
-OPS = {
+OPS: dict[str, Callable[[Request], dict[str, Any]]] = {
     "check": op_check,
     "signal": op_signal,
     "inspect": op_inspect,
@@ -318,17 +347,3 @@ OPS = {
     "write_state": op_write_state,
     "forget_state": op_forget_state,
 }
-
-
-def main():
-    op = sys.argv[1] if len(sys.argv) > 1 else ""
-    try:
-        req = json.loads(sys.stdin.read() or "{}")
-        out = OPS[op](req)
-    except Exception as exc:  # one clear line for the client, never a traceback
-        out = {"state": "error", "reason": f"{type(exc).__name__}: {exc}"}
-    sys.stdout.write(json.dumps(out) + "\n")
-
-
-if __name__ == "__main__":
-    main()

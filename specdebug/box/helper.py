@@ -4,15 +4,24 @@ Why: a new SSH exec channel costs ~160 ms against OpenSSH; a request on this ope
 costs well under a millisecond, and /proc is read here without forking.  Every response is a
 single JSON object on one line with the request id, and all payload bytes are base64, so
 command output can never be confused with framing.  Requests run in threads, so they overlap
-and a hung one (killed at its timeout) never blocks the others.  Stdlib only, Python >= 3.6.
+and a hung one (killed at its timeout) never blocks the others.  Stdlib only, Python >= 3.7.
 
 Requests:  {"id": N, "op": "ping"}
            {"id": N, "op": "run", "argv": [...], "stdin": b64|null, "env": {..}|null, "cwd": str|null,
             "timeout": float|null}
            {"id": N, "op": "read", "paths": [...], "offset": int, "max": int}
            {"id": N, "op": "ps", "match": regex|null, "pgid": int|null, "root": int|null, "pids": [..]|null}
+           {"id": N, "op": NAME, "args": {...}}   an op of a box module shipped with the helper
+                                                  (procctl: check, signal, inspect, *_state; ports:
+                                                  port_holder; health: health) -> {"result": {...}}
 Responses: {"id": N, "ok": true, ...} or {"id": N, "ok": false, "error": "..."}
+
+The client (specdebug.remote.boxcode) ships this file together with the op modules and calls
+`serve(ops)`; where no helper can stay resident, `run_once(ops, name)` answers one request read
+from stdin, so both paths run the same op code.
 """
+
+from __future__ import annotations
 
 import base64
 import json
@@ -24,32 +33,39 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
+    from collections.abc import Callable, Iterable
+
+    Request = dict[str, Any]
+    Op = Callable[[Request], dict[str, Any]]
+    Row = list[Any]  # [pid, ppid, pgid, sid, uid, state, start_ticks, comm, argv]
 
 _out_lock = threading.Lock()
-_children = set()  # type: set[subprocess.Popen[bytes]]
+_children: set[subprocess.Popen[bytes]] = set()
 _last_request = [time.monotonic()]
 # The client pings every few seconds.  After a silent network drop sshd may keep this session
 # for hours (until its TCP keepalive fires); so with no request for this long, leave on our own.
 IDLE_EXIT_S = float(os.environ.get("SPECDEBUG_HELPER_IDLE_S", "60"))
 
 
-def _send(obj):
+def _send(obj: dict[str, Any]) -> None:
     data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
     with _out_lock:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
 
 
-def _b64(data):
+def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _op_ping(req):
+def _op_ping(req: Request) -> dict[str, Any]:
     return {"pid": os.getpid()}
 
 
-def _op_run(req):
+def _op_run(req: Request) -> dict[str, Any]:
     env = None
     if req.get("env"):
         env = dict(os.environ)
@@ -58,9 +74,10 @@ def _op_run(req):
     if cwd:
         cwd = os.path.expanduser(cwd)
     stdin = base64.b64decode(req["stdin"]) if req.get("stdin") is not None else None
+    argv: list[str] = req["argv"]
     try:
         p = subprocess.Popen(
-            req["argv"],
+            argv,
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -69,7 +86,7 @@ def _op_run(req):
             start_new_session=True,
         )
     except OSError as exc:
-        return {"rc": 127, "out": "", "err": _b64(("{}: {}\n".format(req["argv"][0], exc.strerror)).encode())}
+        return {"rc": 127, "out": "", "err": _b64(f"{argv[0]}: {exc.strerror}\n".encode())}
     _children.add(p)
     timed_out = False
     try:
@@ -101,12 +118,12 @@ _KINDS = {
 }
 
 
-def _read_one(path, offset, limit):
+def _read_one(path: str, offset: int, limit: int) -> dict[str, Any]:
     # O_NONBLOCK + fstat: a FIFO must not block this thread forever, /dev/zero must not fill it
     try:
         fd = os.open(os.path.expanduser(path), os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        return {"path": path, "error": _ERRNAMES.get(exc.errno, f"E{exc.errno or 0}")}
+        return {"path": path, "error": _ERRNAMES.get(exc.errno or 0, f"E{exc.errno or 0}")}
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -124,12 +141,12 @@ def _read_one(path, offset, limit):
             pos += len(chunk)
         return {"path": path, "data": _b64(b"".join(chunks))}
     except OSError as exc:
-        return {"path": path, "error": _ERRNAMES.get(exc.errno, f"E{exc.errno or 0}")}
+        return {"path": path, "error": _ERRNAMES.get(exc.errno or 0, f"E{exc.errno or 0}")}
     finally:
         os.close(fd)
 
 
-def _op_read(req):
+def _op_read(req: Request) -> dict[str, Any]:
     offset = int(req.get("offset") or 0)
     limit = int(req.get("max") or (1 << 20))
     return {"files": [_read_one(p, offset, limit) for p in req["paths"]]}
@@ -148,10 +165,10 @@ SETTLE_S = 10.0  # younger processes may still change their title (setproctitle)
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _read_bytes(path):
+def _read_bytes(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY)
     try:
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = os.read(fd, 1 << 16)
             if not chunk:
@@ -161,28 +178,40 @@ def _read_bytes(path):
         os.close(fd)
 
 
-class ProcCache:
-    """Per-PID cache of the process table (root, listdir and read are injectable for tests)."""
+def _uid_of(path: str) -> int:
+    return os.stat(path).st_uid
 
-    def __init__(self, root="/proc", listdir=None, read=None, owner=None):
+
+class ProcCache:
+    """Per-PID cache of the process table (root, listdir and read are injectable for tests).
+
+    entries: pid -> [inode, start_ticks, row, settled, cmdline text, {regex: matched}]."""
+
+    def __init__(
+        self,
+        root: str = "/proc",
+        listdir: Callable[[], list[tuple[int, int]]] | None = None,
+        read: Callable[[str], bytes] | None = None,
+        owner: Callable[[str], int] | None = None,
+    ) -> None:
         self.root = root
         self._listdir = listdir or self._scan
         self._read = read or _read_bytes
-        self._owner = owner or (lambda path: os.stat(path).st_uid)
-        self.entries = {}  # pid -> [ino, start_ticks, row, settled]
+        self._owner = owner or _uid_of
+        self.entries: dict[int, list[Any]] = {}
         self.reads = 0  # files read (for tests and the benchmark)
         self._lock = threading.Lock()
 
-    def _scan(self):
+    def _scan(self) -> list[tuple[int, int]]:
         return [(int(e.name), e.inode()) for e in os.scandir(self.root) if e.name.isdigit()]
 
-    def _uptime(self):
+    def _uptime(self) -> float:
         try:
             return float(self._read(self.root + "/uptime").split()[0])
         except (OSError, ValueError, IndexError):
             return 0.0
 
-    def _load(self, pid, ino, uptime):
+    def _load(self, pid: int, ino: int, uptime: float) -> Row | None:
         """Read stat (always) and cmdline/uid (unless cached for the same start time); None: gone."""
         base = f"{self.root}/{pid}"
         try:
@@ -195,6 +224,7 @@ class ProcCache:
         fields = stat[rp + 2 :].split()
         start = int(fields[19])
         old = self.entries.get(pid)
+        args: list[str]
         if old is not None and old[1] == start and old[3]:
             args, uid = old[2][8], old[2][4]
         else:
@@ -208,7 +238,7 @@ class ProcCache:
             args = [a.decode("utf-8", "replace") for a in cmdline.split(b"\0")]
             while args and args[-1] == "":
                 args.pop()
-        row = [
+        row: Row = [
             pid,
             int(fields[1]),
             int(fields[2]),
@@ -224,15 +254,21 @@ class ProcCache:
         self.entries[pid] = [ino, start, row, settled, text, {}]  # {}: regex -> matched (memo)
         return row
 
-    def listing(self, match=None, pgid=None, root=None, pids=None):
+    def listing(
+        self,
+        match: str | None = None,
+        pgid: int | None = None,
+        root: int | None = None,
+        pids: list[int] | None = None,
+    ) -> list[Row]:
         """Rows of the whole table, or (any filter given) of the matching processes and their ancestors."""
         with self._lock:
             listed = self._listdir()
             uptime = self._uptime()
             if match is None and pgid is None and root is None and not pids:
-                rows = [self._load(pid, ino, uptime) for pid, ino in listed]
+                loaded = [self._load(pid, ino, uptime) for pid, ino in listed]
                 self._forget(listed)
-                return [r for r in rows if r is not None]
+                return [r for r in loaded if r is not None]
             alive = dict(listed)
             table = {}
             for pid, ino in listed:
@@ -251,19 +287,25 @@ class ProcCache:
                     rows.append(row)
             return rows
 
-    def _forget(self, listed):
+    def _forget(self, listed: list[tuple[int, int]]) -> None:
         if len(self.entries) > len(listed):
             alive = set(pid for pid, _ in listed)
             for pid in [p for p in self.entries if p not in alive]:
                 del self.entries[pid]
 
 
-def _choose(table, match, pgid, root, pids):
+def _choose(
+    table: dict[int, list[Any]],
+    match: str | None,
+    pgid: int | None,
+    root: int | None,
+    pids: list[int] | None,
+) -> set[int]:
     """PIDs matching any given filter, with every ancestor (the client finds launchers from them).
 
     table: pid -> cache entry [ino, start, row, settled, cmdline text, regex memo].
     """
-    chosen = set()
+    chosen: set[int] = set()
     if match is not None:
         rx = re.compile(match)
         for pid, e in table.items():
@@ -275,7 +317,7 @@ def _choose(table, match, pgid, root, pids):
     if pgid is not None:
         chosen.update(pid for pid, e in table.items() if e[2][2] == pgid)
     if root is not None and root in table:
-        children = {}
+        children: dict[int, list[int]] = {}
         for pid, e in table.items():
             children.setdefault(e[2][1], []).append(pid)
         stack = [root]
@@ -299,7 +341,7 @@ def _choose(table, match, pgid, root, pids):
 _PROCS = ProcCache()
 
 
-def _op_ps(req):
+def _op_ps(req: Request) -> dict[str, Any]:
     return {
         "procs": _PROCS.listing(
             match=req.get("match"), pgid=req.get("pgid"), root=req.get("root"), pids=req.get("pids")
@@ -307,10 +349,29 @@ def _op_ps(req):
     }
 
 
-_OPS = {"ping": _op_ping, "run": _op_run, "read": _op_read, "ps": _op_ps}
+_OPS: dict[str, Op] = {"ping": _op_ping, "run": _op_run, "read": _op_read, "ps": _op_ps}
+_BUILTIN = tuple(_OPS)  # the helper's own ops: not reachable through run_once
 
 
-def _handle(req):
+def _module_op(fn: Op) -> Op:
+    """A box module's op: its arguments come under "args" and its answer goes back under "result",
+    so no field of either can collide with the framing (id, op, ok, error)."""
+
+    def call(req: Request) -> dict[str, Any]:
+        return {"result": fn(req.get("args") or {})}
+
+    return call
+
+
+def add_ops(tables: Iterable[dict[str, Op]]) -> None:
+    """Serve the ops of the box modules shipped with the helper (a name never replaces a built-in)."""
+    for table in tables:
+        for name, fn in table.items():
+            if name not in _OPS:
+                _OPS[name] = _module_op(fn)
+
+
+def _handle(req: Request) -> None:
     rid = req.get("id")
     try:
         resp = _OPS[req["op"]](req)
@@ -321,7 +382,7 @@ def _handle(req):
     _send(resp)
 
 
-def _kill_children():
+def _kill_children() -> None:
     for p in list(_children):
         try:
             os.killpg(p.pid, signal.SIGKILL)
@@ -329,7 +390,7 @@ def _kill_children():
             pass
 
 
-def _idle_watch():
+def _idle_watch() -> None:
     while True:
         time.sleep(min(5.0, IDLE_EXIT_S))
         if time.monotonic() - _last_request[0] > IDLE_EXIT_S:
@@ -337,21 +398,16 @@ def _idle_watch():
             os._exit(0)
 
 
-def main():
+def main() -> None:
+    from concurrent.futures import ThreadPoolExecutor  # here: run_once never needs it
+
     pool = ThreadPoolExecutor(max_workers=32)
     threading.Thread(target=_idle_watch, daemon=True).start()
-    _send(
-        {
-            "id": 0,
-            "ok": True,
-            "hello": "specdebug-helper",
-            "pid": os.getpid(),
-            "python": sys.version.split()[0],
-        }
-    )
-    for line in sys.stdin.buffer:
+    hello = {"hello": "specdebug-helper", "pid": os.getpid(), "python": sys.version.split()[0]}
+    _send({"id": 0, "ok": True, **hello})
+    for raw in sys.stdin.buffer:
         _last_request[0] = time.monotonic()
-        line = line.strip()
+        line = raw.strip()
         if not line:
             continue
         try:
@@ -365,6 +421,27 @@ def main():
             pool.submit(_handle, req)
     _kill_children()  # channel closed: leave nothing running
     os._exit(0)
+
+
+def serve(tables: Iterable[dict[str, Op]]) -> None:
+    """The resident helper with the ops of the shipped box modules."""
+    add_ops(tables)
+    main()
+
+
+def run_once(tables: Iterable[dict[str, Op]], name: str) -> None:
+    """One op without a resident helper (`python3 -c BUNDLE NAME`, its args as JSON on stdin): the
+    answer is one line shaped like the helper's, {"ok": true, "result": ...} or {"ok": false, ...}."""
+    add_ops(tables)
+    try:
+        args = json.loads(sys.stdin.read() or "{}")
+        if name not in _OPS or name in _BUILTIN:
+            raise KeyError(name)
+        resp = _OPS[name]({"args": args})
+        resp["ok"] = True
+    except Exception as exc:  # one clear line for the client, never a traceback
+        resp = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    _send(resp)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,76 @@
+"""Who listens on a TCP port, seen from the box: an op of the resident helper (helper.py).
+
+/proc/net/tcp{,6} give the inode of each LISTEN socket on the port; the /proc/PID/fd links name it.
+Sockets of another user's processes are not visible (their fd folders are not readable): the port
+then shows as in use with no PIDs, and the client says so.  Stdlib only, Python >= 3.7.
+
+Op:  port_holder {port} -> {listening, pids, cmdline (of the lowest PID)}
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
+    from collections.abc import Callable
+
+LISTEN = "0A"  # the st column of /proc/net/tcp for a listening socket
+
+
+def listening_inodes(port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> set[str]:
+    """fd link texts (`socket:[INODE]`) of the sockets listening on `port`."""
+    inodes = set()
+    for name in tables:
+        try:
+            with open(name) as fh:
+                next(fh)
+                for line in fh:
+                    f = line.split()
+                    if len(f) > 9 and f[3] == LISTEN and int(f[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(f"socket:[{f[9]}]")
+        except (OSError, StopIteration):
+            pass
+    return inodes
+
+
+def holders(inodes: set[str]) -> list[int]:
+    """PIDs with an open fd on one of the sockets (only processes whose fds we may read)."""
+    pids: list[int] = []
+    if not inodes:
+        return pids
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    pids.append(int(pid))
+                    break
+            except OSError:
+                pass
+    return sorted(pids)
+
+
+def port_holder(port: int) -> dict[str, Any]:
+    inodes = listening_inodes(port)
+    pids = holders(inodes)
+    cmd: list[str] = []
+    if pids:
+        try:
+            with open(f"/proc/{pids[0]}/cmdline", "rb") as fh:
+                cmd = [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
+        except OSError:
+            pass
+    return {"listening": bool(inodes), "pids": pids, "cmdline": cmd}
+
+
+def op_port_holder(req: dict[str, Any]) -> dict[str, Any]:
+    return port_holder(int(req["port"]))
+
+
+OPS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {"port_holder": op_port_holder}
