@@ -427,6 +427,6 @@ def run(limit: int, rx_s: float) -> None:
         try:
             ctl("ERR", b64(repr(e)))
             out.flush()
-        except Exception:
+        except OSError:  # the client is gone (closed pipe): nobody left to tell
             pass
         sys.exit(2)

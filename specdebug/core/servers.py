@@ -172,6 +172,23 @@ async def load_record(remote: Remote, profile_name: str) -> ServerRecord | None:
     return record
 
 
+async def this_run_offset(remote: Remote, profile_name: str, log_file: str | None = None) -> int:
+    """Byte offset where the profile's running server began its log: a launch appends to the log, so
+    what "this run" printed starts there (an earlier run's ready line or timings prove nothing).
+
+    0 when there is no record, the server was stopped, the record is for another log file, or the
+    record cannot be read (the whole file is then this run's, as for a server specdebug never launched)."""
+    try:
+        record = await load_record(remote, profile_name)
+    except RemoteError:
+        return 0
+    if record is None or record.stopped_at is not None:
+        return 0
+    if log_file is not None and record.log_file != log_file:
+        return 0
+    return record.log_offset
+
+
 async def forget_record(remote: Remote, profile_name: str) -> None:
     """Remove the profile's state file (benchmarks and tests clean up after themselves)."""
     require_write("remove the server record", remote)

@@ -3,7 +3,7 @@
 - A supervisor task connects, watches the connection, and reconnects with capped exponential
   backoff (0.5 s doubling to 30 s).  asyncssh never reconnects and has keepalive off by default:
   both are ours.  State changes go to listeners, so a dead host only changes its own row.
-- Short requests go through the resident helper (box_helper.py) on one long-lived channel;
+- Short requests go through the resident helper (specdebug/box/helper.py) on one long-lived channel;
   boxes without python3 fall back to one exec channel per request.
 - Long work (streams) gets its own exec channel under a session-slot limiter that learns the
   server's MaxSessions when an open fails, and queues the rest.  Each stream runs under a
@@ -29,9 +29,10 @@ import asyncssh
 
 from specdebug.remote import hostkeys
 from specdebug.remote.api import ConnState, ConnStatus, HostKeyRefused, NotConnected, RemoteError
+from specdebug.remote.boxcode import helper_command
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.remote.hostspec import HostSpec, ResolvedHost, resolve
-from specdebug.remote.probe import ProbeChannel, helper_command
+from specdebug.remote.probe import ProbeChannel
 from specdebug.remote.slots import SlotLimiter
 from specdebug.remote.ssh_ops import SSHRemoteAPI
 from specdebug.remote.ssh_stream import SSHForward, SSHStream

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 from typing import Any, Protocol
 
 from specdebug.remote.api import ConnectionDropped, FileRead, RemoteError, RequestTimeout
 from specdebug.remote.boxcode import helper_command as helper_command  # the command that starts it
 from specdebug.remote.boxcode import source
+from specdebug.remote.teardown import best_effort
 
 
 class ProbeTransport(Protocol):
@@ -57,7 +57,7 @@ class ProbeChannel:
         return hello
 
     async def _stderr_tail(self) -> str:
-        with contextlib.suppress(Exception):
+        with best_effort("read the probe helper's stderr"):
             data: bytes = await asyncio.wait_for(self.proc.stderr.read(4096), 1.0)
             return data.decode("utf-8", "replace").strip()
         return ""
@@ -109,9 +109,9 @@ class ProbeChannel:
         return resp
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
+        with best_effort("EOF to the probe helper"):
             self.proc.stdin.write_eof()
-        with contextlib.suppress(Exception):
+        with best_effort("close the probe helper's channel"):
             self.proc.close()
         if self._reader:
             self._reader.cancel()

@@ -29,7 +29,7 @@ from specdebug.core.bench.builtin import BuiltinParams, run_builtin
 from specdebug.core.bench.events import BenchDone, BenchEvent, BenchLine
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
-from specdebug.core.servers import file_size
+from specdebug.core.servers import file_size, this_run_offset
 from specdebug.remote.api import Remote, RemoteError
 
 logger = logging.getLogger(__name__)
@@ -96,16 +96,7 @@ async def has_ready_line(
     line = READY_LINES.get(kind)
     if not line or not path:
         return None
-    offset = 0
-    if profile_name:
-        from specdebug.core.servers import load_record
-
-        try:
-            record = await load_record(remote, profile_name)
-        except RemoteError:
-            record = None
-        if record is not None and record.stopped_at is None and record.log_file == path:
-            offset = record.log_offset
+    offset = await this_run_offset(remote, profile_name, path) if profile_name else 0
     script = 'tail -c +"$1" -- "$2" | grep -m 1 -c -F -- "$3"'
     try:
         res = await remote.run(["sh", "-c", script, "sh", str(offset + 1), path, line], timeout=30)

@@ -31,7 +31,7 @@ from specdebug.core.logs.scan import Analyzer
 from specdebug.core.logs.viewbuffer import MAX_VIEW, ViewBuffer
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber
-from specdebug.core.servers import ServerRecord, load_record
+from specdebug.core.servers import ServerRecord, this_run_offset
 from specdebug.core.startup.events import ServerState
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
@@ -368,16 +368,8 @@ class LogsPane(Pane):
     @work(exclusive=True, group="logs-follow", exit_on_error=False)
     async def _follow(self, remote: Remote, path: str, this_run: bool = False) -> None:
         parser = self.analyzer.parser
-        offset = 0
         profile: Profile | None = self.ctx.profile
-        name = profile.name if profile is not None else None
-        if this_run and name:
-            try:
-                record = await load_record(remote, name)
-            except RemoteError:
-                record = None
-            if record is not None and record.stopped_at is None:
-                offset = record.log_offset
+        offset = await this_run_offset(remote, profile.name) if this_run and profile is not None else 0
         follower = Follower(remote, path, prefilter=parser.candidate_patterns(), offset=offset)
         self.follower = follower
         slice_start = time.monotonic()
