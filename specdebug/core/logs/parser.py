@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from specdebug.core.limits import MAX_LINE
+from specdebug.core.logs.engine import as_float
 from specdebug.core.logs.events import LogMatch
 from specdebug.core.logs.patterns import (
     ANSI_RE,
@@ -26,6 +27,8 @@ from specdebug.core.logs.patterns import (
     parse_value,
     split_prefix,
 )
+from specdebug.core.logs.shapelearn import learn
+from specdebug.core.logs.shapes import ShapeCache
 from specdebug.core.logs.userrx import UserPattern
 from specdebug.core.secrets import Scrubber
 
@@ -102,10 +105,10 @@ class _Literals:
     is recognised by its first `in` test, far cheaper than one regex alternation of 30 literals)."""
 
     def __init__(self, literals: Sequence[str]) -> None:
-        self._lits = tuple(dict.fromkeys(literals))
+        self.literals = tuple(dict.fromkeys(literals))
 
     def search(self, text: str) -> bool | None:
-        for lit in self._lits:
+        for lit in self.literals:
             if lit in text:
                 return True
         return None
@@ -139,6 +142,9 @@ class LogParser:
       "pending" then; following from the end of a running server's log assumes warmup is over.
     scrub: masks secrets in every reported line before anything sees it (default: the shape
       rules, learning values as it goes; `Scrubber.for_profile` adds the profile's known values).
+    shapes: learn the layouts of batch/stat lines and parse repeats with one regex match (shapes.py;
+      same results). Used when the pack is known and there are no grep or profile patterns; False
+      forces the general path (tests compare the two).
     """
 
     def __init__(
@@ -149,6 +155,7 @@ class LogParser:
         grep: Sequence[str] = (),
         from_start: bool = True,
         scrub: Callable[[str], str] | None = None,
+        shapes: bool = True,
     ) -> None:
         self.scrub = scrub if scrub is not None else Scrubber()
         self._detector: PackDetector | None = None
@@ -171,6 +178,9 @@ class LogParser:
         # plain grep: nothing to parse but the grep patterns' named groups (none: nothing at all)
         self._plain = self.no_pack and not self.patterns and bool(self.grep)
         self._grep_groups = any(re.compile(p.pattern).groupindex for p in self.grep)
+        literals = self._candidate.literals if isinstance(self._candidate, _Literals) else None
+        self._literals = literals if shapes and not self._user and not self.no_pack else None
+        self._shapes = ShapeCache() if self._literals and self.pack is not None else None
 
     @property
     def pack_name(self) -> str | None:
@@ -231,12 +241,18 @@ class LogParser:
             decided = self._detector.feed(line)
             if decided:
                 self.pack = PACKS[decided]
+                self._shapes = ShapeCache() if self._literals else None
         if "\x1b" in line:
             line = ANSI_RE.sub("", line)
         raw, line = line, self.scrub(line)
         builtin = (
             self._candidate.search(line) is not None if self._candidate is not None else not self.no_pack
         )
+        shapes = self._shapes if builtin and truncated is None else None
+        if shapes is not None:
+            hit = shapes.match(line, offset, lineno, inode, self.in_warmup)
+            if hit is not None:
+                return hit
         grep_m = None
         for rx in self.grep:
             # a pattern that matched only the secret still selects the line, shown masked
@@ -267,6 +283,9 @@ class LogParser:
         if parsed is not None and parsed.event not in _STAT_EVENTS:
             # before tagging, so the marker line itself is not warmup (batch/stat lines never are)
             self._markers(msg)
+        elif parsed is not None and shapes is not None and self.pack is not None and shapes.wants():
+            expect = (parsed.event, parsed.fields, parsed.metrics, parsed.spans)
+            shapes.add(learn(self.pack, line, prefix, self._literals or (), expect))
         events: list[str] = [parsed.event] if parsed else []
         # a Parsed is made fresh for each line: its containers become the match's own
         fields = parsed.fields if parsed else {}
@@ -280,8 +299,9 @@ class LogParser:
                     continue
                 if k == "value":
                     num = _num(v)
-                    if isinstance(num, int | float):
-                        metrics[name] = float(num)
+                    number = as_float(num) if isinstance(num, int | float) else None
+                    if number is not None:
+                        metrics[name] = number
                         spans.append((m.start("value"), m.end("value"), name))
                 else:
                     fields[k] = _num(v)

@@ -60,9 +60,10 @@ def parse_value(text: str) -> tuple[Any, str | None]:
 
     NaN (vLLM prints it when nothing was drafted) becomes None so JSON stays valid."""
     text = text.strip()
-    if text.isdigit():  # fast paths: most values are plain integers or decimals
+    # fast paths: most values are plain integers or decimals (isdecimal, not isdigit: int("²") raises)
+    if text.isdecimal():
         return int(text), None
-    if text[:1].isdigit() and text.replace(".", "", 1).isdigit():
+    if text[:1].isdecimal() and text.replace(".", "", 1).isdecimal():
         return float(text), None
     if text in ("True", "False"):
         return text == "True", None
@@ -155,6 +156,7 @@ class Prefix:
     ts: str | None = None
     ranks: str | None = None
     level: str | None = None
+    ts_at: int = -1  # where `ts` starts in the line (-1: no ts); the shape cache learns from it
 
 
 def split_prefix(line: str) -> Prefix:
@@ -173,6 +175,8 @@ def split_prefix(line: str) -> Prefix:
                 ranks = f"GPU{gd['gpu']}"
             p.ranks = ranks or None
             p.level = gd.get("level")
+            if p.ts is not None:
+                p.ts_at = start + pm.start("ts")
             start += pm.end()
             break
     p.start = start
