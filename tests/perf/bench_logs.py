@@ -257,6 +257,39 @@ class Reader:
         self.task.cancel()
 
 
+async def pane_path(remote, path: str, lines: int) -> dict[str, float]:
+    """The Logs pane's path over a file of `lines` decode lines: follow + pack parse + metric series,
+    in this process; lines/s from the first parsed batch to the last (wall) and per CPU second."""
+    from specdebug.core.logs.matches import follow_match_batches
+    from specdebug.core.logs.stats import MetricStore
+
+    parser, store = LogParser("sglang", from_start=True), MetricStore()
+    got, t_first, cpu_first = 0, 0.0, 0.0
+    batches = follow_match_batches(remote, path, parser, from_start=True)
+    async for batch in batches:
+        for m in batch:
+            if isinstance(m, LogMatch):
+                store.add_match(m)
+                got += 1
+        if got and not t_first:
+            t_first, cpu_first = time.perf_counter(), time.process_time()
+        if got >= lines:
+            break
+    await batches.aclose()
+    store.summary()
+    out = {
+        "pane_metrics_lines_per_s": got / max(time.perf_counter() - t_first, 1e-9),
+        "pane_metrics_lines_per_cpu_s": got / max(time.process_time() - cpu_first, 1e-9),
+    }
+    print(
+        f"with metric extraction (Logs pane path: follow + pack parse + series): "
+        f"{out['pane_metrics_lines_per_s']:.0f} lines/s (goal >= 200000); "
+        f"{out['pane_metrics_lines_per_cpu_s']:.0f} lines per CPU second of this process",
+        flush=True,
+    )
+    return out
+
+
 async def cli_compare(
     remote, cfg: str, host: str, box_dir: str, args: argparse.Namespace
 ) -> dict[str, float]:
@@ -279,6 +312,9 @@ async def cli_compare(
     path = f"{box_dir}/cli-tp.log"
     await remote.run(["sh", "-c", ': > "$1"', "sh", path])
     await write_remote(remote, path, args.lines, 0)
+    if args.pane_only:
+        out.update(await pane_path(remote, path, args.lines))
+        return {k.replace("|", "_"): v for k, v in out.items()}
     for r in both(path, True):
         await r.start()
         await r.until(args.lines, 300)
@@ -293,28 +329,7 @@ async def cli_compare(
     out["cli_tp_ratio"] = ratio
 
     # 1b) the Logs pane's path on the same file: follow + pack parse + metric series (in-process)
-    from specdebug.core.logs.matches import follow_match_batches
-    from specdebug.core.logs.stats import MetricStore
-
-    parser, store = LogParser("sglang", from_start=True), MetricStore()
-    got, t_first = 0, 0.0
-    batches = follow_match_batches(remote, path, parser, from_start=True)
-    async for batch in batches:
-        for m in batch:
-            if isinstance(m, LogMatch):
-                store.add_match(m)
-                got += 1
-        if got and not t_first:
-            t_first = time.perf_counter()
-        if got >= args.lines:
-            break
-    await batches.aclose()
-    out["pane_metrics_lines_per_s"] = got / max(time.perf_counter() - t_first, 1e-9)
-    print(
-        f"with metric extraction (Logs pane path: follow + pack parse + series): "
-        f"{out['pane_metrics_lines_per_s']:.0f} lines/s (goal >= 200000)",
-        flush=True,
-    )
+    out.update(await pane_path(remote, path, args.lines))
 
     # 2) a steady 10k lines/s, then a slow 200 lines/s, both readers on the same file: CPU, latency
     for phase, rate, seconds in (("fast", args.cli_rate, args.cli_seconds), ("slow", args.rate, 2.0)):
@@ -478,7 +493,11 @@ def main() -> int:
     ap.add_argument("--cli-rate", type=float, default=10_000.0, help="lines/s for the CPU/latency comparison")
     ap.add_argument("--cli-seconds", type=float, default=5.0)
     ap.add_argument("--cli-only", action="store_true", help="only the whole-process comparison")
+    ap.add_argument(
+        "--pane-only", action="store_true", help="only the Logs pane path (follow + parse + series)"
+    )
     args = ap.parse_args()
+    args.cli_only = args.cli_only or args.pane_only
     if args.host and not args.ssh_config:
         ap.error("--host needs --ssh-config")
     res = asyncio.run(run(args))
