@@ -23,7 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specdebug.core.logs.events import LogMatch
+from specdebug.core.logs.events import LogEvent, LogMatch
+from specdebug.core.logs.follow import RawLine
 from specdebug.core.logs.parser import LogParser
 from specdebug.core.logs.shapelearn import same
 from specdebug.core.logs.stats import MetricStore, Series
@@ -152,6 +153,23 @@ def test_an_earlier_head_inside_a_value_is_not_missed() -> None:
     base = "[2026-01-15 12:00:12 TP0] Prefill batch, #new-seq: 1, note: abc, token usage: 0.00, #queue-req: 0"
     _, store, _ = feed_both("sglang", [base, base.replace("abc", "Decode batch. x"), base])
     assert store.events["decode_batch"] == 1
+
+
+def test_parse_batch_equals_parse_line_by_line() -> None:
+    """What follow_match_batches calls: LogEvents pass through, long/ANSI/truncated lines too."""
+    lines = [*CORPUS, "\x1b[31m" + STAT_LINES[0], STAT_LINES[0] + "x" * 70_000, *STAT_LINES]
+    items: list[Any] = [RawLine(i * 10, line.encode(), 5) for i, line in enumerate(lines)]
+    items.insert(3, LogEvent(kind="rotated", path="p"))
+    items.append(RawLine(99, STAT_LINES[1].encode(), 5, truncated=123456))
+    for pack in PACKS:
+        for pre in (True, False):
+            one, batch = LogParser(pack), LogParser(pack)
+            want = [it if isinstance(it, LogEvent) else one.parse(it.data, it.offset, None, it.inode, it.truncated, pre)
+                    for it in items]  # fmt: skip
+            got = [*batch.parse_batch(items[:40], pre), *batch.parse_batch(items[40:], pre)]
+            assert [dump(m) if isinstance(m, LogMatch) else m for m in got] == [
+                dump(m) if isinstance(m, LogMatch) else m for m in want if m is not None
+            ]
 
 
 def test_stat_constructor_equals_fast() -> None:
