@@ -326,3 +326,81 @@ def test_series_long_run_equals_one_by_one() -> None:
         s.add(v)
     assert list(s._res) == list(ref.res) and s.total == ref.total and s.n == ref.n
     assert s.stats().p50 == Series.stats(s).p50 and not math.isnan(s.stats().p90 or 0.0)
+
+
+class RefStore:
+    """MetricStore.add_match as it was before rows and batches: every value at once, in order."""
+
+    def __init__(self, reservoir: int, recent: int) -> None:
+        self.all: dict[str, RefSeries] = {}
+        self.post: dict[str, RefSeries] = {}
+        self.cap, self.recent = reservoir, recent
+
+    def _series(self, table: dict[str, RefSeries], name: str) -> RefSeries:
+        if name not in table:
+            table[name] = RefSeries(self.cap, self.recent, seed=len(table))
+        return table[name]
+
+    def add(self, name: str, value: Any, warmup: bool) -> None:
+        if isinstance(value, list):
+            for i, v in enumerate(value):
+                self.add(f"{name}[{i}]", v, warmup)
+            return
+        self._series(self.all, name).add(value)
+        if not warmup:
+            self._series(self.post, name).add(value)
+
+
+def _state(s: Any) -> str:
+    res = s._res if isinstance(s, Series) else s.res
+    return repr((s.n, s.total, s.lo, s.hi, s.last, list(s.recent), list(res)))
+
+
+METRIC_VALUES = st.one_of(
+    st.floats(-5, 5), st.integers(0, 3), st.lists(st.floats(0, 1), min_size=1, max_size=3)
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.dictionaries(st.sampled_from(["a", "b", "c", "ppa"]), METRIC_VALUES, max_size=4), st.booleans()
+        ),
+        max_size=60,
+    ),
+    reads=st.lists(st.integers(0, 60), max_size=4),
+    repeat=st.integers(1, 80),
+)
+def test_store_rows_equal_one_by_one(
+    rows: list[tuple[dict[str, Any], bool]], reads: list[int], repeat: int
+) -> None:
+    """Rows of metrics folded by runs give the series one-by-one adds give: values, order, seeds."""
+    ref, store = RefStore(8, 5), MetricStore(reservoir=8, recent=5)
+    for i, (metrics, warmup) in enumerate(rows * (repeat if len(rows) < 3 else 1)):
+        m = LogMatch.fast(line="x", event="decode_batch", metrics=metrics, warmup=warmup)
+        store.add_match(m)
+        for name, value in metrics.items():
+            ref.add(name, value, warmup)
+        if i in reads:
+            store.names()
+    assert store.names() == list(ref.all)
+    assert list(store._post) == list(ref.post)
+    for mine, theirs in ((store._all, ref.all), (store._post, ref.post)):
+        assert {k: _state(v) for k, v in mine.items()} == {k: _state(v) for k, v in theirs.items()}
+
+
+def test_store_long_run_over_flush_equals_one_by_one() -> None:
+    rng = random.Random(2)
+    ref, store = RefStore(100, 20), MetricStore(reservoir=100, recent=20)
+    for i in range(10_000):
+        metrics: dict[str, Any] = {"accept_len": rng.random() * 4, "running_req": float(i % 7)}
+        if i % 1000 == 999:
+            metrics = {"ppa": [0.5, rng.random()], "x": 1.0}
+        warmup = i < 1500
+        store.add_match(LogMatch.fast(line="x", event="decode_batch", metrics=metrics, warmup=warmup))
+        for name, value in metrics.items():
+            ref.add(name, value, warmup)
+    assert store.names() == list(ref.all)
+    for mine, theirs in ((store._all, ref.all), (store._post, ref.post)):
+        assert {k: _state(v) for k, v in mine.items()} == {k: _state(v) for k, v in theirs.items()}

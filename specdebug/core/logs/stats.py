@@ -12,9 +12,9 @@ import operator
 import random
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import reduce
-from itertools import chain
+from itertools import chain, groupby
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 RESERVOIR = 65_536
 RECENT = 240
+_FLOATS = {float}
 FLUSH = 4096  # pending samples per series before they are folded in (bounds their memory)
 
 
@@ -210,10 +211,9 @@ class MetricStore:
     def __init__(self, reservoir: int = RESERVOIR, recent: int = RECENT) -> None:
         self._all: dict[str, Series] = {}
         self._post: dict[str, Series] = {}
-        # name -> the series' pending.append: the hot path's one call per sample
-        self._apps_all: dict[str, Callable[[float], None]] = {}
-        self._apps_post: dict[str, Callable[[float], None]] = {}
-        self._since_flush = 0
+        # metrics dicts of matched lines not yet in the series, all with the same warmup flag
+        self._rows: list[dict[str, float | list[float]]] = []
+        self._rows_warmup = False
         self._reservoir = reservoir
         self._recent = recent
         self.marker_seen = False
@@ -225,57 +225,78 @@ class MetricStore:
             s = table[name] = Series(self._reservoir, self._recent, seed=len(table))
         return s
 
-    def _appender(
-        self, table: dict[str, Series], apps: dict[str, Callable[[float], None]], name: str
-    ) -> Callable[[float], None]:
-        app = apps[name] = self._series(table, name).pending.append
-        return app
-
     def add_match(self, match: LogMatch | PlainMatch) -> None:
+        """Count the line's events; its metrics dict is kept as a row until the next read or FLUSH
+        rows (it must not change meanwhile: matches are read-only by convention)."""
         ev, also, events = match.event, match.also, self.events
         events[ev] += 1
         for e in also:
             events[e] += 1
         if ev in ("ready", "warmup_done") or "ready" in also:
             self.marker_seen = True
-        warmup = match.warmup
-        apps_all, apps_post = self._apps_all, self._apps_post
-        for name, value in match.metrics.items():  # the hot path (every batch line)
-            if value.__class__ is not float:
-                self.add(name, value, warmup=warmup)
+        metrics = match.metrics
+        if metrics:
+            if match.warmup != self._rows_warmup:
+                self._fold_rows()
+                self._rows_warmup = match.warmup
+            rows = self._rows
+            rows.append(metrics)
+            if len(rows) >= FLUSH:
+                self._fold_rows()
+
+    def _fold_rows(self) -> None:
+        """Rows into series. A run of rows with the same keys and only float values goes column by
+        column (zip and extend: C loops); a run holding anything else goes value by value. Series
+        are created in the order one-by-one adds would create them (their seeds depend on it)."""
+        rows, warmup = self._rows, self._rows_warmup
+        if not rows:
+            return
+        self._rows = []
+        for keys, group in groupby(rows, tuple):
+            run = list(group)
+            cols = list(zip(*map(dict.values, run), strict=True))
+            if all(set(map(type, col)) == _FLOATS for col in cols):
+                for name, col in zip(keys, cols, strict=True):
+                    self._series(self._all, name).extend(col)
+                    if not warmup:
+                        self._series(self._post, name).extend(col)
                 continue
-            (apps_all.get(name) or self._appender(self._all, apps_all, name))(value)
-            if not warmup:
-                (apps_post.get(name) or self._appender(self._post, apps_post, name))(value)
-        self._since_flush += 1
-        if self._since_flush >= FLUSH:
-            self.flush()
+            for metrics in run:
+                for name, value in metrics.items():
+                    self._add_now(name, value, warmup)
 
     def flush(self) -> None:
-        """Fold every series' pending samples in (reads do it themselves; this bounds memory)."""
-        self._since_flush = 0
+        """Fold pending rows and samples in (reads do it themselves)."""
+        self._fold_rows()
         for table in (self._all, self._post):
             for s in table.values():
                 s.flush()
 
     def add(self, name: str, value: float | list[float], *, warmup: bool = False) -> None:
+        self._fold_rows()
+        self._add_now(name, value, warmup)
+
+    def _add_now(self, name: str, value: float | list[float], warmup: bool) -> None:
         if isinstance(value, list):
             for i, v in enumerate(value):
-                self.add(f"{name}[{i}]", v, warmup=warmup)
+                self._add_now(f"{name}[{i}]", v, warmup)
             return
         self._series(self._all, name).add(value)
         if not warmup:
             self._series(self._post, name).add(value)
 
     def names(self) -> list[str]:
+        self._fold_rows()
         return list(self._all)
 
     def series(self, name: str, *, include_warmup: bool = False) -> Series | None:
+        self._fold_rows()
         table = self._all if include_warmup or not self.marker_seen else self._post
         return table.get(name)
 
     def summary(self, *, include_warmup: bool = False) -> dict[str, dict[str, Any]]:
         """{NAME: {n, mean, p50, p90, min, max, last}}; list metrics give lists per key."""
+        self._fold_rows()
         table = self._all if include_warmup or not self.marker_seen else self._post
         out: dict[str, dict[str, Any]] = {}
         grouped: dict[str, list[tuple[int, dict[str, Any]]]] = {}
