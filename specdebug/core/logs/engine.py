@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from specdebug.core.logs.primitives import (
     ANSI_RE,
     Parsed,
+    as_float,
     is_num,
     norm_key,
     parse_kv_tail,
@@ -152,15 +153,6 @@ class Pack:
         for phase, rx in self.milestones:
             if rx.search(msg):
                 return phase
-        return None
-
-
-def as_float(value: float) -> float | None:
-    """float(value), or None for an integer too large for a float (a garbled log line must not
-    stop a scan with OverflowError)."""
-    try:
-        return float(value)
-    except OverflowError:
         return None
 
 

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from specdebug.core.limits import MAX_LINE
-from specdebug.core.logs.engine import as_float
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.patterns import (
     ANSI_RE,
@@ -27,6 +26,7 @@ from specdebug.core.logs.patterns import (
     parse_value,
     split_prefix,
 )
+from specdebug.core.logs.primitives import as_float
 from specdebug.core.logs.shapelearn import learn
 from specdebug.core.logs.shapes import ShapeCache
 from specdebug.core.logs.userrx import UserPattern

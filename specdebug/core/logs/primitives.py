@@ -79,6 +79,15 @@ def parse_value(text: str) -> tuple[Any, str | None]:
     return value, m.group("unit")
 
 
+def as_float(value: float) -> float | None:
+    """float(value), or None for an integer too large for a float (a garbled log line must not
+    stop a scan with OverflowError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
 def parse_kv_tail(
     tail: str, base: int = 0
 ) -> tuple[dict[str, Any], dict[str, str], dict[str, tuple[int, int]]]:
@@ -107,9 +116,14 @@ def parse_kv_tail(
             if last is not None:
                 value, _ = parse_value(seg)
                 prev = fields[last]
-                if isinstance(value, int | float) and not isinstance(value, bool):
+                number = (
+                    as_float(value)
+                    if isinstance(value, int | float) and not isinstance(value, bool)
+                    else None
+                )
+                if number is not None:
                     prev = prev if isinstance(prev, list) else [prev]
-                    prev.append(float(value))
+                    prev.append(number)
                     fields[last] = prev
                     s0 = spans[last][0]
                     spans[last] = (s0, base + start + len(seg))
