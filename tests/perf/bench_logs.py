@@ -12,6 +12,9 @@ Then the whole-process comparison of issue 16: `specdebug grep --follow --json` 
 against `ssh HOST 'tail -F FILE | grep --line-buffered PAT'` in the same run on the same file:
 all-matching throughput, CPU of the local process at a steady 10k lines/s, and append-to-output
 latency, each with its ratio. `--cli-only` skips the in-process sections.
+The parser section runs the same lines with the shape cache (the default) and through the general
+path (`LogParser(shapes=False)`) and prints both and their ratio; `--parser-only` stops after it.
+`--pane-only`: only the Logs pane path (follow + pack parse + metric series, in this process).
 The last line printed is `RESULT key=value ...`.
 """
 
@@ -88,27 +91,32 @@ def rss_kib() -> tuple[int, int]:
 
 
 def bench_parser(n: int) -> dict[str, float]:
-    """n lines (1 in 2 a decode line) through LogParser + MetricStore: rate and memory."""
+    """n lines (1 in 2 a decode line) through LogParser + MetricStore: rate and memory; then the same
+    lines through the general path (shape cache off) for the ratio, in the same run."""
     gc.collect()
     rss0, _ = rss_kib()
-    an = Analyzer(LogParser("sglang"))
-    decode, noise = DECODE.encode(), NOISE.encode()
-    t0 = time.perf_counter()
-    off = 0
-    for i in range(n):
-        line = decode if i & 1 else noise
-        an.feed(line, offset=off)
-        off += len(line) + 1
-    dt = time.perf_counter() - t0
-    res = an.result()
-    rss1, hwm = rss_kib()
-    assert res.metrics["accept_len"]["n"] == n // 2
-    return {
-        "parser_lines_per_s": n / dt,
-        "parser_rss_growth_mib": (rss1 - rss0) / 1024,
-        "peak_rss_mib": hwm / 1024,
-        "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }
+    out: dict[str, float] = {}
+    for label, shapes in (("parser", True), ("general_parser", False)):
+        an = Analyzer(LogParser("sglang", shapes=shapes))
+        decode, noise = DECODE.encode(), NOISE.encode()
+        t0, c0 = time.perf_counter(), time.process_time()
+        off = 0
+        for i in range(n):
+            line = decode if i & 1 else noise
+            an.feed(line, offset=off)
+            off += len(line) + 1
+        res = an.result()
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        assert res.metrics["accept_len"]["n"] == n // 2
+        out[f"{label}_lines_per_s"] = n / dt
+        out[f"{label}_lines_per_cpu_s"] = n / dc
+        if shapes:
+            rss1, hwm = rss_kib()
+            out["parser_rss_growth_mib"] = (rss1 - rss0) / 1024
+            out["peak_rss_mib"] = hwm / 1024
+    out["parser_fast_ratio"] = out["parser_lines_per_cpu_s"] / out["general_parser_lines_per_cpu_s"]
+    out["maxrss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
 
 
 async def write_remote(remote, path: str, n: int, rate: float, noise: int = 0) -> None:
@@ -392,10 +400,15 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
         print(f"parser: {args.parser_lines} lines ...", flush=True)
         result.update(bench_parser(args.parser_lines))
         print(
-            f"  {result['parser_lines_per_s']:.0f} lines/s, RSS +{result['parser_rss_growth_mib']:.1f} MiB "
-            f"(peak RSS {result['peak_rss_mib']:.1f} MiB)",
+            f"  {result['parser_lines_per_s']:.0f} lines/s ({result['parser_lines_per_cpu_s']:.0f} per CPU s), "
+            f"RSS +{result['parser_rss_growth_mib']:.1f} MiB (peak RSS {result['peak_rss_mib']:.1f} MiB)\n"
+            f"  general path (shape cache off): {result['general_parser_lines_per_s']:.0f} lines/s "
+            f"({result['general_parser_lines_per_cpu_s']:.0f} per CPU s); shape cache "
+            f"{result['parser_fast_ratio']:.2f}x per CPU s",
             flush=True,
         )
+        if args.parser_only:
+            return result
 
     sshd = None
     tmp = Path(tempfile.mkdtemp(prefix="bench-logs-"))
@@ -496,6 +509,7 @@ def main() -> int:
     ap.add_argument(
         "--pane-only", action="store_true", help="only the Logs pane path (follow + parse + series)"
     )
+    ap.add_argument("--parser-only", action="store_true", help="only the in-process parser section")
     args = ap.parse_args()
     args.cli_only = args.cli_only or args.pane_only
     if args.host and not args.ssh_config:
