@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import math
 import random
+import re
 from array import array
 from collections import deque
 from pathlib import Path
@@ -253,8 +254,13 @@ def variant(draw: st.DrawFn, base: str) -> str:
             segs[i], segs[j] = segs[j], segs[i]
         elif op == "bare":
             segs.insert(i, draw(VALUES))
-    if draw(st.booleans()):
+    if draw(st.booleans()):  # same digit count (the prefix timestamp keeps its shape)
         head = "".join(draw(st.sampled_from("0123456789")) if c.isdigit() else c for c in head)
+    elif draw(st.booleans()):  # any digit count (ranks, iteration numbers, pids; or a broken timestamp)
+        runs = re.split(r"(\d+)", head)
+        head = "".join(
+            draw(st.sampled_from(["0", "12", "007", "9" * 320])) if r.isdigit() else r for r in runs
+        )
     return ", ".join([head, *segs]) + draw(SUFFIXES)
 
 

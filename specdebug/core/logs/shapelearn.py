@@ -98,7 +98,7 @@ class _Builder:
             g = self.group(_ANY_TEXT)
             if last:
                 self.src.append(_NOT_STRIPPED)
-            self.conv[key] = _any_value
+            self.conv[key], self.num[key] = _any_value, False
         self.inner[key] = self.outer[key] = g
 
 
@@ -210,7 +210,7 @@ def learn(
             continue
         b.lit(msg[pos : hm.start(name)])
         ascii_digits = bool(_INT.fullmatch(text))
-        g = b.group(r"[0-9]+") if ascii_digits else b.group(re.escape(text), text)
+        g = b.group(_INT.pattern) if ascii_digits else b.group(re.escape(text), text)
         head_keys.append((name, g, int if ascii_digits else str))
         pos = hm.end(name)
     b.lit(msg[pos : hm.end()])
