@@ -12,6 +12,9 @@ Then the whole-process comparison of issue 16: `specdebug grep --follow --json` 
 against `ssh HOST 'tail -F FILE | grep --line-buffered PAT'` in the same run on the same file:
 all-matching throughput, CPU of the local process at a steady 10k lines/s, and append-to-output
 latency, each with its ratio. `--cli-only` skips the in-process sections.
+The parser section runs the same lines with the shape cache (the default) and through the general
+path (`LogParser(shapes=False)`) and prints both and their ratio; `--parser-only` stops after it.
+`--pane-only`: only the Logs pane path (follow + pack parse + metric series, in this process).
 The last line printed is `RESULT key=value ...`.
 """
 
@@ -88,27 +91,32 @@ def rss_kib() -> tuple[int, int]:
 
 
 def bench_parser(n: int) -> dict[str, float]:
-    """n lines (1 in 2 a decode line) through LogParser + MetricStore: rate and memory."""
+    """n lines (1 in 2 a decode line) through LogParser + MetricStore: rate and memory; then the same
+    lines through the general path (shape cache off) for the ratio, in the same run."""
     gc.collect()
     rss0, _ = rss_kib()
-    an = Analyzer(LogParser("sglang"))
-    decode, noise = DECODE.encode(), NOISE.encode()
-    t0 = time.perf_counter()
-    off = 0
-    for i in range(n):
-        line = decode if i & 1 else noise
-        an.feed(line, offset=off)
-        off += len(line) + 1
-    dt = time.perf_counter() - t0
-    res = an.result()
-    rss1, hwm = rss_kib()
-    assert res.metrics["accept_len"]["n"] == n // 2
-    return {
-        "parser_lines_per_s": n / dt,
-        "parser_rss_growth_mib": (rss1 - rss0) / 1024,
-        "peak_rss_mib": hwm / 1024,
-        "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    }
+    out: dict[str, float] = {}
+    for label, shapes in (("parser", True), ("general_parser", False)):
+        an = Analyzer(LogParser("sglang", shapes=shapes))
+        decode, noise = DECODE.encode(), NOISE.encode()
+        t0, c0 = time.perf_counter(), time.process_time()
+        off = 0
+        for i in range(n):
+            line = decode if i & 1 else noise
+            an.feed(line, offset=off)
+            off += len(line) + 1
+        res = an.result()
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        assert res.metrics["accept_len"]["n"] == n // 2
+        out[f"{label}_lines_per_s"] = n / dt
+        out[f"{label}_lines_per_cpu_s"] = n / dc
+        if shapes:
+            rss1, hwm = rss_kib()
+            out["parser_rss_growth_mib"] = (rss1 - rss0) / 1024
+            out["peak_rss_mib"] = hwm / 1024
+    out["parser_fast_ratio"] = out["parser_lines_per_cpu_s"] / out["general_parser_lines_per_cpu_s"]
+    out["maxrss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
 
 
 async def write_remote(remote, path: str, n: int, rate: float, noise: int = 0) -> None:
@@ -257,6 +265,39 @@ class Reader:
         self.task.cancel()
 
 
+async def pane_path(remote, path: str, lines: int) -> dict[str, float]:
+    """The Logs pane's path over a file of `lines` decode lines: follow + pack parse + metric series,
+    in this process; lines/s from the first parsed batch to the last (wall) and per CPU second."""
+    from specdebug.core.logs.matches import follow_match_batches
+    from specdebug.core.logs.stats import MetricStore
+
+    parser, store = LogParser("sglang", from_start=True), MetricStore()
+    got, t_first, cpu_first = 0, 0.0, 0.0
+    batches = follow_match_batches(remote, path, parser, from_start=True)
+    async for batch in batches:
+        for m in batch:
+            if isinstance(m, LogMatch):
+                store.add_match(m)
+                got += 1
+        if got and not t_first:
+            t_first, cpu_first = time.perf_counter(), time.process_time()
+        if got >= lines:
+            break
+    await batches.aclose()
+    store.summary()
+    out = {
+        "pane_metrics_lines_per_s": got / max(time.perf_counter() - t_first, 1e-9),
+        "pane_metrics_lines_per_cpu_s": got / max(time.process_time() - cpu_first, 1e-9),
+    }
+    print(
+        f"with metric extraction (Logs pane path: follow + pack parse + series): "
+        f"{out['pane_metrics_lines_per_s']:.0f} lines/s (goal >= 200000); "
+        f"{out['pane_metrics_lines_per_cpu_s']:.0f} lines per CPU second of this process",
+        flush=True,
+    )
+    return out
+
+
 async def cli_compare(
     remote, cfg: str, host: str, box_dir: str, args: argparse.Namespace
 ) -> dict[str, float]:
@@ -279,6 +320,9 @@ async def cli_compare(
     path = f"{box_dir}/cli-tp.log"
     await remote.run(["sh", "-c", ': > "$1"', "sh", path])
     await write_remote(remote, path, args.lines, 0)
+    if args.pane_only:
+        out.update(await pane_path(remote, path, args.lines))
+        return {k.replace("|", "_"): v for k, v in out.items()}
     for r in both(path, True):
         await r.start()
         await r.until(args.lines, 300)
@@ -293,28 +337,7 @@ async def cli_compare(
     out["cli_tp_ratio"] = ratio
 
     # 1b) the Logs pane's path on the same file: follow + pack parse + metric series (in-process)
-    from specdebug.core.logs.matches import follow_match_batches
-    from specdebug.core.logs.stats import MetricStore
-
-    parser, store = LogParser("sglang", from_start=True), MetricStore()
-    got, t_first = 0, 0.0
-    batches = follow_match_batches(remote, path, parser, from_start=True)
-    async for batch in batches:
-        for m in batch:
-            if isinstance(m, LogMatch):
-                store.add_match(m)
-                got += 1
-        if got and not t_first:
-            t_first = time.perf_counter()
-        if got >= args.lines:
-            break
-    await batches.aclose()
-    out["pane_metrics_lines_per_s"] = got / max(time.perf_counter() - t_first, 1e-9)
-    print(
-        f"with metric extraction (Logs pane path: follow + pack parse + series): "
-        f"{out['pane_metrics_lines_per_s']:.0f} lines/s (goal >= 200000)",
-        flush=True,
-    )
+    out.update(await pane_path(remote, path, args.lines))
 
     # 2) a steady 10k lines/s, then a slow 200 lines/s, both readers on the same file: CPU, latency
     for phase, rate, seconds in (("fast", args.cli_rate, args.cli_seconds), ("slow", args.rate, 2.0)):
@@ -377,10 +400,15 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
         print(f"parser: {args.parser_lines} lines ...", flush=True)
         result.update(bench_parser(args.parser_lines))
         print(
-            f"  {result['parser_lines_per_s']:.0f} lines/s, RSS +{result['parser_rss_growth_mib']:.1f} MiB "
-            f"(peak RSS {result['peak_rss_mib']:.1f} MiB)",
+            f"  {result['parser_lines_per_s']:.0f} lines/s ({result['parser_lines_per_cpu_s']:.0f} per CPU s), "
+            f"RSS +{result['parser_rss_growth_mib']:.1f} MiB (peak RSS {result['peak_rss_mib']:.1f} MiB)\n"
+            f"  general path (shape cache off): {result['general_parser_lines_per_s']:.0f} lines/s "
+            f"({result['general_parser_lines_per_cpu_s']:.0f} per CPU s); shape cache "
+            f"{result['parser_fast_ratio']:.2f}x per CPU s",
             flush=True,
         )
+        if args.parser_only:
+            return result
 
     sshd = None
     tmp = Path(tempfile.mkdtemp(prefix="bench-logs-"))
@@ -478,7 +506,12 @@ def main() -> int:
     ap.add_argument("--cli-rate", type=float, default=10_000.0, help="lines/s for the CPU/latency comparison")
     ap.add_argument("--cli-seconds", type=float, default=5.0)
     ap.add_argument("--cli-only", action="store_true", help="only the whole-process comparison")
+    ap.add_argument(
+        "--pane-only", action="store_true", help="only the Logs pane path (follow + parse + series)"
+    )
+    ap.add_argument("--parser-only", action="store_true", help="only the in-process parser section")
     args = ap.parse_args()
+    args.cli_only = args.cli_only or args.pane_only
     if args.host and not args.ssh_config:
         ap.error("--host needs --ssh-config")
     res = asyncio.run(run(args))

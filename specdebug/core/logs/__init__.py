@@ -1,8 +1,9 @@
 """Logs service: parse SGLang/vLLM logs into metrics, follow remote files, scan files after the fact.
 
 Modules: patterns (packs, detection, key/value tails, NCCL env lines), parser (stateful line
-parser), stats (bounded series), scan (whole files), follow (remote follow by offset), context
-(+-N lines around an offset), location (HOST:PATH), events (pydantic models).
+parser), shapes + shapelearn (the parser's cache of batch-line layouts: repeats parsed by one regex
+match, same results), stats (bounded series), scan (whole files), follow (remote follow by offset),
+context (+-N lines around an offset), location (HOST:PATH), events (pydantic models).
 """
 
 from specdebug.core.logs.context import ContextLine, read_context

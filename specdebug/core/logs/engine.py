@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from specdebug.core.logs.primitives import (
     ANSI_RE,
     Parsed,
+    as_float,
     is_num,
     norm_key,
     parse_kv_tail,
@@ -102,8 +103,10 @@ class Pack:
                 present = [k for k in keys if is_num(fields.get(k))]
                 if len(present) > 1:
                     top = max(present, key=lambda k: fields[k])
-                    metrics[name] = float(fields[top])
-                    out_spans.append((*spans[top], name))
+                    number = as_float(fields[top])
+                    if number is not None:
+                        metrics[name] = number
+                        out_spans.append((*spans[top], name))
             for key, name in self.metric_map.get(event, {}).items():
                 if name in metrics or key not in fields:
                     continue
@@ -112,11 +115,17 @@ class Pack:
                     values = value if isinstance(value, list) else [value]
                     if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in values):
                         continue
-                    metrics[name] = [float(x) for x in values]
+                    floats = [f for f in map(as_float, values) if f is not None]
+                    if len(floats) != len(values):
+                        continue
+                    metrics[name] = floats
                 elif isinstance(value, int | float) and not isinstance(value, bool):
+                    number = as_float(value)
+                    if number is None:
+                        continue
                     if key in self.percent_fields and units.get(key) != "%":
-                        value = round(value * 100.0, 9)
-                    metrics[name] = float(value)
+                        number = round(number * 100.0, 9)
+                    metrics[name] = number
                 else:
                     continue
                 s, e = spans[key]

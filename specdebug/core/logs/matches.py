@@ -64,20 +64,11 @@ async def follow_match_batches(
             names=parser.pattern_names(),
         )
     cut_seen = len(parser.cut_patterns)
-    parse = parser.parse
     batches = follower.batches()
     try:
         async for batch in batches:
-            out: list[Match | LogEvent] = []
             # the agent's selection is exact; without it (tail fallback) parse() selects every line
-            pre = not follower.fallback
-            for item in batch:
-                if isinstance(item, LogEvent):
-                    out.append(item)
-                    continue
-                m = parse(item.data, item.offset, None, item.inode, item.truncated, pre)
-                if m is not None:
-                    out.append(m)
+            out = parser.parse_batch(batch, not follower.fallback)
             if len(parser.cut_patterns) > cut_seen:
                 for name, detail in list(parser.cut_patterns.items())[cut_seen:]:
                     out.append(LogEvent(kind="pattern_cut", path=path, detail=f"{name}: {detail}"))

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from specdebug.core.limits import MAX_LINE
-from specdebug.core.logs.events import LogMatch
+from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.patterns import (
     ANSI_RE,
     NCCL_ENV_RE,
@@ -26,6 +26,9 @@ from specdebug.core.logs.patterns import (
     parse_value,
     split_prefix,
 )
+from specdebug.core.logs.primitives import as_float
+from specdebug.core.logs.shapelearn import learn
+from specdebug.core.logs.shapes import ShapeCache
 from specdebug.core.logs.userrx import UserPattern
 from specdebug.core.secrets import Scrubber
 
@@ -67,6 +70,15 @@ class PlainMatch:
         return []
 
 
+class RawLike(Protocol):
+    """A followed line as parse_batch reads it (follow.RawLine)."""
+
+    offset: int
+    data: bytes
+    inode: int | None
+    truncated: int | None
+
+
 class PatternError(ValueError):
     """A user or profile pattern does not compile (message names it)."""
 
@@ -102,10 +114,10 @@ class _Literals:
     is recognised by its first `in` test, far cheaper than one regex alternation of 30 literals)."""
 
     def __init__(self, literals: Sequence[str]) -> None:
-        self._lits = tuple(dict.fromkeys(literals))
+        self.literals = tuple(dict.fromkeys(literals))
 
     def search(self, text: str) -> bool | None:
-        for lit in self._lits:
+        for lit in self.literals:
             if lit in text:
                 return True
         return None
@@ -139,6 +151,9 @@ class LogParser:
       "pending" then; following from the end of a running server's log assumes warmup is over.
     scrub: masks secrets in every reported line before anything sees it (default: the shape
       rules, learning values as it goes; `Scrubber.for_profile` adds the profile's known values).
+    shapes: learn the layouts of batch/stat lines and parse repeats with one regex match (shapes.py;
+      same results). Used when the pack is known and there are no grep or profile patterns; False
+      forces the general path (tests compare the two).
     """
 
     def __init__(
@@ -149,6 +164,7 @@ class LogParser:
         grep: Sequence[str] = (),
         from_start: bool = True,
         scrub: Callable[[str], str] | None = None,
+        shapes: bool = True,
     ) -> None:
         self.scrub = scrub if scrub is not None else Scrubber()
         self._detector: PackDetector | None = None
@@ -171,6 +187,9 @@ class LogParser:
         # plain grep: nothing to parse but the grep patterns' named groups (none: nothing at all)
         self._plain = self.no_pack and not self.patterns and bool(self.grep)
         self._grep_groups = any(re.compile(p.pattern).groupindex for p in self.grep)
+        literals = self._candidate.literals if isinstance(self._candidate, _Literals) else None
+        self._literals = literals if shapes and not self._user and not self.no_pack else None
+        self._shapes = ShapeCache() if self._literals and self.pack is not None else None
 
     @property
     def pack_name(self) -> str | None:
@@ -231,12 +250,62 @@ class LogParser:
             decided = self._detector.feed(line)
             if decided:
                 self.pack = PACKS[decided]
+                self._shapes = ShapeCache() if self._literals else None
         if "\x1b" in line:
             line = ANSI_RE.sub("", line)
         raw, line = line, self.scrub(line)
         builtin = (
             self._candidate.search(line) is not None if self._candidate is not None else not self.no_pack
         )
+        shapes = self._shapes if builtin and truncated is None else None
+        if shapes is not None:
+            hit = shapes.match(line, offset, lineno, inode, self.in_warmup)
+            if hit is not None:
+                return hit
+        return self._general(raw, line, builtin, offset, lineno, inode, truncated)
+
+    def parse_batch(
+        self, batch: Sequence[RawLike | LogEvent], preselected: bool = False
+    ) -> list[LogMatch | PlainMatch | LogEvent]:
+        """`parse` over a follower's batch, in order (LogEvents pass through): the same results,
+        with the repeats of known batch lines going straight to the shape cache (no per-line call
+        of parse and its checks: at tens of thousands of lines a second they add up)."""
+        out: list[LogMatch | PlainMatch | LogEvent] = []
+        append, scrub, parse = out.append, self.scrub, self.parse
+        lits = self._candidate if isinstance(self._candidate, _Literals) else None
+        for item in batch:
+            if isinstance(item, LogEvent):
+                append(item)
+                continue
+            data, shapes = item.data, self._shapes
+            if shapes is None or lits is None or item.truncated is not None or len(data) > MAX_LINE:
+                m = parse(data, item.offset, None, item.inode, item.truncated, preselected)
+            else:  # parse() with what `shapes` implies: a known pack, no user patterns, literal prefilter
+                raw = data.decode("utf-8", "replace").rstrip("\r\n")
+                if "\x1b" in raw:
+                    m = parse(raw, item.offset, None, item.inode, None, preselected)
+                elif not lits.search(line := scrub(raw)):
+                    continue
+                else:
+                    m = shapes.match(line, item.offset, None, item.inode, self.in_warmup)
+                    if m is None:
+                        m = self._general(raw, line, True, item.offset, None, item.inode, None)
+            if m is not None:
+                append(m)
+        return out
+
+    def _general(
+        self,
+        raw: str,
+        line: str,
+        builtin: bool,
+        offset: int | None,
+        lineno: int | None,
+        inode: int | None,
+        truncated: int | None,
+    ) -> LogMatch | PlainMatch | None:
+        """parse() past the shape cache: user patterns, prefix, pack, fields, warmup markers."""
+        shapes = self._shapes if builtin and truncated is None else None
         grep_m = None
         for rx in self.grep:
             # a pattern that matched only the secret still selects the line, shown masked
@@ -267,6 +336,9 @@ class LogParser:
         if parsed is not None and parsed.event not in _STAT_EVENTS:
             # before tagging, so the marker line itself is not warmup (batch/stat lines never are)
             self._markers(msg)
+        elif parsed is not None and shapes is not None and self.pack is not None and shapes.wants():
+            expect = (parsed.event, parsed.fields, parsed.metrics, parsed.spans)
+            shapes.add(learn(self.pack, line, prefix, self._literals or (), expect))
         events: list[str] = [parsed.event] if parsed else []
         # a Parsed is made fresh for each line: its containers become the match's own
         fields = parsed.fields if parsed else {}
@@ -280,8 +352,9 @@ class LogParser:
                     continue
                 if k == "value":
                     num = _num(v)
-                    if isinstance(num, int | float):
-                        metrics[name] = float(num)
+                    number = as_float(num) if isinstance(num, int | float) else None
+                    if number is not None:
+                        metrics[name] = number
                         spans.append((m.start("value"), m.end("value"), name))
                 else:
                     fields[k] = _num(v)

@@ -60,9 +60,10 @@ def parse_value(text: str) -> tuple[Any, str | None]:
 
     NaN (vLLM prints it when nothing was drafted) becomes None so JSON stays valid."""
     text = text.strip()
-    if text.isdigit():  # fast paths: most values are plain integers or decimals
+    # fast paths: most values are plain integers or decimals (isdecimal, not isdigit: int("²") raises)
+    if text.isdecimal():
         return int(text), None
-    if text[:1].isdigit() and text.replace(".", "", 1).isdigit():
+    if text[:1].isdecimal() and text.replace(".", "", 1).isdecimal():
         return float(text), None
     if text in ("True", "False"):
         return text == "True", None
@@ -76,6 +77,15 @@ def parse_value(text: str) -> tuple[Any, str | None]:
     elif re.fullmatch(r"[-+]?\d+", num):
         value = int(num)
     return value, m.group("unit")
+
+
+def as_float(value: float) -> float | None:
+    """float(value), or None for an integer too large for a float (a garbled log line must not
+    stop a scan with OverflowError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 def parse_kv_tail(
@@ -106,9 +116,14 @@ def parse_kv_tail(
             if last is not None:
                 value, _ = parse_value(seg)
                 prev = fields[last]
-                if isinstance(value, int | float) and not isinstance(value, bool):
+                number = (
+                    as_float(value)
+                    if isinstance(value, int | float) and not isinstance(value, bool)
+                    else None
+                )
+                if number is not None:
                     prev = prev if isinstance(prev, list) else [prev]
-                    prev.append(float(value))
+                    prev.append(number)
                     fields[last] = prev
                     s0 = spans[last][0]
                     spans[last] = (s0, base + start + len(seg))
@@ -155,6 +170,7 @@ class Prefix:
     ts: str | None = None
     ranks: str | None = None
     level: str | None = None
+    ts_at: int = -1  # where `ts` starts in the line (-1: no ts); the shape cache learns from it
 
 
 def split_prefix(line: str) -> Prefix:
@@ -173,6 +189,8 @@ def split_prefix(line: str) -> Prefix:
                 ranks = f"GPU{gd['gpu']}"
             p.ranks = ranks or None
             p.level = gd.get("level")
+            if p.ts is not None:
+                p.ts_at = start + pm.start("ts")
             start += pm.end()
             break
     p.start = start

@@ -8,10 +8,13 @@ matter how long a server runs or how fast it logs.
 
 from __future__ import annotations
 
+import operator
 import random
 from array import array
 from collections import Counter, deque
 from collections.abc import Iterable
+from functools import reduce
+from itertools import chain, groupby
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -23,6 +26,8 @@ if TYPE_CHECKING:
 
 RESERVOIR = 65_536
 RECENT = 240
+_FLOATS = {float}
+FLUSH = 4096  # pending samples per series before they are folded in (bounds their memory)
 
 
 # the numbers people look at first; the rest follow alphabetically
@@ -74,53 +79,124 @@ def percentile(sorted_values: list[float] | array[float], q: float) -> float | N
 
 
 class Series:
-    """One metric's samples: exact running aggregates + a reservoir + a recent ring."""
+    """One metric's samples: exact running aggregates + a reservoir + a recent ring.
 
-    __slots__ = ("n", "total", "lo", "hi", "last", "_res", "_cap", "_rng", "recent")
+    `add` only appends to `pending` (the log path adds about a dozen samples per batch line); the
+    aggregates catch up in one pass when read or when FLUSH samples wait. The result equals adding
+    one by one: sums in the same order, min/max by the same comparisons, and the reservoir draws
+    the same random numbers in the same order (see `_reservoir_tail`)."""
+
+    __slots__ = ("_n", "_total", "_lo", "_hi", "_last", "_res_data", "_cap", "_rng", "_recent", "pending")
 
     def __init__(self, reservoir: int = RESERVOIR, recent: int = RECENT, seed: int = 0) -> None:
-        self.n = 0
-        self.total = 0.0
-        self.lo = float("inf")
-        self.hi = float("-inf")
-        self.last: float | None = None
-        self._res = array("d")
+        self._n = 0
+        self._total = 0.0
+        self._lo = float("inf")
+        self._hi = float("-inf")
+        self._last: float | None = None
+        self._res_data = array("d")
         self._cap = reservoir
         self._rng = random.Random(seed)
-        self.recent: deque[float] = deque(maxlen=recent)
+        self._recent: deque[float] = deque(maxlen=recent)
+        self.pending: list[float] = []  # MetricStore's hot path appends here directly
 
     def add(self, value: float) -> None:
-        self.n += 1
-        self.total += value
-        if value < self.lo:
-            self.lo = value
-        if value > self.hi:
-            self.hi = value
-        self.last = value
-        self.recent.append(value)
-        if len(self._res) < self._cap:
-            self._res.append(value)
-        else:
-            j = self._rng.randrange(self.n)
-            if j < self._cap:
-                self._res[j] = value
+        self.pending.append(value)
+        if len(self.pending) >= FLUSH:
+            self.flush()
 
     def extend(self, values: Iterable[float]) -> None:
-        for v in values:
-            self.add(v)
+        self.pending.extend(values)
+        if len(self.pending) >= FLUSH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Fold the pending samples into the aggregates, in order (cleared in place: the list's
+        `append` may be held by a MetricStore)."""
+        vals = self.pending
+        if not vals:
+            return
+        n0 = self._n
+        self._n = n0 + len(vals)
+        self._total = reduce(operator.add, vals, self._total)  # left to right, like one by one
+        # min/max starting from the old bound replace on the same `<`/`>` tests as one by one (NaN too)
+        self._lo = min(chain((self._lo,), vals))
+        self._hi = max(chain((self._hi,), vals))
+        self._last = vals[-1]
+        self._recent.extend(vals)
+        room = self._cap - len(self._res_data)
+        if room >= len(vals):
+            self._res_data.extend(vals)
+        else:
+            if room > 0:
+                self._res_data.extend(vals[:room])
+            self._reservoir_tail(vals, max(room, 0), n0)
+        vals.clear()
+
+    def _reservoir_tail(self, vals: list[float], skip: int, n0: int) -> None:
+        """Algorithm R for a full reservoir: sample i replaces slot randrange(i) when that is below
+        the capacity. randrange(n) is `getrandbits(n.bit_length())` retried while >= n in CPython
+        (Random._randbelow_with_getrandbits); called inline here, 3x cheaper, same numbers (a unit
+        test compares against randrange)."""
+        res, cap, bits = self._res_data, self._cap, self._rng.getrandbits
+        n = n0 + skip
+        for i in range(skip, len(vals)):
+            n += 1
+            k = n.bit_length()
+            j = bits(k)
+            while j >= n:
+                j = bits(k)
+            if j < cap:
+                res[j] = vals[i]
+
+    @property
+    def n(self) -> int:
+        self.flush()
+        return self._n
+
+    @property
+    def total(self) -> float:
+        self.flush()
+        return self._total
+
+    @property
+    def lo(self) -> float:
+        self.flush()
+        return self._lo
+
+    @property
+    def hi(self) -> float:
+        self.flush()
+        return self._hi
+
+    @property
+    def last(self) -> float | None:
+        self.flush()
+        return self._last
+
+    @property
+    def recent(self) -> deque[float]:
+        self.flush()
+        return self._recent
+
+    @property
+    def _res(self) -> array[float]:
+        self.flush()
+        return self._res_data
 
     def stats(self) -> SeriesStats:
-        if self.n == 0:
+        self.flush()
+        if self._n == 0:
             return SeriesStats(n=0, mean=None, p50=None, p90=None, min=None, max=None, last=None)
-        ordered = sorted(self._res)
+        ordered = sorted(self._res_data)
         return SeriesStats(
-            n=self.n,
-            mean=self.total / self.n,
+            n=self._n,
+            mean=self._total / self._n,
             p50=percentile(ordered, 50),
             p90=percentile(ordered, 90),
-            min=self.lo,
-            max=self.hi,
-            last=self.last,
+            min=self._lo,
+            max=self._hi,
+            last=self._last,
         )
 
 
@@ -135,6 +211,9 @@ class MetricStore:
     def __init__(self, reservoir: int = RESERVOIR, recent: int = RECENT) -> None:
         self._all: dict[str, Series] = {}
         self._post: dict[str, Series] = {}
+        # metrics dicts of matched lines not yet in the series, all with the same warmup flag
+        self._rows: list[dict[str, float | list[float]]] = []
+        self._rows_warmup = False
         self._reservoir = reservoir
         self._recent = recent
         self.marker_seen = False
@@ -147,39 +226,77 @@ class MetricStore:
         return s
 
     def add_match(self, match: LogMatch | PlainMatch) -> None:
-        self.events[match.event] += 1
-        for ev in match.also:
-            self.events[ev] += 1
-        if match.event in ("ready", "warmup_done") or "ready" in match.also:
+        """Count the line's events; its metrics dict is kept as a row until the next read or FLUSH
+        rows (it must not change meanwhile: matches are read-only by convention)."""
+        ev, also, events = match.event, match.also, self.events
+        events[ev] += 1
+        for e in also:
+            events[e] += 1
+        if ev in ("ready", "warmup_done") or "ready" in also:
             self.marker_seen = True
-        warmup = match.warmup
-        all_, post = self._all, self._post
-        for name, value in match.metrics.items():  # the hot path (every batch line): add() inlined
-            if value.__class__ is not float:
-                self.add(name, value, warmup=warmup)
+        metrics = match.metrics
+        if metrics:
+            if match.warmup != self._rows_warmup:
+                self._fold_rows()
+                self._rows_warmup = match.warmup
+            rows = self._rows
+            rows.append(metrics)
+            if len(rows) >= FLUSH:
+                self._fold_rows()
+
+    def _fold_rows(self) -> None:
+        """Rows into series. A run of rows with the same keys and only float values goes column by
+        column (zip and extend: C loops); a run holding anything else goes value by value. Series
+        are created in the order one-by-one adds would create them (their seeds depend on it)."""
+        rows, warmup = self._rows, self._rows_warmup
+        if not rows:
+            return
+        self._rows = []
+        for keys, group in groupby(rows, tuple):
+            run = list(group)
+            cols = list(zip(*map(dict.values, run), strict=True))
+            if all(set(map(type, col)) == _FLOATS for col in cols):
+                for name, col in zip(keys, cols, strict=True):
+                    self._series(self._all, name).extend(col)
+                    if not warmup:
+                        self._series(self._post, name).extend(col)
                 continue
-            (all_.get(name) or self._series(all_, name)).add(value)
-            if not warmup:
-                (post.get(name) or self._series(post, name)).add(value)
+            for metrics in run:
+                for name, value in metrics.items():
+                    self._add_now(name, value, warmup)
+
+    def flush(self) -> None:
+        """Fold pending rows and samples in (reads do it themselves)."""
+        self._fold_rows()
+        for table in (self._all, self._post):
+            for s in table.values():
+                s.flush()
 
     def add(self, name: str, value: float | list[float], *, warmup: bool = False) -> None:
+        self._fold_rows()
+        self._add_now(name, value, warmup)
+
+    def _add_now(self, name: str, value: float | list[float], warmup: bool) -> None:
         if isinstance(value, list):
             for i, v in enumerate(value):
-                self.add(f"{name}[{i}]", v, warmup=warmup)
+                self._add_now(f"{name}[{i}]", v, warmup)
             return
         self._series(self._all, name).add(value)
         if not warmup:
             self._series(self._post, name).add(value)
 
     def names(self) -> list[str]:
+        self._fold_rows()
         return list(self._all)
 
     def series(self, name: str, *, include_warmup: bool = False) -> Series | None:
+        self._fold_rows()
         table = self._all if include_warmup or not self.marker_seen else self._post
         return table.get(name)
 
     def summary(self, *, include_warmup: bool = False) -> dict[str, dict[str, Any]]:
         """{NAME: {n, mean, p50, p90, min, max, last}}; list metrics give lists per key."""
+        self._fold_rows()
         table = self._all if include_warmup or not self.marker_seen else self._post
         out: dict[str, dict[str, Any]] = {}
         grouped: dict[str, list[tuple[int, dict[str, Any]]]] = {}
