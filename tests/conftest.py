@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -53,3 +55,66 @@ async def remote(sshd: Sshd):
     await r.wait_connected(15)
     yield r
     await r.close()
+
+
+# --- parallel runs (pytest-xdist, `-n` in pyproject's addopts) --------------------------------------
+# Each worker is its own process: its own session fixtures (sshd on a free port, SPECDEBUG_SESSION),
+# its own tmp_path_factory folder (basetemp/gwN) and its own tmux socket (named with its PID).
+
+
+WORKERS = 4  # most tests wait on servers, sshd and tmux, not on a CPU: twice the 2 cores of CI
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's addopts): WORKERS for the suite or a folder; a run of one test file stays
+    in this process (starting workers would cost more than it saves).  `-n 0` / `-n N` decide instead."""
+    files = {arg.split("::")[0] for arg in config.args}
+    if len(files) == 1 and Path(next(iter(files))).is_file():
+        return 0
+    return WORKERS
+
+
+def _shares_state_across_tests(item: pytest.Item) -> bool:
+    """The test uses a module/class/package fixture: its file must run on one worker, so that the
+    fixture (a sim, a bisection) is set up once and not once per worker that gets one of its tests."""
+    defs = item._fixtureinfo.name2fixturedefs  # noqa: SLF001 (pytest's own record of the item's fixtures)
+    return any(d.scope in ("module", "class", "package") for fixdefs in defs.values() for d in fixdefs)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker hook turns the marks into scheduling groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    files = {item.nodeid.split("::")[0] for item in items if _shares_state_across_tests(item)}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        if path in files and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(path))
+
+
+def _lock(path: Path, mode: int) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, mode)
+    return fd
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)  # outermost: waiting for the turn is not test time
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    """`exclusive` tests run while no other worker runs a test (they load the CPUs themselves or judge
+    timing); every other test holds a shared turn.  A gate lock gives the exclusive one priority: once
+    it waits, no new test starts, so it cannot be starved.  Without xdist this does nothing."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    root = item.config._tmp_path_factory.getbasetemp().parent  # noqa: SLF001 (shared by this run's workers)
+    exclusive = item.get_closest_marker("exclusive") is not None
+    gate = _lock(root / "turn-gate.lock", fcntl.LOCK_EX)
+    turn = -1
+    try:
+        turn = _lock(root / "turn.lock", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:
+            os.close(gate)  # releases the gate: other shared turns may start alongside
+            gate = -1
+        yield
+    finally:
+        for fd in (turn, gate):
+            if fd >= 0:
+                os.close(fd)
