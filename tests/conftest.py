@@ -57,17 +57,16 @@ async def remote(sshd: Sshd):
     await r.close()
 
 
-# --- parallel runs (pytest-xdist, `-n` in pyproject's addopts) --------------------------------------
+# --- parallel runs (pytest-xdist, `-n auto` in pyproject's addopts) ---------------------------------
 # Each worker is its own process: its own session fixtures (sshd on a free port, SPECDEBUG_SESSION),
 # its own tmp_path_factory folder (basetemp/gwN) and its own tmux socket (named with its PID).
-
 
 WORKERS = 4  # most tests wait on servers, sshd and tmux, not on a CPU: twice the 2 cores of CI
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto` (pyproject's addopts): WORKERS for the suite or a folder; a run of one test file stays
-    in this process (starting workers would cost more than it saves).  `-n 0` / `-n N` decide instead."""
+    """`-n auto`: WORKERS for the suite or a folder; a run of one test file stays in this process
+    (starting workers would cost more than it saves).  An explicit `-n 0` / `-n N` decides instead."""
     files = {arg.split("::")[0] for arg in config.args}
     if len(files) == 1 and Path(next(iter(files))).is_file():
         return 0
@@ -76,45 +75,78 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 def _shares_state_across_tests(item: pytest.Item) -> bool:
     """The test uses a module/class/package fixture: its file must run on one worker, so that the
-    fixture (a sim, a bisection) is set up once and not once per worker that gets one of its tests."""
+    fixture (a sim, a bisection) is set up once, not once per worker that gets one of its tests."""
     defs = item._fixtureinfo.name2fixturedefs  # noqa: SLF001 (pytest's own record of the item's fixtures)
     return any(d.scope in ("module", "class", "package") for fixdefs in defs.values() for d in fixdefs)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker hook turns the marks into scheduling groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    files = {item.nodeid.split("::")[0] for item in items if _shares_state_across_tests(item)}
+    """Files with a shared fixture form one group; all files with an `exclusive` test form the group
+    "exclusive" (one worker: those tests run back to back, so the other workers pause only once)."""
+    groups: dict[str, str] = {}
     for item in items:
         path = item.nodeid.split("::")[0]
-        if path in files and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(path))
+        if item.get_closest_marker("exclusive") is not None:
+            groups[path] = "exclusive"
+        elif _shares_state_across_tests(item):
+            groups.setdefault(path, path)
+    for item in items:
+        group = groups.get(item.nodeid.split("::")[0])
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
-def _lock(path: Path, mode: int) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, mode)
-    return fd
+def _exclusive(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("exclusive") is not None
 
 
-@pytest.hookimpl(tryfirst=True, hookwrapper=True)  # outermost: waiting for the turn is not test time
-def pytest_runtest_protocol(item: pytest.Item, nextitem):
-    """`exclusive` tests run while no other worker runs a test (they load the CPUs themselves or judge
-    timing); every other test holds a shared turn.  A gate lock gives the exclusive one priority: once
-    it waits, no new test starts, so it cannot be starved.  Without xdist this does nothing."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        yield
-        return
-    root = item.config._tmp_path_factory.getbasetemp().parent  # noqa: SLF001 (shared by this run's workers)
-    exclusive = item.get_closest_marker("exclusive") is not None
-    gate = _lock(root / "turn-gate.lock", fcntl.LOCK_EX)
-    turn = -1
-    try:
-        turn = _lock(root / "turn.lock", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+class _Turns:
+    """A readers-writer lock over files shared by this run's workers (flock).  A normal test holds a
+    shared turn; an `exclusive` one (it loads the CPUs itself or judges timing) holds the only turn.
+    The gate gives a waiting exclusive test priority (no new test starts meanwhile: no starvation);
+    a run of exclusive tests keeps the turn from one to the next."""
+
+    def __init__(self) -> None:
+        self.gate = self.turn = -1
+
+    @staticmethod
+    def _lock(path: Path, mode: int) -> int:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, mode)
+        return fd
+
+    def acquire(self, root: Path, exclusive: bool) -> None:
+        if self.turn >= 0:
+            return  # kept from the exclusive test before
+        self.gate = self._lock(root / "turn-gate.lock", fcntl.LOCK_EX)
+        self.turn = self._lock(root / "turn.lock", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         if not exclusive:
-            os.close(gate)  # releases the gate: other shared turns may start alongside
-            gate = -1
+            self.gate = self._close(self.gate)  # other shared turns may start alongside
+
+    def release(self) -> None:
+        self.turn = self._close(self.turn)
+        self.gate = self._close(self.gate)
+
+    @staticmethod
+    def _close(fd: int) -> int:
+        if fd >= 0:
+            os.close(fd)
+        return -1
+
+
+_TURNS = _Turns()
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)  # outermost: waiting for a turn is not test time
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield  # one process: nothing runs alongside
+        return
+    root = item.config._tmp_path_factory.getbasetemp().parent  # noqa: SLF001 (this run's workers share it)
+    _TURNS.acquire(root, _exclusive(item))
+    try:
         yield
     finally:
-        for fd in (turn, gate):
-            if fd >= 0:
-                os.close(fd)
+        if not (_exclusive(item) and _exclusive(nextitem)):
+            _TURNS.release()
