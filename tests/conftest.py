@@ -82,19 +82,21 @@ def _shares_state_across_tests(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker hook turns the marks into scheduling groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files with a shared fixture form one group; all files with an `exclusive` test form the group
-    "exclusive" (one worker: those tests run back to back, so the other workers pause only once)."""
-    groups: dict[str, str] = {}
+    """In a worker: a file whose tests share a module fixture is one group (xdist sends groups first);
+    then files with a `slow` test, so the long ones do not end the run; `exclusive` tests last, when
+    little else is left to wait for them."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the files' own order
+    grouped = {_file(item) for item in items if _shares_state_across_tests(item)}
+    slow = {_file(item) for item in items if item.get_closest_marker("slow") is not None}
     for item in items:
-        path = item.nodeid.split("::")[0]
-        if item.get_closest_marker("exclusive") is not None:
-            groups[path] = "exclusive"
-        elif _shares_state_across_tests(item):
-            groups.setdefault(path, path)
-    for item in items:
-        group = groups.get(item.nodeid.split("::")[0])
-        if group is not None and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
+        if _file(item) in grouped and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(_file(item)))
+    items.sort(key=lambda item: 2 if _exclusive(item) else 0 if _file(item) in slow else 1)
+
+
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
 
 
 def _exclusive(item: pytest.Item | None) -> bool:
