@@ -64,6 +64,7 @@ async def remote(sshd: Sshd):
 WORKERS = 4  # most tests wait on servers, sshd and tmux, not on a CPU: twice the 2 cores of CI
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: WORKERS for the suite or a folder; a run of one test file stays in this process
     (starting workers would cost more than it saves).  An explicit `-n 0` / `-n N` decides instead."""
