@@ -118,17 +118,18 @@ def test_reopen_readonly_shows_running_server_and_keys_behave(sshd, tmp_path: Pa
         # read-only: mutating keys are not offered, and pressing one says why
         assert "Launch" not in footer(screen) and "Attach" in footer(screen)
         tmux("send-keys", "-t", "tui", "s")
-        tmux.wait_screen("tui", lambda s: "read-only seat: Stop would change the box" in flat(s), 10)
-        # Tab inside the pane and a resize keep the pane's keys in the footer (and working)
+        tmux.wait_screen("tui", lambda s: "read-only seat: Stop would change the box" in flat(s), 30)
+        # Tab inside the pane and a resize keep the pane's keys in the footer (and working); waits of 30 s:
+        # 10 s was too short on a loaded machine (parallel workers)
         for _ in range(3):
             tmux("send-keys", "-t", "tui", "Tab")
         tmux("resize-window", "-t", "tui", "-x", "120", "-y", "40")
         tmux("resize-window", "-t", "tui", "-x", "150", "-y", "45")
-        tmux.wait_screen("tui", lambda s: "a Attach" in footer(s), 10)
+        tmux.wait_screen("tui", lambda s: "a Attach" in footer(s), 30)
         tmux("send-keys", "-t", "tui", "3")
         tmux("send-keys", "-t", "tui", "Tab")
         tmux("send-keys", "-t", "tui", "Tab")
-        tmux.wait_screen("tui", lambda s: "f Follow log" in footer(s), 10)
+        tmux.wait_screen("tui", lambda s: "f Follow log" in footer(s), 30)
         # q leaves the server running (right on a real box) and says how to stop it
         tmux("send-keys", "-t", "tui", "q")
         screen = tmux.wait_screen("tui", lambda s: "still running" in s, 20)
