@@ -24,7 +24,14 @@ from specdebug.remote.connection import SSHRemote
 from tests.sshd_harness import free_port
 from tests.tmux_harness import Tmux
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed"),
+    # run alone: with parallel workers loading the 2 cores, a digit key (3: Logs) or Tab was seen not
+    # to take (the Env pane stayed; the footer lost the pane's keys): timing of the TUI's focus
+    # handling under load, reported for a look; the keys themselves are what these tests check
+    pytest.mark.exclusive,
+]
 
 
 def write_profile(folder: Path, name: str) -> Path:
