@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -53,3 +55,101 @@ async def remote(sshd: Sshd):
     await r.wait_connected(15)
     yield r
     await r.close()
+
+
+# --- parallel runs (pytest-xdist, `-n auto` in pyproject's addopts) ---------------------------------
+# Each worker is its own process: its own session fixtures (sshd on a free port, SPECDEBUG_SESSION),
+# its own tmp_path_factory folder (basetemp/gwN) and its own tmux socket (named with its PID).
+
+WORKERS = 4  # most tests wait on servers, sshd and tmux, not on a CPU: twice the 2 cores of CI
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: WORKERS for the suite or a folder; a run of one test file stays in this process
+    (starting workers would cost more than it saves).  An explicit `-n 0` / `-n N` decides instead."""
+    files = {arg.split("::")[0] for arg in config.args}
+    if len(files) == 1 and Path(next(iter(files))).is_file():
+        return 0
+    return WORKERS
+
+
+def _shares_state_across_tests(item: pytest.Item) -> bool:
+    """The test uses a module/class/package fixture: its file must run on one worker, so that the
+    fixture (a sim, a bisection) is set up once, not once per worker that gets one of its tests."""
+    defs = item._fixtureinfo.name2fixturedefs  # noqa: SLF001 (pytest's own record of the item's fixtures)
+    return any(d.scope in ("module", "class", "package") for fixdefs in defs.values() for d in fixdefs)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker hook turns the marks into scheduling groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a worker: a file whose tests share a module fixture is one group (xdist sends groups first);
+    then files with a `slow` test, so the long ones do not end the run; `exclusive` tests last, when
+    little else is left to wait for them."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the files' own order
+    grouped = {_file(item) for item in items if _shares_state_across_tests(item)}
+    slow = {_file(item) for item in items if item.get_closest_marker("slow") is not None}
+    for item in items:
+        if _file(item) in grouped and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(_file(item)))
+    items.sort(key=lambda item: 2 if _exclusive(item) else 0 if _file(item) in slow else 1)
+
+
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def _exclusive(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("exclusive") is not None
+
+
+class _Turns:
+    """A readers-writer lock over files shared by this run's workers (flock).  A normal test holds a
+    shared turn; an `exclusive` one (it loads the CPUs itself or judges timing) holds the only turn.
+    The gate gives a waiting exclusive test priority (no new test starts meanwhile: no starvation);
+    a run of exclusive tests keeps the turn from one to the next."""
+
+    def __init__(self) -> None:
+        self.gate = self.turn = -1
+
+    @staticmethod
+    def _lock(path: Path, mode: int) -> int:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, mode)
+        return fd
+
+    def acquire(self, root: Path, exclusive: bool) -> None:
+        if self.turn >= 0:
+            return  # kept from the exclusive test before
+        self.gate = self._lock(root / "turn-gate.lock", fcntl.LOCK_EX)
+        self.turn = self._lock(root / "turn.lock", fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:
+            self.gate = self._close(self.gate)  # other shared turns may start alongside
+
+    def release(self) -> None:
+        self.turn = self._close(self.turn)
+        self.gate = self._close(self.gate)
+
+    @staticmethod
+    def _close(fd: int) -> int:
+        if fd >= 0:
+            os.close(fd)
+        return -1
+
+
+_TURNS = _Turns()
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)  # outermost: waiting for a turn is not test time
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield  # one process: nothing runs alongside
+        return
+    root = item.config._tmp_path_factory.getbasetemp().parent  # noqa: SLF001 (this run's workers share it)
+    _TURNS.acquire(root, _exclusive(item))
+    try:
+        yield
+    finally:
+        if not (_exclusive(item) and _exclusive(nextitem)):
+            _TURNS.release()

@@ -35,6 +35,16 @@ def can_make_users() -> str | None:
     return None
 
 
+def _users_db(argv: list[str]) -> subprocess.CompletedProcess:
+    """useradd/userdel, retried while another test (a parallel worker) holds /etc/passwd's lock (exit 10)."""
+    deadline = time.monotonic() + 60
+    while True:
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode != 10 or time.monotonic() > deadline:
+            return r
+        time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def unix_users(n: int) -> Iterator[list[str]]:
     tag = secrets.token_hex(3)
@@ -42,14 +52,12 @@ def unix_users(n: int) -> Iterator[list[str]]:
     made = []
     try:
         for name in names:
-            subprocess.run(
-                ["useradd", "-M", "-N", "-s", "/bin/sh", name], check=True, capture_output=True, text=True
-            )
+            _users_db(["useradd", "-M", "-N", "-s", "/bin/sh", name]).check_returncode()
             made.append(name)
         yield names
     finally:
         for name in made:
-            subprocess.run(["userdel", name], capture_output=True)
+            _users_db(["userdel", name])
 
 
 @contextlib.contextmanager

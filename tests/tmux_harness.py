@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import time
+from pathlib import Path
 
 
 class Tmux:
@@ -48,4 +51,23 @@ class Tmux:
         raise AssertionError(f"screen never matched; last screen:\n{screen}")
 
     def kill(self) -> None:
+        """Stop the server, then what ran in its panes: an app that ignores the SIGHUP of kill-server
+        (seen under load: a demo left running for minutes) gets SIGTERM, then SIGKILL, by its group
+        (tmux starts each pane in its own session: the pane's PID is its group's ID)."""
+        panes = [int(p) for p in self("list-panes", "-a", "-F", "#{pane_pid}").stdout.split()]
         self("kill-server")
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            deadline = time.monotonic() + 5
+            while any(map(_running, panes)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            for pgid in panes:  # also what the pane's process left behind in its group
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pgid, sig)
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"

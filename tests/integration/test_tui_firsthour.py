@@ -24,7 +24,14 @@ from specdebug.remote.connection import SSHRemote
 from tests.sshd_harness import free_port
 from tests.tmux_harness import Tmux
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed"),
+    # run alone: with parallel workers loading the 2 cores, a digit key (3: Logs) or Tab was seen not
+    # to take (the Env pane stayed; the footer lost the pane's keys): timing of the TUI's focus
+    # handling under load, reported for a look; the keys themselves are what these tests check
+    pytest.mark.exclusive,
+]
 
 
 def write_profile(folder: Path, name: str) -> Path:
@@ -118,17 +125,18 @@ def test_reopen_readonly_shows_running_server_and_keys_behave(sshd, tmp_path: Pa
         # read-only: mutating keys are not offered, and pressing one says why
         assert "Launch" not in footer(screen) and "Attach" in footer(screen)
         tmux("send-keys", "-t", "tui", "s")
-        tmux.wait_screen("tui", lambda s: "read-only seat: Stop would change the box" in flat(s), 10)
-        # Tab inside the pane and a resize keep the pane's keys in the footer (and working)
+        tmux.wait_screen("tui", lambda s: "read-only seat: Stop would change the box" in flat(s), 30)
+        # Tab inside the pane and a resize keep the pane's keys in the footer (and working); waits of 30 s:
+        # 10 s was too short on a loaded machine (parallel workers)
         for _ in range(3):
             tmux("send-keys", "-t", "tui", "Tab")
         tmux("resize-window", "-t", "tui", "-x", "120", "-y", "40")
         tmux("resize-window", "-t", "tui", "-x", "150", "-y", "45")
-        tmux.wait_screen("tui", lambda s: "a Attach" in footer(s), 10)
+        tmux.wait_screen("tui", lambda s: "a Attach" in footer(s), 30)
         tmux("send-keys", "-t", "tui", "3")
         tmux("send-keys", "-t", "tui", "Tab")
         tmux("send-keys", "-t", "tui", "Tab")
-        tmux.wait_screen("tui", lambda s: "f Follow log" in footer(s), 10)
+        tmux.wait_screen("tui", lambda s: "f Follow log" in footer(s), 30)
         # q leaves the server running (right on a real box) and says how to stop it
         tmux("send-keys", "-t", "tui", "q")
         screen = tmux.wait_screen("tui", lambda s: "still running" in s, 20)

@@ -1,13 +1,14 @@
 """`--readonly` is default-deny: no action of any pane, run in a read-only app, changes the box or
 local trust, whether or not the pane listed it as mutating.
 
-A writable instance launches the simulated server first, so stop/restart/attach/benchmark would
-really change something.  Then every Binding of every pane and of the app, and every palette
-command, is dispatched in a read-only app, bypassing `check_action` (the UI's list), so only the
-core's capability check stands between each action and the box.  Afterwards: the server runs with
-the same processes, served no request, its record on the box is byte-identical, no journal entry
-was written, known_hosts is untouched.  Both read-only modes are covered: the process
-(`specdebug --readonly`) and the app holding read-only remotes and journal (in-process).
+A writable instance launches the simulated server first (once for both modes: they only read it, and
+each checks it is unchanged), so stop/restart/attach/benchmark would really change something.
+Then every Binding of every pane and of the app, and every palette command, is dispatched in a
+read-only app, bypassing `check_action` (the UI's list), so only the core's capability check stands
+between each action and the box.  Afterwards: the server runs with the same processes, served no
+request, its record on the box is byte-identical, no journal entry was written, known_hosts is
+untouched.  Both read-only modes are covered: the process (`specdebug --readonly`) and the app
+holding read-only remotes and journal (in-process).
 Attach, in a read-only seat, observes the server the writer launched: it reaches READY without a write.
 """
 
@@ -17,6 +18,7 @@ import asyncio
 import contextlib
 import re
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -28,6 +30,7 @@ from specdebug import capability
 from specdebug.capability import ReadOnlyError
 from specdebug.core import pair, startup
 from specdebug.core.journal import Journal
+from specdebug.core.profiles import Profile
 from specdebug.core.servers import group_members, load_record
 from specdebug.remote.connection import SSHRemote
 from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, connect_host
@@ -88,16 +91,66 @@ async def dispatch_everything(app: SpecdebugApp, pilot) -> list[str]:
     return ran
 
 
+@dataclass
+class Launched:
+    """The writer's server, launched once for both modes: a test only reads it (and checks that)."""
+
+    profile: Profile
+    state_dir: Path  # its records on the box
+    verdict: object
+
+
+def writer(sshd, state_dir: Path) -> SSHRemote:
+    return SSHRemote(
+        sshd.alias,
+        ssh_config=sshd.config_path,
+        keepalive_interval=1.0,
+        connect_timeout=5.0,
+        state_dir=str(state_dir),
+    )
+
+
+@pytest.fixture(scope="module")
+def launched(sshd, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rodeny")
+    state_dir = tmp / "servers"
+    profile = sim_profile(tmp, f"rodeny-{uuid.uuid4().hex[:6]}", time_scale="0.02")
+
+    async def on_box(action):
+        remote = writer(sshd, state_dir)
+        await remote.start()
+        try:
+            await remote.wait_connected(15)
+            return await action(remote)
+        finally:
+            await remote.close()
+
+    async def launch(remote):
+        verdict = None
+        async for ev in startup.launch_and_watch(remote, profile):
+            verdict = ev
+        return verdict
+
+    verdict = asyncio.run(on_box(launch))
+    try:
+        yield Launched(profile, state_dir, verdict)
+    finally:
+        asyncio.run(on_box(lambda remote: startup.stop(remote, profile, grace_s=3)))
+        (state_dir / f"{profile.name}.json").unlink(missing_ok=True)
+
+
 @pytest.mark.parametrize("mode", ["process", "app"])
 async def test_no_action_mutates_in_readonly(
-    mode: str, sshd, remote, tmp_path: Path, box_state_dir: Path
+    mode: str, sshd, launched: Launched, tmp_path: Path, monkeypatch
 ) -> None:
-    profile = sim_profile(tmp_path, f"rodeny-{uuid.uuid4().hex[:6]}", time_scale="0.02")
-    record_path = box_state_dir / f"{profile.name}.json"
-    verdict = None
-    async for ev in startup.launch_and_watch(remote, profile):
-        verdict = ev
+    monkeypatch.setenv("SPECDEBUG_STATE_DIR", str(launched.state_dir))  # the read-only seat's remote too
+    profile = launched.profile
+    record_path = launched.state_dir / f"{profile.name}.json"
+    verdict = launched.verdict
+    remote = writer(sshd, launched.state_dir)
+    await remote.start()
     try:
+        await remote.wait_connected(15)
         assert verdict is not None and verdict.verdict == "ready", verdict
         record = await load_record(remote, profile.name)
         pids_before = sorted(p.pid for p in group_members(await remote.processes(), record))
@@ -154,8 +207,7 @@ async def test_no_action_mutates_in_readonly(
         assert requests_served(profile.server.port) == served_before
         assert not (journal_dir / "events.jsonl").exists()
     finally:
-        await startup.stop(remote, profile, grace_s=3)
-        record_path.unlink(missing_ok=True)
+        await remote.close()
 
 
 def test_core_sinks_refuse_in_a_readonly_process(tmp_path: Path) -> None:

@@ -110,9 +110,11 @@ def test_acl_on_a_real_folder(tmp_path: Path) -> None:
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
 
 
-def test_discover_lists_only_reachable_pair_folders(tmp_path: Path, monkeypatch) -> None:
+def test_discover_lists_only_reachable_pair_folders(tmp_path_factory, monkeypatch) -> None:
     import socket
 
+    tmp_path = tmp_path_factory.mktemp("pair")  # short: a socket path has at most 107 bytes (tmp_path
+    # names the test, and a parallel worker adds its own folder)
     monkeypatch.setenv(pair.ENV_ROOT, str(tmp_path))
     mine = pair.folder_for("s1")
     mine.mkdir(mode=0o700)

@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # ~16 s of CPU: a parallel run starts it early instead of ending on it
 @pytest.mark.skipif(
     importlib.util.find_spec("mypy") is None, reason="mypy not installed (pip install -e .[dev])"
 )
