@@ -110,10 +110,14 @@ class Terminal:
         return bytes(self.output).decode("utf-8", "replace")
 
     def wait_exit(self, timeout: float) -> int | None:
+        """The exit status, once the process ended AND its last output was read (the reader thread
+        may still be behind when the process is gone, on a loaded machine)."""
         try:
-            return self.proc.wait(timeout)
+            code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+        self._reader.join(5)  # ends at EOF/EIO: every writer of the pty has closed it
+        return code
 
     def close(self) -> None:
         if self.proc.poll() is None:
