@@ -10,6 +10,7 @@ machine a bisection run uses without a screen).
 
 from __future__ import annotations
 
+import logging
 import time
 
 from rich.text import Text
@@ -33,13 +34,15 @@ from specdebug.core.startup import (
     StopResult,
 )
 from specdebug.core.startup.monitor import ServerMonitor, StateChanged, watch_liveness
-from specdebug.remote.api import Remote
+from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane, RunningServer, describe_error
 from specdebug.tui.panes.startup_view import StartupView
 
 LOG_LINES_SHOWN = 14
 CONNECT_WAIT_S = 30.0
+
+logger = logging.getLogger(__name__)
 
 
 class StartupPane(StartupView, Pane):
@@ -140,7 +143,8 @@ class StartupPane(StartupView, Pane):
             return
         try:  # launches too: an attach's verdict is no startup and must not feed the ETA
             events = journal.events({"verdict", "launch"})
-        except Exception:
+        except (OSError, ValueError, RemoteError):  # no history, no ETA: the pane still works
+            logger.debug("reading the journal for the ETA failed", exc_info=True)
             events = []
         self.history = startup.startup_history(events, self.profile.name)
 
