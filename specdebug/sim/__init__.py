@@ -11,7 +11,8 @@ or newer release (sim.sglang_shapes, sim.vllm_engine).  The `[EAGLE3 profile] ..
 Run it as `python -m specdebug.sim [flags]` or `specdebug sim [flags]`.  It takes SGLang's flag
 names (--model-path, --tp, --port, --speculative-algorithm, --speculative-num-steps, ...) plus
 sim-only ones (--log-file, --time-scale, --seed, --fail-at, --hang-at, --oom, --drop-env,
---profile-verify, --noise), and behaves like `python -m sglang.launch_server` wherever specdebug looks:
+--decode-scale, --fail-requests, --profile-verify, --noise; those of sim.simonly mean the same with
+--engine vllm), and behaves like `python -m sglang.launch_server` wherever specdebug looks:
 
 Processes
     The launcher (title = its command line) spawns, with multiprocessing "spawn", one scheduler per

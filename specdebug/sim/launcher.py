@@ -26,6 +26,7 @@ from specdebug.sim import costmodel, nvidia_smi
 from specdebug.sim.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
 from specdebug.sim.options import SimConfig, parse_args
 from specdebug.sim.sglang_shapes import Shapes, scheduler_ranks, set_envs_and_config
+from specdebug.sim.simonly import engine_scales, model_record
 from specdebug.sim.worker import run_detokenizer_process, run_scheduler_process
 
 SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
@@ -238,27 +239,14 @@ class Launcher:
             nccl_missing=missing,
             profile=profile,
             shapes=self.shapes,
-            cost_scale=costmodel.launch_noise(self.cfg.sim.noise, self.cfg.sim.noise_seed),
-            decode_scale=self.cfg.sim.decode_scale,
+            **engine_scales(self.cfg.sim),
         )
         self.engine = engine
         self.sidecar.update(
             worker_env={str(r): info["env"] for r, info in sorted(self.ready.items())},
             nccl_tuning_missing=missing,
             profile_verify=profile,
-            model={
-                "step_ms": engine.step_cost(1).total_ms,
-                "draft_ms": engine.step_cost(1).draft_ms,
-                "verify_ms": engine.step_cost(1).verify_ms,
-                "expected_accept_length": costmodel.expected_accept_length(spec),
-                "expected_single_stream_tok_s": costmodel.expected_rate(
-                    spec,
-                    nccl_missing=missing,
-                    cuda_graph=not s.disable_cuda_graph,
-                    scale=engine.cost_scale * engine.decode_scale,
-                ),
-                "noise_factor": engine.cost_scale,
-            },
+            model=model_record(engine, spec, missing=missing, cuda_graph=not s.disable_cuda_graph),
         )
         if self.cfg.sim.fail_at == "warmup":
             engine.before_first_forward = lambda: self._crash_scheduler(engine)

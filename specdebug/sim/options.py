@@ -14,6 +14,7 @@ from specdebug.sim import FAULT_PHASES, HANG_PHASES, flag_help
 from specdebug.sim.costmodel import SPEC_ALGORITHMS, SpecConfig
 from specdebug.sim.sglang_args import TOPK1_ADJUST_WARNING, resolve_spec
 from specdebug.sim.sglang_shapes import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
+from specdebug.sim.simonly import CommonSimOptions, add_common_flags, pop_common
 
 __all__ = ["TOPK1_ADJUST_WARNING", "ServerArgs", "SimConfig", "SimOptions", "build_parser", "parse_args"]
 
@@ -81,24 +82,18 @@ class ServerArgs:
 
 
 @dataclass
-class SimOptions:
-    """Sim-only switches (not part of ServerArgs, never printed in the server_args line)."""
+class SimOptions(CommonSimOptions):
+    """Sim-only switches (not part of ServerArgs, never printed in the server_args line): the ones
+    both engines share (simonly.CommonSimOptions) plus SGLang's own."""
 
-    log_file: str | None = None
     server_version: str = SGLANG_DEFAULT_VERSION  # which SGLang's line shapes and env handling
-    time_scale: float = 1.0
     seed: int = 0
     fail_at: str | None = None
     hang_at: str | None = None
     oom: bool = False
-    drop_env: list[str] = field(default_factory=list)
     profile_verify: bool = False
-    fail_requests: float = 0.0  # share of OpenAI generation requests answered with HTTP 500
     throttle_gpu: int | None = None
     throttle_after: float = 0.0
-    noise: float = 0.0  # run-to-run spread of the step cost (relative sd), drawn once per launch
-    noise_seed: int | None = None  # None: a fresh draw every launch
-    decode_scale: float = 1.0  # multiplies every forward (prefill, decode) step: <1 = a faster GPU
 
 
 @dataclass
@@ -189,17 +184,12 @@ def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentPars
         _bool_flag(p, name)
 
     sim = p.add_argument_group("sim-only")
-    sim.add_argument(
-        "--log-file", help="also append every log line to this file (+ sidecar <log-file>.sim.json)"
-    )
+    add_common_flags(sim)
     sim.add_argument("--engine", choices=["sglang", "vllm"], default="sglang", help="which server to imitate")
     sim.add_argument(
         "--server-version",
         default=SGLANG_DEFAULT_VERSION,
         help="SGLang version whose line shapes and env handling to imitate (see sim.sglang_shapes)",
-    )
-    sim.add_argument(
-        "--time-scale", type=float, default=1.0, help="multiplies startup durations (1.0 = minutes)"
     )
     sim.add_argument("--seed", type=int, default=0, help="seeds acceptance lengths and generated text")
     sim.add_argument(
@@ -208,21 +198,7 @@ def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentPars
     sim.add_argument("--hang-at", choices=HANG_PHASES, help="stop making progress in this phase, stay alive")
     sim.add_argument("--oom", action="store_true", help="CUDA out of memory while capturing cuda graphs")
     sim.add_argument(
-        "--drop-env",
-        action="append",
-        default=[],
-        metavar="PREFIX",
-        help="workers do not get vars with this prefix",
-    )
-    sim.add_argument(
         "--profile-verify", action="store_true", help="print [EAGLE3 profile] Target verify lines"
-    )
-    sim.add_argument(
-        "--fail-requests",
-        type=float,
-        default=0.0,
-        metavar="FRACTION",
-        help="answer this share (0..1) of /v1 completion requests with HTTP 500, spread evenly",
     )
     sim.add_argument(
         "--throttle-gpu",
@@ -237,66 +213,23 @@ def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentPars
         metavar="S",
         help="seconds after the start when --throttle-gpu begins (real time)",
     )
-    sim.add_argument(
-        "--noise",
-        type=_noise,
-        default=0.0,
-        metavar="F",
-        help="run-to-run variation of the step cost: each launch scales it by N(1, F) (e.g. 0.03)",
-    )
-    sim.add_argument(
-        "--noise-seed", type=int, metavar="N", help="seed the --noise draw (default: fresh every launch)"
-    )
-    sim.add_argument(
-        "--decode-scale",
-        type=_decode_scale,
-        default=1.0,
-        metavar="F",
-        help="multiplies every forward step's time (0.01 = a server 100x faster; to benchmark the client)",
-    )
     p.fill_help()
     return p
-
-
-def _decode_scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 100.0:
-        raise argparse.ArgumentTypeError("must be between 0 and 100 (a factor on step time)")
-    return value
-
-
-def _noise(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 0.5:
-        raise argparse.ArgumentTypeError("must be between 0 and 0.5 (a relative spread)")
-    return value
 
 
 def parse_args(argv: list[str], prog: str | None = None) -> SimConfig:
     """Parse argv; exits 2 with argparse's message on bad flags, like SGLang."""
     ns = vars((build_parser(prog) if prog else build_parser()).parse_args(argv))
     sim = SimOptions(
-        log_file=ns.pop("log_file"),
+        **pop_common(ns),
         server_version=ns.pop("server_version"),
-        time_scale=max(0.0, ns.pop("time_scale")),
         seed=ns.pop("seed"),
         fail_at=ns.pop("fail_at"),
         hang_at=ns.pop("hang_at"),
         oom=ns.pop("oom"),
-        drop_env=ns.pop("drop_env"),
         profile_verify=ns.pop("profile_verify"),
-        fail_requests=min(max(ns.pop("fail_requests"), 0.0), 1.0),
         throttle_gpu=ns.pop("throttle_gpu"),
         throttle_after=ns.pop("throttle_after"),
-        noise=ns.pop("noise"),
-        noise_seed=ns.pop("noise_seed"),
-        decode_scale=ns.pop("decode_scale"),
     )
     ns.pop("engine")
     server = ServerArgs(**ns)

@@ -4,20 +4,22 @@ vLLM's names (-tp/--tensor-parallel-size, --port 8000, --speculative-config JSON
 failing: --speculative-config goes through vLLM's `parse_type(json.loads)`, so bad JSON is an argparse
 error (`Value {...} cannot be converted to <function loads ...>.`, exit 2); unknown keys are rejected
 by a pydantic dataclass like vLLM's SpeculativeConfig (a ValidationError traceback, exit 1); a bad
-method is a ValueError.  Sim-only flags mirror the SGLang side's (--log-file, --time-scale, ...).
+method is a ValueError.  The sim-only flags both engines share (--log-file, --time-scale, --drop-env,
+--fail-requests, --noise, --noise-seed, --decode-scale) come from sim.simonly, as on the SGLang side.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from specdebug.sim.costmodel import SpecConfig
+from specdebug.sim.simonly import CommonSimOptions, add_common_flags, pop_common
 
 DEFAULT_VERSION = "0.11.2"
 SPEC_METHODS = ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "mtp")
@@ -102,12 +104,11 @@ class VllmArgs:
 
 
 @dataclass
-class VllmSimOptions:
-    log_file: str | None = None
-    time_scale: float = 1.0
+class VllmSimOptions(CommonSimOptions):
+    """The shared sim-only switches (simonly.CommonSimOptions) plus vLLM's own fault phases."""
+
     fail_at: str | None = None
     hang_at: str | None = None
-    drop_env: list[str] = field(default_factory=list)
     server_version: str = DEFAULT_VERSION
 
 
@@ -183,13 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--engine", choices=["vllm"], default="vllm", help="this engine (--engine sglang: SGLang)"
     )
-    sim.add_argument("--log-file", help="also append every log line here (+ sidecar <log-file>.sim.json)")
-    sim.add_argument("--time-scale", type=float, default=1.0, help="multiplies startup durations")
+    add_common_flags(sim)
     sim.add_argument("--fail-at", choices=VLLM_FAULT_PHASES, help="EngineCore fails to start in this phase")
     sim.add_argument("--hang-at", choices=VLLM_FAULT_PHASES, help="stop making progress in this phase")
-    sim.add_argument(
-        "--drop-env", action="append", default=[], metavar="PREFIX", help="workers lack these vars"
-    )
     sim.add_argument(
         "--server-version", default=DEFAULT_VERSION, help="vLLM version whose line shapes to print"
     )
@@ -216,11 +213,9 @@ def parse_vllm_args(argv: list[str]) -> VllmConfig:
         argv = argv[1:]
     ns = vars(build_parser().parse_args(argv))
     sim = VllmSimOptions(
-        log_file=ns.pop("log_file"),
-        time_scale=max(0.0, ns.pop("time_scale")),
+        **pop_common(ns),
         fail_at=ns.pop("fail_at"),
         hang_at=ns.pop("hang_at"),
-        drop_env=ns.pop("drop_env"),
         server_version=ns.pop("server_version"),
     )
     ns.pop("engine")

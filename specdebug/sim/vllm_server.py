@@ -32,10 +32,11 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from specdebug.sim import costmodel
+from specdebug.sim import costmodel, faults
 from specdebug.sim.http import openai_response
 from specdebug.sim.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
 from specdebug.sim.sglang_shapes import version_tuple
+from specdebug.sim.simonly import engine_scales, model_record
 from specdebug.sim.vllm_args import VllmConfig, non_default_args, parse_vllm_args
 from specdebug.sim.vllm_engine import VllmEngine, render_vllm_metrics
 from specdebug.sim.vllm_procs import VllmLog, run_engine_core
@@ -200,19 +201,12 @@ class VllmServer:
             cuda_graph_max_bs=512,
             nccl_missing=missing,
             server_version=self.cfg.sim.server_version,
+            **engine_scales(self.cfg.sim),
         )
         self.sidecar.update(
             worker_env={str(w["rank"]): w["env"] for w in self.info.get("workers", [])},
             nccl_tuning_missing=missing,
-            model={
-                "step_ms": engine.step_cost(1).total_ms,
-                "draft_ms": engine.step_cost(1).draft_ms,
-                "verify_ms": engine.step_cost(1).verify_ms,
-                "expected_accept_length": costmodel.expected_accept_length(spec),
-                "expected_single_stream_tok_s": costmodel.expected_rate(
-                    spec, nccl_missing=missing, cuda_graph=not a.enforce_eager
-                ),
-            },
+            model=model_record(engine, spec, missing=missing, cuda_graph=not a.enforce_eager),
         )
         return engine
 
@@ -296,6 +290,7 @@ def build_vllm_app(cfg: VllmConfig, engine: VllmEngine) -> Starlette:
     (owned_by "vllm"), OpenAI completions and chat completions with streaming and usage."""
     created = time.time()
     name = cfg.served_name
+    request_faults = faults.RequestFaults(cfg.sim.fail_requests)  # --fail-requests, as on the SGLang side
 
     async def health(request: HttpRequest) -> Response:
         return Response(status_code=200)
@@ -317,10 +312,14 @@ def build_vllm_app(cfg: VllmConfig, engine: VllmEngine) -> Starlette:
         return JSONResponse({"object": "list", "data": [card]})
 
     async def completions(request: HttpRequest) -> Response:
-        return await openai_response(engine, name, request, chat=False, flavor="vllm")
+        return await openai_response(
+            engine, name, request, chat=False, flavor="vllm", request_faults=request_faults
+        )
 
     async def chat(request: HttpRequest) -> Response:
-        return await openai_response(engine, name, request, chat=True, flavor="vllm")
+        return await openai_response(
+            engine, name, request, chat=True, flavor="vllm", request_faults=request_faults
+        )
 
     return Starlette(
         routes=[

@@ -1,0 +1,143 @@
+"""Sim-only options both engines share (SGLang and vLLM flavour): one parser group, one dataclass.
+
+These switches are not flags of either real server; they shape the simulated box (where it logs,
+how fast it starts, how fast and how steadily it decodes, which requests fail, which env its
+workers lack).  Both `options.parse_args` (SGLang) and `vllm_args.parse_vllm_args` (vLLM) add them
+with `add_common_flags` and read them back with `pop_common`, and both servers turn them into the
+engine's scales with `engine_scales` and the sidecar's model record with `model_record`, so a flag
+means the same on either engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from specdebug.sim import costmodel
+from specdebug.sim.costmodel import SpecConfig
+
+
+@dataclass
+class CommonSimOptions:
+    """The sim-only switches every engine understands (never printed as a server argument)."""
+
+    log_file: str | None = None
+    time_scale: float = 1.0  # multiplies startup durations
+    drop_env: list[str] = field(default_factory=list)
+    fail_requests: float = 0.0  # share of OpenAI generation requests answered with HTTP 500
+    noise: float = 0.0  # run-to-run spread of the step cost (relative sd), drawn once per launch
+    noise_seed: int | None = None  # None: a fresh draw every launch
+    decode_scale: float = 1.0  # multiplies every forward (prefill, decode) step: <1 = a faster GPU
+
+
+COMMON_FIELDS = tuple(CommonSimOptions.__dataclass_fields__)
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def decode_scale_type(text: str) -> float:
+    value = _number(text)
+    if not 0.0 <= value <= 100.0:
+        raise argparse.ArgumentTypeError("must be between 0 and 100 (a factor on step time)")
+    return value
+
+
+def noise_type(text: str) -> float:
+    value = _number(text)
+    if not 0.0 <= value <= costmodel.MAX_NOISE:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {costmodel.MAX_NOISE} (a relative spread)")
+    return value
+
+
+def fraction_type(text: str) -> float:
+    value = _number(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError("must be between 0 and 1 (a share of the requests)")
+    return value
+
+
+def add_common_flags(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """The shared sim-only flags, with their help (the engine's own sim-only flags are added beside)."""
+    group.add_argument(
+        "--log-file", help="also append every log line to this file (+ sidecar <log-file>.sim.json)"
+    )
+    group.add_argument(
+        "--time-scale", type=float, default=1.0, help="multiplies startup durations (1.0 = minutes)"
+    )
+    group.add_argument(
+        "--drop-env",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="workers do not get vars with this prefix",
+    )
+    group.add_argument(
+        "--fail-requests",
+        type=fraction_type,
+        default=0.0,
+        metavar="FRACTION",
+        help="answer this share (0..1) of /v1 completion requests with HTTP 500, spread evenly",
+    )
+    group.add_argument(
+        "--noise",
+        type=noise_type,
+        default=0.0,
+        metavar="F",
+        help="run-to-run variation of the step cost: each launch scales it by N(1, F) (e.g. 0.03)",
+    )
+    group.add_argument(
+        "--noise-seed", type=int, metavar="N", help="seed the --noise draw (default: fresh every launch)"
+    )
+    group.add_argument(
+        "--decode-scale",
+        type=decode_scale_type,
+        default=1.0,
+        metavar="F",
+        help="multiplies every forward step's time (0.01 = a server 100x faster; to benchmark the client)",
+    )
+
+
+def pop_common(ns: dict[str, Any]) -> dict[str, Any]:
+    """Take the shared options out of argparse's namespace dict (keyword arguments for the dataclass)."""
+    out = {name: ns.pop(name) for name in COMMON_FIELDS}
+    out["time_scale"] = max(0.0, out["time_scale"])
+    return out
+
+
+def engine_scales(opts: CommonSimOptions) -> dict[str, float]:
+    """The Engine keyword arguments these options set: this launch's --noise draw and --decode-scale."""
+    return {
+        "cost_scale": costmodel.launch_noise(opts.noise, opts.noise_seed),
+        "decode_scale": opts.decode_scale,
+    }
+
+
+class _CostedEngine(Protocol):
+    cost_scale: float
+    decode_scale: float
+
+    def step_cost(self, bs: int) -> costmodel.StepCost: ...
+
+
+def model_record(
+    engine: _CostedEngine, spec: SpecConfig, *, missing: int, cuda_graph: bool
+) -> dict[str, Any]:
+    """The sidecar's "model": what the cost model predicts for one stream, with this launch's scales."""
+    one = engine.step_cost(1)
+    return {
+        "step_ms": one.total_ms,
+        "draft_ms": one.draft_ms,
+        "verify_ms": one.verify_ms,
+        "expected_accept_length": costmodel.expected_accept_length(spec),
+        "expected_single_stream_tok_s": costmodel.expected_rate(
+            spec, nccl_missing=missing, cuda_graph=cuda_graph, scale=engine.cost_scale * engine.decode_scale
+        ),
+        "noise_factor": engine.cost_scale,
+        "decode_scale": engine.decode_scale,
+    }
