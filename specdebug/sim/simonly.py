@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from specdebug.sim import costmodel
 from specdebug.sim.costmodel import SpecConfig
@@ -110,7 +110,12 @@ def pop_common(ns: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def engine_scales(opts: CommonSimOptions) -> dict[str, float]:
+class EngineScales(TypedDict):
+    cost_scale: float
+    decode_scale: float
+
+
+def engine_scales(opts: CommonSimOptions) -> EngineScales:
     """The Engine keyword arguments these options set: this launch's --noise draw and --decode-scale."""
     return {
         "cost_scale": costmodel.launch_noise(opts.noise, opts.noise_seed),
