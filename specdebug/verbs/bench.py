@@ -129,6 +129,9 @@ async def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
+    if box_session(args.session) is not None:
+        err(f"--parse records only in a local session folder, not {args.session} (on a box)")
+        return 2
     path = Path(args.parse)
     try:
         text, note = read_output_file(path)  # regular files only, at most their last 32 MiB
@@ -143,9 +146,6 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         return 1
     result = judge_failures(results[-1])  # a saved run with too many failed requests is failed too
     if args.session:
-        if box_session(args.session) is not None:
-            err(f"--parse records only in a local session folder, not {args.session} (on a box)")
-            return 2
         Journal(resolve_session(args.session, for_writing=True)).append(
             "bench_result", result.model_dump(mode="json"), sync=True
         )
