@@ -56,12 +56,13 @@ def resolve_session(arg: str | os.PathLike[str] | None, *, for_writing: bool) ->
     """Which session a headless verb uses: --session DIR, else $SPECDEBUG_SESSION, else the latest one.
 
     Writers with no session at all get a new folder; readers get None. Reusing the latest
-    session lets `specdebug bench` twice and then `specdebug history` show both runs.
+    session lets `specdebug bench` twice and then `specdebug history` show both runs. `box:...`
+    is refused (ValueError): it names a journal on a box (verbs.common.session_journal opens it).
     """
     for given in (arg, os.environ.get("SPECDEBUG_SESSION")):
         if given:
             if str(given).startswith(BOX_PREFIX):  # never a local folder literally named box:...
-                raise JournalError(f"session {given}: kept on the box, open it with the verb's HOST")
+                raise ValueError(f"{given}: a journal kept on the box: --session {given} with a host")
             return Path(given).expanduser()
     latest = Journal.latest_dir()
     if latest is not None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from specdebug.core.boxjournal import BoxJournal
+from specdebug.core.journal import resolve_session
 from specdebug.core.report import history
 from tests.integration.test_bench_sim import start_sim, write_profile
 from tests.integration.test_startup import kill_leftovers, sim_profile, write_profile_toml  # noqa: F401
@@ -113,6 +114,9 @@ def test_bad_box_session_is_exit_2_before_connecting(bad: str, tmp_path: Path) -
         ["bench", "127.0.0.1:9", "-c", str(path), "--session", bad],
         ["launch", "127.0.0.1:9", "-c", str(path), "--session", bad],
         ["stop", "127.0.0.1:9", "-c", str(path), "--session", bad],
+        ["restart", "127.0.0.1:9", "-c", str(path), "--session", bad],
+        ["attach", "127.0.0.1:9", "-c", str(path), "--session", bad],
+        ["bisect", "127.0.0.1:9", "--good", str(path), "--bad", str(path), "--session", bad],
         ["history", "--session", bad, "--host", "127.0.0.1:9"],
         ["report", "--session", bad],
         ["mark", "x", "--session", bad],
@@ -133,3 +137,14 @@ def test_box_session_without_a_host_says_add_host(tmp_path: Path) -> None:
     res = specdebug(cwd, "history", "--session", str(tmp_path / "local"), "--host", "gpubox", timeout=60)
     assert res.returncode == 2 and "box:NAME" in res.stderr, res.stderr
     no_box_folders(cwd, tmp_path)
+
+
+def test_a_local_resolution_never_takes_box_as_a_folder(monkeypatch, tmp_path: Path) -> None:
+    """The one resolver refuses `box:...` (from --session or $SPECDEBUG_SESSION) instead of a local folder."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="kept on the box"):
+        resolve_session("box:team", for_writing=True)
+    monkeypatch.setenv("SPECDEBUG_SESSION", "box:team")
+    with pytest.raises(ValueError, match="kept on the box"):
+        resolve_session(None, for_writing=True)
+    no_box_folders(tmp_path)
