@@ -83,6 +83,10 @@ async def test_bench_result_lands_in_the_box_journal_and_history_reads_it(
     report = specdebug(cwd, "report", "--session", spec, "--host", sshd.alias, *ssh)
     assert report.returncode == 0, report.stderr
     assert "NCCL_PROTO=LL exported" in report.stdout and "baseline" in report.stdout
+
+    # bisect reads the box journal over its own connection: no unfinished bisection there to resume
+    resume = specdebug(cwd, "bisect", *ssh, sshd.alias, "--resume", "--session", spec)
+    assert resume.returncode == 2 and f"no unfinished bisection in {spec}" in resume.stderr, resume.stderr
     no_box_folders(cwd, tmp_path)
 
 
