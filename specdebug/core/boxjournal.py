@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from specdebug.capability import require_write
-from specdebug.core.journal import EVENTS_FILE, _jsonable
+from specdebug.core.journal import BOX_PREFIX, EVENTS_FILE, _jsonable
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.remote.boxcode import python_argv
 
@@ -49,6 +49,15 @@ def box_path(spec: str) -> str:
     if not NAME_RE.fullmatch(spec) or spec in (".", ".."):
         raise BoxJournalError(f"box:{spec}: a session name is letters, digits, '.', '-' and '_'")
     return f"{BOX_SESSIONS}/{spec}/{EVENTS_FILE}"
+
+
+def box_spec(session: str | None) -> str | None:
+    """`box:NAME` (or `box:/abs/dir`) -> the checked spec; None for a local session (BoxJournalError: bad)."""
+    if not session or not session.startswith(BOX_PREFIX):
+        return None
+    spec = session.removeprefix(BOX_PREFIX)
+    box_path(spec)
+    return spec
 
 
 class BoxJournal:

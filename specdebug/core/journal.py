@@ -29,6 +29,7 @@ from specdebug.capability import require_write
 from specdebug.core.limits import MAX_LINE, cap_text
 
 EVENTS_FILE = "events.jsonl"
+BOX_PREFIX = "box:"  # `--session box:NAME`: the journal kept on the box (core.boxjournal)
 
 # The kinds other modules write; any other string is accepted too (forward compatible).
 KINDS = ("launch", "verdict", "stop", "mark", "bench_result", "note")
@@ -55,13 +56,14 @@ def resolve_session(arg: str | os.PathLike[str] | None, *, for_writing: bool) ->
     """Which session a headless verb uses: --session DIR, else $SPECDEBUG_SESSION, else the latest one.
 
     Writers with no session at all get a new folder; readers get None. Reusing the latest
-    session lets `specdebug bench` twice and then `specdebug history` show both runs.
+    session lets `specdebug bench` twice and then `specdebug history` show both runs. `box:...`
+    is refused (ValueError): it names a journal on a box (verbs.common.session_journal opens it).
     """
-    if arg:
-        return Path(arg).expanduser()
-    env = os.environ.get("SPECDEBUG_SESSION")
-    if env:
-        return Path(env).expanduser()
+    for given in (arg, os.environ.get("SPECDEBUG_SESSION")):
+        if given:
+            if str(given).startswith(BOX_PREFIX):  # never a local folder literally named box:...
+                raise ValueError(f"{given}: a journal kept on the box: --session {given} with a host")
+            return Path(given).expanduser()
     latest = Journal.latest_dir()
     if latest is not None:
         return latest
@@ -73,6 +75,7 @@ class Journal:
 
     def __init__(self, session_dir: str | os.PathLike[str]) -> None:
         self.session_dir = Path(session_dir)
+        self.label = str(self.session_dir)  # as BoxJournal.label: what a verb prints as "the session"
         self.path = self.session_dir / EVENTS_FILE
         self._lock = threading.Lock()  # panes append from workers and the event loop alike
 

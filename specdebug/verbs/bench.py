@@ -29,6 +29,7 @@ from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import (
     VerbExit,
     add_host_args,
+    box_session,
     err,
     load_profile_or_exit,
     open_remote,
@@ -37,6 +38,7 @@ from specdebug.verbs.common import (
     print_json,
     progress,
     run_verb,
+    session_journal,
 )
 
 
@@ -63,7 +65,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--output-len", type=positive_int, metavar="L", help="tokens generated per request")
     p.add_argument("--seed", type=int, metavar="S", help="seed of the generated prompts")
     p.add_argument("--label", metavar="TEXT", help="free text stored with the result")
-    p.add_argument("--session", metavar="DIR", help="session folder (journal) to record the result in")
+    p.add_argument(
+        "--session",
+        metavar="DIR",
+        help="session folder (journal) to record the result in, or box:NAME on HOST",
+    )
     p.add_argument(
         "--parse", metavar="FILE", help="parse a saved sglang.bench_serving / vllm bench serve output"
     )
@@ -79,8 +85,7 @@ async def cmd_bench(args: argparse.Namespace) -> int:
         err("bench needs HOST and -c PROFILE (or --parse FILE)")
         return 2
     profile = load_profile_or_exit(args.profile, "bench")
-    session = resolve_session(args.session, for_writing=True)
-    journal = Journal(session) if session else None
+    box_session(args.session)  # a bad box:NAME before connecting
     request = BenchRequest(
         kind=args.kind,
         requests=args.requests,
@@ -92,7 +97,8 @@ async def cmd_bench(args: argparse.Namespace) -> int:
     )
     show_progress = sys.stderr.isatty()
     result: BenchResult | None = None
-    async with open_remote(args) as remote:
+    async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
+        session = journal.label if journal is not None else None
         try:
             async for ev in bench_events(remote, profile, request, journal=journal, host=args.host):
                 if isinstance(ev, BenchProgress) and show_progress:
@@ -114,7 +120,7 @@ async def cmd_bench(args: argparse.Namespace) -> int:
                 out(file=sys.stderr)
     assert result is not None  # bench_events ends in BenchDone or raises
     if args.json:
-        print_json({**result.model_dump(mode="json"), "session": str(session) if session else None})
+        print_json({**result.model_dump(mode="json"), "session": session})
     else:
         out(summary(result))
         if session:
@@ -123,6 +129,9 @@ async def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
+    if box_session(args.session) is not None:
+        err(f"--parse records only in a local session folder, not {args.session} (on a box)")
+        return 2
     path = Path(args.parse)
     try:
         text, note = read_output_file(path)  # regular files only, at most their last 32 MiB
@@ -137,7 +146,9 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         return 1
     result = judge_failures(results[-1])  # a saved run with too many failed requests is failed too
     if args.session:
-        Journal(args.session).append("bench_result", result.model_dump(mode="json"), sync=True)
+        Journal(resolve_session(args.session, for_writing=True)).append(
+            "bench_result", result.model_dump(mode="json"), sync=True
+        )
     if args.json:
         print_json(result)
     else:

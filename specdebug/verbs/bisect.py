@@ -14,6 +14,7 @@ Exit codes: 0 culprit found, 1 no culprit / no difference / inconclusive, 2 usag
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -24,17 +25,18 @@ from specdebug.core.bisect.judge import known_metrics
 from specdebug.core.bisect.knobs import Candidates, GroupError
 from specdebug.core.bisect.run import Bisection
 from specdebug.core.bisect.trial import TrialError
-from specdebug.core.journal import Journal, resolve_session
 from specdebug.core.profiles import Profile, ProfileError, load_profile
 from specdebug.verbs.common import (
     VerbExit,
     add_host_args,
+    box_session,
     err,
     open_remote,
     out,
     positive_int,
     print_json,
     run_verb,
+    session_journal,
 )
 
 
@@ -74,7 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--requests", type=positive_int, metavar="N", help="bench requests per trial")
     p.add_argument("--output-len", type=positive_int, metavar="L", help="tokens generated per request")
     p.add_argument("--concurrency", type=positive_int, metavar="C", help="requests in flight at once")
-    p.add_argument("--session", metavar="DIR", help="session folder (journal and trial cache)")
+    p.add_argument(
+        "--session", metavar="DIR", help="session folder (journal and trial cache), or box:NAME on HOST"
+    )
     p.add_argument("--resume", action="store_true", help="continue the session's unfinished bisection")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=cmd_bisect)
@@ -120,8 +124,15 @@ def _options(args: argparse.Namespace, previous: dict[str, Any] | None) -> bm.Bi
 
 @run_verb
 async def cmd_bisect(args: argparse.Namespace) -> int:
-    session = resolve_session(args.session, for_writing=True)
-    journal = Journal(session)
+    if box_session(args.session) is None:  # a local journal: usage errors are found before connecting
+        async with session_journal(args.session, None) as journal:
+            return await _bisect(args, journal, None)
+    async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
+        return await _bisect(args, journal, remote)
+
+
+async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
+    session = journal.label
     previous = unfinished(journal.events()) if args.resume else None
     if args.resume and previous is None and not (args.good and args.bad):
         raise _usage(f"--resume: no unfinished bisection in {session}; give --good and --bad")
@@ -139,7 +150,7 @@ async def cmd_bisect(args: argparse.Namespace) -> int:
             parse_gate(options.gate)
     except (GroupError, GateError) as exc:
         raise _usage(str(exc)) from exc
-    async with open_remote(args) as remote:
+    async with contextlib.nullcontext(remote) if remote is not None else open_remote(args) as remote:
         engine = Bisection(remote, good, bad, options, journal=journal)
         result = None
         shown: dict[str, Any] = {}
@@ -153,7 +164,7 @@ async def cmd_bisect(args: argparse.Namespace) -> int:
             return 1
     assert result is not None
     if args.json:
-        print_json({**result.model_dump(mode="json"), "session": str(session)})
+        print_json({**result.model_dump(mode="json"), "session": session})
     else:
         out(summary(result))
         out(f"recorded in {session}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,8 +23,10 @@ from specdebug.core.sanitize import visible
 from specdebug.remote.api import ConnState, ConnStatus, RemoteError
 
 if TYPE_CHECKING:
+    from specdebug.core.boxjournal import BoxJournal
+    from specdebug.core.journal import Journal
     from specdebug.core.profiles import Profile
-    from specdebug.remote.api import Connection
+    from specdebug.remote.api import Connection, Remote
 
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
 
@@ -197,6 +200,54 @@ async def open_remote(
         yield remote
     finally:
         await remote.close()
+
+
+def box_session(arg: str | None) -> str | None:
+    """--session (else $SPECDEBUG_SESSION) `box:NAME` -> NAME, None for a local folder; a bad name: exit 2.
+
+    Checked before connecting, so a typo costs no ssh round trip."""
+    from specdebug.core.boxjournal import BoxJournalError, box_spec
+
+    try:
+        return box_spec(arg or os.environ.get("SPECDEBUG_SESSION"))
+    except BoxJournalError as exc:
+        err(f"--session {exc}")
+        raise VerbExit(2, str(exc)) from exc
+
+
+@asynccontextmanager
+async def session_journal(
+    arg: str | None, remote: Remote | None, *, for_writing: bool = True
+) -> AsyncIterator[Journal | BoxJournal | None]:
+    """The one way a verb opens its journal (same meaning of --session as the TUI).
+
+    `box:NAME`: the journal on the box over the verb's own connection (read on open, every event
+    flushed to the box before the connection closes); else a local folder (core.journal.resolve_session;
+    None for a reader with no session yet)."""
+    from specdebug.core.boxjournal import BoxJournal
+    from specdebug.core.journal import Journal, resolve_session
+
+    spec = box_session(arg)
+    if spec is None:
+        session = resolve_session(arg, for_writing=for_writing)
+        yield Journal(session) if session is not None else None
+        return
+    if remote is None:
+        err(f"--session box:{spec} is kept on the box: give the box (--host HOST)")
+        raise VerbExit(2)
+    journal = BoxJournal(remote, spec)
+    await journal.refresh()
+    ok = False
+    try:
+        yield journal
+        ok = True
+    finally:
+        try:
+            await journal.flush()
+        except (RemoteError, TimeoutError) as exc:
+            err(f"box journal {journal.path}: not all events written: {exc or 'timed out'}")
+            if ok:
+                raise VerbExit(1) from exc
 
 
 def out(text: object = "", *, file: TextIO | None = None, end: str = "\n", newlines: bool = True) -> None:

@@ -9,16 +9,21 @@ Failed runs (more than 5 % of requests failed, no result) are listed but never t
 a delta and never compared, unless --include-failed asks for them.
     specdebug mark TEXT [--session DIR]             the logs pane's mark: "config changed here"
 
-Without --session: $SPECDEBUG_SESSION, else the most recent session. Exit 0, or 2 when there is
-no session to read (or a failed run is named for --compare/--baseline without --include-failed).
+Without --session: $SPECDEBUG_SESSION, else the most recent session. A journal kept on the box
+(`--session box:NAME`, as the TUI and `bench HOST --session box:NAME`) is read over ssh: add --host HOST.
+Exit 0, or 2 when there is no session to read (or a failed run is named for --compare/--baseline
+without --include-failed).
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
-from specdebug.core.journal import Journal, resolve_session
+from specdebug.core.journal import resolve_session
 from specdebug.core.report import (
     baseline_event,
     baseline_of,
@@ -34,12 +39,29 @@ from specdebug.core.report import (
     report_title,
 )
 from specdebug.core.sanitize import visible
-from specdebug.verbs.common import err, out, print_json
+from specdebug.verbs.common import (
+    add_ssh_args,
+    box_session,
+    err,
+    open_remote,
+    out,
+    print_json,
+    run_verb,
+    session_journal,
+)
+
+SESSION_HELP = "session folder (default: the latest), or box:NAME with --host HOST"
+
+
+def _box_args(p: argparse.ArgumentParser) -> None:
+    """--host for a session kept on the box (the TUI's `box:NAME`), and the usual ssh options."""
+    p.add_argument("--host", metavar="HOST", help="the box that keeps a --session box:NAME journal")
+    add_ssh_args(p)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     h = subparsers.add_parser("history", help="list the benchmark results of a session")
-    h.add_argument("--session", metavar="DIR", help="session folder (default: the latest)")
+    h.add_argument("--session", metavar="DIR", help=SESSION_HELP)
     h.add_argument("--json", action="store_true", help='print {"results": [...]}')
     h.add_argument(
         "--compare",
@@ -54,35 +76,65 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="let failed runs be a baseline or compared (they are not results otherwise)",
     )
+    _box_args(h)
     h.set_defaults(func=cmd_history)
 
     m = subparsers.add_parser("mark", help="add a mark to the session journal (shown in the report)")
     m.add_argument("text", help='what changed, e.g. "NCCL_PROTO=LL exported"')
-    m.add_argument("--session", metavar="DIR", help="session folder (default: the latest)")
+    m.add_argument("--session", metavar="DIR", help=SESSION_HELP)
+    _box_args(m)
     m.set_defaults(func=cmd_mark)
 
     r = subparsers.add_parser("report", help="markdown report of a session: results, config diffs, notes")
-    r.add_argument("--session", metavar="DIR", help="session folder (default: the latest)")
+    r.add_argument("--session", metavar="DIR", help=SESSION_HELP)
     r.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     r.add_argument("--include-failed", action="store_true", help="treat failed runs as results too")
+    _box_args(r)
     r.set_defaults(func=cmd_report)
 
 
-def _journal(arg: str | None) -> Journal | None:
+@asynccontextmanager
+async def _opened(args: argparse.Namespace, *, for_writing: bool = False) -> AsyncIterator[Any]:
+    """The session's journal (None: nothing to read, already said); box:NAME over --host's connection."""
+    if box_session(args.session) is None:
+        if args.host:
+            err("--host is only for a journal kept on the box (--session box:NAME)")
+            yield None
+            return
+        if not for_writing and not _local_exists(args.session):
+            yield None
+            return
+        async with session_journal(args.session, None, for_writing=for_writing) as journal:
+            yield journal
+        return
+    if not args.host:
+        async with session_journal(args.session, None):  # says what to do, exit 2
+            pass
+    async with (
+        open_remote(args, args.host, helper=False) as remote,
+        session_journal(args.session, remote, for_writing=for_writing) as journal,
+    ):
+        yield journal
+
+
+def _local_exists(arg: str | None) -> bool:
     session = resolve_session(arg, for_writing=False)
     if session is None:
         err("no session yet (run a benchmark first, or pass --session DIR)")
-        return None
+        return False
     if arg and not Path(session).is_dir():
         err(f"no session folder at {session}")
-        return None
-    return Journal(session)
+        return False
+    return True
 
 
-def cmd_history(args: argparse.Namespace) -> int:
-    journal = _journal(args.session)
-    if journal is None:
-        return 2
+@run_verb
+async def cmd_history(args: argparse.Namespace) -> int:
+    async with _opened(args) as journal:
+        return 2 if journal is None else _history(args, journal)
+
+
+def _history(args: argparse.Namespace, journal: Any) -> int:
     events = journal.events()
     entries = history(events)
     if args.compare or args.baseline is not None:
@@ -90,7 +142,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         wanted = list(args.compare or []) + ([args.baseline] if args.baseline is not None else [])
         missing = [n for n in wanted if n not in by_id]
         if missing:
-            err(f"no run #{missing[0]} in {journal.session_dir} (runs 1..{len(entries)})")
+            err(f"no run #{missing[0]} in {journal.label} (runs 1..{len(entries)})")
             return 2
         refused = [n for n in wanted if not by_id[n].result.usable()] if not args.include_failed else []
         if refused:
@@ -116,7 +168,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.json:
         print_json(
             {
-                "session": str(journal.session_dir),
+                "session": str(journal.label),
                 "baseline": base.id if base else None,
                 "results": [e.to_json() for e in entries],
             }
@@ -124,7 +176,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     failed = sum(1 for e in entries if not e.result.usable())
     out(
-        f"session {journal.session_dir}: {len(entries)} result(s)"
+        f"session {journal.label}: {len(entries)} result(s)"
         + (f", {failed} failed (not results)" if failed else "")
     )
     for e in entries:
@@ -176,21 +228,25 @@ def _compare(a, b, as_json: bool) -> int:
     return 0
 
 
-def cmd_mark(args: argparse.Namespace) -> int:
-    session = resolve_session(args.session, for_writing=True)
-    ev = Journal(session).append("mark", {"label": args.text, "source": "cli"}, sync=True)
-    out(f"marked {session}: {ev['label']}")
+@run_verb
+async def cmd_mark(args: argparse.Namespace) -> int:
+    async with _opened(args, for_writing=True) as journal:
+        if journal is None:
+            return 2
+        ev = journal.append("mark", {"label": args.text, "source": "cli"}, sync=True)
+    out(f"marked {journal.label}: {ev['label']}")
     return 0
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    journal = _journal(args.session)
-    if journal is None:
-        return 2
-    events = journal.events()
+@run_verb
+async def cmd_report(args: argparse.Namespace) -> int:
+    async with _opened(args) as journal:
+        if journal is None:
+            return 2
+        events = journal.events()
     text = render_markdown(
         events,
-        title=report_title(journal.session_dir.name, events),
+        title=report_title(Path(journal.label).name, events),
         include_failed=args.include_failed,
     )
     if args.output:

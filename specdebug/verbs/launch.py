@@ -10,11 +10,20 @@ import sys
 import time
 
 from specdebug.core import startup
-from specdebug.core.journal import Journal
 from specdebug.core.profiles import Profile
 from specdebug.core.servers import ServerRecord
+from specdebug.core.startup.events import EventJournal
 from specdebug.remote.api import Remote
-from specdebug.verbs.common import err, load_profile_or_exit, open_remote, out, print_json, run_verb
+from specdebug.verbs.common import (
+    box_session,
+    err,
+    load_profile_or_exit,
+    open_remote,
+    out,
+    print_json,
+    run_verb,
+    session_journal,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--json", action="store_true", help="print one JSON object")
         if session:
             p.add_argument(
-                "--session", metavar="DIR", help="journal folder to record launches and verdicts in"
+                "--session",
+                metavar="DIR",
+                help="journal folder to record launches and verdicts in, or box:NAME on HOST",
             )
 
     p = subparsers.add_parser("launch", help="start a server from a profile, detached (--wait: until ready)")
@@ -61,14 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _profile(args: argparse.Namespace, verb: str) -> Profile:
+    box_session(getattr(args, "session", None))  # a bad box:NAME before connecting
     return load_profile_or_exit(args.profile, verb)
-
-
-def _journal(args: argparse.Namespace) -> Journal:
-    """--session DIR, else $SPECDEBUG_SESSION, else the latest session (as bench and the TUI)."""
-    from specdebug.core.journal import resolve_session
-
-    return Journal(resolve_session(getattr(args, "session", None), for_writing=True))
 
 
 def _say(args: argparse.Namespace, text: str) -> None:
@@ -81,7 +86,7 @@ async def _watch_and_report(
     remote: Remote,
     record: ServerRecord,
     profile: Profile,
-    journal: Journal,
+    journal: EventJournal | None,
     *,
     deadline: float | None = None,
 ) -> int:
@@ -111,7 +116,9 @@ async def _watch_and_report(
     return 0 if verdict.verdict == "ready" else 1
 
 
-async def _launch(args: argparse.Namespace, remote: Remote, profile: Profile, journal: Journal) -> int:
+async def _launch(
+    args: argparse.Namespace, remote: Remote, profile: Profile, journal: EventJournal | None
+) -> int:
 
     try:
         record = await startup.launch(remote, profile, journal=journal)
@@ -144,15 +151,14 @@ async def _launch(args: argparse.Namespace, remote: Remote, profile: Profile, jo
 @run_verb
 async def cmd_launch(args: argparse.Namespace) -> int:
     profile = _profile(args, "launch")
-    async with open_remote(args) as remote:
-        return await _launch(args, remote, profile, _journal(args))
+    async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
+        return await _launch(args, remote, profile, journal)
 
 
 @run_verb
 async def cmd_restart(args: argparse.Namespace) -> int:
     profile = _profile(args, "restart")
-    async with open_remote(args) as remote:
-        journal = _journal(args)
+    async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
         result = await startup.stop(remote, profile, grace_s=args.grace, journal=journal)
         _say(args, result.message)
         if not result.stopped:
@@ -164,8 +170,8 @@ async def cmd_restart(args: argparse.Namespace) -> int:
 @run_verb
 async def cmd_stop(args: argparse.Namespace) -> int:
     profile = _profile(args, "stop")
-    async with open_remote(args) as remote:
-        result = await startup.stop(remote, profile, grace_s=args.grace, journal=_journal(args))
+    async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
+        result = await startup.stop(remote, profile, grace_s=args.grace, journal=journal)
     if args.json:
         print_json(result)
     else:
@@ -188,8 +194,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
 @run_verb
 async def cmd_attach(args: argparse.Namespace) -> int:
     profile = _profile(args, "attach")
-    async with open_remote(args) as remote:
-        journal = _journal(args)
+    async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
         try:
             record = await startup.attach(
                 remote, profile, pid=args.pid, port=args.port, log=args.log, journal=journal
