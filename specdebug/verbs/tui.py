@@ -57,15 +57,17 @@ def build_context(args: argparse.Namespace, remotes: dict) -> AppContext:
         ctx.profile_path = Path(args.profile)
         ctx.profile = load_profile(ctx.profile_path)
         ctx.profile_choices = sorted(ctx.profile_path.resolve().parent.glob("*.toml"))
+    from specdebug.core.boxjournal import BoxJournal, box_spec
     from specdebug.core.journal import Journal, resolve_session
 
-    if args.session and args.session.startswith("box:"):  # kept on the box, shared by every instance
-        from specdebug.core.boxjournal import BoxJournal
-
+    spec = box_spec(
+        args.session
+    )  # `box:NAME`: kept on the box, shared by every instance (bad name: ValueError)
+    if spec is not None:
         host = ctx.remote()
         if host is None:
             raise ValueError("--session box:NAME needs a host to keep the journal on")
-        ctx.journal = BoxJournal(host, args.session.removeprefix("box:"))
+        ctx.journal = BoxJournal(host, spec)
         return ctx
     # the latest session by default: its launches give the startup ETA, its results the history
     session_dir = (
