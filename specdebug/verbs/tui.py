@@ -60,9 +60,8 @@ def build_context(args: argparse.Namespace, remotes: dict) -> AppContext:
     from specdebug.core.boxjournal import BoxJournal, box_spec
     from specdebug.core.journal import Journal, resolve_session
 
-    spec = box_spec(
-        args.session
-    )  # `box:NAME`: kept on the box, shared by every instance (bad name: ValueError)
+    # `box:NAME`: kept on the box, shared by every instance (a bad name is a ValueError)
+    spec = box_spec(args.session)
     if spec is not None:
         host = ctx.remote()
         if host is None:
