@@ -62,6 +62,9 @@ def test_drift_fit_is_pooled_within_configs() -> None:
     assert detrend(good, -2.0, 0.0) == pytest.approx([94.0, 94.0, 94.0])
     assert drift_slope([good[:1], bad[:1]]) is None  # nothing measured twice: no drift known
     assert detrend(good, None, 0.0) == [94.0, 90.0, 82.0]
+    noise_only = [[(0.0, 94.6), (2.0, 94.3), (4.0, 94.5)], [(1.0, 59.4), (3.0, 59.7)]]
+    assert drift_slope(noise_only) is None  # within its standard error of zero: nothing is corrected
+    assert drift_slope([[(0.0, 94.0), (2.0, 90.0)], [(1.0, 58.0), (3.0, 55.0)]]) == pytest.approx(-1.75)
 
 
 def test_book_judges_a_late_candidate_on_the_drift_corrected_scale(tmp_path: Path) -> None:

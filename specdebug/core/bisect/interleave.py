@@ -10,6 +10,7 @@ each repeat of a candidate; a candidate clear at its first measurement costs not
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -37,18 +38,25 @@ def reference_end(count: int) -> Literal["good", "bad"]:
     return "good" if count % 2 == 0 else "bad"
 
 
-def drift_slope(groups: Sequence[Sequence[tuple[float, float]]]) -> float | None:
-    """Pooled within-group least-squares slope of value against time ((t, x) points per config);
-    None until some config was measured twice at different times."""
-    num = den = 0.0
-    for pts in groups:
-        if len(pts) < 2:
-            continue
-        tbar = sum(t for t, _ in pts) / len(pts)
-        xbar = sum(x for _, x in pts) / len(pts)
-        num += sum((t - tbar) * (x - xbar) for t, x in pts)
-        den += sum((t - tbar) ** 2 for t, _ in pts)
-    return num / den if den > 0 else None
+def drift_slope(groups: Sequence[Sequence[tuple[float, float]]], *, z: float = 2.0) -> float | None:
+    """Pooled within-group least-squares slope of value against time ((t, x) points per config).
+
+    None until some config was measured twice at different times, and None while the slope is
+    within `z` standard errors of zero: a slope fitted to noise would move every value for nothing."""
+    fitted = [
+        (pts, sum(t for t, _ in pts) / len(pts), sum(x for _, x in pts) / len(pts)) for pts in groups if pts
+    ]
+    num = sum((t - tb) * (x - xb) for pts, tb, xb in fitted for t, x in pts)
+    den = sum((t - tb) ** 2 for pts, tb, _ in fitted for t, _ in pts)
+    if den <= 0:
+        return None
+    slope = num / den
+    dof = sum(len(pts) for pts, _, _ in fitted) - len(fitted) - 1
+    if dof < 1:
+        return slope if z <= 0 else None
+    resid = sum((x - xb - slope * (t - tb)) ** 2 for pts, tb, xb in fitted for t, x in pts)
+    se = math.sqrt(resid / dof / den)
+    return slope if abs(slope) > z * se else None
 
 
 def detrend(points: Sequence[tuple[float, float]], slope: float | None, t0: float) -> list[float]:

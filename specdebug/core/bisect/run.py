@@ -373,15 +373,21 @@ class Bisection:
         notes: list[str] | None = None,
     ) -> Finished:
         c = self.cands
+        if self.options.interleave:  # the last ends moved the drift fit: show the ends as finally judged
+            judge = self.book.judge()
+            for row in self.book.end_rows():
+                self.book.update_row(row.fingerprint, judge)
         evidence = judge.evidence()
         evidence.drift = self.drift
         warnings = list(self.warnings)
-        slope = self.book.slope()
-        if slope is not None:
+        if self.options.interleave:
+            slope = self.book.slope()
+            fix = "no linear drift beyond the noise: values as read"
+            if slope is not None:
+                fix = f"values corrected for a linear drift of {slope * 60:+.3f} {judge.metric}/min fitted to the ends"
             notes = [
                 *(notes or []),
-                f"interleave: {self._references} end launch(es) between candidate repeats; values corrected "
-                f"for a linear drift of {slope * 60:+.3f} {judge.metric}/min fitted to the ends",
+                f"interleave: {self._references} end launch(es) between candidate repeats; {fix}",
             ]
         if self.options.repeats == 1 and verdict != "no-difference":
             warnings.append("repeats 1: run-to-run noise unknown; judgements rest on one measurement each")
