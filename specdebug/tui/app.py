@@ -265,7 +265,8 @@ class SpecdebugApp(App):
             )
             return
         current = self.ctx.profile_path.stem if self.ctx.profile_path else None
-        self.push_screen(ProfilePicker(choices, current), self._profile_picked)
+        ends = getattr(self.active_pane(), "end_marker", lambda: None)()  # the Bisect pane: g/b mark ends
+        self.push_screen(ProfilePicker(choices, current, ends=ends), self._profile_picked)
 
     def _profile_picked(self, path: Path | None) -> None:
         if path is None:

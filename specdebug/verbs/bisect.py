@@ -1,7 +1,7 @@
 """`specdebug bisect`: find the knob(s) that make the bad profile slower, in the fewest launches.
 
     specdebug bisect [-F FILE] HOST --good A.toml --bad B.toml [--metric NAME] [--threshold V]
-        [--min-gap PCT] [--repeats R] [--gate EXPR] [--group GLOB] [--failed-start bad|skip]
+        [--min-gap PCT] [--repeats R] [--interleave] [--gate EXPR] [--group GLOB] [--failed-start bad|skip]
         [--requests N] [--output-len L] [--concurrency C] [--session DIR] [--resume] [--json]
 
 The same engine as the TUI's Bisect pane (specdebug.core.bisect).  Progress goes to stderr; --json
@@ -65,6 +65,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--repeats", type=positive_int, default=1, metavar="R", help="measure up to R times (noise)"
     )
     p.add_argument(
+        "--interleave",
+        action="store_true",
+        help="with --repeats: an end between a candidate's repeats, linear drift corrected "
+        "(one extra launch per repeat)",
+    )
+    p.add_argument(
         "--gate", metavar="EXPR", help="judge from the log before benchmarking, e.g. verify_ms<=25"
     )
     p.add_argument(
@@ -110,6 +116,7 @@ def _options(args: argparse.Namespace, previous: dict[str, Any] | None) -> bm.Bi
         "threshold": args.threshold,
         "min_gap_pct": args.min_gap,
         "repeats": args.repeats,
+        "interleave": args.interleave,
         "gate": args.gate,
         "groups": args.group,
         "failed_start": args.failed_start,

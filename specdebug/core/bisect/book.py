@@ -12,6 +12,7 @@ import statistics
 from typing import Any
 
 from specdebug.core.bisect.gate import Gate
+from specdebug.core.bisect.interleave import detrend, drift_slope
 from specdebug.core.bisect.judge import Judge
 from specdebug.core.bisect.models import (
     JUDGEMENT_EVENT,
@@ -74,6 +75,23 @@ class Book:
     def values(self, fp: str, *, drift: bool = False) -> list[float]:
         return [v for m in self.measurements(fp, drift=drift) if (v := self.metric(m)) is not None]
 
+    def points(self, fp: str, *, drift: bool | None = False) -> list[tuple[float, float]]:
+        """(time the benchmark finished, value); drift=None: every role."""
+        ms = self.cache.get(fp, []) if drift is None else self.measurements(fp, drift=drift)
+        return [(m.finished_at, v) for m in ms if (v := self.metric(m)) is not None]
+
+    def slope(self) -> float | None:
+        """The linear drift fitted to the ends (--interleave only; None: values are taken as read)."""
+        if not self.options.interleave:
+            return None
+        return drift_slope([self.points(fp, drift=None) for fp in self.ends])
+
+    def judged_values(self, fp: str) -> list[float]:
+        """The values a judgement rests on: as read, or drift-corrected to the first end's time."""
+        slope = self.slope()
+        starts = [t for end in self.ends for t, _ in self.points(end, drift=None)]
+        return detrend(self.points(fp), slope, min(starts) if starts else 0.0)
+
     def end_failed(self, fp: str) -> bool:
         """An end whose measurement in this run gave no metric (a stale failure in the cache is retried)."""
         return fp in self.failed_ends and not self.values(fp)
@@ -82,7 +100,11 @@ class Book:
         o = self.options
         good, bad = self.ends
         return Judge(
-            o.metric, self.values(good), self.values(bad), threshold=o.threshold, min_gap_pct=o.min_gap_pct
+            o.metric,
+            self.judged_values(good),
+            self.judged_values(bad),
+            threshold=o.threshold,
+            min_gap_pct=o.min_gap_pct,
         )
 
     def verdict(self, fp: str, judge: Judge) -> tuple[str, str | None, bool, float | None]:
@@ -102,7 +124,7 @@ class Book:
                 g = m.gate
                 if g and g.name == self.gate.name and g.value is not None and not self.gate.passes(g.value):
                     return "bad", f"gate {self.gate.expr}: {g.name} = {g.value:.2f}", True, gate_value
-        values = self.values(fp)
+        values = self.judged_values(fp)
         if not values:
             failed = next((m for m in ms if m.status is Status.BENCH_FAILED), None)
             if failed is not None:
@@ -122,7 +144,7 @@ class Book:
     def update_row(self, fp: str, judge: Judge) -> TrialRow:
         row = self.rows[fp]
         verdict, reason, gated, gate_value = self.verdict(fp, judge)
-        row.samples = [round(v, 4) for v in self.values(fp)]
+        row.samples = [round(v, 4) for v in self.judged_values(fp)]
         row.metric = statistics.fmean(row.samples) if row.samples else None
         row.gated, row.reason, row.gate_value = gated, reason, gate_value
         if fp in self.hand and row.role is Role.CANDIDATE:

@@ -66,6 +66,7 @@ class BisectOptions(BaseModel):
     concurrency: int | None = None
     input_len: int | None = None
     hand: bool = False  # every candidate waits for a judgement by hand (g/b/s)
+    interleave: bool = False  # a candidate's repeats alternate with an end; linear drift corrected
 
 
 class Settings(BaseModel):

@@ -18,6 +18,7 @@ from typing import Any
 
 from specdebug.core.bisect.book import Book
 from specdebug.core.bisect.gate import Gate, parse_gate
+from specdebug.core.bisect.interleave import next_step, reference_end
 from specdebug.core.bisect.judge import Judge
 from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates
 from specdebug.core.bisect.models import (
@@ -93,6 +94,7 @@ class Bisection:
         self._go = asyncio.Event()
         self._judgement: asyncio.Future[Judged] | None = None
         self._durations: list[float] = []
+        self._references = 0  # ends measured between a candidate's repeats (--interleave)
         self._outcome = Outcome.UNRESOLVED
         self.current: Profile | None = None  # the config of the trial running now (front ends clean up)
         self.drift: Drift | None = None
@@ -167,6 +169,8 @@ class Bisection:
                 continue
             query = self.plan.query
             assert query is not None
+            if self.options.interleave:
+                judge = self.book.judge()  # the ends measured between repeats moved the drift fit
             async for ev in self._answer(query, judge):
                 yield ev
             self.plan.answer(self._outcome)
@@ -199,14 +203,21 @@ class Bisection:
             Role.GOOD if fp == self.cands.good_fp else Role.BAD if fp == self.cands.bad_fp else Role.CANDIDATE
         )
         self.book.row(fp, role, profile.name, self.cands.knob_names(query))
+        interleave, fresh = self.options.interleave and role is Role.CANDIDATE, False
         while True:
             verdict = self.book.verdict(fp, judge)[0]
             n = len(self.book.values(fp))
-            if verdict == "need" or (verdict == "ambiguous" and n < self.options.repeats):
-                async for ev in self._measure(profile, fp, role, query):
+            step = next_step(verdict, n, self.options.repeats, interleave=interleave, fresh_reference=fresh)
+            if step is None:
+                break
+            if step == "reference":  # an end between two runs of this candidate (--interleave)
+                async for ev in self._reference():
                     yield ev
+                judge, fresh = self.book.judge(), True
                 continue
-            break
+            async for ev in self._measure(profile, fp, role, query):
+                yield ev
+            fresh = False
         row = self.book.update_row(fp, judge)
         if self.options.hand and role is Role.CANDIDATE and fp not in self.book.hand:
             yield TrialDone(row=row)
@@ -222,6 +233,16 @@ class Bisection:
         if role is Role.CANDIDATE:  # the ends' rows were shown when they were measured
             yield TrialDone(row=row)
         self._outcome = _OUTCOME.get(row.judged, Outcome.UNRESOLVED)  # type: ignore[arg-type]
+
+    async def _reference(self) -> AsyncIterator[Any]:
+        """One more measurement of an end, good and bad in turn (--interleave)."""
+        c = self.cands
+        good = reference_end(self._references) == "good"
+        self._references += 1
+        fp, role, profile = (c.good_fp, Role.GOOD, c.good) if good else (c.bad_fp, Role.BAD, c.bad)
+        async for ev in self._measure(profile, fp, role, frozenset()):
+            yield ev
+        yield TrialDone(row=self.book.update_row(fp, self.book.judge()))
 
     async def _measure(
         self, profile: Profile, fp: str, role: Role, query: frozenset[int]
@@ -287,9 +308,10 @@ class Bisection:
         if not after_values or not judge.good:
             self.warnings.append("drift check: the good end could not be measured again")
             return
-        before, after = statistics.fmean(judge.good), after_values[-1]
+        before_values = book.values(c.good_fp)  # as read (the judge's may be drift-corrected)
+        before, after = statistics.fmean(before_values), after_values[-1]
         first, last = book.measurements(c.good_fp)[0], book.measurements(c.good_fp, drift=True)[-1]
-        beyond = judge.drifted(judge.good, after)
+        beyond = judge.drifted(before_values, after)
         self.drift = Drift(
             before=before,
             after=after,
@@ -351,9 +373,22 @@ class Bisection:
         notes: list[str] | None = None,
     ) -> Finished:
         c = self.cands
+        if self.options.interleave:  # the last ends moved the drift fit: show the ends as finally judged
+            judge = self.book.judge()
+            for row in self.book.end_rows():
+                self.book.update_row(row.fingerprint, judge)
         evidence = judge.evidence()
         evidence.drift = self.drift
         warnings = list(self.warnings)
+        if self.options.interleave:
+            slope = self.book.slope()
+            fix = "no linear drift beyond the noise: values as read"
+            if slope is not None:
+                fix = f"values corrected for a linear drift of {slope * 60:+.3f} {judge.metric}/min fitted to the ends"
+            notes = [
+                *(notes or []),
+                f"interleave: {self._references} end launch(es) between candidate repeats; {fix}",
+            ]
         if self.options.repeats == 1 and verdict != "no-difference":
             warnings.append("repeats 1: run-to-run noise unknown; judgements rest on one measurement each")
         result = Result(

@@ -29,6 +29,7 @@ from specdebug.core.bisect.trial import TrialError
 from specdebug.core.profiles import ProfileError, load_profile
 from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
+from specdebug.tui.panes.bisect_view import BisectView
 
 STATE_STYLE = {"suspect": "yellow", "cleared": "dim", "culprit": "bold red"}
 JUDGED_STYLE = {"good": "green", "bad": "bold red", "skip": "magenta", "unclear": "yellow"}
@@ -45,51 +46,6 @@ def progress_bar(fraction: float | None, width: int = 20) -> str:
         return ""
     full = round(max(0.0, min(1.0, fraction)) * width)
     return "█" * full + "░" * (width - full)
-
-
-class BisectView:
-    """The pane's state, folded from the engine's events (pure: tests feed events directly)."""
-
-    def __init__(self) -> None:
-        self.planned: bm.Planned | None = None
-        self.states: dict[str, str] = {}
-        self.stage = ""
-        self.trials: dict[int, bm.TrialRow] = {}
-        self.running: bm.TrialStarted | None = None
-        self.progress: bm.TrialProgress | None = None
-        self.estimate: bm.Estimate | None = None
-        self.evidence: bm.Evidence | None = None
-        self.awaiting: bm.AwaitJudgement | None = None
-        self.paused = False
-        self.result: bm.Result | None = None
-
-    def apply(self, ev: Any) -> None:
-        if isinstance(ev, bm.Planned):
-            self.__init__()  # type: ignore[misc]
-            self.planned = ev
-            self.states = {k.name: "suspect" for k in ev.knobs}
-        elif isinstance(ev, bm.TrialStarted):
-            self.running, self.progress = ev, None
-        elif isinstance(ev, bm.TrialProgress):
-            self.progress = ev
-        elif isinstance(ev, bm.TrialDone):
-            self.trials[ev.row.index] = ev.row
-            if self.running is not None and self.running.index == ev.row.index:
-                self.running = self.progress = None
-        elif isinstance(ev, bm.EndsJudged):
-            self.evidence = ev.evidence
-        elif isinstance(ev, bm.KnobStates):
-            self.states, self.stage = dict(ev.states), ev.stage
-        elif isinstance(ev, bm.Estimate):
-            self.estimate = ev
-        elif isinstance(ev, bm.AwaitJudgement):
-            self.awaiting = ev
-        elif isinstance(ev, bm.Paused):
-            self.paused = ev.paused
-        elif isinstance(ev, bm.Finished):
-            self.result, self.running, self.progress, self.awaiting = ev.result, None, None, None
-            for row in ev.result.trials:
-                self.trials[row.index] = row
 
 
 def profile_for(result_profile: str | None, choices: list[Path]) -> Path | None:
@@ -207,10 +163,21 @@ class BisectPane(Pane):
             paths.insert(0, self.ctx.profile_path)
         return paths
 
+    def end_marker(self) -> BisectPane:
+        return self  # the profile picker (P) marks ends here with g/b
+
+    def end_of(self, path: Path) -> str | None:
+        here = path.resolve()
+        return next(
+            (s for s, p in (("bad", self.bad), ("good", self.good)) if p and p.resolve() == here), None
+        )
+
     def set_end(self, side: str, path: Path | None, *, source: str | None = None) -> None:
         if path is None:
             self.notify(f"no profile file for {source or 'that row'} among the profiles", severity="warning")
             return
+        if self.end_of(path) not in (None, side):  # one profile is not both ends
+            self.good, self.bad = (None, self.bad) if side == "bad" else (self.good, None)
         if side == "good":
             self.good = path
         else:

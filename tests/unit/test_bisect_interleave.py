@@ -1,0 +1,153 @@
+"""--interleave: a candidate's repeats alternate with an end, and a linear drift is taken out.
+
+The planner (next_step, reference_end) and the drift fit are pure and tested as such.  The engine's
+order of measurements is shown with its one launching function (run.run_trial) replaced by a box
+model in the test: every launch reads `true value + slope * t + wobble`, t counting launches.  That
+model is the only fake; the book, judge, plan and the engine's loop are the real ones.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specdebug.core.bisect import models as bm
+from specdebug.core.bisect import run as run_mod
+from specdebug.core.bisect.book import Book
+from specdebug.core.bisect.interleave import detrend, drift_slope, next_step, reference_end
+from specdebug.core.bisect.knobs import Candidates
+from specdebug.core.bisect.run import Bisection
+from specdebug.core.profiles import load_profile_text
+
+GOOD = """\
+name = "fast"
+[server]
+argv = ["python3", "-m", "sglang.launch_server", "--port", "30001", "--speculative-num-steps", "2"]
+env = { NCCL_PROTO = "LL" }
+"""
+BAD = """\
+name = "slow"
+[server]
+argv = ["python3", "-m", "sglang.launch_server", "--port", "30001", "--speculative-num-steps", "3",
+        "--disable-cuda-graph", "--schedule-policy", "lpm"]
+"""
+CULPRIT = "--disable-cuda-graph"
+
+
+class NoRemote:
+    name = "nobox"
+    state_dir = None
+
+    def __getattr__(self, item):
+        raise AssertionError(f"the test touched the box: {item}")
+
+
+def test_next_step_alternates_candidate_and_end() -> None:
+    kw = {"interleave": True}
+    assert next_step("need", 0, 3, fresh_reference=False, **kw) == "candidate"
+    assert next_step("ambiguous", 1, 3, fresh_reference=False, **kw) == "reference"
+    assert next_step("ambiguous", 1, 3, fresh_reference=True, **kw) == "candidate"
+    assert next_step("ambiguous", 3, 3, fresh_reference=False, **kw) is None  # repeats spent: unclear
+    assert next_step("good", 1, 3, fresh_reference=False, **kw) is None  # clear: no extra launch
+    back_to_back = next_step("ambiguous", 1, 3, interleave=False, fresh_reference=False)
+    assert back_to_back == "candidate"  # today's order without --interleave
+    assert [reference_end(i) for i in range(4)] == ["good", "bad", "good", "bad"]
+
+
+def test_drift_fit_is_pooled_within_configs() -> None:
+    good = [(0.0, 94.0), (2.0, 90.0), (6.0, 82.0)]  # 94 - 2 t
+    bad = [(1.0, 58.0), (3.0, 54.0)]  # 60 - 2 t
+    assert drift_slope([good, bad]) == pytest.approx(-2.0)
+    assert detrend(good, -2.0, 0.0) == pytest.approx([94.0, 94.0, 94.0])
+    assert drift_slope([good[:1], bad[:1]]) is None  # nothing measured twice: no drift known
+    assert detrend(good, None, 0.0) == [94.0, 90.0, 82.0]
+    noise_only = [[(0.0, 94.6), (2.0, 94.3), (4.0, 94.5)], [(1.0, 59.4), (3.0, 59.7)]]
+    assert drift_slope(noise_only) is None  # within its standard error of zero: nothing is corrected
+    assert drift_slope([[(0.0, 94.0), (2.0, 90.0)], [(1.0, 58.0), (3.0, 55.0)]]) == pytest.approx(-1.75)
+
+
+def test_book_judges_a_late_candidate_on_the_drift_corrected_scale(tmp_path: Path) -> None:
+    """Ends at t=0..3 and a candidate (true 80, above the midpoint 77) read at t=6 under -2/launch."""
+    c = Candidates(load_profile_text(GOOD, tmp_path / "g.toml"), load_profile_text(BAD, tmp_path / "b.toml"))
+    verdicts = {}
+    for interleave in (False, True):
+        book = Book(bm.BisectOptions(repeats=3, interleave=interleave), None, (c.good_fp, c.bad_fp), "s")
+        for t, fp, role, true in ((0, c.good_fp, "good", 94), (1, c.bad_fp, "bad", 60),
+                                  (2, c.good_fp, "good", 94), (3, c.bad_fp, "bad", 60),
+                                  (6, "cand", "candidate", 80)):  # fmt: skip
+            book.add(
+                bm.Measurement(
+                    bisect="x",
+                    config=fp,
+                    fingerprint=fp,
+                    settings="s",
+                    role=bm.Role(role),
+                    metrics={"output_tok_s": true - 2.0 * t},
+                    finished_at=float(t),
+                )  # fmt: skip
+            )
+        verdicts[interleave] = book.verdict("cand", book.judge())[0]
+    assert verdicts == {False: "bad", True: "good"}
+
+
+def box_model(slope: float, mild: float, wobble: list[float], order: list[tuple[str, list[str]]]):
+    """run_trial's stand-in: slow (60) with the culprit (the bad end has it); --speculative-num-steps
+    alone costs a little (`mild`, on the good side of the midpoint 77); every launch drifts by `slope`."""
+
+    async def fake_trial(remote, spec, *, journal=None, clock=None):
+        t = len(order)
+        applied = list(spec.applied) if spec.role is bm.Role.CANDIDATE else []
+        has_culprit = spec.role is bm.Role.BAD or CULPRIT in applied
+        true = 60.0 if has_culprit else mild if "--speculative-num-steps" in applied else 94.0
+        order.append((spec.role.value, applied))
+        value = true + slope * t + wobble[t % len(wobble)]
+        yield bm.Measurement(
+            bisect=spec.bisect, config=spec.profile.name, fingerprint=spec.fingerprint,
+            settings=spec.settings.key(), role=spec.role, applied=applied,
+            metrics={"output_tok_s": value}, started_at=t - 0.5, finished_at=float(t),
+        )  # fmt: skip
+
+    return fake_trial
+
+
+async def bisect(tmp_path: Path, monkeypatch, *, interleave: bool, slope: float, mild: float = 80.0):
+    order: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(run_mod, "run_trial", box_model(slope, mild, [0.6, -0.6, 0.3, -0.3], order))
+    good = load_profile_text(GOOD, tmp_path / "fast.toml")
+    bad = load_profile_text(BAD, tmp_path / "slow.toml")
+    options = bm.BisectOptions(repeats=3, interleave=interleave)
+    result = None
+    async for ev in Bisection(NoRemote(), good, bad, options, clock=lambda: 0.0).events():
+        if isinstance(ev, bm.Finished):
+            result = ev.result
+    assert result is not None
+    return result, order
+
+
+async def test_interleaved_order_of_measurements(tmp_path: Path, monkeypatch) -> None:
+    result, order = await bisect(tmp_path, monkeypatch, interleave=True, slope=0.0, mild=77.6)
+    steps, both = ["--speculative-num-steps"], ["--speculative-num-steps", CULPRIT]
+    assert order == [
+        ("good", []), ("bad", []), ("good", []), ("bad", []),  # the ends, interleaved as before
+        ("candidate", both),
+        ("candidate", steps), ("good", []), ("candidate", steps), ("bad", []), ("candidate", steps),
+        ("candidate", [CULPRIT]),
+        ("drift", []),
+    ]  # fmt: skip
+    assert result.verdict == "found" and result.culprits == [CULPRIT] and result.launches == len(order)
+    near = next(t for t in result.trials if t.applied == steps)
+    assert near.judged == "unclear" and near.launches == 3  # 77.6 vs midpoint 77: inside the noise
+    assert any("interleave: 2 end launch(es)" in n for n in result.notes)
+    _, plain = await bisect(tmp_path / "plain", monkeypatch, interleave=False, slope=0.0, mild=77.6)
+    assert [a for r, a in plain if r == "candidate"][1:3] == [steps, steps]  # today: back to back
+
+
+async def test_a_linear_drift_no_longer_biases_the_verdict(tmp_path: Path, monkeypatch) -> None:
+    """-1.5 tok/s per launch (the box warming up): the mild knob (80, good side) reads ~72 by the time
+    it is measured, so the plain run blames it; interleaved, it is judged on the corrected scale."""
+    plain, plain_order = await bisect(tmp_path / "a", monkeypatch, interleave=False, slope=-1.5)
+    inter, inter_order = await bisect(tmp_path / "b", monkeypatch, interleave=True, slope=-1.5)
+    assert plain.verdict == "found" and plain.culprits == ["--speculative-num-steps"]  # fooled by drift
+    assert inter.verdict == "found" and inter.culprits == [CULPRIT]
+    assert len(inter_order) == len(plain_order) == 8  # clear at once: no extra launch here
