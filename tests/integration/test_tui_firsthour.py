@@ -34,6 +34,26 @@ pytestmark = [
 ]
 
 
+def press_until(
+    tmux: Tmux, name: str, keys: list[str], predicate, *, tries: int = 3, each: float = 15
+) -> str:
+    """Send `keys`; if the screen does not show their effect within `each` s, send them again.
+
+    Under parallel load a pane-switch key was seen not to take (issue 12 closing note: a focus/tab race
+    under load is suspected, not proven). These tests check what the keys lead to (read-only words, a
+    quiet exit), so a lost key is retried here, and the retry is said on stderr for whoever looks."""
+    for attempt in range(tries):
+        for key in keys:
+            tmux("send-keys", "-t", name, key)
+        try:
+            return tmux.wait_screen(name, predicate, each)
+        except AssertionError:
+            if attempt == tries - 1:
+                raise
+            print(f"press_until: {keys} did not take within {each} s; sending again", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
 def write_profile(folder: Path, name: str) -> Path:
     """A tp-2 sim profile as a TOML file (the TUI loads it with -c, as a user would)."""
     port = free_port()
@@ -133,10 +153,7 @@ def test_reopen_readonly_shows_running_server_and_keys_behave(sshd, tmp_path: Pa
         tmux("resize-window", "-t", "tui", "-x", "120", "-y", "40")
         tmux("resize-window", "-t", "tui", "-x", "150", "-y", "45")
         tmux.wait_screen("tui", lambda s: "a Attach" in footer(s), 30)
-        tmux("send-keys", "-t", "tui", "3")
-        tmux("send-keys", "-t", "tui", "Tab")
-        tmux("send-keys", "-t", "tui", "Tab")
-        tmux.wait_screen("tui", lambda s: "f Follow log" in footer(s), 30)
+        press_until(tmux, "tui", ["3", "Tab", "Tab"], lambda s: "f Follow log" in footer(s))
         # q leaves the server running (right on a real box) and says how to stop it
         tmux("send-keys", "-t", "tui", "q")
         screen = tmux.wait_screen("tui", lambda s: "still running" in s, 20)
@@ -162,10 +179,9 @@ def test_demo_exit_is_quiet(tmp_path: Path) -> None:
     )
     try:
         tmux.wait_screen("demo", lambda s: "READY after" in s, 90)
-        tmux("send-keys", "-t", "demo", "4")  # the env check and the log follower hold sessions
-        tmux.wait_screen("demo", lambda s: "TP0" in s, 30)
-        tmux("send-keys", "-t", "demo", "3")
-        tmux.wait_screen("demo", lambda s: "following" in s, 30)
+        # the env check and the log follower hold sessions
+        press_until(tmux, "demo", ["4"], lambda s: "TP0" in s)
+        press_until(tmux, "demo", ["3"], lambda s: "following" in s)
         tmux("send-keys", "-t", "demo", "q")
         screen = tmux.wait_screen("demo", lambda s: "DEMO-EXITED" in s, 30)
         noise = screen  # the app draws on stderr, so its noise after exit lands on the screen
