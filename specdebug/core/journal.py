@@ -21,7 +21,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, Literal, Protocol, overload
 
 import platformdirs
 
@@ -33,6 +33,15 @@ BOX_PREFIX = "box:"  # `--session box:NAME`: the journal kept on the box (core.b
 
 # The kinds other modules write; any other string is accepted too (forward compatible).
 KINDS = ("launch", "verdict", "stop", "mark", "bench_result", "note")
+
+
+class EventJournal(Protocol):
+    """What the services need of a session journal: Journal (this machine) or core.boxjournal.BoxJournal
+    (kept on the box). Typed here so launch, stop, bench, bisection and env take either."""
+
+    def append(self, kind: str, data: dict[str, Any], *, sync: bool = False) -> dict[str, Any]: ...
+
+    def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]: ...
 
 
 class JournalError(OSError):

@@ -14,11 +14,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from specdebug.capability import require_write
+from specdebug.core.journal import EventJournal
 from specdebug.core.logs.follow import expand_remote_path
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, profile_secrets
@@ -70,7 +71,7 @@ async def stop_record(
     record: ServerRecord,
     *,
     grace_s: float = 10.0,
-    journal: Any = None,
+    journal: EventJournal | None = None,
     clock: Clock = time.time,
     poll_s: float = 0.2,
 ) -> StopResult:
@@ -130,14 +131,16 @@ async def _wait_gone(
         await asyncio.sleep(poll_s)
 
 
-def _finish(result: StopResult, journal: Any, t0: float, clock: Clock) -> StopResult:
+def _finish(result: StopResult, journal: EventJournal | None, t0: float, clock: Clock) -> StopResult:
     result.elapsed_s = clock() - t0
     if journal is not None:
         journal.append("stop", result.model_dump(mode="json"))
     return result
 
 
-async def stop(remote: Remote, profile: Profile, *, grace_s: float = 10.0, journal: Any = None) -> StopResult:
+async def stop(
+    remote: Remote, profile: Profile, *, grace_s: float = 10.0, journal: EventJournal | None = None
+) -> StopResult:
     try:
         record = await load_record(remote, profile.name)
     except StateFileError as exc:
@@ -230,7 +233,7 @@ async def attach(
     pid: int | None = None,
     port: int | None = None,
     log: str | None = None,
-    journal: Any = None,
+    journal: EventJournal | None = None,
     clock: Clock = time.time,
     scan_bytes: int = 8 << 20,
 ) -> ServerRecord:

@@ -28,6 +28,8 @@ from specdebug.core.bench import external, gpu, prom, serverlog
 from specdebug.core.bench.builtin import BuiltinParams, run_builtin
 from specdebug.core.bench.events import BenchDone, BenchEvent, BenchLine
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
+from specdebug.core.journal import EventJournal
+from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.core.servers import file_size, this_run_offset
 from specdebug.remote.api import Remote, RemoteError
@@ -162,10 +164,10 @@ async def run_external(
 
 async def bench_events(
     remote: Remote,
-    profile: Any,
+    profile: Profile,
     request: BenchRequest | None = None,
     *,
-    journal: Any = None,
+    journal: EventJournal | None = None,
     host: str | None = None,
 ) -> AsyncGenerator[BenchEvent, None]:
     """Measure, record the conditions, append the result to the journal (fsync): BenchProgress and
@@ -201,10 +203,10 @@ async def bench_events(
 
 async def run_benchmark(
     remote: Remote,
-    profile: Any,
+    profile: Profile,
     request: BenchRequest | None = None,
     *,
-    journal: Any = None,
+    journal: EventJournal | None = None,
     host: str | None = None,
 ) -> BenchResult:
     """`bench_events` for callers that only want the result."""
@@ -216,9 +218,9 @@ async def run_benchmark(
 
 async def _measure(
     remote: Remote,
-    profile: Any,
+    profile: Profile,
     request: BenchRequest | None,
-    journal: Any,
+    journal: EventJournal | None,
     emit: EmitFn,
     host: str | None,
 ) -> BenchResult:

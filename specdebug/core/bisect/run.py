@@ -44,6 +44,7 @@ from specdebug.core.bisect.models import (
 )
 from specdebug.core.bisect.plan import Outcome, Plan
 from specdebug.core.bisect.trial import TrialSpec, run_trial
+from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.remote.api import Remote
 
@@ -71,7 +72,7 @@ class Bisection:
         bad: Profile,
         options: BisectOptions | None = None,
         *,
-        journal: Any = None,
+        journal: EventJournal | None = None,
         clock: Clock = time.time,
         remeasure: set[str] | None = None,
     ) -> None:

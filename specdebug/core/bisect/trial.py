@@ -34,6 +34,7 @@ from specdebug.core.bisect.models import (
     Status,
     TrialProgress,
 )
+from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.servers import ServerRecord, find_port_holder, forget_record, group_members, load_record
 from specdebug.remote.api import Remote, RemoteError
@@ -106,7 +107,7 @@ async def clear_port(remote: Remote, profile: Profile, ours: list[str]) -> list[
 
 
 async def run_trial(
-    remote: Remote, spec: TrialSpec, *, journal: Any = None, clock: Clock = time.time
+    remote: Remote, spec: TrialSpec, *, journal: EventJournal | None = None, clock: Clock = time.time
 ) -> AsyncIterator[TrialProgress | Measurement]:
     """Measure one config once; yields progress, then the Measurement (already journaled)."""
     profile = spec.profile

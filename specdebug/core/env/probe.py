@@ -10,6 +10,7 @@ from typing import Any
 from specdebug.core.env.events import EnvDone, EnvEvent, EnvFilesRead, EnvLogRead, EnvProcessesFound
 from specdebug.core.env.model import DEFAULT_PREFIXES, NCCL_ENV_MARKER, EnvQuery, EnvReport
 from specdebug.core.env.report import build_report
+from specdebug.core.profiles import Profile
 from specdebug.core.workers import listing_filter, select_workers
 from specdebug.remote.api import Remote
 
@@ -79,7 +80,7 @@ async def check_env(remote: Remote, query: EnvQuery) -> EnvReport:
 
 async def query_for_profile(
     remote: Remote,
-    profile: Any,
+    profile: Profile,
     *,
     expect: Mapping[str, str] | None = None,
     expect_from_launcher: bool = False,

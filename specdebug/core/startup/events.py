@@ -8,22 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from specdebug.core.journal import EventJournal as EventJournal  # re-exported: startup's callers name it here
 from specdebug.core.servers import ServerRecord
 
 Clock = Callable[[], float]
-
-
-class EventJournal(Protocol):
-    """What startup needs of a session journal (core.journal.Journal on this machine, or
-    core.boxjournal.BoxJournal on the box)."""
-
-    def append(self, kind: str, data: dict[str, Any], *, sync: bool = False) -> dict[str, Any]: ...
-
-    def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]: ...
 
 
 class ServerState(StrEnum):

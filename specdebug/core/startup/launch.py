@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from specdebug.capability import require_write
+from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
 from specdebug.core.server_control import LaunchRefused
@@ -120,7 +120,12 @@ async def check_can_launch(remote: Remote, profile: Profile) -> None:
 
 
 async def launch(
-    remote: Remote, profile: Profile, *, journal: Any = None, clock: Clock = time.time, check: bool = True
+    remote: Remote,
+    profile: Profile,
+    *,
+    journal: EventJournal | None = None,
+    clock: Clock = time.time,
+    check: bool = True,
 ) -> ServerRecord:
     """Start the profile's server detached on the box and record it (state file + journal)."""
     require_write("launch", remote, journal)
