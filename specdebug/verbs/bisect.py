@@ -25,12 +25,12 @@ from specdebug.core.bisect.judge import known_metrics
 from specdebug.core.bisect.knobs import Candidates, GroupError
 from specdebug.core.bisect.run import Bisection
 from specdebug.core.bisect.trial import TrialError
-from specdebug.core.profiles import Profile, ProfileError, load_profile
 from specdebug.verbs.common import (
     VerbExit,
     add_host_args,
     box_session,
     err,
+    load_profile_or_exit,
     open_remote,
     out,
     positive_int,
@@ -103,13 +103,6 @@ def _usage(message: str) -> VerbExit:
     return VerbExit(2, message)
 
 
-def _load(path: str) -> Profile:
-    try:
-        return load_profile(path)
-    except ProfileError as exc:
-        raise _usage(str(exc)) from exc
-
-
 def _options(args: argparse.Namespace, previous: dict[str, Any] | None) -> bm.BisectOptions:
     given = {
         "metric": args.metric,
@@ -147,7 +140,7 @@ async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
     bad_file = args.bad or (previous or {}).get("bad", {}).get("file")
     if not good_file or not bad_file:
         raise _usage("bisect needs --good A.toml and --bad B.toml")
-    good, bad = _load(good_file), _load(bad_file)
+    good, bad = load_profile_or_exit(good_file, "bisect"), load_profile_or_exit(bad_file, "bisect")
     options = _options(args, previous)
     if options.metric not in known_metrics() and options.metric not in good.patterns:
         raise _usage(f"--metric {options.metric!r}: unknown (known: {', '.join(known_metrics())})")

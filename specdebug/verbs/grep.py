@@ -118,7 +118,7 @@ async def grep(args: argparse.Namespace) -> int:
             args.pack or "none",
             grep=args.patterns,
             from_start=args.from_start or not args.follow,
-            scrub=profile_scrubber(args),
+            scrub=profile_scrubber(args, "grep"),
         )
     except PatternError as exc:
         err(str(exc))

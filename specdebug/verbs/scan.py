@@ -24,7 +24,7 @@ from specdebug.core.logs.scan import ScanResult, scan_file, scan_remote
 from specdebug.core.logs.stats import metric_rank
 from specdebug.core.secrets import Scrubber
 from specdebug.remote.api import RemoteError
-from specdebug.verbs.common import add_ssh_args, err, out, print_json, run_verb
+from specdebug.verbs.common import add_ssh_args, err, load_profile_or_exit, out, print_json, run_verb
 
 LOG_HELP = "a local path, or HOST:PATH on a box (split at the last ':' before '/' or '~')"
 
@@ -55,30 +55,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=scan)
 
 
-def profile_scrubber(args: argparse.Namespace) -> Scrubber:
+def profile_scrubber(args: argparse.Namespace, verb: str) -> Scrubber:
     """Masks the secret values of -c PROFILE (and whatever the shape rules find) in log text."""
-    if not getattr(args, "profile", None):
+    if not args.profile:
         return Scrubber()
-    return Scrubber.for_profile(_load_profile(args.profile))
-
-
-def _load_profile(path: str):
-    from specdebug.core.profiles import ProfileError, load_profile  # another helper's module: lazy
-    from specdebug.verbs.common import VerbExit
-
-    try:
-        return load_profile(path)
-    except (ProfileError, OSError) as exc:
-        err(str(exc))
-        raise VerbExit(2, str(exc)) from exc
+    return Scrubber.for_profile(load_profile_or_exit(args.profile, verb))
 
 
 def load_patterns(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     """(pack, extra patterns) from --pack and -c PROFILE; profile problems raise VerbExit(2)."""
     pack = args.pack
     patterns: dict[str, str] = {}
-    if getattr(args, "profile", None):
-        prof = _load_profile(args.profile)
+    if args.profile:
+        prof = load_profile_or_exit(args.profile, "scan")
         patterns = dict(prof.patterns)
         if pack is None and prof.server.kind in ("sglang", "vllm"):
             pack = prof.server.kind
@@ -184,7 +173,9 @@ async def scan(args: argparse.Namespace) -> int:
     pack, patterns = load_patterns(args)
     on_match = None
     if args.events:
-        scrub = profile_scrubber(args)  # the parser masked what it can see; this adds the profile's values
+        scrub = profile_scrubber(
+            args, "scan"
+        )  # the parser masked what it can see; this adds the profile's values
         if args.json:
             on_match = lambda m: print_json(match_json(scrubbed(m, scrub)))  # noqa: E731
         else:
