@@ -1,12 +1,13 @@
 """The layering, checked: core and remote stay headless, and the import contracts hold."""
 
 import ast
-import gc
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.pyparse import parse_file
 
 
 def test_core_and_remote_do_not_import_textual():
@@ -56,14 +57,7 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path) -> set[str]:
     """Every module a file imports, relative imports resolved against its package."""
-    source = path.read_text()
-    # collector paused: on CPython 3.11 a finalizer run inside ast.parse (an earlier test's leftover
-    # asyncio transport, on the same parallel worker) fails it with "AST constructor recursion depth mismatch"
-    gc.disable()
-    try:
-        tree = ast.parse(source, filename=str(path))
-    finally:
-        gc.enable()
+    tree = parse_file(path)
     here = _module_name(path).split(".")
     package = here if path.name == "__init__.py" else here[:-1]
     found: set[str] = set()
@@ -162,7 +156,7 @@ def test_box_code_compiles_for_an_old_python(tmp_path):
 
     for path in sorted((PKG / "box").rglob("*.py")):
         py_compile.compile(str(path), cfile=str(tmp_path / (path.stem + ".pyc")), doraise=True)
-        tree = ast.parse(path.read_text(), filename=str(path), feature_version=(3, 7))
+        tree = parse_file(path, feature_version=(3, 7))
         annotated = any(
             isinstance(n, ast.AnnAssign) or (isinstance(n, ast.FunctionDef) and n.returns is not None)
             for n in ast.walk(tree)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.pyparse import parse_file
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "specdebug"
 MAX_LINES = 450
@@ -31,7 +33,7 @@ def test_every_module_is_at_most_450_lines():
 
 
 def test_every_module_has_a_docstring_saying_why():
-    bare = [_rel(p) for p in MODULES if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
+    bare = [_rel(p) for p in MODULES if not ast.get_docstring(parse_file(p))]
     assert bare == []
 
 
