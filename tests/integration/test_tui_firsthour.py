@@ -136,16 +136,17 @@ def test_reopen_readonly_shows_running_server_and_keys_behave(sshd, tmp_path: Pa
             45,
         )
         tmux.wait_screen("tui", lambda s: "gpubox connected" in s, 30)
-        tmux("send-keys", "-t", "tui", "2")
         # no `a` pressed: the pane recognises the profile's running server by itself
-        screen = tmux.wait_screen(
-            "tui", lambda s: "READY" in s and "found running" in s and "found already running" in s, 30
+        screen = press_until(
+            tmux,
+            "tui",
+            ["2"],
+            lambda s: "READY" in s and "found running" in s and "found already running" in s,
         )
         assert f"PID {record.pid}" in screen and "health 200" in screen
         # read-only: mutating keys are not offered, and pressing one says why
         assert "Launch" not in footer(screen) and "Attach" in footer(screen)
-        tmux("send-keys", "-t", "tui", "s")
-        tmux.wait_screen("tui", lambda s: "read-only seat: Stop would change the box" in flat(s), 30)
+        press_until(tmux, "tui", ["s"], lambda s: "read-only seat: Stop would change the box" in flat(s))
         # Tab inside the pane and a resize keep the pane's keys in the footer (and working); waits of 30 s:
         # 10 s was too short on a loaded machine (parallel workers)
         for _ in range(3):
