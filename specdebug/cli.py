@@ -56,6 +56,7 @@ VERBS: list[Verb] = [
         "bisect",
         "find the knob(s) that make the bad profile slower than the good one, in the fewest launches",
     ),
+    Verb("agent", "agent", "the local agent that keeps SSH connections warm for verbs: status or stop"),
     Verb("pair", "pair", "share the TUI in a tmux session: read-only or read-write seats for other users"),
 ]
 
@@ -161,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_verb(name: str, argv: list[str]) -> int:
+    from specdebug.agent.client import try_run
+
+    answered = try_run(name, argv)  # a running local agent (kept connections) answers without imports
+    if answered is not None:
+        return answered
     parser = verb_parser(name)
     args, extras = parser.parse_known_args(argv)
     if extras:

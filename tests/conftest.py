@@ -15,6 +15,9 @@ from tests.sshd_harness import SSHD, Sshd, start_sshd
 # CI (SPECDEBUG_REQUIRE_SSHD set by .ci/run) runs the property tests on a fixed set of examples, so a
 # landing is never decided by a new random draw; local runs keep exploring new examples each time.
 settings.register_profile("ci", derandomize=True)
+# verbs the suite runs take the direct path: no local agent (specdebug.agent) outlives a test; the agent's
+# own tests (tests/integration/test_agent.py) start and stop theirs in a folder of their own
+os.environ["SPECDEBUG_NO_AGENT"] = "1"
 if os.environ.get("SPECDEBUG_REQUIRE_SSHD"):
     settings.load_profile("ci")
 

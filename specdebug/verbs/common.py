@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -29,6 +30,12 @@ if TYPE_CHECKING:
     from specdebug.remote.api import Connection, Remote
 
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
+
+# set inside the local agent (specdebug.agent): open_remote takes a kept connection from it instead of
+# connecting and closing one per verb
+KEPT: contextvars.ContextVar[Callable[[str, argparse.Namespace], Awaitable[Connection]] | None] = (
+    contextvars.ContextVar("kept_connections", default=None)
+)
 
 # first-attempt failures a headless verb reports at once instead of retrying until the timeout
 _FAST_FAIL = (
@@ -182,6 +189,20 @@ async def open_remote(
     from specdebug.remote.hostspec import HostSpecError
 
     host = host or args.host
+    kept = KEPT.get()
+    if kept is not None:
+        try:
+            remote = await kept(host, args)
+        except HostSpecError as exc:
+            err(str(exc))
+            raise VerbExit(2, str(exc)) from exc
+        except RemoteError as exc:
+            err(str(exc))
+            raise VerbExit(1, str(exc)) from exc
+        for warning in remote.warnings:
+            err(f"warning: {warning}")
+        yield remote  # kept open for the next verb
+        return
     try:
         remote = make_remote(host, args, helper=helper)
     except HostSpecError as exc:

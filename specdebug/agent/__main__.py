@@ -1,0 +1,7 @@
+"""`python -m specdebug.agent --socket PATH`: the agent process (started by the first verb)."""
+
+import sys
+
+from specdebug.agent.server import main
+
+sys.exit(main())
