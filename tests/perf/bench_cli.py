@@ -1,18 +1,27 @@
-"""CLI start: `specdebug --help` and `specdebug probe --json` against `ssh box cat /proc/loadavg`.
+"""CLI start and the kept connection: `specdebug --help`, `probe --json` cold and warm, against plain ssh.
 
-    python tests/perf/bench_cli.py [--ssh-config FILE --host ALIAS] [-n N]
+    python tests/perf/bench_cli.py [-n N]
 
-Whole processes, timed from spawn to exit, interleaved (A, B, C, A, B, C, ...) so a loaded machine
-slows all of them alike; against its own loopback OpenSSH sshd unless --ssh-config is given.
-Goals (issue 16): `--help` under 0.15 s; `probe --json` within 2x of the ssh command.  Prints
-medians and ratios; last line:
-    RESULT cli help_s=X probe_s=Y ssh_s=Z python_s=P probe_over_ssh=R
-(`python_s`: a bare `python -c pass`, the floor any Python CLI starts from.)
+Whole processes, timed from spawn to exit, interleaved (each round runs every command once) so a loaded
+machine slows all of them alike.  The box is a loopback sshd and a box user whose shell does nothing at
+start (tests/perf/cleanbox.py; root's ~/.bashrc would add its own start-up to every plain ssh).
+  python      `python -c pass`: the floor of any Python CLI
+  help        `specdebug --help`                                          (goal < 0.15 s)
+  cold        `specdebug probe box --json --no-agent`: connect, probe, close  (goal <= 1.5x fresh)
+  fresh       `ssh box cat /proc/loadavg`, a new connection each time
+  warm        `specdebug probe box --json` answered by the local agent    (goal <= 1.5x cm)
+  cm          `ssh boxcm cat /proc/loadavg` through a warm ControlMaster
+Last line:
+    RESULT cli help_s=.. cold_s=.. fresh_s=.. warm_s=.. cm_s=.. cold_over_fresh=.. warm_over_cm=..
+Connects only to 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -23,56 +32,82 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.perf.cleanbox import clean_box, describe  # noqa: E402
 
-def timed(argv: list[str]) -> float:
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
     t0 = time.perf_counter()
-    r = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, cwd=REPO)
+    r = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, cwd=REPO, env=env)
     took = time.perf_counter() - t0
     if r.returncode != 0:
-        raise SystemExit(f"{argv[:4]}... exited {r.returncode}: {r.stderr.decode()[-500:]}")
+        raise SystemExit(f"{argv[:5]}... exited {r.returncode}: {r.stderr.decode()[-500:]}")
     return took
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ssh-config", help="ssh config with the host (default: a loopback sshd of its own)")
-    ap.add_argument("--host", default="gpubox", help="host alias in the ssh config (default %(default)s)")
-    ap.add_argument("-n", type=int, default=15, help="runs of each command (default %(default)s)")
+    ap.add_argument("-n", type=int, default=15, help="rounds (default %(default)s)")
     args = ap.parse_args()
-    server = None
-    cfg = args.ssh_config
-    if cfg is None:
-        from tests.sshd_harness import start_sshd
-
-        server = start_sshd(Path(tempfile.mkdtemp(prefix="bench-cli-")) / "sshd")
-        cfg = str(server.config_path)
-    commands = {
-        "python": [sys.executable, "-c", "pass"],
-        "help": [sys.executable, "-m", "specdebug.cli", "--help"],
-        "probe": [sys.executable, "-m", "specdebug.cli", "probe", "-F", cfg, args.host, "--json"],
-        "ssh": ["ssh", "-F", cfg, "-o", "BatchMode=yes", args.host, "cat", "/proc/loadavg"],
-    }
-    try:
-        for argv in commands.values():  # warm the page cache and the box side once
-            timed(argv)
-        samples: dict[str, list[float]] = {k: [] for k in commands}
-        for _ in range(args.n):
-            for name, argv in commands.items():
-                samples[name].append(timed(argv))
-    finally:
-        if server is not None:
-            server.stop()
+    run = Path(tempfile.mkdtemp(prefix="bench-cli-run-"))
+    run.chmod(0o700)
+    env = {k: v for k, v in os.environ.items() if k != "SPECDEBUG_NO_AGENT"}
+    env["XDG_RUNTIME_DIR"] = str(run)  # this script's own agent, stopped at the end
+    sd = [sys.executable, "-m", "specdebug.cli"]
+    with clean_box() as box:
+        cfg = str(box.config)
+        commands = {
+            "python": [sys.executable, "-c", "pass"],
+            "help": [*sd, "--help"],
+            "cold": [*sd, "probe", "-F", cfg, box.alias, "--json", "--no-agent"],
+            "fresh": ["ssh", "-F", cfg, box.alias, "cat", "/proc/loadavg"],
+            "warm": [*sd, "probe", "-F", cfg, box.alias, "--json"],
+            "cm": ["ssh", "-F", cfg, box.cm_alias, "cat", "/proc/loadavg"],
+        }
+        try:
+            for argv in commands.values():  # warm the page cache, start the agent and the ControlMaster
+                timed(argv, env)
+            _wait_for_agent(sd, env, box.alias)
+            samples: dict[str, list[float]] = {k: [] for k in commands}
+            for _ in range(args.n):
+                for name, argv in commands.items():
+                    samples[name].append(timed(argv, env))
+        finally:
+            subprocess.run([*sd, "agent", "stop"], env=env, capture_output=True)
+            _kill_agent(run)
     med = {k: statistics.median(v) for k, v in samples.items()}
+    print(describe(box))
     print(f"{'command':<8}{'median s':>10}{'min s':>8}{'max s':>8}")
     for name, values in samples.items():
         print(f"{name:<8}{med[name]:>10.3f}{min(values):>8.3f}{max(values):>8.3f}")
-    ratio = med["probe"] / med["ssh"]
+    cold, warm = med["cold"] / med["fresh"], med["warm"] / med["cm"]
     print(f"--help: {med['help']:.3f} s (goal < 0.15 s; bare python {med['python']:.3f} s)")
-    print(f"probe --json / ssh cat /proc/loadavg: {ratio:.2f}x (goal <= 2x)")
+    print(f"cold probe / fresh ssh: {cold:.2f}x (goal <= 1.5x)")
+    print(f"warm probe (agent) / ssh through a warm ControlMaster: {warm:.2f}x (goal <= 1.5x)")
     print(
-        f"RESULT cli help_s={med['help']:.3f} probe_s={med['probe']:.3f} ssh_s={med['ssh']:.3f} "
-        f"python_s={med['python']:.3f} probe_over_ssh={ratio:.2f}"
+        f"RESULT cli help_s={med['help']:.3f} cold_s={med['cold']:.3f} fresh_s={med['fresh']:.3f} "
+        f"warm_s={med['warm']:.3f} cm_s={med['cm']:.3f} python_s={med['python']:.3f} "
+        f"cold_over_fresh={cold:.2f} warm_over_cm={warm:.2f}"
     )
+
+
+def _wait_for_agent(sd: list[str], env: dict[str, str], host: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        r = subprocess.run([*sd, "agent", "status", "--json"], env=env, capture_output=True, text=True)
+        if any(h.get("state") == "connected" for h in json.loads(r.stdout or "{}").get("hosts", [])):
+            return
+        time.sleep(0.2)
+    raise SystemExit("the agent never kept the box")
+
+
+def _kill_agent(run: Path) -> None:
+    for pid_file in (run / "specdebug").glob("*.pid"):
+        text = pid_file.read_text().strip()
+        if text:
+            try:
+                os.kill(int(text), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 if __name__ == "__main__":
