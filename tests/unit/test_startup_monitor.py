@@ -161,3 +161,19 @@ def test_startup_view_names_an_unreadable_log_before_the_verdict() -> None:
     assert "cannot read" not in view.verdict_text().plain
     view.mon.apply(LogProblem(path="/l/server.log", detail="Permission denied", at=T0))
     assert "cannot read the server log: Permission denied" in view.verdict_text().plain
+
+
+def test_after_ready_a_dead_main_process_is_exited_while_children_remain():
+    from specdebug.core.startup.events import ServerState
+    from specdebug.core.startup.monitor import ServerMonitor
+
+    mon = ServerMonitor()
+    mon.state = ServerState.READY
+    mon.record = _record_with_pid(41)
+    change = mon.liveness([42, 43], 200)
+    assert change is not None and mon.state is ServerState.EXITED
+    assert "main process 41 died" in mon.message and "42, 43" in mon.message
+
+
+def _record_with_pid(pid: int) -> ServerRecord:
+    return ServerRecord(profile="p", pid=pid, pgid=pid, port=30000, log_file="/l/server.log", started_at=T0)

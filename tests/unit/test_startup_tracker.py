@@ -247,3 +247,25 @@ def test_history_leaves_out_attached_servers():
     ]
     history = startup_history(events, "p")
     assert history.runs == 1 and history.expected_total_s == 300.0
+
+
+def test_a_killed_main_process_fails_at_once_naming_the_children_still_exiting():
+    """kill -9 of the leader: its TP children live on for seconds; the verdict must not wait for them."""
+    t = tracker()
+    t.group([7, 8, 9], T0 + 2)
+    assert t.verdict is None
+    t.group([8, 9], T0 + 2.5)  # the leader is gone, the children are still exiting
+    t.tick(T0 + 2.6)
+    assert t.verdict is None  # the last log lines may still come (QUIET_S, at most EXIT_SETTLE_S)
+    t.tick(T0 + 2.5 + StartupTracker.EXIT_SETTLE_S + 0.01)
+    v = t.verdict
+    assert v is not None and v.verdict == "failed" and v.error_kind == "exited"
+    assert "main process 7 died" in v.reason and "8, 9" in v.reason
+
+
+def test_a_leader_never_listed_is_not_taken_for_dead():
+    """A record whose PID the listing never showed (it is not in the group yet) says nothing early."""
+    t = tracker()
+    t.group([8, 9], T0 + 2)
+    t.tick(T0 + 4)
+    assert t.verdict is None

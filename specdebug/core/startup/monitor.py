@@ -29,10 +29,11 @@ from specdebug.core.startup.events import (
     StartupEvent,
     Verdict,
 )
+from specdebug.core.startup.tracker import leader_died
 from specdebug.remote.api import Remote, RemoteError
 
 LOG_LINES_KEPT = 500
-MONITOR_S = 3.0
+MONITOR_S = 0.5  # one helper round trip per server: a dead main process is seen within about this
 EXITED_MESSAGE = "the server's process group is gone (crashed or killed outside specdebug)"
 
 Liveness = Callable[[Remote, ServerRecord, Profile], Awaitable[tuple[list[int], int | None]]]
@@ -118,6 +119,11 @@ class ServerMonitor:
         if not pids:
             self.state, self.found = ServerState.EXITED, None
             self.message = EXITED_MESSAGE
+            return StateChanged(self.state, self.record)
+        leader = self.record.pid if self.record is not None else None
+        if leader is not None and leader not in pids:
+            self.state, self.found = ServerState.EXITED, None
+            self.message = leader_died(leader, pids)
             return StateChanged(self.state, self.record)
         if self.state is ServerState.RUNNING and health == 200:
             self.state = ServerState.READY

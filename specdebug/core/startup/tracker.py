@@ -63,6 +63,12 @@ class _Failing:
     last_index: int | None = None
 
 
+def leader_died(pid: int, left: list[int]) -> str:
+    """The reason when the server's main process is gone before its children."""
+    shown = ", ".join(str(p) for p in left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
+    return f"server's main process {pid} died (killed or crashed); {len(left)} of its processes still exiting: {shown}"
+
+
 class StartupTracker:
     """Turns log lines, health answers and group liveness into phases and one Verdict.
 
@@ -106,6 +112,7 @@ class StartupTracker:
         self._health_polled = False
         self.pids: list[int] | None = None
         self._empty_listings = 0
+        self._leader_seen = False
         self.last_progress_at = started_at
         self.failing: _Failing | None = None
         self.verdict: Verdict | None = None
@@ -172,6 +179,26 @@ class StartupTracker:
             self.pids = list(pids)
             out.append(GroupChange(pids=list(pids), at=at))
         self._empty_listings = 0 if pids else self._empty_listings + 1
+        leader = self.who.pid
+        if leader is not None and leader in pids:
+            self._leader_seen = True
+        elif (
+            leader is not None
+            and pids
+            and self._leader_seen
+            and self.verdict is None
+            and self.failing is None
+        ):
+            # the main process was listed before and is gone while its children still exit (kill -9 of
+            # the leader; TP children can take seconds): say it now, naming what is left
+            self.failing = _Failing(
+                kind="exited",
+                started=at,
+                deadline=at + self.EXIT_SETTLE_S,
+                reason=leader_died(leader, pids),
+                reason_at=at,  # finish once the log is quiet (QUIET_S) or at the deadline
+                last_line_at=at,
+            )
         # two empty listings in a row: one listing can miss a process that is mid-exec
         if self._empty_listings >= 2 and self.verdict is None:
             if self.failing is None:
@@ -257,7 +284,7 @@ class StartupTracker:
         assert f is not None
         if f.kind == "exited":
             last = next((t for _, t in reversed(self.lines) if t.strip()), None)
-            reason = f"server exited (process group {self.who.pgid} is gone)"
+            reason = f.reason or f"server exited (process group {self.who.pgid} is gone)"
             if last:
                 reason += f"; last log line: {self.message(last)}"
             excerpt = [t for _, t in list(self.lines)[-20:]]
