@@ -33,7 +33,7 @@ from specdebug.core.startup.tracker import leader_died
 from specdebug.remote.api import Remote, RemoteError
 
 LOG_LINES_KEPT = 500
-MONITOR_S = 0.5  # one helper round trip per server: a dead main process is seen within about this
+MONITOR_S = 0.25  # one helper round trip per server: a dead server is seen within about this
 EXITED_MESSAGE = "the server's process group is gone (crashed or killed outside specdebug)"
 
 Liveness = Callable[[Remote, ServerRecord, Profile], Awaitable[tuple[list[int], int | None]]]
