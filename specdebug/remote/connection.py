@@ -30,6 +30,7 @@ import asyncssh
 from specdebug.remote import hostkeys
 from specdebug.remote.api import ConnState, ConnStatus, HostKeyRefused, NotConnected, RemoteError
 from specdebug.remote.boxcode import helper_command
+from specdebug.remote.helperstart import HELPER_ATTEMPTS, HELPER_START_S, helper_start_gate
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.remote.hostspec import HostSpec, ResolvedHost, resolve
 from specdebug.remote.probe import ProbeChannel
@@ -287,17 +288,29 @@ class SSHRemote(SSHRemoteAPI):
         self._probe = None
         self._slots.reset()
         if self._use_helper:
-            try:
-                proc = await conn.create_process(helper_command(), encoding=None)
-                probe = ProbeChannel(proc, errors=(asyncssh.Error, OSError))
-                self.helper_info = await probe.start()
-                self._probe = probe
-            except (RemoteError, asyncssh.Error, OSError, ValueError, TimeoutError) as exc:
+            why = ""
+            for attempt in range(HELPER_ATTEMPTS):
+                proc: asyncssh.SSHClientProcess[bytes] | None = None
+                try:
+                    async with helper_start_gate():  # waiting in line does not count against the timeout
+                        proc = await conn.create_process(helper_command(), encoding=None)
+                        probe = ProbeChannel(proc, errors=(asyncssh.Error, OSError))
+                        self.helper_info = await probe.start(HELPER_START_S)
+                    self._probe = probe
+                    break
+                except TimeoutError:
+                    if proc is not None:
+                        proc.close()
+                    why = f"it did not answer within {HELPER_START_S:g} s ({attempt + 1} of {HELPER_ATTEMPTS} tries)"
+                except (RemoteError, asyncssh.Error, OSError, ValueError) as exc:
+                    why = str(exc) or type(exc).__name__
+                    break
+            if self._probe is None:
                 log.warning(
-                    "%s: resident helper unavailable (%s); using one exec channel per request", self.name, exc
+                    "%s: resident helper unavailable (%s); using one exec channel per request", self.name, why
                 )
                 self.warnings.append(
-                    f"no python3 helper on the box ({exc}); probes use exec channels (slower)"
+                    f"no python3 helper on the box ({why}); probes use exec channels (slower)"
                 )
         for fwd in list(self._forwards):
             try:

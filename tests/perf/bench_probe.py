@@ -3,7 +3,8 @@
     python tests/perf/bench_probe.py [--ssh-config FILE --host ALIAS] [-n N]
 
 Each probe reads /proc/loadavg.  All three run in the same process against the same sshd
-(its own loopback sshd when --ssh-config is not given).  Last line:
+(its own loopback sshd and a box user whose shell does nothing at start, tests/perf/cleanbox.py, when
+--ssh-config is not given: a shell that works at start would slow only the plain ssh commands).  Last line:
     RESULT probe_ms=X controlmaster_ms=Y fresh_ssh_ms=Z
 """
 
@@ -59,13 +60,15 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=200, help="probes per method (fresh ssh uses n/5)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-probe-"))
-    server = None
+    box = None
     cfg = args.ssh_config
-    if cfg is None:
-        from tests.sshd_harness import start_sshd
+    if cfg is None:  # a loopback sshd and a box user whose shell does nothing at start
+        from tests.perf.cleanbox import clean_box, describe
 
-        server = start_sshd(tmp / "sshd")
-        cfg = str(server.config_path)
+        box = clean_box()
+        clean = box.__enter__()
+        cfg, args.host = str(clean.config), clean.alias
+        print(describe(clean))
     try:
         probe = asyncio.run(probe_channel(cfg, args.host, args.n))
         control = [
@@ -87,8 +90,8 @@ def main() -> None:
         )
         fresh = ssh_samples(["ssh", "-F", cfg, args.host], max(10, args.n // 5))
     finally:
-        if server:
-            server.stop()
+        if box is not None:
+            box.__exit__(None, None, None)
     p, c, f = median_ms(probe), median_ms(cm), median_ms(fresh)
     print(
         f"probe channel   median {p:8.3f} ms  p90 {statistics.quantiles(probe, n=10)[-1] * 1000:8.3f} ms  (n={len(probe)})"
