@@ -156,9 +156,41 @@ def main(argv: list[str] | None = None) -> int:
         # leading options go behind the verb (before a `--`, which ends the options)
         cut = rest.index("--") if "--" in rest else len(rest)
         return run_verb(first, [*rest[:cut], *leading, *rest[cut:]])
+    if first is not None:
+        guess = mistyped_verb(first, argv)
+        if guess is not None:  # `specdebug prbe box` must not open a TUI retrying a host `prbe`
+            print(f"specdebug: unknown verb {first!r}; did you mean {guess!r}?", file=sys.stderr)
+            return 2
     from specdebug.verbs.tui import run_tui_from_argv
 
     return _finish(run_tui_from_argv(argv))
+
+
+def mistyped_verb(word: str, argv: list[str]) -> str | None:
+    """The verb `word` is a typo of, when it is close to one and cannot be a host: not a host
+    spec's shape (`user@h`, `h:22`, `h.example`), no ssh config `Host` names it, no resolver knows it."""
+    import difflib
+
+    if any(c in word for c in "@:.[]/") or word.startswith("-"):
+        return None
+    close = difflib.get_close_matches(word, [v.name for v in VERBS], n=1, cutoff=0.75)
+    if not close:
+        return None
+    from specdebug.remote.known_host import host_is_known
+
+    return None if host_is_known(word, ssh_config_arg(argv)) else close[0]
+
+
+def ssh_config_arg(argv: list[str]) -> str | None:
+    """The value of -F/--ssh-config in argv, in any of its spellings."""
+    for i, tok in enumerate(argv):
+        if tok in ("-F", "--ssh-config") and i + 1 < len(argv):
+            return argv[i + 1]
+        if tok.startswith("--ssh-config="):
+            return tok.split("=", 1)[1]
+        if tok.startswith("-F") and len(tok) > 2:
+            return tok[2:]
+    return None
 
 
 def run_verb(name: str, argv: list[str]) -> int:

@@ -271,11 +271,12 @@ class SSHRemote(SSHRemoteAPI):
             self._generation += 1
             attempt = 0
             delay = BACKOFF_START_S
-            self._settled.set()
-            self._set_status(ConnStatus(ConnState.CONNECTED))
-            self._connected.set()
+            # the first RTT is measured before anyone is told "connected": a status without it
+            # printed `rtt 0.0 ms` / `"rtt_ms": null` for a one-shot probe
             rtt = await self._measure_rtt()
+            self._settled.set()
             self._set_status(ConnStatus(ConnState.CONNECTED, rtt_ms=rtt))
+            self._connected.set()
             last_error = await self._watch(conn)
             self._connected.clear()
             self._teardown()
@@ -347,13 +348,18 @@ class SSHRemote(SSHRemoteAPI):
             fwd.unbind()
 
     async def _measure_rtt(self) -> float | None:
-        if self._probe is None:
-            return None
+        """One round trip in ms: a ping through the resident helper, or without one (one-shot
+        probe) an SSH keepalive request, which the server answers itself (no process on the box)."""
         try:
             t0 = time.perf_counter()
-            await self._probe.request("ping", 5.0)
+            if self._probe is not None:
+                await self._probe.request("ping", 5.0)
+            elif self._conn is not None:
+                await asyncio.wait_for(_keepalive_round_trip(self._conn), 5.0)
+            else:
+                return None
             return (time.perf_counter() - t0) * 1000
-        except RemoteError:
+        except (RemoteError, asyncssh.Error, OSError, TimeoutError):
             return None
 
     async def release_slot(self) -> None:
@@ -415,3 +421,13 @@ __all__ = [
     "accept_and_save_keys",
     "refuse_unknown_keys",
 ]
+
+
+async def _keepalive_round_trip(conn: asyncssh.SSHClientConnection) -> None:
+    """An SSH `keepalive@openssh.com` global request and its reply (what OpenSSH's
+    ServerAliveInterval sends).  asyncssh keeps this request to itself, so it is reached by name;
+    on a release without it the RTT stays unknown rather than made up."""
+    request = getattr(conn, "_make_global_request", None)
+    if request is None:
+        raise OSError("this asyncssh cannot send a keepalive request")
+    await request(b"keepalive@openssh.com")

@@ -22,9 +22,18 @@ from specdebug.core.logs.parser import LogParser, PatternError, PlainMatch
 from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import iter_capped_lines
 from specdebug.core.sanitize import visible
+from specdebug.core.secrets import Scrubber
 from specdebug.remote.api import RemoteError
-from specdebug.verbs.common import add_ssh_args, err, out, out_block, print_json, run_verb
-from specdebug.verbs.scan import LOG_HELP, match_json, profile_scrubber
+from specdebug.verbs.common import (
+    add_ssh_args,
+    err,
+    load_profile_or_exit,
+    out,
+    out_block,
+    print_json,
+    run_verb,
+)
+from specdebug.verbs.scan import LOG_HELP, match_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,7 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also parse matches with this pattern pack (fields, metrics, events)",
     )
     p.add_argument(
-        "-c", "--profile", metavar="PROFILE", help="profile TOML: its secret values are masked in every line"
+        "-c",
+        "--profile",
+        metavar="PROFILE",
+        help="profile TOML: its [patterns] and pack parse the matched lines; its secret values are masked",
     )
     p.add_argument("--follow", action="store_true", help="keep following the file (tail -F)")
     p.add_argument(
@@ -112,13 +124,20 @@ async def grep(args: argparse.Namespace) -> int:
     if not args.patterns and not args.pack:
         err("grep: give at least one -e REGEX (or --pack to select the pack's lines)")
         raise VerbExit(2)
+    prof = load_profile_or_exit(args.profile, "grep") if args.profile else None
+    kind = prof.server.kind if prof is not None else None
+    pack = args.pack or (kind if kind in ("sglang", "vllm") else "none")
+    named = dict(prof.patterns) if prof is not None else {}
     try:
-        # without --pack nothing but the patterns' named groups is parsed (the fast path)
+        # without --pack or -c nothing but the patterns' named groups is parsed (the fast path);
+        # with -c the profile's pack and [patterns] parse the lines -e selects, as `scan -c` does,
+        # so the number a user greps for is in the JSON
         parser = LogParser(
-            args.pack or "none",
+            pack,
+            patterns=named,
             grep=args.patterns,
             from_start=args.from_start or not args.follow,
-            scrub=profile_scrubber(args, "grep"),
+            scrub=Scrubber.for_profile(prof) if prof is not None else Scrubber(),
         )
     except PatternError as exc:
         err(str(exc))

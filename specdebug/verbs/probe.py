@@ -55,7 +55,7 @@ def _print_text(info: HostInfo) -> None:
     load = " ".join(f"{x:.2f}" for x in info.load or [])
     out(
         f"{info.host}: {info.hostname}  kernel {info.kernel}  {info.cpus} cpus  {mem}  load {load}"
-        f"  rtt {info.rtt_ms or 0:.1f} ms",
+        f"  rtt {_rtt_text(info.rtt_ms)}",
         newlines=False,
     )
     if info.gpu_error:
@@ -67,3 +67,10 @@ def _print_text(info: HostInfo) -> None:
             f"  {g.temperature_c}C  {g.power_draw_w} W  sm {g.clocks_sm_mhz}/{g.clocks_max_sm_mhz} MHz{flag}",
             newlines=False,
         )
+
+
+def _rtt_text(rtt_ms: float | None) -> str:
+    """Unknown says so (never `0.0 ms`); a loopback round trip under 0.1 ms is not rounded to 0."""
+    if rtt_ms is None:
+        return "unknown"
+    return f"{rtt_ms:.1f} ms" if rtt_ms >= 0.1 else "<0.1 ms"

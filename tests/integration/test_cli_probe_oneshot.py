@@ -50,3 +50,19 @@ def test_probe_verb_is_one_shot(sshd) -> None:
     info = json.loads(r.stdout)
     assert info["connected"] and info["hostname"] and info["cpus"] and info["gpus"]
     assert "helper" not in r.stderr  # no "no python3 helper" warning: it was never wanted
+
+
+def test_probe_reports_a_measured_rtt(sshd) -> None:
+    """The RTT is measured before the status says connected: a one-shot probe printed
+    `rtt 0.0 ms` and `"rtt_ms": null` (issue 26)."""
+    base = [sys.executable, "-m", "specdebug.cli", "-F", str(sshd.config_path), "probe", "gpubox"]
+    r = subprocess.run(
+        [*base, "--json"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+    assert r.returncode == 0, r.stderr
+    rtt = json.loads(r.stdout)["rtt_ms"]
+    assert isinstance(rtt, float) and rtt > 0
+    text = subprocess.run(base, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert text.returncode == 0, text.stderr
+    head = text.stdout.splitlines()[0]
+    assert " rtt " in head and " rtt 0.0 ms" not in head and "rtt unknown" not in head

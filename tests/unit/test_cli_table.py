@@ -144,3 +144,22 @@ def test_help_verb_and_unknown_verb_help() -> None:
     assert r.returncode == 0 and r.stdout.startswith("usage: specdebug scan")
     r = run_cli("--help")
     assert r.returncode == 0 and "Options may come before the verb" in r.stdout
+
+
+def test_a_mistyped_verb_says_which_verb(tmp_path) -> None:
+    """`specdebug prbe t3box` opened a TUI on a host `prbe` (issue 26): a word close to a verb that
+    no ssh config names and no resolver knows is a typo (exit 2, one line)."""
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host t3box\n  HostName 127.0.0.1\n  Port 1\nHost *\n  User nobody\n")
+    r = run_cli("-F", str(cfg), "prbe", "t3box")
+    assert r.returncode == 2
+    assert r.stderr.strip() == "specdebug: unknown verb 'prbe'; did you mean 'probe'?"
+    assert r.stdout == ""
+    r = run_cli("lunch", "-F", str(cfg), "t3box")
+    assert r.returncode == 2 and "did you mean 'launch'?" in r.stderr
+    # a host the user's ssh config names is a host, however close to a verb
+    cfg.write_text("Host prbe\n  HostName 127.0.0.1\n  Port 1\n")
+    r = run_cli("-F", str(cfg), "prbe")
+    assert r.returncode == 2 and "needs a terminal" in r.stderr and "unknown verb" not in r.stderr
+    r = run_cli("-F", str(cfg), "localhost")  # resolvable: a host, not a typo of anything
+    assert "unknown verb" not in r.stderr

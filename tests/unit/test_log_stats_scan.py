@@ -234,3 +234,30 @@ def test_last_run_counts_only_the_latest_server_in_an_appended_log(tmp_path):
     assert both.metrics["gen_throughput"]["n"] == 6 and both.events["ready"] == 2
     assert last.metrics["gen_throughput"]["n"] == 3 and last.metrics["gen_throughput"]["max"] == 60.0
     assert last.events["ready"] == 1 and last.lines == 5
+
+
+def test_grep_with_a_profile_puts_its_pattern_numbers_in_the_json(tmp_path: Path, capsys) -> None:
+    """`grep -e 'Target verify' -c P --json` gave `"fields": {}, "metrics": {}` while `scan -c P`
+    parsed the same line (issue 26): the profile's [patterns] parse what -e selects."""
+    from specdebug.cli import main
+
+    prof = tmp_path / "p.toml"
+    prof.write_text(
+        'name = "p"\n[server]\nargv = ["python", "-m", "sglang.launch_server", "--port", "30000"]\nkind = "sglang"\n'
+        "[patterns]\nverify_ms = 'Target verify[^0-9]*(?P<value>[0-9.]+) ?ms'\n"
+    )
+    load_profile(prof)
+    log = tmp_path / "s.log"
+    log.write_text(
+        "[2026-01-15 12:00:05 TP0] [EAGLE3 profile] step=10 draft: 1.20 ms, Target verify: 16.02 ms\n"
+        + decode(2.5)
+        + "\n"
+    )
+    assert main(["grep", str(log), "-e", "Target verify", "-c", str(prof), "--json"]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(out) == 1  # -e still selects: the decode line is not reported
+    assert out[0]["metrics"] == {"verify_ms": 16.02} and out[0]["event"] == "verify_ms"
+    # the pack's numbers too, for a line the pack knows
+    assert main(["grep", str(log), "-e", "Decode batch", "-c", str(prof), "--json"]) == 0
+    (line,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert line["metrics"] and line["event"] == "decode_batch"
