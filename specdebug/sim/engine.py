@@ -333,7 +333,7 @@ class Engine:
         spec = None
         if self.spec.enabled and self._spec_fwd:
             accept_len = self._spec_acc / self._spec_fwd
-            accept_rate = self._spec_acc / (self._spec_fwd * max(self.spec.num_draft_tokens, 1))
+            accept_rate = self.shapes.accept_rate(self._spec_acc, self._spec_fwd, self.spec.num_draft_tokens)
             self.stats.last_accept_len, self.stats.last_accept_rate = accept_len, accept_rate
             self._spec_acc = self._spec_fwd = 0
             spec = (accept_len, accept_rate)

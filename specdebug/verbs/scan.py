@@ -127,6 +127,8 @@ def print_result(res: ScanResult, *, include_warmup: bool) -> None:
             out(f"{name:<28}{st['n']:>7}{cells}")
     else:
         out("no metric samples")
+    for name, definition in res.rate_definitions.items():
+        out(f"{name}: {definition}")
     if res.events:
         out("events: " + ", ".join(f"{k} {v}" for k, v in sorted(res.events.items())))
     if res.truncated_lines:
