@@ -14,8 +14,9 @@ Names (shared/formats/current-sources.md):
           _num_accepted_tokens_total, _num_accepted_tokens_per_pos_total{position}, generation_tokens_total;
           gauges vllm:num_requests_running, num_requests_waiting, kv_cache_usage_perc (older
           gpu_cache_usage_perc).  /metrics is always on.
-Series of one metric are combined over label sets: TP/EP replicas (tp_rank, moe_ep_rank != 0) are
-dropped, the rest (DP ranks, vLLM engines) are summed, or averaged for ratios.
+Series of one metric are combined over label sets (core.promparse): TP/EP replicas (the same labels
+apart from tp_rank / moe_ep_rank) count once, the rest (SGLang DP-attention ranks, vLLM engines) are
+summed, or averaged for ratios; NaN/Inf series are left out and named (null in JSON, with a note).
 
 Reading goes through the SSH forward with one keep-alive HTTP client (one TCP connection, so one
 SSH channel for the whole watch), about once a second while something needs it.
@@ -31,33 +32,22 @@ from collections.abc import AsyncIterator, Callable
 from typing import Literal
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, Field
 
+from specdebug.core.logs.acceptrate import DEFINITIONS, own_rate, which_definition
+from specdebug.core.promparse import REPLICA_LABELS as REPLICA_LABELS  # re-exported
+from specdebug.core.promparse import Engine, PromSnapshot, is_mean
+from specdebug.core.promparse import parse_metrics as parse_metrics  # re-exported
 from specdebug.remote.api import Remote
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY = 4 << 20  # a /metrics page larger than this is cut (reported), never read whole
-REPLICA_LABELS = ("tp_rank", "moe_ep_rank")
 METRICS_OFF_HINT = {
     "sglang": "metrics off: add --enable-metrics to the server's argv (SGLang exports /metrics only with it)",
     "vllm": "metrics off: vLLM always serves /metrics; check the port or a proxy in front of the server",
 }
 DEFAULT_OFF_HINT = "metrics off: the server does not serve /metrics (SGLang: add --enable-metrics)"
-Engine = Literal["sglang", "vllm"]
-# ratio-like metrics are averaged over series, everything else is summed
-_MEAN = ("accept_length", "accept_rate", "token_usage", "usage_perc", "cache_hit_rate")
-
-
-class PromSnapshot(BaseModel):
-    """One scrape: every sample name -> combined value; vLLM's per-position counter by position."""
-
-    t: float  # seconds on the caller's clock (monotonic)
-    engine: Engine | None = None
-    values: dict[str, float] = Field(default_factory=dict)
-    per_pos: dict[int, float] = Field(default_factory=dict)
-    error: str | None = None  # the page was cut or had a line the parser rejected (values so far kept)
 
 
 class PromRates(BaseModel):
@@ -75,7 +65,14 @@ class PromRates(BaseModel):
     drafts: float | None = None  # vLLM counter deltas over the window
     draft_tokens: float | None = None
     accepted_tokens: float | None = None
+    # specdebug's own rate, one definition for every version: (accept length - 1) / (draft tokens - 1)
+    draft_accept_rate: float | None = None
+    num_steps: float | None = None  # SGLang 0.5.23 gauges: the live speculative settings
+    num_draft_tokens: float | None = None
+    verify_calls_per_s: float | None = None  # sglang:spec_verify_calls_total over the window
+    dp_ranks: int = 1  # DP ranks / engines whose series were summed
     sources: dict[str, str] = Field(default_factory=dict)  # field -> the metric (and how) it came from
+    notes: list[str] = Field(default_factory=list)  # e.g. a gauge that was NaN (shown as null)
 
 
 class MetricsEvent(BaseModel):
@@ -93,37 +90,6 @@ class MetricsOff(Exception):
 
 # ---------------------------------------------------------------------------------------------
 # parsing (pure)
-
-
-def _combine(name: str, series: list[float]) -> float:
-    if any(k in name for k in _MEAN):
-        return sum(series) / len(series)
-    return sum(series)
-
-
-def parse_metrics(text: str, t: float = 0.0) -> PromSnapshot:
-    """Parse a /metrics page; a malformed line stops parsing with `error` set (values so far kept)."""
-    snap = PromSnapshot(t=t)
-    series: dict[str, list[float]] = {}
-    per_pos: dict[int, float] = {}
-    try:
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                if any(s.labels.get(k, "0") != "0" for k in REPLICA_LABELS):
-                    continue
-                if s.name.startswith("vllm:spec_decode_num_accepted_tokens_per_pos"):
-                    pos = s.labels.get("position", "")
-                    if pos.isdigit() and not s.name.endswith("_created"):
-                        per_pos[int(pos)] = per_pos.get(int(pos), 0.0) + float(s.value)
-                    continue
-                series.setdefault(s.name, []).append(float(s.value))
-    except (ValueError, TypeError, IndexError, KeyError) as exc:
-        snap.error = f"/metrics: parsing stopped at a malformed line ({exc})"
-    snap.values = {name: _combine(name, vals) for name, vals in series.items() if vals}
-    snap.per_pos = dict(sorted(per_pos.items()))
-    names = " ".join(snap.values)
-    snap.engine = "sglang" if "sglang:" in names else "vllm" if ("vllm:" in names or per_pos) else None
-    return snap
 
 
 def _counter(snap: PromSnapshot, name: str) -> float | None:
@@ -155,8 +121,12 @@ def compute_rates(prev: PromSnapshot | None, cur: PromSnapshot) -> PromRates:
     """Rates between two scrapes (counters), current gauges; prev None = since the server started."""
     window = cur.t - prev.t if prev is not None and cur.t > prev.t else None
     how = f"rate over {window:.1f} s" if window else "since server start"
-    r = PromRates(engine=cur.engine or (prev.engine if prev else None), window_s=window)
+    r = PromRates(
+        engine=cur.engine or (prev.engine if prev else None), window_s=window, dp_ranks=cur.dp_ranks
+    )
     src = r.sources
+    r.notes = [f"{name} was {what}: shown as null" for name, what in cur.nonfinite.items()]
+    summed = f", summed over {cur.dp_ranks} DP ranks" if cur.dp_ranks > 1 else ""
     if r.engine == "sglang":
         for field, name in (
             ("accept_length", "sglang:spec_accept_length"),
@@ -164,12 +134,20 @@ def compute_rates(prev: PromSnapshot | None, cur: PromSnapshot) -> PromRates:
             ("running", "sglang:num_running_reqs"),
             ("queued", "sglang:num_queue_reqs"),
             ("kv_usage", "sglang:token_usage"),
+            ("num_steps", "sglang:spec_num_steps"),
+            ("num_draft_tokens", "sglang:spec_num_draft_tokens"),
         ):
             value, _ = _gauge(cur, name)
             if value is None or (field in ("accept_length", "accept_rate") and value <= 0):
                 continue  # 0: no speculative decoding, or no decode interval logged yet
             setattr(r, field, value)
-            src[field] = f"{name} (gauge)"
+            mean = is_mean(name) and cur.dp_ranks > 1
+            src[field] = f"{name} (gauge" + (f", mean of {cur.dp_ranks} DP ranks)" if mean else f"{summed})")
+        _own_rate(r)
+        calls = _delta(prev, cur, "sglang:spec_verify_calls") if window else None
+        if calls is not None and window:
+            r.verify_calls_per_s = calls / window
+            src["verify_calls_per_s"] = f"sglang:spec_verify_calls_total ({how})"
         gen = _delta(prev, cur, "sglang:generation_tokens") if window else None
         if gen is not None and window:
             r.gen_throughput, src["gen_throughput"] = gen / window, f"sglang:generation_tokens_total ({how})"
@@ -183,8 +161,9 @@ def compute_rates(prev: PromSnapshot | None, cur: PromSnapshot) -> PromRates:
     accepted = _delta(prev, cur, "vllm:spec_decode_num_accepted_tokens")
     r.drafts, r.draft_tokens, r.accepted_tokens = drafts, draft_tokens, accepted
     if accepted is not None and draft_tokens:
-        r.accept_rate = accepted / draft_tokens
+        r.accept_rate = r.draft_accept_rate = accepted / draft_tokens
         src["accept_rate"] = f"vllm:spec_decode_num_accepted_tokens / num_draft_tokens ({how})"
+        src["draft_accept_rate"] = "= accept rate (vLLM counts accepted / drafted tokens, bonus left out)"
     if accepted is not None and drafts:
         r.accept_length = 1.0 + accepted / drafts
         src["accept_length"] = f"1 + vllm:spec_decode_num_accepted_tokens / num_drafts ({how})"
@@ -210,14 +189,59 @@ def compute_rates(prev: PromSnapshot | None, cur: PromSnapshot) -> PromRates:
     return r
 
 
+def _own_rate(r: PromRates) -> None:
+    """SGLang: (accept length - 1) / (draft tokens - 1) from the gauges, and which definition the
+    server's own spec_accept_rate uses (it changed in 0.5.23: core.logs.acceptrate)."""
+    if r.accept_length is None or r.num_draft_tokens is None:
+        return
+    tokens = round(r.num_draft_tokens)
+    r.draft_accept_rate = own_rate(r.accept_length, tokens)
+    if r.draft_accept_rate is not None:
+        r.sources["draft_accept_rate"] = (
+            "(sglang:spec_accept_length - 1) / (sglang:spec_num_draft_tokens - 1)"
+        )
+    if r.accept_rate is not None:
+        kind = which_definition(r.accept_length, r.accept_rate, tokens)
+        if kind is not None:
+            r.sources["accept_rate"] += f"; {DEFINITIONS[kind]}"
+
+
+def profile_spec_flags(argv: list[str]) -> tuple[int | None, int | None]:
+    """(--speculative-num-steps, --speculative-num-draft-tokens) of a launch argv (None: not given)."""
+    from specdebug.core.fingerprint import split_argv
+
+    found: dict[str, int] = {}
+    for name, values in split_argv(argv)[1]:
+        if name in ("--speculative-num-steps", "--speculative-num-draft-tokens") and len(values) == 1:
+            if values[0].isdigit():
+                found[name] = int(values[0])
+    return found.get("--speculative-num-steps"), found.get("--speculative-num-draft-tokens")
+
+
+def spec_mismatches(r: PromRates, steps: int | None, draft_tokens: int | None) -> list[str]:
+    """Findings: the live server's speculative gauges against the profile's flags (None: not set)."""
+    out = []
+    for label, live, want, flag in (
+        ("speculative steps", r.num_steps, steps, "--speculative-num-steps"),
+        ("draft tokens", r.num_draft_tokens, draft_tokens, "--speculative-num-draft-tokens"),
+    ):
+        if live is not None and want is not None and round(live) != want:
+            out.append(f"the server runs {round(live)} {label} but the profile's {flag} is {want}")
+    return out
+
+
 RATE_FIELDS = (
     ("accept_length", "accept length", "{:.3f}"),
     ("accept_rate", "accept rate", "{:.3f}"),
+    ("draft_accept_rate", "draft accept rate", "{:.3f}"),
     ("per_position", "per-position acceptance", None),
     ("gen_throughput", "generation tok/s", "{:.1f}"),
     ("running", "running requests", "{:.0f}"),
     ("queued", "queued requests", "{:.0f}"),
     ("kv_usage", "KV usage", "{:.3f}"),
+    ("num_steps", "speculative steps", "{:.0f}"),
+    ("num_draft_tokens", "draft tokens", "{:.0f}"),
+    ("verify_calls_per_s", "verify calls/s", "{:.1f}"),
 )
 
 

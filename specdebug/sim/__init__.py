@@ -31,7 +31,9 @@ Log (stderr, uvicorn access lines on stdout, and appended to --log-file, one wri
     NAME set by environment to VALUE`) from each worker for the NCCL_* vars it really has when its
     env has NCCL_DEBUG=INFO.
 
-Phases (`PHASES`) and the log line that starts each:
+Phases (`PHASES`) and the log line that starts each (as --server-version 0.5.4 prints it; 0.5.23, the
+default, prints `Init parallel begin.`, no KV-dtype line, `Capture target verify CUDA graph begin. ...`
+and `server_args={...}`: `phase_lines(version)`, sim.sglang_shapes):
     init          `Init torch distributed begin.`                    (each rank)
     load_weights  `Load weight begin. avail mem=... GB`              (each rank; target model)
     kv_cache      `Using KV cache dtype: torch.bfloat16`             (each rank)
@@ -97,19 +99,20 @@ Cost model (real time, not scaled by --time-scale; constants in `costmodel`)
     accept: k` with TP0's prefix.
 """
 
+from __future__ import annotations
+
 PHASES: list[str] = ["init", "load_weights", "kv_cache", "cuda_graph", "http", "warmup", "ready"]
 FAULT_PHASES: list[str] = ["init", "load_weights", "kv_cache", "cuda_graph", "warmup"]
 HANG_PHASES: list[str] = ["init", "load_weights", "kv_cache", "cuda_graph", "warmup"]
 
-# the line that starts each phase (substring match); see the module docstring
-PHASE_LINES: dict[str, str] = {
-    "init": "Init torch distributed begin.",
-    "load_weights": "Load weight begin.",
-    "kv_cache": "Using KV cache dtype:",
-    "cuda_graph": "Capture cuda graph begin.",
-    "http": "Started server process [",
-    "warmup": '"GET /get_model_info',
-    "ready": "The server is fired up and ready to roll!",
-}
 
-__all__ = ["FAULT_PHASES", "HANG_PHASES", "PHASES", "PHASE_LINES"]
+def phase_lines(version: str | None = None) -> dict[str, str]:
+    """The line (substring match) that starts each phase in `version` (default: the sim's default)."""
+    from specdebug.sim.sglang_shapes import DEFAULT_VERSION, Shapes
+
+    return Shapes(version or DEFAULT_VERSION).phase_lines()
+
+
+PHASE_LINES: dict[str, str] = phase_lines()
+
+__all__ = ["FAULT_PHASES", "HANG_PHASES", "PHASES", "PHASE_LINES", "phase_lines"]

@@ -102,6 +102,7 @@ class Stats:
     last_accept_rate: float = 0.0
     cum_accepted: int = 0
     cum_verify: int = 0
+    spec_verify_calls: int = 0  # verify forwards (one per decode step): sglang:spec_verify_calls_total
     prompt_tokens_total: int = 0
     generation_tokens_total: int = 0
     num_requests_total: int = 0
@@ -289,6 +290,7 @@ class Engine:
             self._spec_fwd += len(accepts)
             self.stats.cum_accepted += sum(accepts)
             self.stats.cum_verify += len(accepts)
+            self.stats.spec_verify_calls += 1
         if self.profile and self._decode_ct % PROFILE_INTERVAL == 0:
             acc = f"{accepts[0]}" if len(accepts) == 1 else f"{sum(accepts) / len(accepts):.2f}"
             jitter = 1.0 + 0.015 * (self._rng.random() - 0.5)
@@ -333,7 +335,7 @@ class Engine:
         spec = None
         if self.spec.enabled and self._spec_fwd:
             accept_len = self._spec_acc / self._spec_fwd
-            accept_rate = self._spec_acc / (self._spec_fwd * max(self.spec.num_draft_tokens, 1))
+            accept_rate = self.shapes.accept_rate(self._spec_acc, self._spec_fwd, self.spec.num_draft_tokens)
             self.stats.last_accept_len, self.stats.last_accept_rate = accept_len, accept_rate
             self._spec_acc = self._spec_fwd = 0
             spec = (accept_len, accept_rate)

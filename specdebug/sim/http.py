@@ -409,6 +409,11 @@ def render_metrics(state: ServerState) -> str:
             state.max_total_num_tokens,
         ),
     }
+    newest = Shapes(state.cfg.sim.server_version).newest
+    spec = state.cfg.spec
+    if newest and spec.enabled:  # 0.5.23: the live speculative settings
+        gauges["sglang:spec_num_steps"] = ("The number of speculative steps.", spec.num_steps)
+        gauges["sglang:spec_num_draft_tokens"] = ("The number of draft tokens.", spec.num_draft_tokens)
     lines: list[str] = []
     for name, (help_text, value) in gauges.items():
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name}{{{labels}}} {float(value)}"]
@@ -420,6 +425,8 @@ def render_metrics(state: ServerState) -> str:
         ),
         "sglang:num_requests_total": ("Number of requests processed.", e.stats.num_requests_total),
     }
+    if newest and spec.enabled:
+        counters["sglang:spec_verify_calls_total"] = ("Number of verify calls.", e.stats.spec_verify_calls)
     for name, (help_text, value) in counters.items():
         base = name.removesuffix("_total")
         lines += [

@@ -336,7 +336,7 @@ class Launcher:
         signal.signal(signal.SIGQUIT, self._on_sigquit)
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
-        self.sink.info(f"server_args={self.cfg.server!r}")
+        self.sink.info(self.shapes.args_line(self.cfg.server))
         if self.gpu_load is not None:
             self.gpu_load.start()
         for line in self.cfg.warnings:

@@ -1,7 +1,8 @@
 """Command-line flags of the sim: SGLang's names (parsed into a ServerArgs look-alike) plus sim-only ones.
 
 Unknown flags are rejected the way SGLang's argparse does, so a typo in a profile fails like on a
-real box.  ServerArgs' dataclass repr is what the `server_args=ServerArgs(...)` log line prints.
+real box.  ServerArgs' dataclass repr is what the `server_args=ServerArgs(...)` log line prints (its
+dict from 0.5.23: `server_args={...}`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from specdebug.sim import FAULT_PHASES, HANG_PHASES, flag_help
 from specdebug.sim.costmodel import SPEC_ALGORITHMS, SpecConfig
 from specdebug.sim.sglang_args import TOPK1_ADJUST_WARNING, resolve_spec
 from specdebug.sim.sglang_shapes import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
+from specdebug.sim.sglang_shapes import Shapes
 from specdebug.sim.simonly import CommonSimOptions, add_common_flags, pop_common
 
 __all__ = ["TOPK1_ADJUST_WARNING", "ServerArgs", "SimConfig", "SimOptions", "build_parser", "parse_args"]
@@ -240,7 +242,7 @@ def parse_args(argv: list[str], prog: str | None = None) -> SimConfig:
     if server.chunked_prefill_size is None:
         server.chunked_prefill_size = 8192
     warnings: list[str] = []
-    spec = resolve_spec(server, warnings)
+    spec = resolve_spec(server, warnings, spec_v2=Shapes(sim.server_version).newest)
     if server.cuda_graph_max_bs is None:
         server.cuda_graph_max_bs = 48 if spec.enabled else 160
     if server.random_seed is None:

@@ -59,8 +59,10 @@ def auto_choose_speculative_params(algorithm: str, arch: str) -> tuple[int, int,
     return (5, 4, 8)
 
 
-def resolve_spec(server, warnings: list[str]) -> SpecConfig:
-    """Apply SGLang's adjustments to `server` (a ServerArgs) in place; returns the cost model's view."""
+def resolve_spec(server, warnings: list[str], *, spec_v2: bool = False) -> SpecConfig:
+    """Apply SGLang's adjustments to `server` (a ServerArgs) in place; returns the cost model's view.
+
+    spec_v2 (0.5.23): overlap stays on with EAGLE and nothing is printed (speculative_hook.py:1098-1102)."""
     algo = server.speculative_algorithm
     if algo in (None, "NONE"):
         server.speculative_algorithm = None
@@ -83,7 +85,7 @@ def resolve_spec(server, warnings: list[str]) -> SpecConfig:
                 server.speculative_num_draft_tokens // server.speculative_eagle_topk
             )
     else:
-        if algo in ("EAGLE", "EAGLE3"):
+        if algo in ("EAGLE", "EAGLE3") and not spec_v2:
             warnings.insert(0, OVERLAP_WARNING)
             server.disable_overlap_schedule = True
         if server.speculative_num_steps is None:

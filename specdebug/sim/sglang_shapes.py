@@ -13,18 +13,26 @@ serving-formats.md; the version boundaries are approximate, the index does not p
   current  >= 0.5.6  `Capture {target decode|target verify|draft decode|draft extend} CUDA graph begin.
                      backend=full, ...`, `KV Cache is allocated. dtype: ...`, `Engine startup timings (s): ...`,
                      `#pending-token` in prefill lines, warmup polls /model_info (@00eef542 observability/)
+  >= 0.5.23          (read in the sglang-0.5.23 wheel, current-sources.md 3.1; the first release with each
+                     change is not pinned, so they all start at 0.5.23): `server_args={...}` (a dict,
+                     engine.py:311), `Init parallel begin.` / `Init parallel ends. elapsed=...`
+                     (distributed/bootstrap.py:115, :190), `Load weight end.` without `dtype=`, no
+                     `Using KV cache dtype` line, no overlap message (spec v2 keeps overlap on), and
+                     `accept rate` = accepted drafts / (forwards x (draft tokens - 1)), bonus token left
+                     out (metrics_reporter.py:968-985; older: accepted incl. bonus / (forwards x draft tokens))
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 
-DEFAULT_VERSION = "0.5.4.post1"
+DEFAULT_VERSION = "0.5.23"  # the newest release read (2026-12)
 CLASSIC_SINCE = (0, 5, 0)
 ENV_GUARD_SINCE = (0, 5, 3)  # approximate
 CURRENT_SINCE = (0, 5, 6)  # approximate
+V0523_SINCE = (0, 5, 23)  # dict server_args, Init parallel, accept rate without the bonus token
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -62,6 +70,58 @@ class Shapes:
     @property
     def warmup_path(self) -> str:
         return "/model_info" if self.era == "current" else "/get_model_info"
+
+    @property
+    def newest(self) -> bool:
+        """The 0.5.23 shapes (module docstring)."""
+        return self.v >= V0523_SINCE
+
+    def args_line(self, server: object) -> str:
+        """`server_args=ServerArgs(...)` (dataclass repr) or, from 0.5.23, `server_args={...}` (a dict)."""
+        if self.newest and is_dataclass(server) and not isinstance(server, type):
+            return f"server_args={asdict(server)!r}"
+        return f"server_args={server!r}"
+
+    def init_begin(self) -> str:
+        return "Init parallel begin." if self.newest else "Init torch distributed begin."
+
+    def init_end(self, elapsed: float, mem_usage: float) -> str:
+        if self.newest:
+            return f"Init parallel ends. elapsed={elapsed:.2f} s"
+        return f"Init torch distributed ends. elapsed={elapsed:.2f} s, mem usage={mem_usage:.2f} GB"
+
+    def load_weight_end(self, elapsed: float, arch: str, avail: float, usage: float) -> str:
+        dtype = "" if self.newest else "dtype=torch.bfloat16, "
+        return (
+            f"Load weight end. elapsed={elapsed:.2f} s, type={arch}, {dtype}"
+            f"avail mem={avail:.2f} GB, mem usage={usage:.2f} GB."
+        )
+
+    @property
+    def kv_dtype_line(self) -> str | None:
+        """`Using KV cache dtype: ...` (not printed from 0.5.23)."""
+        return None if self.newest else "Using KV cache dtype: torch.bfloat16"
+
+    def accept_rate(self, accepted_incl_bonus: int, forwards: int, draft_tokens: int) -> float:
+        """This version's `accept rate`: with or without the bonus token (module docstring)."""
+        if forwards <= 0:
+            return 0.0
+        if self.newest:
+            return (accepted_incl_bonus - forwards) / (forwards * max(draft_tokens - 1, 1))
+        return accepted_incl_bonus / (forwards * max(draft_tokens, 1))
+
+    def phase_lines(self) -> dict[str, str]:
+        """The line (substring) that starts each sim phase in this version (sim.PHASE_LINES by version)."""
+        current = self.era == "current"
+        return {
+            "init": self.init_begin(),
+            "load_weights": "Load weight begin.",
+            "kv_cache": self.kv_dtype_line or "KV Cache is allocated.",
+            "cuda_graph": "CUDA graph begin. backend=" if current else "Capture cuda graph begin.",
+            "http": "Started server process [",
+            "warmup": f'"GET {self.warmup_path}',
+            "ready": "The server is fired up and ready to roll!",
+        }
 
     # --- periodic batch lines --------------------------------------------------------------------
     def prefill(

@@ -220,7 +220,7 @@ class SimScheduler:
     def startup(self) -> None:
         s, m, spec = self.cfg.server, self.mem, self.cfg.spec
         t = self.t_start = time.monotonic()
-        self._phase("init", "Init torch distributed begin.")
+        self._phase("init", self.shapes.init_begin())
         self._sleep("init", FAULT_AT_FRACTION)
         self._checkpoint("init")
         if nccl_debug_on(self.env):
@@ -228,9 +228,7 @@ class SimScheduler:
             for line in nccl_init_lines(self.env, self.rank, s.tp_size, pid, tid, host):
                 self.sink.raw(line, stream=1)
         self._sleep("init", 1 - FAULT_AT_FRACTION)
-        self.sink.info(
-            f"Init torch distributed ends. elapsed={time.monotonic() - t:.2f} s, mem usage={m.avail_start - m.after_init:.2f} GB"
-        )
+        self.sink.info(self.shapes.init_end(time.monotonic() - t, m.avail_start - m.after_init))
 
         t = time.monotonic()
         self._phase("load_weights", f"Load weight begin. avail mem={m.after_init:.2f} GB")
@@ -241,13 +239,16 @@ class SimScheduler:
         self._sleep("load_weights", 1 - FAULT_AT_FRACTION)
         self._tqdm("Loading safetensors checkpoint shards: 100% Completed | 64/64 [01:15<00:00,  1.17it/s]")
         self.sink.info(
-            f"Load weight end. elapsed={time.monotonic() - t:.2f} s, type={TARGET_ARCH}, dtype=torch.bfloat16, "
-            f"avail mem={m.after_weights:.2f} GB, mem usage={m.weights:.2f} GB."
+            self.shapes.load_weight_end(time.monotonic() - t, TARGET_ARCH, m.after_weights, m.weights)
         )
         self.timings["load_weight"] = time.monotonic() - t
         t = time.monotonic()
 
-        self._phase("kv_cache", "Using KV cache dtype: torch.bfloat16")
+        kv_line = self.shapes.kv_dtype_line
+        if kv_line is not None:
+            self._phase("kv_cache", kv_line)
+        else:  # 0.5.23 prints nothing as the pool setup starts
+            self._send("phase", "kv_cache", time.time())
         self._sleep("kv_cache", FAULT_AT_FRACTION)
         self._checkpoint("kv_cache")
         if m.tokens <= 0:
@@ -313,8 +314,9 @@ class SimScheduler:
         self.sink.info(f"Load weight begin. avail mem={m.after_graph:.2f} GB")
         self._sleep("draft_load")
         self.sink.info(
-            f"Load weight end. elapsed={time.monotonic() - t:.2f} s, type={DRAFT_ARCH}, dtype=torch.bfloat16, "
-            f"avail mem={m.after_graph - m.draft_weights:.2f} GB, mem usage={m.draft_weights:.2f} GB."
+            self.shapes.load_weight_end(
+                time.monotonic() - t, DRAFT_ARCH, m.after_graph - m.draft_weights, m.draft_weights
+            )
         )
         if s.disable_cuda_graph:
             return

@@ -7,20 +7,21 @@
 The result is appended (fsync'd) to the session journal (--session, else $SPECDEBUG_SESSION, else
 the latest session, else a new one). A run where more than 5 % of the requests failed is failed
 (recorded with the reason, never used as a baseline or in comparisons unless asked).
-Exit codes: 0 done, 1 the benchmark failed, 2 usage/profile error.
+--parse reads sglang.bench_serving / vllm bench serve (printed block or saved JSON), aiperf
+(profile_export_aiperf.json or its console table) and guidellm JSON; other JSON is refused (exit 2).
+Exit codes: 0 done, 1 the benchmark failed (or no result in the text), 2 usage/profile error or unknown input.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from specdebug.core.bench.events import BenchDone, BenchLine
-from specdebug.core.bench.external import parse_all, parse_saved_json, read_output_file
+from specdebug.core.bench.external import read_output_file
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
+from specdebug.core.bench.parsing import EXPECTED, UnknownResult, parse_results
 from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
 from specdebug.core.journal import Journal, resolve_session
 from specdebug.core.logs.patterns import ANSI_RE
@@ -71,7 +72,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="session folder (journal) to record the result in, or box:NAME on HOST",
     )
     p.add_argument(
-        "--parse", metavar="FILE", help="parse a saved sglang.bench_serving / vllm bench serve output"
+        "--parse",
+        metavar="FILE",
+        help="parse a saved result: sglang.bench_serving / vllm bench serve (text or JSON), aiperf, guidellm",
     )
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=cmd_bench)
@@ -140,9 +143,13 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         return 2
     if note:
         err(note)
-    results = _parse_text(text)
+    try:
+        results = parse_results(text)
+    except UnknownResult as exc:
+        err(f"{path}: {exc}")
+        return 2
     if not results:
-        err(f"{path}: no benchmark result block found")
+        err(f"{path}: no benchmark result found (expected {EXPECTED})")
         return 1
     result = judge_failures(results[-1])  # a saved run with too many failed requests is failed too
     if args.session:
@@ -154,31 +161,6 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     else:
         out(summary(result))
     return 0 if result.status == "done" else 1
-
-
-def _parse_text(text: str) -> list[BenchResult]:
-    """Result blocks of a tool's printed output, or records of its saved JSON / JSONL."""
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
-        out: list[Any] = []
-        for line in stripped.splitlines():
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                out = []
-                break
-            if isinstance(obj, dict):
-                out.append(parse_saved_json(obj))
-        if not out:
-            try:
-                obj = json.loads(stripped)
-                if isinstance(obj, dict):
-                    out = [parse_saved_json(obj)]
-            except ValueError:
-                pass
-        if out:
-            return out
-    return parse_all(text)
 
 
 def summary(r: BenchResult) -> str:

@@ -167,6 +167,9 @@ async def grep(args: argparse.Namespace) -> int:
     gc.freeze()  # what import left behind is never garbage: keep collections of new matches cheap
     failed = False
     async with open_remote(args, host) as remote:
+        from specdebug.core.profiles.paths import box_path
+
+        path = await box_path(remote, path)  # `~/...` as every verb reads it
         try:
             async for batch in follow_match_batches(
                 remote, path, parser, from_start=args.from_start or not args.follow, once=not args.follow

@@ -14,7 +14,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specdebug.core.metrics import MetricsEvent, PromRates, describe_rates, watch_metrics
+from specdebug.core.metrics import (
+    MetricsEvent,
+    PromRates,
+    describe_rates,
+    profile_spec_flags,
+    spec_mismatches,
+    watch_metrics,
+)
 from specdebug.verbs.common import (
     add_host_args,
     err,
@@ -63,11 +70,18 @@ def format_rates(r: PromRates) -> list[str]:
     return lines
 
 
-def _result(ev: MetricsEvent, host: str, port: int, since_start: PromRates | None = None) -> dict:
+def _result(
+    ev: MetricsEvent,
+    host: str,
+    port: int,
+    since_start: PromRates | None = None,
+    findings: list[str] | None = None,
+) -> dict:
     out: dict = {"status": "ok" if ev.kind == "sample" else ev.kind, "host": host, "port": port, "t": ev.t}
     if ev.rates is not None:
         out["engine"] = ev.rates.engine
         out["rates"] = ev.rates.model_dump(mode="json")
+        out["findings"] = findings or []
     if since_start is not None:
         out["since_start"] = since_start.model_dump(mode="json")
     if ev.message:
@@ -100,10 +114,16 @@ async def cmd_metrics(args: argparse.Namespace) -> int:
                 if ev.kind == "off" or not args.watch:
                     break
                 continue
+            # the live speculative gauges (SGLang 0.5.23) against the profile's flags
+            findings = spec_mismatches(ev.rates, *profile_spec_flags(srv.argv)) if ev.rates else []
             if args.json:
-                print_json(_result(ev, args.host, srv.port, first))
+                print_json(_result(ev, args.host, srv.port, first, findings))
             else:
                 out("\n".join(format_rates(ev.rates)) if ev.rates is not None else "no rates yet")
+                for finding in findings:
+                    out(f"  finding: {finding}")
+                for note in ev.rates.notes if ev.rates is not None else []:
+                    out(f"  note: {note}")
                 if ev.message:
                     err(f"warning: {ev.message}")
             sys.stdout.flush()

@@ -127,6 +127,8 @@ def print_result(res: ScanResult, *, include_warmup: bool) -> None:
             out(f"{name:<28}{st['n']:>7}{cells}")
     else:
         out("no metric samples")
+    for name, definition in res.rate_definitions.items():
+        out(f"{name}: {definition}")
     if res.events:
         out("events: " + ", ".join(f"{k} {v}" for k, v in sorted(res.events.items())))
     if res.truncated_lines:
@@ -200,11 +202,11 @@ async def scan(args: argparse.Namespace) -> int:
                 err(f"cannot read {path}: {exc.strerror or exc}")
                 return 2 if isinstance(exc, FileNotFoundError | IsADirectoryError) else 1
         else:
-            from specdebug.core.logs.follow import expand_remote_path
+            from specdebug.core.profiles.paths import box_path
 
             async with open_remote(args, host) as remote:
                 try:
-                    res = await scan_remote(remote, await expand_remote_path(remote, path), **kwargs)
+                    res = await scan_remote(remote, await box_path(remote, path), **kwargs)
                 except RemoteError as exc:
                     err(str(exc))
                     return 1

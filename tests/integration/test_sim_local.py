@@ -1,7 +1,8 @@
 """The sim as a local subprocess (all loopback): readiness, processes, environ, NCCL lines, HTTP, rates.
 
 One sim (EAGLE3 3 steps / topk 4 / 6 draft tokens, NCCL tuning vars reaching the workers, SPT_NOENV=1,
-tp 2) is shared by the module; the /health history is recorded from the moment it starts.
+tp 2) is shared by the module, once per SGLang version whose shapes it checks (an older release and
+the current default, 0.5.23); the /health history is recorded from the moment it starts.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 
 from specdebug.core.logs.parser import LogParser
 from specdebug.core.logs.patterns import SGLANG, parse_nccl_env_line, split_prefix
-from specdebug.sim import PHASE_LINES, PHASES
+from specdebug.sim import PHASES, phase_lines
 from specdebug.sim.launcher import READY_LINE
 from specdebug.sim.local import LocalSim, children_titles, start_local_sim
 from specdebug.sim.local import stream_completion_rate as stream_rate
@@ -36,11 +37,16 @@ def base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "SPT_NOENV", "EAGLE3_"))}
 
 
-@pytest.fixture(scope="module")
-def box(tmp_path_factory) -> LocalSim:
+VERSIONS = ["0.5.4.post1", "0.5.23"]
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def box(request, tmp_path_factory) -> LocalSim:
     log = tmp_path_factory.mktemp("simbox") / "sim.log"
     env = base_env() | NCCL_TUNING | {"SPT_NOENV": "1", "NCCL_DEBUG": "INFO", DROPPED: "drop-me"}
-    sim = start_local_sim(ARGS, log_file=log, time_scale=TIME_SCALE, env=env)
+    args = [*ARGS, "--server-version", request.param]
+    sim = start_local_sim(args, log_file=log, time_scale=TIME_SCALE, env=env)
+    sim.version = request.param  # type: ignore[attr-defined]
     history: list[tuple[int | str, bool]] = []  # (status, ready line already in the log)
 
     def poll() -> None:
@@ -196,18 +202,30 @@ def test_log_lines_parse_with_the_sglang_pack(box: LocalSim) -> None:
     stream_rate(box.url, 48)  # make sure decode lines exist
     text = box.log_text()
     lines = text.splitlines()
-    assert lines[0].startswith("[") and "] server_args=ServerArgs(model_path=" in lines[0]
+    newest = box.version == "0.5.23"  # type: ignore[attr-defined]
+    args_head = "] server_args={'model_path': " if newest else "] server_args=ServerArgs(model_path="
+    assert lines[0].startswith("[") and args_head in lines[0]
+    if newest:  # current-sources.md 3.1: Init parallel, capture lines by role, no KV-dtype line
+        needles = ("Init parallel begin.", "Init parallel ends. elapsed=", "Load weight begin.", "Load weight end.",
+                   "KV Cache is allocated. dtype: ", "Memory pool end.", "Capture target verify CUDA graph begin.",
+                   "Capture target verify CUDA graph end.", "Capture draft decode CUDA graph end.",
+                   "Capture draft extend CUDA graph end.")  # fmt: skip
+        assert "Using KV cache dtype" not in text and "dtype=torch" not in text
+        assert "Overlap scheduler is disabled" not in text
+    else:
+        needles = ("Init torch distributed begin.", "Load weight begin.", "Load weight end.",
+                   "KV Cache is allocated.", "Memory pool end.", "Capture cuda graph begin.",
+                   "Capture cuda graph end.", "Capture draft cuda graph end.", "Capture draft extend cuda graph end.")  # fmt: skip
     for rank in ("TP0", "TP1"):
-        for needle in ("Init torch distributed begin.", "Load weight begin.", "Load weight end.",
-                       "KV Cache is allocated.", "Memory pool end.", "Capture cuda graph begin.",
-                       "Capture cuda graph end.", "Capture draft cuda graph end.", "Capture draft extend cuda graph end."):  # fmt: skip
+        for needle in needles:
             assert any(f" {rank}] {needle}" in ln for ln in lines), (rank, needle)
     assert any(" TP0] max_total_num_tokens=" in ln for ln in lines)
+    warmup = '"GET /model_info HTTP/1.1" 200 OK' if newest else '"GET /get_model_info HTTP/1.1" 200 OK'
     for needle in ("INFO:     Started server process [", "INFO:     Application startup complete.",
-                   "INFO:     Uvicorn running on http://127.0.0.1:", '"GET /get_model_info HTTP/1.1" 200 OK',
+                   "INFO:     Uvicorn running on http://127.0.0.1:", warmup,
                    '"POST /generate HTTP/1.1" 200 OK', READY_LINE):  # fmt: skip
         assert any(needle in ln for ln in lines), needle
-    for phase, needle in PHASE_LINES.items():
+    for phase, needle in phase_lines(box.version).items():  # type: ignore[attr-defined]
         assert needle in text, phase
     ready_line = next(ln for ln in lines if READY_LINE in ln)
     assert split_prefix(ready_line).ranks is None  # main-process line: no rank
@@ -222,6 +240,14 @@ def test_log_lines_parse_with_the_sglang_pack(box: LocalSim) -> None:
         assert {"accept_len", "accept_rate", "gen_throughput"} <= set(parsed.metrics)
         assert "cuda graph: True" in ln
     assert any("[EAGLE3 profile]" in ln and "Target verify: " in ln for ln in lines)
+    # the accept rate as this version defines it (acceptrate): specdebug names it and adds its own
+    from specdebug.core.logs.acceptrate import DEFINITIONS, OWN, WITH_BONUS, WITHOUT_BONUS
+    from specdebug.core.logs.scan import scan_file
+
+    res = scan_file(box.log_file, pack="sglang")
+    assert res.rate_definitions["accept_rate"] == DEFINITIONS[WITHOUT_BONUS if newest else WITH_BONUS]
+    own = res.metrics[OWN]["mean"]
+    assert own == pytest.approx((res.metrics["accept_len"]["mean"] - 1) / 5, abs=0.01)
 
     # the log pack's own parser: detects SGLang, finds no errors in a healthy log, tags warmup lines
     parser = LogParser("auto", from_start=True)

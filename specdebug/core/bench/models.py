@@ -99,7 +99,7 @@ class BenchConfig(BaseModel):
 
 
 BenchKind = Literal["builtin", "external", "parsed"]
-SourceFormat = Literal["builtin", "sglang", "vllm", "unknown"]
+SourceFormat = Literal["builtin", "sglang", "vllm", "aiperf", "guidellm", "unknown"]
 
 
 class BenchResult(BaseModel):

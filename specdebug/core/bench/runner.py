@@ -30,6 +30,7 @@ from specdebug.core.bench.events import BenchDone, BenchEvent, BenchLine
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
+from specdebug.core.profiles.paths import box_path
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.core.servers import file_size, this_run_offset
 from specdebug.remote.api import Remote, RemoteError
@@ -229,6 +230,7 @@ async def _measure(
     srv = profile.server
     scrub = Scrubber.for_profile(profile)  # output lines, errors and warnings are shown and stored
     started = time.time()
+    log_file = await box_path(remote, srv.log_file)  # `~/...` as every verb reads it (core.profiles.paths)
     fwd = await remote.forward_local_port(srv.port)
     base_url = f"http://127.0.0.1:{fwd.local_port}"
     window = None
@@ -236,9 +238,9 @@ async def _measure(
         async with httpx.AsyncClient(base_url=base_url, trust_env=False) as client:
             (gpus_before, gpu_err), size_before, state, ready = await asyncio.gather(
                 gpu.snapshot(remote),
-                file_size(remote, srv.log_file),
+                file_size(remote, log_file),
                 server_state(client, profile.ready.health),
-                has_ready_line(remote, srv.log_file, srv.kind, profile.name)
+                has_ready_line(remote, log_file, srv.kind, profile.name)
                 if profile.ready.require_ready_line
                 else _none(),
             )
@@ -270,9 +272,9 @@ async def _measure(
             result = await run_builtin(base_url, params, progress=emit)
 
         (gpus_after, _), size_after, _ = await asyncio.gather(
-            gpu.snapshot(remote), file_size(remote, srv.log_file), prom.attach(result, window)
+            gpu.snapshot(remote), file_size(remote, log_file), prom.attach(result, window)
         )
-        log_slice = await read_slice(remote, srv.log_file, size_before, size_after)
+        log_slice = await read_slice(remote, log_file, size_before, size_after)
     finally:
         prom.cancel(window)
         try:

@@ -11,6 +11,7 @@ from specdebug.core.env.events import EnvDone, EnvEvent, EnvFilesRead, EnvLogRea
 from specdebug.core.env.model import DEFAULT_PREFIXES, NCCL_ENV_MARKER, EnvQuery, EnvReport
 from specdebug.core.env.report import build_report
 from specdebug.core.profiles import Profile
+from specdebug.core.profiles.paths import login_relative
 from specdebug.core.workers import listing_filter, select_workers
 from specdebug.remote.api import Remote
 
@@ -29,7 +30,7 @@ async def read_nccl_lines(
     remote: Remote, log_path: str, *, timeout: float = 30.0, max_lines: int = 20000
 ) -> tuple[list[str], str | None]:
     """NCCL 'set by environment' lines from the server log (grep on the box, fixed string)."""
-    path = log_path[2:] if log_path.startswith("~/") else log_path  # the probe runs in the login home
+    path = login_relative(log_path)  # the probe runs in the login home (core.profiles.paths)
     res = await remote.run(
         ["grep", "-a", "-F", "-m", str(max_lines), "-e", NCCL_ENV_MARKER, "--", path], timeout=timeout
     )

@@ -367,13 +367,7 @@ def _unb64(field: bytes) -> str:
 
 
 async def expand_remote_path(remote: Remote, path: str) -> str:
-    """Resolve a leading ~ on the box (read_file takes plain paths)."""
-    if not path.startswith("~"):
-        return path
-    res = await remote.run(["sh", "-c", 'printf "%s" "$HOME"'])
-    home = res.out.strip() if res.ok else ""
-    if path == "~":
-        return home or path
-    if path.startswith("~/") and home:
-        return home.rstrip("/") + path[1:]
-    return path
+    """Resolve a leading ~ on the box (read_file takes plain paths): core.profiles.paths.box_path."""
+    from specdebug.core.profiles.paths import box_path
+
+    return await box_path(remote, path)

@@ -78,7 +78,9 @@ _DETECT = (
     (
         "sglang",
         3,
-        re.compile(r"(?:Decode|Prefill) batch[ .,\[(]|server_args=ServerArgs\(|fired up and ready to roll"),
+        re.compile(
+            r"(?:Decode|Prefill) batch[ .,\[(]|server_args=(?:ServerArgs\(|\{)|fired up and ready to roll"
+        ),
     ),
     ("sglang", 2, re.compile(r"sglang::|sglang\.srt|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)+\] ")),
     ("sglang", 1, re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] |sglang")),

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 from pydantic import BaseModel, Field
 
 from specdebug.core.limits import MAX_LINE, open_regular_file
+from specdebug.core.logs.acceptrate import OWN, AcceptRates
 from specdebug.core.logs.events import LogMatch
 from specdebug.core.logs.parser import LogParser, PlainMatch
 from specdebug.core.logs.stats import MetricStore
@@ -37,15 +38,24 @@ class ScanResult(BaseModel):
     bytes: int = 0  # bytes read
     truncated_lines: int = 0  # lines longer than MAX_LINE: only their head was parsed
     cut_patterns: dict[str, str] = Field(default_factory=dict)  # user patterns cut off (name -> why)
+    # which definition each accept-rate metric uses (acceptrate: SGLang changed it in 0.5.23)
+    rate_definitions: dict[str, str] = Field(default_factory=dict)
 
 
 class Analyzer:
     """Parser + store + line count: feed lines, read stats at any time (scan, grep, pane)."""
 
     def __init__(
-        self, parser: LogParser, store: MetricStore | None = None, *, last_run: bool = False
+        self,
+        parser: LogParser,
+        store: MetricStore | None = None,
+        *,
+        last_run: bool = False,
+        draft_tokens: int | None = None,
     ) -> None:
         self.parser = parser
+        # draft_tokens: the profile's, for a log without a server_args line (acceptrate)
+        self.rates = AcceptRates(draft_tokens)
         self.store = store or MetricStore()
         self.lines = 0
         self.bytes = 0
@@ -69,11 +79,18 @@ class Analyzer:
             if self.last_run and m.phase == "args":  # server_args= / vLLM API server version
                 self.store = MetricStore()
                 self.lines = 1
-            self.store.add_match(m)
+            self.add(m)
         return m
 
-    def add(self, match: LogMatch) -> None:
-        """Account for a match parsed elsewhere (e.g. by follow_matches)."""
+    def add(self, match: LogMatch | PlainMatch) -> None:
+        """Account for a match (also one parsed elsewhere, e.g. by follow_matches); batch lines get
+        specdebug's own accept rate (acceptrate) next to the printed one."""
+        if match.phase == "args":
+            self.rates.new_run(match.line)
+        elif match.metrics:
+            rate = self.rates.derive(match.event, match.metrics)
+            if rate is not None:
+                match.metrics[OWN] = rate
         self.store.add_match(match)
 
     def result(self, *, include_warmup: bool = False) -> ScanResult:
@@ -86,6 +103,7 @@ class Analyzer:
             bytes=self.bytes,
             truncated_lines=self.truncated_lines,
             cut_patterns=self.parser.cut_patterns,
+            rate_definitions=self.rates.definitions(),
         )
 
 

@@ -35,6 +35,7 @@ METRIC_ORDER = [
     "accept_len",
     "mean_acceptance_length",
     "accept_rate",
+    "draft_accept_rate",
     "draft_acceptance_rate",
     "gen_throughput",
     "avg_generation_throughput",

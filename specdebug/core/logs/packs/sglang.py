@@ -1,6 +1,7 @@
 """The SGLang pattern pack: batch/stats lines, startup milestones, ready and error lines.
 
-Formats: shared/formats/serving-formats.md (SGLang 1.1-1.4).
+Formats: shared/formats/serving-formats.md (SGLang 1.1-1.4) and current-sources.md 3.1 (0.5.23:
+`server_args={...}` as a dict, `Init parallel begin.` / `Init parallel ends.`); both shapes are read.
 """
 
 from __future__ import annotations
@@ -8,6 +9,10 @@ from __future__ import annotations
 import re
 
 from specdebug.core.logs.engine import ERR_COMMON, GENERIC_EXC, Pack
+
+# the server start: `server_args=ServerArgs(...)` (dataclass repr, up to 0.5.2x) or `server_args={...}`
+# (0.5.23 engine.py:311, `resolved_dict()`); either marks a new run in an appended log
+ARGS_RE = r"server_args=(?:ServerArgs\(|\{)"
 
 SGLANG = Pack(
     name="sglang",
@@ -41,9 +46,9 @@ SGLANG = Pack(
         },
     },
     milestones=(
-        ("args", re.compile(r"server_args=ServerArgs\(")),
-        ("init_distributed", re.compile(r"Init torch distributed begin")),
-        ("init_distributed_done", re.compile(r"Init torch distributed ends")),
+        ("args", re.compile(ARGS_RE)),
+        ("init_distributed", re.compile(r"Init (?:torch distributed|parallel) begin")),
+        ("init_distributed_done", re.compile(r"Init (?:torch distributed|parallel) ends")),
         ("load_weights", re.compile(r"Load weight begin")),
         ("load_weights_done", re.compile(r"Load weight end")),
         ("kv_cache", re.compile(r"KV Cache is allocated|Using KV cache dtype")),
@@ -87,12 +92,13 @@ SGLANG = Pack(
     },
     ready_re=re.compile(r"The server is fired up and ready to roll!"),
     warmup_done_re=re.compile(r"The server is fired up and ready to roll!|Warmup ended"),
-    restart_re=re.compile(r"server_args=ServerArgs\("),
+    restart_re=re.compile(ARGS_RE),
     prefilter=(
         "Decode batch",
         "Prefill batch",
         "server_args=",
         "Init torch distributed",
+        "Init parallel",
         "Load weight",
         "KV Cache is allocated",
         "Using KV cache dtype",
