@@ -200,6 +200,8 @@ def _progress(ev: Any, metric: str, shown: dict[str, Any]) -> None:
             ev.role.value
         )
         _say(f"#{ev.index} {what or _applied(ev.applied)}: launching {ev.config} (run {ev.sample})")
+    elif isinstance(ev, bm.TrialProgress) and ev.phase is bm.Phase.PORT and ev.detail.startswith("stopped"):
+        _say(f"  {ev.detail} to free port for the next trial")
     elif isinstance(ev, bm.TrialProgress) and ev.phase in (bm.Phase.GATE, bm.Phase.STOP):
         _say(f"  {ev.elapsed_s:6.1f}s  {ev.phase.value} {ev.detail}")
     elif isinstance(ev, bm.TrialProgress) and ev.phase is bm.Phase.READY and ev.detail == "ready":

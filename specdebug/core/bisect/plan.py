@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from specdebug.core.bisect.judge import FULL, ZERO, Reading, above, plausible
 
 MIN_SHARE = 0.05  # a contributor whose whole interval is below 5 % of the gap is not named a culprit
-MAX_RESIDUAL = Reading(0.2)  # confirmed: the bad profile with the culprits restored is within 20 % of the good end
+MAX_RESIDUAL = Reading(
+    0.2
+)  # confirmed: the bad profile with the culprits restored is within 20 % of the good end
 ROUNDS = 2  # searches of the rest after a confirmation that did not close the gap
 
 
@@ -177,7 +179,10 @@ class Plan:
             if not culprits:
                 break
             residual = yield Ask(
-                rest, MAX_RESIDUAL, fresh=not rest, why="confirmation: the bad profile with the culprits restored"
+                rest,
+                MAX_RESIDUAL,
+                fresh=not rest,
+                why="confirmation: the bad profile with the culprits restored",
             )
             if residual is None:
                 forward = yield Ask(

@@ -85,6 +85,7 @@ class Bisection:
         units = "|".join(",".join(u.knobs) for u in self.cands.units)
         blob = f"{self.cands.good_fp}:{self.cands.bad_fp}:{self.settings.key()}:{units}"
         self.id = hashlib.sha256(blob.encode()).hexdigest()[:10]
+        self.cands.tag = self.id
         self.book = Book(
             self.options,
             self.gate,

@@ -23,6 +23,7 @@ from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
 from specdebug.core.bisect.gate import Gate, check_gate
 from specdebug.core.bisect.judge import metrics_of
+from specdebug.core.bisect.knobs import NAME_SUFFIX
 from specdebug.core.bisect.models import (
     LAUNCH_EVENT,
     STOP_EVENT,
@@ -96,7 +97,12 @@ async def clear_port(remote: Remote, profile: Profile, ours: list[str]) -> list[
             continue
         if group_members(procs, record):
             await startup.stop_record(remote, record, grace_s=STOP_GRACE_S)
-            stopped.append(name)
+            whose = (
+                "a server left running by this bisection"
+                if NAME_SUFFIX in name
+                else "the profile's own server"
+            )
+            stopped.append(f"{name} (pid {record.pid}, {whose})")
             procs = await remote.processes()
     holder = await find_port_holder(remote, profile.server.port)
     if holder.listening:
