@@ -46,6 +46,7 @@ class Book:
     ) -> None:
         self.options, self.gate, self.ends, self.settings = options, gate, ends, settings
         self.bisect, self.now, self.fingerprint_of = bisect, now, fingerprint_of
+        self.own_pids: set[int] = set()  # launched by this bisection (journal bisect_launch)
         self.dropped: dict[str, int] = {}  # why journaled measurements were not replayed -> how many
         self.cache: dict[str, list[Measurement]] = {}
         self.hand: dict[str, Judged] = {}
@@ -72,6 +73,8 @@ class Book:
             # judgements by hand (JUDGEMENT_EVENT) stay in the journal as a record; never replayed
             elif kind in ("launch", LAUNCH_EVENT) and isinstance(ev.get("pid"), int):
                 launched[ev["pid"]] = str(ev.get("profile", ""))
+                if kind == LAUNCH_EVENT and (self.bisect is None or ev.get("bisect") in (self.bisect, None)):
+                    self.own_pids.add(ev["pid"])
             elif kind in ("stop", STOP_EVENT):
                 launched.pop(ev.get("pid"), None)  # type: ignore[arg-type]
         return launched

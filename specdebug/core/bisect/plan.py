@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from specdebug.core.bisect.judge import FULL, ZERO, Reading, above, plausible
 
 MIN_SHARE = 0.05  # a contributor whose whole interval is below 5 % of the gap is not named a culprit
-MAX_RESIDUAL = Reading(
-    0.2
-)  # confirmed: the bad profile with the culprits restored is within 20 % of the good end
+SAME = 0.1  # two effects are "the same" only when also within 10 % of the gap of each other
+# confirmed: the bad profile with the culprits restored is within 20 % of the gap of the good end
+MAX_RESIDUAL = Reading(0.2)
 ROUNDS = 2  # searches of the rest after a confirmation that did not close the gap
 
 
@@ -71,6 +71,11 @@ def split(items: list[int], n: int) -> list[list[int]]:
 
 
 Gen = Generator[Ask, Answer, bool]
+
+
+def same(x: Reading, y: Reading) -> bool:
+    """Within the noise of each other, and close enough that the difference does not matter."""
+    return plausible(x, y) and abs(x.share - y.share) < SAME
 
 
 def decided(x: Reading, parent: Reading) -> bool:
@@ -139,6 +144,14 @@ class Plan:
         else:
             search = math.ceil(math.log2(k)) + 1 if k > 1 else k
         return search + 2
+
+    def refresh(self, readings: dict[frozenset[int], Answer]) -> None:
+        """Readings of sets already measured, recomputed with the noise as now known (more repeats)."""
+        self.readings.update({k: v for k, v in readings.items() if k in self.readings})
+
+    def _latest(self, units: list[int] | frozenset[int], fallback: Reading) -> Reading:
+        r = self.readings.get(frozenset(units))
+        return r if r is not None else fallback
 
     def _named(self) -> frozenset[int]:
         named = {u for u, r in self.found.items() if r.high >= MIN_SHARE}
@@ -288,14 +301,16 @@ class Plan:
             if x is None:
                 self.unmeasurable.append(frozenset(units))
                 return True
-        is_zero, is_all = plausible(x, ZERO), plausible(x, effect)
-        if is_zero and is_all:
+        x = self._latest(first, x)
+        effect = self._latest(units, effect)
+        is_zero, is_all = same(x, ZERO), same(x, effect)
+        if plausible(x, ZERO) and plausible(x, effect) and not (is_zero or is_all):
             self.undecided.append(frozenset(first))
             return True
-        if is_all:
+        if is_all and not is_zero:
             yield from self._search(first, x)
             return True
-        if is_zero:
+        if is_zero and not is_all:
             ok = yield from self._search(second, effect, inferred=True)
             if ok:
                 return True
@@ -304,6 +319,7 @@ class Plan:
             yield from self._ddmin(units, effect)
             return True
         y = yield Ask(frozenset(second), effect, why="part of the effect in each half: the other half too")
+        x = self._latest(first, x)
         yield from self._search(first, x)
         if y is None:
             rest = Reading(effect.share - x.share, math.hypot(effect.se, x.se), max(effect.t, x.t))
@@ -317,7 +333,7 @@ class Plan:
         self.stage, self.used_ddmin = "ddmin", True
 
         def reproduces(r: Answer) -> bool:
-            return r is not None and above(r, ZERO) and (plausible(r, effect) or r.share > effect.share)
+            return r is not None and above(r, ZERO) and (same(r, effect) or r.share > effect.share)
 
         current, n = list(units), 2
         best = effect

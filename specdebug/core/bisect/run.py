@@ -44,9 +44,10 @@ from specdebug.core.bisect.models import (
 )
 from specdebug.core.bisect.outcome import effects_of, sets_of
 from specdebug.core.bisect.plan import Ask, Plan, decided
-from specdebug.core.bisect.trial import TrialSpec, run_trial
+from specdebug.core.bisect.trial import TrialError, TrialSpec, run_trial
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
+from specdebug.core.servers import group_members, load_record
 from specdebug.remote.api import Remote
 
 Clock = Callable[[], float]
@@ -105,11 +106,16 @@ class Bisection:
         self._durations: list[float] = []
         self._references = 0  # ends measured between a candidate's repeats (--interleave)
         self._reading: Reading | None = None
+        self._mine: set[str] = set()  # profile names launched by this run
         self.current: Profile | None = None  # the config of the trial running now (front ends clean up)
         self.drift: Drift | None = None
         launched = self.book.load(journal.events()) if journal is not None else {}
-        prefix, ends = good.name + NAME_SUFFIX, (good.name, bad.name)
-        self._leftover = sorted({n for n in launched.values() if n.startswith(prefix) or n in ends})
+        prefix = good.name + NAME_SUFFIX
+        own = self.book.own_pids
+        self._leftover = sorted({n for p, n in launched.items() if p in own or n.startswith(prefix)})
+        # servers of this session it did not launch (by hand, another bisection): never stopped, but
+        # while one runs it holds the GPUs and every figure would be wrong
+        self._others = sorted({n for p, n in launched.items() if p not in own and not n.startswith(prefix)})
 
     def _fingerprint_of(self, applied: list[str]) -> str | None:
         units = frozenset(i for i, u in enumerate(self.cands.units) if set(u.knobs) <= set(applied))
@@ -155,6 +161,7 @@ class Bisection:
             good=c.good.name,
             bad=c.bad.name,
         )
+        await self._refuse_if_busy()
         async for ev in self._ends():
             yield ev
         judge = self.book.judge()
@@ -205,6 +212,10 @@ class Bisection:
             async for ev in self._answer(ask, judge):
                 yield ev
             self.plan.answer(self._reading)
+            judge = self.book.judge()
+            self.plan.refresh(
+                {k: self.book.reading(c.profile(k)[1], judge) for k in list(self.plan.readings)}
+            )
         res = self.plan.result
         assert res is not None
         yield self._states()
@@ -216,6 +227,19 @@ class Bisection:
             search=res.search,
             notes=notes + res.notes,
         )
+
+    async def _refuse_if_busy(self) -> None:
+        """Refuse to start while a server of this session that this bisection did not launch runs."""
+        if not self._others:
+            return
+        procs = await self.remote.processes()
+        for name in self._others:
+            record = await load_record(self.remote, name)
+            if record is not None and record.stopped_at is None and group_members(procs, record):
+                raise TrialError(
+                    f"{name} (pid {record.pid}, port {record.port}) of this session is running and holds the GPUs; "
+                    "the bisection stops only servers it launched: stop it first (specdebug stop -c ...)"
+                )
 
     async def _ends(self) -> AsyncIterator[Any]:
         """good, bad, good, bad ... at least twice each (the noise is measured, not assumed), more up to
@@ -321,7 +345,7 @@ class Bisection:
             settings=self.settings,
             gate=self.gate,
             gate_judges=role is Role.CANDIDATE,
-            ours=[self.cands.good.name, self.cands.bad.name, *self._leftover],
+            ours=[*dict.fromkeys([*self._leftover, *self._mine])],
             expected_startup_s=self.book.expected_startup(),
             forget=role is Role.CANDIDATE,
         )
@@ -334,6 +358,7 @@ class Bisection:
             sample=len(self.book.cache.get(fp, [])) + 1,
         )
         self.launches += 1
+        self._mine.add(profile.name)
         self.current = profile
         row.launches += 1
         row.cached = False
