@@ -56,6 +56,7 @@ def write_pair(
     output_len: int = 64,
     port: int | None = None,
     tag: str = "",
+    ready_timeout: int = 60,
 ) -> tuple[Path, Path]:
     """good.toml and bad.toml in `folder` (same port): the bad side = good + bad_flags + bad_env."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -80,7 +81,7 @@ def write_pair(
                 "[server.env]",
                 *[f"{k} = {json.dumps(v)}" for k, v in env.items() if v is not None],
                 "[ready]",
-                "timeout_s = 60",
+                f"timeout_s = {ready_timeout}",
                 "[patterns]",
                 "verify_ms = 'Target verify[^0-9]*(?P<value>[0-9.]+) ?ms'",
                 "[bench]",

@@ -29,6 +29,7 @@ class CommonSimOptions:
     noise: float = 0.0  # run-to-run spread of the step cost (relative sd), drawn once per launch
     noise_seed: int | None = None  # None: a fresh draw every launch
     decode_scale: float = 1.0  # multiplies every forward (prefill, decode) step: <1 = a faster GPU
+    slowdown_file: str | None = None  # a box-wide factor on step time read at launch (drift across launches)
 
 
 COMMON_FIELDS = tuple(CommonSimOptions.__dataclass_fields__)
@@ -95,6 +96,11 @@ def add_common_flags(group: argparse._ArgumentGroup | argparse.ArgumentParser) -
         "--noise-seed", type=int, metavar="N", help="seed the --noise draw (default: fresh every launch)"
     )
     group.add_argument(
+        "--slowdown-file",
+        metavar="PATH",
+        help="multiply step time by the number in PATH, read at launch (a box that slows down between launches)",
+    )
+    group.add_argument(
         "--decode-scale",
         type=decode_scale_type,
         default=1.0,
@@ -118,9 +124,20 @@ class EngineScales(TypedDict):
 def engine_scales(opts: CommonSimOptions) -> EngineScales:
     """The Engine keyword arguments these options set: this launch's --noise draw and --decode-scale."""
     return {
-        "cost_scale": costmodel.launch_noise(opts.noise, opts.noise_seed),
+        "cost_scale": costmodel.launch_noise(opts.noise, opts.noise_seed) * slowdown(opts.slowdown_file),
         "decode_scale": opts.decode_scale,
     }
+
+
+def slowdown(path: str | None) -> float:
+    """The box-wide factor in `path` (1 when absent or unreadable; clipped to 0.1..10)."""
+    if not path:
+        return 1.0
+    try:
+        with open(path, encoding="utf-8") as f:
+            return min(10.0, max(0.1, float(f.read().strip() or 1.0)))
+    except (OSError, ValueError):
+        return 1.0
 
 
 class _CostedEngine(Protocol):

@@ -8,7 +8,11 @@ The same engine as the TUI's Bisect pane (specdebug.core.bisect).  Progress goes
 prints one object at the end.  Trials are journaled in the session as they finish, and a config
 already measured there with the same bench settings is not launched again; --resume continues the
 session's unfinished bisection (its ends and options come from the journal when not given).
-Exit codes: 0 culprit found, 1 no culprit / no difference / inconclusive, 2 usage or profile error.
+Verdicts: found (one knob or set), several (independent contributors, each with its share of the gap),
+interaction (only together), cannot-tell (within the noise, or the box drifted), no-difference,
+inconclusive (an end or the confirmation could not be measured, or the knobs do not close the gap).
+Exit codes: 0 found / several / interaction confirmed by a launch of the bad profile with the
+culprits restored, 1 anything else, 2 usage or profile error.
 """
 
 from __future__ import annotations
@@ -59,10 +63,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=5.0,
         metavar="PCT",
-        help="with one run each: ends must differ by PCT %%",
+        help="ends closer than PCT %% are no difference (default 5)",
     )
     p.add_argument(
-        "--repeats", type=positive_int, default=1, metavar="R", help="measure up to R times (noise)"
+        "--repeats",
+        type=positive_int,
+        default=4,
+        metavar="R",
+        help="measure a config up to R times while a decision is within the noise (default 4; ends at least twice)",
     )
     p.add_argument(
         "--interleave",
@@ -168,7 +176,7 @@ async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
     else:
         out(summary(result))
         out(f"recorded in {session}")
-    return 0 if result.verdict == "found" else 1
+    return 0 if result.verdict in ("found", "several", "interaction") and result.confirmed else 1
 
 
 def _say(text: str) -> None:
@@ -192,6 +200,8 @@ def _progress(ev: Any, metric: str, shown: dict[str, Any]) -> None:
             ev.role.value
         )
         _say(f"#{ev.index} {what or _applied(ev.applied)}: launching {ev.config} (run {ev.sample})")
+    elif isinstance(ev, bm.TrialProgress) and ev.phase is bm.Phase.PORT and ev.detail.startswith("stopped"):
+        _say(f"  {ev.detail} to free port for the next trial")
     elif isinstance(ev, bm.TrialProgress) and ev.phase in (bm.Phase.GATE, bm.Phase.STOP):
         _say(f"  {ev.elapsed_s:6.1f}s  {ev.phase.value} {ev.detail}")
     elif isinstance(ev, bm.TrialProgress) and ev.phase is bm.Phase.READY and ev.detail == "ready":
@@ -218,10 +228,24 @@ def summary(r: bm.Result) -> str:
     if r.culprits:
         lines.append(f"culprit{'s' if len(r.culprits) > 1 else ''}: {', '.join(r.culprits)}")
     for k in r.knobs:
-        if k.name in r.culprits:
+        e = r.effects.get(k.name)
+        share = (
+            f"{e.share:+.0%} of the gap ({e.low:+.0%} to {e.high:+.0%})" if e and e.share is not None else ""
+        )
+        mark = "*" if k.name in r.culprits else " "
+        change = (
+            f"{k.good if k.good is not None else '(absent)'} -> {k.bad if k.bad is not None else '(absent)'}"
+        )
+        lines.append(f" {mark}{k.name}: {change}  {share or (e.basis if e else '')}")
+    for st in r.sets:
+        if st.share is not None:
             lines.append(
-                f"  {k.name}: {k.good if k.good is not None else '(absent)'} -> {k.bad if k.bad is not None else '(absent)'}"
+                f"  together {'+'.join(st.knobs)}: {st.share:+.0%} of the gap ({st.low:+.0%} to {st.high:+.0%})"
             )
+    if r.explained is not None:
+        lines.append(
+            f"explained: {r.explained:.0%} of the gap by the culprits together (confirmation launch)"
+        )
     lines.append(f"launches: {r.launches} (one knob at a time: {r.naive_launches}), {r.duration_s:.0f} s")
     for t in r.trials:
         metric = f"{t.metric:.2f}" if t.metric is not None else "-"

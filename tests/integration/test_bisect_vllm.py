@@ -29,7 +29,7 @@ HARMLESS = ["--max-num-batched-tokens", "8192"]
 TAG = "bxvllm-"
 
 
-def write_vllm_pair(folder: Path, bad_flags: list[list[str]]) -> tuple[Path, Path]:
+def write_vllm_pair(folder: Path, bad_flags: list[list[str]], tag: str = TAG) -> tuple[Path, Path]:
     """good.toml and bad.toml (same port); the bad side = good + bad_flags."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -39,7 +39,7 @@ def write_vllm_pair(folder: Path, bad_flags: list[list[str]]) -> tuple[Path, Pat
         argv = [sys.executable, "-m", "specdebug.sim", "--engine", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct",
                 "-tp", "1", "--host", "127.0.0.1", "--port", str(port), "--speculative-config", SPEC_JSON,
                 "--time-scale", "0", *flags]  # fmt: skip
-        name = f"{TAG}{side}"
+        name = f"{tag}{side}"
         text = "\n".join(
             [
                 f'name = "{name}"',

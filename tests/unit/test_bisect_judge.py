@@ -11,7 +11,18 @@ from specdebug.core.bench.models import BenchResult, LatencyStats, ServerMetrics
 from specdebug.core.bisect import models as bm
 from specdebug.core.bisect.book import unfinished
 from specdebug.core.bisect.gate import GateError, gate_value, parse_gate
-from specdebug.core.bisect.judge import Judge, higher_is_better, metrics_of, spread
+from specdebug.core.bisect.judge import (
+    FULL,
+    START_METRIC,
+    ZERO,
+    Judge,
+    Reading,
+    above,
+    higher_is_better,
+    metrics_of,
+    plausible,
+    t99,
+)
 from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates, GroupError
 from specdebug.core.bisect.report import bisect_markdown
 from specdebug.core.bisect.trial import ARGS_REJECTED
@@ -33,35 +44,52 @@ argv = ["python3", "-m", "sglang.launch_server", "--port", "30002", "--speculati
 """
 
 
-def test_midpoint_judging_is_symmetric_and_latency_aware() -> None:
-    j = Judge("output_tok_s", [94.0], [60.0])
-    assert j.threshold == 77.0 and j.sd is None and j.band() is None
-    assert j.classify([81.4]) == "good" and j.classify([71.8]) == "bad" and j.classify([77.0]) == "ambiguous"
-    ok, clear, why = j.ends()
-    assert ok and clear and "36.2%" in why
-    assert (
-        higher_is_better("output_tok_s")
-        and not higher_is_better("ttft_ms")
-        and not higher_is_better("itl_ms.p99")
-    )
-    lat = Judge("ttft_ms", [40.0], [80.0], threshold=60.0)
-    assert lat.classify([70.0]) == "bad" and lat.classify([50.0]) == "good"
-    assert not Judge("ttft_ms", [70.0], [80.0], threshold=60.0).ends()[0]  # both ends on the bad side
+def test_shares_are_of_time_per_token_with_a_t_interval() -> None:
+    j = Judge("output_tok_s", [94.0, 94.2], [60.0, 60.1])
+    assert j.noise.measured and j.noise.dof == 2 and j.t == pytest.approx(9.925)
+    assert j.reading([94.1]).share == pytest.approx(0.0, abs=0.01)
+    assert j.reading([60.05]).share == pytest.approx(1.0, abs=0.01)
+    # one knob costing a third of the extra time per token reads a third, not the midpoint's "good"
+    third = 1 / (1 / 94.1 + (1 / 60.05 - 1 / 94.1) / 3)
+    r = j.reading([third])
+    assert r.share == pytest.approx(1 / 3, abs=0.01) and r.low < 1 / 3 < r.high
+    assert not plausible(r, ZERO) and not plausible(r, FULL)
+    assert higher_is_better("output_tok_s") and not higher_is_better("ttft_ms")
+    assert not higher_is_better("itl_ms.p99")
+    lat = Judge("ttft_ms", [40.0, 40.1], [80.0, 80.1])
+    assert lat.reading([60.05]).share == pytest.approx(0.5, abs=0.01)  # latencies as they are
 
 
-def test_noise_band_min_gap_and_drift() -> None:
-    j = Judge("tok_s", [94.0, 91.0, 95.0], [60.0, 62.0])
-    assert j.sd is not None and 1.0 < j.sd < 3.0
-    assert j.band(1) == pytest.approx(2 * j.sd) and j.band(4) == pytest.approx(j.sd)
-    assert j.classify([j.threshold + j.sd]) == "ambiguous"  # inside the band: measure again
-    assert j.classify([j.threshold + j.sd] * 9) == "good"  # nine runs narrow the band
-    assert j.ends()[0] and "standard errors" in j.ends()[2]
-    assert j.drifted(j.good, 80.0) and not j.drifted(j.good, 93.0)
-    close = Judge("tok_s", [94.0, 90.0], [92.0, 88.0])
-    assert not close.ends()[0]  # 4 apart with sd ~2.8: not distinguishable
-    assert not Judge("tok_s", [94.0], [91.0]).ends()[0]  # 3.2% < --min-gap 5%
-    assert Judge("tok_s", [94.0], [91.0], min_gap_pct=3.0).ends()[0]
-    assert spread([80.0, 80.0], [60.0]) == pytest.approx(0.003 * 73.33, rel=0.01)  # floor, not zero
+def test_ends_distinct_same_or_unresolved_with_the_repeats_that_would_settle_it() -> None:
+    assert Judge("tok_s", [94.0, 94.3], [60.0, 60.2]).ends()[0] == "distinct"
+    same = Judge("tok_s", [94.0, 94.1, 94.05], [92.0, 92.1, 92.05])  # clearly apart, but 2 % < --min-gap 5 %
+    assert same.ends()[0] == "same" and "--min-gap" in same.ends()[1]
+    noisy = Judge("tok_s", [94.0, 99.0, 90.0], [91.0, 96.0, 88.0])  # 3 % apart, sd ~4.5 %
+    state, why, need = noisy.ends()
+    assert state == "unresolved" and need is not None and need > 3 and "standard errors" in why
+    one = Judge("tok_s", [94.0], [60.0])  # one run each: no noise measured, nothing can be told
+    assert one.ends()[0] == "unresolved" and one.t == float("inf")
+    assert not Judge("ttft_ms", [70.0, 70.1], [80.0, 80.1], threshold=60.0).ends()[0] == "distinct"
+
+
+def test_noise_pools_repeated_candidates_and_has_a_floor() -> None:
+    j = Judge("tok_s", [80.0, 80.0], [60.0, 60.0])
+    assert j.sd == pytest.approx(0.003 * (1 / 80 + 1 / 60) / 2, rel=0.01)  # floor, not zero
+    k = Judge("tok_s", [80.0, 80.0], [60.0, 60.0], others=[[70.0, 74.0]])
+    assert k.noise.dof == 3 and k.sd > j.sd
+
+
+def test_drift_and_start_mode() -> None:
+    j = Judge("tok_s", [94.0, 94.5, 93.8], [60.0, 60.3])
+    assert j.drifted(j.good, [80.0]) and not j.drifted(j.good, [94.2])
+    s = Judge(START_METRIC, [0.0], [1.0], exact=True)
+    assert s.ends()[0] == "distinct" and s.reading([1.0]).share == 1.0 and s.reading([0.0]).share == 0.0
+    assert plausible(s.reading([1.0]), FULL) and not plausible(s.reading([1.0]), ZERO)
+
+
+def test_t_quantiles() -> None:
+    assert t99(0) == float("inf") and t99(1) == pytest.approx(63.66) and t99(11) == pytest.approx(3.112)
+    assert t99(1000) == pytest.approx(2.576) and above(Reading(0.5, 0.01, 3.0), ZERO)
 
 
 def test_metrics_of_a_result() -> None:

@@ -1,76 +1,131 @@
-"""The pure search: binary search's launch bound, ddmin for interacting knobs, unresolved answers."""
+"""The pure search on synthetic effects (no launch): one culprit within the binary bound, additive
+contributors each with its share, knobs that only hurt together (ddmin), the confirmation that
+must close the gap, drift caught by the good end measured again, undecided readings -> cannot-tell."""
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import pytest
 
-from specdebug.core.bisect.plan import Outcome, Plan, split
+from specdebug.core.bisect.judge import Reading
+from specdebug.core.bisect.plan import Plan, split
+
+SE, T = 0.01, 3.0
 
 
-def drive(n: int, bad, *, unresolved=lambda q: False) -> tuple[Plan, list[frozenset[int]]]:
-    """Run a plan against an oracle; returns the plan and the distinct queries (= launches)."""
+def drive(n: int, effect, *, missing=lambda q: False, drift: float = 0.0, se: float = SE):
+    """Run a plan against an oracle: `effect(units)` is the true share; returns (plan, launches)."""
     plan = Plan(n)
     asked: list[frozenset[int]] = []
+    launches = 0
     while not plan.done:
         q = plan.query
         assert q is not None
-        if q not in asked:
-            asked.append(q)
-        if unresolved(q):
-            plan.answer(Outcome.UNRESOLVED)
-        else:
-            plan.answer(Outcome.BAD if bad(q) else Outcome.GOOD)
-    return plan, asked
+        if q.fresh or q.units not in asked:
+            launches += 1
+            asked.append(q.units)
+        if missing(q.units):
+            plan.answer(None)
+            continue
+        share = effect(q.units) + (drift if q.fresh or len(asked) > 3 else 0.0)
+        plan.answer(Reading(share, se, T, 1))
+    return plan, launches
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 16, 32])
-def test_one_culprit_within_log2_plus_one(n: int) -> None:
+def single(c: int):
+    return lambda q: 1.0 if c in q else 0.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 15, 16])
+def test_one_culprit_within_log2_plus_two(n: int) -> None:
     for culprit in range(n):
-        plan, asked = drive(n, lambda q, c=culprit: c in q)
-        assert plan.result.verdict == "found" and plan.result.culprits == {culprit}
-        assert plan.result.search == "binary"
-        launches = len([q for q in asked if len(q) < n])  # the full set is the bad end: cached
-        assert launches <= math.ceil(math.log2(n)) + 1 if n > 1 else launches == 0
+        plan, launches = drive(n, single(culprit))
+        r = plan.result
+        assert r.verdict == "found" and r.culprits == {culprit}, r
+        assert r.confirmed and r.explained.share == pytest.approx(1.0)
+        # the bad end (all knobs) is cached; the confirmation is one launch
+        assert launches - 1 <= (math.ceil(math.log2(n)) + 1 if n > 1 else 0) + 1
 
 
-@pytest.mark.parametrize("n", [2, 3, 4, 7, 8])
-def test_pair_that_only_hurts_together_is_found_by_ddmin(n: int) -> None:
-    for a, b in itertools.combinations(range(n), 2):
-        plan, _ = drive(n, lambda q, a=a, b=b: a in q and b in q)
-        assert plan.result.verdict == "found" and plan.result.culprits == {a, b}, (a, b)
-        assert plan.result.search == "ddmin"
+def test_three_equal_additive_knobs_are_several_each_with_its_share() -> None:
+    plan, _ = drive(6, lambda q: sum(1 / 3 for u in q if u in (1, 3, 5)))
+    r = plan.result
+    assert r.verdict == "several" and r.culprits == {1, 3, 5}
+    assert all(plan.found[u].share == pytest.approx(1 / 3) for u in (1, 3, 5))
+    assert r.explained.share == pytest.approx(1.0)
 
 
-def test_no_culprit_when_all_knobs_measure_good() -> None:
-    plan, asked = drive(4, lambda q: False)
-    assert plan.result.verdict == "no-culprit" and asked == [frozenset(range(4))]
-    assert drive(0, lambda q: True)[0].result.verdict == "no-culprit"
+def test_the_story_shape_nccl_each_a_third_of_the_rest_and_spec_flags() -> None:
+    shares = {0: 0.1, 1: 0.05, 2: 0.1, 3: 0.25, 4: 0.25, 5: 0.25}
+    plan, _ = drive(6, lambda q: sum(shares[u] for u in q))
+    r = plan.result
+    assert r.verdict == "several" and {3, 4, 5} <= r.culprits
+    assert r.explained.share == pytest.approx(1.0, abs=0.06)
 
 
-def test_unresolved_half_tries_the_other_half() -> None:
-    # units 0..3, culprit 3; the left half {0, 1} cannot be judged (fails to start)
-    plan, asked = drive(4, lambda q: 3 in q, unresolved=lambda q: q == {0, 1})
+def test_a_small_fourth_contributor_is_named() -> None:
+    shares = {1: 0.3, 2: 0.3, 4: 0.3, 6: 0.1}
+    plan, _ = drive(8, lambda q: sum(shares.get(u, 0) for u in q))
+    assert plan.result.verdict == "several" and plan.result.culprits == {1, 2, 4, 6}
+
+
+@pytest.mark.parametrize(("n", "pair"), [(2, (0, 1)), (4, (0, 3)), (8, (2, 5)), (7, (5, 6))])
+def test_pair_that_only_hurts_together_is_an_interaction(n: int, pair: tuple[int, int]) -> None:
+    plan, _ = drive(n, lambda q: 1.0 if set(pair) <= q else 0.0)
+    r = plan.result
+    assert r.verdict == "interaction" and r.culprits == set(pair), r
+    assert r.search == "split+ddmin"
+    assert plan.together[frozenset(pair)].share == pytest.approx(1.0)
+
+
+def test_confirmation_that_does_not_close_the_gap_searches_the_rest() -> None:
+    # unit 0 carries 0.6 alone; units 2 and 3 together another 0.4 (found on the second round)
+    def effect(q):
+        return 0.6 * (0 in q) + 0.4 * ({2, 3} <= q)
+
+    plan, _ = drive(4, effect)
+    assert plan.result.verdict == "several" and plan.result.culprits == {0, 2, 3}, plan.result
+
+
+def test_drift_makes_it_cannot_tell() -> None:
+    plan, _ = drive(4, single(2), drift=0.3)
+    assert plan.result.verdict == "cannot-tell" and plan.result.drift
+
+
+def test_undecided_within_the_noise_is_cannot_tell() -> None:
+    plan, _ = drive(3, lambda q: 1.0 if q == {0, 1, 2} else 0.5, se=0.3)
+    assert plan.result.verdict == "cannot-tell"
+    assert any("within the noise" in n for n in plan.result.notes)
+
+
+def test_knobs_that_do_nothing_are_inconclusive() -> None:
+    plan, launches = drive(3, lambda q: 0.0)
+    assert plan.result.verdict == "inconclusive" and launches == 1
+
+
+def test_a_half_that_cannot_be_measured_is_inferred_from_the_other() -> None:
+    plan, _ = drive(4, single(3), missing=lambda q: q == {0, 1})
     assert plan.result.verdict == "found" and plan.result.culprits == {3}
-    assert frozenset({2, 3}) in asked
 
 
-def test_unresolved_everywhere_is_inconclusive() -> None:
-    plan, _ = drive(3, lambda q: len(q) == 3, unresolved=lambda q: 0 < len(q) < 3)
-    assert plan.result.verdict == "inconclusive"
+def test_confirmation_from_the_good_side_when_the_rest_cannot_start() -> None:
+    plan, _ = drive(3, single(2), missing=lambda q: 0 in q and 2 not in q)
+    r = plan.result
+    assert r.verdict == "found" and r.culprits == {2}
+    assert any("from the good side" in n for n in r.notes)
 
 
-def test_knob_states_follow_the_search() -> None:
-    plan = Plan(4)
-    plan.answer(Outcome.BAD)  # everything
-    assert plan.stage == "binary" and plan.query == {0, 1}
-    plan.answer(Outcome.GOOD)
-    assert plan.suspects == {2, 3} and plan.cleared == {0, 1}
+def test_estimate_never_below_what_is_left() -> None:
+    plan = Plan(8)
+    left = []
+    while not plan.done:
+        left.append(plan.remaining_estimate())
+        q = plan.query
+        plan.answer(Reading(1.0 if 5 in q.units else 0.0, SE, T, 1))
+    assert left[0] >= len(left) - 1
 
 
-def test_split_is_even_and_complete() -> None:
+def test_split() -> None:
     assert split([1, 2, 3, 4, 5], 2) == [[1, 2, 3], [4, 5]]
-    assert split([1, 2, 3], 3) == [[1], [2], [3]]
     assert split([1, 2], 5) == [[1], [2]]

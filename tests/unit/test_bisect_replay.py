@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from pathlib import Path
 
 import pytest
@@ -38,30 +39,44 @@ class NoRemote:
         raise AssertionError(f"the replay touched the box: {item}")
 
 
-def session(tmp_path: Path, rate, *, failed: set[str] = frozenset()) -> tuple[Journal, Candidates]:
-    """A journal with one measurement of every subset of knobs; `rate(names)` gives its tok/s."""
+def session(
+    tmp_path: Path, rate, *, failed: set[str] = frozenset(), options: bm.BisectOptions | None = None
+) -> tuple[Journal, Candidates]:
+    """A journal of this bisection with one measurement of every subset of knobs and two of each end
+    (0.2 % apart: the noise); `rate(names)` gives its tok/s."""
     good = load_profile_text(GOOD, tmp_path / "fast.toml")
     bad = load_profile_text(BAD, tmp_path / "slow.toml")
-    c = Candidates(good, bad)
+    c = Candidates(good, bad, (options or bm.BisectOptions()).groups)
+    bisect_id = Bisection(NoRemote(), good, bad, options).id
     key = settings_for(good, bm.BisectOptions()).key()
     journal = Journal(tmp_path / "session")
     units = range(len(c.units))
+    now = time.time()
     for r in range(len(c.units) + 1):
         for subset in itertools.combinations(units, r):
             profile, fp = c.profile(frozenset(subset))
             names = c.knob_names(frozenset(subset))
-            m = bm.Measurement(
-                bisect="x", config=profile.name, fingerprint=fp, settings=key, role=bm.Role.CANDIDATE
-            )
-            if not subset:
-                m.role = bm.Role.GOOD
-            elif len(subset) == len(c.units):
-                m.role = bm.Role.BAD
-            if set(names) & failed and m.role is bm.Role.CANDIDATE:
-                m.status, m.reason = bm.Status.FAILED_START, "failed to start: CUDA out of memory"
-            else:
-                m.metrics = {"output_tok_s": rate(set(names))}
-            journal.append(bm.TRIAL_EVENT, m.model_dump(mode="json"))
+            end = not subset or len(subset) == len(c.units)
+            for run in range(2 if end else 1):
+                m = bm.Measurement(
+                    bisect=bisect_id,
+                    config=profile.name,
+                    fingerprint=fp,
+                    settings=key,
+                    role=bm.Role.CANDIDATE,
+                    applied=names,
+                    started_at=now,
+                    finished_at=now,
+                )
+                if not subset:
+                    m.role = bm.Role.GOOD
+                elif len(subset) == len(c.units):
+                    m.role = bm.Role.BAD
+                if set(names) & failed and m.role is bm.Role.CANDIDATE:
+                    m.status, m.reason = bm.Status.FAILED_START, "failed to start: CUDA out of memory"
+                else:
+                    m.metrics = {"output_tok_s": rate(set(names)) * (1 + 0.002 * run)}
+                journal.append(bm.TRIAL_EVENT, m.model_dump(mode="json"))
     return journal, c
 
 
@@ -83,17 +98,35 @@ async def test_replay_finds_the_culprit_without_a_launch(tmp_path: Path) -> None
     engine = Bisection(NoRemote(), c.good, c.bad, journal=journal)
     result = await run(engine)
     assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"] and result.launches == 0
-    assert all(t.cached for t in result.trials) and result.naive_launches == 6
+    assert result.confirmed and result.explained == pytest.approx(1.0, abs=0.01)
+    assert result.effects["--disable-cuda-graph"].share == pytest.approx(1.0, abs=0.01)
+    assert all(t.cached for t in result.trials) and result.naive_launches == 8
     assert journal.events({bm.RESULT_EVENT})[-1]["culprits"] == ["--disable-cuda-graph"]
+
+
+async def test_replay_additive_culprits_are_several_with_their_shares(tmp_path: Path) -> None:
+    def rate(names: set[str]) -> float:  # each of two knobs adds 1/2 of the time per token
+        return 1 / (1 / 94 + (1 / 60 - 1 / 94) / 2 * len(names & {"NCCL_PROTO", "--disable-cuda-graph"}))
+
+    journal, c = session(tmp_path, rate)
+    result = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))
+    assert result.verdict == "several" and set(result.culprits) == {"NCCL_PROTO", "--disable-cuda-graph"}
+    for name in result.culprits:
+        e = result.effects[name]
+        assert e.share == pytest.approx(0.5, abs=0.02) and e.low < 0.5 < e.high and e.basis == "alone"
+    assert result.explained == pytest.approx(1.0, abs=0.02) and result.launches == 0
 
 
 async def test_no_difference_and_no_culprit(tmp_path: Path) -> None:
     journal, c = session(tmp_path, lambda names: 94.0 - len(names))  # 3 % apart: inside --min-gap
     result = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))
     assert result.verdict == "no-difference" and "--min-gap 5%" in result.notes[0]
-    journal, c = session(tmp_path / "b", lambda names: 60.0 if len(names) == 4 else 94.0)
-    result = await run(Bisection(NoRemote(), c.good, c.bad, bm.BisectOptions(min_gap_pct=1), journal=journal))
-    assert result.verdict == "found" and len(result.culprits) == 4  # only everything together hurts
+    pair = {"--disable-cuda-graph", "NCCL_PROTO"}
+    journal, c = session(tmp_path / "b", lambda names: 60.0 if pair <= names else 94.0)
+    result = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))
+    assert result.verdict == "interaction" and set(result.culprits) == pair  # only together
+    assert all(result.effects[k].share == pytest.approx(0.0, abs=0.01) for k in pair)
+    assert [s.share for s in result.sets if set(s.knobs) == pair] == [pytest.approx(1.0, abs=0.01)]
 
 
 async def test_failed_start_skip_or_bad(tmp_path: Path) -> None:
@@ -101,10 +134,7 @@ async def test_failed_start_skip_or_bad(tmp_path: Path) -> None:
     skip = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))
     assert skip.verdict == "found" and skip.culprits == ["NCCL_PROTO"]
     assert any(t.judged == "skip" and "memory" in (t.reason or "") for t in skip.trials)
-    bad = await run(
-        Bisection(NoRemote(), c.good, c.bad, bm.BisectOptions(failed_start="bad"), journal=journal)
-    )
-    assert bad.verdict == "found" and "--schedule-policy" in bad.culprits
+    assert "could not be measured alone" not in skip.effects["NCCL_PROTO"].basis
 
 
 async def test_hand_judgements_drive_the_search_and_are_journaled(tmp_path: Path) -> None:
@@ -126,8 +156,10 @@ async def test_hand_judgements_drive_the_search_and_are_journaled(tmp_path: Path
     assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"] and asked
     hand = journal2.events({bm.JUDGEMENT_EVENT})
     assert len(hand) == len(asked) and {e["judged"] for e in hand} <= {"good", "bad"}
-    again = await run(Bisection(NoRemote(), c2.good, c2.bad, bm.BisectOptions(hand=True), journal=journal2))
-    assert again.culprits == ["--disable-cuda-graph"]  # the judgements were kept: nobody is asked again
+    asked.clear()
+    again = Bisection(NoRemote(), c2.good, c2.bad, bm.BisectOptions(hand=True), journal=journal2)
+    assert not again.book.hand  # journaled judgements by hand are never replayed as automatic
+    assert (await run(again, on_event)).culprits == ["--disable-cuda-graph"] and asked
     assert not engine.judge(bm.Judged.GOOD)  # nothing waits any more
 
 
@@ -149,7 +181,7 @@ async def test_pause_holds_before_the_next_question(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("groups", [["--speculative-*", "--disable-*"]])
 async def test_groups_move_together(tmp_path: Path, groups: list[str]) -> None:
-    journal, c = session(tmp_path, slow_if("--disable-cuda-graph"))
+    journal, c = session(tmp_path, slow_if("--disable-cuda-graph"), options=bm.BisectOptions(groups=groups))
     result = await run(Bisection(NoRemote(), c.good, c.bad, bm.BisectOptions(groups=groups), journal=journal))
     assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"]
 
@@ -157,12 +189,20 @@ async def test_groups_move_together(tmp_path: Path, groups: list[str]) -> None:
 async def test_a_metric_missing_from_the_results_is_a_skip_not_a_loop(tmp_path: Path) -> None:
     journal, c = session(tmp_path, slow_if("--disable-cuda-graph"))
     key = settings_for(c.good, bm.BisectOptions()).key()
-    for role, fp, value in ((bm.Role.GOOD, c.good_fp, 16.0), (bm.Role.BAD, c.bad_fp, 30.0)):
+    options = bm.BisectOptions(metric="verify_ms")  # only the ends' results have it
+    bisect_id = Bisection(NoRemote(), c.good, c.bad, options).id
+    for role, fp, value in ((bm.Role.GOOD, c.good_fp, 16.0), (bm.Role.BAD, c.bad_fp, 30.0)) * 2:
         m = bm.Measurement(
-            bisect="x", config="e", fingerprint=fp, settings=key, role=role, metrics={"verify_ms": value}
+            bisect=bisect_id,
+            config="e",
+            fingerprint=fp,
+            settings=key,
+            role=role,
+            metrics={"verify_ms": value},
+            started_at=time.time(),
+            finished_at=time.time(),
         )
         journal.append(bm.TRIAL_EVENT, m.model_dump(mode="json"))
-    options = bm.BisectOptions(metric="verify_ms")  # only the ends' results have it
     result = await asyncio.wait_for(run(Bisection(NoRemote(), c.good, c.bad, options, journal=journal)), 10)
     assert result.verdict == "inconclusive" and result.launches == 0
     skipped = [t for t in result.trials if t.role == "candidate"]

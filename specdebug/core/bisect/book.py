@@ -9,13 +9,13 @@ failures per --failed-start, rejected arguments skipped, the gate, then the judg
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from specdebug.core.bisect.gate import Gate
 from specdebug.core.bisect.interleave import detrend, drift_slope
-from specdebug.core.bisect.judge import Judge
+from specdebug.core.bisect.judge import FULL, START_METRIC, ZERO, Judge, Reading, plausible
 from specdebug.core.bisect.models import (
-    JUDGEMENT_EVENT,
     LAUNCH_EVENT,
     RESULT_EVENT,
     START_EVENT,
@@ -34,13 +34,25 @@ class Book:
     """Measurements by fingerprint, hand judgements, and the trial table of this run."""
 
     def __init__(
-        self, options: BisectOptions, gate: Gate | None, ends: tuple[str, str], settings: str
+        self,
+        options: BisectOptions,
+        gate: Gate | None,
+        ends: tuple[str, str],
+        settings: str,
+        *,
+        bisect: str | None = None,
+        now: float | None = None,
+        fingerprint_of: Callable[[list[str]], str | None] | None = None,
     ) -> None:
         self.options, self.gate, self.ends, self.settings = options, gate, ends, settings
+        self.bisect, self.now, self.fingerprint_of = bisect, now, fingerprint_of
+        self.own_pids: set[int] = set()  # launched by this bisection (journal bisect_launch)
+        self.dropped: dict[str, int] = {}  # why journaled measurements were not replayed -> how many
         self.cache: dict[str, list[Measurement]] = {}
         self.hand: dict[str, Judged] = {}
         self.rows: dict[str, TrialRow] = {}
         self.failed_ends: set[str] = set()
+        self.start_mode = False  # the bad end fails to start: start / no start is the metric
 
     def load(self, events: list[dict[str, Any]]) -> dict[int, str]:
         """Fill the cache from a session journal; returns launches (pid -> profile) never stopped."""
@@ -51,15 +63,36 @@ class Book:
                 try:
                     m = Measurement.model_validate({k: v for k, v in ev.items() if k not in ("ts", "kind")})
                 except ValueError:
+                    self._drop("not a valid trial record")
+                    continue
+                why = self._untrusted(m)
+                if why:
+                    self._drop(why)
                     continue
                 self.cache.setdefault(m.fingerprint, []).append(m)
-            elif kind == JUDGEMENT_EVENT and ev.get("settings") == self.settings:
-                self.hand[ev["fingerprint"]] = Judged(ev["judged"])
+            # judgements by hand (JUDGEMENT_EVENT) stay in the journal as a record; never replayed
             elif kind in ("launch", LAUNCH_EVENT) and isinstance(ev.get("pid"), int):
                 launched[ev["pid"]] = str(ev.get("profile", ""))
+                if kind == LAUNCH_EVENT and (self.bisect is None or ev.get("bisect") in (self.bisect, None)):
+                    self.own_pids.add(ev["pid"])
             elif kind in ("stop", STOP_EVENT):
                 launched.pop(ev.get("pid"), None)  # type: ignore[arg-type]
         return launched
+
+    def _drop(self, why: str) -> None:
+        self.dropped[why] = self.dropped.get(why, 0) + 1
+
+    def _untrusted(self, m: Measurement) -> str | None:
+        """Why a journaled measurement may not stand in for a launch (None: it may)."""
+        if self.bisect is not None and m.bisect != self.bisect:
+            return "written by another bisection"
+        if self.now is not None and self.options.max_age_s is not None:
+            if not m.finished_at or self.now - m.finished_at > self.options.max_age_s:
+                return f"older than --max-age {self.options.max_age_s:g} s"
+        if self.fingerprint_of is not None and m.role is Role.CANDIDATE:
+            if self.fingerprint_of(m.applied) != m.fingerprint:
+                return "its knobs do not give its fingerprint"
+        return None
 
     def add(self, m: Measurement) -> None:
         self.cache.setdefault(m.fingerprint, []).append(m)
@@ -67,7 +100,15 @@ class Book:
             self.failed_ends.add(m.fingerprint)
 
     def metric(self, m: Measurement) -> float | None:
+        if self.start_mode:
+            return 1.0 if m.status in (Status.FAILED_START, Status.INVALID) else 0.0
         return m.metrics.get(self.options.metric) if m.status is Status.OK else None
+
+    def failed_to_start(self, fp: str) -> bool:
+        return any(m.status in (Status.FAILED_START, Status.INVALID) for m in self.measurements(fp))
+
+    def end_reason(self, fp: str) -> str:
+        return next((m.reason for m in reversed(self.measurements(fp)) if m.reason), "no reason given")
 
     def measurements(self, fp: str, *, drift: bool = False) -> list[Measurement]:
         return [m for m in self.cache.get(fp, []) if (m.role is Role.DRIFT) == drift]
@@ -99,20 +140,38 @@ class Book:
     def judge(self) -> Judge:
         o = self.options
         good, bad = self.ends
+        if self.start_mode:
+            return Judge(START_METRIC, self.values(good), self.values(bad), exact=True)
+        others = [v for fp in self.cache if fp not in self.ends and len(v := self.judged_values(fp)) >= 2]
         return Judge(
             o.metric,
             self.judged_values(good),
             self.judged_values(bad),
+            others=others,
             threshold=o.threshold,
             min_gap_pct=o.min_gap_pct,
         )
 
+    def reading(self, fp: str, judge: Judge) -> Reading | None:
+        """The share of the gap this config shows (None: it could not be measured)."""
+        if fp in self.hand:
+            return {Judged.GOOD: ZERO, Judged.BAD: FULL}.get(self.hand[fp])
+        verdict = self.verdict(fp, judge)[0]
+        if verdict == "bad":  # a failed start (--failed-start bad) or the gate: the whole effect
+            return FULL
+        if verdict != "measured":
+            return None
+        return judge.reading(self.judged_values(fp) if not self.start_mode else self.values(fp))
+
     def verdict(self, fp: str, judge: Judge) -> tuple[str, str | None, bool, float | None]:
-        """(good | bad | skip | ambiguous | need, reason, gated, gate value) from what is known."""
+        """(measured | bad | skip | need, reason, gated, gate value) from what is known: `bad` without a
+        figure (a failed start with --failed-start bad, the gate)."""
         ms = self.measurements(fp)
         if not ms:
             return "need", None, False, None
         gate_value = next((m.gate.value for m in reversed(ms) if m.gate and m.gate.value is not None), None)
+        if self.start_mode:
+            return "measured", next((m.reason for m in ms if m.reason), None), False, gate_value
         for m in ms:
             if m.status is Status.INVALID:
                 return "skip", m.reason, False, gate_value
@@ -132,7 +191,7 @@ class Book:
             if any(m.status is Status.OK for m in ms):  # measured, but the figure is not in the result
                 return "skip", f"the benchmark gave no {self.options.metric}", False, gate_value
             return "need", None, False, gate_value
-        return judge.classify(values), None, False, gate_value
+        return "measured", None, False, gate_value
 
     def row(self, fp: str, role: Role, config: str, applied: list[str]) -> TrialRow:
         if fp not in self.rows:
@@ -144,21 +203,27 @@ class Book:
     def update_row(self, fp: str, judge: Judge) -> TrialRow:
         row = self.rows[fp]
         verdict, reason, gated, gate_value = self.verdict(fp, judge)
-        row.samples = [round(v, 4) for v in self.judged_values(fp)]
+        values = self.values(fp) if self.start_mode else self.judged_values(fp)
+        row.samples = [round(v, 4) for v in values]
         row.metric = statistics.fmean(row.samples) if row.samples else None
         row.gated, row.reason, row.gate_value = gated, reason, gate_value
+        reading = self.reading(fp, judge)
+        row.share = row.low = row.high = None
+        if reading is not None:
+            row.share, row.low, row.high = reading.share, reading.low, reading.high
         if fp in self.hand and row.role is Role.CANDIDATE:
             row.judged, row.reason = self.hand[fp], "judged by hand"
-        elif row.role is Role.GOOD:
+        elif row.role is Role.GOOD and not self.start_mode:
             row.judged = Judged.GOOD if row.samples else Judged.SKIP
-        elif row.role is Role.BAD:
+        elif row.role is Role.BAD and not self.start_mode:
             row.judged = Judged.BAD if row.samples else Judged.SKIP
+        elif reading is None:
+            row.judged = Judged.BAD if verdict == "bad" else Judged.SKIP
+        elif plausible(reading, ZERO) and plausible(reading, FULL):
+            row.judged = Judged.UNCLEAR
+            row.reason = row.reason or f"inside the noise after {len(row.samples)} measurement(s)"
         else:
-            row.judged = {"good": Judged.GOOD, "bad": Judged.BAD, "skip": Judged.SKIP}.get(
-                verdict, Judged.UNCLEAR
-            )
-            if row.judged is Judged.UNCLEAR and not reason:
-                row.reason = f"inside the noise band after {len(row.samples)} measurement(s)"
+            row.judged = Judged.BAD if reading.share >= 0.5 else Judged.GOOD
         if row.judged is Judged.SKIP and row.role is not Role.CANDIDATE and not row.reason:
             last = self.measurements(fp)[-1:]
             row.reason = last[0].reason if last else None

@@ -1,30 +1,35 @@
-"""Judging a measurement good or bad: the midpoint of the two ends, the noise band, drift.
+"""Effects, not sides: a config's measurements as a share of the good-bad gap, with its uncertainty.
 
-Pure.  A config is bad when its metric is closer to the bad end than to the good end (the midpoint
-of the ends as measured in this run), unless a threshold is given.  With repeats the ends' spread
-gives a noise band: a config whose mean lies inside it is measured again, and stays "unclear" if
-the repeats do not settle it.  Whether bisection can be trusted at all is decided first: the ends
-must be told apart (outside the noise with repeats; at least --min-gap apart without).
+Pure.  Throughput is judged as its inverse (time per token), so independent slowdowns add up and
+the shares of several culprits can be summed; latencies are used as they are.  The run-to-run
+noise is the pooled sd of every config measured more than once (the ends are always measured at
+least twice), in the same units, and the uncertainty of a share uses Student's t at 99 % for the
+degrees of freedom that noise estimate has: two readings of each end prove little, and say so.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from specdebug.core.bench.models import BenchResult
 from specdebug.core.bisect.models import Evidence
 
-Z_BAND = 2.0  # a single measurement within 2 sd of the threshold is ambiguous
-Z_ENDS = 3.0  # the ends (and drift) must differ by 3 standard errors
-CLEAR_FACTOR = 2.0  # ends this far beyond Z_ENDS need no more repeats
 MIN_SPREAD = 0.003  # relative floor of the spread: two equal readings do not prove zero noise
+# Student's t, two-sided 99 %, by degrees of freedom (interpolated between, 2.576 beyond)
+_T99 = ((1, 63.66), (2, 9.925), (3, 5.841), (4, 4.604), (5, 4.032), (6, 3.707), (7, 3.499), (8, 3.355))
+_T99 += ((9, 3.250), (10, 3.169), (12, 3.055), (15, 2.947), (20, 2.845), (30, 2.750), (60, 2.660))
 
 _THROUGHPUT = ("output_tok_s", "decode_tok_s", "request_throughput", "total_tok_s", "input_tok_s")
 _SERVER = ("accept_len", "verify_ms", "gen_throughput")
 _LATENCY = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 _STATS = ("mean", "p50", "p90", "p95", "p99", "max")
+
+
+START_METRIC = "failed_start"  # 1 when the config did not start, 0 when it did (the bad end does not start)
 
 
 def known_metrics() -> list[str]:
@@ -36,7 +41,7 @@ def known_metrics() -> list[str]:
 
 def higher_is_better(metric: str) -> bool:
     """Throughput and acceptance: higher is better; times (anything in ms) lower."""
-    return not (metric.endswith("_ms") or "_ms." in metric)
+    return not (metric.endswith("_ms") or "_ms." in metric or metric == START_METRIC)
 
 
 def metrics_of(result: BenchResult) -> dict[str, float]:
@@ -68,19 +73,61 @@ def metrics_of(result: BenchResult) -> dict[str, float]:
     return out
 
 
-def spread(good: Sequence[float], bad: Sequence[float]) -> float | None:
-    """Pooled run-to-run sd of the ends' repeats (None until some end was measured twice)."""
-    groups = [list(g) for g in (good, bad) if len(g) >= 2]
-    if not groups:
-        return None
-    ss = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in groups)
-    dof = sum(len(g) - 1 for g in groups)
-    scale = statistics.fmean([abs(x) for g in (good, bad) for x in g]) or 1.0
-    return max(math.sqrt(ss / dof), MIN_SPREAD * scale)
+def t99(dof: int) -> float:
+    """Two-sided 99 % quantile of Student's t (inf for no degrees of freedom)."""
+    if dof < 1:
+        return math.inf
+    for (d0, t0), (d1, t1) in itertools.pairwise(_T99):
+        if dof == d0:
+            return t0
+        if d0 < dof < d1:
+            return t0 + (t1 - t0) * (dof - d0) / (d1 - d0)
+    return _T99[-1][1] if dof <= _T99[-1][0] else 2.576
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A config's effect: `share` of the good-bad gap (0 = the good end, 1 = the bad end), its
+    standard error and the t the comparisons use; `n` measurements."""
+
+    share: float
+    se: float = 0.0
+    t: float = 0.0
+    n: int = 0
+
+    @property
+    def low(self) -> float:
+        return self.share - self.t * self.se
+
+    @property
+    def high(self) -> float:
+        return self.share + self.t * self.se
+
+
+ZERO = Reading(0.0)  # the good end, by definition
+FULL = Reading(1.0)  # the bad end, by definition
+
+
+def plausible(x: Reading, y: Reading) -> bool:
+    """x and y may be the same effect (their difference is within the noise)."""
+    t = max(x.t, y.t)
+    return abs(x.share - y.share) <= t * math.hypot(x.se, y.se) if math.isfinite(t) else True
+
+
+def above(x: Reading, y: Reading) -> bool:
+    """x is clearly a bigger effect than y."""
+    return x.share > y.share and not plausible(x, y)
+
+
+@dataclass
+class Noise:
+    sd: float  # in cost units (see Judge.cost)
+    dof: int
+    measured: bool  # False: the floor, not the data (no config measured twice)
 
 
 class Judge:
-    """The ends as measured, and the rule every candidate is held to."""
+    """The ends as measured, the noise, and a share of the gap for any config's values."""
 
     def __init__(
         self,
@@ -88,10 +135,13 @@ class Judge:
         good: Sequence[float],
         bad: Sequence[float],
         *,
+        others: Sequence[Sequence[float]] = (),
         threshold: float | None = None,
         min_gap_pct: float = 5.0,
+        exact: bool = False,
     ) -> None:
         self.metric = metric
+        self.exact = exact  # start / no start: no noise
         self.higher = higher_is_better(metric)
         self.good = list(good)
         self.bad = list(bad)
@@ -99,67 +149,106 @@ class Judge:
         self.min_gap_pct = min_gap_pct
         self.good_mean = statistics.fmean(self.good) if self.good else None
         self.bad_mean = statistics.fmean(self.bad) if self.bad else None
-        self.sd = spread(self.good, self.bad)
-        if threshold is not None:
-            self.threshold: float | None = threshold
-        elif self.good_mean is not None and self.bad_mean is not None:
-            self.threshold = (self.good_mean + self.bad_mean) / 2
-        else:
-            self.threshold = None
+        self.noise = Noise(0.0, 0, False) if exact else self._noise([self.good, self.bad, *others])
+        self.sd = self.noise.sd
+        self.t = 0.0 if exact else t99(self.noise.dof)
+        cg, cb = [self.cost(x) for x in self.good], [self.cost(x) for x in self.bad]
+        self.g_cost = statistics.fmean(cg) if cg else None
+        self.b_cost = statistics.fmean(cb) if cb else None
+        self.threshold = (
+            threshold
+            if threshold is not None
+            else (self.good_mean + self.bad_mean) / 2
+            if self.good_mean is not None and self.bad_mean is not None
+            else None
+        )
 
-    def band(self, n: int = 1) -> float | None:
-        return None if self.sd is None else Z_BAND * self.sd / math.sqrt(max(n, 1))
+    def cost(self, x: float) -> float:
+        """Time per token for throughput (slowdowns add), the figure itself for latencies."""
+        return (1.0 / x if x > 0 else math.inf) if self.higher else x
 
-    def ends(self) -> tuple[bool, bool, str]:
-        """(distinguishable, clear enough to stop repeating, why) for the ends measured so far."""
-        g, b = self.good_mean, self.bad_mean
-        if g is None or b is None:
-            return False, False, "the ends are not measured yet"
-        gap = abs(g - b)
-        gap_pct = gap / abs(g) * 100 if g else math.inf
+    def _noise(self, groups: Sequence[Sequence[float]]) -> Noise:
+        costs = [[self.cost(x) for x in g] for g in groups if g]
+        many = [g for g in costs if len(g) >= 2 and all(math.isfinite(x) for x in g)]
+        flat = [x for g in costs for x in g if math.isfinite(x)]
+        floor = MIN_SPREAD * (statistics.fmean([abs(x) for x in flat]) if flat else 1.0)
+        if not many:
+            return Noise(floor, 0, False)
+        ss = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in many)
+        dof = sum(len(g) - 1 for g in many)
+        return Noise(max(math.sqrt(ss / dof), floor), dof, True)
+
+    @property
+    def gap(self) -> float | None:
+        if self.g_cost is None or self.b_cost is None:
+            return None
+        return self.b_cost - self.g_cost
+
+    def reading(self, values: Sequence[float]) -> Reading | None:
+        """The share of the gap these values of one config show (None: no value, or no gap)."""
+        gap = self.gap
+        if not values or not gap or self.g_cost is None:
+            return None
+        costs = [self.cost(x) for x in values]
+        share = (statistics.fmean(costs) - self.g_cost) / gap
+        # the noise of this config's mean and of the good end's (the gap itself is taken as known:
+        # the ends were proven apart first, and its error would only scale every share alike)
+        var = (self.sd / gap) ** 2 * (1 / len(costs) + 1 / len(self.good))
+        return Reading(share, math.sqrt(var), self.t, len(costs))
+
+    def ends(self) -> tuple[str, str, int | None]:
+        """(distinct | same | unresolved, why, repeats of each end that would settle it)."""
+        g, b, gap = self.good_mean, self.bad_mean, self.gap
+        if g is None or b is None or gap is None or self.g_cost is None:
+            return "unresolved", "the ends are not measured yet", None
+        gap_pct = abs(g - b) / abs(g) * 100 if g else math.inf
         if self.given is not None:
             t = self.given
             good_side = g > t if self.higher else g < t
             bad_side = b <= t if self.higher else b >= t
             if not (good_side and bad_side):
-                return False, True, f"the ends ({g:.2f} good, {b:.2f} bad) are not on both sides of {t:g}"
-        if self.sd is None:
-            ok = gap_pct >= self.min_gap_pct
-            why = f"ends differ by {gap_pct:.1f}% ({g:.2f} vs {b:.2f}); noise unknown with one run each, "
-            why += f"--min-gap {self.min_gap_pct:g}%"
-            return ok, True, why
+                return "same", f"the ends ({g:.2f} good, {b:.2f} bad) are not on both sides of {t:g}", None
+        if self.exact:
+            return "distinct", f"the good end starts, the bad end does not ({g:g} vs {b:g})", None
         se = self.sd * math.sqrt(1 / len(self.good) + 1 / len(self.bad))
-        z = gap / se if se else math.inf
-        ok = z >= Z_ENDS
-        why = f"ends differ by {gap_pct:.1f}% ({g:.2f} vs {b:.2f}), {z:.1f} standard errors "
-        why += f"(run-to-run sd {self.sd:.2f} over {len(self.good)}+{len(self.bad)} runs; needs {Z_ENDS:g})"
-        return ok, ok and z >= Z_ENDS * CLEAR_FACTOR, why
+        z = abs(gap) / se if se else math.inf
+        source = (
+            f"run-to-run sd {self.sd / abs(self.g_cost) * 100:.1f}% over {len(self.good)}+{len(self.bad)} runs"
+            if self.noise.measured
+            else "noise not measured yet"
+        )
+        why = f"ends differ by {gap_pct:.1f}% ({g:.2f} vs {b:.2f}), {z:.1f} standard errors ({source}; "
+        why += f"needs {self.t:.1f} at 99 %)"
+        need = math.ceil(2 * (2.576 * self.sd / abs(gap)) ** 2) + 1 if gap else None
+        if z >= self.t and gap_pct >= self.min_gap_pct:
+            return "distinct", why, None
+        if z >= self.t:
+            return "same", why + f"; smaller than --min-gap {self.min_gap_pct:g}%", None
+        rel_half = self.t * se / abs(self.g_cost) * 100 if math.isfinite(self.t) else math.inf
+        if gap_pct + rel_half < self.min_gap_pct:
+            return "same", why + f"; the same within --min-gap {self.min_gap_pct:g}%", None
+        return "unresolved", why, need
 
-    def classify(self, samples: Sequence[float]) -> str:
-        """good | bad | ambiguous (inside the noise band, or exactly on the threshold)."""
-        if not samples or self.threshold is None:
+    def classify(self, values: Sequence[float]) -> str:
+        """good | bad | ambiguous, for a row: the nearer end, ambiguous when both are plausible."""
+        r = self.reading(values)
+        if r is None:
             return "ambiguous"
-        mean = statistics.fmean(samples)
-        band = self.band(len(samples))
-        if band is not None and abs(mean - self.threshold) < band:
+        if plausible(r, ZERO) and plausible(r, FULL):
             return "ambiguous"
-        if mean == self.threshold:
-            return "ambiguous"
-        if self.given is None and self.good_mean is not None and self.bad_mean is not None:
-            closer_bad = abs(mean - self.bad_mean) < abs(mean - self.good_mean)
-            return "bad" if closer_bad else "good"
-        worse = mean < self.threshold if self.higher else mean > self.threshold
-        return "bad" if worse else "good"
+        return "bad" if r.share >= 0.5 else "good"
 
-    def drifted(self, before: Sequence[float], after: float) -> bool:
+    def drifted(self, before: Sequence[float], after: Sequence[float]) -> bool:
         """The good end measured again at the end moved beyond the noise."""
-        if self.sd is None or not before:
+        if not before or not after:
             return False
-        se = self.sd * math.sqrt(1 + 1 / len(before))
-        return abs(after - statistics.fmean(before)) > Z_ENDS * se
+        cb = statistics.fmean([self.cost(x) for x in before])
+        ca = statistics.fmean([self.cost(x) for x in after])
+        se = self.sd * math.sqrt(1 / len(after) + 1 / len(before))
+        return abs(ca - cb) > self.t * se if math.isfinite(self.t) else False
 
     def evidence(self) -> Evidence:
-        ok, _, why = self.ends()
+        state, why, _ = self.ends()
         g, b = self.good_mean, self.bad_mean
         return Evidence(
             metric=self.metric,
@@ -170,9 +259,11 @@ class Judge:
             bad_mean=b,
             threshold=self.threshold,
             threshold_source="given" if self.given is not None else "midpoint",
-            spread=self.sd,
-            band=self.band(1),
+            spread=self.sd if self.noise.measured else None,
+            band=None,
             gap_pct=abs(g - b) / abs(g) * 100 if g and b is not None else None,
-            distinguishable=ok,
+            distinguishable=state == "distinct",
             why=why,
+            scale=f"1/{self.metric} (time per unit: slowdowns add)" if self.higher else self.metric,
+            noise_dof=self.noise.dof,
         )

@@ -1,7 +1,8 @@
 """From two profiles to what bisection moves: knobs (the profile diff), units (--group), candidates.
 
 A candidate is the good profile with some units set to the bad side's values.  It gets its own
-name (the good profile's name plus its fingerprint) and its own log file, so its server record and
+name (the good profile's name, the bisection that launched it, its fingerprint: what `status` and
+the Startup pane show, so a server left behind says whose it is) and its own log file, so its server record and
 its results never collide with the ends; it keeps the good profile's port, so at most one server of
 the bisection runs at a time on it.
 """
@@ -14,7 +15,7 @@ from pathlib import PurePosixPath
 from specdebug.core.bisect.models import KnobRow, Unit
 from specdebug.core.profiles import Knob, Profile, diff_profiles
 
-NAME_SUFFIX = ".bx-"  # <good name>.bx-<fingerprint>: a candidate's profile (and server record) name
+NAME_SUFFIX = ".bx-"  # <good name>.bx-<bisection>-<fingerprint>: a candidate's profile (and record) name
 
 
 class GroupError(ValueError):
@@ -58,6 +59,7 @@ class Candidates:
         self.rows = knob_rows(self.knobs, self.units)
         self.good_fp, self.bad_fp = good.fingerprint(), bad.fingerprint()
         self._by_name = {k.name: k for k in self.knobs}
+        self.tag = ""  # the bisection's id, set by the engine: part of every candidate's name
 
     def knob_names(self, units: frozenset[int]) -> list[str]:
         return [name for i in sorted(units) for name in self.units[i].knobs]
@@ -71,7 +73,7 @@ class Candidates:
             return self.good, fp
         if fp == self.bad_fp:
             return self.bad, fp
-        name = f"{self.good.name}{NAME_SUFFIX}{fp[:8]}"
+        name = f"{self.good.name}{NAME_SUFFIX}{self.tag[:6] + '-' if self.tag else ''}{fp[:8]}"
         log = str(PurePosixPath(self.good.server.log_file).with_name(f"{name}.log"))
         server = cand.server.model_copy(update={"log_file": log})
         return cand.model_copy(update={"name": name, "server": server}), fp

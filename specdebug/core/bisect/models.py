@@ -57,7 +57,7 @@ class BisectOptions(BaseModel):
     metric: str = "output_tok_s"
     threshold: float | None = None
     min_gap_pct: float = Field(default=5.0, ge=0)
-    repeats: int = Field(default=1, ge=1)
+    repeats: int = Field(default=4, ge=1)  # the most measurements of one config (ends: at least 2)
     gate: str | None = None  # e.g. "verify_ms<=25"
     groups: list[str] = Field(default_factory=list)  # globs: matching knobs move together
     failed_start: Literal["bad", "skip"] = "skip"
@@ -67,6 +67,9 @@ class BisectOptions(BaseModel):
     input_len: int | None = None
     hand: bool = False  # every candidate waits for a judgement by hand (g/b/s)
     interleave: bool = False  # a candidate's repeats alternate with an end; linear drift corrected
+    max_age_s: float | None = Field(
+        default=900.0, ge=0
+    )  # journaled measurements older than this are measured again
 
 
 class Settings(BaseModel):
@@ -141,6 +144,9 @@ class TrialRow(BaseModel):
     gated: bool = False
     launches: int = 0  # launches this run made for it
     reason: str | None = None
+    share: float | None = None  # of the good-bad gap
+    low: float | None = None
+    high: float | None = None
     gate_value: float | None = None
 
 
@@ -169,20 +175,43 @@ class Evidence(BaseModel):
     distinguishable: bool = False
     why: str = ""
     drift: Drift | None = None
+    scale: str = ""  # what the shares are of: 1/metric for throughput (time per token), else the metric
+    noise_dof: int = 0  # degrees of freedom behind the noise estimate (0: a floor, not measured)
+
+
+class Effect(BaseModel):
+    """A knob's (or a set's) effect as a share of the good-bad gap, low/high at 99 % from the noise."""
+
+    share: float | None
+    low: float | None = None
+    high: float | None = None
+    basis: str = ""  # how it was measured: alone | together | inferred | not measured: why
+    runs: int = 0
+
+
+class SetEffect(Effect):
+    knobs: list[str] = Field(default_factory=list)
 
 
 class Result(BaseModel):
     """The verb's JSON object (issue 13) plus the evidence behind it."""
 
-    verdict: Literal["found", "no-culprit", "no-difference", "inconclusive", "aborted"]
+    verdict: Literal[
+        "found", "several", "interaction", "cannot-tell", "no-difference", "inconclusive", "aborted"
+    ]
     culprits: list[str] = Field(default_factory=list)
+    effects: dict[str, Effect] = Field(default_factory=dict)  # every knob measured alone (or inferred)
+    explained: float | None = None  # share of the gap the culprits explain together (confirmation launch)
+    sets: list[SetEffect] = Field(default_factory=list)  # every set of knobs measured together
+    confirmed: bool = False  # the confirmation launch closed the gap within the noise
+    metric_used: str = ""  # the metric judged: --metric, or "start" when the bad end fails to start
     knobs: list[KnobRow] = Field(default_factory=list)
     trials: list[TrialRow] = Field(default_factory=list)
     launches: int = 0
     naive_launches: int = 0
     duration_s: float = 0.0
     warnings: list[str] = Field(default_factory=list)
-    search: Literal["binary", "ddmin"] | None = None
+    search: str | None = None  # split (halves, then one at a time), ddmin
     notes: list[str] = Field(default_factory=list)
     evidence: Evidence | None = None
     bisect: str = ""

@@ -1,43 +1,61 @@
-"""Which knobs to try next: binary search while one culprit explains the results, then ddmin.
+"""Which knobs to try next, measuring effects rather than sides.
 
-Pure: no I/O, no clock.  A `Plan` asks one question at a time (`query`: a set of unit indices to
-apply to the good config) and is told the answer (`answer(outcome)`); the caller owns launching,
-caching and judging.  A question may repeat (a verification, or ddmin revisiting a subset): the
-caller's cache answers those without a launch, so counting launches is the caller's business.
+Pure: no I/O, no clock.  A `Plan` asks one question at a time (`query`: an `Ask`, a set of unit
+indices to apply to the good config) and is told the answer (`answer(reading)`: the share of the
+good-bad gap that config shows, or None when it could not be measured); the caller owns launching,
+repeating within the noise, caching and judging.
 
-* Check: all units applied must measure bad (it is the bad end's knobs), else the difference is
-  not in the knobs (verdict no-culprit).
-* Binary search over the suspects: apply the first half; bad -> the culprit is in it; good -> in
-  the other half (one culprit assumed); unresolved -> try the other half instead.  The last suspect
-  is verified alone unless that exact set was just measured, so one culprit among N costs at most
-  ceil(log2 N) + 1 launches.
-* When that single-culprit story fails (the last suspect alone is not bad, or both halves are
-  unresolved), delta debugging (Zeller and Hildebrandt's ddmin) over all units finds a 1-minimal
-  bad set: knobs that only hurt together, such as a wider draft tree with a bigger token budget.
+* Split: a set with a measured effect is halved and its first half measured.  The half carries the
+  whole effect -> the other half is cleared (one culprit costs about log2 N launches); the half
+  carries none -> the other half is inferred to carry it; part of it -> the other half is measured
+  too and both are searched, down to one knob at a time (independent contributors, each its share).
+* A knob inferred to carry an effect is always measured alone; when it shows none, the effect needs
+  knobs together, and delta debugging (Zeller and Hildebrandt's ddmin) over the set whose effect
+  was measured finds a 1-minimal set that reproduces it: an interaction, shown by the numbers.
+* Confirmation: the bad profile with the culprits restored (every other knob applied) must measure
+  as the good end within the noise.  When it does not, the good end is measured again (drift?),
+  then the rest is searched for what remains, twice at most; what is left is reported unexplained.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from enum import StrEnum
+
+from specdebug.core.bisect.judge import FULL, ZERO, Reading, above, plausible
+
+MIN_SHARE = 0.05  # a contributor whose whole interval is below 5 % of the gap is not named a culprit
+SAME = 0.1  # two effects are "the same" only when also within 10 % of the gap of each other
+# confirmed: the bad profile with the culprits restored is within 20 % of the gap of the good end
+MAX_RESIDUAL = Reading(0.2)
+ROUNDS = 2  # searches of the rest after a confirmation that did not close the gap
 
 
-class Outcome(StrEnum):
-    GOOD = "good"
-    BAD = "bad"
-    UNRESOLVED = "unresolved"  # skip or unclear: ddmin's "?"
+@dataclass(frozen=True)
+class Ask:
+    """Measure the good config with these units applied.  `parent` is the effect the answer is
+    compared with (besides zero): the caller repeats while the reading cannot tell the two apart.
+    `fresh`: measure anew even if cached (the good end again, as the drift check)."""
+
+    units: frozenset[int]
+    parent: Reading = FULL
+    fresh: bool = False
+    why: str = ""
 
 
-Query = frozenset[int]
+Answer = Reading | None
 
 
 @dataclass
 class PlanResult:
-    verdict: str  # found | no-culprit | inconclusive
+    verdict: str  # found | several | interaction | cannot-tell | inconclusive
     culprits: frozenset[int] = frozenset()
-    search: str | None = None  # binary | ddmin
+    search: str | None = None
     notes: list[str] = field(default_factory=list)
+    explained: Reading | None = None
+    confirmed: bool = False
+    drift: bool = False
 
 
 def split(items: list[int], n: int) -> list[list[int]]:
@@ -52,6 +70,19 @@ def split(items: list[int], n: int) -> list[list[int]]:
     return out
 
 
+Gen = Generator[Ask, Answer, bool]
+
+
+def same(x: Reading, y: Reading) -> bool:
+    """Within the noise of each other, and close enough that the difference does not matter."""
+    return plausible(x, y) and abs(x.share - y.share) < SAME
+
+
+def decided(x: Reading, parent: Reading) -> bool:
+    """The reading tells "no effect" from "the parent's effect" (else: measure it again)."""
+    return not (plausible(x, ZERO) and plausible(x, parent))
+
+
 class Plan:
     """The search as a state machine: read `query`, call `answer`, until `result` is set."""
 
@@ -60,119 +91,280 @@ class Plan:
         self.stage = "check"
         self.suspects: frozenset[int] = frozenset(range(n_units))
         self.cleared: frozenset[int] = frozenset()
-        self.culprits: frozenset[int] = frozenset()
-        self.answers: dict[Query, Outcome] = {}
-        self.query: Query | None = None
+        self.readings: dict[frozenset[int], Answer] = {}
+        self.found: dict[int, Reading] = {}  # contributors, measured alone
+        self.together: dict[frozenset[int], Reading] = {}  # minimal sets that hurt only together
+        self.unmeasured: set[int] = set()  # inferred to matter, could not be measured alone
+        self.undecided: list[frozenset[int]] = []  # within the noise after every repeat
+        self.unmeasurable: list[
+            frozenset[int]
+        ] = []  # sets carrying an effect whose halves could not be measured
+        self.used_ddmin = False
+        self.query: Ask | None = None
         self.result: PlanResult | None = None
         self._gen = self._run()
-        self._advance(None)
+        self._advance(None, first=True)
 
     @property
     def done(self) -> bool:
         return self.result is not None
 
-    def answer(self, outcome: Outcome) -> None:
+    @property
+    def culprits(self) -> frozenset[int]:
+        return self.result.culprits if self.result else self._named()
+
+    def answer(self, reading: Answer) -> None:
         if self.query is None:
             raise RuntimeError("the plan is finished")
-        self.answers[self.query] = outcome
-        self._advance(outcome)
+        if not self.query.fresh:
+            self.readings[self.query.units] = reading
+        self._advance(reading)
 
-    def _advance(self, outcome: Outcome | None) -> None:
+    def _advance(self, reading: Answer, *, first: bool = False) -> None:
         try:
-            self.query = self._gen.send(outcome) if outcome is not None else next(self._gen)
+            self.query = next(self._gen) if first else self._gen.send(reading)
         except StopIteration as stop:
             self.query = None
             self.result = stop.value
             self.stage = "done"
-            self.culprits = self.result.culprits
-            if self.result.verdict == "found":
-                self.suspects = frozenset()
-                self.cleared = frozenset(range(self.n)) - self.culprits
-
-    def _focus(self, suspects: list[int]) -> None:
-        self.suspects = frozenset(suspects)
-        self.cleared = frozenset(range(self.n)) - self.suspects
+            self.suspects = frozenset()
+            self.cleared = frozenset(range(self.n)) - self.result.culprits
 
     def remaining_estimate(self) -> int:
-        """Launches the search may still need (a guide for the ETA, not a promise)."""
+        """Launches the next steps can need: a split per level of the open suspects (each measured
+        alone at the end), delta debugging's worst case, the confirmation, and the good end again
+        when the confirmation does not close the gap."""
         if self.done:
             return 0
-        k = len(self.suspects)
-        if self.stage in ("check", "binary"):
-            return max(1, (k - 1).bit_length() + 1) if k > 1 else 1
-        return max(1, 2 * k)
+        k = len(self.suspects - self._named())
+        if self.stage == "ddmin":
+            search = 2 * max(k, len(self.suspects))
+        elif self.stage == "confirm":
+            search = 0
+        else:
+            search = math.ceil(math.log2(k)) + 1 if k > 1 else k
+        return search + 2
 
-    def _run(self) -> Generator[Query, Outcome, PlanResult]:
+    def refresh(self, readings: dict[frozenset[int], Answer]) -> None:
+        """Readings of sets already measured, recomputed with the noise as now known (more repeats)."""
+        self.readings.update({k: v for k, v in readings.items() if k in self.readings})
+
+    def _latest(self, units: list[int] | frozenset[int], fallback: Reading) -> Reading:
+        r = self.readings.get(frozenset(units))
+        return r if r is not None else fallback
+
+    def _named(self) -> frozenset[int]:
+        named = {u for u, r in self.found.items() if r.high >= MIN_SHARE}
+        for units in self.together:
+            named |= units
+        return frozenset(named | self.unmeasured)
+
+    def _focus(self, units: list[int]) -> None:
+        self.suspects = frozenset(units) | self._named()
+        self.cleared = frozenset(range(self.n)) - self.suspects
+
+    # ---- the search --------------------------------------------------------------------------
+    def _run(self) -> Generator[Ask, Answer, PlanResult]:
         everything = list(range(self.n))
         if not everything:
-            return PlanResult("no-culprit", notes=["the two profiles differ in no knob"])
-        outcome = yield frozenset(everything)
-        if outcome is Outcome.GOOD:
+            return PlanResult("inconclusive", notes=["the two profiles differ in no knob"])
+        whole = yield Ask(frozenset(everything), FULL, why="every knob applied")
+        if whole is None:
             return PlanResult(
-                "no-culprit",
-                notes=["all knobs applied to the good profile measure good: the difference is elsewhere"],
+                "inconclusive", notes=["every knob applied to the good profile could not be measured"]
             )
-        if outcome is Outcome.UNRESOLVED:
+        if not above(whole, ZERO):
             return PlanResult(
-                "inconclusive", notes=["all knobs applied to the good profile could not be judged"]
+                "inconclusive",
+                notes=[
+                    "every knob applied to the good profile measures as the good end: the difference is not in the knobs"
+                ],
             )
-
-        self.stage = "binary"
-        suspects = everything
-        stuck = False
-        while len(suspects) > 1:
-            half = (len(suspects) + 1) // 2
-            left, right = suspects[:half], suspects[half:]
-            outcome = yield frozenset(left)
-            if outcome is not Outcome.UNRESOLVED:
-                suspects = left if outcome is Outcome.BAD else right
-                self._focus(suspects)
-                continue
-            outcome = yield frozenset(right)
-            if outcome is Outcome.UNRESOLVED:
-                stuck = True
+        self.stage = "split"
+        yield from self._search(everything, whole)
+        notes: list[str] = []
+        for rnd in range(ROUNDS + 1):
+            self.stage = "confirm"
+            if self.undecided:
                 break
-            suspects = right if outcome is Outcome.BAD else left
-            self._focus(suspects)
-        if not stuck:
-            outcome = yield frozenset(suspects)  # usually just measured: the caller's cache answers
-            if outcome is Outcome.BAD:
-                return PlanResult("found", frozenset(suspects), "binary")
-
-        self.stage = "ddmin"
-        notes = ["one knob alone does not explain it: delta debugging for knobs that hurt together"]
-        culprits = yield from self._ddmin(everything)
-        unproven = [u for u in culprits if self.answers.get(frozenset(culprits) - {u}) is not Outcome.GOOD]
-        if len(culprits) > 1 and unproven:
-            notes.append(
-                "not proven minimal: without "
-                + ", ".join(f"#{u}" for u in unproven)
-                + " the result could not be judged"
+            culprits = self._named()
+            rest = frozenset(everything) - culprits
+            if not culprits:
+                break
+            residual = yield Ask(
+                rest,
+                MAX_RESIDUAL,
+                fresh=not rest,
+                why="confirmation: the bad profile with the culprits restored",
             )
-            return PlanResult("inconclusive", frozenset(culprits), "ddmin", notes)
-        return PlanResult("found", frozenset(culprits), "ddmin", notes)
+            if residual is None:
+                forward = yield Ask(
+                    culprits, FULL, why="confirmation: the good profile with only the culprits changed"
+                )
+                if forward is not None and plausible(forward, FULL):
+                    explained = forward
+                    return self._result(
+                        culprits,
+                        explained,
+                        notes
+                        + [
+                            "confirmed from the good side: the bad profile with the culprits restored could not be measured"
+                        ],
+                    )
+                notes.append("the confirmation could not be measured")
+                break
+            if plausible(residual, ZERO) and residual.high < MAX_RESIDUAL.share or residual.high < MIN_SHARE:
+                return self._result(
+                    culprits, Reading(1 - residual.share, residual.se, residual.t, residual.n), notes
+                )
+            if rest:  # did the box drift, or is something left?
+                again = yield Ask(frozenset(), FULL, fresh=True, why="the good end again: did the box drift?")
+                if again is not None and not plausible(again, ZERO):
+                    return PlanResult(
+                        "cannot-tell",
+                        culprits,
+                        self._search_name(),
+                        notes
+                        + [
+                            f"the good end measured again reads {again.share:+.0%} of the gap: the box drifted during "
+                            "the run (rerun with --interleave, or on a quiet box)"
+                        ],
+                        drift=True,
+                    )
+            else:  # the good end itself measured again: the drift check
+                return PlanResult(
+                    "cannot-tell",
+                    culprits,
+                    self._search_name(),
+                    notes
+                    + [
+                        f"the good end measured again reads {residual.share:+.0%} of the gap: the box drifted during the run"
+                    ],
+                    drift=True,
+                )
+            if rnd == ROUNDS:
+                break
+            before = self._named()
+            self.stage = "split"
+            yield from self._search(sorted(rest), residual)
+            if self._named() == before and not self.undecided:
+                notes.append(f"{residual.share:.0%} of the gap remains with no single knob or set to blame")
+                break
+        culprits = self._named()
+        if self.undecided:
+            sets = "; ".join("+".join(f"#{u}" for u in sorted(s)) for s in self.undecided)
+            return PlanResult(
+                "cannot-tell",
+                culprits,
+                self._search_name(),
+                notes + [f"within the noise after every repeat: {sets}"],
+            )
+        return PlanResult(
+            "inconclusive",
+            culprits,
+            self._search_name(),
+            notes + ["the culprits do not close the gap (confirmation)"],
+        )
 
-    def _ddmin(self, units: list[int]) -> Generator[Query, Outcome, list[int]]:
+    def _search_name(self) -> str:
+        return "split+ddmin" if self.used_ddmin else "split"
+
+    def _result(self, culprits: frozenset[int], explained: Reading, notes: list[str]) -> PlanResult:
+        alone = {u for u in culprits if not any(u in t for t in self.together)}
+        if self.together:
+            verdict = "several" if alone else "interaction"
+        else:
+            verdict = "found" if len(culprits) == 1 else "several"
+        return PlanResult(verdict, culprits, self._search_name(), notes, explained, confirmed=True)
+
+    def _search(self, units: list[int], effect: Reading, *, inferred: bool = False) -> Gen:
+        """Find what carries `effect` (the measured, or inferred, effect of `units` together).
+        Returns False when an inferred effect turned out not to be there (knobs acting together)."""
+        self._focus(units)
+        if len(units) == 1:
+            if inferred:
+                alone = yield Ask(frozenset(units), effect, why="alone: inferred to carry the effect")
+                if alone is None:
+                    self.unmeasured.add(units[0])
+                    return True
+                if not above(alone, ZERO):
+                    return False
+                effect = alone
+            self.found[units[0]] = effect
+            return True
+        half = (len(units) + 1) // 2
+        first, second = units[:half], units[half:]
+        x = yield Ask(frozenset(first), effect, why="half of the suspects")
+        if x is None:
+            first, second = second, first
+            x = yield Ask(frozenset(first), effect, why="the other half (the first could not be measured)")
+            if x is None:
+                self.unmeasurable.append(frozenset(units))
+                return True
+        x = self._latest(first, x)
+        effect = self._latest(units, effect)
+        is_zero, is_all = same(x, ZERO), same(x, effect)
+        if plausible(x, ZERO) and plausible(x, effect) and not (is_zero or is_all):
+            self.undecided.append(frozenset(first))
+            return True
+        if is_all and not is_zero:
+            yield from self._search(first, x)
+            return True
+        if is_zero and not is_all:
+            ok = yield from self._search(second, effect, inferred=True)
+            if ok:
+                return True
+            if inferred:
+                return False
+            yield from self._ddmin(units, effect)
+            return True
+        y = yield Ask(frozenset(second), effect, why="part of the effect in each half: the other half too")
+        x = self._latest(first, x)
+        yield from self._search(first, x)
+        if y is None:
+            rest = Reading(effect.share - x.share, math.hypot(effect.se, x.se), max(effect.t, x.t))
+            yield from self._search(second, rest, inferred=True)
+        elif above(y, ZERO):
+            yield from self._search(second, y)
+        return True
+
+    def _ddmin(self, units: list[int], effect: Reading) -> Gen:
+        """1-minimal subset of `units` that reproduces `effect` (not clearly less than it)."""
+        self.stage, self.used_ddmin = "ddmin", True
+
+        def reproduces(r: Answer) -> bool:
+            return r is not None and above(r, ZERO) and (same(r, effect) or r.share > effect.share)
+
         current, n = list(units), 2
+        best = effect
         self._focus(current)
         while len(current) >= 2:
             parts = split(current, n)
-            reduced: tuple[list[int], int] | None = None
+            reduced: tuple[list[int], int, Reading] | None = None
             for part in parts:
-                if (yield frozenset(part)) is Outcome.BAD:
-                    reduced = (part, 2)
+                r = yield Ask(frozenset(part), effect, why="delta debugging")
+                if reproduces(r):
+                    assert r is not None
+                    reduced = (part, 2, r)
                     break
-            if reduced is None and n > 2:  # with two parts the complements are the parts themselves
+            if reduced is None and n > 2:
                 for part in parts:
                     rest = [u for u in current if u not in part]
-                    if (yield frozenset(rest)) is Outcome.BAD:
-                        reduced = (rest, max(n - 1, 2))
+                    r = yield Ask(frozenset(rest), effect, why="delta debugging")
+                    if reproduces(r):
+                        assert r is not None
+                        reduced = (rest, max(n - 1, 2), r)
                         break
             if reduced is not None:
-                current, n = reduced
+                current, n, best = reduced
                 self._focus(current)
                 continue
             if n >= len(current):
                 break
             n = min(2 * n, len(current))
-        return current
+        if len(current) == 1:
+            self.found[current[0]] = best
+        else:
+            self.together[frozenset(current)] = best
+        self.stage = "split"
+        return True

@@ -19,7 +19,7 @@ from typing import Any
 from specdebug.core.bisect.book import Book
 from specdebug.core.bisect.gate import Gate, parse_gate
 from specdebug.core.bisect.interleave import next_step, reference_end
-from specdebug.core.bisect.judge import Judge
+from specdebug.core.bisect.judge import START_METRIC, Judge, Reading
 from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates
 from specdebug.core.bisect.models import (
     JUDGEMENT_EVENT,
@@ -42,14 +42,16 @@ from specdebug.core.bisect.models import (
     TrialDone,
     TrialStarted,
 )
-from specdebug.core.bisect.plan import Outcome, Plan
-from specdebug.core.bisect.trial import TrialSpec, run_trial
+from specdebug.core.bisect.outcome import effects_of, sets_of
+from specdebug.core.bisect.plan import Ask, Plan, decided
+from specdebug.core.bisect.trial import TrialError, TrialSpec, run_trial
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
+from specdebug.core.servers import group_members, load_record
 from specdebug.remote.api import Remote
 
 Clock = Callable[[], float]
-_OUTCOME = {Judged.GOOD: Outcome.GOOD, Judged.BAD: Outcome.BAD}
+MIN_END_RUNS = 2  # each end at least twice: the noise is measured, not assumed
 
 
 def settings_for(good: Profile, options: BisectOptions) -> Settings:
@@ -84,8 +86,15 @@ class Bisection:
         units = "|".join(",".join(u.knobs) for u in self.cands.units)
         blob = f"{self.cands.good_fp}:{self.cands.bad_fp}:{self.settings.key()}:{units}"
         self.id = hashlib.sha256(blob.encode()).hexdigest()[:10]
+        self.cands.tag = self.id
         self.book = Book(
-            self.options, self.gate, (self.cands.good_fp, self.cands.bad_fp), self.settings.key()
+            self.options,
+            self.gate,
+            (self.cands.good_fp, self.cands.bad_fp),
+            self.settings.key(),
+            bisect=self.id,
+            now=clock(),
+            fingerprint_of=self._fingerprint_of,
         )
         self.launches = 0
         self.warnings: list[str] = []
@@ -96,12 +105,23 @@ class Bisection:
         self._judgement: asyncio.Future[Judged] | None = None
         self._durations: list[float] = []
         self._references = 0  # ends measured between a candidate's repeats (--interleave)
-        self._outcome = Outcome.UNRESOLVED
+        self._reading: Reading | None = None
+        self._mine: set[str] = set()  # profile names launched by this run
         self.current: Profile | None = None  # the config of the trial running now (front ends clean up)
         self.drift: Drift | None = None
         launched = self.book.load(journal.events()) if journal is not None else {}
-        prefix, ends = good.name + NAME_SUFFIX, (good.name, bad.name)
-        self._leftover = sorted({n for n in launched.values() if n.startswith(prefix) or n in ends})
+        prefix = good.name + NAME_SUFFIX
+        own = self.book.own_pids
+        self._leftover = sorted({n for p, n in launched.items() if p in own or n.startswith(prefix)})
+        # servers of this session it did not launch (by hand, another bisection): never stopped, but
+        # while one runs it holds the GPUs and every figure would be wrong
+        self._others = sorted({n for p, n in launched.items() if p not in own and not n.startswith(prefix)})
+
+    def _fingerprint_of(self, applied: list[str]) -> str | None:
+        units = frozenset(i for i, u in enumerate(self.cands.units) if set(u.knobs) <= set(applied))
+        if set(self.cands.knob_names(units)) != set(applied):
+            return None
+        return self.cands.profile(units)[1]
 
     # ---- controls (front ends) ---------------------------------------------------------------
     def pause(self, on: bool = True) -> None:
@@ -141,18 +161,36 @@ class Bisection:
             good=c.good.name,
             bad=c.bad.name,
         )
+        await self._refuse_if_busy()
         async for ev in self._ends():
             yield ev
         judge = self.book.judge()
-        evidence = judge.evidence()
-        yield EndsJudged(evidence=evidence)
-        if any(self.book.end_failed(fp) for fp in (c.good_fp, c.bad_fp)):
+        yield EndsJudged(evidence=judge.evidence())
+        good_failed, bad_failed = (self.book.end_failed(fp) for fp in (c.good_fp, c.bad_fp))
+        if good_failed or (bad_failed and not self.book.failed_to_start(c.bad_fp)):
             reasons = [r.reason for r in self.book.end_rows() if r.judged is Judged.SKIP and r.reason]
             yield self._finish("inconclusive", t0, judge, notes=["an end could not be measured", *reasons])
             return
-        if not evidence.distinguishable:
-            yield self._finish("no-difference", t0, judge, notes=[evidence.why])
-            return
+        notes: list[str] = []
+        if bad_failed:  # the bad end does not start: which knobs make it fail?
+            self.book.start_mode = True
+            judge = self.book.judge()
+            reason = self.book.end_reason(c.bad_fp)
+            notes.append(
+                f"the bad end does not start ({reason}): searched with start / no start as the metric"
+            )
+        else:
+            state, why, need = judge.ends()
+            if state == "same":
+                yield self._finish("no-difference", t0, judge, notes=[why])
+                return
+            if state != "distinct":
+                more = f"; about {need} runs of each end would settle it" if need else ""
+                budget = f" (budget --repeats {self.options.repeats})"
+                yield self._finish(
+                    "cannot-tell", t0, judge, notes=[f"the ends are within the noise: {why}{more}{budget}"]
+                )
+                return
         self.plan = Plan(len(c.units))
         while not self.plan.done:
             if self._remeasure:
@@ -168,25 +206,46 @@ class Bisection:
                 await self._go.wait()
                 yield Paused(paused=False)
                 continue
-            query = self.plan.query
-            assert query is not None
-            if self.options.interleave:
-                judge = self.book.judge()  # the ends measured between repeats moved the drift fit
-            async for ev in self._answer(query, judge):
+            ask = self.plan.query
+            assert ask is not None
+            judge = self.book.judge()  # repeats (and interleaved ends) refine the noise
+            async for ev in self._answer(ask, judge):
                 yield ev
-            self.plan.answer(self._outcome)
-        if self.options.repeats > 1:
-            async for ev in self._drift(judge):
-                yield ev
+            self.plan.answer(self._reading)
+            judge = self.book.judge()
+            self.plan.refresh(
+                {k: self.book.reading(c.profile(k)[1], judge) for k in list(self.plan.readings)}
+            )
         res = self.plan.result
         assert res is not None
         yield self._states()
-        yield self._finish(res.verdict, t0, judge, culprits=res.culprits, search=res.search, notes=res.notes)
+        yield self._finish(
+            res.verdict,
+            t0,
+            self.book.judge(),
+            culprits=res.culprits,
+            search=res.search,
+            notes=notes + res.notes,
+        )
+
+    async def _refuse_if_busy(self) -> None:
+        """Refuse to start while a server of this session that this bisection did not launch runs."""
+        if not self._others:
+            return
+        procs = await self.remote.processes()
+        for name in self._others:
+            record = await load_record(self.remote, name)
+            if record is not None and record.stopped_at is None and group_members(procs, record):
+                raise TrialError(
+                    f"{name} (pid {record.pid}, port {record.port}) of this session is running and holds the GPUs; "
+                    "the bisection stops only servers it launched: stop it first (specdebug stop -c ...)"
+                )
 
     async def _ends(self) -> AsyncIterator[Any]:
-        """good, bad, good, bad ... up to --repeats each; stop once the gap is clearly beyond noise."""
+        """good, bad, good, bad ... at least twice each (the noise is measured, not assumed), more up to
+        --repeats while the gap is within the noise; an end that fails to start is not retried."""
         c = self.cands
-        for i in range(self.options.repeats):
+        for i in range(max(MIN_END_RUNS, self.options.repeats)):
             for fp, role, profile in ((c.good_fp, Role.GOOD, c.good), (c.bad_fp, Role.BAD, c.bad)):
                 self.book.row(fp, role, profile.name, [])
                 if len(self.book.values(fp)) <= i and not self.book.end_failed(fp):
@@ -195,30 +254,57 @@ class Bisection:
                 yield TrialDone(row=self.book.update_row(fp, self.book.judge()))
             if any(self.book.end_failed(fp) for fp in (c.good_fp, c.bad_fp)):
                 return
-            if i >= 1 and self.book.judge().ends()[1]:
+            if i + 1 >= MIN_END_RUNS and self.book.judge().ends()[0] != "unresolved":
                 return
 
-    async def _answer(self, query: frozenset[int], judge: Judge) -> AsyncIterator[Any]:
-        profile, fp = self.cands.profile(query)
-        role = (
-            Role.GOOD if fp == self.cands.good_fp else Role.BAD if fp == self.cands.bad_fp else Role.CANDIDATE
-        )
-        self.book.row(fp, role, profile.name, self.cands.knob_names(query))
+    async def _answer(self, ask: Ask, judge: Judge) -> AsyncIterator[Any]:
+        """Measure what the plan asks, again while the reading cannot tell zero from the parent's
+        effect (up to --repeats); the reading goes to `self._reading`."""
+        c = self.cands
+        if ask.fresh:  # the good end again: the drift check
+            async for ev in self._measure(c.good, c.good_fp, Role.DRIFT, frozenset()):
+                yield ev
+            after = self.book.values(c.good_fp, drift=True)[-1:]
+            judge = self.book.judge()
+            self._reading = judge.reading(after) if after else None
+            if after:
+                before = self.book.values(c.good_fp)
+                self.drift = Drift(
+                    before=statistics.fmean(before),
+                    after=after[0],
+                    beyond_noise=judge.drifted(before, after),
+                    gpu_before=self.book.measurements(c.good_fp)[0].gpu_before,
+                    gpu_after=self.book.measurements(c.good_fp, drift=True)[-1].gpu_after,
+                )
+                if self.drift.beyond_noise:
+                    last = self.book.measurements(c.good_fp, drift=True)[-1]
+                    throttled = sorted({r for g in last.gpu_after for r in g.get("throttle_reasons") or []})
+                    self.warnings.append(
+                        f"drift: the good end measured {self.drift.before:.2f} at the start and {self.drift.after:.2f} "
+                        f"now, beyond the noise; GPU throttle reasons now: {', '.join(throttled) or 'none'}"
+                    )
+            return
+        profile, fp = c.profile(ask.units)
+        role = Role.GOOD if fp == c.good_fp else Role.BAD if fp == c.bad_fp else Role.CANDIDATE
+        self.book.row(fp, role, profile.name, c.knob_names(ask.units))
         interleave, fresh = self.options.interleave and role is Role.CANDIDATE, False
         while True:
             verdict = self.book.verdict(fp, judge)[0]
             n = len(self.book.values(fp))
+            if verdict == "measured":
+                reading = self.book.reading(fp, judge)
+                verdict = "ambiguous" if reading is not None and not decided(reading, ask.parent) else "done"
             step = next_step(verdict, n, self.options.repeats, interleave=interleave, fresh_reference=fresh)
-            if step is None:
+            if step is None or role is not Role.CANDIDATE and verdict != "need":
                 break
             if step == "reference":  # an end between two runs of this candidate (--interleave)
                 async for ev in self._reference():
                     yield ev
                 judge, fresh = self.book.judge(), True
                 continue
-            async for ev in self._measure(profile, fp, role, query):
+            async for ev in self._measure(profile, fp, role, ask.units):
                 yield ev
-            fresh = False
+            judge, fresh = self.book.judge(), False
         row = self.book.update_row(fp, judge)
         if self.options.hand and role is Role.CANDIDATE and fp not in self.book.hand:
             yield TrialDone(row=row)
@@ -233,7 +319,7 @@ class Bisection:
             row = self.book.update_row(fp, judge)
         if role is Role.CANDIDATE:  # the ends' rows were shown when they were measured
             yield TrialDone(row=row)
-        self._outcome = _OUTCOME.get(row.judged, Outcome.UNRESOLVED)  # type: ignore[arg-type]
+        self._reading = self.book.reading(fp, judge)
 
     async def _reference(self) -> AsyncIterator[Any]:
         """One more measurement of an end, good and bad in turn (--interleave)."""
@@ -259,7 +345,7 @@ class Bisection:
             settings=self.settings,
             gate=self.gate,
             gate_judges=role is Role.CANDIDATE,
-            ours=[self.cands.good.name, self.cands.bad.name, *self._leftover],
+            ours=[*dict.fromkeys([*self._leftover, *self._mine])],
             expected_startup_s=self.book.expected_startup(),
             forget=role is Role.CANDIDATE,
         )
@@ -272,6 +358,7 @@ class Bisection:
             sample=len(self.book.cache.get(fp, [])) + 1,
         )
         self.launches += 1
+        self._mine.add(profile.name)
         self.current = profile
         row.launches += 1
         row.cached = False
@@ -299,34 +386,6 @@ class Bisection:
             yield TrialDone(row=self.book.update_row(fp, self.book.judge()))
         self._remeasure.clear()
 
-    async def _drift(self, judge: Judge) -> AsyncIterator[Any]:
-        """The good end once more at the end: did the box drift while we bisected?"""
-        c, book = self.cands, self.book
-        if not book.values(c.good_fp, drift=True):
-            async for ev in self._measure(c.good, c.good_fp, Role.DRIFT, frozenset()):
-                yield ev
-        after_values = book.values(c.good_fp, drift=True)
-        if not after_values or not judge.good:
-            self.warnings.append("drift check: the good end could not be measured again")
-            return
-        before_values = book.values(c.good_fp)  # as read (the judge's may be drift-corrected)
-        before, after = statistics.fmean(before_values), after_values[-1]
-        first, last = book.measurements(c.good_fp)[0], book.measurements(c.good_fp, drift=True)[-1]
-        beyond = judge.drifted(before_values, after)
-        self.drift = Drift(
-            before=before,
-            after=after,
-            beyond_noise=beyond,
-            gpu_before=first.gpu_before,
-            gpu_after=last.gpu_after,
-        )
-        if beyond:
-            throttled = sorted({r for g in last.gpu_after for r in g.get("throttle_reasons") or []})
-            self.warnings.append(
-                f"drift: the good end measured {before:.2f} at the start and {after:.2f} at the end, beyond the "
-                f"noise; GPU throttle reasons now: {', '.join(throttled) or 'none'}"
-            )
-
     # ---- progress and result -------------------------------------------------------------------
     def _states(self) -> KnobStates:
         plan, c = self.plan, self.cands
@@ -343,14 +402,13 @@ class Bisection:
         return KnobStates(stage=plan.stage if plan else "ends", states=states)
 
     def _estimate(self) -> Estimate:
-        left = self.plan.remaining_estimate() if self.plan else 2 * self.options.repeats
-        if self.options.repeats > 1:
-            left += 1  # the drift check
+        left = self.plan.remaining_estimate() if self.plan else 2 * MIN_END_RUNS
         per = statistics.median(self._durations) if self._durations else None
         return Estimate(launches_left=left, seconds_left=per * left if per else None)
 
     def _naive(self) -> int:
-        return (len(self.cands.units) + 2) * self.options.repeats
+        """One knob at a time with the same care: each knob once, each end twice (the noise)."""
+        return len(self.cands.units) + 2 * MIN_END_RUNS
 
     def _start_record(self) -> dict[str, Any]:
         c = self.cands
@@ -390,8 +448,21 @@ class Bisection:
                 *(notes or []),
                 f"interleave: {self._references} end launch(es) between candidate repeats; {fix}",
             ]
-        if self.options.repeats == 1 and verdict != "no-difference":
-            warnings.append("repeats 1: run-to-run noise unknown; judgements rest on one measurement each")
+        plan, res = self.plan, self.plan.result if self.plan else None
+        explained = None
+        if res is not None and res.explained is not None:
+            e = res.explained
+            explained = round(e.share, 4)
+            notes = [
+                *(notes or []),
+                f"confirmation: the culprits explain {e.share:.0%} of the gap ({e.low:.0%} to {e.high:.0%} at 99 %)",
+            ]
+        cached = sum(1 for r in self.book.rows.values() if r.cached)
+        if cached:
+            notes = [
+                *(notes or []),
+                f"{cached} config(s) judged from this bisection's journaled measurements (cached)",
+            ]
         result = Result(
             verdict=verdict,  # type: ignore[arg-type]
             culprits=c.knob_names(culprits),
@@ -408,6 +479,11 @@ class Bisection:
             good={"name": c.good.name, "fingerprint": c.good_fp, "file": str(c.good.source or "")},
             bad={"name": c.bad.name, "fingerprint": c.bad_fp, "file": str(c.bad.source or "")},
             settings=self.settings.key(),
+            effects=effects_of(plan, c) if plan is not None else {},
+            sets=sets_of(plan, c) if plan is not None else [],
+            explained=explained,
+            confirmed=bool(res and res.confirmed),
+            metric_used=START_METRIC if self.book.start_mode else self.options.metric,
         )
         if self.journal is not None:
             self.journal.append(RESULT_EVENT, result.model_dump(mode="json"), sync=True)

@@ -23,6 +23,7 @@ from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
 from specdebug.core.bisect.gate import Gate, check_gate
 from specdebug.core.bisect.judge import metrics_of
+from specdebug.core.bisect.knobs import NAME_SUFFIX
 from specdebug.core.bisect.models import (
     LAUNCH_EVENT,
     STOP_EVENT,
@@ -84,11 +85,12 @@ def gpu_summary(gpus: list[Any]) -> list[dict[str, Any]]:
 
 
 async def clear_port(remote: Remote, profile: Profile, ours: list[str]) -> list[str]:
-    """Stop servers of this bisection that are still up (the profile's own record, or whoever of
-    `ours` holds its port); refuse when a stranger holds the port.  Returns what was stopped."""
+    """Stop servers this bisection launched that are still up (`ours`: by profile name); refuse when
+    anything else holds the port, the profile's own server launched by hand included (never stopped
+    without asking).  Returns what was stopped."""
     stopped: list[str] = []
     procs = await remote.processes()
-    for name in dict.fromkeys([profile.name, *ours]):
+    for name in dict.fromkeys(ours):
         record = await load_record(remote, name)
         if record is None or record.stopped_at is not None:
             continue
@@ -96,7 +98,12 @@ async def clear_port(remote: Remote, profile: Profile, ours: list[str]) -> list[
             continue
         if group_members(procs, record):
             await startup.stop_record(remote, record, grace_s=STOP_GRACE_S)
-            stopped.append(name)
+            whose = (
+                "a server left running by this bisection"
+                if NAME_SUFFIX in name
+                else "the profile's own server"
+            )
+            stopped.append(f"{name} (pid {record.pid}, {whose})")
             procs = await remote.processes()
     holder = await find_port_holder(remote, profile.server.port)
     if holder.listening:
@@ -139,9 +146,11 @@ async def run_trial(
         yield progress(Phase.LAUNCH, profile.name, 0.0)
         try:
             record = await startup.launch(remote, profile, journal=own, clock=clock, check=False)
-            if own is None and journal is not None:
+            if journal is not None:  # the ends' too: what a resume of this bisection may stop as its own
                 journal.append(
-                    LAUNCH_EVENT, {"profile": profile.name, "pid": record.pid, "port": record.port}, sync=True
+                    LAUNCH_EVENT,
+                    {"profile": profile.name, "pid": record.pid, "port": record.port, "bisect": spec.bisect},
+                    sync=True,
                 )
         except RemoteError as exc:
             m.status, m.reason = Status.FAILED_START, f"launch failed: {exc}"
@@ -185,7 +194,7 @@ async def run_trial(
         if record is not None:
             with contextlib.suppress(RemoteError, OSError):
                 stop_result = await startup.stop_record(remote, record, grace_s=STOP_GRACE_S, journal=own)
-                if own is None and journal is not None and stop_result.stopped:
+                if journal is not None and stop_result.stopped:
                     journal.append(STOP_EVENT, {"profile": profile.name, "pid": record.pid})
                 if spec.forget:
                     await forget_record(remote, profile.name)
