@@ -29,10 +29,11 @@ import asyncssh
 
 from specdebug.remote import hostkeys
 from specdebug.remote.api import ConnState, ConnStatus, HostKeyRefused, NotConnected, RemoteError
-from specdebug.remote.boxcode import helper_command
+from specdebug.remote.boxcode import end_spawned_argv, helper_command, noise_warning
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.remote.hostspec import HostSpec, ResolvedHost, resolve
-from specdebug.remote.probe import ProbeChannel
+from specdebug.remote.probe import HelperStartFailed, ProbeChannel
+from specdebug.remote.shell import sh_join
 from specdebug.remote.slots import SlotLimiter
 from specdebug.remote.ssh_ops import SSHRemoteAPI
 from specdebug.remote.ssh_stream import SSHForward, SSHStream
@@ -287,23 +288,51 @@ class SSHRemote(SSHRemoteAPI):
         self._probe = None
         self._slots.reset()
         if self._use_helper:
-            try:
-                proc = await conn.create_process(helper_command(), encoding=None)
-                probe = ProbeChannel(proc, errors=(asyncssh.Error, OSError))
-                self.helper_info = await probe.start()
-                self._probe = probe
-            except (RemoteError, asyncssh.Error, OSError, ValueError, TimeoutError) as exc:
-                log.warning(
-                    "%s: resident helper unavailable (%s); using one exec channel per request", self.name, exc
-                )
-                self.warnings.append(
-                    f"no python3 helper on the box ({exc}); probes use exec channels (slower)"
-                )
+            await self._start_helper(conn)
         for fwd in list(self._forwards):
             try:
                 await fwd.bind(conn)
             except (asyncssh.Error, OSError) as exc:
                 self.warnings.append(f"forward to port {fwd.remote_port} could not be restored: {exc}")
+
+    async def _start_helper(self, conn: asyncssh.SSHClientConnection) -> None:
+        """The resident helper, or a warning saying why not (a python3 that hung is ended first)."""
+        proc = None
+        try:
+            proc = await conn.create_process(helper_command(), encoding=None)
+            probe = ProbeChannel(proc, errors=(asyncssh.Error, OSError))
+            try:
+                self.helper_info = await probe.start()
+            finally:
+                if probe.noise:
+                    self._warn(noise_warning(probe.noise))
+            self._probe = probe
+            return
+        except HelperStartFailed as exc:
+            why = str(exc)
+            if exc.pid is not None:
+                why += await self._end_spawned(conn, exc.pid)
+        except (RemoteError, asyncssh.Error, OSError, ValueError, TimeoutError) as exc:
+            why = str(exc)
+        if proc is not None:
+            with contextlib.suppress(Exception):  # best effort: the channel may be gone already
+                proc.close()
+        log.warning(
+            "%s: resident helper unavailable (%s); using one exec channel per request", self.name, why
+        )
+        self._warn(f"no python3 helper on the box ({why}); probes use exec channels (slower)")
+
+    async def _end_spawned(self, conn: asyncssh.SSHClientConnection, pid: int) -> str:
+        """End a helper that never greeted (OpenSSH would leave it running); says what was done."""
+        try:
+            done = await asyncio.wait_for(conn.run(sh_join(end_spawned_argv(pid))), 10)
+        except (asyncssh.Error, OSError, TimeoutError) as exc:
+            return f"; could not end it: {exc}"
+        return "; ended it" if done.exit_status == 0 else f"; ending it failed (exit {done.exit_status})"
+
+    def _warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
 
     async def _watch(self, conn: asyncssh.SSHClientConnection) -> str | None:
         """Wait until the connection ends; refresh the RTT figure meanwhile."""
