@@ -6,7 +6,8 @@ annotations strict for mypy without evaluating them on an old box), no import of
 anything third-party (tests/unit/test_layering.py checks it).  The client ships each file as source
 (specdebug.remote.boxcode reads it from the installed package), so a box needs nothing installed.
 
-    helper.py          the resident probe helper (JSON lines on one channel); hosts the ops below
+    helper.py          the resident probe helper (framed JSON lines on one channel); hosts the ops below
+    proclist.py        the process table for its ps op (per-PID cache)
     procctl.py         identity-checked process-group signals and the server records (state files)
     ports.py           who listens on a TCP port (/proc/net/tcp + /proc/*/fd)
     health.py          GET http://127.0.0.1:PORT/PATH from the box itself

@@ -11,6 +11,7 @@ Requests:  {"id": N, "op": "ping"}
             "timeout": float|null}
            {"id": N, "op": "read", "paths": [...], "offset": int, "max": int}
            {"id": N, "op": "ps", "match": regex|null, "pgid": int|null, "root": int|null, "pids": [..]|null}
+                                                  (proclist.py, served as the helper's own op)
            {"id": N, "op": NAME, "args": {...}}   an op of a box module shipped with the helper
                                                   (procctl: check, signal, inspect, *_state; ports:
                                                   port_holder; health: health) -> {"result": {...}}
@@ -26,7 +27,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import signal
 import stat
 import subprocess
@@ -40,7 +40,6 @@ if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
 
     Request = dict[str, Any]
     Op = Callable[[Request], dict[str, Any]]
-    Row = list[Any]  # [pid, ppid, pgid, sid, uid, state, start_ticks, comm, argv]
 
 _out_lock = threading.Lock()
 _children: set[subprocess.Popen[bytes]] = set()
@@ -48,10 +47,15 @@ _last_request = [time.monotonic()]
 # The client pings every few seconds.  After a silent network drop sshd may keep this session
 # for hours (until its TCP keepalive fires); so with no request for this long, leave on our own.
 IDLE_EXIT_S = float(os.environ.get("SPECDEBUG_HELPER_IDLE_S", "60"))
+RUN_OUTPUT_MAX = 8 << 20  # bytes kept of each of a command's stdout and stderr
+READ_TOTAL_MAX = 64 << 20  # bytes one read request answers in all (its files together)
+# Every line the helper writes starts with FRAME: what a login script or a python3 wrapper prints
+# on the same stdout (a banner, an echo in ~/.bashrc) is told apart and skipped by the client.
+FRAME = "@@specdebug@@"
 
 
 def _send(obj: dict[str, Any]) -> None:
-    data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+    data = (FRAME + json.dumps(obj, separators=(",", ":")) + "\n").encode()
     with _out_lock:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
@@ -88,24 +92,76 @@ def _op_run(req: Request) -> dict[str, Any]:
     except OSError as exc:
         return {"rc": 127, "out": "", "err": _b64(f"{argv[0]}: {exc.strerror}\n".encode())}
     _children.add(p)
-    timed_out = False
     try:
-        out, err = p.communicate(stdin, timeout=req.get("timeout"))
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        return _collect(p, stdin, req.get("timeout"), int(req.get("max_out") or RUN_OUTPUT_MAX))
+    finally:
+        _children.discard(p)
+
+
+def _drain(fd: int, cap: int, keep: list[bytes], over: threading.Event) -> None:
+    """Read a pipe to its end keeping at most `cap` bytes; past that, stop and say so (the command
+    is then ended)."""
+    kept = 0
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return
+        if kept + len(chunk) > cap:
+            keep.append(chunk[: cap - kept])
+            over.set()
+            return
+        keep.append(chunk)
+        kept += len(chunk)
+
+
+def _collect(
+    p: subprocess.Popen[bytes], stdin: bytes | None, timeout: float | None, cap: int
+) -> dict[str, Any]:
+    """Output of a started command, each stream bounded to `cap` bytes: a command that prints more
+    (100 MB of nvidia-smi) is ended and its answer marked truncated, never held whole."""
+    over = threading.Event()
+    out: list[bytes] = []
+    err: list[bytes] = []
+    readers = [
+        threading.Thread(target=_drain, args=(f.fileno(), cap, keep, over), daemon=True)
+        for f, keep in ((p.stdout, out), (p.stderr, err))
+        if f is not None
+    ]
+    if stdin is not None and p.stdin is not None:
+        readers.append(threading.Thread(target=_feed, args=(p.stdin, stdin), daemon=True))
+    for t in readers:
+        t.start()
+    deadline = None if timeout is None else time.monotonic() + float(timeout)
+    timed_out = False
+    while p.poll() is None:
+        if over.wait(0.05):
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            timed_out = True
+            break
+    if p.poll() is None:
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             pass
-        out, err = p.communicate()
-    finally:
-        _children.discard(p)
+        p.wait()
+    for t in readers:
+        t.join(5.0)
     return {
-        "rc": None if timed_out else p.returncode,
-        "out": _b64(out),
-        "err": _b64(err),
+        "rc": None if timed_out or over.is_set() else p.returncode,
+        "out": _b64(b"".join(out)),
+        "err": _b64(b"".join(err)),
         "timed_out": timed_out,
+        "truncated": over.is_set(),
     }
+
+
+def _feed(pipe: Any, data: bytes) -> None:
+    try:
+        pipe.write(data)
+        pipe.close()
+    except OSError:
+        pass
 
 
 _ERRNAMES = {2: "ENOENT", 3: "ESRCH", 13: "EACCES", 1: "EPERM", 21: "EISDIR", 20: "ENOTDIR"}
@@ -148,209 +204,26 @@ def _read_one(path: str, offset: int, limit: int) -> dict[str, Any]:
 
 def _op_read(req: Request) -> dict[str, Any]:
     offset = int(req.get("offset") or 0)
-    limit = int(req.get("max") or (1 << 20))
-    return {"files": [_read_one(p, offset, limit) for p in req["paths"]]}
+    limit = min(int(req.get("max") or (1 << 20)), READ_TOTAL_MAX)
+    files, left = [], READ_TOTAL_MAX  # the answer is one line: bounded whatever was asked
+    for path in req["paths"]:
+        if left <= 0:
+            files.append({"path": path, "error": f"EFBIG: over {READ_TOTAL_MAX} bytes in one request"})
+            continue
+        f = _read_one(path, offset, min(limit, left))
+        left -= len(f.get("data", "")) * 3 // 4
+        files.append(f)
+    return {"files": files}
 
 
-# --- process listing ------------------------------------------------------------------------
-# A busy GPU box has thousands of processes; reading stat+cmdline+uid of each on every request
-# grows with the box.  Facts that cannot change while a process lives (start time, uid, and the
-# cmdline once the process has settled: titles are set right after start) are cached per PID and
-# keyed by start time, so a reused PID is read afresh.  A filtered request ("match"/"pgid"/"root"/
-# "pids") decides membership from the cache, validated by the /proc/PID inode number that the
-# directory listing gives for free (a new process behind the same PID is a new inode), and then
-# reads stat again only for what it returns.
-
-SETTLE_S = 10.0  # younger processes may still change their title (setproctitle) or group
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_OPS: dict[str, Op] = {"ping": _op_ping, "run": _op_run, "read": _op_read}
+_BUILTIN = set(_OPS)  # the helper's own ops: not reachable through run_once
 
 
-def _read_bytes(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks: list[bytes] = []
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-
-
-def _uid_of(path: str) -> int:
-    return os.stat(path).st_uid
-
-
-class ProcCache:
-    """Per-PID cache of the process table (root, listdir and read are injectable for tests).
-
-    entries: pid -> [inode, start_ticks, row, settled, cmdline text, {regex: matched}]."""
-
-    def __init__(
-        self,
-        root: str = "/proc",
-        listdir: Callable[[], list[tuple[int, int]]] | None = None,
-        read: Callable[[str], bytes] | None = None,
-        owner: Callable[[str], int] | None = None,
-    ) -> None:
-        self.root = root
-        self._listdir = listdir or self._scan
-        self._read = read or _read_bytes
-        self._owner = owner or _uid_of
-        self.entries: dict[int, list[Any]] = {}
-        self.reads = 0  # files read (for tests and the benchmark)
-        self._lock = threading.Lock()
-
-    def _scan(self) -> list[tuple[int, int]]:
-        return [(int(e.name), e.inode()) for e in os.scandir(self.root) if e.name.isdigit()]
-
-    def _uptime(self) -> float:
-        try:
-            return float(self._read(self.root + "/uptime").split()[0])
-        except (OSError, ValueError, IndexError):
-            return 0.0
-
-    def _load(self, pid: int, ino: int, uptime: float) -> Row | None:
-        """Read stat (always) and cmdline/uid (unless cached for the same start time); None: gone."""
-        base = f"{self.root}/{pid}"
-        try:
-            stat = self._read(base + "/stat").decode("utf-8", "replace")
-        except OSError:
-            self.entries.pop(pid, None)
-            return None
-        self.reads += 1
-        lp, rp = stat.find("("), stat.rfind(")")
-        fields = stat[rp + 2 :].split()
-        start = int(fields[19])
-        old = self.entries.get(pid)
-        args: list[str]
-        if old is not None and old[1] == start and old[3]:
-            args, uid = old[2][8], old[2][4]
-        else:
-            try:
-                cmdline = self._read(base + "/cmdline")
-                uid = self._owner(base)
-            except OSError:
-                self.entries.pop(pid, None)
-                return None
-            self.reads += 1
-            args = [a.decode("utf-8", "replace") for a in cmdline.split(b"\0")]
-            while args and args[-1] == "":
-                args.pop()
-        row: Row = [
-            pid,
-            int(fields[1]),
-            int(fields[2]),
-            int(fields[3]),
-            uid,
-            fields[0],
-            start,
-            stat[lp + 1 : rp],
-            args,
-        ]
-        settled = uptime - start / float(_CLK_TCK) >= SETTLE_S
-        text = " ".join(a for a in args if a)
-        self.entries[pid] = [ino, start, row, settled, text, {}]  # {}: regex -> matched (memo)
-        return row
-
-    def listing(
-        self,
-        match: str | None = None,
-        pgid: int | None = None,
-        root: int | None = None,
-        pids: list[int] | None = None,
-    ) -> list[Row]:
-        """Rows of the whole table, or (any filter given) of the matching processes and their ancestors."""
-        with self._lock:
-            listed = self._listdir()
-            uptime = self._uptime()
-            if match is None and pgid is None and root is None and not pids:
-                loaded = [self._load(pid, ino, uptime) for pid, ino in listed]
-                self._forget(listed)
-                return [r for r in loaded if r is not None]
-            alive = dict(listed)
-            table = {}
-            for pid, ino in listed:
-                e = self.entries.get(pid)
-                # cached: same inode (same process), settled, and its parent still there (no reparenting)
-                if e is not None and e[0] == ino and e[3] and (e[2][1] in alive or e[2][1] == 0):
-                    table[pid] = e
-                elif self._load(pid, ino, uptime) is not None:
-                    table[pid] = self.entries[pid]
-            self._forget(listed)
-            chosen = _choose(table, match, pgid, root, pids)
-            rows = []
-            for pid in sorted(chosen):
-                row = self._load(pid, alive[pid], uptime)  # fresh state/ppid for what is returned
-                if row is not None:
-                    rows.append(row)
-            return rows
-
-    def _forget(self, listed: list[tuple[int, int]]) -> None:
-        if len(self.entries) > len(listed):
-            alive = set(pid for pid, _ in listed)
-            for pid in [p for p in self.entries if p not in alive]:
-                del self.entries[pid]
-
-
-def _choose(
-    table: dict[int, list[Any]],
-    match: str | None,
-    pgid: int | None,
-    root: int | None,
-    pids: list[int] | None,
-) -> set[int]:
-    """PIDs matching any given filter, with every ancestor (the client finds launchers from them).
-
-    table: pid -> cache entry [ino, start, row, settled, cmdline text, regex memo].
-    """
-    chosen: set[int] = set()
-    if match is not None:
-        rx = re.compile(match)
-        for pid, e in table.items():
-            hit = e[5].get(match)
-            if hit is None:
-                hit = e[5][match] = bool(e[4]) and rx.search(e[4]) is not None
-            if hit:
-                chosen.add(pid)
-    if pgid is not None:
-        chosen.update(pid for pid, e in table.items() if e[2][2] == pgid)
-    if root is not None and root in table:
-        children: dict[int, list[int]] = {}
-        for pid, e in table.items():
-            children.setdefault(e[2][1], []).append(pid)
-        stack = [root]
-        chosen.add(root)
-        while stack:
-            for child in children.get(stack.pop(), ()):
-                if child not in chosen:
-                    chosen.add(child)
-                    stack.append(child)
-    chosen.update(pid for pid in (pids or ()) if pid in table)
-    for pid in list(chosen):
-        seen = 0
-        cur = table[pid][2][1]
-        while cur in table and cur not in chosen and seen < 4096:
-            chosen.add(cur)
-            cur = table[cur][2][1]
-            seen += 1
-    return chosen
-
-
-_PROCS = ProcCache()
-
-
-def _op_ps(req: Request) -> dict[str, Any]:
-    return {
-        "procs": _PROCS.listing(
-            match=req.get("match"), pgid=req.get("pgid"), root=req.get("root"), pids=req.get("pids")
-        )
-    }
-
-
-_OPS: dict[str, Op] = {"ping": _op_ping, "run": _op_run, "read": _op_read, "ps": _op_ps}
-_BUILTIN = tuple(_OPS)  # the helper's own ops: not reachable through run_once
+def add_raw_ops(table: dict[str, Op]) -> None:
+    """Ops of a shipped module that take the request whole, like run and read (proclist's ps)."""
+    _OPS.update(table)
+    _BUILTIN.update(table)
 
 
 def _module_op(fn: Op) -> Op:

@@ -9,6 +9,7 @@ benchmark results.
 from __future__ import annotations
 
 import asyncio
+import math
 
 from pydantic import BaseModel
 
@@ -91,9 +92,10 @@ def _num(text: str) -> float | None:
     if not text or text.startswith("[") or text.lower() in {"n/a", "nan"}:
         return None  # [N/A], [Not Supported], [Unknown Error]
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) and abs(value) < 1e12 else None  # no NaN/inf in our JSON
 
 
 def _str(text: str) -> str | None:
@@ -111,35 +113,65 @@ def decode_throttle(raw: str | None) -> list[str]:
     return [name for bit, name in THROTTLE_BITS.items() if bits & bit]
 
 
+MAX_GPUS = 256  # more rows than any box has GPUs: the output is not a GPU listing
+MIN_CELLS = 6  # index, name, uuid, utilization, memory used and total: what every driver prints
+
+
 def parse_nvidia_smi(text: str) -> list[GpuInfo]:
     """Rows of `nvidia-smi --query-gpu=<GPU_FIELDS> --format=csv,noheader,nounits`.
 
-    Tolerates [N/A] / [Not Supported] values and rows with fewer fields (old drivers)."""
-    gpus = []
+    Tolerates [N/A] / [Not Supported] values and rows with fewer fields (old drivers); lines that
+    are not GPU rows are skipped (see `check_nvidia_smi` for what is said about them)."""
+    return check_nvidia_smi(text)[0]
+
+
+def check_nvidia_smi(text: str) -> tuple[list[GpuInfo], str | None]:
+    """The GPU rows of nvidia-smi's output, and a note on what was not one (None when all were).
+
+    A row has MIN_CELLS to len(GPU_FIELDS) cells and a whole-number index not seen before; more
+    than MAX_GPUS rows is not a listing at all (garbage output must not become phantom GPUs)."""
+    gpus: list[GpuInfo] = []
+    skipped: list[str] = []
+    seen: set[int] = set()
     for line in text.splitlines():
         if not line.strip() or line.lower().startswith("index"):
             continue
-        cells = [c.strip() for c in line.split(",")]
-        cells += [""] * (len(GPU_FIELDS) - len(cells))
-        idx = _num(cells[0])
-        raw = _str(cells[10])
-        gpus.append(
-            GpuInfo(
-                index=int(idx) if idx is not None else None,
-                name=_str(cells[1]),
-                uuid=_str(cells[2]),
-                utilization_pct=_num(cells[3]),
-                memory_used_mib=_num(cells[4]),
-                memory_total_mib=_num(cells[5]),
-                temperature_c=_num(cells[6]),
-                power_draw_w=_num(cells[7]),
-                clocks_sm_mhz=_num(cells[8]),
-                clocks_max_sm_mhz=_num(cells[9]),
-                throttle_reasons_raw=raw,
-                throttle_reasons=decode_throttle(raw),
-            )
-        )
-    return gpus
+        gpu = _row(line)
+        if gpu is None or gpu.index in seen:
+            skipped.append(line)
+            continue
+        seen.add(gpu.index or 0)
+        gpus.append(gpu)
+    if len(gpus) > MAX_GPUS:
+        return [], f"nvidia-smi printed {len(gpus)} rows, more than any box has GPUs: not a GPU listing"
+    if not skipped:
+        return gpus, None
+    return (
+        gpus,
+        f"{len(skipped)} line(s) of nvidia-smi output were not GPU rows, skipped: {skipped[0][:80]!r}",
+    )
+
+
+def _row(line: str) -> GpuInfo | None:
+    cells = [c.strip() for c in line.split(",")]
+    if not MIN_CELLS <= len(cells) <= len(GPU_FIELDS) or not cells[0].isdigit() or len(cells[0]) > 4:
+        return None
+    cells += [""] * (len(GPU_FIELDS) - len(cells))
+    raw = _str(cells[10])
+    return GpuInfo(
+        index=int(cells[0]),
+        name=_str(cells[1]),
+        uuid=_str(cells[2]),
+        utilization_pct=_num(cells[3]),
+        memory_used_mib=_num(cells[4]),
+        memory_total_mib=_num(cells[5]),
+        temperature_c=_num(cells[6]),
+        power_draw_w=_num(cells[7]),
+        clocks_sm_mhz=_num(cells[8]),
+        clocks_max_sm_mhz=_num(cells[9]),
+        throttle_reasons_raw=raw,
+        throttle_reasons=decode_throttle(raw),
+    )
 
 
 async def query_gpus(remote: Remote) -> tuple[list[GpuInfo], str | None]:
@@ -152,9 +184,11 @@ async def query_gpus(remote: Remote) -> tuple[list[GpuInfo], str | None]:
         return [], "nvidia-smi timed out after 20 s"
     if res.exit_status == 127 or "not found" in res.err.lower() or "no such file" in res.err.lower():
         return [], "nvidia-smi not found on the box"
+    if res.truncated:
+        return [], "nvidia-smi printed more than specdebug reads of a command's output: not read"
     if res.exit_status != 0:
         return [], f"nvidia-smi exit {res.exit_status}: {(res.err or res.out).strip()[:300]}"
-    return parse_nvidia_smi(res.out), None
+    return check_nvidia_smi(res.out)
 
 
 STATIC_FILES = ["/proc/sys/kernel/hostname", "/proc/sys/kernel/osrelease", "/proc/cpuinfo"]

@@ -77,6 +77,7 @@ class RunResult:
     stdout: bytes = b""
     stderr: bytes = b""
     timed_out: bool = False
+    truncated: bool = False  # it printed more than the bound (RUN_OUTPUT_MAX): ended, output cut
 
     @property
     def ok(self) -> bool:

@@ -37,10 +37,36 @@ def _bundle(call: str) -> str:
         "    exec(compile(text, '<specdebug.box.' + name + '>', 'exec'), m.__dict__)",
         "    return m",
         f"_helper = _load('helper', {source('helper.py')!r})",
+        f"_helper.add_raw_ops(_load('proclist', {source('proclist.py')!r}).RAW_OPS)",
         "_ops = [" + ", ".join(f"_load({n!r}, {source(n + '.py')!r}).OPS" for n in OP_MODULES) + "]",
         call,
     ]
     return "\n".join(parts) + "\n"
+
+
+# The PID that then becomes the command (exec keeps it), told first in a frame: a python3 that hangs
+# before its greeting can be ended by that PID (OpenSSH leaves a no-pty command running on close).
+FRAME = "@@specdebug@@"  # box/helper.py's FRAME
+SPAWN_SH = 'printf \'%s{"spawned":%s}\\n\' "' + FRAME + '" "$$"; exec "$@"'
+SPAWN_ERR_SH = 'printf \'%s{"spawned":%s}\\n\' "' + FRAME + '" "$$" >&2; exec "$@"'
+
+
+def spawned_pid(data: bytes) -> int | None:
+    """The PID a SPAWN_SH / SPAWN_ERR_SH frame told, if `data` holds one."""
+    at = data.find(FRAME.encode())
+    if at < 0:
+        return None
+    try:
+        told = json.loads(data[at + len(FRAME) :].split(b"\n", 1)[0])
+    except ValueError:
+        return None
+    pid = told.get("spawned") if isinstance(told, dict) else None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 1 else None
+
+
+def end_spawned_argv(pid: int) -> list[str]:
+    """argv ending a command started under SPAWN_SH: its process group when it leads one, and it."""
+    return ["sh", "-c", 'kill -KILL -- "-$1" 2>/dev/null; kill -KILL "$1" 2>/dev/null; true', "sh", str(pid)]
 
 
 @cache
@@ -51,7 +77,7 @@ def helper_command() -> str:
     signals) a helper's group."""
     packed = base64.b64encode(zlib.compress(_bundle("_helper.serve(_ops)").encode(), 9)).decode()
     boot = f"import base64,zlib;exec(zlib.decompress(base64.b64decode('{packed}')))"
-    return sh_join(["python3", "-u", "-c", boot])
+    return sh_join(["sh", "-c", SPAWN_SH, "sh", "python3", "-u", "-c", boot])
 
 
 @cache
@@ -72,16 +98,45 @@ def once_reply(op: str, res: RunResult) -> dict[str, Any]:
     if not res.ok:
         why = (res.err or res.out).strip()[:300] or f"exit status {res.exit_status}"
         raise RemoteError(f"box operation {op} failed: {why}")
-    try:
-        reply = json.loads(res.stdout)
-    except ValueError as exc:
-        raise RemoteError(f"box operation {op} answered {res.out.strip()[:200]!r}") from exc
+    reply, _noise = framed_reply(res.stdout)
+    if reply is None:
+        raise RemoteError(f"box operation {op} answered {res.out.strip()[:200]!r}")
     if not isinstance(reply, dict) or not reply.get("ok") or not isinstance(reply.get("result"), dict):
         raise RemoteError(
             f"box operation {op} failed: {reply.get('error') if isinstance(reply, dict) else reply}"
         )
     result: dict[str, Any] = reply["result"]
     return result
+
+
+def framed_reply(out: bytes) -> tuple[Any, list[str]]:
+    """The last framed JSON line of a one-shot op's stdout (None if there is none) and the lines
+    around it that are not ours (a login script's echo, a python3 wrapper's banner)."""
+    reply: Any = None
+    noise: list[str] = []
+    for raw in out.splitlines():
+        line = raw.decode("utf-8", "replace")
+        at = line.find(FRAME)
+        if at < 0:
+            if line.strip():
+                noise.append(line)
+            continue
+        if line[:at].strip():
+            noise.append(line[:at])
+        try:
+            reply = json.loads(line[at + len(FRAME) :])
+        except ValueError:
+            noise.append(line)
+    return reply, noise
+
+
+def noise_warning(noise: list[str]) -> str:
+    """One line saying what the box printed outside the protocol (skipped)."""
+    sample = noise[0].strip()[:120]
+    return (
+        f"the box printed {len(noise)} line(s) outside specdebug's protocol, skipped "
+        f"(a login script's echo or a python3 wrapper?): {sample!r}"
+    )
 
 
 def python_argv(name: str, *args: str, flags: tuple[str, ...] = ()) -> list[str]:

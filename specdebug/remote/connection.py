@@ -29,8 +29,7 @@ import asyncssh
 
 from specdebug.remote import hostkeys
 from specdebug.remote.api import ConnState, ConnStatus, HostKeyRefused, NotConnected, RemoteError
-from specdebug.remote.boxcode import helper_command
-from specdebug.remote.helperstart import HELPER_ATTEMPTS, HELPER_START_S, helper_start_gate
+from specdebug.remote.helperstart import start_helper
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.remote.hostspec import HostSpec, ResolvedHost, resolve
 from specdebug.remote.probe import ProbeChannel
@@ -289,35 +288,20 @@ class SSHRemote(SSHRemoteAPI):
         self._probe = None
         self._slots.reset()
         if self._use_helper:
-            why = ""
-            for attempt in range(HELPER_ATTEMPTS):
-                proc: asyncssh.SSHClientProcess[bytes] | None = None
-                try:
-                    async with helper_start_gate():  # waiting in line does not count against the timeout
-                        proc = await conn.create_process(helper_command(), encoding=None)
-                        probe = ProbeChannel(proc, errors=(asyncssh.Error, OSError))
-                        self.helper_info = await probe.start(HELPER_START_S)
-                    self._probe = probe
-                    break
-                except TimeoutError:
-                    if proc is not None:
-                        proc.close()
-                    why = f"it did not answer within {HELPER_START_S:g} s ({attempt + 1} of {HELPER_ATTEMPTS} tries)"
-                except (RemoteError, asyncssh.Error, OSError, ValueError) as exc:
-                    why = str(exc) or type(exc).__name__
-                    break
-            if self._probe is None:
-                log.warning(
-                    "%s: resident helper unavailable (%s); using one exec channel per request", self.name, why
-                )
-                self.warnings.append(
-                    f"no python3 helper on the box ({why}); probes use exec channels (slower)"
-                )
+            await self._start_helper(conn)
         for fwd in list(self._forwards):
             try:
                 await fwd.bind(conn)
             except (asyncssh.Error, OSError) as exc:
                 self.warnings.append(f"forward to port {fwd.remote_port} could not be restored: {exc}")
+
+    async def _start_helper(self, conn: asyncssh.SSHClientConnection) -> None:
+        """The resident helper, or a warning saying why not (specdebug.remote.helperstart)."""
+        self._probe, self.helper_info = await start_helper(conn, self.name, self._warn)
+
+    def _warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
 
     async def _watch(self, conn: asyncssh.SSHClientConnection) -> str | None:
         """Wait until the connection ends; refresh the RTT figure meanwhile."""

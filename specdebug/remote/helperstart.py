@@ -9,9 +9,21 @@ and a start that times out is tried again before the host falls back to exec cha
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import weakref
+from collections.abc import Callable
+from typing import Any
 
-HELPER_START_S = 15.0  # one start: the box's python3 up and its greeting read
+import asyncssh
+
+from specdebug.remote.api import RemoteError
+from specdebug.remote.boxcode import end_spawned_argv, helper_command, noise_warning
+from specdebug.remote.probe import HELPER_START_S, HelperStartFailed, ProbeChannel
+from specdebug.remote.shell import sh_join
+
+log = logging.getLogger(__name__)
+
 HELPER_ATTEMPTS = 2
 CONCURRENT_STARTS = 8
 
@@ -25,3 +37,49 @@ def helper_start_gate() -> asyncio.Semaphore:
     if gate is None:
         gate = _gates[loop] = asyncio.Semaphore(CONCURRENT_STARTS)
     return gate
+
+
+async def start_helper(
+    conn: asyncssh.SSHClientConnection, name: str, warn: Callable[[str], None]
+) -> tuple[ProbeChannel | None, dict[str, Any] | None]:
+    """(the helper channel, its greeting), or (None, None) after a warning saying why not; a python3 that
+    never greeted is ended on the box (OpenSSH would leave it running)."""
+    why = ""
+    for attempt in range(1, HELPER_ATTEMPTS + 1):
+        proc = None
+        timed_out = False
+        try:
+            async with helper_start_gate():
+                proc = await conn.create_process(helper_command(), encoding=None)
+                probe = ProbeChannel(proc, errors=(asyncssh.Error, OSError))
+                try:
+                    info = await probe.start(HELPER_START_S)
+                finally:
+                    if probe.noise:
+                        warn(noise_warning(probe.noise))
+            return probe, info
+        except HelperStartFailed as exc:
+            why = str(exc)
+            timed_out = isinstance(exc.__cause__, TimeoutError)
+            if exc.pid is not None:
+                why += await _end_spawned(conn, exc.pid)
+        except (RemoteError, asyncssh.Error, OSError, ValueError, TimeoutError) as exc:
+            why = str(exc) or type(exc).__name__
+        if proc is not None:
+            with contextlib.suppress(Exception):  # best effort: the channel may be gone already
+                proc.close()
+        if not timed_out:
+            break
+        why += f" ({attempt} of {HELPER_ATTEMPTS} tries)"
+    log.warning("%s: resident helper unavailable (%s); using one exec channel per request", name, why)
+    warn(f"no python3 helper on the box ({why}); probes use exec channels (slower)")
+    return None, None
+
+
+async def _end_spawned(conn: asyncssh.SSHClientConnection, pid: int) -> str:
+    """End a helper that never greeted; says what was done."""
+    try:
+        done = await asyncio.wait_for(conn.run(sh_join(end_spawned_argv(pid))), 10)
+    except (asyncssh.Error, OSError, TimeoutError) as exc:
+        return f"; could not end it: {exc}"
+    return "; ended it" if done.exit_status == 0 else f"; ending it failed (exit {done.exit_status})"

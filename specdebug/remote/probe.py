@@ -12,15 +12,29 @@ import json
 from typing import Any, Protocol
 
 from specdebug.remote.api import ConnectionDropped, FileRead, RemoteError, RequestTimeout
+from specdebug.remote.boxcode import FRAME, source
 from specdebug.remote.boxcode import helper_command as helper_command  # the command that starts it
-from specdebug.remote.boxcode import source
+from specdebug.remote.lines import BoundedLines, LineTooLong
 from specdebug.remote.teardown import best_effort
+
+HELPER_START_S = 10.0  # a python3 that has not greeted by then is ended (connects go on without it)
+PROBE_LINE_MAX = 96 << 20  # the helper's answers are bounded (runs 2 x 8 MiB, reads 64 MiB) in base64
+NOISE_KEPT = 3
+NOISE_MAX_BYTES = 1 << 20
+
+
+class HelperStartFailed(RemoteError):
+    """The helper did not greet; `pid` (when told) is the process to end on the box."""
+
+    def __init__(self, message: str, pid: int | None) -> None:
+        super().__init__(message)
+        self.pid = pid
 
 
 class ProbeTransport(Protocol):
     """A reader/writer pair to the helper: an asyncssh process, or any other pipe to the box.
 
-    stdout/stderr need `readline()`/`read(n)` coroutines, stdin `write(bytes)` and `write_eof()`."""
+    stdout/stderr need a `read(n)` coroutine, stdin `write(bytes)` and `write_eof()`."""
 
     @property
     def stdin(self) -> Any: ...
@@ -40,21 +54,73 @@ class ProbeChannel:
     def __init__(self, proc: ProbeTransport, errors: tuple[type[BaseException], ...] = (OSError,)) -> None:
         self.proc = proc
         self._errors = errors  # what the transport raises when it breaks (asyncssh.Error for SSH)
+        self._lines = BoundedLines(proc.stdout, PROBE_LINE_MAX, refuse=True)
         self._next = 1
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._reader: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()
+        self.spawned_pid: int | None = None  # the helper's PID on the box, told before it starts
+        self.noise: list[str] = []  # first lines the box printed outside the protocol (skipped)
+        self.noise_count = 0
+        self._noise_bytes = 0
 
-    async def start(self, timeout: float = 15.0) -> dict[str, Any]:
-        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
-        if not line:
-            err = await self._stderr_tail()
-            raise RemoteError(f"probe helper did not start: {err or 'no output'}")
-        hello = json.loads(line)
-        if not isinstance(hello, dict) or hello.get("hello") != "specdebug-helper":
-            raise RemoteError("probe helper sent an unexpected greeting")
-        self._reader = asyncio.create_task(self._read_loop())
-        return hello
+    def _note_noise(self, text: str) -> None:
+        if not text.strip():
+            return
+        self.noise_count += 1
+        self._noise_bytes += len(text)
+        if len(self.noise) < NOISE_KEPT:
+            self.noise.append(text.rstrip("\r\n")[:200])
+
+    def _frame(self, line: bytes) -> Any:
+        """The JSON object of one framed line (None for a line that is not ours: noted as noise)."""
+        text = line.decode("utf-8", "replace")
+        at = text.find(FRAME)
+        if at < 0:
+            self._note_noise(text)
+            return None
+        self._note_noise(text[:at])
+        try:
+            return json.loads(text[at + len(FRAME) :])
+        except ValueError:
+            self._note_noise(text)
+            return None
+
+    async def start(self, timeout: float = HELPER_START_S) -> dict[str, Any]:
+        try:
+            return await asyncio.wait_for(self._greeting(), timeout)
+        except TimeoutError as exc:
+            pid = f" (PID {self.spawned_pid})" if self.spawned_pid else ""
+            raise HelperStartFailed(
+                f"python3 on the box{pid} did not answer within {timeout:g} s", self.spawned_pid
+            ) from exc
+
+    async def _greeting(self) -> dict[str, Any]:
+        while True:
+            try:
+                line = await self._lines.readline()
+            except LineTooLong as exc:
+                raise HelperStartFailed(
+                    f"probe helper did not start: {exc} before its greeting", None
+                ) from exc
+            if not line:
+                err = await self._stderr_tail()
+                raise HelperStartFailed(f"probe helper did not start: {err or 'no output'}", self.spawned_pid)
+            if self._noise_bytes > NOISE_MAX_BYTES:
+                raise HelperStartFailed(
+                    f"probe helper did not start: over {NOISE_MAX_BYTES} bytes of other output first",
+                    self.spawned_pid,
+                )
+            hello = self._frame(line)
+            if isinstance(hello, dict) and isinstance(hello.get("spawned"), int):
+                self.spawned_pid = hello["spawned"]
+                continue
+            if hello is None:
+                continue
+            if not isinstance(hello, dict) or hello.get("hello") != "specdebug-helper":
+                raise HelperStartFailed("probe helper sent an unexpected greeting", self.spawned_pid)
+            self._reader = asyncio.create_task(self._read_loop())
+            return hello
 
     async def _stderr_tail(self) -> str:
         with best_effort("read the probe helper's stderr"):
@@ -65,18 +131,17 @@ class ProbeChannel:
     async def _read_loop(self) -> None:
         try:
             while True:
-                line = await self.proc.stdout.readline()
+                line = await self._lines.readline()
                 if not line:
                     break
-                try:
-                    resp = json.loads(line)
-                except ValueError:
+                resp = self._frame(line)
+                if not isinstance(resp, dict):
                     continue
                 fut = self._pending.pop(resp.get("id"), None)
                 if fut and not fut.done():
                     fut.set_result(resp)
-        except self._errors:
-            pass
+        except self._errors + (LineTooLong,):
+            pass  # a line past the bound is a broken channel: it closes, a reconnect rebuilds it
         finally:
             self.closed.set()
             for fut in self._pending.values():

@@ -15,7 +15,16 @@ from typing import Any
 import asyncssh
 
 from specdebug.remote.api import ConnectionDropped, FileRead, ProcInfo, RemoteError, RunResult
-from specdebug.remote.boxcode import once_argv, once_reply
+from specdebug.remote.boxcode import (
+    FRAME,
+    SPAWN_ERR_SH,
+    end_spawned_argv,
+    framed_reply,
+    noise_warning,
+    once_argv,
+    once_reply,
+    spawned_pid,
+)
 from specdebug.remote.probe import READ_FILES_SH, ProbeChannel, errname, file_read, parse_read_files
 from specdebug.remote.shell import sh_join, watchdog_command, with_env_cwd
 from specdebug.remote.slots import SlotLimiter
@@ -27,6 +36,7 @@ class SSHRemoteAPI:
     """The Remote API on top of SSHRemote's live connection (see SSHRemote for the state)."""
 
     name: str
+    warnings: list[str]
     _probe: ProbeChannel | None
     _slots: SlotLimiter
     _forwards: set[SSHForward]
@@ -97,33 +107,52 @@ class SSHRemoteAPI:
                 stdout=base64.b64decode(resp["out"]),
                 stderr=base64.b64decode(resp["err"]),
                 timed_out=bool(resp.get("timed_out")),
+                truncated=bool(resp.get("truncated")),
             )
         return await self._run_exec(with_env_cwd(argv, env, cwd), timeout=timeout, input=input)
 
     async def _run_exec(
         self, argv: Sequence[str], *, timeout: float | None, input: bytes | None
     ) -> RunResult:
-        # with input the command reads stdin itself, so it cannot sit under the stdin watchdog
-        command = sh_join(argv) if input is not None else watchdog_command(argv)
+        # with input the command reads stdin itself, so it cannot sit under the stdin watchdog: it
+        # tells its PID first (on stderr), by which a command past its timeout is ended
+        command = (
+            sh_join(["sh", "-c", SPAWN_ERR_SH, "sh", *argv]) if input is not None else watchdog_command(argv)
+        )
         proc = await self.open_exec(command)
+        out, err = bytearray(), bytearray()
+        ended = False
         try:
             if input is not None:
                 proc.stdin.write(input)
                 proc.stdin.write_eof()
             try:
-                out, err = await asyncio.wait_for(
-                    asyncio.gather(proc.stdout.read(), proc.stderr.read()), timeout
-                )
+                over = await asyncio.wait_for(_read_both(proc, out, err), timeout)
             except TimeoutError:
-                return RunResult(exit_status=None, timed_out=True)
+                ended = True
+                return RunResult(exit_status=None, timed_out=True, stdout=bytes(out), stderr=_unspawn(err))
+            if over:
+                ended = True
+                return RunResult(exit_status=None, stdout=bytes(out), stderr=_unspawn(err), truncated=True)
             await proc.wait_closed()
-            return RunResult(exit_status=proc.exit_status, stdout=out, stderr=err)
+            return RunResult(exit_status=proc.exit_status, stdout=bytes(out), stderr=_unspawn(err))
         finally:
+            if ended and input is not None:
+                await self._end_timed_out(err)
             with best_effort("%s: EOF to a finished command", self.name):
                 proc.stdin.write_eof()
             with best_effort("%s: close a finished command's channel", self.name):
                 proc.close()
             await self._slots.release()
+
+    async def _end_timed_out(self, err: bytearray) -> None:
+        """End a command that outran its timeout or its output bound (its PID is on stderr)."""
+        pid = spawned_pid(bytes(err))
+        if pid is None:
+            return
+        with best_effort("%s: end a command past its bound (PID %s)", self.name, pid):
+            conn = await self._ready(10.0)
+            await asyncio.wait_for(conn.run(sh_join(end_spawned_argv(pid))), 10)
 
     async def read_files(self, paths: Sequence[str], *, max_bytes: int = 1 << 20) -> list[FileRead]:
         await self._ready(30.0)
@@ -199,6 +228,15 @@ class SSHRemoteAPI:
             result: dict[str, Any] = resp["result"]
             return result
         r = await self._run_exec(once_argv(op), timeout=timeout, input=json.dumps(dict(args)).encode())
+        if r.timed_out:
+            raise RemoteError(
+                f"box operation {op}: python3 on the box did not answer within {timeout} s (ended it)"
+            )
+        _, noise = framed_reply(r.stdout)
+        if noise:
+            note = noise_warning(noise)
+            if note not in self.warnings:
+                self.warnings.append(note)
         return once_reply(op, r)
 
     def stream(
@@ -220,3 +258,45 @@ class SSHRemoteAPI:
         await fwd.bind(conn)
         self._forwards.add(fwd)
         return fwd
+
+
+FRAME_B = FRAME.encode()
+RUN_OUTPUT_MAX = 8 << 20  # bytes kept of a command's stdout and of its stderr (box/helper.py's bound)
+
+
+async def _read_capped(stream: Any, sink: bytearray, cap: int = RUN_OUTPUT_MAX) -> bool:
+    """Read a channel stream into `sink` (kept there if cut short); True when it passed the cap."""
+    while True:
+        data = await stream.read(1 << 16)
+        if not data:
+            return False
+        sink += data[: cap - len(sink)]
+        if len(sink) >= cap:
+            return True
+
+
+async def _read_both(proc: Any, out: bytearray, err: bytearray) -> bool:
+    """stdout and stderr to their ends; True (and the other left) as soon as one passes the cap."""
+    tasks = {
+        asyncio.ensure_future(_read_capped(proc.stdout, out)),
+        asyncio.ensure_future(_read_capped(proc.stderr, err)),
+    }
+    try:
+        while tasks:
+            done, tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if any(t.result() for t in done):
+                return True
+        return False
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+def _unspawn(err: bytearray) -> bytes:
+    """stderr without the PID frame SPAWN_ERR_SH wrote first."""
+    data = bytes(err)
+    at = data.find(FRAME_B)
+    if at < 0:
+        return data
+    end = data.find(b"\n", at)
+    return data[:at] + (data[end + 1 :] if end >= 0 else b"")

@@ -13,11 +13,15 @@ from typing import TYPE_CHECKING, Any
 import asyncssh
 
 from specdebug.remote.api import ConnectionDropped
+from specdebug.remote.lines import BoundedLines
 from specdebug.remote.shell import watchdog_command
 from specdebug.remote.teardown import best_effort
 
 if TYPE_CHECKING:
     from specdebug.remote.ssh_ops import SSHRemoteAPI
+
+
+STREAM_LINE_MAX = 1 << 20  # a line of a line-mode stream is cut here (the rest up to its newline dropped)
 
 
 class SSHStream:
@@ -50,13 +54,14 @@ class SSHStream:
         if self._proc is None:
             await self._open()
         assert self._proc is not None
+        lines = BoundedLines(self._proc.stdout, STREAM_LINE_MAX)  # a longer line is cut there
         try:
             while True:
                 try:
                     if chunk:
                         line = await self._proc.stdout.read(chunk)
                     else:
-                        line = await self._proc.stdout.readline()
+                        line = await lines.readline()
                 except asyncssh.ConnectionLost as exc:
                     raise ConnectionDropped(
                         f"{self._remote.name}: connection lost during stream: {exc}"

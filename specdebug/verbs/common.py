@@ -210,6 +210,7 @@ async def open_remote(
         raise VerbExit(2, str(exc)) from exc
     for warning in remote.warnings:
         err(f"warning: {warning}")
+    said = len(remote.warnings)
     try:
         timeout = getattr(args, "connect_timeout", DEFAULT_CONNECT_TIMEOUT_S)
         await connect(remote, host, timeout, getattr(args, "ssh_config", None))
@@ -220,6 +221,8 @@ async def open_remote(
     try:
         yield remote
     finally:
+        for warning in remote.warnings[said:]:  # learnt on the box (no helper, output not ours)
+            err(f"warning: {warning}")
         await remote.close()
 
 

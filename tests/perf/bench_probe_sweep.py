@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from specdebug.box.helper import ProcCache  # noqa: E402
+from specdebug.box.proclist import ProcCache  # noqa: E402
 from specdebug.core.envcheck import EnvQuery, check_env  # noqa: E402
 from specdebug.remote.connection import SSHRemote  # noqa: E402
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from specdebug.box.helper import ProcCache
+from specdebug.box.proclist import ProcCache
 from specdebug.core.workers import listing_filter, select_workers
 from specdebug.remote.api import ProcInfo
 

@@ -31,6 +31,13 @@ import httpx
 from pydantic import BaseModel, Field
 
 from specdebug.core.bench.models import BenchConfig, BenchProgress, BenchResult, LatencyStats
+from specdebug.core.bench.stream_guard import (
+    StreamRefused,
+    bounded_lines,
+    check_counted,
+    check_usage,
+    token_slack,
+)
 
 ProgressFn = Callable[[BenchProgress], None]
 
@@ -56,7 +63,7 @@ class BuiltinParams(BaseModel):
     ignore_eos: bool = True
     endpoint: str = "/v1/completions"
     model: str | None = None
-    timeout_s: float = 600.0
+    timeout_s: float = 600.0  # the whole-request deadline (and the longest wait for one read)
 
     @classmethod
     def from_spec(cls, spec: Any = None, **overrides: Any) -> BuiltinParams:
@@ -165,59 +172,84 @@ async def stream_one(
         "ignore_eos": params.ignore_eos,
     }
     rec = RequestRecord(start=time.perf_counter())
-    prev_usage = 0
     try:
-        async with client.stream("POST", params.endpoint, json=body) as resp:
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                rec.error = f"HTTP {resp.status_code}: {text.strip()[:200]}"
-                return rec
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                now = time.perf_counter()
-                try:
-                    chunk = json.loads(payload)
-                except ValueError:
-                    continue
-                if isinstance(chunk, dict) and chunk.get("error"):
-                    rec.error = f"server error: {str(chunk['error'])[:200]}"
-                    return rec
-                text = _chunk_text(chunk)
-                usage = chunk.get("usage") if isinstance(chunk, dict) else None
-                completion = usage.get("completion_tokens") if isinstance(usage, dict) else None
-                if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
-                    rec.usage_prompt = usage["prompt_tokens"]
-                if isinstance(completion, int):
-                    rec.usage_completion = completion
-                if not text:
-                    n = 0  # role/usage-only chunk (the final usage chunk has no choices)
-                elif isinstance(completion, int):
-                    n = max(completion - prev_usage, 1)  # continuous usage: exact tokens in this chunk
-                    prev_usage = completion
-                else:
-                    n = 1
-                if n > 0:
-                    rec.chunk_times.append(now)
-                    rec.chunk_tokens.append(n)
-                    rec.chunk_chars.append(len(text))
-                    if live is not None:
-                        live.tokens += n
-                        live.report()
-                rec.text_chars += len(text)
+        async with asyncio.timeout(params.timeout_s):  # the whole request, not one read
+            await _read_stream(client, params, body, max_tokens, rec, live)
+    except TimeoutError:
+        rec.error = f"no end of the stream after {params.timeout_s:g} s (the whole-request deadline)"
+    except StreamRefused as exc:
+        rec.error = str(exc)
     except httpx.HTTPError as exc:
         rec.error = (f"{type(exc).__name__}: {exc}" if str(exc).strip() else type(exc).__name__)[:200]
-        return rec
     finally:
         rec.end = time.perf_counter()
+    if rec.error is not None:
+        return rec
     if not rec.chunk_times:
         rec.error = "stream ended without any token"
         return rec
     rec.ok = True  # a missing [DONE] is tolerated: some servers omit it and the tokens did arrive
     return rec
+
+
+async def _read_stream(
+    client: httpx.AsyncClient,
+    params: BuiltinParams,
+    body: dict[str, Any],
+    max_tokens: int,
+    rec: RequestRecord,
+    live: _Live | None,
+) -> None:
+    """Read one completion stream into `rec`: bounded lines, checked usage, stopped past max_tokens
+    (+ slack). Sets rec.error for an HTTP or server error; raises StreamRefused for a broken bound."""
+    prev_usage: int | None = None
+    async with client.stream("POST", params.endpoint, json=body) as resp:
+        if resp.status_code != 200:
+            text = b""
+            async for part in resp.aiter_bytes():
+                text += part
+                if len(text) > 4096:  # an error page is read only as far as it is shown
+                    break
+            rec.error = f"HTTP {resp.status_code}: {text.decode('utf-8', 'replace').strip()[:200]}"
+            return
+        async for line in bounded_lines(resp.aiter_bytes()):
+            if not line.startswith("data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                break
+            now = time.perf_counter()
+            try:
+                chunk = json.loads(payload)
+            except ValueError:
+                continue
+            if isinstance(chunk, dict) and chunk.get("error"):
+                rec.error = f"server error: {str(chunk['error'])[:200]}"
+                return
+            text = _chunk_text(chunk)
+            usage = chunk.get("usage") if isinstance(chunk, dict) else None
+            completion, prompt = check_usage(usage, max_tokens, prev_usage)
+            if prompt is not None:
+                rec.usage_prompt = prompt
+            if completion is not None:
+                rec.usage_completion = completion
+            if not text:
+                n = 0  # role/usage-only chunk (the final usage chunk has no choices)
+            elif completion is not None:
+                n = max(completion - (prev_usage or 0), 1)  # continuous usage: exact tokens in this chunk
+            else:
+                n = 1
+            if completion is not None:
+                prev_usage = completion
+            if n > 0:
+                rec.chunk_times.append(now)
+                rec.chunk_tokens.append(n)
+                rec.chunk_chars.append(len(text))
+                if live is not None:
+                    live.tokens += n
+                    live.report()
+            rec.text_chars += len(text)
+            check_counted(sum(rec.chunk_tokens), max_tokens)
 
 
 def _chunk_text(chunk: Any) -> str:
@@ -314,6 +346,8 @@ def summarize(records: list[RequestRecord], duration: float, params: BuiltinPara
             output_len=params.output_len,
             seed=params.seed,
             request_rate="inf",
+            token_slack=token_slack(params.output_len),
+            request_deadline_s=params.timeout_s,
         ),
         duration_s=duration,
         successful_requests=len(ok),

@@ -96,6 +96,8 @@ class BenchConfig(BaseModel):
     request_rate: str | None = None  # text: external tools print "inf"
     backend: str | None = None
     command: list[str] | None = None  # external command argv
+    token_slack: int | None = None  # built-in: tokens past output_len before a request is stopped
+    request_deadline_s: float | None = None  # built-in: the whole-request deadline
 
 
 BenchKind = Literal["builtin", "external", "parsed"]
