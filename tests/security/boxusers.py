@@ -64,8 +64,11 @@ def shared_tmp() -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def box_users(sshd, n: int, *, group: str | None = None) -> Iterator[list[BoxUser]]:
-    """`n` users with homes who can log in over `sshd`; with `group`, all are in that new group."""
+def box_users(
+    sshd, n: int, *, group: str | None = None, in_group: int | None = None
+) -> Iterator[list[BoxUser]]:
+    """`n` users with homes who can log in over `sshd`; with `group`, the first `in_group` (default:
+    all) are in that new group."""
     tag = secrets.token_hex(3)
     root = Path(tempfile.mkdtemp(prefix="sdbox-home-", dir="/tmp"))
     os.chmod(root, 0o711)
@@ -81,8 +84,9 @@ def box_users(sshd, n: int, *, group: str | None = None) -> Iterator[list[BoxUse
         for i in range(n):
             name = f"sdbox_{tag}{i}"
             home = root / name
+            member = extra if in_group is None or i < in_group else []
             _users_db(
-                ["useradd", "-m", "-d", str(home), "-N", "-s", "/bin/sh", *extra, name]
+                ["useradd", "-m", "-d", str(home), "-N", "-s", "/bin/sh", *member, name]
             ).check_returncode()
             made.append(name)
             pw = pwd.getpwnam(name)
