@@ -141,14 +141,20 @@ def _join(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**info.to_json(), "join": shlex.join(argv)})
         return 0
+    # said before attaching: whose screen this is (folder and socket checked to be theirs)
+    out(f"joining pairing session {info.name!r} of {info.owner} (uid {info.owner_uid}): {info.socket}")
+    sys.stdout.flush()
     return _attach(argv)
 
 
 def _list(args: argparse.Namespace) -> int:
-    found = pair.discover()
+    refused: list[str] = []
+    found = pair.discover(refused=refused)
     if args.json:
-        print_json({"sessions": [p.to_json() for p in found]})
+        print_json({"sessions": [p.to_json() for p in found], "refused": refused})
         return 0
+    for why in refused:
+        err(f"not listed (a look-alike): {why}")
     if not found:
         out("no pairing sessions you may join")
         return 0
