@@ -132,6 +132,8 @@ def test_port_holder_finds_this_process_listening(helper: Helper, family: socket
         port = s.getsockname()[1]
         got = helper.op("port_holder", port=port)
         assert got["listening"] and os.getpid() in got["pids"]
+        me = pwd.getpwuid(os.getuid()).pw_name
+        assert got["owners"] == [{"uid": os.getuid(), "user": me}] and got["self_uid"] == os.getuid()
         assert once("port_holder", port=port)["pids"] == got["pids"]  # the fallback says the same
 
 
@@ -139,7 +141,7 @@ def test_port_holder_bound_but_not_listening_is_free(helper: Helper) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))  # bound, never listening: nobody can connect
         got = helper.op("port_holder", port=s.getsockname()[1])
-    assert got == {"listening": False, "pids": [], "cmdline": []}
+    assert got == {"listening": False, "pids": [], "cmdline": [], "owners": [], "self_uid": os.getuid()}
 
 
 # -- health -----------------------------------------------------------------------------------------
