@@ -86,6 +86,7 @@ class PairInfo:
     access: str = "acl"  # acl: folder and socket ACLs + tmux's list; tmux-only: tmux's list alone
     join: str = ""
     owner_uid: int = -1  # the uid owning the folder and the socket (checked: the name claims it)
+    revoked: list[str] = field(default_factory=list)  # seats taken away (the driver may grant them again)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -303,8 +304,10 @@ def grant(socket: str, user: str, mode: Mode) -> None:
     """Give `user` a seat, or change its mode; attached clients of that user change at once."""
     require_write("change a pairing seat")
     folder = Path(socket).parent
+    if user_uid(user) in (os.getuid(), 0):
+        raise PairError(f"{user} always has full access to your tmux server: not a seat to change")
     _grant_tmux(socket, user, mode)
-    _update_seats(folder, socket)
+    _update_seats(folder, socket, granted=user)
 
 
 def revoke(socket: str, user: str) -> None:
@@ -313,12 +316,14 @@ def revoke(socket: str, user: str) -> None:
     res = _tmux(socket, "server-access", "-d", user)
     if res.returncode != 0 and "not found" not in res.stderr:
         raise PairError(f"tmux refused to revoke {user}: {res.stderr.strip()}")
-    _update_seats(Path(socket).parent, socket)
+    _update_seats(Path(socket).parent, socket, revoked=user)
 
 
-def _update_seats(folder: Path, socket: str) -> None:
+def _update_seats(folder: Path, socket: str, *, granted: str = "", revoked: str = "") -> None:
+    """Rewrite the seat list from tmux's; a revoked user stays listed as revoked (to grant again)."""
     acl = access_list(socket)
     data = read_seats(folder) or {}
+    was = [u for u in data.get("revoked", []) if isinstance(u, str) and u != granted and u not in acl]
     info = PairInfo(
         name=data.get("name", ""),
         socket=socket,
@@ -328,6 +333,7 @@ def _update_seats(folder: Path, socket: str) -> None:
         seats=[Seat(u, m) for u, m in acl.items()],
         join=data.get("join", ""),
         owner_uid=os.getuid(),
+        revoked=sorted({*was, revoked} - {""}),
     )
     _write_seats(folder, info)
     share(folder, acl)
