@@ -1,41 +1,187 @@
-"""Append one whole record to a journal file ON THE BOX (`python3 -c SOURCE PATH`, record on stdin).
+"""Append one whole record to a journal file ON THE BOX (`python3 -c SOURCE PATH [GROUP]`, record on stdin).
 
-Two specdebug instances share a box journal; each record must land as one whole line.  One
-`write` on an O_APPEND descriptor, then fsync; a torn tail left by a writer killed mid-line is
-ended with a newline first, so the new record starts on its own line.  Exit 5: short write.
-Stdlib only, Python >= 3.7.
+Two specdebug instances share a box journal; each record must land as one whole line, or not at
+all.  Under an exclusive lock (every writer goes through here): one `write` on an O_APPEND
+descriptor, then fsync; a short write or a failed fsync (a full disk) is cut back to the size
+before it, so no torn record is left; a torn tail left by a writer killed mid-line is ended with a
+newline first, so the new record starts on its own line.
+
+On a shared box the folder and the file are another user's way in: a planted `events.jsonl`
+symlink would have us append to any file of ours.  So the file is opened inside the folder without
+following symlinks, and refused unless the folder is ours and writable by nobody else; with GROUP
+(the user asked for a group-shared journal) the folder may be that group's (group-writable, not
+world-writable).  The record names its writer as the box sees it (this login, by uid), not the
+`by` the client declared.  Prints `by NAME UID`; exit 5 with one sentence on stderr when refused
+or not written.  Stdlib only, Python >= 3.7.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import grp
+import json
 import os
+import pwd
+import stat
 import sys
+from typing import Any
+
+EVENTS_MODE = 0o600
 
 
-def append_record(path: str, data: bytes) -> bool:
-    """Append `data` in one write (False: the write was short)."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+class Refused(Exception):
+    """The journal cannot be written safely, or was not written (the message says why)."""
+
+
+def login() -> tuple[str, int]:
+    uid = os.getuid()
     try:
-        size = os.fstat(fd).st_size
-        if size:
-            r = os.open(path, os.O_RDONLY)
-            try:
-                if os.pread(r, 1, size - 1) != b"\n":
-                    data = b"\n" + data
-            finally:
-                os.close(r)
-        if os.write(fd, data) != len(data):
-            return False
-        os.fsync(fd)
-    finally:
+        return pwd.getpwuid(uid).pw_name, uid
+    except KeyError:
+        return str(uid), uid
+
+
+def _group_id(group: str) -> int:
+    try:
+        gid = grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise Refused(f"no group {group!r} on the box") from None
+    if gid not in os.getgroups() and gid != os.getgid():
+        raise Refused(f"this login is not in group {group!r}")
+    return gid
+
+
+def _gname(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def open_folder(folder: str, group: str | None) -> int:
+    """The folder as a descriptor (created private, or group-shared when asked), once checked."""
+    gid = _group_id(group) if group else None
+    if not os.path.lexists(folder):
+        os.makedirs(os.path.dirname(folder) or "/", mode=0o700, exist_ok=True)
+        try:
+            os.mkdir(folder, 0o700)
+            if gid is not None:
+                os.chown(folder, -1, gid)
+                os.chmod(folder, 0o2770)
+        except FileExistsError:
+            pass
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise Refused(f"journal folder {folder}: {exc.strerror} (a symlink is not followed)") from None
+    st = os.fstat(fd)
+    mode = stat.S_IMODE(st.st_mode)
+    why = None
+    ours_private = st.st_uid == os.getuid() and not mode & 0o022
+    if ours_private:
+        pass
+    elif gid is None:
+        why = f"is owned by uid {st.st_uid}, not by this login (uid {os.getuid()})"
+        if st.st_uid == os.getuid():
+            why = f"is writable by group or others (mode {mode:o})"
+        if mode & 0o020 and not mode & 0o002:
+            why += f" (shared with a group: ask for it with --session box:{folder},group={_gname(st.st_gid)})"
+    elif mode & 0o002:
+        why = f"is writable by everyone (mode {mode:o})"
+    elif st.st_gid != gid:
+        why = f"belongs to group {st.st_gid}, not to {group}"
+    if why is not None:
         os.close(fd)
-    return True
+        raise Refused(f"journal folder {folder} {why}: refusing to write there")
+    return fd
+
+
+def _check_file(fd: int, path: str, gid: int | None) -> None:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(f"journal {path} is not a regular file")
+    if st.st_nlink != 1:
+        raise Refused(f"journal {path} has {st.st_nlink} hard links: refusing to write to it")
+    if st.st_uid != os.getuid() and (gid is None or st.st_gid != gid):
+        raise Refused(f"journal {path} is owned by uid {st.st_uid}, not by this login")
+
+
+def stamp(data: bytes, name: str, uid: int) -> bytes:
+    """The record with its writer as the box sees it (one JSON object per line)."""
+    try:
+        record: Any = json.loads(data.decode("utf-8"))
+    except ValueError:
+        raise Refused("the record is not one JSON object") from None
+    if not isinstance(record, dict):
+        raise Refused("the record is not one JSON object")
+    declared = record.get("by")
+    record["by"], record["uid"] = name, uid
+    if declared not in (None, name):
+        record["by_declared"] = declared
+    return (json.dumps(record, ensure_ascii=False, separators=(", ", ": ")) + "\n").encode("utf-8")
+
+
+def _write_whole(fd: int, data: bytes) -> None:
+    """Write under the lock; on any failure cut the file back to where it was (whole or nothing)."""
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        data = b"\n" + data
+    try:
+        if os.write(fd, data) != len(data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        os.fsync(fd)
+    except OSError as exc:
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        except OSError:
+            pass
+        why = "the box's disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
+        raise Refused(f"{why} ({exc.strerror}): the record was not written, nothing partial left") from None
+
+
+def append_record(path: str, data: bytes, group: str | None = None) -> str:
+    """Append `data` (one JSON record) as one whole line; returns the writer's name (Refused: why not)."""
+    name, uid = login()
+    data = stamp(data, name, uid)
+    folder, base = os.path.split(path)
+    dfd = open_folder(folder, group)
+    try:
+        gid = _group_id(group) if group else None
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:
+            fd = os.open(base, flags, 0o660 if gid is not None else EVENTS_MODE, dir_fd=dfd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise Refused(f"journal {path} is a symlink: refusing to write through it") from None
+            raise Refused(f"journal {path}: {exc.strerror}") from None
+        try:
+            _check_file(fd, path, gid)
+            if gid is not None and os.fstat(fd).st_uid == os.getuid():
+                os.fchown(fd, -1, gid)  # the group asked for can append too (whatever the umask)
+                os.fchmod(fd, 0o660)
+            _write_whole(fd, data)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(dfd)
+    return name
 
 
 def main() -> None:
-    if not append_record(sys.argv[1], sys.stdin.buffer.read()):
+    path = os.path.expanduser(sys.argv[1])
+    group = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else None
+    try:
+        name = append_record(path, sys.stdin.buffer.read(), group)
+    except Refused as exc:
+        sys.stderr.write(f"{exc}\n")
         sys.exit(5)
+    except OSError as exc:
+        sys.stderr.write(f"journal {path}: {exc.strerror}: the record was not written\n")
+        sys.exit(5)
+    sys.stdout.write(f"by {name} {os.getuid()}\n")
 
 
 if __name__ == "__main__":

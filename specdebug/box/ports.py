@@ -4,7 +4,8 @@
 Sockets of another user's processes are not visible (their fd folders are not readable): the port
 then shows as in use with no PIDs, and the client says so.  Stdlib only, Python >= 3.7.
 
-Op:  port_holder {port} -> {listening, pids, cmdline (of the lowest PID)}
+Op:  port_holder {port} -> {listening, pids, cmdline (of the lowest PID), owners [{uid, user}] of the
+     listening sockets (visible for every user), self_uid (this login's)}
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
 LISTEN = "0A"  # the st column of /proc/net/tcp for a listening socket
 
 
-def listening_inodes(port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> set[str]:
-    """fd link texts (`socket:[INODE]`) of the sockets listening on `port`."""
+def listening_inodes(
+    port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6"), uids: set[int] | None = None
+) -> set[str]:
+    """fd link texts (`socket:[INODE]`) of the sockets listening on `port` (their owners' uids,
+    which /proc/net/tcp shows for every user's socket, go into `uids`)."""
     inodes = set()
     for name in tables:
         try:
@@ -29,6 +33,8 @@ def listening_inodes(port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/pr
                     f = line.split()
                     if len(f) > 9 and f[3] == LISTEN and int(f[1].rsplit(":", 1)[1], 16) == port:
                         inodes.add(f"socket:[{f[9]}]")
+                        if uids is not None and f[7].isdigit():
+                            uids.add(int(f[7]))
         except (OSError, StopIteration):
             pass
     return inodes
@@ -56,8 +62,18 @@ def holders(inodes: set[str]) -> list[int]:
     return sorted(pids)
 
 
+def _user(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
+
+
 def port_holder(port: int) -> dict[str, Any]:
-    inodes = listening_inodes(port)
+    uids: set[int] = set()
+    inodes = listening_inodes(port, uids=uids)
     pids = holders(inodes)
     cmd: list[str] = []
     if pids:
@@ -66,7 +82,14 @@ def port_holder(port: int) -> dict[str, Any]:
                 cmd = [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
         except OSError:
             pass
-    return {"listening": bool(inodes), "pids": pids, "cmdline": cmd}
+    owners = [{"uid": u, "user": _user(u)} for u in sorted(uids)]
+    return {
+        "listening": bool(inodes),
+        "pids": pids,
+        "cmdline": cmd,
+        "owners": owners,
+        "self_uid": os.getuid(),
+    }
 
 
 def op_port_holder(req: dict[str, Any]) -> dict[str, Any]:

@@ -40,8 +40,28 @@ class BoxJournalError(ValueError):
     """`--session box:...` names no usable place."""
 
 
+GROUP_SUFFIX = ",group="  # box:/abs/dir,group=GROUP: a journal folder shared with GROUP on the box
+GROUP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+
+
+def split_group(spec: str) -> tuple[str, str | None]:
+    """`/abs/dir,group=G` -> ("/abs/dir", "G"): the user asked for a group-shared folder (only then
+    does the box accept a group-writable one); anything else -> (spec, None)."""
+    folder, sep, group = spec.rpartition(GROUP_SUFFIX)
+    if not sep:
+        return spec, None
+    if not folder.startswith("/"):
+        raise BoxJournalError(
+            f"box:{spec}: a group-shared journal needs an absolute folder (box:/abs/dir,group=G)"
+        )
+    if not GROUP_RE.fullmatch(group):
+        raise BoxJournalError(f"box:{spec}: {group!r} is not a group name")
+    return folder, group
+
+
 def box_path(spec: str) -> str:
     """`NAME` -> ~/.specdebug/sessions/NAME/events.jsonl; `/abs/dir` -> /abs/dir/events.jsonl."""
+    spec, _group = split_group(spec)
     if spec.startswith("/"):
         if "\n" in spec or "/../" in f"{spec}/":
             raise BoxJournalError(f"box:{spec}: not a plain absolute folder")
@@ -67,6 +87,7 @@ class BoxJournal:
         self.remote = remote
         self.spec = spec
         self.path = box_path(spec)  # ~ expanded on first use
+        self.group = split_group(spec)[1]  # None: the folder must be ours and private
         self.session_dir = None  # nothing local: reports and `history` read it through the remote
         self.label = f"box:{spec}"
         self._events: list[dict[str, Any]] = []
@@ -77,7 +98,10 @@ class BoxJournal:
         self._writer: asyncio.Task[None] | None = None
         self._expanded = False
         self.listeners: list[Callable[[list[dict[str, Any]]], None]] = []
+        # who writes, as the box sees it (the SSH login): the box stamps every record with it; until
+        # the first append answers, the local name (only ever shown here, never written)
         self.by = getpass.getuser()
+        self.seat: Callable[[], str | None] | None = None  # pairing: the seat that typed (core.pair)
         self.last_error = ""
 
     # -- the Journal surface --------------------------------------------------------------------
@@ -85,6 +109,9 @@ class BoxJournal:
         """Record one event: visible here now, on the box as soon as the writer sends it."""
         require_write(f"journal {kind}", self, self.remote)
         event = {**data, "ts": time.time(), "kind": kind, "eid": uuid.uuid4().hex, "by": self.by}
+        seat = self.seat() if self.seat is not None else None
+        if seat:
+            event["seat"] = seat
         line = (json.dumps(event, default=_jsonable, ensure_ascii=False) + "\n").encode()
         self._add([json.loads(line)])
         self._outbox.append(line)
@@ -146,9 +173,22 @@ class BoxJournal:
         if self._writer is not None:
             await asyncio.wait_for(asyncio.shield(self._writer), timeout)
         if self._outbox:
+            n = len(self._outbox)
             raise RemoteError(
-                f"box journal {self.path}: {len(self._outbox)} events not written: {self.last_error}"
+                f"box journal {self.path}: {n} event{'s' if n != 1 else ''} not written: {self.last_error}"
             )
+
+    def _stamped(self, line: bytes, answer: str) -> None:
+        """The box named the writer (`by NAME UID`): our copy of the event says the same."""
+        parts = answer.strip().split()
+        if len(parts) != 3 or parts[0] != "by" or not parts[2].isdigit():
+            return
+        self.by = parts[1]
+        eid = json.loads(line).get("eid")
+        for ev in reversed(self._events):
+            if ev.get("eid") == eid:
+                ev["by"], ev["uid"] = parts[1], int(parts[2])
+                break
 
     def _add(self, events: list[dict[str, Any]]) -> None:
         for ev in events:
@@ -172,13 +212,17 @@ class BoxJournal:
         try:
             path = await self._resolve()
             while self._outbox:
-                # specdebug/box/journal_append.py: one write on O_APPEND, fsync; a torn tail ended first
+                # specdebug/box/journal_append.py: whole or nothing under a lock, no symlink followed,
+                # the folder checked (ours and private, or the group asked for); answers `by NAME UID`
                 res = await self.remote.run(
-                    python_argv("journal_append.py", path), input=self._outbox[0], timeout=30
+                    python_argv("journal_append.py", path, self.group or ""),
+                    input=self._outbox[0],
+                    timeout=30,
                 )
                 if not res.ok:
-                    self.last_error = f"append failed: {res.err.strip() or res.exit_status}"
+                    why = res.err.strip().splitlines()[-1:] or [f"exit status {res.exit_status}"]
+                    self.last_error = why[0][:400]
                     return
-                self._outbox.pop(0)
+                self._stamped(self._outbox.pop(0), res.out)
         except (RemoteError, OSError) as exc:
             self.last_error = str(exc)

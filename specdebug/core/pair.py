@@ -30,6 +30,7 @@ from typing import Any
 
 from specdebug.capability import require_write
 from specdebug.core import pair_acl
+from specdebug.core.pair_owner import ownership_problem, user_name
 from specdebug.core.pair_seats import CLIENT_FORMAT as CLIENT_FORMAT  # the pairing API in one place
 from specdebug.core.pair_seats import Client as Client
 from specdebug.core.pair_seats import Mode as Mode
@@ -84,6 +85,8 @@ class PairInfo:
     seats: list[Seat] = field(default_factory=list)
     access: str = "acl"  # acl: folder and socket ACLs + tmux's list; tmux-only: tmux's list alone
     join: str = ""
+    owner_uid: int = -1  # the uid owning the folder and the socket (checked: the name claims it)
+    revoked: list[str] = field(default_factory=list)  # seats taken away (the driver may grant them again)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -171,13 +174,6 @@ def user_uid(user: str) -> int:
         return pwd.getpwnam(user).pw_uid
     except KeyError:
         raise PairError(f"no such user on this machine: {user!r}") from None
-
-
-def user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 def _make_folder(folder: Path) -> None:
@@ -284,7 +280,9 @@ def start(
     try:
         for user, mode in seats.items():
             _grant_tmux(sock, user, mode)
-        info = PairInfo(name=name, socket=sock, session=name, owner=user_name(me), folder=str(folder))
+        info = PairInfo(
+            name=name, socket=sock, session=name, owner=user_name(me), folder=str(folder), owner_uid=me
+        )
         info.seats = [Seat(u, m) for u, m in seats.items()]
         info.join = " ".join(join_argv(sock, name, tmux=tmux))
         _write_seats(folder, info)
@@ -306,8 +304,10 @@ def grant(socket: str, user: str, mode: Mode) -> None:
     """Give `user` a seat, or change its mode; attached clients of that user change at once."""
     require_write("change a pairing seat")
     folder = Path(socket).parent
+    if user_uid(user) in (os.getuid(), 0):
+        raise PairError(f"{user} always has full access to your tmux server: not a seat to change")
     _grant_tmux(socket, user, mode)
-    _update_seats(folder, socket)
+    _update_seats(folder, socket, granted=user)
 
 
 def revoke(socket: str, user: str) -> None:
@@ -316,12 +316,14 @@ def revoke(socket: str, user: str) -> None:
     res = _tmux(socket, "server-access", "-d", user)
     if res.returncode != 0 and "not found" not in res.stderr:
         raise PairError(f"tmux refused to revoke {user}: {res.stderr.strip()}")
-    _update_seats(Path(socket).parent, socket)
+    _update_seats(Path(socket).parent, socket, revoked=user)
 
 
-def _update_seats(folder: Path, socket: str) -> None:
+def _update_seats(folder: Path, socket: str, *, granted: str = "", revoked: str = "") -> None:
+    """Rewrite the seat list from tmux's; a revoked user stays listed as revoked (to grant again)."""
     acl = access_list(socket)
     data = read_seats(folder) or {}
+    was = [u for u in data.get("revoked", []) if isinstance(u, str) and u != granted and u not in acl]
     info = PairInfo(
         name=data.get("name", ""),
         socket=socket,
@@ -330,6 +332,8 @@ def _update_seats(folder: Path, socket: str) -> None:
         folder=str(folder),
         seats=[Seat(u, m) for u, m in acl.items()],
         join=data.get("join", ""),
+        owner_uid=os.getuid(),
+        revoked=sorted({*was, revoked} - {""}),
     )
     _write_seats(folder, info)
     share(folder, acl)
@@ -341,8 +345,9 @@ def kill(socket: str) -> None:
         _tmux(socket, "kill-server")
 
 
-def discover(root: Path | None = None) -> list[PairInfo]:
-    """Pairing sessions this user may reach: ours, and others' whose folder lets us in."""
+def discover(root: Path | None = None, refused: list[str] | None = None) -> list[PairInfo]:
+    """Pairing sessions this user may reach: ours, and others' whose folder lets us in; each one's
+    folder and socket owned by the user its name claims (the others go to `refused`, with why)."""
     root = root or pair_root()
     found = []
     try:
@@ -355,7 +360,12 @@ def discover(root: Path | None = None) -> list[PairInfo]:
             continue
         sock = folder / SOCKET_FILE
         with contextlib.suppress(OSError):
-            if not stat.S_ISSOCK(sock.stat().st_mode):
+            if not stat.S_ISSOCK(sock.lstat().st_mode):
+                continue
+            why = ownership_problem(folder, int(m.group(1)))
+            if why is not None:
+                if refused is not None:
+                    refused.append(f"{m.group(2)}: {why}")
                 continue
             if int(m.group(1)) == os.getuid() and not is_alive(str(sock)):
                 continue  # ours and dead (its server was killed): nothing to join
@@ -368,25 +378,52 @@ def discover(root: Path | None = None) -> list[PairInfo]:
                 folder=str(folder),
                 seats=[Seat(s["user"], Mode(s["mode"])) for s in data.get("seats", [])],
                 join=" ".join(join_argv(str(sock), str(data.get("session") or m.group(2)))),
+                owner_uid=int(m.group(1)),
             )
             found.append(info)
     return found
 
 
 def find(name: str, socket: str | None = None) -> PairInfo:
-    """The session to join: by --socket, or by name among the reachable ones (ours first)."""
+    """The session to join: by --socket, or by name among the reachable ones (ours first); only
+    sessions whose folder and socket belong to the user the name claims (PairError: why not)."""
     if socket:
-        return PairInfo(name=name, socket=socket, session=name, owner="", folder=str(Path(socket).parent))
-    matches = [p for p in discover() if p.name == name]
-    mine = [p for p in matches if p.owner == user_name(os.getuid())]
+        return _by_socket(name, Path(socket))
+    refused: list[str] = []
+    matches = [p for p in discover(refused=refused) if p.name == name]
+    mine = [p for p in matches if p.owner_uid == os.getuid()]
     if mine:
         return mine[0]
     if len(matches) == 1:
         return matches[0]
+    lookalikes = [r for r in refused if r.startswith(f"{name}: ")]
+    if not matches and lookalikes:
+        raise PairError(f"not joining pairing session {lookalikes[0]}: refusing a look-alike")
     if not matches:
         raise PairError(f"no pairing session named {name!r} that you may join (specdebug pair --list)")
     owners = ", ".join(p.owner for p in matches)
     raise PairError(f"several sessions named {name!r} (owners: {owners}): give --socket PATH")
+
+
+def _by_socket(name: str, sock: Path) -> PairInfo:
+    """--socket PATH: the session of whoever owns the socket, if its folder is theirs too."""
+    try:
+        uid = sock.lstat().st_uid
+    except OSError as exc:
+        raise PairError(f"--socket {sock}: {exc.strerror}") from None
+    why = ownership_problem(sock.parent, uid) if sock.name == SOCKET_FILE else None
+    if why is None and sock.parent.lstat().st_uid != uid:
+        why = f"{sock.parent} is not the folder of {user_name(uid)}, who owns the socket"
+    if why is not None:
+        raise PairError(f"not joining {sock}: {why}")
+    return PairInfo(
+        name=name,
+        socket=str(sock),
+        session=name,
+        owner=user_name(uid),
+        folder=str(sock.parent),
+        owner_uid=uid,
+    )
 
 
 def wait_gone(socket: str, timeout: float = 10.0) -> bool:

@@ -87,14 +87,22 @@ class PortHolder(BaseModel):
     listening: bool
     pids: list[int] = Field(default_factory=list)
     cmdline: list[str] = Field(default_factory=list)
+    owners: list[dict[str, Any]] = Field(default_factory=list)  # [{uid, user}] of the listening sockets
+    self_uid: int | None = None  # the box login's uid (None: an older box op)
 
     @property
     def pid(self) -> int | None:
         return self.pids[0] if self.pids else None
 
+    def others(self) -> list[str]:
+        """`user (uid N)` of each listening socket that is not this login's."""
+        return [f"{o.get('user')} (uid {o.get('uid')})" for o in self.owners if o.get("uid") != self.self_uid]
+
     def describe(self) -> str:
         if not self.listening:
             return f"port {self.port} is free"
+        if self.others() and self.self_uid is not None:
+            return f"port {self.port} is in use by another user's process: {', '.join(self.others())}"
         if not self.pids:
             return f"port {self.port} is in use (holder not visible: another user's process?)"
         who = " ".join(self.cmdline)[:120] or "?"

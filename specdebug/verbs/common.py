@@ -269,7 +269,7 @@ async def session_journal(
         try:
             await journal.flush()
         except (RemoteError, TimeoutError) as exc:
-            err(f"box journal {journal.path}: not all events written: {exc or 'timed out'}")
+            err(str(exc) if str(exc) else f"box journal {journal.path}: not all events written: timed out")
             if ok:
                 raise VerbExit(1) from exc
 

@@ -4,6 +4,7 @@
                    [--detach] [--json]
     specdebug pair --join NAME [--readonly] [--socket PATH]
     specdebug pair --list [--json]
+    specdebug pair --grant USER [--rw] | --revoke USER  [--name NAME] [--json]
     specdebug pair --web HOST... [-c PROFILE] [--session box:NAME] [--port N]
 
 Read-only is tmux's (server-access, tmux >= 3.3); see specdebug/core/pair.py for the folder.
@@ -45,6 +46,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--readonly", action="store_true", help="with --join: attach read-only")
     p.add_argument("--socket", metavar="PATH", help="with --join: the session's tmux socket")
     p.add_argument("--list", action="store_true", help="list the pairing sessions you may join")
+    p.add_argument(
+        "--grant", metavar="USER", help="give USER a read-only seat in your session --name (again)"
+    )
+    p.add_argument("--rw", action="store_true", help="with --grant: a read-write seat (trusted!)")
+    p.add_argument("--revoke", metavar="USER", help="take USER's seat away (disconnects them)")
     p.add_argument("--web", action="store_true", help="serve a read-only seat to a browser on 127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="with --web: port (default: a free one)")
     p.add_argument(
@@ -59,6 +65,8 @@ def cmd_pair(args: argparse.Namespace) -> int:
             return _list(args)
         if args.join:
             return _join(args)
+        if args.grant or args.revoke:
+            return _change_seat(args)
         if not args.hosts:
             err("pair: give HOST... to start a session, or --join NAME, or --list")
             return 2
@@ -141,14 +149,45 @@ def _join(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**info.to_json(), "join": shlex.join(argv)})
         return 0
+    # said before attaching: whose screen this is (folder and socket checked to be theirs)
+    out(f"joining pairing session {info.name!r} of {info.owner} (uid {info.owner_uid}): {info.socket}")
+    sys.stdout.flush()
     return _attach(argv)
 
 
-def _list(args: argparse.Namespace) -> int:
-    found = pair.discover()
+def _change_seat(args: argparse.Namespace) -> int:
+    """--grant/--revoke USER on your own running session --name (the headless twin of the palette)."""
+    if args.grant and args.revoke:
+        err("pair: --grant and --revoke: one at a time")
+        return 2
+    sock = str(pair.folder_for(pair.check_name(args.name)) / pair.SOCKET_FILE)
+    if not pair.is_alive(sock):
+        err(f"pair: no running pairing session {args.name!r} of yours (specdebug pair --list)")
+        return 2
+    user = args.grant or args.revoke
+    pair.user_uid(user)  # an unknown user: one clear line
+    if args.grant:
+        mode = Mode.RW if args.rw else Mode.RO
+        pair.grant(sock, user, mode)
+        what = f"{user} has a {'read-write' if args.rw else 'read-only'} seat"
+    else:
+        pair.revoke(sock, user)
+        what = f"{user}'s seat is revoked"
     if args.json:
-        print_json({"sessions": [p.to_json() for p in found]})
+        print_json({"name": args.name, "user": user, "seats": pair.access_list(sock), "done": what})
+    else:
+        out(f"pairing session {args.name!r}: {what}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    refused: list[str] = []
+    found = pair.discover(refused=refused)
+    if args.json:
+        print_json({"sessions": [p.to_json() for p in found], "refused": refused})
         return 0
+    for why in refused:
+        err(f"not listed (a look-alike): {why}")
     if not found:
         out("no pairing sessions you may join")
         return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import pwd
 import shlex
 import signal
 import socket
@@ -131,6 +132,8 @@ def test_port_holder_finds_this_process_listening(helper: Helper, family: socket
         port = s.getsockname()[1]
         got = helper.op("port_holder", port=port)
         assert got["listening"] and os.getpid() in got["pids"]
+        me = pwd.getpwuid(os.getuid()).pw_name
+        assert got["owners"] == [{"uid": os.getuid(), "user": me}] and got["self_uid"] == os.getuid()
         assert once("port_holder", port=port)["pids"] == got["pids"]  # the fallback says the same
 
 
@@ -138,7 +141,7 @@ def test_port_holder_bound_but_not_listening_is_free(helper: Helper) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))  # bound, never listening: nobody can connect
         got = helper.op("port_holder", port=s.getsockname()[1])
-    assert got == {"listening": False, "pids": [], "cmdline": []}
+    assert got == {"listening": False, "pids": [], "cmdline": [], "owners": [], "self_uid": os.getuid()}
 
 
 # -- health -----------------------------------------------------------------------------------------
@@ -270,7 +273,11 @@ def test_journal_append_ends_a_torn_tail_and_keeps_records_whole(tmp_path: Path)
     with path.open("ab") as f:
         f.write(b'{"torn')  # a writer killed mid-line
     assert append(path, b'{"b": 2}\n') == 0
-    assert path.read_bytes() == b'{"a": 1}\n{"torn\n{"b": 2}\n'
+    first, torn, last = path.read_bytes().split(b"\n")[:3]
+    assert torn == b'{"torn' and path.read_bytes().endswith(b"\n")
+    me = pwd.getpwuid(os.getuid()).pw_name
+    assert json.loads(first) == {"a": 1, "by": me, "uid": os.getuid()}  # the writer as the box sees it
+    assert json.loads(last) == {"b": 2, "by": me, "uid": os.getuid()}
 
 
 def test_concurrent_appends_never_interleave(tmp_path: Path) -> None:
@@ -285,8 +292,10 @@ def test_concurrent_appends_never_interleave(tmp_path: Path) -> None:
         p.stdin.write(rec)
         p.stdin.close()
     assert [p.wait(60) for p in procs] == [0] * len(records)
-    lines = path.read_bytes().splitlines(keepends=True)
-    assert sorted(lines) == sorted(records)
+    lines = [json.loads(line) for line in path.read_bytes().splitlines()]
+    for line in lines:
+        del line["by"], line["uid"]
+    assert sorted(lines, key=str) == sorted((json.loads(r) for r in records), key=str)
 
 
 # -- shell scripts ----------------------------------------------------------------------------------

@@ -126,6 +126,14 @@ def test_discover_lists_only_reachable_pair_folders(tmp_path_factory, monkeypatc
     other.mkdir(mode=0o711)
     theirs = socket.socket(socket.AF_UNIX)
     theirs.bind(str(other / pair.SOCKET_FILE))
+    if os.geteuid() != 0:
+        pytest.skip("another user's folder and socket need root to make (chown)")
+    os.chown(other, 4242, -1)  # really theirs: the folder and the socket are owned by the uid named
+    os.lchown(other / pair.SOCKET_FILE, 4242, -1)
+    fake = tmp_path / "specdebug-pair.4243.fake"  # claims uid 4243, made by us: a look-alike
+    fake.mkdir(mode=0o711)
+    fake_sock = socket.socket(socket.AF_UNIX)
+    fake_sock.bind(str(fake / pair.SOCKET_FILE))
     monkeypatch.setattr(pair, "is_alive", lambda path, session=None: False)  # our s1 has no tmux server
     try:
         assert [p.name for p in pair.discover()] == ["theirs"]  # our dead one is left out
@@ -138,9 +146,12 @@ def test_discover_lists_only_reachable_pair_folders(tmp_path_factory, monkeypatc
         assert pair.find("s1").socket == str(mine / pair.SOCKET_FILE)
         with pytest.raises(PairError, match="no pairing session named 'nope'"):
             pair.find("nope")
+        with pytest.raises(PairError, match="not by 4243 as its name claims: refusing a look-alike"):
+            pair.find("fake")
     finally:
         sock.close()
         theirs.close()
+        fake_sock.close()
 
 
 def test_an_existing_folder_that_is_not_ours_is_refused(tmp_path: Path, monkeypatch) -> None:

@@ -54,4 +54,4 @@ def test_own_user_is_not_a_seat(tmp_path: Path) -> None:
 def test_list_json_when_there_is_nothing(tmp_path: Path) -> None:
     res = run("--list", "--json", root=tmp_path)
     assert res.returncode == 0
-    assert json.loads(res.stdout) == {"sessions": []}
+    assert json.loads(res.stdout) == {"sessions": [], "refused": []}

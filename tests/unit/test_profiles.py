@@ -17,6 +17,7 @@ from specdebug.core.profiles import (
     profile_schema,
     split_argv,
 )
+from specdebug.core.profiles.model import default_log_dir
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -46,7 +47,7 @@ def test_every_example_loads(path: Path) -> None:
     profile = load_profile(path)
     assert profile.name == path.stem
     assert profile.server.argv and profile.server.port > 0
-    assert profile.server.log_file.startswith("/tmp/specdebug/")
+    assert profile.server.log_file == f"{default_log_dir()}/{profile.name}.log"  # private, never /tmp
 
 
 def test_example_ports_are_distinct() -> None:
@@ -57,7 +58,7 @@ def test_example_ports_are_distinct() -> None:
 def test_defaults_filled(tmp_path: Path) -> None:
     p = load_profile(write(tmp_path, "p.toml", MINIMAL))
     assert p.server.port == 30001  # from --port in argv
-    assert p.server.log_file == "/tmp/specdebug/p.log"
+    assert p.server.log_file == f"{default_log_dir()}/p.log"
     assert p.server.kind == "sglang" and p.server.spt_noenv is True
     assert p.ready.health == "/health" and p.ready.require_ready_line and p.ready.timeout_s == 900
     assert p.bench.command is None and p.bench.requests > 0

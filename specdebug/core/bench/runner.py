@@ -27,6 +27,7 @@ from specdebug.capability import require_write
 from specdebug.core.bench import external, gpu, prom, serverlog
 from specdebug.core.bench.builtin import BuiltinParams, run_builtin
 from specdebug.core.bench.events import BenchDone, BenchEvent, BenchLine
+from specdebug.core.bench.holder import NotOurServer, check_port_holder
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
@@ -231,6 +232,10 @@ async def _measure(
     scrub = Scrubber.for_profile(profile)  # output lines, errors and warnings are shown and stored
     started = time.time()
     log_file = await box_path(remote, srv.log_file)  # `~/...` as every verb reads it (core.profiles.paths)
+    try:  # the listener must be the recorded server, not whoever took the port (core/bench/holder.py)
+        holder_note = await check_port_holder(remote, profile)
+    except NotOurServer as exc:
+        raise BenchError(str(exc)) from None
     fwd = await remote.forward_local_port(srv.port)
     base_url = f"http://127.0.0.1:{fwd.local_port}"
     window = None
@@ -298,6 +303,7 @@ async def _measure(
         result.server, log_errors = serverlog.server_metrics(log_slice, profile.patterns, srv.kind)
     prom.fill_server(result)
     result.warnings = [
+        *([holder_note] if holder_note else []),
         *_warnings(state, gpus_before, gpus_after, gpu_err, log_errors, size_before, size_after),
         *result.warnings,
     ]

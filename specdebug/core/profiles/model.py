@@ -6,6 +6,7 @@ itself into knobs and back (see diff.py for what a knob is).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -43,6 +44,15 @@ class ProfileError(Exception):
         self.problems: list[ProfileError] = [self]  # every problem found in the file, this one first
 
 
+def default_log_dir() -> str:
+    """Where a profile without `log_file` logs ON THE BOX: `logs/` in the folder of server records
+    ($SPECDEBUG_STATE_DIR, else ~/.specdebug/servers; `~` is the box user's), created 0700 by the
+    launch.  Not a shared folder such as /tmp/specdebug: another user could plant it (or a symlink
+    in it) and get the server's output appended to a file of ours, or forge the log we read."""
+    state = os.environ.get("SPECDEBUG_STATE_DIR") or "~/.specdebug/servers"
+    return f"{state.rstrip('/')}/logs"
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -53,7 +63,9 @@ class ServerSpec(_Strict):
     argv: list[str] = Field(min_length=1, description="Command line, one list item per argument.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server.")
     cwd: str | None = Field(default=None, description="Working directory on the box (~ allowed).")
-    log_file: str = Field(default="", description="Log path on the box; default /tmp/specdebug/<name>.log.")
+    log_file: str = Field(
+        default="", description="Log path on the box; default <state folder>/logs/<name>.log (ours, 0700)."
+    )
     port: int = Field(
         default=0, ge=0, le=65535, description="HTTP port; default from --port in argv or kind."
     )
@@ -170,7 +182,7 @@ class Profile(_Strict):
     def _fill_defaults(self) -> Profile:
         srv = self.server
         if not srv.log_file:
-            srv.log_file = f"/tmp/specdebug/{self.name}.log"
+            srv.log_file = f"{default_log_dir()}/{self.name}.log"
         argv_port = _argv_port(srv.argv)
         if srv.port == 0:
             if argv_port is not None:

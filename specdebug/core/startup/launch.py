@@ -93,9 +93,11 @@ async def start_detached(remote: Remote, profile: Profile, launch_id: str | None
     """Run the launch script on the box: the server starts detached and reports who it is."""
     res = await remote.run(launch_argv(profile, launch_id), timeout=30)
     if not res.ok:
-        what = {3: "cannot create the log file", 4: "cannot cd to the working directory"}.get(
-            res.exit_status or 0, "launch failed"
-        )
+        what = {
+            3: "cannot create the log file",
+            4: "cannot cd to the working directory",
+            5: "not launching: unsafe log file",  # launch.sh: a folder not ours and private, a symlink
+        }.get(res.exit_status or 0, "launch failed")
         raise RemoteError(f"{what}: {res.err.strip() or res.out.strip() or res.exit_status}")
     try:
         return parse_launch_report(res.out)

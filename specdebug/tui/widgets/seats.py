@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 from functools import partial
+from pathlib import Path
 
 from rich.text import Text
 from textual import work
@@ -49,6 +50,7 @@ class SeatsBar(Static):
         self.pair_name = name if name is not None else os.environ.get(pair.ENV_NAME, "")
         self.seats: list[Seat] = []
         self.clients: list[pair.Client] = []
+        self.revoked: list[str] = []  # seats taken away, offered again in the palette
         self.owner_uid = os.getuid()
 
     @property
@@ -72,6 +74,8 @@ class SeatsBar(Static):
         seats = pair.seats_now(acl, attached)
         notes = pair.seat_changes(self.seats, seats)
         self.seats, self.clients = seats, attached
+        listed = await asyncio.to_thread(pair.read_seats, Path(socket).parent)
+        self.revoked = [u for u in (listed or {}).get("revoked", []) if isinstance(u, str) and u not in acl]
         self.update(self.render_seats())
         for note in notes:
             self.app.notify(note, title="pairing", timeout=6)
@@ -131,7 +135,10 @@ class SeatsProvider(Provider):
             return
         if bar.readonly or not bar.active:
             return
+        driver = pair.user_name(bar.owner_uid)
         for seat in bar.seats:
+            if seat.user in (driver, "root"):  # the driver's own seat (and root's) is not a seat to change
+                continue
             if seat.mode is Mode.RO:
                 yield (
                     f"Seat: grant write to {seat.user}",
@@ -141,6 +148,11 @@ class SeatsProvider(Provider):
             else:
                 yield f"Seat: make {seat.user} read-only", partial(bar.change, seat.user, "ro"), ""
             yield f"Seat: revoke {seat.user}", partial(bar.change, seat.user, "revoke"), "disconnects them"
+        for user in bar.revoked:
+            if user in (driver, "root"):
+                continue
+            yield f"Seat: grant read-only again to {user}", partial(bar.change, user, "ro"), "revoked earlier"
+            yield f"Seat: grant write again to {user}", partial(bar.change, user, "rw"), "revoked earlier"
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)

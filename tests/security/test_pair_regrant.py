@@ -1,0 +1,113 @@
+"""A revoked seat can be granted again (palette and `pair --grant/--revoke USER`); the palette never
+offers to change the driver's own seat.
+
+Before, a revoke dropped the user from the seat list the palette reads, so nothing could give the
+seat back short of a new session, and there was no headless twin.  Real users, real tmux, the app
+against the real sshd, as in tests/integration/test_pair_tmux.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specdebug.core.pair_owner import user_name
+from tests.pair_harness import Terminal, can_make_users, shared_root, tmux, unix_users, wait_for
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(can_make_users() is not None, reason=str(can_make_users())),
+]
+
+
+def pair_cli(sshd, root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")}
+    env["SPECDEBUG_PAIR_DIR"] = str(root)
+    return subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", "pair", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def screen(sock: str, name: str) -> str:
+    return tmux(sock, "capture-pane", "-p", "-t", f"={name}:").stdout
+
+
+def palette(sock: str, name: str, term: Terminal, query: str) -> None:
+    """Open the command palette (ctrl+p, again if a key was lost) and type `query` once it is open."""
+    for _ in range(5):
+        term.type("\x10")
+        try:
+            wait_for(lambda: "Search for commands" in screen(sock, name), 5, what="the palette")
+            break
+        except AssertionError:
+            continue
+    else:
+        raise AssertionError(f"the palette never opened: {screen(sock, name)}")
+    term.type(query)
+
+
+def access(sock: str) -> str:
+    return tmux(sock, "server-access", "-l").stdout
+
+
+def test_revoked_seat_is_granted_again_and_the_driver_is_never_offered(sshd) -> None:
+    with unix_users(1) as (viewer,), shared_root() as root:
+        name = f"g{secrets.token_hex(3)}"
+        r = pair_cli(sshd, root, "-F", str(sshd.config_path), "gpubox", "--name", name, "--detach", "--json",
+                     "--allow-ro", viewer)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        info = json.loads(r.stdout)
+        sock = info["socket"]
+        driver = None
+        try:
+            driver = Terminal(["tmux", "-S", sock, "attach-session", "-t", f"={name}:"], size=(150, 45))
+            wait_for(lambda: "gpubox" in (s := screen(sock, name)) and "pairing" in s, 90, what="app up")
+
+            # headless: revoke, then grant again (read-only, then write)
+            r = pair_cli(sshd, root, "--revoke", viewer, "--name", name)
+            assert r.returncode == 0 and "revoked" in r.stdout, r.stderr
+            assert viewer not in access(sock)
+            seats = json.loads((Path(info["folder"]) / "seats.json").read_text())
+            assert seats["revoked"] == [viewer]
+
+            # the palette offers the revoked seat again, and nothing about the driver's own seat
+            palette(sock, name, driver, "Seat:")
+            wait_for(
+                lambda: f"grant read-only again to {viewer}" in screen(sock, name), 20, what="palette entry"
+            )
+            shown = [line for line in screen(sock, name).splitlines() if "Seat:" in line]
+            me = user_name(os.getuid())
+            assert not [line for line in shown if f" {me}" in line.split("Seat:", 1)[1]], shown
+            driver.type("\x1b")
+            wait_for(lambda: "Search for commands" not in screen(sock, name), 20, what="palette closed")
+            palette(sock, name, driver, "grant read-only again")
+            wait_for(
+                lambda: f"grant read-only again to {viewer}" in screen(sock, name), 20, what="palette entry"
+            )
+            driver.type("\r")
+            wait_for(lambda: f"{viewer} (R)" in access(sock), 20, what="seat granted again from the palette")
+            wait_for(lambda: f"{viewer} ro" in screen(sock, name), 20, what="seat shown again")
+
+            r = pair_cli(sshd, root, "--revoke", viewer, "--name", name)
+            assert r.returncode == 0 and viewer not in access(sock)
+            r = pair_cli(sshd, root, "--grant", viewer, "--rw", "--name", name, "--json")
+            assert r.returncode == 0, r.stderr
+            assert json.loads(r.stdout)["seats"] == {viewer: "rw"} and f"{viewer} (W)" in access(sock)
+
+            # the driver's own seat is not one to grant or revoke
+            r = pair_cli(sshd, root, "--grant", me, "--name", name)
+            assert r.returncode == 2 and "always has full access" in r.stderr and "Traceback" not in r.stderr
+        finally:
+            if driver is not None:
+                driver.close()
+            tmux(sock, "kill-server")
