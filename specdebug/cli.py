@@ -52,6 +52,7 @@ VERBS: list[Verb] = [
     Verb("mark", "history", "add a mark to the session journal (shown in the report)"),
     Verb("report", "history", "markdown report of a session: results, config diffs, notes"),
     Verb("drift", "drift", "snapshot what can move a number besides the profile (packages, patches, GPUs)"),
+    Verb("stacks", "stacks", "py-spy stacks of every worker, grouped across ranks (--record S: where time goes)"),
     Verb("spec", "spec", "speculation arithmetic: cycle cost, predicted vs measured tok/s, verify fit"),
     Verb(
         "bisect",
