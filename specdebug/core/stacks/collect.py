@@ -42,7 +42,7 @@ async def find_workers(remote: Remote, profile: Profile) -> tuple[list[Worker], 
     return sorted(workers, key=lambda w: (w.rank, w.pid)), sel.how
 
 
-async def _box(remote: Remote, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+async def run_box_module(remote: Remote, req: dict[str, Any], timeout: float) -> dict[str, Any]:
     res = await remote.run(python_argv("stacks.py", json.dumps(req)), timeout=timeout)
     if not res.ok or len(res.stdout) > MAX_REPLY:
         why = (res.err or res.out).strip().splitlines()[-1:] or [f"exit status {res.exit_status}"]
@@ -63,7 +63,9 @@ def _missing(data: dict[str, Any]) -> str | None:
 async def dump(remote: Remote, profile: Profile, *, py_spy: str | None = None) -> dict[str, Any]:
     """Every worker's stack now, grouped; {"error", "hint"} without py-spy."""
     workers, how = await find_workers(remote, profile)
-    data = await _box(remote, {"pids": [w.pid for w in workers], "mode": "dump", "py_spy": py_spy or ""}, 60)
+    data = await run_box_module(
+        remote, {"pids": [w.pid for w in workers], "mode": "dump", "py_spy": py_spy or ""}, 60
+    )
     if (hint := _missing(data)) is not None:
         return {"profile": profile.name, "found_by": how, "error": "py-spy not found", "hint": hint}
     for w in workers:
@@ -91,7 +93,7 @@ async def record(
     """py-spy record of every worker for `seconds`, as shares per function and path."""
     workers, how = await find_workers(remote, profile)
     req = {"pids": [w.pid for w in workers], "mode": "record", "duration": seconds, "rate": rate}
-    data = await _box(remote, {**req, "py_spy": py_spy or ""}, seconds + 60)
+    data = await run_box_module(remote, {**req, "py_spy": py_spy or ""}, seconds + 60)
     if (hint := _missing(data)) is not None:
         return {"profile": profile.name, "found_by": how, "error": "py-spy not found", "hint": hint}
     per_pid = data.get("pids") or {}
