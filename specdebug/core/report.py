@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from specdebug.core.bench.models import BenchResult, LatencyStats, judge_failures
 from specdebug.core.bisect.report import bisect_markdown
+from specdebug.core.drift.report import drift_markdown
 from specdebug.core.fingerprint import PLUMBING_FLAGS, split_argv
 from specdebug.core.secrets import mask_text
 
@@ -251,6 +252,7 @@ def render_markdown(
             "",
         ]
         out += _diff_section(comparable(entries, include_failed=include_failed))
+        out += drift_markdown(comparable(entries, include_failed=include_failed))
         out += _failed_section(entries)
         out += _warning_section(entries)
     out += bisect_markdown(events)

@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, cast
 
-from specdebug.sim import costmodel, nvidia_smi
+from specdebug.sim import costmodel, nvidia_smi, sched_frames
 from specdebug.sim.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
 from specdebug.sim.options import SimConfig, parse_args
 from specdebug.sim.sglang_shapes import Shapes, scheduler_ranks, set_envs_and_config
@@ -270,10 +270,12 @@ class Launcher:
         server = uvicorn.Server(config)
         engine.start()
         warmup = asyncio.get_running_loop().create_task(self._warmup(state, server))
+        frames = asyncio.get_running_loop().create_task(sched_frames.feed(self.conns, engine))
         try:
             await server.serve()
         finally:
             warmup.cancel()
+            frames.cancel()
             await engine.stop()
 
     def _crash_scheduler(self, engine: Any) -> None:

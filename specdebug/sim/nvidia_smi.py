@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from specdebug.sim import gpu_admin
+
 ENV_DIR = "SPECDEBUG_SIM_GPU_DIR"
 GPU_COUNT = 8
 NAME = "NVIDIA H200"
@@ -262,6 +264,7 @@ FIELDS: dict[str, tuple[str, Callable[[Gpu], str]]] = {
     "clocks_throttle_reasons.active": ("", lambda g: f"0x{g.reasons:016x}"),
     "clocks_event_reasons.active": ("", lambda g: f"0x{g.reasons:016x}"),
 }
+FIELDS.update(gpu_admin.EXTRA_FIELDS)  # power limits set with -pl, persistence, ECC (sim.gpu_admin)
 HEADER_NAMES = {"clocks.sm": "clocks.current.sm", "clocks.max.sm": "clocks.max.sm"}
 
 
@@ -342,6 +345,9 @@ def main(argv: list[str] | None = None, *, now: float | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     now = time.time() if now is None else now
     gpus = gpu_table(read_loads(os.environ.get(ENV_DIR), now), now)
+    admin = gpu_admin.admin_main(argv, gpus)  # -pl, --query-compute-apps
+    if admin is not None:
+        return admin
     query, fmt, only = None, None, None
     it = iter(argv)
     for arg in it:

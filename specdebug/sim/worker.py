@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from specdebug.sim import faults
+from specdebug.sim import faults, sched_frames
 from specdebug.sim.logsink import LogSink
 from specdebug.sim.options import SimConfig
 from specdebug.sim.sglang_shapes import Rank, Shapes, scheduler_ranks, startup_timings
@@ -185,7 +185,7 @@ class SimScheduler:
             os._exit(0)
 
     def _sleep(self, key: str, fraction: float = 1.0) -> None:
-        time.sleep(DURATIONS[key] * self.cfg.sim.time_scale * self.skew * fraction)
+        sched_frames.startup_wait(key, DURATIONS[key] * self.cfg.sim.time_scale * self.skew * fraction)
 
     def _phase(self, name: str, line: str) -> None:
         when = self.sink.info(line) or time.time()
@@ -351,16 +351,9 @@ class SimScheduler:
 
     # --- serving ---------------------------------------------------------------------------------
     def serve(self) -> None:
-        """Idle like a scheduler whose batches the launcher's engine models; crash on request."""
-        while True:
-            try:
-                msg = self.conn.recv()
-            except (EOFError, OSError):
-                return
-            if msg == "fail_forward":
-                faults.event_loop_normal()
-            elif msg == "exit":
-                return
+        """Serve like a scheduler whose batches the launcher's engine models (frames: sim.sched_frames);
+        crash on request."""
+        sched_frames.event_loop_normal(self.conn, self.index, faults.event_loop_normal)
 
 
 def run_scheduler_process(cfg_dict: dict[str, Any], index: int, conn: Connection) -> None:

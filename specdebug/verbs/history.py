@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from specdebug.core.drift.compare import drift_lines
 from specdebug.core.journal import resolve_session
 from specdebug.core.report import (
     baseline_event,
@@ -203,6 +204,7 @@ def _compare(a, b, as_json: bool) -> int:
     """From `a` to `b` (compare_order: the baseline or the earlier run first, as the table's vs base)."""
     config = config_diff(a.result, b.result)
     metrics = metric_diff(a.result, b.result)
+    drift = drift_lines(a.result.drift, b.result.drift)  # what changed on the box (core.drift)
     if as_json:
         print_json(
             {
@@ -211,6 +213,7 @@ def _compare(a, b, as_json: bool) -> int:
                 "a": a.id,
                 "b": b.id,
                 "config": config,
+                "drift": drift,
                 "metrics": [
                     {"metric": m, "from": x, "to": y, "a": x, "b": y, "delta_pct": d}
                     for m, x, y, d in metrics
@@ -221,6 +224,9 @@ def _compare(a, b, as_json: bool) -> int:
     out(f"from #{a.id} {a.result.profile or '?'} -> to #{b.id} {b.result.profile or '?'}")
     out("config:" if config else "config: same")
     for line in config:
+        out(f"  {line}")
+    out("box:" if drift else "box: nothing compared changed")
+    for line in drift:
         out(f"  {line}")
     out(f"  {'metric':<18} {'#' + str(a.id):>9} {'#' + str(b.id):>9} {'change':>8}")
     for name, x, y, d in metrics:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -154,6 +154,7 @@ class BenchResult(BaseModel):
     gpu_before: list[GpuInfo] = Field(default_factory=list)
     gpu_after: list[GpuInfo] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    drift: dict[str, Any] | None = None  # what the box looked like before the run (core.drift), or {"error"}
 
     # external output kept as text
     fields: dict[str, str] = Field(default_factory=dict)  # every "Key: value" line of the result block

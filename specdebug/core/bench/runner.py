@@ -29,6 +29,7 @@ from specdebug.core.bench.builtin import BuiltinParams, run_builtin
 from specdebug.core.bench.events import BenchDone, BenchEvent, BenchLine
 from specdebug.core.bench.holder import NotOurServer, check_port_holder
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
+from specdebug.core.drift.snapshot import snapshot_or_error
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.profiles.paths import box_path
@@ -241,13 +242,14 @@ async def _measure(
     window = None
     try:
         async with httpx.AsyncClient(base_url=base_url, trust_env=False) as client:
-            (gpus_before, gpu_err), size_before, state, ready = await asyncio.gather(
+            (gpus_before, gpu_err), size_before, state, ready, drift_snap = await asyncio.gather(
                 gpu.snapshot(remote),
                 file_size(remote, log_file),
                 server_state(client, profile.ready.health),
                 has_ready_line(remote, log_file, srv.kind, profile.name)
                 if profile.ready.require_ready_line
                 else _none(),
+                snapshot_or_error(remote, profile),  # what can move the number besides the profile
             )
         state.ready_line = ready
         if state.health_status is None:
@@ -298,6 +300,7 @@ async def _measure(
     result.env = mask_env(dict(srv.env), scrub.values)
     result.gpu_before = gpus_before
     result.gpu_after = gpus_after
+    result.drift = drift_snap
     log_errors: list[str] = []
     if size_before is not None and size_after is not None:
         result.server, log_errors = serverlog.server_metrics(log_slice, profile.patterns, srv.kind)

@@ -26,6 +26,9 @@ ALIASES = {
 # The packs have no verify-time line (SGLang prints none by default); a profile pattern named
 # verify_ms wins, else this catches "verify ... : <n> ms" shapes such as the sim's --profile-verify.
 VERIFY_MS = re.compile(r"verify[^,\n]*?[:=]\s*(?P<v>[\d.]+)\s*ms", re.IGNORECASE)
+# the draft steps' time on the same kind of line ("draft: 4.01 ms"), kept in extra["draft_ms"]
+# for the speculation arithmetic (core.spec); a profile pattern named draft_ms wins
+DRAFT_MS = re.compile(r"\bdraft[^,\n]*?[:=]\s*(?P<v>[\d.]+)\s*ms", re.IGNORECASE)
 KNOWN = ("accept_len", "verify_ms", "gen_throughput")
 MAX_ERRORS = 5
 
@@ -40,6 +43,8 @@ def _parse(text: str, kind: str, patterns: Mapping[str, str]) -> tuple[dict[str,
     series: dict[str, list[float]] = {}
     errors: list[str] = []
     for line in text.splitlines():
+        if "draft_ms" not in patterns and (dm := DRAFT_MS.search(line)):
+            series.setdefault("draft_ms", []).append(float(dm.group("v")))
         m = parser.parse(line)
         if m is None:
             if "verify_ms" not in patterns:

@@ -1,0 +1,83 @@
+"""One drift snapshot of the box as the server sees it, taken through the remote layer.
+
+The box module (specdebug/box/drift.py) runs under the profile's own interpreter with the profile's
+env, so sys.path, NCCL_CONF_FILE and CUDA_VISIBLE_DEVICES are the server's.  When argv[0] is not a
+python (`vllm serve`, `sglang ...` scripts) its shebang names the interpreter.  The hash cache
+lives beside the box's server records (the state dir), never in the client's home.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from typing import Any
+
+from specdebug.core.profiles import Profile
+from specdebug.remote.api import Remote, RemoteError
+from specdebug.remote.boxcode import python_argv
+
+NCCL_CONF = ("/etc/nccl.conf", "~/.nccl.conf")
+DEFAULT_STATE = "~/.specdebug/servers"
+MAX_REPLY = 4 << 20
+TIMEOUT_S = 120.0
+
+
+def _is_python(arg0: str) -> bool:
+    return posixpath.basename(arg0).startswith("python")
+
+
+async def interpreter(remote: Remote, profile: Profile) -> tuple[str, str]:
+    """(interpreter path on the box, how it was found)."""
+    arg0 = profile.server.argv[0]
+    if _is_python(arg0):
+        return arg0, "the profile's argv[0]"
+    script = 'p=$(command -v -- "$1") && head -c 300 -- "$p"'
+    try:
+        res = await remote.run(["sh", "-c", script, "sh", arg0], timeout=15, env=profile.server.env or None)
+    except RemoteError:
+        return "python3", f"python3 ({arg0} not readable on the box)"
+    first = res.out.splitlines()[0] if res.ok and res.out else ""
+    if first.startswith("#!"):
+        parts = first[2:].split()
+        if parts and posixpath.basename(parts[0]) == "env" and len(parts) > 1:
+            parts = parts[1:]
+        if parts and _is_python(parts[0]):
+            return parts[0], f"the shebang of {arg0}"
+    return "python3", f"python3 ({arg0} is not a python script)"
+
+
+def cache_path(remote: Remote) -> str:
+    state = remote.state_dir or DEFAULT_STATE
+    return posixpath.join(posixpath.dirname(state.rstrip("/")) or ".", "drift-cache.json")
+
+
+async def take_snapshot(remote: Remote, profile: Profile, *, budget: int | None = None) -> dict[str, Any]:
+    """The snapshot (a dict, box figures bounded by the box module); RemoteError when none came."""
+    interp, how = await interpreter(remote, profile)
+    env = dict(profile.server.env)
+    confs = [*NCCL_CONF, *([env["NCCL_CONF_FILE"]] if env.get("NCCL_CONF_FILE") else [])]
+    req: dict[str, Any] = {"cache": cache_path(remote), "nccl_conf": confs}
+    if budget is not None:
+        req["budget"] = budget
+    argv = python_argv("drift.py", json.dumps(req))
+    argv[0] = interp
+    res = await remote.run(argv, timeout=TIMEOUT_S, env=env or None, cwd=profile.server.cwd)
+    if not res.ok or len(res.stdout) > MAX_REPLY:
+        why = (res.err or res.out).strip().splitlines()[-1:] or [f"exit status {res.exit_status}"]
+        raise RemoteError(f"drift snapshot under {interp} failed: {why[0][:200]}")
+    try:
+        snap = json.loads(res.stdout)
+    except ValueError as exc:
+        raise RemoteError(f"drift snapshot under {interp}: not JSON: {res.out[:120]!r}") from exc
+    if not isinstance(snap, dict):
+        raise RemoteError(f"drift snapshot under {interp}: not an object")
+    snap["interpreter"] = {"path": interp, "found_by": how}
+    return snap
+
+
+async def snapshot_or_error(remote: Remote, profile: Profile) -> dict[str, Any]:
+    """For recording beside a result: the snapshot, or {"error": why} (never raises RemoteError)."""
+    try:
+        return await take_snapshot(remote, profile)
+    except (RemoteError, TimeoutError) as exc:
+        return {"error": str(exc) or "timed out"}

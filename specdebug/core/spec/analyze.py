@@ -1,0 +1,176 @@
+"""One session's configs through the speculation arithmetic: for each config the cycle cost, the
+tok/s it predicts beside the measured one, the break-even accept length against the baseline, and
+its verify time against the fit over the other configs; a verify above the fit comes with the
+likely causes and the evidence for each (or says that the recorded data shows none).
+
+The baseline's plain decode step enters the fit as the 1-token point (a decode step is a target
+forward over one token); the output says so wherever it was used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from specdebug.core.fingerprint import split_argv
+from specdebug.core.report import HistoryEntry
+from specdebug.core.spec import arith
+from specdebug.core.spec.points import SpecPoint, latest_per_config, point_of
+
+NCCL_PREFIX = "NCCL_"
+
+
+@dataclass
+class Cause:
+    cause: str
+    evidence: list[str]
+
+
+@dataclass
+class ConfigMath:
+    """The arithmetic of one config (None where its inputs were not measured)."""
+
+    point: SpecPoint
+    cycle_ms: float | None = None
+    predicted_tok_s: float | None = None
+    prediction_error_pct: float | None = None  # (predicted - measured) / measured
+    break_even_accept_len: float | None = None
+    fit_verify_ms: float | None = None
+    fit_from: list[str] = field(default_factory=list)
+    verify_excess_pct: float | None = None
+    verify_flagged: bool = False
+    causes: list[Cause] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self.point)
+        d.update({k: v for k, v in asdict(self).items() if k != "point"})
+        return d
+
+
+@dataclass
+class Baseline:
+    id: int
+    profile: str
+    step_ms: float
+    tok_s: float
+    source: str
+
+
+def _baseline(points: list[SpecPoint], base_entry: HistoryEntry | None) -> Baseline | None:
+    plain = [p for p in points if not p.speculative and p.single_stream and p.measured_tok_s]
+    chosen = next((p for p in plain if base_entry and p.id == base_entry.id), plain[-1] if plain else None)
+    if chosen is None or chosen.measured_tok_s is None:
+        return None
+    step = arith.step_ms_of(chosen.measured_tok_s)
+    if step is None:
+        return None
+    src = f"result #{chosen.id} {chosen.profile}: 1000 / {chosen.measured_tok_s:.1f} tok/s"
+    return Baseline(chosen.id, chosen.profile, step, chosen.measured_tok_s, src)
+
+
+def _fit_points(
+    others: list[SpecPoint], base: Baseline | None
+) -> tuple[list[tuple[float, float]], list[str]]:
+    pts: list[tuple[float, float]] = []
+    names: list[str] = []
+    for o in others:
+        if o.speculative and o.verify_ms is not None and o.draft_tokens is not None:
+            pts.append((float(o.draft_tokens), o.verify_ms))
+            names.append(f"#{o.id} {o.profile} ({o.draft_tokens} tokens, {o.verify_ms:.2f} ms)")
+    if base is not None:
+        pts.append((1.0, base.step_ms))
+        names.append(f"#{base.id} {base.profile} decode step as the 1-token point ({base.step_ms:.2f} ms)")
+    return pts, names
+
+
+def _env(entries: dict[int, HistoryEntry], p: SpecPoint) -> dict[str, str]:
+    e = entries.get(p.id)
+    return dict(e.result.env or {}) if e else {}
+
+
+def _flags(entries: dict[int, HistoryEntry], p: SpecPoint) -> dict[str, list[str]]:
+    e = entries.get(p.id)
+    return dict(split_argv(list(e.result.argv or []))[1]) if e else {}
+
+
+def _causes(cm: ConfigMath, fit_cfgs: list[SpecPoint], entries: dict[int, HistoryEntry]) -> list[Cause]:
+    """Likely causes of a verify above the fit, each with what the recorded results show for it."""
+    p = cm.point
+    env = _env(entries, p)
+    nccl: list[str] = []
+    for o in fit_cfgs:
+        for k, v in _env(entries, o).items():
+            if k.startswith(NCCL_PREFIX) and env.get(k) != v:
+                now = repr(env[k]) if k in env else "absent"
+                nccl.append(
+                    f"env {k}: {v!r} in #{o.id} {o.profile}, {now} in #{p.id} {p.profile} (recorded env)"
+                )
+    causes = [Cause("NCCL settings differ from the configs of the fit", sorted(set(nccl)))] if nccl else []
+    flags = _flags(entries, p)
+    graph: list[str] = []
+    if "--disable-cuda-graph" in flags:
+        graph.append(f"#{p.id} argv has --disable-cuda-graph")
+    if (p.topk or 1) > 1:
+        graph.append(
+            f"#{p.id} argv: --speculative-eagle-topk {p.topk}: a tree verify, run in extend mode "
+            "(check it is captured: `specdebug stacks --record` shows forward_extend vs forward_decode)"
+        )
+    if graph:
+        causes.append(Cause("verify not under a CUDA graph (extend-mode verify)", graph))
+    if not causes:
+        cm.notes.append(
+            "the recorded argv/env show no cause; compare `specdebug stacks --record` of the configs"
+        )
+    return causes
+
+
+def analyze(
+    entries: list[HistoryEntry], base_entry: HistoryEntry | None = None
+) -> tuple[Baseline | None, list[ConfigMath]]:
+    """The arithmetic of the latest usable result of each config in the session."""
+    usable = [e for e in entries if e.result.usable()]
+    by_id = {e.id: e for e in usable}
+    points = latest_per_config([point_of(e) for e in usable])
+    base = _baseline(points, base_entry)
+    out: list[ConfigMath] = []
+    for p in points:
+        cm = ConfigMath(point=p)
+        if not p.single_stream:
+            cm.notes.append("concurrency > 1: the per-stream arithmetic does not apply")
+        if p.draft_ms is not None and p.verify_ms is not None:
+            cm.cycle_ms = arith.cycle_ms(p.draft_ms, p.verify_ms)
+        elif not p.speculative and base is not None and base.id == p.id:
+            cm.cycle_ms = base.step_ms
+        if cm.cycle_ms is not None and p.accept_len is not None:
+            cm.predicted_tok_s = arith.predicted_tok_s(p.accept_len, cm.cycle_ms)
+        if cm.predicted_tok_s is not None and p.measured_tok_s:
+            cm.prediction_error_pct = (cm.predicted_tok_s - p.measured_tok_s) / p.measured_tok_s * 100.0
+        if p.speculative and cm.cycle_ms is not None and base is not None:
+            cm.break_even_accept_len = arith.break_even_accept_len(cm.cycle_ms, base.step_ms)
+        if p.speculative:
+            _fit_one(cm, [o for o in points if o is not p and o.single_stream], base, by_id)
+        out.append(cm)
+    return base, out
+
+
+def _fit_one(
+    cm: ConfigMath, others: list[SpecPoint], base: Baseline | None, by_id: dict[int, HistoryEntry]
+) -> None:
+    p = cm.point
+    if p.verify_ms is None or p.draft_tokens is None:
+        cm.notes.append("verify time or draft tokens not recorded: no fit")
+        return
+    pts, names = _fit_points(others, base)
+    line = arith.fit_line(pts)
+    if line is None:
+        cm.notes.append("cannot tell: the other configs give fewer than two token counts to fit")
+        return
+    cm.fit_verify_ms = line.at(p.draft_tokens)
+    cm.fit_from = names
+    ex = arith.excess(p.verify_ms, cm.fit_verify_ms)
+    cm.verify_excess_pct = ex * 100.0 if ex is not None else None
+    cm.verify_flagged = arith.flagged(p.verify_ms, cm.fit_verify_ms)
+    if cm.verify_flagged:
+        fit_cfgs = [o for o in others if o.speculative and o.verify_ms is not None]
+        cm.causes = _causes(cm, fit_cfgs, by_id)

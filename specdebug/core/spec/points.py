@@ -1,0 +1,132 @@
+"""The figures of one recorded benchmark result that the speculation arithmetic needs, each with
+the place it came from (a figure nobody measured stays None: "cannot tell", never a guess).
+
+Tokens verified per cycle come from the recorded launch argv: SGLang's --speculative-num-draft-tokens
+(else num-steps + 1, SGLang's own default for topk 1); vLLM's --speculative-config
+num_speculative_tokens + 1 (the drafts plus the target's own token).  Times come from the server's
+log lines seen during the run (ServerMetrics: verify_ms, extra draft_ms), accept length from the
+log, else /metrics, else the external tool's output.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from specdebug.core.bench.models import BenchResult
+from specdebug.core.fingerprint import split_argv
+from specdebug.core.report import HistoryEntry
+
+NO_SPEC = ("", "none", "null")
+
+
+@dataclass
+class SpecPoint:
+    """One result's speculative figures; `sources` names where each came from."""
+
+    id: int
+    profile: str
+    fingerprint: str | None
+    speculative: bool
+    draft_tokens: int | None = None
+    topk: int | None = None
+    draft_ms: float | None = None
+    verify_ms: float | None = None
+    accept_len: float | None = None
+    measured_tok_s: float | None = None
+    single_stream: bool = True
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def _flags(argv: list[str] | None) -> dict[str, list[str]]:
+    return dict(split_argv(list(argv or []))[1])
+
+
+def _int(values: list[str] | None) -> int | None:
+    try:
+        return int(values[0]) if values else None
+    except ValueError:
+        return None
+
+
+def spec_shape(argv: list[str] | None) -> tuple[bool, int | None, int | None, str]:
+    """(speculative?, tokens verified per cycle, topk, which flags said so) from a launch argv."""
+    flags = _flags(argv)
+    conf = flags.get("--speculative-config") or flags.get("--speculative_config")
+    if conf:
+        try:
+            data = json.loads(conf[0])
+        except ValueError:
+            return True, None, None, "--speculative-config (not JSON)"
+        n = data.get("num_speculative_tokens") if isinstance(data, dict) else None
+        if isinstance(n, int) and n > 0:
+            return True, n + 1, None, "--speculative-config num_speculative_tokens + 1"
+        return True, None, None, "--speculative-config (no num_speculative_tokens)"
+    algo = flags.get("--speculative-algorithm")
+    if not algo or algo[0].lower() in NO_SPEC:
+        return (
+            False,
+            1,
+            None,
+            "no --speculative-algorithm" if not algo else f"--speculative-algorithm {algo[0]}",
+        )
+    topk = _int(flags.get("--speculative-eagle-topk"))
+    tokens = _int(flags.get("--speculative-num-draft-tokens"))
+    if tokens is not None:
+        return True, tokens, topk, "--speculative-num-draft-tokens"
+    steps = _int(flags.get("--speculative-num-steps"))
+    if steps is not None and (topk or 1) == 1:
+        return True, steps + 1, topk, "--speculative-num-steps + 1 (topk 1)"
+    return True, None, topk, "argv does not give the draft tokens"
+
+
+def point_of(entry: HistoryEntry) -> SpecPoint:
+    """The speculative figures of one history entry."""
+    res: BenchResult = entry.result
+    spec, tokens, topk, why = spec_shape(res.argv)
+    p = SpecPoint(
+        id=entry.id,
+        profile=res.profile or "?",
+        fingerprint=res.fingerprint,
+        speculative=spec,
+        draft_tokens=tokens,
+        topk=topk,
+        single_stream=res.config.concurrency in (None, 1),
+    )
+    where = f"result #{entry.id}"
+    p.sources["draft_tokens"] = f"{where} argv: {why}"
+    p.measured_tok_s = res.headline()
+    if p.measured_tok_s is not None:
+        kind = "decode tok/s (client, per stream)" if res.decode_tok_s == p.measured_tok_s else "output tok/s"
+        p.sources["measured_tok_s"] = f"{where} {kind}"
+    srv = res.server
+    if srv is not None and srv.verify_ms is not None:
+        p.verify_ms = srv.verify_ms
+        p.sources["verify_ms"] = f"{where} server log (mean of verify lines)"
+    if srv is not None and srv.extra.get("draft_ms") is not None:
+        p.draft_ms = srv.extra["draft_ms"]
+        p.sources["draft_ms"] = f"{where} server log (mean of draft lines)"
+    if not spec:
+        p.accept_len, p.draft_ms = 1.0, 0.0
+        p.sources["accept_len"] = "no speculation: one token per step"
+    elif srv is not None and srv.accept_len is not None:
+        p.accept_len = srv.accept_len
+        p.sources["accept_len"] = f"{where} server log (accept len)"
+    elif res.server_prom and res.server_prom.rates and res.server_prom.rates.accept_length is not None:
+        p.accept_len = res.server_prom.rates.accept_length
+        p.sources["accept_len"] = (
+            f"{where} /metrics ({res.server_prom.rates.sources.get('accept_length', '')})"
+        )
+    elif res.accept_length is not None:
+        p.accept_len = res.accept_length
+        p.sources["accept_len"] = f"{where} benchmark output"
+    return p
+
+
+def latest_per_config(points: list[SpecPoint]) -> list[SpecPoint]:
+    """The last result of each config (fingerprint, else profile name), in session order."""
+    last: dict[str, SpecPoint] = {}
+    for p in points:
+        last.pop(p.fingerprint or p.profile, None)
+        last[p.fingerprint or p.profile] = p
+    return list(last.values())

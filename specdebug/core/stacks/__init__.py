@@ -1,0 +1,6 @@
+"""Where each worker of a server is (issue 27): py-spy stacks of every rank, grouped.
+
+group.py    pure: identical stacks grouped across ranks, the differing ranks, the phase named
+record.py   pure: a py-spy record's samples as shares per function and per path; two compared
+collect.py  the workers of a profile's server found, py-spy run on the box (box/stacks.py)
+"""

@@ -1,0 +1,85 @@
+"""`specdebug drift`: what the box looks like now to the profile's server, beyond the profile's knobs.
+
+    specdebug drift [-F FILE] HOST -c PROFILE [--json]
+
+A snapshot under the server's own interpreter and env: package versions, installed files that differ
+from their wheel's RECORD, start-up code (sitecustomize, usercustomize, .pth lines that run code),
+NCCL config files, driver/CUDA versions, GPU clocks, power limits, persistence and ECC, processes
+on the GPUs, CPU governor and load.  Every benchmark records the same snapshot with its result;
+`history --compare A B` and `report` say what changed between two results.  Exit 0, 1 no snapshot
+(the box could not run it), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from specdebug.core.drift.snapshot import take_snapshot
+from specdebug.verbs.common import add_host_args, load_profile_or_exit, open_remote, out, print_json, run_verb
+
+KEY_PACKAGES = ("sglang", "vllm", "torch", "flashinfer-python", "triton", "nvidia-nccl-cu12", "transformers")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "drift",
+        help="snapshot what can move a number besides the profile: packages, patched files, GPU settings",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_host_args(p)
+    p.add_argument("-c", "--profile", required=True, metavar="PROFILE", help="server profile (TOML)")
+    p.add_argument("--json", action="store_true", help="the snapshot as one JSON object")
+    p.set_defaults(func=cmd_drift)
+
+
+def describe(s: dict[str, Any]) -> list[str]:
+    """Human lines of one snapshot (what the JSON holds, shortened)."""
+    py = s.get("python") or {}
+    interp = s.get("interpreter") or {}
+    lines = [
+        f"interpreter {py.get('executable')} (Python {py.get('version')}, {interp.get('found_by', '?')})"
+    ]
+    pk = s.get("packages") or {}
+    have = [f"{k} {pk[k]}" for k in KEY_PACKAGES if k in pk]
+    lines.append(f"packages: {len(pk)}" + (f" ({', '.join(have)})" if have else ""))
+    lines.append(
+        f"installed files: {s.get('checked_files', 0)} checked against RECORD, "
+        f"{s.get('modified_count', 0)} differ, {s.get('unchecked_files', 0)} not checked (budget)"
+    )
+    lines += [f"  modified {m['file']} ({m['package']}: {m['why']})" for m in s.get("modified") or []]
+    lines += [f"start-up code {c['kind']}: {c['path']}: {c['first']}" for c in s.get("startup_code") or []]
+    lines += [f"NCCL config {c['path']}: {'; '.join(c.get('lines') or [])}" for c in s.get("nccl_conf") or []]
+    if not s.get("nccl_conf"):
+        lines.append("NCCL config files: none")
+    lines.append(f"driver {s.get('driver_version') or '?'}, CUDA {s.get('cuda_version') or '?'}")
+    for g in s.get("gpus") or []:
+        lines.append(
+            f"  GPU {g.get('index')} {g.get('name')}: SM {g.get('clocks.sm')}/{g.get('clocks.max.sm')} MHz, "
+            f"mem {g.get('clocks.mem')} MHz, power limit {g.get('power.limit')} W "
+            f"(default {g.get('power.default_limit')}), persistence {g.get('persistence_mode')}, "
+            f"ECC {g.get('ecc.mode.current')}"
+        )
+    procs = s.get("gpu_processes")
+    lines.append(f"processes on the GPUs: {'cannot tell' if procs is None else len(procs)}")
+    gov = s.get("cpu_governor") or {}
+    lines.append(f"CPU governor: {', '.join(f'{k} x{v}' for k, v in gov.items()) or 'not readable'}")
+    load = s.get("load") or []
+    lines.append(f"load {' '.join(f'{x:.2f}' for x in load)} on {s.get('cpu_count')} CPUs")
+    lines += [f"note: {e}" for e in s.get("errors") or []]
+    lines.append(f"(snapshot took {s.get('took_s')} s, {s.get('hashed_bytes', 0)} bytes hashed)")
+    return lines
+
+
+@run_verb
+async def cmd_drift(args: argparse.Namespace) -> int:
+    profile = load_profile_or_exit(args.profile, "drift")
+    async with open_remote(args, helper=False) as remote:
+        snap = await take_snapshot(remote, profile)
+    if args.json:
+        print_json(snap)
+    else:
+        for line in describe(snap):
+            out(line)
+    return 0

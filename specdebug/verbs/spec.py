@@ -1,0 +1,137 @@
+"""`specdebug spec`: the speculation arithmetic of a profile against the session's other configs.
+
+    specdebug spec [-F FILE] HOST -c PROFILE [--session DIR|box:NAME] [--json]
+
+From the figures each benchmark recorded (the server log's draft/verify lines and accept length,
+/metrics, the client's decode tok/s) and the session's plain-decode baseline: the cost of one
+speculative cycle, the tok/s it predicts beside the measured tok/s, the break-even accept length,
+and the verify time against a fit over the session's other configs; a verify more than 15 % above
+the fit is flagged with its likely causes and the evidence.  HOST is only contacted for a journal
+kept on the box (box:NAME).  JSON: {"profile", "session", "baseline", "config", "configs"}.
+Exit 0, 1 when the profile has no usable result in the session, 2 usage error or no session.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from specdebug.core.report import baseline_of, history
+from specdebug.core.spec.analyze import Baseline, ConfigMath, analyze
+from specdebug.verbs.common import (
+    add_host_args,
+    box_session,
+    err,
+    load_profile_or_exit,
+    open_remote,
+    out,
+    print_json,
+    run_verb,
+    session_journal,
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "spec",
+        help="speculation arithmetic: cycle cost, predicted vs measured tok/s, break-even, verify fit",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_host_args(p)
+    p.add_argument("-c", "--profile", required=True, metavar="PROFILE", help="server profile (TOML)")
+    p.add_argument("--session", metavar="DIR", help="session folder (default: the latest), or box:NAME")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(func=cmd_spec)
+
+
+def _f(v: float | None, digits: int = 2, unit: str = "") -> str:
+    return "?" if v is None else f"{v:.{digits}f}{unit}"
+
+
+def _show(cm: ConfigMath, base: Baseline | None) -> list[str]:
+    p = cm.point
+    src = p.sources
+    lines = [f"#{p.id} {p.profile}" + ("" if p.speculative else " (no speculation)")]
+    if p.speculative:
+        lines.append(
+            f"  cycle      {_f(cm.cycle_ms)} ms = draft {_f(p.draft_ms)} ms + verify {_f(p.verify_ms)} ms"
+            f"  [{src.get('verify_ms', 'not recorded')}]"
+        )
+        lines.append(f"  tokens     {p.draft_tokens or '?'} verified per cycle  [{src.get('draft_tokens')}]")
+    lines.append(
+        f"  predicts   {_f(cm.predicted_tok_s, 1)} tok/s (accept {_f(p.accept_len)} x 1000 / cycle)"
+        f"; measured {_f(p.measured_tok_s, 1)} tok/s"
+        + (f" ({cm.prediction_error_pct:+.1f} %)" if cm.prediction_error_pct is not None else "")
+        + f"  [{src.get('accept_len', 'accept length not recorded')}; {src.get('measured_tok_s', '-')}]"
+    )
+    if cm.break_even_accept_len is not None and base is not None:
+        lines.append(
+            f"  break-even accept length {cm.break_even_accept_len:.2f} (cycle / {base.step_ms:.2f} ms"
+            f" baseline step); accept {_f(p.accept_len)}"
+        )
+    if cm.fit_verify_ms is not None:
+        mark = "  ABOVE THE FIT" if cm.verify_flagged else ""
+        lines.append(
+            f"  verify     {_f(p.verify_ms)} ms vs fit {cm.fit_verify_ms:.2f} ms"
+            f" ({cm.verify_excess_pct:+.0f} %){mark}"
+        )
+        lines += [f"    fit over {name}" for name in cm.fit_from]
+    for c in cm.causes:
+        lines.append(f"  likely cause: {c.cause}")
+        lines += [f"    evidence: {e}" for e in c.evidence]
+    lines += [f"  note: {n}" for n in cm.notes]
+    return lines
+
+
+def _pick(configs: list[ConfigMath], name: str, fingerprint: str) -> ConfigMath | None:
+    by_fp = [c for c in configs if c.point.fingerprint == fingerprint]
+    return (by_fp or [c for c in configs if c.point.profile == name] or [None])[-1]
+
+
+@run_verb
+async def cmd_spec(args: argparse.Namespace) -> int:
+    profile = load_profile_or_exit(args.profile, "spec")
+    if box_session(args.session) is None:
+        async with session_journal(args.session, None, for_writing=False) as journal:
+            events = journal.events() if journal is not None else None
+            label = journal.label if journal is not None else None
+    else:
+        async with (
+            open_remote(args, helper=False) as remote,
+            session_journal(args.session, remote) as journal,
+        ):
+            events = journal.events() if journal is not None else None
+            label = journal.label if journal is not None else None
+    if events is None:
+        err("spec: no session to read (run `specdebug bench HOST -c PROFILE` first)")
+        return 2
+    entries = history(events)
+    base, configs = analyze(entries, baseline_of(events, entries))
+    mine = _pick(configs, profile.name, profile.fingerprint())
+    data: dict[str, Any] = {
+        "profile": profile.name,
+        "session": label,
+        "baseline": vars(base) if base else None,
+        "config": mine.to_json() if mine else None,
+        "configs": [c.to_json() for c in configs],
+    }
+    if args.json:
+        print_json(data)
+    else:
+        out(f"speculation arithmetic, session {label}")
+        out(
+            f"baseline: {base.source} -> {base.step_ms:.2f} ms per step"
+            if base
+            else "baseline: none (no plain-decode result)"
+        )
+        for c in configs:
+            out("")
+            for line in _show(c, base):
+                out(line)
+    if mine is None:
+        err(
+            f"spec: no usable result of {profile.name} in the session (run `specdebug bench HOST -c PROFILE`)"
+        )
+        return 1
+    return 0
