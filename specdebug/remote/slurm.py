@@ -23,7 +23,15 @@ from typing import Any
 from specdebug.remote.api import ConnState, ConnStatus, NotConnected, RemoteError, RunResult
 from specdebug.remote.boxcode import helper_command
 from specdebug.remote.probe import ProbeChannel
-from specdebug.remote.slurm_job import SlurmSpec, is_loopback, job_info, node_address, srun_argv
+from specdebug.remote.slurm_job import (
+    JobGone,
+    SlurmMissing,
+    SlurmSpec,
+    is_loopback,
+    job_info,
+    node_address,
+    srun_argv,
+)
 from specdebug.remote.slurm_ops import DirectForward, SlurmRemoteAPI, end_process, spawn_srun
 from specdebug.remote.slurm_steps import cancel_launch_step, launch_step
 
@@ -31,10 +39,6 @@ log = logging.getLogger("specdebug.remote")
 
 BACKOFF_START_S = 0.5
 BACKOFF_CAP_S = 30.0
-
-
-class JobGone(RemoteError):
-    """The allocation is not running (ended, cancelled, pending): no node to run on."""
 
 
 class _Pipe:
@@ -180,15 +184,12 @@ class SlurmRemote(SlurmRemoteAPI):
                 await self._connect_once()
             except asyncio.CancelledError:
                 raise
-            except JobGone as exc:
+            except (JobGone, SlurmMissing) as exc:  # retrying cannot bring them back
                 self._fail(exc)
                 return
             except (RemoteError, OSError, TimeoutError, ValueError) as exc:
                 last_error = str(exc) or type(exc).__name__
                 log.info("%s: helper step attempt %d failed: %s", self.name, attempt, last_error)
-                if attempt == 1 and self._generation == 0 and "srun not found" in last_error:
-                    self._fail(RemoteError(last_error))
-                    return
                 self._set_status(ConnStatus(ConnState.RECONNECTING, attempt=attempt, last_error=last_error))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_CAP_S)

@@ -21,6 +21,14 @@ SCHEME = "slurm:"
 _SPEC_RE = re.compile(r"slurm:(?P<job>[0-9]{1,12})(?::(?P<node>[A-Za-z0-9][A-Za-z0-9._-]{0,199}))?")
 
 
+class SlurmMissing(RemoteError):
+    """The Slurm client programs are not installed here: retrying cannot help."""
+
+
+class JobGone(RemoteError):
+    """The allocation is not running (ended, cancelled, pending, unknown): no node to run on."""
+
+
 def is_slurm_spec(text: str) -> bool:
     return text.startswith(SCHEME)
 
@@ -88,7 +96,7 @@ async def slurm_command(argv: Sequence[str], timeout: float = 30.0) -> tuple[int
             stderr=asyncio.subprocess.PIPE,
         )
     except FileNotFoundError as exc:
-        raise RemoteError(f"{argv[0]} not found: the Slurm client programs are not installed here") from exc
+        raise SlurmMissing(f"{argv[0]} not found: the Slurm client programs are not installed here") from exc
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError as exc:
@@ -113,8 +121,9 @@ async def job_info(job: str) -> JobInfo:
     """The allocation's state and nodes; RemoteError naming the job when Slurm does not know it."""
     rc, out, err = await slurm_command(["scontrol", "show", "job", "-o", job])
     if rc != 0 or not out.strip():
-        why = (err or out).strip().splitlines()[-1:] or [f"exit status {rc}"]
-        raise RemoteError(f"slurm job {job}: {why[0][:300]}")
+        why = ((err or out).strip().splitlines()[-1:] or [f"exit status {rc}"])[0][:300]
+        gone = "invalid job id" in why.lower()  # ended long enough ago that the controller forgot it
+        raise (JobGone if gone else RemoteError)(f"slurm job {job}: {why}")
     rec = parse_record(out.splitlines()[0])
     nodes = await expand_nodes(rec.get("NodeList", ""))
     return JobInfo(job=job, state=rec.get("JobState", "UNKNOWN"), nodes=nodes, name=rec.get("JobName", ""))

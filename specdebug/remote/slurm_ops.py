@@ -17,7 +17,7 @@ from typing import Any
 from specdebug.remote.api import ConnectionDropped, FileRead, ProcInfo, RemoteError, RunResult
 from specdebug.remote.probe import ProbeChannel, file_read
 from specdebug.remote.shell import watchdog_command, with_env_cwd
-from specdebug.remote.slurm_job import SlurmSpec, srun_argv
+from specdebug.remote.slurm_job import SlurmMissing, SlurmSpec, srun_argv
 from specdebug.remote.teardown import best_effort
 
 PIPE_LIMIT = 64 << 20  # one helper answer is one line (a 1 MiB file read is ~1.4 MiB of base64)
@@ -34,7 +34,7 @@ async def spawn_srun(argv: Sequence[str], *, merge_stderr: bool = False) -> asyn
             limit=PIPE_LIMIT,
         )
     except FileNotFoundError as exc:
-        raise RemoteError("srun not found: the Slurm client programs are not installed here") from exc
+        raise SlurmMissing("srun not found: the Slurm client programs are not installed here") from exc
 
 
 async def end_process(proc: asyncio.subprocess.Process, grace_s: float = 5.0) -> None:

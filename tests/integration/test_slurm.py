@@ -8,6 +8,7 @@ a step is gone.  Skipped where slurm-wlm is not installed, unless SPECDEBUG_REQU
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -119,6 +120,24 @@ async def test_a_job_that_is_not_running_fails_naming_it(cluster: Slurm, slurm_e
         await remote.close()
 
 
+async def test_an_allocation_that_ends_turns_its_host_failed(cluster: Slurm, slurm_env) -> None:
+    short = cluster.allocate(nodes=1, name="specdebug-short")
+    remote = connect_host(f"slurm:{short}")  # no node named: the job's first node
+    await remote.start()
+    try:
+        await remote.wait_connected(60)
+        res = await remote.run(["sh", "-c", 'echo "$SLURMD_NODENAME"'])
+        assert res.out.strip() in cluster.nodes
+        cluster.run("scancel", short)
+        deadline = time.monotonic() + 30
+        while remote.status.state is not ConnState.FAILED and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert remote.status.state is ConnState.FAILED
+        assert f"job {short}" in (remote.status.last_error or "")
+    finally:
+        await remote.close()
+
+
 def test_probe_lists_the_allocations_nodes_with_their_facts(job: str, slurm_env, tmp_path: Path) -> None:
     res = cli(slurm_env, tmp_path, "probe", f"slurm:{job}", "--json")
     assert res.returncode == 0, res.stderr
@@ -127,6 +146,8 @@ def test_probe_lists_the_allocations_nodes_with_their_facts(job: str, slurm_env,
     assert [n["node"] for n in doc["nodes"]] == ["n1", "n2"]
     assert [n["host"] for n in doc["nodes"]] == [f"slurm:{job}:n1", f"slurm:{job}:n2"]
     assert all(n["connected"] and n["cpus"] and n["kernel"] for n in doc["nodes"])
+    text = cli(slurm_env, tmp_path, "probe", f"slurm:{job}")
+    assert text.returncode == 0 and f"job {job} RUNNING" in text.stdout and "  n2: " in text.stdout
     bad = cli(slurm_env, tmp_path, "probe", "slurm:x1", "--json")
     assert bad.returncode == 2 and "slurm:JOBID" in bad.stderr and "Traceback" not in bad.stderr
 
