@@ -16,4 +16,5 @@ anything third-party (tests/unit/test_layering.py checks it).  The client ships 
     launch.sh          detached server launch (setsid) that reports the server's own identity
     launch_report.sh   the server side of that launch (runs after setsid, then execs the server)
     read_files.sh      reads files without python3 (the helper-less fallback)
+    step_hold.sh       a Slurm job step that runs launch.sh and lasts as long as its server
 """

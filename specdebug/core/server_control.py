@@ -38,7 +38,7 @@ from specdebug.core.servers import (
     signal_group,
 )
 from specdebug.core.workers import group_filter
-from specdebug.remote.api import Remote, RemoteError
+from specdebug.remote.api import JobSteps, Remote, RemoteError
 
 Clock = Callable[[], float]
 
@@ -64,6 +64,7 @@ class StopResult(BaseModel):
     remaining: list[int] = Field(default_factory=list)
     elapsed_s: float = 0.0
     message: str = ""
+    step: str | None = None  # the job step cancelled with the group (a Slurm node)
 
 
 async def stop_record(
@@ -112,10 +113,23 @@ async def stop_record(
             )
         else:
             result.message = f"{record.profile}: still running after KILL: PIDs {result.remaining}"
+    if result.stopped and record.step and isinstance(remote, JobSteps):
+        await _cancel_step(remote, record.step, result)
     if result.stopped:
         with contextlib.suppress(RemoteError):
             await save_record(remote, record.model_copy(update={"stopped_at": clock()}))
     return _finish(result, journal, t0, clock)
+
+
+async def _cancel_step(remote: JobSteps, step: str, result: StopResult) -> None:
+    """The group is proven gone: end the job step that held it (it ends by itself within a second)."""
+    result.step = step
+    try:
+        await remote.cancel_step(step)
+        result.message += f"; job step {step} cancelled"
+    except RemoteError as exc:
+        result.stopped = False
+        result.message += f"; job step {step} not cancelled: {exc}"
 
 
 async def _wait_gone(

@@ -49,6 +49,7 @@ class ServerRecord(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)  # masked
     cwd: str | None = None
     attached: bool = False  # found running, not launched by us
+    step: str | None = Field(default=None, pattern=r"^[0-9]+\.[0-9]+$")  # the Slurm job step holding it
     stopped_at: float | None = None
 
     @model_validator(mode="after")

@@ -230,6 +230,23 @@ class Remote(Protocol):
     async def close(self) -> None: ...
 
 
+@runtime_checkable
+class JobSteps(Protocol):
+    """A Remote whose long-lived processes must each be a scheduler's job step (Slurm): a process
+    started through a short request would die with that request's step on a cgroup-tracked node."""
+
+    async def launch_step(
+        self, argv: Sequence[str], *, name: str, timeout: float = 30.0
+    ) -> tuple[RunResult, str]:
+        """Run a launch command as a step that lasts while the server it starts lives: its output
+        (as `run` would give it) and the step id."""
+        ...
+
+    async def cancel_step(self, step: str) -> None:
+        """End the step (scancel) and wait until the scheduler no longer lists it."""
+        ...
+
+
 StatusListener = Callable[[ConnStatus], None]
 
 

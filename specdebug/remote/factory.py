@@ -1,8 +1,8 @@
 """One way from a host spec to a Connection.
 
 Front ends (verbs, the TUI, the demo) name a host and options; this module picks the transport
-(SSH today; a `kubectl exec` or `srun` transport plugs in here) so no caller constructs one by
-hand or reaches into it.  The host-key decision is part of the options, fixed at construction:
+(SSH, or Slurm job steps for `slurm:JOBID[:NODE]`; a `kubectl exec` one plugs in here) so no
+caller constructs one by hand or reaches into it.  The host-key decision is part of the options, fixed at construction:
 headless verbs refuse unknown keys (or save them with --accept-new-host-key), the TUI asks through
 a `HostKeyPrompt` its app answers once it is up.
 """
@@ -17,6 +17,8 @@ from specdebug.remote.connection import HostKeyCallback as HostKeyDecider
 from specdebug.remote.connection import SSHRemote, accept_and_save_keys, refuse_unknown_keys
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.remote.hostspec import HostSpec, resolve
+from specdebug.remote.slurm import SlurmRemote
+from specdebug.remote.slurm_job import is_slurm_spec
 
 __all__ = [
     "ConnectOptions",
@@ -57,10 +59,13 @@ class ConnectOptions:
 
 
 def connect_host(spec: str | HostSpec, options: ConnectOptions | None = None) -> Connection:
-    """A Connection for `spec` (alias, host, user@host:port), not yet started.
+    """A Connection for `spec` (alias, host, user@host:port, slurm:JOBID[:NODE]), not yet started.
 
     Raises HostSpecError (a ValueError) for a spec or ssh config that cannot be used."""
     o = options or ConnectOptions()
+    if isinstance(spec, str) and is_slurm_spec(spec):
+        # a helper step waits for the controller and the node's slurmd: slower than an ssh connect
+        return SlurmRemote(spec, state_dir=o.state_dir, connect_timeout=max(o.connect_timeout, 30.0))
     return SSHRemote(
         spec,
         ssh_config=o.ssh_config,
@@ -75,6 +80,8 @@ def connect_host(spec: str | HostSpec, options: ConnectOptions | None = None) ->
 def address_note(spec: str, ssh_config: str | Path | None = None) -> str:
     """` (HOSTNAME port N)` when `spec` is an alias for another address, else empty: error
     messages then say where a failed connect really went."""
+    if is_slurm_spec(spec):
+        return ""
     parsed = HostSpec.parse(spec, ssh_config)
     r = resolve(parsed)
     aliased = r.hostname != parsed.host or (parsed.port or r.port) != r.port

@@ -115,7 +115,7 @@ def add_host_args(parser: argparse.ArgumentParser, *, required: bool = True) -> 
     parser.add_argument(
         "host",
         nargs=None if required else "?",
-        help="HOST, user@HOST, user@HOST:PORT or an ssh config alias",
+        help="HOST, user@HOST, user@HOST:PORT, an ssh config alias, or slurm:JOBID[:NODE]",
     )
 
 

@@ -32,6 +32,12 @@ async def probe(args: argparse.Namespace) -> int:
     hosts_module = asyncio.get_running_loop().run_in_executor(
         None, importlib.import_module, "specdebug.core.hosts"
     )
+    if (args.host or "").startswith("slurm:"):
+        from specdebug.verbs.slurm_probe import allocation_spec, probe_allocation
+
+        spec = allocation_spec(args.host)  # None: one node named, probed below as one host
+        if spec is not None:
+            return await probe_allocation(args, spec, await hosts_module)
     try:
         # one-shot: no resident helper (its python3 start-up on the box costs more than the
         # two exec channels this probe needs)

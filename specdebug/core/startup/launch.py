@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specdebug.capability import require_write
 from specdebug.core.journal import EventJournal
@@ -18,7 +18,7 @@ from specdebug.core.server_control import LaunchRefused
 from specdebug.core.servers import ServerRecord, find_port_holder, group_members, load_record, save_record
 from specdebug.core.startup.events import Clock
 from specdebug.core.workers import group_filter
-from specdebug.remote.api import Remote, RemoteError
+from specdebug.remote.api import JobSteps, Remote, RemoteError
 from specdebug.remote.boxcode import source
 from specdebug.remote.shell import env_assignments
 
@@ -61,6 +61,7 @@ class Started:
     start_ticks: int
     log_offset: int
     log_file: str
+    step: str | None = None  # the job step holding the server (a Slurm node), else None
 
 
 def parse_launch_report(out: str) -> Started:
@@ -90,8 +91,17 @@ def parse_launch_report(out: str) -> Started:
 
 
 async def start_detached(remote: Remote, profile: Profile, launch_id: str | None = None) -> Started:
-    """Run the launch script on the box: the server starts detached and reports who it is."""
-    res = await remote.run(launch_argv(profile, launch_id), timeout=30)
+    """Run the launch script on the box: the server starts detached and reports who it is.
+
+    On a Remote whose processes live in job steps (Slurm), the launch is a step of its own that
+    lasts as long as the server (its id goes into the record)."""
+    step = None
+    if isinstance(remote, JobSteps):
+        res, step = await remote.launch_step(
+            launch_argv(profile, launch_id), name=f"specdebug-{profile.name}", timeout=30
+        )
+    else:
+        res = await remote.run(launch_argv(profile, launch_id), timeout=30)
     if not res.ok:
         what = {
             3: "cannot create the log file",
@@ -100,9 +110,10 @@ async def start_detached(remote: Remote, profile: Profile, launch_id: str | None
         }.get(res.exit_status or 0, "launch failed")
         raise RemoteError(f"{what}: {res.err.strip() or res.out.strip() or res.exit_status}")
     try:
-        return parse_launch_report(res.out)
+        started = parse_launch_report(res.out)
     except (ValueError, IndexError) as exc:
         raise RemoteError(f"launch: unreadable report from the box: {res.out.strip()[:300]!r}") from exc
+    return replace(started, step=step)
 
 
 async def check_can_launch(remote: Remote, profile: Profile) -> None:
@@ -152,6 +163,7 @@ async def launch(
         argv=mask_argv(profile.server.argv, profile_secrets(profile)),
         env=mask_env(launch_env(profile), profile_secrets(profile)),
         cwd=profile.server.cwd,
+        step=got.step,
     )
     await save_record(remote, record)
     if journal is not None:

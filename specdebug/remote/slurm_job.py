@@ -1,0 +1,175 @@
+"""Slurm host specs (`slurm:JOBID[:NODE]`) and what the Slurm clients say about an allocation.
+
+The Slurm transport never ssh'es to a node: everything runs as a job step of the user's
+allocation (`srun --jobid J --overlap -w NODE`), so the only things it needs on this machine are
+the Slurm client programs and a SLURM_CONF that reaches the controller.  This module is the
+argv and the parsing of their answers (scontrol's one-line records); the transport is slurm.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specdebug.remote.api import RemoteError
+from specdebug.remote.hostspec import HostSpecError
+
+SCHEME = "slurm:"
+_SPEC_RE = re.compile(r"slurm:(?P<job>[0-9]{1,12})(?::(?P<node>[A-Za-z0-9][A-Za-z0-9._-]{0,199}))?")
+
+
+class SlurmMissing(RemoteError):
+    """The Slurm client programs are not installed here: retrying cannot help."""
+
+
+class JobGone(RemoteError):
+    """The allocation is not running (ended, cancelled, pending, unknown): no node to run on."""
+
+
+def is_slurm_spec(text: str) -> bool:
+    return text.startswith(SCHEME)
+
+
+@dataclass(frozen=True)
+class SlurmSpec:
+    """`slurm:JOBID` (the allocation; its first node where one is needed) or `slurm:JOBID:NODE`."""
+
+    text: str
+    job: str
+    node: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> SlurmSpec:
+        m = _SPEC_RE.fullmatch(text)
+        if not m:
+            raise HostSpecError(f"bad host spec {text!r}: expected slurm:JOBID or slurm:JOBID:NODE")
+        return cls(text=text, job=m["job"], node=m["node"])
+
+    def on(self, node: str) -> SlurmSpec:
+        return SlurmSpec(text=f"{SCHEME}{self.job}:{node}", job=self.job, node=node)
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """The allocation as `scontrol show job -o` describes it (nodes expanded)."""
+
+    job: str
+    state: str
+    nodes: list[str]
+    name: str = ""
+
+    @property
+    def running(self) -> bool:
+        return self.state == "RUNNING"
+
+
+def srun_argv(job: str, node: str, argv: Sequence[str], *, name: str | None = None) -> list[str]:
+    """One task on NODE as a step of the running allocation, sharing its resources (--overlap).
+
+    No --pty: plain pipes, which is what the helper's line protocol wants; --unbuffered so a
+    line the box writes arrives at once."""
+    words = [
+        "srun",
+        f"--jobid={job}",
+        "--overlap",
+        f"--nodelist={node}",
+        "--nodes=1",
+        "--ntasks=1",
+        "--unbuffered",
+        "--quiet",
+    ]
+    if name:
+        words.append(f"--job-name={name}")
+    return [*words, *argv]
+
+
+async def slurm_command(argv: Sequence[str], timeout: float = 30.0) -> tuple[int, str, str]:
+    """Run one Slurm client command here: (exit status, stdout, stderr)."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except FileNotFoundError as exc:
+        raise SlurmMissing(f"{argv[0]} not found: the Slurm client programs are not installed here") from exc
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError as exc:
+        proc.kill()
+        await proc.wait()
+        raise RemoteError(f"{argv[0]} did not answer within {timeout:g} s") from exc
+    return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def parse_record(line: str) -> dict[str, str]:
+    """`Key=Value Key=Value ...` (scontrol -o) as a dict; values may not contain spaces except
+    the last known free-text keys, which scontrol puts last anyway."""
+    fields: dict[str, str] = {}
+    for word in line.split():
+        key, sep, value = word.partition("=")
+        if sep:
+            fields[key] = value
+    return fields
+
+
+async def job_info(job: str) -> JobInfo:
+    """The allocation's state and nodes; RemoteError naming the job when Slurm does not know it."""
+    rc, out, err = await slurm_command(["scontrol", "show", "job", "-o", job])
+    if rc != 0 or not out.strip():
+        why = ((err or out).strip().splitlines()[-1:] or [f"exit status {rc}"])[0][:300]
+        gone = "invalid job id" in why.lower()  # ended long enough ago that the controller forgot it
+        raise (JobGone if gone else RemoteError)(f"slurm job {job}: {why}")
+    rec = parse_record(out.splitlines()[0])
+    nodes = await expand_nodes(rec.get("NodeList", ""))
+    return JobInfo(job=job, state=rec.get("JobState", "UNKNOWN"), nodes=nodes, name=rec.get("JobName", ""))
+
+
+async def expand_nodes(nodelist: str) -> list[str]:
+    """`n[1-2],gpu7` as node names (scontrol show hostnames does Slurm's own expansion)."""
+    if not nodelist or nodelist == "(null)":
+        return []
+    rc, out, err = await slurm_command(["scontrol", "show", "hostnames", nodelist])
+    if rc != 0:
+        raise RemoteError(f"cannot expand node list {nodelist!r}: {err.strip()[:200]}")
+    return out.split()
+
+
+async def node_address(node: str) -> str | None:
+    """The node's NodeAddr (how this machine reaches it), or None when scontrol does not say."""
+    rc, out, _ = await slurm_command(["scontrol", "show", "node", "-o", node])
+    if rc != 0 or not out.strip():
+        return None
+    return parse_record(out.splitlines()[0]).get("NodeAddr") or None
+
+
+def is_loopback(address: str | None) -> bool:
+    """True when the node's address is this machine's loopback (its ports are ours to reach)."""
+    if not address:
+        return False
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+async def job_steps(job: str) -> list[str]:
+    """Step ids (`J.S`) squeue still lists for the job."""
+    rc, out, _ = await slurm_command(["squeue", "-h", "-s", "-j", job, "-o", "%i"])
+    return [s for s in out.split() if "." in s] if rc == 0 else []
+
+
+async def cancel_step(step: str) -> None:
+    """`scancel JOB.STEP`; a step already gone is not an error."""
+    if not re.fullmatch(r"[0-9]+\.[0-9]+", step):
+        raise RemoteError(f"not a job step id: {step!r}")
+    rc, out, err = await slurm_command(["scancel", step])
+    text = (err or out).strip()
+    if rc != 0 and "already completed" not in text.lower() and "invalid job id" not in text.lower():
+        raise RemoteError(f"scancel {step}: {text[:300] or f'exit status {rc}'}")

@@ -1,0 +1,207 @@
+"""The Slurm transport against a real Slurm on this machine (tests/slurm_harness.py: munged,
+slurmctld and two slurmd nodes on loopback), with an allocation made by `salloc --no-shell`.
+
+No mocked srun: the helper, streams and launches are real job steps; squeue is the witness that
+a step is gone.  Skipped where slurm-wlm is not installed, unless SPECDEBUG_REQUIRE_SLURM=1
+(.ci/run installs it and sets that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specdebug.remote.api import ConnState
+from specdebug.remote.factory import ConnectOptions, connect_host
+from tests.integration.test_startup import write_profile_toml
+from tests.simprofiles import sim_profile
+from tests.slurm_harness import Slurm, missing_binaries, start_slurm
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Slurm:
+    missing = missing_binaries()
+    if missing:
+        if os.environ.get("SPECDEBUG_REQUIRE_SLURM"):
+            pytest.fail(f"SPECDEBUG_REQUIRE_SLURM is set but {', '.join(missing)} not installed")
+        pytest.skip(f"Slurm not installed ({', '.join(missing)} missing; apt-get install slurm-wlm munge)")
+    if os.geteuid() != 0:
+        if os.environ.get("SPECDEBUG_REQUIRE_SLURM"):
+            pytest.fail("SPECDEBUG_REQUIRE_SLURM is set but slurmd needs root here")
+        pytest.skip("the Slurm harness runs slurmd, which needs root")
+    slurm = start_slurm(tmp_path_factory.mktemp("slurm"), nodes=2)
+    yield slurm
+    slurm.stop()
+
+
+@pytest.fixture(scope="module")
+def job(cluster: Slurm) -> str:
+    jobid = cluster.allocate(name="specdebug-alloc")
+    yield jobid
+    cluster.run("scancel", jobid, check=False)
+
+
+@pytest.fixture
+def slurm_env(cluster: Slurm, monkeypatch) -> dict[str, str]:
+    """This test's clients (in-process and CLI) reach the harness's cluster."""
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+    return cluster.env()
+
+
+def cli(env: dict[str, str], cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def test_the_harness_runs_two_slurmd_nodes(cluster: Slurm) -> None:
+    assert cluster.node_states() == {"n1": "idle", "n2": "idle"} or set(cluster.node_states()) == {"n1", "n2"}
+    assert all(p.poll() is None for p in cluster.procs.values())
+
+
+async def test_the_helper_runs_as_a_step_on_the_named_node(cluster: Slurm, job: str, slurm_env) -> None:
+    remote = connect_host(f"slurm:{job}:n2")
+    await remote.start()
+    try:
+        await remote.wait_connected(60)
+        assert remote.status.state is ConnState.CONNECTED
+        res = await remote.run(["sh", "-c", 'echo "$SLURMD_NODENAME $SLURM_JOB_ID"; echo err >&2'])
+        assert (res.exit_status, res.out.split(), res.err) == (0, ["n2", job], "err\n")
+        assert b"ID=" in await remote.read_file("/etc/os-release")
+        assert any(p.pid == os.getpid() for p in await remote.processes(pids=[os.getpid()]))
+        helper_steps = cluster.steps(job)
+        assert len(helper_steps) == 1  # the helper is one long-lived step, not one per request
+        lines = []
+        async with remote.stream(["sh", "-c", "echo one; echo two; exec sleep 60"]) as stream:
+            async for line in stream:
+                lines.append(line)
+                if len(lines) == 2:
+                    break
+        assert lines == ["one", "two"]
+        assert cluster.steps(job) == helper_steps  # the stream's step ended with the stream
+        forward = await remote.forward_local_port(4321)  # n2 is at 127.0.0.1: the same port, no tunnel
+        assert forward.local_port == 4321
+    finally:
+        await remote.close()
+    deadline = time.monotonic() + 10
+    while cluster.steps(job) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert cluster.steps(job) == []
+
+
+async def test_a_job_that_is_not_running_fails_naming_it(cluster: Slurm, slurm_env) -> None:
+    gone = cluster.allocate(nodes=1, name="specdebug-gone")
+    cluster.run("scancel", gone)
+    deadline = time.monotonic() + 15
+    while gone in cluster.job_ids() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    remote = connect_host(f"slurm:{gone}:n1", ConnectOptions())
+    await remote.start()
+    try:
+        with pytest.raises(Exception, match=f"job {gone}"):
+            await remote.wait_connected(30)
+        assert remote.status.state is ConnState.FAILED
+    finally:
+        await remote.close()
+
+
+async def test_an_allocation_that_ends_turns_its_host_failed(cluster: Slurm, slurm_env) -> None:
+    short = cluster.allocate(nodes=1, name="specdebug-short")
+    remote = connect_host(f"slurm:{short}")  # no node named: the job's first node
+    await remote.start()
+    try:
+        await remote.wait_connected(60)
+        res = await remote.run(["sh", "-c", 'echo "$SLURMD_NODENAME"'])
+        assert res.out.strip() in cluster.nodes
+        cluster.run("scancel", short)
+        deadline = time.monotonic() + 30
+        while remote.status.state is not ConnState.FAILED and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert remote.status.state is ConnState.FAILED
+        assert f"job {short}" in (remote.status.last_error or "")
+    finally:
+        await remote.close()
+
+
+def test_probe_lists_the_allocations_nodes_with_their_facts(job: str, slurm_env, tmp_path: Path) -> None:
+    res = cli(slurm_env, tmp_path, "probe", f"slurm:{job}", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert (doc["job"], doc["state"], doc["connected"]) == (job, "RUNNING", True)
+    assert [n["node"] for n in doc["nodes"]] == ["n1", "n2"]
+    assert [n["host"] for n in doc["nodes"]] == [f"slurm:{job}:n1", f"slurm:{job}:n2"]
+    assert all(n["connected"] and n["cpus"] and n["kernel"] for n in doc["nodes"])
+    text = cli(slurm_env, tmp_path, "probe", f"slurm:{job}")
+    assert text.returncode == 0 and f"job {job} RUNNING" in text.stdout and "  n2: " in text.stdout
+    bad = cli(slurm_env, tmp_path, "probe", "slurm:x1", "--json")
+    assert bad.returncode == 2 and "slurm:JOBID" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.fixture
+def leftovers(box_state_dir: Path):
+    """A failing test's sim is killed by its recorded group (proctrack/pgid leaves a setsid'd
+    server running when its step is cancelled; the stop path is what ends it)."""
+    yield
+    for path in box_state_dir.glob("*.json"):
+        try:
+            record = json.loads(path.read_text())
+            if (
+                record.get("stopped_at") is None
+                and record["profile"].encode() in Path(f"/proc/{record['pgid']}/cmdline").read_bytes()
+            ):
+                os.killpg(record["pgid"], signal.SIGKILL)
+        except (OSError, ValueError, KeyError):
+            pass
+
+
+def test_launch_env_grep_stop_on_the_allocation(
+    cluster: Slurm, job: str, slurm_env, tmp_path: Path, leftovers
+) -> None:
+    profile = sim_profile(tmp_path, "slurmsim")
+    path = write_profile_toml(tmp_path, profile)
+    host = f"slurm:{job}:n2"
+    before = set(cluster.steps(job))
+    launch = cli(slurm_env, tmp_path, "launch", host, "-c", str(path), "--wait", "--json")
+    assert launch.returncode == 0, launch.stderr
+    verdict = json.loads(launch.stdout)
+    assert verdict["verdict"] == "ready", verdict
+    record = json.loads((Path(os.environ["SPECDEBUG_STATE_DIR"]) / "slurmsim.json").read_text())
+    step = record["step"]
+    assert step.startswith(f"{job}.") and step in set(cluster.steps(job)) - before
+    assert record["host"] == host and record["pgid"] == verdict["pgid"]
+
+    env = cli(slurm_env, tmp_path, "env", host, "-c", str(path), "--json")
+    assert env.returncode == 0, env.stderr
+    report = json.loads(env.stdout)
+    assert report["summary"]["workers"] >= 2 and report["summary"]["ok"]
+    assert all(w["pgid"] == verdict["pgid"] for w in report["workers"])
+
+    grep = cli(slurm_env, tmp_path, "grep", f"{host}:{profile.server.log_file}", "-e", "fired up", "--json")
+    assert grep.returncode == 0, grep.stderr
+    matches = [json.loads(line) for line in grep.stdout.splitlines()]
+    assert matches and all("fired up" in m["line"] for m in matches)
+
+    stop = cli(slurm_env, tmp_path, "stop", host, "-c", str(path), "--json")
+    assert stop.returncode == 0, stop.stderr
+    result = json.loads(stop.stdout)
+    assert result["stopped"] and result["step"] == step, result
+    assert step not in cluster.steps(job)  # squeue -s no longer lists it
+    assert (
+        not Path(f"/proc/{verdict['pgid']}").exists()
+        or b"slurmsim" not in Path(f"/proc/{verdict['pgid']}/cmdline").read_bytes()
+    )
