@@ -32,6 +32,9 @@ async def spawn_srun(argv: Sequence[str], *, merge_stderr: bool = False) -> asyn
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
             limit=PIPE_LIMIT,
+            # our own session: a Ctrl-C at the terminal reaches us, not srun (which would only
+            # print the step's status on a first SIGINT); we end it ourselves (end_process)
+            start_new_session=True,
         )
     except FileNotFoundError as exc:
         raise SlurmMissing("srun not found: the Slurm client programs are not installed here") from exc

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -205,3 +207,46 @@ def test_launch_env_grep_stop_on_the_allocation(
         not Path(f"/proc/{verdict['pgid']}").exists()
         or b"slurmsim" not in Path(f"/proc/{verdict['pgid']}/cmdline").read_bytes()
     )
+
+
+def test_grep_follow_reads_a_nodes_log_and_ends_its_step_on_ctrl_c(
+    cluster: Slurm, job: str, slurm_env, tmp_path: Path
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("starting\nThe server is fired up and ready to roll!\n")
+    before = cluster.steps(job)
+    follow = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "specdebug.cli",
+            "grep",
+            f"slurm:{job}:n1:{log}",
+            "-e",
+            "fired",
+            "--follow",
+            "--from-start",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=slurm_env,
+        cwd=tmp_path,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in follow.stdout], daemon=True).start()
+    try:
+        assert "fired up" in json.loads(lines.get(timeout=60))["line"]
+        with log.open("a") as f:
+            f.write("fired again\n")
+        assert json.loads(lines.get(timeout=30))["line"] == "fired again"  # followed, not re-read
+        follow.send_signal(signal.SIGINT)
+        follow.wait(30)
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+    deadline = time.monotonic() + 15
+    while cluster.steps(job) != before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert cluster.steps(job) == before  # the helper's and the follow's steps ended with the verb
