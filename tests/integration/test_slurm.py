@@ -95,6 +95,9 @@ async def test_the_helper_runs_as_a_step_on_the_named_node(cluster: Slurm, job: 
                 if len(lines) == 2:
                     break
         assert lines == ["one", "two"]
+        # a command loud on stderr (more than a pipe holds) still gets its stdout through
+        chatty = remote.stream(["sh", "-c", "head -c 300000 /dev/zero >&2; echo done"])
+        assert [line async for line in chatty] == ["done"] and chatty.exit_status == 0
         assert cluster.steps(job) == helper_steps  # the stream's step ended with the stream
         forward = await remote.forward_local_port(4321)  # n2 is at 127.0.0.1: the same port, no tunnel
         assert forward.local_port == 4321
