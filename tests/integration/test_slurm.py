@@ -190,6 +190,10 @@ def test_launch_env_grep_stop_on_the_allocation(
     assert step.startswith(f"{job}.") and step in set(cluster.steps(job)) - before
     assert record["host"] == host and record["pgid"] == verdict["pgid"]
 
+    status = cli(slurm_env, tmp_path, "status", host, "-c", str(path), "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["state"] == "running"
+
     env = cli(slurm_env, tmp_path, "env", host, "-c", str(path), "--json")
     assert env.returncode == 0, env.stderr
     report = json.loads(env.stdout)
@@ -253,3 +257,21 @@ def test_grep_follow_reads_a_nodes_log_and_ends_its_step_on_ctrl_c(
     while cluster.steps(job) != before and time.monotonic() < deadline:
         time.sleep(0.2)
     assert cluster.steps(job) == before  # the helper's and the follow's steps ended with the verb
+
+
+def test_a_launch_that_fails_on_the_node_says_why_and_leaves_no_step(
+    cluster: Slurm, job: str, slurm_env, tmp_path: Path
+) -> None:
+    profile = sim_profile(tmp_path, "slurmbad")
+    path = write_profile_toml(tmp_path, profile)
+    path.write_text(
+        path.read_text().replace("[server]\n", f"[server]\ncwd = {json.dumps(str(tmp_path / 'nowhere'))}\n")
+    )
+    before = cluster.steps(job)
+    launch = cli(slurm_env, tmp_path, "launch", f"slurm:{job}:n1", "-c", str(path), "--wait", "--json")
+    assert launch.returncode != 0
+    assert "cannot cd to the working directory" in launch.stderr and "Traceback" not in launch.stderr
+    deadline = time.monotonic() + 10
+    while cluster.steps(job) != before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert cluster.steps(job) == before
