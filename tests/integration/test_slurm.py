@@ -71,6 +71,15 @@ def cli(env: dict[str, str], cwd: Path, *args: str, timeout: float = 120) -> sub
     )
 
 
+def settled_steps(cluster: Slurm, job: str, want: list[str], timeout: float = 15.0) -> list[str]:
+    """The job's steps once they equal `want` (or whatever they are after `timeout`): slurmctld
+    drops a finished step from squeue a moment after its srun has exited."""
+    deadline = time.monotonic() + timeout
+    while (steps := cluster.steps(job)) != want and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return steps
+
+
 def test_the_harness_runs_two_slurmd_nodes(cluster: Slurm) -> None:
     assert cluster.node_states() == {"n1": "idle", "n2": "idle"} or set(cluster.node_states()) == {"n1", "n2"}
     assert all(p.poll() is None for p in cluster.procs.values())
@@ -98,15 +107,29 @@ async def test_the_helper_runs_as_a_step_on_the_named_node(cluster: Slurm, job: 
         # a command loud on stderr (more than a pipe holds) still gets its stdout through
         chatty = remote.stream(["sh", "-c", "head -c 300000 /dev/zero >&2; echo done"])
         assert [line async for line in chatty] == ["done"] and chatty.exit_status == 0
-        assert cluster.steps(job) == helper_steps  # the stream's step ended with the stream
+        assert settled_steps(cluster, job, helper_steps) == helper_steps  # the streams' steps ended
         forward = await remote.forward_local_port(4321)  # n2 is at 127.0.0.1: the same port, no tunnel
         assert forward.local_port == 4321
     finally:
         await remote.close()
-    deadline = time.monotonic() + 10
-    while cluster.steps(job) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert cluster.steps(job) == []
+    assert settled_steps(cluster, job, []) == []
+
+
+async def test_a_cancelled_helper_step_is_started_again(cluster: Slurm, job: str, slurm_env) -> None:
+    remote = connect_host(f"slurm:{job}:n1")
+    await remote.start()
+    try:
+        await remote.wait_connected(60)
+        (helper,) = cluster.steps(job)
+        cluster.run("scancel", helper)  # the job lives on: only the helper's step went
+        deadline = time.monotonic() + 30
+        while remote.generation < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert remote.generation == 2 and remote.status.state is ConnState.CONNECTED
+        assert (await remote.run(["true"])).ok
+        assert cluster.steps(job) not in ([], [helper])  # a new helper step
+    finally:
+        await remote.close()
 
 
 async def test_a_job_that_is_not_running_fails_naming_it(cluster: Slurm, slurm_env) -> None:
@@ -253,10 +276,7 @@ def test_grep_follow_reads_a_nodes_log_and_ends_its_step_on_ctrl_c(
     finally:
         if follow.poll() is None:
             follow.kill()
-    deadline = time.monotonic() + 15
-    while cluster.steps(job) != before and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert cluster.steps(job) == before  # the helper's and the follow's steps ended with the verb
+    assert settled_steps(cluster, job, before) == before  # the helper's and the follow's steps ended
 
 
 def test_a_launch_that_fails_on_the_node_says_why_and_leaves_no_step(
@@ -271,7 +291,4 @@ def test_a_launch_that_fails_on_the_node_says_why_and_leaves_no_step(
     launch = cli(slurm_env, tmp_path, "launch", f"slurm:{job}:n1", "-c", str(path), "--wait", "--json")
     assert launch.returncode != 0
     assert "cannot cd to the working directory" in launch.stderr and "Traceback" not in launch.stderr
-    deadline = time.monotonic() + 10
-    while cluster.steps(job) != before and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert cluster.steps(job) == before
+    assert settled_steps(cluster, job, before) == before
