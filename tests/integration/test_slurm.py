@@ -176,6 +176,8 @@ def test_probe_lists_the_allocations_nodes_with_their_facts(job: str, slurm_env,
     assert all(n["connected"] and n["cpus"] and n["kernel"] for n in doc["nodes"])
     text = cli(slurm_env, tmp_path, "probe", f"slurm:{job}")
     assert text.returncode == 0 and f"job {job} RUNNING" in text.stdout and "  n2: " in text.stdout
+    stray = cli(slurm_env, tmp_path, "probe", f"slurm:{job}:n9")
+    assert stray.returncode == 1 and f"node n9 is not in job {job} (n1, n2)" in stray.stderr
     bad = cli(slurm_env, tmp_path, "probe", "slurm:x1", "--json")
     assert bad.returncode == 2 and "slurm:JOBID" in bad.stderr and "Traceback" not in bad.stderr
 
