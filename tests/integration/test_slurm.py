@@ -294,3 +294,25 @@ def test_a_launch_that_fails_on_the_node_says_why_and_leaves_no_step(
     assert launch.returncode != 0
     assert "cannot cd to the working directory" in launch.stderr and "Traceback" not in launch.stderr
     assert settled_steps(cluster, job, before) == before
+
+
+def test_a_server_that_dies_takes_its_step_with_it_and_stop_says_so(
+    cluster: Slurm, job: str, slurm_env, tmp_path: Path, leftovers
+) -> None:
+    profile = sim_profile(tmp_path, "slurmdies")
+    path = write_profile_toml(tmp_path, profile)
+    host = f"slurm:{job}:n1"
+    launch = cli(slurm_env, tmp_path, "launch", host, "-c", str(path), "--wait", "--json")
+    assert launch.returncode == 0, launch.stderr
+    verdict = json.loads(launch.stdout)
+    step = json.loads((Path(os.environ["SPECDEBUG_STATE_DIR"]) / "slurmdies.json").read_text())["step"]
+    assert step in cluster.steps(job)
+    os.killpg(verdict["pgid"], signal.SIGKILL)  # the server dies (OOM killer, a crash)
+    deadline = time.monotonic() + 15
+    while step in cluster.steps(job) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert step not in cluster.steps(job)  # the holding step ended by itself with its server
+    stop = cli(slurm_env, tmp_path, "stop", host, "-c", str(path), "--json")
+    assert stop.returncode == 0, stop.stderr
+    result = json.loads(stop.stdout)
+    assert result["stopped"] and not result["was_running"] and result["step"] == step, result
