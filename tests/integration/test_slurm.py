@@ -316,3 +316,23 @@ def test_a_server_that_dies_takes_its_step_with_it_and_stop_says_so(
     assert stop.returncode == 0, stop.stderr
     result = json.loads(stop.stdout)
     assert result["stopped"] and not result["was_running"] and result["step"] == step, result
+
+
+async def test_the_hosts_pane_shows_a_slurm_node_connected(cluster: Slurm, job: str, slurm_env) -> None:
+    from textual.widgets import DataTable
+
+    from specdebug.tui.app import SpecdebugApp
+    from specdebug.tui.context import AppContext
+    from specdebug.tui.panes.hosts import HostsPane
+
+    host = f"slurm:{job}:n2"
+    before = cluster.steps(job)
+    app = SpecdebugApp(AppContext(remotes={host: connect_host(host)}, selected=host))
+    async with app.run_test(size=(140, 40)) as pilot:
+        pane = app.query_one(HostsPane)
+        deadline = time.monotonic() + 60
+        while host not in pane.infos and time.monotonic() < deadline:
+            await pilot.pause(0.1)
+        row = [str(c) for c in app.query_one("#hosts-table", DataTable).get_row(host)]
+        assert row[1].startswith("connected") and row[2] == pane.infos[host].hostname
+    assert settled_steps(cluster, job, before) == before  # leaving the app ended the helper's step
