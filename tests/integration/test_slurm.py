@@ -230,6 +230,11 @@ def test_launch_env_grep_stop_on_the_allocation(
     matches = [json.loads(line) for line in grep.stdout.splitlines()]
     assert matches and all("fired up" in m["line"] for m in matches)
 
+    # the node is at 127.0.0.1: the built-in bench reaches the server's port directly
+    bench = cli(slurm_env, tmp_path, "bench", host, "-c", str(path), "--requests", "4", "--json")
+    assert bench.returncode == 0, bench.stderr[-2000:]
+    assert json.loads(bench.stdout)["status"] == "done"
+
     stop = cli(slurm_env, tmp_path, "stop", host, "-c", str(path), "--json")
     assert stop.returncode == 0, stop.stderr
     result = json.loads(stop.stdout)
