@@ -13,6 +13,7 @@ in slurm.conf (`%n` in the spool/pid/log paths), so the harness makes NODES node
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -256,4 +257,5 @@ def start_slurm(workdir: Path, nodes: int = 2, timeout: float = 60.0) -> Slurm:
     except BaseException:
         cluster.stop()
         raise
+    atexit.register(cluster.stop)  # a script that dies before its own stop leaves no daemons
     return cluster

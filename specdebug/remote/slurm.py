@@ -32,7 +32,7 @@ from specdebug.remote.slurm_job import (
     node_address,
     srun_argv,
 )
-from specdebug.remote.slurm_ops import DirectForward, SlurmRemoteAPI, end_process, spawn_srun
+from specdebug.remote.slurm_ops import DirectForward, SlurmRemoteAPI, StderrTail, end_process, spawn_srun
 from specdebug.remote.slurm_steps import cancel_launch_step, launch_step
 
 log = logging.getLogger("specdebug.remote")
@@ -71,6 +71,7 @@ class SlurmRemote(SlurmRemoteAPI):
         self._listeners: list[Callable[[ConnStatus], None]] = []
         self._probe: ProbeChannel | None = None
         self._proc: asyncio.subprocess.Process | None = None
+        self._stderr: StderrTail | None = None
         self._connected = asyncio.Event()
         self._failed = asyncio.Event()
         self._failure: Exception | None = None
@@ -171,6 +172,7 @@ class SlurmRemote(SlurmRemoteAPI):
             await end_process(proc, 1.0)
             raise
         self._proc, self._probe = proc, probe
+        self._stderr = StderrTail(proc.stderr)  # read from now on: a full pipe would stall the helper
 
     async def _supervise(self) -> None:
         delay = BACKOFF_START_S
@@ -227,12 +229,14 @@ class SlurmRemote(SlurmRemoteAPI):
             closed.cancel()
 
     async def _teardown(self) -> None:
-        probe, proc = self._probe, self._proc
-        self._probe = self._proc = None
+        probe, proc, stderr = self._probe, self._proc, self._stderr
+        self._probe = self._proc = self._stderr = None
         if probe is not None:
             probe.close()
         if proc is not None:
             await end_process(proc, 1.0)
+        if stderr is not None:
+            stderr.cancel()
 
     async def _measure_rtt(self) -> float | None:
         if self._probe is None:

@@ -171,5 +171,6 @@ async def cancel_step(step: str) -> None:
         raise RemoteError(f"not a job step id: {step!r}")
     rc, out, err = await slurm_command(["scancel", step])
     text = (err or out).strip()
-    if rc != 0 and "already completed" not in text.lower() and "invalid job id" not in text.lower():
+    # a finished step is "Invalid job id specified"; one ending now "already completing or completed"
+    if rc != 0 and "already complet" not in text.lower() and "invalid job id" not in text.lower():
         raise RemoteError(f"scancel {step}: {text[:300] or f'exit status {rc}'}")

@@ -32,9 +32,38 @@ async def spawn_srun(argv: Sequence[str], *, merge_stderr: bool = False) -> asyn
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
             limit=PIPE_LIMIT,
+            # our own session: a Ctrl-C at the terminal reaches us, not srun (which would only
+            # print the step's status on a first SIGINT); we end it ourselves (end_process)
+            start_new_session=True,
         )
     except FileNotFoundError as exc:
         raise SlurmMissing("srun not found: the Slurm client programs are not installed here") from exc
+
+
+class StderrTail:
+    """srun's stderr read as it comes (a full pipe would stall the step), keeping its last bytes
+    for the error message when the step fails."""
+
+    def __init__(self, reader: asyncio.StreamReader | None, keep: int = 4096) -> None:
+        self.data = b""
+        self._keep = keep
+        self.task = asyncio.ensure_future(self._run(reader)) if reader is not None else None
+
+    async def _run(self, reader: asyncio.StreamReader) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := await reader.read(1 << 16):
+                self.data = (self.data + chunk)[-self._keep :]
+
+    async def text(self, wait_s: float = 1.0) -> str:
+        """What srun said, after waiting up to `wait_s` for its stderr to end."""
+        if self.task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.task), wait_s)
+        return self.data.decode("utf-8", "replace")
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
 
 
 async def end_process(proc: asyncio.subprocess.Process, grace_s: float = 5.0) -> None:
@@ -155,12 +184,14 @@ class SrunStream:
         self._argv = ["sh", "-c", watchdog_command(argv, merge_stderr=merge_stderr)]
         self._binary = binary
         self._proc: asyncio.subprocess.Process | None = None
+        self._stderr: StderrTail | None = None
         self._closed = False
         self.exit_status: int | None = None
 
     async def _open(self) -> None:
         node, _ = await self._remote.ready(None)
         self._proc = await spawn_srun(srun_argv(self._remote.spec.job, node, self._argv))
+        self._stderr = StderrTail(self._proc.stderr)
 
     def __aiter__(self) -> AsyncIterator[str | bytes]:
         return self._iterate()
@@ -195,11 +226,7 @@ class SrunStream:
 
     async def _step_failed(self) -> bool:
         """srun's own failure (the job ended, the node went) rather than the command's exit status."""
-        assert self._proc is not None and self._proc.stderr is not None
-        with best_effort("read a stream's srun errors"):
-            text = (await asyncio.wait_for(self._proc.stderr.read(4096), 1.0)).decode("utf-8", "replace")
-            return "srun: error" in text
-        return False
+        return self._stderr is not None and "srun: error" in await self._stderr.text()
 
     async def aclose(self) -> None:
         if self._closed:
@@ -207,6 +234,8 @@ class SrunStream:
         self._closed = True
         if self._proc is not None:
             await end_process(self._proc)
+        if self._stderr is not None:
+            self._stderr.cancel()
 
     async def __aenter__(self) -> SrunStream:
         await self._open()

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -69,6 +71,15 @@ def cli(env: dict[str, str], cwd: Path, *args: str, timeout: float = 120) -> sub
     )
 
 
+def settled_steps(cluster: Slurm, job: str, want: list[str], timeout: float = 15.0) -> list[str]:
+    """The job's steps once they equal `want` (or whatever they are after `timeout`): slurmctld
+    drops a finished step from squeue a moment after its srun has exited."""
+    deadline = time.monotonic() + timeout
+    while (steps := cluster.steps(job)) != want and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return steps
+
+
 def test_the_harness_runs_two_slurmd_nodes(cluster: Slurm) -> None:
     assert cluster.node_states() == {"n1": "idle", "n2": "idle"} or set(cluster.node_states()) == {"n1", "n2"}
     assert all(p.poll() is None for p in cluster.procs.values())
@@ -93,15 +104,32 @@ async def test_the_helper_runs_as_a_step_on_the_named_node(cluster: Slurm, job: 
                 if len(lines) == 2:
                     break
         assert lines == ["one", "two"]
-        assert cluster.steps(job) == helper_steps  # the stream's step ended with the stream
+        # a command loud on stderr (more than a pipe holds) still gets its stdout through
+        chatty = remote.stream(["sh", "-c", "head -c 300000 /dev/zero >&2; echo done"])
+        assert [line async for line in chatty] == ["done"] and chatty.exit_status == 0
+        assert settled_steps(cluster, job, helper_steps) == helper_steps  # the streams' steps ended
         forward = await remote.forward_local_port(4321)  # n2 is at 127.0.0.1: the same port, no tunnel
         assert forward.local_port == 4321
     finally:
         await remote.close()
-    deadline = time.monotonic() + 10
-    while cluster.steps(job) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert cluster.steps(job) == []
+    assert settled_steps(cluster, job, []) == []
+
+
+async def test_a_cancelled_helper_step_is_started_again(cluster: Slurm, job: str, slurm_env) -> None:
+    remote = connect_host(f"slurm:{job}:n1")
+    await remote.start()
+    try:
+        await remote.wait_connected(60)
+        (helper,) = cluster.steps(job)
+        cluster.run("scancel", helper)  # the job lives on: only the helper's step went
+        deadline = time.monotonic() + 30
+        while remote.generation < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert remote.generation == 2 and remote.status.state is ConnState.CONNECTED
+        assert (await remote.run(["true"])).ok
+        assert cluster.steps(job) not in ([], [helper])  # a new helper step
+    finally:
+        await remote.close()
 
 
 async def test_a_job_that_is_not_running_fails_naming_it(cluster: Slurm, slurm_env) -> None:
@@ -148,6 +176,8 @@ def test_probe_lists_the_allocations_nodes_with_their_facts(job: str, slurm_env,
     assert all(n["connected"] and n["cpus"] and n["kernel"] for n in doc["nodes"])
     text = cli(slurm_env, tmp_path, "probe", f"slurm:{job}")
     assert text.returncode == 0 and f"job {job} RUNNING" in text.stdout and "  n2: " in text.stdout
+    stray = cli(slurm_env, tmp_path, "probe", f"slurm:{job}:n9")
+    assert stray.returncode == 1 and f"node n9 is not in job {job} (n1, n2)" in stray.stderr
     bad = cli(slurm_env, tmp_path, "probe", "slurm:x1", "--json")
     assert bad.returncode == 2 and "slurm:JOBID" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -185,6 +215,10 @@ def test_launch_env_grep_stop_on_the_allocation(
     assert step.startswith(f"{job}.") and step in set(cluster.steps(job)) - before
     assert record["host"] == host and record["pgid"] == verdict["pgid"]
 
+    status = cli(slurm_env, tmp_path, "status", host, "-c", str(path), "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["state"] == "running"
+
     env = cli(slurm_env, tmp_path, "env", host, "-c", str(path), "--json")
     assert env.returncode == 0, env.stderr
     report = json.loads(env.stdout)
@@ -196,6 +230,11 @@ def test_launch_env_grep_stop_on_the_allocation(
     matches = [json.loads(line) for line in grep.stdout.splitlines()]
     assert matches and all("fired up" in m["line"] for m in matches)
 
+    # the node is at 127.0.0.1: the built-in bench reaches the server's port directly
+    bench = cli(slurm_env, tmp_path, "bench", host, "-c", str(path), "--requests", "4", "--json")
+    assert bench.returncode == 0, bench.stderr[-2000:]
+    assert json.loads(bench.stdout)["status"] == "done"
+
     stop = cli(slurm_env, tmp_path, "stop", host, "-c", str(path), "--json")
     assert stop.returncode == 0, stop.stderr
     result = json.loads(stop.stdout)
@@ -205,3 +244,100 @@ def test_launch_env_grep_stop_on_the_allocation(
         not Path(f"/proc/{verdict['pgid']}").exists()
         or b"slurmsim" not in Path(f"/proc/{verdict['pgid']}/cmdline").read_bytes()
     )
+
+
+def test_grep_follow_reads_a_nodes_log_and_ends_its_step_on_ctrl_c(
+    cluster: Slurm, job: str, slurm_env, tmp_path: Path
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("starting\nThe server is fired up and ready to roll!\n")
+    before = cluster.steps(job)
+    follow = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "specdebug.cli",
+            "grep",
+            f"slurm:{job}:n1:{log}",
+            "-e",
+            "fired",
+            "--follow",
+            "--from-start",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=slurm_env,
+        cwd=tmp_path,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in follow.stdout], daemon=True).start()
+    try:
+        assert "fired up" in json.loads(lines.get(timeout=60))["line"]
+        with log.open("a") as f:
+            f.write("fired again\n")
+        assert json.loads(lines.get(timeout=30))["line"] == "fired again"  # followed, not re-read
+        follow.send_signal(signal.SIGINT)
+        follow.wait(30)
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+    assert settled_steps(cluster, job, before) == before  # the helper's and the follow's steps ended
+
+
+def test_a_launch_that_fails_on_the_node_says_why_and_leaves_no_step(
+    cluster: Slurm, job: str, slurm_env, tmp_path: Path
+) -> None:
+    profile = sim_profile(tmp_path, "slurmbad")
+    path = write_profile_toml(tmp_path, profile)
+    path.write_text(
+        path.read_text().replace("[server]\n", f"[server]\ncwd = {json.dumps(str(tmp_path / 'nowhere'))}\n")
+    )
+    before = cluster.steps(job)
+    launch = cli(slurm_env, tmp_path, "launch", f"slurm:{job}:n1", "-c", str(path), "--wait", "--json")
+    assert launch.returncode != 0
+    assert "cannot cd to the working directory" in launch.stderr and "Traceback" not in launch.stderr
+    assert settled_steps(cluster, job, before) == before
+
+
+def test_a_server_that_dies_takes_its_step_with_it_and_stop_says_so(
+    cluster: Slurm, job: str, slurm_env, tmp_path: Path, leftovers
+) -> None:
+    profile = sim_profile(tmp_path, "slurmdies")
+    path = write_profile_toml(tmp_path, profile)
+    host = f"slurm:{job}:n1"
+    launch = cli(slurm_env, tmp_path, "launch", host, "-c", str(path), "--wait", "--json")
+    assert launch.returncode == 0, launch.stderr
+    verdict = json.loads(launch.stdout)
+    step = json.loads((Path(os.environ["SPECDEBUG_STATE_DIR"]) / "slurmdies.json").read_text())["step"]
+    assert step in cluster.steps(job)
+    os.killpg(verdict["pgid"], signal.SIGKILL)  # the server dies (OOM killer, a crash)
+    deadline = time.monotonic() + 15
+    while step in cluster.steps(job) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert step not in cluster.steps(job)  # the holding step ended by itself with its server
+    stop = cli(slurm_env, tmp_path, "stop", host, "-c", str(path), "--json")
+    assert stop.returncode == 0, stop.stderr
+    result = json.loads(stop.stdout)
+    assert result["stopped"] and not result["was_running"] and result["step"] == step, result
+
+
+async def test_the_hosts_pane_shows_a_slurm_node_connected(cluster: Slurm, job: str, slurm_env) -> None:
+    from textual.widgets import DataTable
+
+    from specdebug.tui.app import SpecdebugApp
+    from specdebug.tui.context import AppContext
+    from specdebug.tui.panes.hosts import HostsPane
+
+    host = f"slurm:{job}:n2"
+    before = cluster.steps(job)
+    app = SpecdebugApp(AppContext(remotes={host: connect_host(host)}, selected=host))
+    async with app.run_test(size=(140, 40)) as pilot:
+        pane = app.query_one(HostsPane)
+        deadline = time.monotonic() + 60
+        while host not in pane.infos and time.monotonic() < deadline:
+            await pilot.pause(0.1)
+        row = [str(c) for c in app.query_one("#hosts-table", DataTable).get_row(host)]
+        assert row[1].startswith("connected") and row[2] == pane.infos[host].hostname
+    assert settled_steps(cluster, job, before) == before  # leaving the app ended the helper's step
