@@ -22,12 +22,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import pwd
+import shlex
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -45,27 +46,40 @@ def count_procs() -> int:
     return sum(1 for n in os.listdir("/proc") if n.isdigit())
 
 
-class Group:
-    """Sleeping processes with set titles (argv[0]), all in one process group of our own."""
+SPAWNER = """
+import os, shutil, sys, time
+tag, extra, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+sleep = shutil.which("sleep") or "/bin/sleep"
+env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_IB_DISABLE="1")
+first = os.posix_spawn(sleep, ["benchworker-%s-0" % tag, "3600"], env, setpgroup=0)
+for i in range(1, workers):
+    os.posix_spawn(sleep, ["benchworker-%s-%d" % (tag, i), "3600"], env, setpgroup=first)
+for i in range(max(0, extra)):
+    os.posix_spawn(sleep, ["benchfill-%s-%d" % (tag, i), "3600"], env, setpgroup=first)
+print(first, flush=True)
+"""
 
-    def __init__(self, tag: str, extra: int) -> None:
-        sleep = shutil.which("sleep") or "/bin/sleep"
-        env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_IB_DISABLE="1")
-        self.pids = [os.posix_spawn(sleep, [f"benchworker-{tag}-0", "3600"], env, setpgroup=0)]
-        self.pgid = self.pids[0]
-        for i in range(1, WORKERS):
-            self.pids.append(
-                os.posix_spawn(sleep, [f"benchworker-{tag}-{i}", "3600"], env, setpgroup=self.pgid)
-            )
-        for i in range(max(0, extra)):
-            self.pids.append(
-                os.posix_spawn(sleep, [f"benchfill-{tag}-{i}", "3600"], env, setpgroup=self.pgid)
-            )
+
+class Group:
+    """Sleeping processes with set titles (argv[0]), all in one process group of our own, owned by the
+    box user (a clean one when this runs as root), so that its env probe and its `cat` may read them."""
+
+    def __init__(self, tag: str, extra: int, user: str | None) -> None:
+        drop, python = [], sys.executable
+        if user:  # this interpreter may sit in root's home: the box's own python3 runs the spawner
+            pw = pwd.getpwnam(user)
+            drop = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups"]
+            python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+        out = subprocess.run(
+            [*drop, python, "-I", "-c", SPAWNER, tag, str(extra), str(WORKERS)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        self.pgid = int(out.stdout.strip())
 
     def kill(self) -> None:
         os.killpg(self.pgid, signal.SIGKILL)
-        for pid in self.pids:
-            os.waitpid(pid, 0)
 
 
 def ms(samples: list[float]) -> float:
@@ -127,12 +141,11 @@ async def measure(
     return probe, full, pids, listing
 
 
-def cm_samples(base: list[str], pids: list[int], n: int) -> list[float]:
-    paths = [f"/proc/{pid}/environ" for pid in pids]
+def cm_samples(base: list[str], command: list[str], n: int) -> list[float]:
     out = []
     for _ in range(n):
         t0 = time.perf_counter()
-        r = subprocess.run([*base, "cat", *paths], capture_output=True)
+        r = subprocess.run([*base, *command], capture_output=True)
         out.append(time.perf_counter() - t0)
         assert r.returncode == 0, r.stderr
     return out
@@ -143,50 +156,51 @@ def main() -> None:
     ap.add_argument("--levels", default="100,1000,3000")
     ap.add_argument("-n", type=int, default=40)
     args = ap.parse_args()
-    from tests.sshd_harness import start_sshd
+    from tests.perf.cleanbox import clean_box, describe
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
-    server = start_sshd(tmp / "sshd")
-    cfg, host = str(server.config_path), "gpubox"
-    control = ["ssh", "-F", cfg, "-o", "ControlMaster=auto", "-o", f"ControlPath={tmp}/cm-%C"]
-    control += ["-o", "ControlPersist=600", host]
+    box_ctx = clean_box()
+    box = box_ctx.__enter__()
+    cfg, host = str(box.config), box.cm_alias
+    control = ["ssh", "-F", cfg, host]
+    print(describe(box))
     print(f"load average: {os.getloadavg()}")
     results = []
     try:
         subprocess.run([*control, "true"], capture_output=True)
         for level in [int(x) for x in args.levels.split(",")]:
             tag = f"{os.getpid()}x{level}"
-            group = Group(tag, level - count_procs() - WORKERS)
+            group = Group(tag, level - count_procs() - WORKERS, box.user if box.clean_shell else None)
             try:
                 time.sleep(SETTLE_S)
                 procs = count_procs()
                 probe, full, pids, listing = asyncio.run(measure(cfg, host, tag, args.n))
                 assert len(pids) == WORKERS, pids
-                cm = cm_samples(control, pids, max(10, args.n // 2))
+                known = ["cat", *[f"/proc/{pid}/environ" for pid in pids]]
+                cm = cm_samples(control, known, max(10, args.n // 2))
+                find = f"cat $(pgrep -f '^benchworker-{tag}-' | sed 's|.*|/proc/&/environ|')"
+                cmfind = cm_samples(control, ["sh", "-c", shlex.quote(find)], max(10, args.n // 2))
                 hf, hfull = helper_side(tag, 10)
             finally:
                 group.kill()
-            p, f, c, lst = ms(probe), ms(full), ms(cm), ms(listing)
+            p, f, c, lst, cf = ms(probe), ms(full), ms(cm), ms(listing), ms(cmfind)
             print(
                 f"{procs:5d} processes: box helper alone: filtered listing {hf * 1000:.2f} ms, "
                 f"whole table {hfull * 1000:.2f} ms ({hfull / hf:.1f}x); filtered listing round trip {lst:.2f} ms"
             )
             print(
                 f"{procs:5d} processes: env probe {p:7.2f} ms  full listing {f:7.2f} ms  "
-                f"ControlMaster cat environ {c:7.2f} ms  (ControlMaster/probe {c / p:.1f}x, "
-                f"full/probe {f / p:.1f}x)"
+                f"ControlMaster cat environ (PIDs known) {c:7.2f} ms, pgrep + cat {cf:7.2f} ms  "
+                f"(ControlMaster/probe {c / p:.1f}x and {cf / p:.1f}x, full/probe {f / p:.1f}x)"
             )
-            results.append((procs, p, f, c, hf * 1000, hfull * 1000, lst))
+            results.append((procs, p, f, c, hf * 1000, hfull * 1000, lst, cf))
     finally:
-        subprocess.run(
-            ["ssh", "-F", cfg, "-o", f"ControlPath={tmp}/cm-%C", "-O", "exit", host], capture_output=True
-        )
-        server.stop()
+        box_ctx.__exit__(None, None, None)
     print(f"load average: {os.getloadavg()}")
-    for procs, p, f, c, hf, hfull, lst in results:
+    for procs, p, f, c, hf, hfull, lst, cf in results:
         print(
             f"RESULT procs={procs} env_probe_ms={p:.2f} full_listing_ms={f:.2f} controlmaster_ms={c:.2f} "
-            f"cm_over_probe={c / p:.1f} full_over_probe={f / p:.1f} helper_filtered_ms={hf:.2f} "
+            f"cm_pgrep_ms={cf:.2f} cm_over_probe={c / p:.1f} cm_pgrep_over_probe={cf / p:.1f} "
+            f"full_over_probe={f / p:.1f} helper_filtered_ms={hf:.2f} "
             f"helper_whole_ms={hfull:.2f} listing_rtt_ms={lst:.2f}"
         )
 
