@@ -33,8 +33,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from specdebug.sim import costmodel, faults
-from specdebug.sim.http import openai_response
 from specdebug.sim.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
+from specdebug.sim.openai_api import Vocab, openai_response
 from specdebug.sim.sglang_shapes import version_tuple
 from specdebug.sim.simonly import engine_scales, model_record
 from specdebug.sim.vllm_args import VllmConfig, non_default_args, parse_vllm_args
@@ -287,7 +287,7 @@ class VllmServer:
 
 def build_vllm_app(cfg: VllmConfig, engine: VllmEngine) -> Starlette:
     """vLLM's endpoints: /health (200 empty), /ping, /version, /load, /metrics (always), /v1/models
-    (owned_by "vllm"), OpenAI completions and chat completions with streaming and usage."""
+    (owned_by "vllm"), OpenAI completions and chat completions with streaming and usage, /tokenize and /detokenize."""
     created = time.time()
     name = cfg.served_name
     request_faults = faults.RequestFaults(cfg.sim.fail_requests)  # --fail-requests, as on the SGLang side
@@ -321,6 +321,14 @@ def build_vllm_app(cfg: VllmConfig, engine: VllmEngine) -> Starlette:
             engine, name, request, chat=True, flavor="vllm", request_faults=request_faults
         )
 
+    vocab = Vocab()  # /tokenize and /detokenize (vllm bench serve asks for them)
+
+    async def tokenize(request: HttpRequest) -> Response:
+        return await vocab.tokenize(request, cfg.args.max_model_len or 131072)
+
+    async def detokenize(request: HttpRequest) -> Response:
+        return await vocab.detokenize(request)
+
     return Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
@@ -331,6 +339,8 @@ def build_vllm_app(cfg: VllmConfig, engine: VllmEngine) -> Starlette:
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/completions", completions, methods=["POST"]),
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/tokenize", tokenize, methods=["POST"]),
+            Route("/detokenize", detokenize, methods=["POST"]),
         ]
     )
 
