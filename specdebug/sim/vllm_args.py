@@ -21,7 +21,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 from specdebug.sim.costmodel import SpecConfig
 from specdebug.sim.simonly import CommonSimOptions, add_common_flags, pop_common
 
-DEFAULT_VERSION = "0.11.2"
+DEFAULT_VERSION = "0.33.0"  # the newest release read (2026-12); sim.vllm_shapes
 SPEC_METHODS = ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "mtp")
 # the methods the sim models (the others are accepted names without a model here)
 SIM_METHODS = {

@@ -32,7 +32,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from specdebug.sim import costmodel, faults
+from specdebug.sim import costmodel, faults, vllm_shapes
 from specdebug.sim.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
 from specdebug.sim.openai_api import Vocab, openai_response
 from specdebug.sim.sglang_shapes import version_tuple
@@ -176,7 +176,8 @@ class VllmServer:
         if self._stopping or self._failing:
             return
         self._failing = True
-        self.log.error("core_client.py:564", CORE_DIED)
+        core = vllm_shapes.engine_core_name(self.cfg.sim.server_version)
+        self.log.error("core_client.py:564", CORE_DIED.replace("EngineCore_DP0", core))
         self.sidecar.update(state="failed", failed_at=time.time())
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -233,7 +234,7 @@ class VllmServer:
                 "loggers.py:147",
                 f"Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: {tokens // 16}",
             )
-        self.log.info("api_server.py:1634", "Supported_tasks: ['generate']")
+        self.log.info(*vllm_shapes.tasks_line(self.cfg.sim.server_version))
         where = "vLLM server" if v >= (0, 13) else "vLLM API server 0"
         self.log.info("api_server.py:1912", f"Starting {where} on {a.url()}")
         self.log.info("launcher.py:34", "Available routes are:")
