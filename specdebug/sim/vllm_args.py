@@ -188,7 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--fail-at", choices=VLLM_FAULT_PHASES, help="EngineCore fails to start in this phase")
     sim.add_argument("--hang-at", choices=VLLM_FAULT_PHASES, help="stop making progress in this phase")
     sim.add_argument(
-        "--server-version", default=DEFAULT_VERSION, help="vLLM version whose line shapes to print"
+        "--server-version",
+        default=DEFAULT_VERSION,
+        help=f"vLLM version whose line shapes to print (default: the newest read, {DEFAULT_VERSION}; sim.vllm_shapes)",
     )
     return p
 
