@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specdebug.core.bench.headline import headline_of, result_json, settings_differ
 from specdebug.core.bench.models import BenchResult, LatencyStats, judge_failures
 from specdebug.core.bisect.report import bisect_markdown
 from specdebug.core.drift.report import drift_markdown
@@ -38,7 +39,7 @@ class HistoryEntry:
     result: BenchResult
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "ts": self.ts, **self.result.model_dump(mode="json")}
+        return {"id": self.id, "ts": self.ts, **result_json(self.result)}
 
 
 def history(events: list[dict[str, Any]]) -> list[HistoryEntry]:
@@ -248,7 +249,8 @@ def render_markdown(
             )
         out += [
             "",
-            "tok/s = single-stream decode rate (excludes TTFT) when concurrency is 1, else output tok/s.",
+            "tok/s = the headline (core.bench.headline): single-stream decode rate (excludes TTFT; "
+            "1000 / TPOT mean for a parsed result) when concurrency is 1, else output tok/s.",
             "",
         ]
         out += _diff_section(comparable(entries, include_failed=include_failed))
@@ -275,6 +277,9 @@ def _diff_section(entries: list[HistoryEntry]) -> list[str]:
         )
         out.append("")
         out += [f"- `{_cell(x)}`" for x in lines]
+        differ = settings_differ(headline_of(prev.result), headline_of(cur.result))
+        if differ:
+            out.append(f"- not measured alike: {_cell('; '.join(differ))}")
         out.append("")
     if not any_diff:
         out += ["All runs used the same recorded config." if len(entries) > 1 else "Only one run.", ""]

@@ -30,6 +30,7 @@ _WORDS = (
     "about up out them some could into only then now two may these first any new like over such our very"
 ).split()
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+VOCAB_WORDS, TOKEN_RE = _WORDS, _TOKEN_RE  # for the tokenizer endpoints (sim.openai_api.Vocab)
 
 
 def count_tokens(text: str) -> int:
@@ -40,7 +41,7 @@ def count_tokens(text: str) -> int:
 @dataclass
 class Finish:
     reason: str  # "length" | "stop" | "abort"
-    matched_stop: int | None = None
+    matched_stop: int | str | None = None  # EOS id, or the stop string that matched
 
 
 @dataclass

@@ -9,9 +9,7 @@ Shapes follow SGLang's http_server.py / openai protocol: /health is 503 until wa
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -22,8 +20,18 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from specdebug.sim import faults
-from specdebug.sim.engine import HISTOGRAM_BUCKETS, Engine, Finish, Histogram, Request, count_tokens
+from specdebug.sim.engine import HISTOGRAM_BUCKETS, Engine, Finish, Histogram, count_tokens
 from specdebug.sim.logsink import launcher_sink
+from specdebug.sim.openai_api import (
+    StopScanner,
+    chunks,
+    json_body,
+    openai_response,
+    refuse_native,
+    sse,
+    stop_list,
+    texts,
+)
 from specdebug.sim.options import SimConfig
 from specdebug.sim.sglang_shapes import Shapes
 
@@ -48,46 +56,6 @@ class ServerState:
         return s.served_model_name or s.model_path
 
 
-def _sse(obj: Any) -> bytes:
-    return f"data: {json.dumps(obj)}\n\n".encode()
-
-
-async def _json_body(request: HttpRequest) -> dict[str, Any] | Response:
-    try:
-        body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return JSONResponse({"object": "error", "message": "Invalid JSON body", "code": 400}, status_code=400)
-    if not isinstance(body, dict):
-        return JSONResponse(
-            {"object": "error", "message": "Body must be an object", "code": 400}, status_code=400
-        )
-    return body
-
-
-async def _chunks(engine: Engine, req: Request) -> AsyncIterator[list[str] | Finish]:
-    """Yield the token lists of each forward, then the Finish; aborts the request if the client leaves."""
-    try:
-        while True:
-            item = await req.out.get()
-            yield item
-            if isinstance(item, Finish):
-                return
-    finally:
-        if req.finished is None:
-            engine.abort(req)
-
-
-async def _collect(engine: Engine, req: Request) -> tuple[str, Finish | None]:
-    """A non-streaming request: the whole text and how it finished."""
-    out, finish = "", None
-    async for item in _chunks(engine, req):
-        if isinstance(item, Finish):
-            finish = item
-        else:
-            out += "".join(item)
-    return out, finish
-
-
 def build_app(state: ServerState) -> Starlette:
     request_faults = faults.RequestFaults(state.cfg.sim.fail_requests)
     engine = state.engine
@@ -101,7 +69,7 @@ def build_app(state: ServerState) -> Starlette:
         req = engine.submit(1, 1, ignore_eos=True)
         try:
             async with asyncio.timeout(HEALTH_GENERATE_TIMEOUT_S):
-                async for _ in _chunks(engine, req):
+                async for _ in chunks(engine, req):
                     pass
         except TimeoutError:
             return Response(status_code=503)
@@ -185,7 +153,7 @@ def build_app(state: ServerState) -> Starlette:
         return PlainTextResponse(render_metrics(state), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def generate(request: HttpRequest) -> Response:
-        body = await _json_body(request)
+        body = await json_body(request)
         if isinstance(body, Response):
             return body
         text = body.get("text") or ""
@@ -193,10 +161,14 @@ def build_app(state: ServerState) -> Starlette:
             text = text[0] if text else ""
         ids = body.get("input_ids")
         sp = body.get("sampling_params") or {}
+        refused = refuse_native(sp, body)  # n > 1, return_logprob: refused, never ignored
+        if refused is not None:
+            return refused
         prompt_tokens = len(ids) if isinstance(ids, list) else count_tokens(str(text))
         req = engine.submit(
             prompt_tokens, int(sp.get("max_new_tokens", 128)), ignore_eos=bool(sp.get("ignore_eos"))
         )
+        scanner = StopScanner(stop_list(sp.get("stop")) or [])
 
         def meta(finish: Finish | None) -> dict[str, Any]:
             reason = None
@@ -225,16 +197,21 @@ def build_app(state: ServerState) -> Starlette:
 
             async def stream() -> AsyncIterator[bytes]:
                 out = ""
-                async for item in _chunks(engine, req):
+                async for item in texts(engine, req, scanner):
                     if isinstance(item, Finish):
-                        yield _sse({"text": out, "meta_info": meta(item)})
+                        yield sse({"text": out, "meta_info": meta(item)})
                     else:
-                        out += "".join(item)
-                        yield _sse({"text": out, "meta_info": meta(None)})
+                        out += item
+                        yield sse({"text": out, "meta_info": meta(None)})
                 yield b"data: [DONE]\n\n"
 
             return StreamingResponse(stream(), media_type="text/event-stream")
-        out, finish = await _collect(engine, req)
+        out, finish = "", None
+        async for item in texts(engine, req, scanner):
+            if isinstance(item, Finish):
+                finish = item
+            else:
+                out += item
         return JSONResponse({"text": out, "meta_info": meta(finish)})
 
     async def openai(request: HttpRequest, chat: bool) -> Response:
@@ -264,113 +241,6 @@ def build_app(state: ServerState) -> Starlette:
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
     ]
     return Starlette(routes=routes)
-
-
-async def openai_response(
-    engine: Engine,
-    model_id: str,
-    request: HttpRequest,
-    *,
-    chat: bool,
-    flavor: str = "sglang",
-    request_faults: faults.RequestFaults | None = None,
-) -> Response:
-    """OpenAI completions / chat completions, streaming or not; `flavor` picks SGLang's `matched_stop`
-    or vLLM's `stop_reason` in each choice (both put usage in a final chunk with include_usage)."""
-    body = await _json_body(request)
-    if isinstance(body, Response):
-        return body
-    if request_faults is not None and request_faults.fraction and request_faults.next_fails():
-        return JSONResponse(faults.failed_request_body(), status_code=500)
-    if chat:
-        messages = body.get("messages") or []
-        prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
-        prompt_tokens = count_tokens(prompt) + 4 * len(messages)
-        default_max = 4096
-    else:
-        prompt = body.get("prompt") or ""
-        if isinstance(prompt, list):
-            prompt_tokens = (
-                len(prompt)
-                if prompt and isinstance(prompt[0], int)
-                else count_tokens(" ".join(map(str, prompt)))
-            )
-        else:
-            prompt_tokens = count_tokens(str(prompt))
-        default_max = 16
-    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or default_max
-    req = engine.submit(prompt_tokens, int(max_tokens), ignore_eos=bool(body.get("ignore_eos")))
-    rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-    created = int(time.time())
-    model = body.get("model") or model_id
-    obj = "chat.completion" if chat else "text_completion"
-
-    def usage() -> dict[str, int]:
-        return {
-            "prompt_tokens": req.prompt_tokens,
-            "completion_tokens": req.generated,
-            "total_tokens": req.prompt_tokens + req.generated,
-        }
-
-    def choice(text: str, finish: Finish | None, *, first: bool = False) -> dict[str, Any]:
-        reason = finish.reason if finish is not None and finish.reason != "abort" else None
-        c: dict[str, Any] = {"index": 0}
-        if chat:
-            delta: dict[str, Any] = {"role": "assistant", "content": text} if first else {"content": text}
-            c["delta"] = delta
-        else:
-            c["text"] = text
-            c["logprobs"] = None
-        c["finish_reason"] = reason
-        if flavor == "vllm":
-            c["stop_reason"] = finish.matched_stop if finish is not None else None
-        else:
-            c["matched_stop"] = finish.matched_stop if finish is not None else None
-        return c
-
-    if body.get("stream"):
-        options = body.get("stream_options") or {}
-        include_usage = bool(options.get("include_usage"))
-        # SGLang and vLLM put running usage in every chunk with continuous_usage_stats
-        continuous = include_usage and bool(options.get("continuous_usage_stats"))
-        chunk_obj = "chat.completion.chunk" if chat else "text_completion"
-
-        def chunk(choices: list[dict[str, Any]], with_usage: dict[str, int] | None = None) -> bytes:
-            return _sse(
-                {"id": rid, "object": chunk_obj, "created": created, "model": model, "choices": choices,
-                 "usage": with_usage}
-            )  # fmt: skip
-
-        async def stream() -> AsyncIterator[bytes]:
-            first = True
-            sent = 0
-            if chat:
-                yield chunk([choice("", None, first=True)])
-                first = False
-            async for item in _chunks(engine, req):
-                if isinstance(item, Finish):
-                    yield chunk([choice("", item)])
-                else:
-                    sent += len(item)
-                    running = None
-                    if continuous:
-                        running = {"prompt_tokens": req.prompt_tokens, "completion_tokens": sent,
-                                   "total_tokens": req.prompt_tokens + sent}  # fmt: skip
-                    yield chunk([choice("".join(item), None, first=first)], running)
-                    first = False
-            if include_usage:
-                yield chunk([], usage())
-            yield b"data: [DONE]\n\n"
-
-        return StreamingResponse(stream(), media_type="text/event-stream")
-
-    out, finish = await _collect(engine, req)
-    c = choice(out, finish)
-    if chat:
-        c.pop("delta")
-        c["message"] = {"role": "assistant", "content": out}
-    return JSONResponse({"id": rid, "object": obj, "created": created, "model": model, "choices": [c],
-                         "usage": usage()})  # fmt: skip
 
 
 def _histogram(name: str, help_text: str, h: Histogram, labels: str) -> list[str]:

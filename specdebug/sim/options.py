@@ -191,7 +191,8 @@ def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentPars
     sim.add_argument(
         "--server-version",
         default=SGLANG_DEFAULT_VERSION,
-        help="SGLang version whose line shapes and env handling to imitate (see sim.sglang_shapes)",
+        help="SGLang version whose line shapes and env handling to imitate (default: the newest read, "
+        f"{SGLANG_DEFAULT_VERSION}; see sim.sglang_shapes)",
     )
     sim.add_argument("--seed", type=int, default=0, help="seeds acceptance lengths and generated text")
     sim.add_argument(

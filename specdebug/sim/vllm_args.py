@@ -21,7 +21,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 from specdebug.sim.costmodel import SpecConfig
 from specdebug.sim.simonly import CommonSimOptions, add_common_flags, pop_common
 
-DEFAULT_VERSION = "0.11.2"
+DEFAULT_VERSION = "0.33.0"  # the newest release read (2026-12); sim.vllm_shapes
 SPEC_METHODS = ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "mtp")
 # the methods the sim models (the others are accepted names without a model here)
 SIM_METHODS = {
@@ -188,7 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--fail-at", choices=VLLM_FAULT_PHASES, help="EngineCore fails to start in this phase")
     sim.add_argument("--hang-at", choices=VLLM_FAULT_PHASES, help="stop making progress in this phase")
     sim.add_argument(
-        "--server-version", default=DEFAULT_VERSION, help="vLLM version whose line shapes to print"
+        "--server-version",
+        default=DEFAULT_VERSION,
+        help=f"vLLM version whose line shapes to print (default: the newest read, {DEFAULT_VERSION}; sim.vllm_shapes)",
     )
     return p
 

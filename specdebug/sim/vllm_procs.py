@@ -2,7 +2,7 @@
 
 As in vLLM V1 (vllm/v1/engine/core.py, vllm/v1/executor/multiproc_executor.py, vllm/utils
 set_process_title): EngineCore calls setproctitle("VLLM::EngineCore") and logs with the
-`(EngineCore_DP0 pid=N) ` prefix; with TP > 1 it spawns workers titled `VLLM::Worker_TP{r}` (`_EP{e}`
+`(EngineCore_DP0 pid=N) ` prefix (`(EngineCore pid=N) ` from 0.33: sim.vllm_shapes); with TP > 1 it spawns workers titled `VLLM::Worker_TP{r}` (`_EP{e}`
 with expert parallelism) that log as `(Worker_TP{r} pid=N) `; with TP 1 the model runs inside
 EngineCore.  Log lines use vLLM's format `INFO MM-DD HH:MM:SS [file.py:line] msg`.  setproctitle
 clobbers /proc/PID/environ unless SPT_NOENV was set at launch, as on a real box.  Each process walks
@@ -22,7 +22,7 @@ import traceback
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
-from specdebug.sim import faults
+from specdebug.sim import faults, vllm_shapes
 from specdebug.sim.logsink import LogSink
 from specdebug.sim.sglang_shapes import version_tuple
 from specdebug.sim.vllm_args import VllmConfig
@@ -125,9 +125,12 @@ class ModelRunner:
             os.environ["NCCL_CUMEM_ENABLE"] = "0"  # worker_base.py: inside the worker, invisible in environ
         if self.tp > 1:
             self.log.info(
-                "parallel_state.py:1208",
-                f"rank {self.rank} in world size {self.tp} is assigned as DP rank 0, PP rank 0, "
-                f"TP rank {self.rank}, EP rank {self.rank if a.enable_expert_parallel else 0}",
+                *vllm_shapes.rank_line(
+                    self.cfg.sim.server_version,
+                    self.rank,
+                    self.tp,
+                    self.rank if a.enable_expert_parallel else 0,
+                )
             )
             self._phase("init", "pynccl.py:103", f"vLLM is using nccl=={NCCL_VERSION}")
             if nccl_debug_on(dict(os.environ)):
@@ -143,8 +146,7 @@ class ModelRunner:
         if spec.enabled and self.cfg.method in ("eagle", "eagle3", "mtp", "deepseek_mtp"):
             self.log.info("eagle.py:1020", "Loading drafter model...")
         self.log.info(
-            "gpu_model_runner.py:2653",
-            f"Model loading took {self.weights_gib:.4f} GiB and {time.monotonic() - t:.6f} seconds",
+            *vllm_shapes.model_loading(self.cfg.sim.server_version, self.weights_gib, time.monotonic() - t)
         )
         self._phase("kv_cache", "gpu_worker.py:298", f"Available KV cache memory: {self.kv_gib:.2f} GiB")
         self._checkpoint("kv_cache")
@@ -209,7 +211,7 @@ def run_worker(cfg_dict: dict[str, Any], rank: int, conn: Connection) -> None:
 
 
 def engine_core_name(cfg: VllmConfig) -> str:
-    return "EngineCore_DP0" if version_tuple(cfg.sim.server_version) >= (0, 10) else "EngineCore_0"
+    return vllm_shapes.engine_core_name(cfg.sim.server_version)
 
 
 def run_engine_core(cfg_dict: dict[str, Any], conn: Connection) -> None:
@@ -246,12 +248,8 @@ def run_engine_core(cfg_dict: dict[str, Any], conn: Connection) -> None:
         else:
             infos = _run_workers(cfg, send, keep)
         tokens = min(i["kv_tokens"] for i in infos)
-        log.info("kv_cache_utils.py:1087", f"GPU KV cache size: {tokens:,} tokens")
-        max_len = a.max_model_len or 131072
-        log.info(
-            "kv_cache_utils.py:1091",
-            f"Maximum concurrency for {max_len:,} tokens per request: {tokens / max_len:.2f}x",
-        )
+        for where, line in vllm_shapes.kv_lines(cfg.sim.server_version, tokens, a.max_model_len or 131072):
+            log.info(where, line)
         log.info(
             "core.py:210",
             f"init engine (profile, create kv cache, warmup model) took {time.monotonic() - t0:.2f} seconds",

@@ -32,9 +32,9 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from specdebug.sim import costmodel, faults
-from specdebug.sim.http import openai_response
+from specdebug.sim import costmodel, faults, vllm_shapes
 from specdebug.sim.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
+from specdebug.sim.openai_api import Vocab, openai_response
 from specdebug.sim.sglang_shapes import version_tuple
 from specdebug.sim.simonly import engine_scales, model_record
 from specdebug.sim.vllm_args import VllmConfig, non_default_args, parse_vllm_args
@@ -176,7 +176,8 @@ class VllmServer:
         if self._stopping or self._failing:
             return
         self._failing = True
-        self.log.error("core_client.py:564", CORE_DIED)
+        core = vllm_shapes.engine_core_name(self.cfg.sim.server_version)
+        self.log.error("core_client.py:564", CORE_DIED.replace("EngineCore_DP0", core))
         self.sidecar.update(state="failed", failed_at=time.time())
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -233,7 +234,7 @@ class VllmServer:
                 "loggers.py:147",
                 f"Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: {tokens // 16}",
             )
-        self.log.info("api_server.py:1634", "Supported_tasks: ['generate']")
+        self.log.info(*vllm_shapes.tasks_line(self.cfg.sim.server_version))
         where = "vLLM server" if v >= (0, 13) else "vLLM API server 0"
         self.log.info("api_server.py:1912", f"Starting {where} on {a.url()}")
         self.log.info("launcher.py:34", "Available routes are:")
@@ -287,7 +288,7 @@ class VllmServer:
 
 def build_vllm_app(cfg: VllmConfig, engine: VllmEngine) -> Starlette:
     """vLLM's endpoints: /health (200 empty), /ping, /version, /load, /metrics (always), /v1/models
-    (owned_by "vllm"), OpenAI completions and chat completions with streaming and usage."""
+    (owned_by "vllm"), OpenAI completions and chat completions with streaming and usage, /tokenize and /detokenize."""
     created = time.time()
     name = cfg.served_name
     request_faults = faults.RequestFaults(cfg.sim.fail_requests)  # --fail-requests, as on the SGLang side
@@ -321,6 +322,14 @@ def build_vllm_app(cfg: VllmConfig, engine: VllmEngine) -> Starlette:
             engine, name, request, chat=True, flavor="vllm", request_faults=request_faults
         )
 
+    vocab = Vocab()  # /tokenize and /detokenize (vllm bench serve asks for them)
+
+    async def tokenize(request: HttpRequest) -> Response:
+        return await vocab.tokenize(request, cfg.args.max_model_len or 131072)
+
+    async def detokenize(request: HttpRequest) -> Response:
+        return await vocab.detokenize(request)
+
     return Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
@@ -331,6 +340,8 @@ def build_vllm_app(cfg: VllmConfig, engine: VllmEngine) -> Starlette:
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/completions", completions, methods=["POST"]),
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/tokenize", tokenize, methods=["POST"]),
+            Route("/detokenize", detokenize, methods=["POST"]),
         ]
     )
 

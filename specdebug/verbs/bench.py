@@ -20,6 +20,7 @@ from pathlib import Path
 
 from specdebug.core.bench.events import BenchDone, BenchLine
 from specdebug.core.bench.external import read_output_file
+from specdebug.core.bench.headline import headline_of, result_json
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
 from specdebug.core.bench.parsing import EXPECTED, UnknownResult, parse_results
 from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
@@ -123,7 +124,7 @@ async def cmd_bench(args: argparse.Namespace) -> int:
                 out(file=sys.stderr)
     assert result is not None  # bench_events ends in BenchDone or raises
     if args.json:
-        print_json({**result.model_dump(mode="json"), "session": session})
+        print_json({**result_json(result), "session": session})
     else:
         out(summary(result))
         if session:
@@ -157,7 +158,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
             "bench_result", result.model_dump(mode="json"), sync=True
         )
     if args.json:
-        print_json(result)
+        print_json(result_json(result))
     else:
         out(summary(result))
     return 0 if result.status == "done" else 1
@@ -174,13 +175,14 @@ def summary(r: BenchResult) -> str:
         if r.status == "failed":
             lines.append("  recorded as failed: not a baseline, not compared (history --include-failed)")
         lines += [f"  error: {e}" for e in r.errors[:3]]
-    head = r.headline()
+    head = headline_of(r)
     decode = f"{fmt(r.decode_tok_s)} tok/s decode, " if r.decode_tok_s is not None else ""
     lines.append(
-        f"{who}{where}: {fmt(head)} tok/s  ({decode}output {fmt(r.output_tok_s)} tok/s, "
+        f"{who}{where}: {fmt(head.value)} tok/s {head.label}  ({decode}output {fmt(r.output_tok_s)} tok/s, "
         f"{fmt(r.request_throughput, 2)} req/s, {r.successful_requests or 0} ok"
         f"{f', {r.failed_requests} failed' if r.failed_requests else ''})"
     )
+    lines.append(f"  {head.label}: {head.definition}; settings: {head.settings.text()}")
     lines.append(
         f"  TTFT ms p50 {fmt(r.ttft_ms.p50)} p99 {fmt(r.ttft_ms.p99)}   "
         f"ITL ms p50 {fmt(r.itl_ms.p50, 2)} p99 {fmt(r.itl_ms.p99, 2)}   TPOT ms mean {fmt(r.tpot_ms.mean, 2)}"

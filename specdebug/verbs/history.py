@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from specdebug.core.bench.headline import headline_of, settings_differ
 from specdebug.core.drift.compare import drift_lines
 from specdebug.core.journal import resolve_session
 from specdebug.core.report import (
@@ -192,7 +193,7 @@ def _history(args: argparse.Namespace, journal: Any) -> int:
         warn = f"  [{len(r.warnings)} warning(s)]" if r.warnings else ""
         out(
             f"#{e.id:<3} {fmt_time(r.started_at or e.ts)}  {r.profile or r.source_format:<20} "
-            f"{fmt(r.headline()):>8} tok/s {d:>8}  accept {fmt(accept, 2):>5}  "
+            f"{fmt(r.headline()):>8} tok/s {headline_of(r).label:<17} {d:>8}  accept {fmt(accept, 2):>5}  "
             f"TTFT {fmt(r.ttft_ms.p50):>7} ms  {r.fingerprint or '-'}{warn}"
         )
         if not r.usable() and r.failure_reason:
@@ -205,6 +206,8 @@ def _compare(a, b, as_json: bool) -> int:
     config = config_diff(a.result, b.result)
     metrics = metric_diff(a.result, b.result)
     drift = drift_lines(a.result.drift, b.result.drift)  # what changed on the box (core.drift)
+    ha, hb = headline_of(a.result), headline_of(b.result)
+    not_alike = settings_differ(ha, hb)  # a headline delta between unlike benchmarks says so
     if as_json:
         print_json(
             {
@@ -212,6 +215,8 @@ def _compare(a, b, as_json: bool) -> int:
                 "to": b.id,
                 "a": a.id,
                 "b": b.id,
+                "headline": {"from": ha.model_dump(mode="json"), "to": hb.model_dump(mode="json")},
+                "not_alike": not_alike,
                 "config": config,
                 "drift": drift,
                 "metrics": [
@@ -228,6 +233,9 @@ def _compare(a, b, as_json: bool) -> int:
     out("box:" if drift else "box: nothing compared changed")
     for line in drift:
         out(f"  {line}")
+    out(f"headline: {ha.label} ({ha.settings.text()}) -> {hb.label} ({hb.settings.text()})")
+    for line in not_alike:
+        out(f"  not measured alike: {line}")
     out(f"  {'metric':<18} {'#' + str(a.id):>9} {'#' + str(b.id):>9} {'change':>8}")
     for name, x, y, d in metrics:
         out(f"  {name:<18} {fmt(x, 2):>9} {fmt(y, 2):>9} {fmt_delta(d):>8}")

@@ -74,6 +74,16 @@ def load_patterns(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     return pack or "auto", patterns
 
 
+def profile_draft_tokens(args: argparse.Namespace) -> int | None:
+    """The profile's --speculative-num-draft-tokens, for specdebug's own accept rate when the log has no
+    server_args line (core.logs.acceptrate); None without the flag (the server's default depends on topk)."""
+    if not args.profile:
+        return None
+    from specdebug.core.metrics import profile_spec_flags
+
+    return profile_spec_flags(load_profile_or_exit(args.profile, "scan").server.argv)[1]
+
+
 def scrubbed(m: LogMatch, scrub: Callable[[str], str]) -> LogMatch:
     """The match with its line and text fields passed through `scrub` (known secret values)."""
     line = scrub(m.line)
@@ -191,6 +201,7 @@ async def scan(args: argparse.Namespace) -> int:
         last_run=args.last_run,
         on_match=on_match,
         on_progress=progress if progress.on else None,
+        draft_tokens=profile_draft_tokens(args),
     )
     try:
         if host is None:

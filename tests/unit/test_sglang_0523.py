@@ -152,3 +152,24 @@ def test_dspark_decode_parts_parse():
         95.12
     )
     assert m.fields["cap_len"] == pytest.approx(4.0) and m.fields["block_accept_len"] == pytest.approx(2.1)
+
+
+def test_scan_takes_the_draft_tokens_from_the_profile_without_an_args_line(tmp_path: Path, capsys):
+    """A log excerpt without its server_args line: -c PROFILE's --speculative-num-draft-tokens decides."""
+    import json
+
+    from specdebug.cli import main
+
+    log = tmp_path / "excerpt.log"
+    log.write_text("\n".join(decode(Shapes(NEW), 1.88, 0.44) for _ in range(3)) + "\n")
+    prof = tmp_path / "p.toml"
+    prof.write_text(
+        'name = "p"\n[server]\nargv = ["python3", "-m", "sglang.launch_server", "--speculative-num-steps", "2", '
+        '"--speculative-num-draft-tokens", "3"]\nkind = "sglang"\n'
+    )
+    assert main(["scan", str(log), "--json"]) == 0
+    assert OWN not in json.loads(capsys.readouterr().out)["metrics"]  # cannot tell without the draft tokens
+    assert main(["scan", str(log), "-c", str(prof), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["metrics"][OWN]["mean"] == pytest.approx(0.44)
+    assert res["rate_definitions"]["accept_rate"] == DEFINITIONS[WITHOUT_BONUS]

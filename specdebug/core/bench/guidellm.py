@@ -45,13 +45,17 @@ def is_guidellm(obj: dict[str, Any]) -> bool:
     )
 
 
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 def _stats(d: dict[str, Any], scale: float) -> LatencyStats:
     st = LatencyStats()
-    pct = d.get("percentiles") if isinstance(d.get("percentiles"), dict) else {}
+    pct = _dict(d.get("percentiles"))
     for src, dst in (("mean", "mean"), ("median", "p50"), ("max", "max"), ("std_dev", "std")):
         v = _num(d.get(src))
         if v is not None:
@@ -78,7 +82,7 @@ def parse_guidellm_json(obj: dict[str, Any]) -> list[BenchResult]:
 
 def _one(bench: dict[str, Any], version: Any) -> BenchResult:
     res = BenchResult(kind="parsed", source_format="guidellm")
-    metrics = bench.get("metrics") if isinstance(bench.get("metrics"), dict) else {}
+    metrics = _dict(bench.get("metrics"))
     for name, m in metrics.items():
         ok = m.get("successful") if isinstance(m, dict) else None
         if not isinstance(ok, dict):
@@ -91,7 +95,7 @@ def _one(bench: dict[str, Any], version: Any) -> BenchResult:
             setattr(res, field, _stats(ok, scale))
         elif name in RATES and mean is not None:
             setattr(res, RATES[name], mean)
-    totals = metrics.get("request_totals") if isinstance(metrics.get("request_totals"), dict) else {}
+    totals = _dict(metrics.get("request_totals"))
     for key, field in (("successful", "successful_requests"), ("errored", "failed_requests")):
         v = _num(totals.get(key))
         if v is not None:
@@ -107,8 +111,8 @@ def _one(bench: dict[str, Any], version: Any) -> BenchResult:
         if total is not None:
             setattr(res, field, int(total))
     res.duration_s = _num(bench.get("duration"))
-    cfg = bench.get("config") if isinstance(bench.get("config"), dict) else {}
-    strategy = cfg.get("strategy") if isinstance(cfg.get("strategy"), dict) else {}
+    cfg = _dict(bench.get("config"))
+    strategy = _dict(cfg.get("strategy"))
     kind = strategy.get("type_")
     res.config.backend = f"guidellm {version} {kind}" if version else f"guidellm {kind}"
     if kind == "synchronous":
@@ -119,7 +123,7 @@ def _one(bench: dict[str, Any], version: Any) -> BenchResult:
         res.config.concurrency = strategy["max_concurrency"]
     if _num(strategy.get("rate")) is not None:
         res.config.request_rate = f"{strategy['rate']:g}"
-    constraints = cfg.get("constraints") if isinstance(cfg.get("constraints"), dict) else {}
+    constraints = _dict(cfg.get("constraints"))
     count = ((constraints.get("max_requests") or {}).get("args") or {}).get("count")
     if isinstance(count, int):
         res.config.requests = count

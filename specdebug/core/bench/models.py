@@ -161,10 +161,11 @@ class BenchResult(BaseModel):
     unparsed_lines: list[str] = Field(default_factory=list)  # lines of the block no rule understood
 
     def headline(self) -> float | None:
-        """The single tok/s figure to compare runs by (decode rate for one stream, else throughput)."""
-        if self.config.concurrency in (None, 1) and self.decode_tok_s is not None:
-            return self.decode_tok_s
-        return self.output_tok_s
+        """The single tok/s figure to compare runs by (decode rate for one stream, else throughput);
+        named, with its settings: core.bench.headline.headline_of."""
+        from specdebug.core.bench.headline import headline_of
+
+        return headline_of(self).value
 
     def gpu_warnings(self) -> list[str]:
         return [w for w in self.warnings if w.startswith("GPU")]

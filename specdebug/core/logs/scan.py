@@ -211,8 +211,11 @@ def scan_chunks(
     on_match: Callable[[LogMatch], None] | None = None,
     on_progress: Progress | None = None,
     total: int | None = None,
+    draft_tokens: int | None = None,
 ) -> ScanResult:
-    an = Analyzer(LogParser(pack, patterns=patterns, from_start=True), last_run=last_run)
+    an = Analyzer(
+        LogParser(pack, patterns=patterns, from_start=True), last_run=last_run, draft_tokens=draft_tokens
+    )
     count = _Counted(an, total, on_progress)
     split = LineSplitter()
     lineno = 0
@@ -279,12 +282,15 @@ async def scan_remote(
     last_run: bool = False,
     on_match: Callable[[LogMatch], None] | None = None,
     on_progress: Progress | None = None,
+    draft_tokens: int | None = None,
 ) -> ScanResult:
     """Scan a file on the box (raises RemoteError when it cannot be read or is not a regular file)."""
     size, kind = await remote_file_info(remote, path)
     if kind is not None and kind != "regular file" and kind != "regular empty file":
         raise RemoteError(f"{remote.name}: {path} is a {kind}, not a regular file: refusing to read it")
-    an = Analyzer(LogParser(pack, patterns=patterns, from_start=True), last_run=last_run)
+    an = Analyzer(
+        LogParser(pack, patterns=patterns, from_start=True), last_run=last_run, draft_tokens=draft_tokens
+    )
     count = _Counted(an, size, on_progress)
     split = LineSplitter()
     lineno = 0

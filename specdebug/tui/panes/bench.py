@@ -26,6 +26,7 @@ from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Log, Static
 
 from specdebug.core.bench.events import BenchLine
+from specdebug.core.bench.headline import headline_text
 from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchRequest, bench_events
 from specdebug.core.logs.patterns import ANSI_RE
@@ -303,7 +304,7 @@ class BenchPane(Pane):
             return
         sev: SeverityLevel = "information" if r.status == "done" and not r.warnings else "warning"
         self.notify(
-            f"{r.profile}: {fmt(r.headline())} tok/s"
+            f"{r.profile}: {headline_text(r)}"
             + (f"\nwarnings: {'; '.join(r.warnings)}" if r.warnings else ""),
             severity=sev,
             timeout=10 if r.warnings else 5,
