@@ -12,7 +12,13 @@ the subset specdebug uses:
     nvidia-smi                      (the summary table)
 
 A sim run with `--throttle-gpu N --throttle-after S` makes GPU N thermal-throttle S seconds after
-it started (SW thermal slowdown bit, 88 C, SM clock capped), until the sim exits.
+it started (SW thermal slowdown bit, 88 C, SM clock capped), until the sim exits; the cost model
+slows that server by the same clock ratio (costmodel.Throttle).
+
+The GPUs are one resource shared by every sim on the simulated box: a sim that reaches kv_cache
+on a GPU whose memory earlier sims already hold (`kv_cache_room`) fails there with SGLang's
+memory-pool error, as a second server on a real GPU does.  Memory used above the total (what only
+a broken reading could show) is flagged in the table.
 Kept free of heavy imports: it runs once per probe.
 """
 
@@ -27,13 +33,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from specdebug.sim.costmodel import MAX_SM_MHZ, THROTTLED_SM_MHZ
+
 ENV_DIR = "SPECDEBUG_SIM_GPU_DIR"
 GPU_COUNT = 8
 NAME = "NVIDIA H200"
 MEM_TOTAL_MIB = 143771
-MAX_SM_MHZ = 1980
 IDLE_SM_MHZ = 345
-THROTTLED_SM_MHZ = 1410
 POWER_IDLE_W, POWER_MAX_W, POWER_LIMIT_W = 72.0, 632.0, 700.0
 TEMP_IDLE_C, TEMP_HOT_C, TEMP_THROTTLED_C = 31.0, 68.0, 88.0
 DRIVER, CUDA = "550.54.15", "12.4"
@@ -125,8 +131,10 @@ class LoadWriter:
         return {
             "pid": os.getpid(),
             "t": time.time(),
+            "started_at": self.started_at,
             "gpus": self.gpus,
             "mem_mib": round(CONTEXT_MIB + share * (final - CONTEXT_MIB)),
+            "mem_final_mib": round(final),  # what it holds once up: what a later sim must fit beside
             "util": round(self.util, 1),
             "heat": round(self.heat, 3),
             "throttle": self.throttle,
@@ -151,6 +159,43 @@ def visible_gpus(cuda_visible: str | None, tp_size: int) -> list[int]:
     return list(range(min(max(1, tp_size), GPU_COUNT)))
 
 
+def sim_memory_mib(mem_fraction: float) -> float:
+    """GPU memory a sim holds once up (per GPU): --mem-fraction-static of the total."""
+    return mem_fraction * MEM_TOTAL_MIB
+
+
+def kv_cache_room(
+    directory: str | None, gpus: list[int], need_mib: float, *, own_pid: int, now: float
+) -> tuple[int, float] | None:
+    """None when `need_mib` fits on each of `gpus` beside the sims that started before this one
+    (they hold theirs first: the later server is the one that fails); else (first GPU that is too
+    full, its free GiB).  `own_pid`: this sim's launcher, whose own file is not counted."""
+    every = read_loads(directory, now)
+    loads = [x for x in every if int(x.get("pid", 0)) != own_pid]
+    mine = next((x for x in every if int(x.get("pid", 0)) == own_pid), {"started_at": now})
+    key = (float(mine.get("started_at", now)), own_pid)
+    for gpu in gpus:
+        held = sum(
+            float(x.get("mem_final_mib", x.get("mem_mib", 0.0)))
+            for x in loads
+            if gpu in x.get("gpus", []) and (float(x.get("started_at", 0.0)), int(x.get("pid", 0))) < key
+        )
+        if held + need_mib > MEM_TOTAL_MIB:
+            return gpu, max(0.0, MEM_TOTAL_MIB - held) / 1024
+    return None
+
+
+def no_kv_cache_room(tp_size: int, mem_fraction: float) -> bool:
+    """In a scheduler (a child of the sim launcher) on the simulated box: do this server's GPUs
+    lack the memory its KV cache needs, earlier servers holding it?  Off the box (no load dir): no."""
+    directory = os.environ.get(ENV_DIR)
+    if not directory:
+        return False
+    gpus = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), tp_size)
+    need = sim_memory_mib(mem_fraction)
+    return kv_cache_room(directory, gpus, need, own_pid=os.getppid(), now=time.time()) is not None
+
+
 # ---- the nvidia-smi side ----------------------------------------------------------------------------------
 @dataclass
 class Gpu:
@@ -162,6 +207,11 @@ class Gpu:
     sm: float = IDLE_SM_MHZ
     reasons: int = BIT_IDLE
     pids: tuple[int, ...] = ()
+
+    @property
+    def over_total(self) -> bool:
+        """More memory in use than the GPU has: servers that cannot all fit (flagged, not hidden)."""
+        return self.mem_used > MEM_TOTAL_MIB
 
     @property
     def uuid(self) -> str:
@@ -298,7 +348,9 @@ def summary_table(gpus: list[Gpu], now: float) -> str:
         "|=========================================+========================+======================|",
     ]
     for g in gpus:
-        mem = f"{g.mem_used:.0f}MiB / {MEM_TOTAL_MIB}MiB "
+        mem = (
+            f"{g.mem_used:.0f}MiB / {MEM_TOTAL_MIB}MiB " if not g.over_total else f"OVER {g.mem_used:.0f}MiB "
+        )
         out.append(
             _row(
                 _cell(f"   {g.index}  {NAME}", "On  ", 41),
