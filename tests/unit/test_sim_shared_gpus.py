@@ -8,11 +8,11 @@ import os
 import time
 from pathlib import Path
 
-from specdebug.sim import costmodel, nvidia_smi
+from specdebug.sim import costmodel, gpushare, nvidia_smi
 from specdebug.sim.costmodel import SpecConfig, Throttle
 from specdebug.sim.engine import Engine
 
-FULL = nvidia_smi.sim_memory_mib(0.88)
+FULL = gpushare.sim_memory_mib(0.88)
 
 
 def write_load(folder: Path, pid: int, gpus: list[int], started_at: float, mem: float = FULL) -> None:
@@ -32,18 +32,16 @@ def test_a_later_server_on_held_gpus_has_no_kv_cache_room(tmp_path: Path) -> Non
     me, other = os.getpid(), os.getppid()  # two live PIDs (read_loads drops files of dead ones)
     write_load(tmp_path, other, list(range(8)), started_at=100.0)
     write_load(tmp_path, me, [0, 1, 2, 3], started_at=200.0)
-    hit = nvidia_smi.kv_cache_room(str(tmp_path), [0, 1, 2, 3], FULL, own_pid=me, now=time.time())
+    hit = gpushare.kv_cache_room(str(tmp_path), [0, 1, 2, 3], FULL, own_pid=me, now=time.time())
     assert hit is not None and hit[0] == 0 and hit[1] < 140 * 0.2  # GPU 0, about 12% free
     # the earlier one is not pushed out by a later one: the later server is the one that fails
-    assert (
-        nvidia_smi.kv_cache_room(str(tmp_path), list(range(8)), FULL, own_pid=other, now=time.time()) is None
-    )
+    assert gpushare.kv_cache_room(str(tmp_path), list(range(8)), FULL, own_pid=other, now=time.time()) is None
     # other GPUs, or a small enough share, fit
     write_load(tmp_path, other, [4, 5, 6, 7], started_at=100.0)
-    assert nvidia_smi.kv_cache_room(str(tmp_path), [0, 1, 2, 3], FULL, own_pid=me, now=time.time()) is None
-    write_load(tmp_path, other, list(range(8)), started_at=100.0, mem=nvidia_smi.sim_memory_mib(0.4))
-    small = nvidia_smi.sim_memory_mib(0.5)
-    assert nvidia_smi.kv_cache_room(str(tmp_path), [0], small, own_pid=me, now=time.time()) is None
+    assert gpushare.kv_cache_room(str(tmp_path), [0, 1, 2, 3], FULL, own_pid=me, now=time.time()) is None
+    write_load(tmp_path, other, list(range(8)), started_at=100.0, mem=gpushare.sim_memory_mib(0.4))
+    small = gpushare.sim_memory_mib(0.5)
+    assert gpushare.kv_cache_room(str(tmp_path), [0], small, own_pid=me, now=time.time()) is None
 
 
 def test_memory_above_the_total_is_flagged() -> None:
