@@ -27,6 +27,7 @@ import platformdirs
 
 from specdebug.capability import require_write
 from specdebug.core.limits import MAX_LINE, cap_text
+from specdebug.errors import SpecdebugError
 
 EVENTS_FILE = "events.jsonl"
 BOX_PREFIX = "box:"  # `--session box:NAME`: the journal kept on the box (core.boxjournal)
@@ -44,7 +45,7 @@ class EventJournal(Protocol):
     def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]: ...
 
 
-class JournalError(OSError):
+class JournalError(OSError, SpecdebugError):
     """The journal could not be written (the message names the file and the reason)."""
 
 

@@ -34,6 +34,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, Field
 
+from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote
 
 logger = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ class MetricsEvent(BaseModel):
     message: str | None = None
 
 
-class MetricsOff(Exception):
+class MetricsOff(SpecdebugError):
     """The server answers but serves no /metrics (SGLang without --enable-metrics)."""
 
 

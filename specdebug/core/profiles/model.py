@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from specdebug.core.fingerprint import config_fingerprint, normal_cwd, split_argv
 from specdebug.core.profiles.diff import SWITCH_SHOWN, Knob, KnobValue
+from specdebug.errors import SpecdebugError
 from specdebug.remote.shell import is_env_name
 
 Kind = Literal["sglang", "vllm", "custom"]
@@ -21,7 +22,7 @@ DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class ProfileError(Exception):
+class ProfileError(SpecdebugError):
     """A profile that cannot be used; str() is one line: `file:line: field: message`."""
 
     def __init__(
