@@ -25,12 +25,14 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+from specdebug.errors import SpecdebugError
+
 _lock = threading.Lock()
 _process_readonly = False
 _readonly_objects: dict[int, weakref.ref[Any] | None] = {}  # id -> weak ref (None: not weak-referenceable)
 
 
-class ReadOnlyError(PermissionError):
+class ReadOnlyError(PermissionError, SpecdebugError):
     """A read-only front end reached a function that changes the box or local trust."""
 
     def __init__(self, action: str) -> None:

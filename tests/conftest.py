@@ -10,6 +10,7 @@ import pytest
 from hypothesis import settings
 
 from specdebug.remote.connection import SSHRemote
+from tests import leakcheck
 from tests.sshd_harness import SSHD, Sshd, start_sshd
 
 # CI (SPECDEBUG_REQUIRE_SSHD set by .ci/run) runs the property tests on a fixed set of examples, so a
@@ -20,6 +21,43 @@ settings.register_profile("ci", derandomize=True)
 os.environ["SPECDEBUG_NO_AGENT"] = "1"
 if os.environ.get("SPECDEBUG_REQUIRE_SSHD"):
     settings.load_profile("ci")
+
+
+# --- no process of the suite outlives it (tests/leakcheck.py) ------------------------------------
+
+
+def _runs_the_session(config: pytest.Config) -> bool:
+    """The xdist controller, or the only process of a `-n 0` run: not a worker."""
+    return not hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _runs_the_session(config):  # before any worker or test starts: all of them inherit it
+        config.stash[_RUN_TAG] = leakcheck.tag_this_run()
+
+
+_RUN_TAG = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's own sessionfinish has ended the workers
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    tag = session.config.stash.get(_RUN_TAG, None)
+    if tag is None or not _runs_the_session(session.config):
+        return
+    left = leakcheck.left_running(tag)
+    if not left:
+        return
+    survivors = leakcheck.end(left, tag)
+    report = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"{len(left)} process(es) the suite started still ran after it ended (now ended):"]
+    lines += [f"  {p.line()}" for p in left]
+    lines += [f"  NOT ENDED: {p.line()}" for p in survivors]
+    for line in lines:
+        if report is not None:
+            report.write_line(line, red=True)
+        else:
+            print(line)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session", autouse=True)

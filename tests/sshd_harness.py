@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.leakcheck import TAG_VAR
+
 FIXTURES = Path(__file__).parent / "fixtures"
 SSHD = next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
 
@@ -131,7 +133,9 @@ def start_sshd(
         "AllowTcpForwarding yes",
         f"MaxSessions {max_sessions}",
         "MaxStartups 100:30:200",
-        f"SetEnv PATH={session_path} SPECDEBUG_TEST_SSHD=1",
+        # the run's tag reaches what a test starts on the box (tests/leakcheck.py)
+        f"SetEnv PATH={session_path} SPECDEBUG_TEST_SSHD=1"
+        + (f" {TAG_VAR}={os.environ[TAG_VAR]}" if os.environ.get(TAG_VAR) else ""),
         "Subsystem sftp internal-sftp",
     ]
     cfg = workdir / "sshd_config"

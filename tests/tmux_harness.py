@@ -53,21 +53,34 @@ class Tmux:
     def kill(self) -> None:
         """Stop the server, then what ran in its panes: an app that ignores the SIGHUP of kill-server
         (seen under load: a demo left running for minutes) gets SIGTERM, then SIGKILL, by its group
-        (tmux starts each pane in its own session: the pane's PID is its group's ID)."""
+        (tmux starts each pane in its own session: the pane's PID is its group's ID).  The whole
+        group is waited for, not the pane's shell alone: the shell ends at once on SIGHUP while the
+        app it ran may still be stopping its own server (a KILL then left that server running)."""
         panes = [int(p) for p in self("list-panes", "-a", "-F", "#{pane_pid}").stdout.split()]
         self("kill-server")
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            deadline = time.monotonic() + 5
-            while any(map(_running, panes)) and time.monotonic() < deadline:
+        for sig, wait_s in ((signal.SIGTERM, HANGUP_GRACE_S), (signal.SIGKILL, 5.0)):
+            deadline = time.monotonic() + wait_s
+            while _groups_running(panes) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            for pgid in panes:  # also what the pane's process left behind in its group
+            for pgid in _groups_running(panes):  # also what the pane's process left behind in its group
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pgid, sig)
 
 
-def _running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2] != "Z"
+HANGUP_GRACE_S = 30.0  # the demo's own cleanup (stop its server, then kill its group) is bounded by ~20 s
+
+
+def _groups_running(pgids: list[int]) -> list[int]:
+    """The groups among `pgids` with a living member (zombies do not count), read from /proc by group."""
+    wanted, found = set(pgids), set()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[2]) in wanted and fields[0] not in ("Z", "X"):
+            found.add(int(fields[2]))
+    return sorted(found)

@@ -28,6 +28,7 @@ from typing import Any
 
 from specdebug.capability import require_write
 from specdebug.core.journal import BOX_PREFIX, EVENTS_FILE, _jsonable
+from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.remote.boxcode import python_argv
 
@@ -36,7 +37,7 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 READ_CHUNK = 1 << 20
 
 
-class BoxJournalError(ValueError):
+class BoxJournalError(ValueError, SpecdebugError):
     """`--session box:...` names no usable place."""
 
 

@@ -2,11 +2,14 @@
 
 `profile check`, a launch's verdict, every benchmark result and bisection's trial cache all name a
 config by this value, so "these two runs were the same experiment" means one thing.  It hashes the
-*knobs* of the config: the command prefix, each CLI flag with its values, each env var, and the
-engine kind.  Placement is left out (PLUMBING_FLAGS: where the server listens or logs; the profile's
-name, port, log file and working directory), and so is the order of flags: `--a 1 --b 2` and
-`--b 2 --a 1` start the same server.  The server's version is recorded beside results, not in here:
-a fingerprint must be known before the server runs (bisection caches by it before launching).
+*knobs* of the config: the command prefix, each CLI flag with its values, each env var, the
+engine kind, and the working directory the server runs from (two worktrees are two sources: the
+same flags from another checkout are another experiment; issue 23).  Placement is left out
+(PLUMBING_FLAGS: where the server listens or logs; the profile's name, port and log file), and so
+is the order of flags: `--a 1 --b 2` and `--b 2 --a 1` start the same server.  The server's version
+and the commit its cwd holds are read on the box at launch and recorded beside it (core/source.py),
+not in here: a fingerprint must be known before the server runs (bisection caches by it before
+launching).  A config without a cwd hashes as it always did.
 """
 
 from __future__ import annotations
@@ -51,22 +54,36 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[tuple[str, list[str]]]]
 
 
 def knob_fingerprint(
-    command: list[str], flags: Iterable[tuple[str, list[str]]], env: Mapping[str, str], kind: str
+    command: list[str],
+    flags: Iterable[tuple[str, list[str]]],
+    env: Mapping[str, str],
+    kind: str,
+    cwd: str | None = None,
 ) -> str:
     """The hash of already split knobs (plumbing flags are dropped here, whoever calls)."""
-    blob = json.dumps(
-        {
-            "command": list(command),
-            "flags": sorted([name, list(values)] for name, values in flags if name not in PLUMBING_FLAGS),
-            "env": sorted(env.items()),
-            "kind": kind,
-        },
-        separators=(",", ":"),
-    )
+    knobs: dict[str, object] = {
+        "command": list(command),
+        "flags": sorted([name, list(values)] for name, values in flags if name not in PLUMBING_FLAGS),
+        "env": sorted(env.items()),
+        "kind": kind,
+    }
+    where = normal_cwd(cwd)
+    if where is not None:  # only when set: fingerprints of configs without one stay as they were
+        knobs["cwd"] = where
+    blob = json.dumps(knobs, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:LENGTH]
 
 
-def config_fingerprint(argv: list[str], env: Mapping[str, str], kind: str = "sglang") -> str:
-    """Fingerprint of a launch config given as argv + env (what a profile's [server] holds)."""
+def normal_cwd(cwd: str | None) -> str | None:
+    """`~/wt/a/` and `~/wt/a` are one folder; an empty cwd is none."""
+    if not cwd:
+        return None
+    return cwd.rstrip("/") or "/"
+
+
+def config_fingerprint(
+    argv: list[str], env: Mapping[str, str], kind: str = "sglang", cwd: str | None = None
+) -> str:
+    """Fingerprint of a launch config given as argv + env + cwd (what a profile's [server] holds)."""
     command, flags = split_argv(list(argv))
-    return knob_fingerprint(command, flags, env, kind)
+    return knob_fingerprint(command, flags, env, kind, cwd)

@@ -70,6 +70,13 @@ class GpuInfo(BaseModel):
     def throttled(self) -> bool:
         return bool(PERFORMANCE_THROTTLES.intersection(self.throttle_reasons))
 
+    @property
+    def memory_over_total(self) -> bool:
+        """More memory used than the GPU has: no real reading can say so, so it is flagged, not shown
+        as if it were a number to trust (the simulated box said 247.1/140.4 GiB)."""
+        used, total = self.memory_used_mib, self.memory_total_mib
+        return used is not None and total is not None and total > 0 and used > total
+
 
 class HostInfo(BaseModel):
     host: str

@@ -27,6 +27,7 @@ import platformdirs
 
 from specdebug.capability import require_write
 from specdebug.core.limits import MAX_LINE, cap_text
+from specdebug.errors import SpecdebugError
 
 EVENTS_FILE = "events.jsonl"
 BOX_PREFIX = "box:"  # `--session box:NAME`: the journal kept on the box (core.boxjournal)
@@ -44,7 +45,7 @@ class EventJournal(Protocol):
     def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]: ...
 
 
-class JournalError(OSError):
+class JournalError(OSError, SpecdebugError):
     """The journal could not be written (the message names the file and the reason)."""
 
 
@@ -54,29 +55,61 @@ def sessions_root() -> Path:
 
 
 @overload
-def resolve_session(arg: str | os.PathLike[str] | None, *, for_writing: Literal[True]) -> Path: ...
+def resolve_session(
+    arg: str | os.PathLike[str] | None, *, for_writing: Literal[True], target: str | None = None
+) -> Path: ...
 
 
 @overload
-def resolve_session(arg: str | os.PathLike[str] | None, *, for_writing: bool) -> Path | None: ...
+def resolve_session(
+    arg: str | os.PathLike[str] | None, *, for_writing: bool, target: str | None = None
+) -> Path | None: ...
 
 
-def resolve_session(arg: str | os.PathLike[str] | None, *, for_writing: bool) -> Path | None:
+def resolve_session(
+    arg: str | os.PathLike[str] | None, *, for_writing: bool, target: str | None = None
+) -> Path | None:
     """Which session a headless verb uses: --session DIR, else $SPECDEBUG_SESSION, else the latest one.
 
     Writers with no session at all get a new folder; readers get None. Reusing the latest
     session lets `specdebug bench` twice and then `specdebug history` show both runs. `box:...`
     is refused (ValueError): it names a journal on a box (verbs.common.session_journal opens it).
+    A session is per target: with `target` (the host a verb acts on) the latest session is the
+    latest one of that host, so a real box's results never land beside the demo's (issue 26);
+    naming the session (--session, $SPECDEBUG_SESSION) joins hosts in one on purpose.
     """
     for given in (arg, os.environ.get("SPECDEBUG_SESSION")):
         if given:
             if str(given).startswith(BOX_PREFIX):  # never a local folder literally named box:...
                 raise ValueError(f"{given}: a journal kept on the box: --session {given} with a host")
             return Path(given).expanduser()
-    latest = Journal.latest_dir()
+    latest = Journal.latest_dir(target)
     if latest is not None:
         return latest
     return Journal.default_dir() if for_writing else None
+
+
+SCANNED_EVENTS = 2000  # a session's hosts show in its first events (launches, results)
+
+
+def session_hosts(session_dir: Path) -> set[str]:
+    """The hosts a session's events were recorded against (launches, results, marks)."""
+    hosts: set[str] = set()
+    try:
+        with open(session_dir / EVENTS_FILE, encoding="utf-8", errors="replace") as fh:
+            for n, line in enumerate(fh):
+                if n >= SCANNED_EVENTS:
+                    break
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                host = ev.get("host") if isinstance(ev, dict) else None
+                if isinstance(host, str) and host:
+                    hosts.add(host)
+    except OSError:
+        pass
+    return hosts
 
 
 class Journal:
@@ -100,13 +133,16 @@ class Journal:
         return path
 
     @staticmethod
-    def latest_dir() -> Path | None:
-        """Most recent existing session folder, to reopen it (None when there is none)."""
+    def latest_dir(target: str | None = None) -> Path | None:
+        """Most recent existing session folder, to reopen it (None when there is none); with
+        `target`, the most recent one whose events name no host but that one."""
         root = sessions_root()
         if not root.is_dir():
             return None
         dirs = sorted(p for p in root.iterdir() if (p / EVENTS_FILE).is_file())
-        return dirs[-1] if dirs else None
+        if target is None:
+            return dirs[-1] if dirs else None
+        return next((d for d in reversed(dirs) if session_hosts(d) <= {target}), None)
 
     def append(self, kind: str, data: dict[str, Any], *, sync: bool = False) -> dict[str, Any]:
         """Record one event; returns it with ``ts`` (unix seconds) and ``kind`` added.

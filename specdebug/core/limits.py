@@ -12,6 +12,8 @@ import os
 import stat
 from typing import BinaryIO
 
+from specdebug.errors import SpecdebugError
+
 MAX_LINE = 64 * 1024  # bytes of one log line kept; the rest is cut and the line marked truncated
 USER_REGEX_TIMEOUT_S = 1.0  # one search of a user pattern (profile [patterns], grep -e) over one line
 BOX_REGEX_TIMEOUT_S = 1.0  # the on-box filter: one user regex over one block of up to MAX_LINE bytes
@@ -45,7 +47,7 @@ _KINDS = {
 }
 
 
-class NotRegularFile(OSError):
+class NotRegularFile(OSError, SpecdebugError):
     """A path that is not a regular file: reading it could block forever (FIFO) or never end (/dev/zero)."""
 
 

@@ -38,6 +38,7 @@ from specdebug.core.logs.acceptrate import DEFINITIONS, own_rate, which_definiti
 from specdebug.core.promparse import REPLICA_LABELS as REPLICA_LABELS  # re-exported
 from specdebug.core.promparse import Engine, PromSnapshot, is_mean
 from specdebug.core.promparse import parse_metrics as parse_metrics  # re-exported
+from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class MetricsEvent(BaseModel):
     message: str | None = None
 
 
-class MetricsOff(Exception):
+class MetricsOff(SpecdebugError):
     """The server answers but serves no /metrics (SGLang without --enable-metrics)."""
 
 

@@ -40,6 +40,7 @@ from specdebug.core.pair_seats import parse_access_list as parse_access_list
 from specdebug.core.pair_seats import parse_clients as parse_clients
 from specdebug.core.pair_seats import seat_changes as seat_changes
 from specdebug.core.pair_seats import seats_now as seats_now
+from specdebug.errors import SpecdebugError
 
 ENV_SOCKET = "SPECDEBUG_PAIR_SOCKET"  # set in the session: the app shows seats when it finds these
 ENV_NAME = "SPECDEBUG_PAIR_NAME"
@@ -71,7 +72,7 @@ TMUX_OPTIONS = [
 ]
 
 
-class PairError(Exception):
+class PairError(SpecdebugError):
     """A pairing request that cannot be carried out (message says what and how to fix it)."""
 
 

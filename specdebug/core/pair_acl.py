@@ -15,6 +15,8 @@ import os
 import struct
 from collections.abc import Iterable
 
+from specdebug.errors import SpecdebugError
+
 XATTR = "system.posix_acl_access"
 _VERSION = 2
 _UNDEFINED_ID = 0xFFFFFFFF
@@ -23,7 +25,7 @@ USER_OBJ, USER, GROUP_OBJ, GROUP, MASK, OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x
 R, W, X = 4, 2, 1
 
 
-class AclUnsupported(OSError):
+class AclUnsupported(OSError, SpecdebugError):
     """The filesystem holding the folder does not store POSIX ACLs."""
 
 

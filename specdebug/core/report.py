@@ -117,10 +117,18 @@ def _knobs(res: BenchResult) -> dict[str, str]:
     return out
 
 
+def other_host(a: BenchResult, b: BenchResult) -> bool:
+    """The two results come from two machines (both known): a comparison across hosts, said so."""
+    return bool(a.host and b.host and a.host != b.host)
+
+
 def config_diff(a: BenchResult, b: BenchResult) -> list[str]:
-    """Human lines for what differs between two results' launch configs (empty: same config)."""
+    """Human lines for what differs between two results' launch configs (empty: same config).
+    Another host comes first: the same flags on another machine are not the same experiment."""
     ka, kb = _knobs(a), _knobs(b)
     lines = []
+    if other_host(a, b):
+        lines.append(f"host: {_show(a.host)} -> {_show(b.host)} (a comparison across hosts)")
     for name in [*ka, *[n for n in kb if n not in ka]]:
         va, vb = ka.get(name), kb.get(name)
         if va != vb:
@@ -209,7 +217,8 @@ def render_markdown(
         if hosts:
             out.append(f"- hosts: {', '.join(hosts)}")
         if base is not None:
-            out.append(f"- baseline: run #{base.id} ({base.result.profile or '?'})")
+            on = f", on {base.result.host}" if len(hosts) > 1 and base.result.host else ""
+            out.append(f"- baseline: run #{base.id} ({base.result.profile or '?'}{on})")
         out.append("")
     out += ["## Results", ""]
     if not entries:
@@ -235,7 +244,7 @@ def render_markdown(
                         f"`{r.fingerprint}`" if r.fingerprint else "-",
                         r.kind if r.status == "done" else f"{r.kind} ({r.status})",
                         fmt(r.headline()),
-                        "base" if base is e else ("failed" if failed else fmt_delta(d)),
+                        "base" if base is e else ("failed" if failed else _vs_base(e, base, d)),
                         fmt(r.output_tok_s),
                         fmt(r.request_throughput, 2),
                         _lat(r.ttft_ms),
@@ -260,6 +269,12 @@ def render_markdown(
     out += bisect_markdown(events)
     out += _notes_section(events)
     return mask_text("\n".join(out).rstrip() + "\n")
+
+
+def _vs_base(e: HistoryEntry, base: HistoryEntry | None, d: float | None) -> str:
+    """The delta, marked when the baseline ran on another host."""
+    across = base is not None and other_host(base.result, e.result)
+    return fmt_delta(d) + (f" (other host: {e.result.host})" if across else "")
 
 
 def _diff_section(entries: list[HistoryEntry]) -> list[str]:

@@ -38,12 +38,13 @@ from specdebug.core.servers import (
     signal_group,
 )
 from specdebug.core.workers import group_filter
+from specdebug.errors import SpecdebugError
 from specdebug.remote.api import JobSteps, Remote, RemoteError
 
 Clock = Callable[[], float]
 
 
-class LaunchRefused(Exception):
+class LaunchRefused(SpecdebugError):
     """Not launched or attached: the port is taken, the server still runs, or the target is refused."""
 
     def __init__(self, message: str, *, holder: PortHolder | None = None, record: ServerRecord | None = None):

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from specdebug.capability import require_write
 from specdebug.core.secrets import mask_argv
+from specdebug.core.source import ServerSource
 from specdebug.remote.api import (
     ConnectionDropped,
     NotConnected,
@@ -48,6 +49,7 @@ class ServerRecord(BaseModel):
     argv: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)  # masked
     cwd: str | None = None
+    source: ServerSource | None = None  # the commit its cwd held at launch, read on the box
     attached: bool = False  # found running, not launched by us
     step: str | None = Field(default=None, pattern=r"^[0-9]+\.[0-9]+$")  # the Slurm job step holding it
     stopped_at: float | None = None

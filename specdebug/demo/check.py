@@ -18,12 +18,13 @@ from pathlib import Path
 
 from specdebug.core.profiles import Profile
 from specdebug.demo.loopback_sshd import LoopbackSSHServer
+from specdebug.errors import SpecdebugError
 
 CHECK_TIME_SCALE = 0.02  # startup in a few seconds
 READY_TIMEOUT_S = 120.0
 
 
-class CheckFailed(Exception):
+class CheckFailed(SpecdebugError):
     pass
 
 

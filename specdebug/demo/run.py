@@ -172,10 +172,14 @@ def run_demo(
         ctx.launched_profiles = profiles
         app.run()
     finally:
+        # a second TERM/HUP (the terminal closing while we stop: tmux kill-server) must not cut
+        # this short: it left the whole sim running; Ctrl+C here skips to the kill below
+        for s in old:
+            signal.signal(s, signal.SIG_IGN)
         for picked in profiles:
             try:
                 asyncio.run(_stop_server(server.config_path, "simbox", picked, state_dir))
-            except Exception:  # the group is killed below either way
+            except (Exception, KeyboardInterrupt):  # the group is killed below either way
                 logger.debug("stopping %s failed", picked.name, exc_info=True)
             _kill_recorded_group(picked, started, state_dir)
         server.stop()

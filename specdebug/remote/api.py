@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from specdebug.errors import SpecdebugError
 
-class RemoteError(Exception):
+
+class RemoteError(SpecdebugError):
     """Base class of every error the remote layer raises towards core code."""
 
 

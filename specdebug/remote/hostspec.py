@@ -15,6 +15,8 @@ from pathlib import Path
 import asyncssh
 from asyncssh.config import SSHClientConfig
 
+from specdebug.errors import SpecdebugError
+
 IGNORED_OPTIONS = {
     "stricthostkeychecking": "StrictHostKeyChecking (specdebug always verifies host keys itself)",
     "controlmaster": "ControlMaster (specdebug keeps its own connection per host)",
@@ -26,7 +28,7 @@ IGNORED_OPTIONS = {
 }
 
 
-class HostSpecError(ValueError):
+class HostSpecError(ValueError, SpecdebugError):
     """A host spec or ssh config problem the user must fix (exit code 2)."""
 
 

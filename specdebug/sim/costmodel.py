@@ -36,6 +36,13 @@ BREADTH_GAMMA = 0.1768
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 
+# SM clocks of the simulated H200s (nvidia_smi shows them).  A thermally throttled GPU runs at
+# THROTTLED_SM_MHZ; with tensor parallelism every step waits for the slowest rank at each
+# all-reduce, so one throttled GPU of a server slows all of it by MAX/THROTTLED.  The story's fresh
+# baseline on the throttled box: 88.8 tok/s x 1830/1980 = 82.
+MAX_SM_MHZ = 1980
+THROTTLED_SM_MHZ = 1830
+
 
 @dataclass(frozen=True)
 class SpecConfig:
@@ -146,6 +153,21 @@ def expected_rate(
     """Modelled decode tokens/s of one stream (steady state, after the first token)."""
     cost = step_cost(spec, batch_size, nccl_missing=nccl_missing, cuda_graph=cuda_graph, scale=scale)
     return expected_accept_length(spec) * 1000.0 / cost.total_ms
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """`--throttle-gpu N --throttle-after S`: GPU `gpu` throttles from unix time `at` on."""
+
+    gpu: int | None
+    at: float
+    gpus: tuple[int, ...]  # the GPUs this server runs on
+
+    def slowdown(self, now: float) -> float:
+        """Step-time factor now: the clock ratio once a GPU of this server throttles, else 1."""
+        if self.gpu is None or self.gpu not in self.gpus or now < self.at:
+            return 1.0
+        return MAX_SM_MHZ / THROTTLED_SM_MHZ
 
 
 MAX_NOISE = 0.5  # a factor outside [0.5, 1.5] is not "noise" any more

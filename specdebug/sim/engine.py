@@ -147,6 +147,7 @@ class Engine:
         self.nccl_missing = nccl_missing
         self.cost_scale = cost_scale  # this launch's --noise draw
         self.decode_scale = decode_scale  # --decode-scale: a faster (or slower) GPU, for benchmarks
+        self.slowdown: Callable[[], float] = lambda: 1.0  # a throttled GPU of this server (launcher)
         self.profile = profile and spec.enabled
         self.waiting: list[Request] = []
         self.running: list[Request] = []
@@ -204,7 +205,7 @@ class Engine:
             bs,
             nccl_missing=self.nccl_missing,
             cuda_graph=self.graph_used(bs),
-            scale=self.cost_scale * self.decode_scale,
+            scale=self.cost_scale * self.decode_scale * self.slowdown(),
         )
 
     def graph_used(self, bs: int) -> bool:
@@ -248,7 +249,7 @@ class Engine:
         room = self.max_running - len(self.running)
         batch, self.waiting = self.waiting[:room], self.waiting[room:]
         new_tokens = sum(r.prompt_tokens for r in batch)
-        duration = costmodel.prefill_ms(new_tokens, self.spec) * self.decode_scale / 1000.0
+        duration = costmodel.prefill_ms(new_tokens, self.spec) * self.decode_scale * self.slowdown() / 1000.0
         self._log_prefill(batch, new_tokens, duration)
         if self.before_first_forward is not None:
             hook, self.before_first_forward = self.before_first_forward, None

@@ -74,6 +74,11 @@ class Launcher:
         self._stopping = False
         self._seen_warmup_poll = False
         self.engine: Any = None
+        self.throttle = costmodel.Throttle(  # the cost model slows with it, not only nvidia-smi
+            cfg.sim.throttle_gpu,
+            time.time() + max(0.0, cfg.sim.throttle_after),
+            tuple(nvidia_smi.visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), s.tp_size)),
+        )
         self.gpu_load = nvidia_smi.LoadWriter.from_env(
             cfg.server.tp_size,
             self._gpu_sample,
@@ -241,6 +246,7 @@ class Launcher:
             shapes=self.shapes,
             **engine_scales(self.cfg.sim),
         )
+        engine.slowdown = lambda: self.throttle.slowdown(time.time())
         self.engine = engine
         self.sidecar.update(
             worker_env={str(r): info["env"] for r, info in sorted(self.ready.items())},

@@ -12,7 +12,13 @@ the subset specdebug uses:
     nvidia-smi                      (the summary table)
 
 A sim run with `--throttle-gpu N --throttle-after S` makes GPU N thermal-throttle S seconds after
-it started (SW thermal slowdown bit, 88 C, SM clock capped), until the sim exits.
+it started (SW thermal slowdown bit, 88 C, SM clock capped), until the sim exits; the cost model
+slows that server by the same clock ratio (costmodel.Throttle).
+
+The GPUs are one resource shared by every sim on the simulated box: a sim that reaches kv_cache
+on a GPU whose memory earlier sims already hold (sim/gpushare.py) fails there with SGLang's
+memory-pool error, as a second server on a real GPU does.  Memory used above the total (what only
+a broken reading could show) is flagged in the table.
 Kept free of heavy imports: it runs once per probe.
 """
 
@@ -28,14 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specdebug.sim import gpu_admin
+from specdebug.sim.costmodel import MAX_SM_MHZ, THROTTLED_SM_MHZ
 
 ENV_DIR = "SPECDEBUG_SIM_GPU_DIR"
 GPU_COUNT = 8
 NAME = "NVIDIA H200"
 MEM_TOTAL_MIB = 143771
-MAX_SM_MHZ = 1980
 IDLE_SM_MHZ = 345
-THROTTLED_SM_MHZ = 1410
 POWER_IDLE_W, POWER_MAX_W, POWER_LIMIT_W = 72.0, 632.0, 700.0
 TEMP_IDLE_C, TEMP_HOT_C, TEMP_THROTTLED_C = 31.0, 68.0, 88.0
 DRIVER, CUDA = "550.54.15", "12.4"
@@ -127,8 +132,10 @@ class LoadWriter:
         return {
             "pid": os.getpid(),
             "t": time.time(),
+            "started_at": self.started_at,
             "gpus": self.gpus,
             "mem_mib": round(CONTEXT_MIB + share * (final - CONTEXT_MIB)),
+            "mem_final_mib": round(final),  # what it holds once up: what a later sim must fit beside
             "util": round(self.util, 1),
             "heat": round(self.heat, 3),
             "throttle": self.throttle,
@@ -164,6 +171,11 @@ class Gpu:
     sm: float = IDLE_SM_MHZ
     reasons: int = BIT_IDLE
     pids: tuple[int, ...] = ()
+
+    @property
+    def over_total(self) -> bool:
+        """More memory in use than the GPU has: servers that cannot all fit (flagged, not hidden)."""
+        return self.mem_used > MEM_TOTAL_MIB
 
     @property
     def uuid(self) -> str:
@@ -301,7 +313,9 @@ def summary_table(gpus: list[Gpu], now: float) -> str:
         "|=========================================+========================+======================|",
     ]
     for g in gpus:
-        mem = f"{g.mem_used:.0f}MiB / {MEM_TOTAL_MIB}MiB "
+        mem = (
+            f"{g.mem_used:.0f}MiB / {MEM_TOTAL_MIB}MiB " if not g.over_total else f"OVER {g.mem_used:.0f}MiB "
+        )
         out.append(
             _row(
                 _cell(f"   {g.index}  {NAME}", "On  ", 41),

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from specdebug.sim import faults, sched_frames
+from specdebug.sim import faults, gpushare, sched_frames
 from specdebug.sim.logsink import LogSink
 from specdebug.sim.options import SimConfig
 from specdebug.sim.sglang_shapes import Rank, Shapes, scheduler_ranks, startup_timings
@@ -251,7 +251,7 @@ class SimScheduler:
             self._send("phase", "kv_cache", time.time())
         self._sleep("kv_cache", FAULT_AT_FRACTION)
         self._checkpoint("kv_cache")
-        if m.tokens <= 0:
+        if m.tokens <= 0 or gpushare.no_kv_cache_room(s.tp_size, s.mem_fraction_static or 0.88):
             faults.init_memory_pool(m.total, s.mem_fraction_static or 0.88)
         self._sleep("kv_cache", 1 - FAULT_AT_FRACTION)
         dtype = "dtype: torch.bfloat16, " if self.shapes.era == "current" else ""

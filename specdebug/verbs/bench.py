@@ -154,7 +154,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         return 1
     result = judge_failures(results[-1])  # a saved run with too many failed requests is failed too
     if args.session:
-        Journal(resolve_session(args.session, for_writing=True)).append(
+        Journal(resolve_session(args.session, for_writing=True, target=result.host or None)).append(
             "bench_result", result.model_dump(mode="json"), sync=True
         )
     if args.json:

@@ -133,7 +133,7 @@ def _options(args: argparse.Namespace, previous: dict[str, Any] | None) -> bm.Bi
 @run_verb
 async def cmd_bisect(args: argparse.Namespace) -> int:
     if box_session(args.session) is None:  # a local journal: usage errors are found before connecting
-        async with session_journal(args.session, None) as journal:
+        async with session_journal(args.session, None, target=args.host) as journal:
             return await _bisect(args, journal, None)
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
         return await _bisect(args, journal, remote)

@@ -241,19 +241,21 @@ def box_session(arg: str | None) -> str | None:
 
 @asynccontextmanager
 async def session_journal(
-    arg: str | None, remote: Remote | None, *, for_writing: bool = True
+    arg: str | None, remote: Remote | None, *, for_writing: bool = True, target: str | None = None
 ) -> AsyncIterator[Journal | BoxJournal | None]:
     """The one way a verb opens its journal (same meaning of --session as the TUI).
 
     `box:NAME`: the journal on the box over the verb's own connection (read on open, every event
     flushed to the box before the connection closes); else a local folder (core.journal.resolve_session;
-    None for a reader with no session yet)."""
+    None for a reader with no session yet), by default the latest of the host acted on (`target`,
+    else the remote's name): a session is per target unless --session joins them."""
     from specdebug.core.boxjournal import BoxJournal
     from specdebug.core.journal import Journal, resolve_session
 
     spec = box_session(arg)
     if spec is None:
-        session = resolve_session(arg, for_writing=for_writing)
+        host = target or (remote.name if remote is not None else None)
+        session = resolve_session(arg, for_writing=for_writing, target=host)
         yield Journal(session) if session is not None else None
         return
     if remote is None:

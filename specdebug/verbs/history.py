@@ -37,6 +37,7 @@ from specdebug.core.report import (
     fmt_time,
     history,
     metric_diff,
+    other_host,
     render_markdown,
     report_title,
 )
@@ -172,6 +173,7 @@ def _history(args: argparse.Namespace, journal: Any) -> int:
             {
                 "session": str(journal.label),
                 "baseline": base.id if base else None,
+                "hosts": sorted({e.result.host for e in entries if e.result.host}),
                 "results": [e.to_json() for e in entries],
             }
         )
@@ -189,6 +191,8 @@ def _history(args: argparse.Namespace, journal: Any) -> int:
             d = r.status.upper()
         else:
             d = fmt_delta(delta_vs(e, base, include_failed=args.include_failed))
+            if base is not None and other_host(base.result, r):  # a comparison across hosts says so
+                d += f" (on {r.host}, base on {base.result.host})"
         accept = r.server.accept_len if r.server and r.server.accept_len is not None else r.accept_length
         warn = f"  [{len(r.warnings)} warning(s)]" if r.warnings else ""
         out(

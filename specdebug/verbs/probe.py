@@ -68,6 +68,7 @@ def _print_text(info: HostInfo) -> None:
         out(f"  gpus: {info.gpu_error}", newlines=False)
     for g in info.gpus:
         flag = "  THROTTLED: " + ",".join(g.throttle_reasons) if g.throttled else ""
+        flag += "  MEMORY ABOVE TOTAL" if g.memory_over_total else ""
         out(
             f"  GPU{g.index} {g.name}  util {g.utilization_pct}%  mem {g.memory_used_mib}/{g.memory_total_mib} MiB"
             f"  {g.temperature_c}C  {g.power_draw_w} W  sm {g.clocks_sm_mhz}/{g.clocks_max_sm_mhz} MHz{flag}",

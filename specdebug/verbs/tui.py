@@ -69,8 +69,10 @@ def build_context(args: argparse.Namespace, remotes: dict) -> AppContext:
         ctx.journal = BoxJournal(host, spec)
         return ctx
     # the latest session by default: its launches give the startup ETA, its results the history
-    session_dir = (
-        Journal.default_dir() if args.new_session else resolve_session(args.session, for_writing=True)
+    session_dir = (  # a session is per target: the latest of the host the TUI opens on
+        Journal.default_dir()
+        if args.new_session
+        else resolve_session(args.session, for_writing=True, target=ctx.selected)
     )
     ctx.session_dir = session_dir
     ctx.journal = Journal(session_dir)

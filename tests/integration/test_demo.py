@@ -65,3 +65,37 @@ def test_demo_runs_and_quits_clean(quit_key, tmp_path):
         tmux.wait_screen("demo", lambda s: "simbox" not in s, 10)  # the app has left the screen
     finally:
         tmux.kill()
+
+
+@pytest.mark.parametrize("quit_first", [True, False])
+def test_a_hangup_during_the_demo_cleanup_still_stops_its_server(tmp_path, quit_first):
+    """The pane closes (tmux killed) while the demo runs or, after `q`, while it stops its server:
+    the harness's kill sent TERM and KILL to the demo's group as soon as the pane's shell had
+    ended, cutting the cleanup short, and the whole sim ran on (issue 26, after
+    test_demo_hosts_pane_shows_8_gpus_and_the_throttled_one).  A second signal during the cleanup
+    must not cut it short either."""
+    box_tmp = tmp_path / "tmp"
+    box_tmp.mkdir()
+    tmux = Tmux("specdebug-test-demo-hup")
+    tmux.kill()
+    tmux.new_session(
+        "demo",
+        f"env TMPDIR={box_tmp} {sys.executable} -m specdebug.cli demo --time-scale 0.02 --session {tmp_path / 'session'}; sleep 30",
+    )
+    groups: set[int] = set()
+    try:
+        tmux.wait_screen("demo", lambda s: "READY after" in s, 90)
+        groups = demo_groups(box_tmp)
+        assert groups and any(alive(g) for g in groups)
+        if quit_first:
+            tmux("send-keys", "-t", "demo", "q")
+            tmux.wait_screen("demo", lambda s: "simbox" not in s, 30)  # the app left; its cleanup runs
+    finally:
+        tmux.kill()  # SIGHUP to the demo, in the middle of stopping its server
+    deadline = time.monotonic() + 30
+    while any(alive(g) for g in groups) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [g for g in groups if alive(g)]
+    for g in left:  # never leave it behind, even when the check fails
+        os.killpg(g, 9)
+    assert left == []

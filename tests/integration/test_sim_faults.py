@@ -164,3 +164,33 @@ def test_dead_child_takes_the_server_down(tmp_path: Path) -> None:
         assert SIGQUIT_LINE in sim.log_text()
         assert sim.sidecar()["state"] == "failed"
         assert wait_gone(pids) == []
+
+
+def test_a_second_server_on_the_same_gpus_fails_at_kv_cache(tmp_path: Path) -> None:
+    """Two or three servers came up READY on the same 8 simulated GPUs (issue 26): the GPUs are
+    one resource; the later server fails at kv_cache with SGLang's memory-pool error, and one on
+    other GPUs still fits."""
+    from specdebug.sim import nvidia_smi
+
+    box = {nvidia_smi.ENV_DIR: str(tmp_path / "gpus")}
+
+    def sim(name: str, **extra: str) -> LocalSim:
+        return start_local_sim(
+            ["--tp", "4"], log_file=tmp_path / f"{name}.log", time_scale=TIME_SCALE, env=env(),
+            extra_env={**box, **extra},
+        )  # fmt: skip
+
+    with sim("first") as first:
+        first.wait_ready(60)
+        with sim("second") as second:
+            assert second.wait_exit(60) != 0
+            log = second.log_text()
+            assert "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static." in log
+            assert "KV Cache is allocated" not in log
+        assert first.proc.poll() is None  # the first one is untouched
+        with sim("third", CUDA_VISIBLE_DEVICES="4,5,6,7") as third:
+            third.wait_ready(60)
+            gpus = nvidia_smi.gpu_table(
+                nvidia_smi.read_loads(box[nvidia_smi.ENV_DIR], time.time()), time.time()
+            )
+            assert not any(g.over_total for g in gpus)

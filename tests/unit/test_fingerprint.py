@@ -49,3 +49,31 @@ def test_placement_and_order_do_not_count_but_knobs_and_kind_do() -> None:
     assert config_fingerprint(base, {}) != fp
     assert config_fingerprint(base, {"NCCL_PROTO": "LL"}, "vllm") != fp
     assert config_fingerprint([*base[:-1], "3"], {"NCCL_PROTO": "LL"}) != fp
+
+
+def _profile_in(cwd: str | None, name: str = "p"):
+    from specdebug.core.profiles import Profile
+
+    server = {"argv": ["python3", "-m", "sglang.launch_server", "--tp", "8"], "env": {"NCCL_PROTO": "LL"}}
+    if cwd is not None:
+        server["cwd"] = cwd
+    return Profile.model_validate({"name": name, "server": server})
+
+
+def test_another_worktree_is_another_config_and_one_knob() -> None:
+    """Two profiles that differ only in which worktree they run from had one fingerprint and zero
+    knobs (issue 23 §3): the trial cache would answer one end with the other's measurement."""
+    from specdebug.core.profiles import diff_profiles
+
+    a, b = _profile_in("~/wt/good", "a"), _profile_in("~/wt/bad/", "b")
+    assert a.fingerprint() != b.fingerprint()
+    (knob,) = diff_profiles(a, b)
+    assert (knob.name, knob.kind, knob.value_a, knob.value_b) == ("(cwd)", "cwd", "~/wt/good", "~/wt/bad")
+    moved = a.with_knobs([knob])  # a bisection applies it like any knob
+    assert moved.server.cwd == "~/wt/bad" and moved.fingerprint() == b.fingerprint()
+    assert _profile_in("~/wt/good/").fingerprint() == a.fingerprint()  # a trailing / is the same folder
+    # a config without a cwd keeps the fingerprint it always had (journals and caches stay valid)
+    plain = _profile_in(None)
+    srv = plain.server
+    assert plain.fingerprint() == config_fingerprint(srv.argv, srv.env, srv.kind)
+    assert plain.fingerprint() != a.fingerprint()

@@ -61,3 +61,22 @@ def test_stream_cwd_expands_tilde_like_the_launcher(tmp_path, monkeypatch):
     for cwd, want in [("~", tmp_path), ("~/work dir", tmp_path / "work dir"), (str(tmp_path), tmp_path)]:
         out = subprocess.run(with_env_cwd(["pwd"], {"X": "1"}, cwd), capture_output=True, text=True)
         assert out.stdout.strip() == str(want), out.stderr
+
+
+def test_memory_above_the_total_is_flagged_by_probe() -> None:
+    """The Hosts pane showed 247.1/140.4 GiB as if it were a reading to trust (issue 26)."""
+    from specdebug.core.hosts import GpuInfo, HostInfo
+    from specdebug.verbs.probe import _print_text
+
+    over = GpuInfo(index=0, name="NVIDIA H200", memory_used_mib=253030, memory_total_mib=143771)
+    fine = GpuInfo(index=1, name="NVIDIA H200", memory_used_mib=126555, memory_total_mib=143771)
+    assert over.memory_over_total and not fine.memory_over_total
+    assert not GpuInfo(index=2).memory_over_total  # unknown is not "over"
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        _print_text(HostInfo(host="b", connected=True, hostname="b", gpus=[over, fine]))
+    lines = buf.getvalue().splitlines()
+    assert "MEMORY ABOVE TOTAL" in lines[1] and "MEMORY ABOVE TOTAL" not in lines[2]

@@ -29,7 +29,8 @@ def test_core_and_remote_do_not_import_textual():
 PKG = Path(__file__).resolve().parents[2] / "specdebug"
 
 # layer -> what it must never import.  The layering, one way:
-#   specdebug.capability (a leaf every layer may use: the write check)
+#   specdebug.capability (a leaf every layer may use: the write check) and specdebug.errors (the one
+#   error root, SpecdebugError: a leaf below it, which capability's ReadOnlyError derives from)
 #   remote (transport)  <-  core (services)  <-  tui / verbs (front ends);  sim is the simulated box.
 # tui never reaches the verbs (the verbs are the headless twins, not a library for panes), core never
 # needs the simulator, remote never needs core, and neither core nor remote knows textual.
@@ -44,7 +45,17 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "specdebug.demo",
         "textual",
     ),
-    "capability.py": ("specdebug.", "textual"),
+    "capability.py": (
+        "specdebug.core",
+        "specdebug.remote",
+        "specdebug.sim",
+        "specdebug.tui",
+        "specdebug.verbs",
+        "specdebug.demo",
+        "specdebug.box",
+        "textual",
+    ),
+    "errors.py": ("specdebug.", "textual"),
 }
 
 

@@ -35,6 +35,7 @@ from specdebug.core.profiles import Profile
 from specdebug.core.profiles.paths import box_path
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.core.servers import file_size, this_run_offset
+from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ LineFn = Callable[[str], None]
 EmitFn = Callable[[BenchEvent], None]
 
 
-class BenchError(Exception):
+class BenchError(SpecdebugError):
     """The benchmark could not run at all (no profile command, server unreachable...)."""
 
 

@@ -20,6 +20,7 @@ from specdebug.core.bench.serverlog import KNOWN, server_metrics
 from specdebug.core.bisect.models import GateCheck
 from specdebug.core.profiles import Profile
 from specdebug.core.servers import ServerRecord, file_size
+from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 
 logger = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ _EXPR = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(<=|>=|<|>)\s*(-?[0-9]+(?:\
 PROBE_TOKENS = 64  # the probe request: enough decode steps for a per-10-steps profile line
 
 
-class GateError(ValueError):
+class GateError(ValueError, SpecdebugError):
     """A gate expression that cannot be used (usage error, exit 2)."""
 
 

@@ -14,11 +14,12 @@ from pathlib import PurePosixPath
 
 from specdebug.core.bisect.models import KnobRow, Unit
 from specdebug.core.profiles import Knob, Profile, diff_profiles
+from specdebug.errors import SpecdebugError
 
 NAME_SUFFIX = ".bx-"  # <good name>.bx-<bisection>-<fingerprint>: a candidate's profile (and record) name
 
 
-class GroupError(ValueError):
+class GroupError(ValueError, SpecdebugError):
     """A --group that matches no knob (usage error)."""
 
 

@@ -38,6 +38,7 @@ from specdebug.core.bisect.models import (
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.servers import ServerRecord, find_port_holder, forget_record, group_members, load_record
+from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ ARGS_REJECTED = re.compile(
 STOP_GRACE_S = 10.0
 
 
-class TrialError(Exception):
+class TrialError(SpecdebugError):
     """The bisection cannot go on (the port is held by something that is not ours)."""
 
 

@@ -31,6 +31,7 @@ from specdebug.core.logs.shapelearn import learn
 from specdebug.core.logs.shapes import ShapeCache
 from specdebug.core.logs.userrx import UserPattern
 from specdebug.core.secrets import Scrubber
+from specdebug.errors import SpecdebugError
 
 _NAMED_GROUP_RE = re.compile(r"\(\?P<[A-Za-z_]\w*>")
 _META = re.compile(r"[.^$*+?{}\[\]\\|()]")
@@ -79,7 +80,7 @@ class RawLike(Protocol):
     truncated: int | None
 
 
-class PatternError(ValueError):
+class PatternError(ValueError, SpecdebugError):
     """A user or profile pattern does not compile (message names it)."""
 
 

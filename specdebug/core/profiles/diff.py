@@ -1,5 +1,6 @@
-"""Knobs and profile diffs: one CLI flag or env var per knob, two profiles diffed into the knobs that
-differ, as data a bisection can apply one at a time.
+"""Knobs and profile diffs: one CLI flag or env var per knob (and the command prefix and working
+directory: another worktree is another source), two profiles diffed into the knobs that differ,
+as data a bisection can apply one at a time.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ class KnobValue(BaseModel):
     """One CLI flag or env var of a profile; `tokens` are the flag's argv values (none for a switch)."""
 
     name: str
-    kind: Literal["flag", "env", "command"]
+    kind: Literal["flag", "env", "command", "cwd"]
     value: str | None
     tokens: list[str] = Field(default_factory=list)
     switch: bool = False
@@ -32,7 +33,7 @@ class Knob(BaseModel):
     """
 
     name: str
-    kind: Literal["flag", "env", "command"]
+    kind: Literal["flag", "env", "command", "cwd"]
     value_a: str | None
     value_b: str | None
     tokens_a: list[str] | None = None
@@ -64,7 +65,7 @@ def diff_profiles(a: Profile, b: Profile, *, include_plumbing: bool = False) -> 
     ka = {(k.kind, k.name): k for k in a.knobs() if keep(k)}
     kb = {(k.kind, k.name): k for k in b.knobs() if keep(k)}
     keys = list(ka) + [k for k in kb if k not in ka]
-    rank = {"command": 0, "flag": 1, "env": 2}
+    rank = {"command": 0, "cwd": 1, "flag": 2, "env": 3}
     keys.sort(key=lambda k: rank[k[0]])  # stable: keeps argv order within flags
     out: list[Knob] = []
     for key in keys:

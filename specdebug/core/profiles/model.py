@@ -13,8 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from specdebug.core.fingerprint import config_fingerprint, split_argv
+from specdebug.core.fingerprint import config_fingerprint, normal_cwd, split_argv
 from specdebug.core.profiles.diff import SWITCH_SHOWN, Knob, KnobValue
+from specdebug.errors import SpecdebugError
 from specdebug.remote.shell import is_env_name
 
 Kind = Literal["sglang", "vllm", "custom"]
@@ -22,7 +23,7 @@ DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class ProfileError(Exception):
+class ProfileError(SpecdebugError):
     """A profile that cannot be used; str() is one line: `file:line: field: message`."""
 
     def __init__(
@@ -201,12 +202,14 @@ class Profile(_Strict):
         """The config's one fingerprint (specdebug.core.fingerprint): its knobs and kind, not its placement.
 
         Moving a server to another port or log file does not make it another experiment."""
-        return config_fingerprint(self.server.argv, self.server.env, self.server.kind)
+        return config_fingerprint(self.server.argv, self.server.env, self.server.kind, self.server.cwd)
 
     def knobs(self) -> list[KnobValue]:
         """The profile as knobs: the command prefix, each CLI flag, each env var (sorted)."""
         prefix, flags = split_argv(self.server.argv)
         out = [KnobValue(name="(command)", kind="command", value=" ".join(prefix), tokens=prefix)]
+        if normal_cwd(self.server.cwd) is not None:  # the source it runs from (a worktree)
+            out.append(KnobValue(name="(cwd)", kind="cwd", value=normal_cwd(self.server.cwd)))
         for name, tokens in flags:
             switch = not tokens
             out.append(
@@ -228,11 +231,14 @@ class Profile(_Strict):
         flag_map = dict(flags)
         order = [n for n, _ in flags]
         env = dict(self.server.env)
+        cwd = self.server.cwd
         for knob in knobs:
             value = knob.value_b if side == "b" else knob.value_a
             tokens = knob.tokens_b if side == "b" else knob.tokens_a
             if knob.kind == "command":
                 prefix = list(tokens or [])
+            elif knob.kind == "cwd":
+                cwd = value
             elif knob.kind == "env":
                 if value is None:
                     env.pop(knob.name, None)
@@ -249,7 +255,7 @@ class Profile(_Strict):
             if name in flag_map:
                 argv.append(name)
                 argv.extend(flag_map[name])
-        server = self.server.model_copy(update={"argv": argv, "env": env})
+        server = self.server.model_copy(update={"argv": argv, "env": env, "cwd": cwd})
         return self.model_copy(update={"server": server})
 
 

@@ -16,6 +16,7 @@ from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
 from specdebug.core.server_control import LaunchRefused
 from specdebug.core.servers import ServerRecord, find_port_holder, group_members, load_record, save_record
+from specdebug.core.source import read_source
 from specdebug.core.startup.events import Clock
 from specdebug.core.workers import group_filter
 from specdebug.remote.api import JobSteps, Remote, RemoteError
@@ -164,6 +165,7 @@ async def launch(
         env=mask_env(launch_env(profile), profile_secrets(profile)),
         cwd=profile.server.cwd,
         step=got.step,
+        source=await read_source(remote, profile.server.cwd),  # its identity: which commit runs
     )
     await save_record(remote, record)
     if journal is not None:

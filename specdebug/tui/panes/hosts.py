@@ -220,7 +220,11 @@ class HostsPane(Pane):
         title.update(Text(visible(f"GPUs of {name} ({info.hostname or '?'})", tab=" ")))
         for g in info.gpus:
             throttle = Text(", ".join(g.throttle_reasons) or "-", style="bold red" if g.throttled else "dim")
-            mem = f"{(g.memory_used_mib or 0) / 1024:.1f}/{(g.memory_total_mib or 0) / 1024:.1f} GiB"
+            mem = Text(
+                f"{(g.memory_used_mib or 0) / 1024:.1f}/{(g.memory_total_mib or 0) / 1024:.1f} GiB"
+                + (" OVER TOTAL" if g.memory_over_total else ""),
+                style="bold red" if g.memory_over_total else "",
+            )
             clock = (
                 f"{g.clocks_sm_mhz or 0:.0f}/{g.clocks_max_sm_mhz or 0:.0f} MHz" if g.clocks_sm_mhz else "n/a"
             )

@@ -1,0 +1,95 @@
+"""The session-end check (tests/leakcheck.py, hooked in tests/conftest.py): a process the suite
+started that still runs when it ends is listed, ended and fails the run, once, in the process
+that runs the session (also with xdist workers)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+LEAKY = """
+import subprocess, sys
+from pathlib import Path
+
+def test_leaves_a_detached_process(tmp_path_factory):
+    # detached (own session), as a server launch is: no process group of the test holds it
+    p = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    (Path({pidfile!r})).write_text(str(p.pid))
+
+def test_clean():
+    subprocess.run(["true"], check=True)
+"""
+
+CLEAN = """
+import subprocess
+
+def test_clean():
+    subprocess.run(["sleep", "0.1"], check=True)
+"""
+
+
+def run_inner(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess:
+    (tmp_path / "test_inner.py").write_text(body)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "tests.conftest",
+            "-c",
+            os.devnull,
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path / "test_inner.py"),
+            *args,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_process_left_running_fails_the_run_and_is_ended(tmp_path: Path, workers: str) -> None:
+    pidfile = tmp_path / "leaked.pid"
+    r = run_inner(tmp_path, LEAKY.format(pidfile=str(pidfile)), "-n", workers)
+    out = r.stdout + r.stderr
+    pid = int(pidfile.read_text())
+    assert r.returncode == 1, out
+    assert "2 passed" in out  # the tests passed: the leak alone fails the run
+    # listed once (by the controller, not once per worker), with its PID and command line
+    assert len(re.findall(r"process\(es\) the suite started still ran", out)) == 1, out
+    assert f"PID {pid} " in out and "sleep 300" in out
+    assert not alive(pid), "the leaked process was not ended"
+
+
+def test_a_clean_run_passes(tmp_path: Path) -> None:
+    r = run_inner(tmp_path, CLEAN, "-n", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "still ran" not in r.stdout

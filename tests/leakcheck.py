@@ -1,0 +1,105 @@
+"""No process the suite started outlives it (issue 26: an 11-process sim ran on 7 minutes later).
+
+The tag: the process that runs the session (the xdist controller, or the only process with
+`-n 0`) puts `SPECDEBUG_TEST_RUN=<run id>` in its environment before any worker or test starts,
+so every process the suite starts inherits it (workers, sims, tmux servers, the demo's box);
+the test sshd hands it to every session it opens (`SetEnv`, tests/sshd_harness.py), so what a
+test launches on the box carries it too.  A process found by that tag in /proc/PID/environ
+brings along the other members of its session and process group (a sim's workers, whose
+environ setproctitle overwrites), never the session of pytest itself.  Nothing is found by name.
+At the session's end, after the workers have ended, what is still running is listed, ended
+(TERM, then KILL, by PID) and fails the run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+TAG_VAR = "SPECDEBUG_TEST_RUN"
+GRACE_S = 10.0  # a server a test stopped may still be on its way out
+TERM_WAIT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    cmdline: str
+
+    def line(self) -> str:
+        return f"PID {self.pid} (parent {self.ppid}, group {self.pgid}): {self.cmdline[:200]}"
+
+
+def tag_this_run() -> str:
+    """A new tag for this run, in the environment its children inherit (a pytest run inside a
+    test gets its own: it must never end the outer run's processes)."""
+    os.environ[TAG_VAR] = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    return os.environ[TAG_VAR]
+
+
+def _read(pid: int) -> tuple[Proc, bytes] | None:
+    """(the process, its environ) for a living process; None for a zombie or one that is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    head, _, rest = stat.rpartition(")")
+    fields = rest.split()
+    if fields[0] in ("Z", "X"):
+        return None
+    cmd = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip() or head.partition("(")[2]
+    proc = Proc(pid=pid, ppid=int(fields[1]), pgid=int(fields[2]), sid=int(fields[3]), cmdline=cmd)
+    return proc, environ
+
+
+def tagged(tag: str) -> list[Proc]:
+    """Living processes of this run: those with the tag, and the members of their sessions and
+    groups (except pytest's own session and group: the user's shell is there)."""
+    me = os.getpid()
+    own_sid, own_pgid = os.getsid(me), os.getpgid(me)
+    marker = f"{TAG_VAR}={tag}".encode()
+    table = [r for d in os.listdir("/proc") if d.isdigit() and (r := _read(int(d))) is not None]
+    hits = [p for p, env in table if marker in env.split(b"\0") and p.pid != me]
+    sids = {p.sid for p in hits} - {own_sid}
+    pgids = {p.pgid for p in hits} - {own_pgid}
+    found = {p.pid: p for p in hits}
+    for p, _ in table:
+        if p.pid != me and (p.sid in sids or p.pgid in pgids):
+            found.setdefault(p.pid, p)
+    return sorted(found.values(), key=lambda p: p.pid)
+
+
+def left_running(tag: str, grace_s: float = GRACE_S) -> list[Proc]:
+    deadline = time.monotonic() + grace_s
+    while True:
+        alive = tagged(tag)
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.2)
+
+
+def end(procs: list[Proc], tag: str) -> list[Proc]:
+    """TERM each listed process by PID, KILL what is left after a wait; returns what survived."""
+    pids = {p.pid for p in procs}
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in procs:
+            try:
+                os.kill(p.pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + TERM_WAIT_S
+        while time.monotonic() < deadline:
+            procs = [p for p in tagged(tag) if p.pid in pids]
+            if not procs:
+                return []
+            time.sleep(0.1)
+    return procs
