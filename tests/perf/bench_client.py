@@ -87,10 +87,12 @@ async def builtin(url: str, tokens: int, concurrency: int = 1) -> float:
     return res.decode_tok_s if concurrency == 1 else res.output_tok_s
 
 
-async def through_forward(port: int, tokens: int) -> float | None:
+async def through_forward(port: int, tokens: int) -> tuple[float, float] | None:
+    """(bare reader through an OpenSSH `ssh -L` forward, builtin client through specdebug's own forward),
+    both to the same server through the same loopback sshd: the issue's "same forward" comparison."""
     try:
         from specdebug.remote.connection import SSHRemote
-        from tests.sshd_harness import start_sshd
+        from tests.sshd_harness import free_port, start_sshd
     except ImportError:
         return None
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,17 +101,43 @@ async def through_forward(port: int, tokens: int) -> float | None:
         except Exception as exc:  # no sshd binary here
             print(f"forward: skipped ({exc})")
             return None
+        local = free_port()
+        tunnel = subprocess.Popen(
+            [
+                "ssh",
+                "-F",
+                str(sshd.config_path),
+                "-N",
+                "-o",
+                "ExitOnForwardFailure=yes",
+                "-L",
+                f"127.0.0.1:{local}:127.0.0.1:{port}",
+                sshd.alias,
+            ],
+            stdin=subprocess.DEVNULL,
+        )
         try:
+            for _ in range(100):  # until the tunnel listens
+                try:
+                    _r, w = await asyncio.open_connection("127.0.0.1", local)
+                    w.close()
+                    break
+                except OSError:
+                    await asyncio.sleep(0.1)
+            bare = max([await bare_reader(local, tokens) for _ in range(2)])
             remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
             await remote.start()
             await remote.wait_connected(15)
             fwd = await remote.forward_local_port(port)
             try:
-                return await builtin(f"http://127.0.0.1:{fwd.local_port}", tokens)
+                mine = max([await builtin(f"http://127.0.0.1:{fwd.local_port}", tokens) for _ in range(2)])
             finally:
                 await fwd.close()
                 await remote.close()
+            return bare, mine
         finally:
+            tunnel.terminate()
+            tunnel.wait()
             sshd.stop()
 
 
@@ -142,12 +170,17 @@ async def main() -> None:
         print(f"builtin client    {mine:12,.0f} tok/s  ({mine / bare:.2f} of bare)")
         four = await builtin(url, args.tokens // 4, concurrency=4)
         print(f"builtin x4        {four:12,.0f} tok/s total")
-        fwd = None if args.no_ssh else await through_forward(port, args.tokens // 2)
-        if fwd is not None:
-            print(f"builtin via SSH   {fwd:12,.0f} tok/s")
+        pair = None if args.no_ssh else await through_forward(port, args.tokens // 2)
+        fwd_bare, fwd = pair if pair is not None else (0.0, 0.0)
+        if pair is not None:
+            print(
+                f"via SSH forwards  bare through ssh -L {fwd_bare:12,.0f} tok/s; builtin through its own "
+                f"forward {fwd:12,.0f} tok/s ({fwd / fwd_bare:.2f} of bare; goal >= 0.9)"
+            )
         print(
             f"RESULT bench_client bare_tok_s={bare:.0f} builtin_tok_s={mine:.0f} builtin_ratio={mine / bare:.3f} "
-            f"builtin4_tok_s={four:.0f} forward_tok_s={fwd or 0:.0f}"
+            f"builtin4_tok_s={four:.0f} forward_bare_tok_s={fwd_bare:.0f} forward_tok_s={fwd:.0f} "
+            f"forward_ratio={fwd / fwd_bare if fwd_bare else 0:.3f}"
         )
         if not args.no_sim:
             slow = await against_sim(1.0, 300)

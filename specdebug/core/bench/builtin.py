@@ -203,6 +203,7 @@ async def _read_stream(
     """Read one completion stream into `rec`: bounded lines, checked usage, stopped past max_tokens
     (+ slack). Sets rec.error for an HTTP or server error; raises StreamRefused for a broken bound."""
     prev_usage: int | None = None
+    counted = 0  # tokens so far (a running sum: summing the list per chunk made long streams quadratic)
     async with client.stream("POST", params.endpoint, json=body) as resp:
         if resp.status_code != 200:
             text = b""
@@ -242,6 +243,7 @@ async def _read_stream(
             if completion is not None:
                 prev_usage = completion
             if n > 0:
+                counted += n
                 rec.chunk_times.append(now)
                 rec.chunk_tokens.append(n)
                 rec.chunk_chars.append(len(text))
@@ -249,7 +251,7 @@ async def _read_stream(
                     live.tokens += n
                     live.report()
             rec.text_chars += len(text)
-            check_counted(sum(rec.chunk_tokens), max_tokens)
+            check_counted(counted, max_tokens)
 
 
 def _chunk_text(chunk: Any) -> str:
