@@ -54,6 +54,17 @@ class SSHRemoteAPI:
     def forget_forward(self, fwd: SSHForward) -> None:
         raise NotImplementedError
 
+    async def _went_down(self, conn: asyncssh.SSHClientConnection) -> bool:
+        """Whether `conn` is closing (a request it refused was refused by the drop, not the box)."""
+        for _ in range(10):
+            if conn.is_closed() or self._conn_now() is not conn:
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    def _conn_now(self) -> asyncssh.SSHClientConnection | None:
+        raise NotImplementedError
+
     # ---- Remote API ----------------------------------------------------------------------------
     async def open_exec(self, command: str) -> asyncssh.SSHClientProcess[bytes]:
         """Open an exec channel, queueing under the session limit; learns MaxSessions."""
@@ -65,6 +76,8 @@ class SSHRemoteAPI:
             except asyncssh.ChannelOpenError as exc:
                 if exc.code != asyncssh.OPEN_CONNECT_FAILED:
                     await self._slots.release()
+                    if await self._went_down(conn):  # refused because the link is going: a drop
+                        raise ConnectionDropped(f"{self.name}: connection lost opening a channel") from exc
                     raise RemoteError(f"{self.name}: cannot open channel: {exc.reason}") from exc
                 # MaxSessions reached on the server (or a slot not yet released): wait our turn
                 await self._slots.server_refused()
@@ -255,7 +268,15 @@ class SSHRemoteAPI:
     async def forward_local_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> SSHForward:
         conn = await self._ready(30.0)
         fwd = SSHForward(self, remote_host, remote_port)
-        await fwd.bind(conn)
+        try:
+            await fwd.bind(conn)
+        except (asyncssh.Error, OSError) as exc:
+            if await self._went_down(conn):
+                raise ConnectionDropped(f"{self.name}: connection lost opening a forward") from exc
+            raise
+        if self._conn_now() is not conn:  # bound on a link that went meanwhile: it would forward nothing
+            await fwd.close()
+            raise ConnectionDropped(f"{self.name}: connection lost opening a forward")
         self._forwards.add(fwd)
         return fwd
 
