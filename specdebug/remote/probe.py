@@ -137,7 +137,8 @@ class ProbeChannel:
                 resp = self._frame(line)
                 if not isinstance(resp, dict):
                     continue
-                fut = self._pending.pop(resp.get("id"), None)
+                rid = resp.get("id")
+                fut = self._pending.pop(rid, None) if isinstance(rid, int) else None
                 if fut and not fut.done():
                     fut.set_result(resp)
         except self._errors + (LineTooLong,):

@@ -124,7 +124,8 @@ async def watch(
         asyncio.create_task(_poll_group(remote, record, queue, clock, group_interval)),
         asyncio.create_task(_ticker(queue, clock, tick_interval)),
     ]
-    unsubscribe = remote.subscribe(_link_listener(queue, clock))
+    subscribe = getattr(remote, "subscribe", None)  # a Connection tells its link's changes
+    unsubscribe = subscribe(_link_listener(queue, clock)) if callable(subscribe) else lambda: None
     try:
         while True:
             item = await queue.get()
