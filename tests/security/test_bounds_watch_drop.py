@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from specdebug.core import startup
+from specdebug.core.startup.monitor import ServerMonitor
 from tests.integration.test_startup import sim_profile
 
 pytestmark = pytest.mark.slow
@@ -42,6 +43,15 @@ async def test_a_drop_while_the_watch_starts_is_resumed(remote, tmp_path: Path, 
         assert notes[:2] == ["reconnecting", "resumed"], notes
         assert not [e for e in events if isinstance(e, startup.LogProblem)]
         assert "ready" in [p.name for p in verdict.phases]
+        monitor = ServerMonitor()  # what a front end shows: the drop said, then the reconnect
+        said = []
+        for ev in events:
+            monitor.apply(ev)
+            said.append(monitor.message)
+        assert (
+            any(m.startswith("connection lost") for m in said)
+            and "reconnected: the watch resumed" in said[-1]
+        )
     finally:
         if dropper is not None:
             await dropper
