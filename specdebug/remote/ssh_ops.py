@@ -125,7 +125,7 @@ class SSHRemoteAPI:
         return await self._run_exec(with_env_cwd(argv, env, cwd), timeout=timeout, input=input)
 
     async def _run_exec(
-        self, argv: Sequence[str], *, timeout: float | None, input: bytes | None
+        self, argv: Sequence[str], *, timeout: float | None, input: bytes | None, cap: int = 0
     ) -> RunResult:
         # with input the command reads stdin itself, so it cannot sit under the stdin watchdog: it
         # tells its PID first (on stderr), by which a command past its timeout is ended
@@ -140,7 +140,7 @@ class SSHRemoteAPI:
                 proc.stdin.write(input)
                 proc.stdin.write_eof()
             try:
-                over = await asyncio.wait_for(_read_both(proc, out, err), timeout)
+                over = await asyncio.wait_for(_read_both(proc, out, err, cap or RUN_OUTPUT_MAX), timeout)
             except TimeoutError:
                 ended = True
                 return RunResult(exit_status=None, timed_out=True, stdout=bytes(out), stderr=_unspawn(err))
@@ -174,7 +174,10 @@ class SSHRemoteAPI:
             return [file_read(f) for f in resp["files"]]
         # no helper: every file in one exec channel (one shell start-up, not one per file)
         r = await self._run_exec(
-            ["sh", "-c", READ_FILES_SH, "sh", str(max_bytes), *paths], timeout=30.0, input=None
+            ["sh", "-c", READ_FILES_SH, "sh", str(max_bytes), *paths],
+            timeout=30.0,
+            input=None,
+            cap=max(RUN_OUTPUT_MAX, len(paths) * (max_bytes * 4 // 3 + 4096)),  # base64 of each file
         )
         if not r.ok:
             raise RemoteError(f"{self.name}: cannot read files: {(r.err or r.out).strip()[:300]}")
@@ -198,6 +201,7 @@ class SSHRemoteAPI:
                 ],
                 timeout=30.0,
                 input=None,
+                cap=max(RUN_OUTPUT_MAX, max_bytes + 1),
             )
             f = FileRead(path, data=r.stdout) if r.ok else FileRead(path, error=errname(r.err))
         if f.error:
@@ -291,16 +295,17 @@ async def _read_capped(stream: Any, sink: bytearray, cap: int = RUN_OUTPUT_MAX) 
         data = await stream.read(1 << 16)
         if not data:
             return False
-        sink += data[: cap - len(sink)]
-        if len(sink) >= cap:
+        sink += data[: cap + 1 - len(sink)]
+        if len(sink) > cap:  # one byte past the cap: it printed more than is kept
+            del sink[cap:]
             return True
 
 
-async def _read_both(proc: Any, out: bytearray, err: bytearray) -> bool:
+async def _read_both(proc: Any, out: bytearray, err: bytearray, cap: int) -> bool:
     """stdout and stderr to their ends; True (and the other left) as soon as one passes the cap."""
     tasks = {
-        asyncio.ensure_future(_read_capped(proc.stdout, out)),
-        asyncio.ensure_future(_read_capped(proc.stderr, err)),
+        asyncio.ensure_future(_read_capped(proc.stdout, out, cap)),
+        asyncio.ensure_future(_read_capped(proc.stderr, err, cap)),
     }
     try:
         while tasks:
