@@ -28,8 +28,8 @@ def test_extends_must_name_a_regular_file_of_a_sane_size(tmp_path: Path, target:
         os.mkfifo(tmp_path / "base.toml")
         target, why = str(tmp_path / "base.toml"), "is a FIFO (named pipe), not a regular file"
     elif target == "big":
-        (tmp_path / "base.toml").write_text("# padding\n" * 300_000)
-        target, why = str(tmp_path / "base.toml"), "more than a profile may be (1048576)"
+        (tmp_path / "base.toml").write_text("# padding\n" * 1_000_000)
+        target, why = str(tmp_path / "base.toml"), "more than a profile may be (8388608)"
     else:
         why = "/dev/zero is a character device, not a regular file"
     prof = tmp_path / "p.toml"

@@ -121,7 +121,7 @@ def _too_deep(data: Any, limit: int) -> str | None:
     return None
 
 
-MAX_PROFILE_BYTES = 1 << 20  # a profile is a page of TOML: /dev/zero or a 14 GB file is none
+MAX_PROFILE_BYTES = 8 << 20  # a profile is pages of TOML (10^5 env vars: 2 MB); /dev/zero is none
 _KINDS = {
     stat.S_IFIFO: "a FIFO (named pipe)",
     stat.S_IFCHR: "a character device",
