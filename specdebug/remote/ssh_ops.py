@@ -151,15 +151,23 @@ class SSHRemoteAPI:
             return RunResult(exit_status=proc.exit_status, stdout=bytes(out), stderr=_unspawn(err))
         finally:
             if ended and input is not None:
-                await self._end_timed_out(err)
+                await self._end_timed_out(proc, err)
             with best_effort("%s: EOF to a finished command", self.name):
                 proc.stdin.write_eof()
             with best_effort("%s: close a finished command's channel", self.name):
                 proc.close()
             await self._slots.release()
 
-    async def _end_timed_out(self, err: bytearray) -> None:
-        """End a command that outran its timeout or its output bound (its PID is on stderr)."""
+    async def _end_timed_out(self, proc: Any, err: bytearray) -> None:
+        """End a command that outran its timeout or its output bound (its PID is on stderr; a
+        session slow to start is given a few seconds to tell it)."""
+        with best_effort("%s: wait for a command's PID", self.name):
+            async with asyncio.timeout(5.0):
+                while spawned_pid(bytes(err)) is None:
+                    data = await proc.stderr.read(1 << 16)
+                    if not data:
+                        break
+                    err += data[: RUN_OUTPUT_MAX - len(err)]
         pid = spawned_pid(bytes(err))
         if pid is None:
             return
