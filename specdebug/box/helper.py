@@ -98,20 +98,23 @@ def _op_run(req: Request) -> dict[str, Any]:
         _children.discard(p)
 
 
-def _drain(fd: int, cap: int, keep: list[bytes], over: threading.Event) -> None:
+def _drain(fd: int, cap: int, keep: list[bytes], over: threading.Event, changed: threading.Event) -> None:
     """Read a pipe to its end keeping at most `cap` bytes; past that, stop and say so (the command
     is then ended)."""
     kept = 0
-    while True:
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return
-        if kept + len(chunk) > cap:
-            keep.append(chunk[: cap - kept])
-            over.set()
-            return
-        keep.append(chunk)
-        kept += len(chunk)
+    try:
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return
+            if kept + len(chunk) > cap:
+                keep.append(chunk[: cap - kept])
+                over.set()
+                return
+            keep.append(chunk)
+            kept += len(chunk)
+    finally:
+        changed.set()
 
 
 def _collect(
@@ -119,34 +122,46 @@ def _collect(
 ) -> dict[str, Any]:
     """Output of a started command, each stream bounded to `cap` bytes: a command that prints more
     (100 MB of nvidia-smi) is ended and its answer marked truncated, never held whole."""
-    over = threading.Event()
+    over, changed = threading.Event(), threading.Event()
     out: list[bytes] = []
     err: list[bytes] = []
-    readers = [
-        threading.Thread(target=_drain, args=(f.fileno(), cap, keep, over), daemon=True)
+    pipes = [
+        threading.Thread(target=_drain, args=(f.fileno(), cap, keep, over, changed), daemon=True)
         for f, keep in ((p.stdout, out), (p.stderr, err))
         if f is not None
     ]
+    threads = list(pipes)
     if stdin is not None and p.stdin is not None:
-        readers.append(threading.Thread(target=_feed, args=(p.stdin, stdin), daemon=True))
-    for t in readers:
+        threads.append(threading.Thread(target=_feed, args=(p.stdin, stdin), daemon=True))
+    for t in threads:
         t.start()
     deadline = None if timeout is None else time.monotonic() + float(timeout)
+
+    def left() -> float | None:
+        return None if deadline is None else deadline - time.monotonic()
+
     timed_out = False
-    while p.poll() is None:
-        if over.wait(0.05):
-            break
-        if deadline is not None and time.monotonic() > deadline:
+    while not over.is_set() and any(t.is_alive() for t in pipes):
+        wait = left()
+        if wait is not None and wait <= 0:
             timed_out = True
             break
-    if p.poll() is None:
+        changed.wait(0.5 if wait is None else min(wait, 0.5))
+        changed.clear()
+    if not over.is_set() and not timed_out:
+        try:
+            p.wait(left())
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    if timed_out or over.is_set() or p.poll() is None:  # the group, which may outlive its leader
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except OSError:
             pass
         p.wait()
-    for t in readers:
-        t.join(5.0)
+    end = time.monotonic() + 5.0
+    for t in threads:
+        t.join(max(0.0, end - time.monotonic()))
     return {
         "rc": None if timed_out or over.is_set() else p.returncode,
         "out": _b64(b"".join(out)),

@@ -317,6 +317,8 @@ def op_write_state(req: Request) -> dict[str, Any]:
     why = _check_dir(d, True)
     if why is not None:
         return {"state": "refused", "path": path, "reason": why}
+    if len(req["data"].encode("utf-8")) > MAX_STATE:  # what read_state would refuse is never written
+        return {"state": "refused", "path": path, "reason": f"a server record over {MAX_STATE} bytes"}
     # unique per request: the resident helper answers requests in threads of one process (one PID)
     tmp = f"{path}.tmp.{os.getpid()}.{os.urandom(6).hex()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

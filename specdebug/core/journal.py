@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import threading
 import time
@@ -179,25 +180,63 @@ class Journal:
     def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]:
         """All readable events in order, optionally only those of ``kinds``.
 
-        A line that does not decode (the torn tail of a killed writer) is skipped, never raised.
+        A line that does not decode (the torn tail of a killed writer) is skipped, never raised;
+        so is a record that cannot be used (record_problem): each such line is said in `skipped`.
         """
+        self.skipped: list[str] = []
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
             return []
         out: list[dict[str, Any]] = []
-        for chunk in raw.split(b"\n"):
+        lines = raw.split(b"\n")
+        for n, chunk in enumerate(lines, 1):
             if not chunk.strip():
                 continue
             try:
                 event = json.loads(chunk)
             except ValueError:
+                if n < len(lines):  # not the torn tail of a killed writer: say it
+                    self.skipped.append(f"{self.path} line {n}: not a JSON record (skipped)")
                 continue
-            if not isinstance(event, dict):
+            problem = record_problem(event)
+            if problem is not None:
+                self.skipped.append(f"{self.path} line {n}: {problem} (skipped)")
                 continue
             if kinds is None or event.get("kind") in kinds:
                 out.append(event)
         return out
+
+
+# Fields a kind's record must carry to be replayed (a bisection's --resume reads judgements back).
+REQUIRED_FIELDS: dict[str, dict[str, type]] = {
+    "bisect_judgement": {"bisect": str, "fingerprint": str, "judged": str},
+}
+JUDGED_VALUES = ("good", "bad", "skip", "unclear")  # core.bisect.models.Judged
+
+
+def record_problem(event: Any) -> str | None:
+    """Why a decoded journal record cannot be used (None when it can): every reader of a journal
+    (this file's, a box journal's) skips such a record and says which, never raises on it."""
+    if not isinstance(event, dict):
+        return f"a JSON {type(event).__name__}, not a record"
+    kind = event.get("kind")
+    if not isinstance(kind, str):
+        return f"kind is {_shown(kind)}, not a name"
+    ts = event.get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts) or ts < 0:
+        return f"{kind} record: ts is {_shown(ts)}, not a time"
+    for name, typ in REQUIRED_FIELDS.get(kind, {}).items():
+        if not isinstance(event.get(name), typ):
+            return f"{kind} record: {name} is {_shown(event.get(name))}, not a {typ.__name__}"
+    if kind == "bisect_judgement" and event["judged"] not in JUDGED_VALUES:
+        return f"{kind} record: judged is {_shown(event['judged'])}, not one of {', '.join(JUDGED_VALUES)}"
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = "missing" if value is None else json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _ends_torn(path: Path) -> bool:

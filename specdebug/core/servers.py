@@ -31,6 +31,9 @@ from specdebug.remote.api import (
 DEFAULT_STATE_DIR = "~/.specdebug/servers"  # on the box; `~` is the box user's home, never ours
 
 
+MAX_RECORD_BYTES = 1 << 20  # box/procctl.py's MAX_STATE: what read_state (stop, status) accepts
+
+
 class ServerRecord(BaseModel):
     """One server launched (or attached) by specdebug."""
 
@@ -137,7 +140,12 @@ def _state_request(remote: Remote, profile_name: str) -> dict[str, Any]:
 
 async def save_record(remote: Remote, record: ServerRecord) -> None:
     require_write("write the server record", remote)
-    req = {**_state_request(remote, record.profile), "data": record.model_dump_json(indent=1)}
+    data = record.model_dump_json(indent=1)
+    if len(data.encode()) > MAX_RECORD_BYTES:  # never write what stop and status would refuse
+        raise StateFileError(
+            f"the server record of {record.profile} is {len(data.encode())} bytes, over {MAX_RECORD_BYTES}"
+        )
+    req = {**_state_request(remote, record.profile), "data": data}
     out = await box_call(remote, "write_state", req)
     if out.get("state") != "ok":
         raise StateFileError(f"cannot write the server state file: {out.get('reason')}")

@@ -354,6 +354,9 @@ class SSHRemote(SSHRemoteAPI):
         """A forward closed by its owner is not bound again on reconnect."""
         self._forwards.discard(fwd)
 
+    def _conn_now(self) -> asyncssh.SSHClientConnection | None:
+        return self._conn if self._connected.is_set() else None
+
     def conn_lost_since(self, proc: asyncssh.SSHClientProcess[bytes]) -> bool:
         return self._conn is None or self._conn is not proc.channel.get_connection()
 

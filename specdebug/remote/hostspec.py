@@ -83,13 +83,16 @@ def resolve(spec: HostSpec) -> ResolvedHost:
     if not paths and Path("~/.ssh/config").expanduser().is_file():
         paths = [str(Path("~/.ssh/config").expanduser())]
     local_user = getpass.getuser()
+    for path in paths:
+        check_includes(Path(path))
     try:
         cfg = SSHClientConfig.load(
             None, paths, False, False, False, local_user, spec.user or (), spec.host, spec.port or ()
         )
-    except (OSError, asyncssh.Error, ValueError) as exc:
+    except (OSError, asyncssh.Error, ValueError, RecursionError) as exc:
         where = paths[0] if paths else "ssh config"
-        raise HostSpecError(f"{where}: {exc}") from exc
+        what = "Include nests too deep (a loop?)" if isinstance(exc, RecursionError) else str(exc)
+        raise HostSpecError(f"{where}: {what}") from exc
     hostname = str(cfg.get("Hostname", spec.host))
     port = int(str(cfg.get("Port", spec.port or 22)))
     user = str(cfg.get("User", local_user))
@@ -109,6 +112,35 @@ def resolve(spec: HostSpec) -> ResolvedHost:
         keepalive_interval=float(str(interval)) if interval else None,
         warnings=warnings,
     )
+
+
+MAX_INCLUDE_DEPTH = 16  # OpenSSH's own limit on nested Include
+
+
+def check_includes(path: Path, stack: tuple[Path, ...] = ()) -> None:
+    """Raise HostSpecError for an Include loop or a nesting deeper than OpenSSH allows, naming the
+    files (asyncssh would recurse until RecursionError).  Relative Include paths are relative to
+    ~/.ssh, as asyncssh and OpenSSH read them."""
+    here = path.resolve()
+    if here in stack:
+        loop = " -> ".join(str(p) for p in (*stack[stack.index(here) :], here))
+        raise HostSpecError(f"{stack[-1]}: ssh config Include loop: {loop}")
+    if len(stack) >= MAX_INCLUDE_DEPTH:
+        raise HostSpecError(f"{stack[-1]}: ssh config Include nests deeper than {MAX_INCLUDE_DEPTH} files")
+    try:
+        text = here.read_text(errors="replace") if here.is_file() else ""
+    except OSError:
+        return  # unreadable: asyncssh says why
+    for raw in text.splitlines():
+        key, _, rest = raw.strip().replace("=", " ", 1).partition(" ")
+        if key.lower() != "include":
+            continue
+        for pattern in rest.split():
+            target = Path(pattern).expanduser()
+            base = Path(target.anchor) if target.anchor else Path("~/.ssh").expanduser()
+            glob = str(Path(*target.parts[1:])) if target.anchor else pattern
+            for found in sorted(p for p in base.glob(glob) if p.is_file()):
+                check_includes(found, (*stack, here))
 
 
 def _ignored_option_warnings(paths: list[str], host: str) -> list[str]:

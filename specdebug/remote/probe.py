@@ -19,6 +19,7 @@ from specdebug.remote.teardown import best_effort
 
 HELPER_START_S = 10.0  # a python3 that has not greeted by then is ended (connects go on without it)
 PROBE_LINE_MAX = 96 << 20  # the helper's answers are bounded (runs 2 x 8 MiB, reads 64 MiB) in base64
+SPAWN_WAIT_S = 10.0  # after a silent start, how long to wait for the PID to end
 NOISE_KEPT = 3
 NOISE_MAX_BYTES = 1 << 20
 
@@ -90,10 +91,22 @@ class ProbeChannel:
         try:
             return await asyncio.wait_for(self._greeting(), timeout)
         except TimeoutError as exc:
+            if self.spawned_pid is None:  # a slow session start: learn what to end before giving up
+                with best_effort("wait for the probe helper's PID"):
+                    await asyncio.wait_for(self._spawn_frame(), SPAWN_WAIT_S)
             pid = f" (PID {self.spawned_pid})" if self.spawned_pid else ""
             raise HelperStartFailed(
                 f"python3 on the box{pid} did not answer within {timeout:g} s", self.spawned_pid
             ) from exc
+
+    async def _spawn_frame(self) -> None:
+        while self.spawned_pid is None:
+            line = await self._lines.readline()
+            if not line:
+                return
+            told = self._frame(line)
+            if isinstance(told, dict) and isinstance(told.get("spawned"), int):
+                self.spawned_pid = told["spawned"]
 
     async def _greeting(self) -> dict[str, Any]:
         while True:
@@ -137,7 +150,8 @@ class ProbeChannel:
                 resp = self._frame(line)
                 if not isinstance(resp, dict):
                     continue
-                fut = self._pending.pop(resp.get("id"), None)
+                rid = resp.get("id")
+                fut = self._pending.pop(rid, None) if isinstance(rid, int) else None
                 if fut and not fut.done():
                     fut.set_result(resp)
         except self._errors + (LineTooLong,):

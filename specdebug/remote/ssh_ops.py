@@ -54,6 +54,17 @@ class SSHRemoteAPI:
     def forget_forward(self, fwd: SSHForward) -> None:
         raise NotImplementedError
 
+    async def _went_down(self, conn: asyncssh.SSHClientConnection) -> bool:
+        """Whether `conn` is closing (a request it refused was refused by the drop, not the box)."""
+        for _ in range(10):
+            if conn.is_closed() or self._conn_now() is not conn:
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    def _conn_now(self) -> asyncssh.SSHClientConnection | None:
+        raise NotImplementedError
+
     # ---- Remote API ----------------------------------------------------------------------------
     async def open_exec(self, command: str) -> asyncssh.SSHClientProcess[bytes]:
         """Open an exec channel, queueing under the session limit; learns MaxSessions."""
@@ -65,6 +76,8 @@ class SSHRemoteAPI:
             except asyncssh.ChannelOpenError as exc:
                 if exc.code != asyncssh.OPEN_CONNECT_FAILED:
                     await self._slots.release()
+                    if await self._went_down(conn):  # refused because the link is going: a drop
+                        raise ConnectionDropped(f"{self.name}: connection lost opening a channel") from exc
                     raise RemoteError(f"{self.name}: cannot open channel: {exc.reason}") from exc
                 # MaxSessions reached on the server (or a slot not yet released): wait our turn
                 await self._slots.server_refused()
@@ -112,7 +125,7 @@ class SSHRemoteAPI:
         return await self._run_exec(with_env_cwd(argv, env, cwd), timeout=timeout, input=input)
 
     async def _run_exec(
-        self, argv: Sequence[str], *, timeout: float | None, input: bytes | None
+        self, argv: Sequence[str], *, timeout: float | None, input: bytes | None, cap: int = 0
     ) -> RunResult:
         # with input the command reads stdin itself, so it cannot sit under the stdin watchdog: it
         # tells its PID first (on stderr), by which a command past its timeout is ended
@@ -127,7 +140,7 @@ class SSHRemoteAPI:
                 proc.stdin.write(input)
                 proc.stdin.write_eof()
             try:
-                over = await asyncio.wait_for(_read_both(proc, out, err), timeout)
+                over = await asyncio.wait_for(_read_both(proc, out, err, cap or RUN_OUTPUT_MAX), timeout)
             except TimeoutError:
                 ended = True
                 return RunResult(exit_status=None, timed_out=True, stdout=bytes(out), stderr=_unspawn(err))
@@ -138,15 +151,23 @@ class SSHRemoteAPI:
             return RunResult(exit_status=proc.exit_status, stdout=bytes(out), stderr=_unspawn(err))
         finally:
             if ended and input is not None:
-                await self._end_timed_out(err)
+                await self._end_timed_out(proc, err)
             with best_effort("%s: EOF to a finished command", self.name):
                 proc.stdin.write_eof()
             with best_effort("%s: close a finished command's channel", self.name):
                 proc.close()
             await self._slots.release()
 
-    async def _end_timed_out(self, err: bytearray) -> None:
-        """End a command that outran its timeout or its output bound (its PID is on stderr)."""
+    async def _end_timed_out(self, proc: Any, err: bytearray) -> None:
+        """End a command that outran its timeout or its output bound (its PID is on stderr; a
+        session slow to start is given a few seconds to tell it)."""
+        with best_effort("%s: wait for a command's PID", self.name):
+            async with asyncio.timeout(5.0):
+                while spawned_pid(bytes(err)) is None:
+                    data = await proc.stderr.read(1 << 16)
+                    if not data:
+                        break
+                    err += data[: RUN_OUTPUT_MAX - len(err)]
         pid = spawned_pid(bytes(err))
         if pid is None:
             return
@@ -161,7 +182,10 @@ class SSHRemoteAPI:
             return [file_read(f) for f in resp["files"]]
         # no helper: every file in one exec channel (one shell start-up, not one per file)
         r = await self._run_exec(
-            ["sh", "-c", READ_FILES_SH, "sh", str(max_bytes), *paths], timeout=30.0, input=None
+            ["sh", "-c", READ_FILES_SH, "sh", str(max_bytes), *paths],
+            timeout=30.0,
+            input=None,
+            cap=max(RUN_OUTPUT_MAX, len(paths) * (max_bytes * 4 // 3 + 4096)),  # base64 of each file
         )
         if not r.ok:
             raise RemoteError(f"{self.name}: cannot read files: {(r.err or r.out).strip()[:300]}")
@@ -185,6 +209,7 @@ class SSHRemoteAPI:
                 ],
                 timeout=30.0,
                 input=None,
+                cap=max(RUN_OUTPUT_MAX, max_bytes + 1),
             )
             f = FileRead(path, data=r.stdout) if r.ok else FileRead(path, error=errname(r.err))
         if f.error:
@@ -255,7 +280,15 @@ class SSHRemoteAPI:
     async def forward_local_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> SSHForward:
         conn = await self._ready(30.0)
         fwd = SSHForward(self, remote_host, remote_port)
-        await fwd.bind(conn)
+        try:
+            await fwd.bind(conn)
+        except (asyncssh.Error, OSError) as exc:
+            if await self._went_down(conn):
+                raise ConnectionDropped(f"{self.name}: connection lost opening a forward") from exc
+            raise
+        if self._conn_now() is not conn:  # bound on a link that went meanwhile: it would forward nothing
+            await fwd.close()
+            raise ConnectionDropped(f"{self.name}: connection lost opening a forward")
         self._forwards.add(fwd)
         return fwd
 
@@ -270,16 +303,17 @@ async def _read_capped(stream: Any, sink: bytearray, cap: int = RUN_OUTPUT_MAX) 
         data = await stream.read(1 << 16)
         if not data:
             return False
-        sink += data[: cap - len(sink)]
-        if len(sink) >= cap:
+        sink += data[: cap + 1 - len(sink)]
+        if len(sink) > cap:  # one byte past the cap: it printed more than is kept
+            del sink[cap:]
             return True
 
 
-async def _read_both(proc: Any, out: bytearray, err: bytearray) -> bool:
+async def _read_both(proc: Any, out: bytearray, err: bytearray, cap: int) -> bool:
     """stdout and stderr to their ends; True (and the other left) as soon as one passes the cap."""
     tasks = {
-        asyncio.ensure_future(_read_capped(proc.stdout, out)),
-        asyncio.ensure_future(_read_capped(proc.stderr, err)),
+        asyncio.ensure_future(_read_capped(proc.stdout, out, cap)),
+        asyncio.ensure_future(_read_capped(proc.stderr, err, cap)),
     }
     try:
         while tasks:

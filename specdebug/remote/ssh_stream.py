@@ -129,7 +129,11 @@ class SSHForward:
         self.local_port = self._listener.get_port()
 
     def unbind(self) -> None:
-        """The connection went: the listener went with it (bound again on the next connect)."""
+        """The connection went: its listener is closed (a listener of a dead connection would keep
+        the local port, accepting and dropping every client) and bound again on the next connect."""
+        if self._listener is not None:
+            with best_effort("%s: close a forward's listener", self._remote.name):
+                self._listener.close()
         self._listener = None
 
     async def close(self) -> None:

@@ -17,13 +17,24 @@ LAYOUT_DIRS = [
 KEYMAP_FILE = Path(user_config_dir("specdebug")) / "keymap.toml"
 
 
+MAX_SETTINGS_BYTES = 256 << 10  # a layout or keymap is a page of text: a 14 MB file left the TUI blank
+
+
+def _checked(path: Path) -> Path:
+    """`path` if it is a regular file of a sane size, else ValueError naming it and the problem."""
+    size = path.stat().st_size
+    if size > MAX_SETTINGS_BYTES:
+        raise ValueError(f"layout {path} is {size} bytes, more than a layout may be ({MAX_SETTINGS_BYTES})")
+    return path
+
+
 def find_layout(name: str) -> Path:
     if name.endswith(".tcss") and Path(name).is_file():
-        return Path(name)
+        return _checked(Path(name))
     for d in LAYOUT_DIRS:
         candidate = d / f"{name}.tcss"
         if candidate.is_file():
-            return candidate
+            return _checked(candidate)
     known = sorted({p.stem for d in LAYOUT_DIRS if d.is_dir() for p in d.glob("*.tcss")})
     raise ValueError(f"layout {name!r} not found (known: {', '.join(known) or 'none'})")
 
@@ -41,6 +52,8 @@ def load_keymap(path: Path = KEYMAP_FILE) -> KeymapFile:
     try:
         if not path.is_file():
             return KeymapFile()
+        if path.stat().st_size > MAX_SETTINGS_BYTES:
+            raise ValueError(f"{path.stat().st_size} bytes, more than a keymap may be ({MAX_SETTINGS_BYTES})")
         with path.open("rb") as f:
             data = tomllib.load(f)
     except (OSError, ValueError, RecursionError) as exc:  # TOMLDecodeError is a ValueError

@@ -40,6 +40,7 @@ from specdebug.verbs.common import (
     positive_int,
     print_json,
     run_verb,
+    say_skipped,
     session_journal,
 )
 
@@ -142,6 +143,7 @@ async def cmd_bisect(args: argparse.Namespace) -> int:
 async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
     session = journal.label
     previous = unfinished(journal.events()) if args.resume else None
+    say_skipped(journal)
     if args.resume and previous is None and not (args.good and args.bad):
         raise _usage(f"--resume: no unfinished bisection in {session}; give --good and --bad")
     good_file = args.good or (previous or {}).get("good", {}).get("file")

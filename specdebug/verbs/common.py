@@ -342,3 +342,9 @@ def run_verb(func):
             return failed(exc)
 
     return sync_wrapper
+
+
+def say_skipped(journal: Any) -> None:
+    """One stderr line per journal record the reader skipped (core.journal.record_problem)."""
+    for line in getattr(journal, "skipped", None) or []:
+        err(f"warning: {line}")

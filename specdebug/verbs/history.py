@@ -50,6 +50,7 @@ from specdebug.verbs.common import (
     out,
     print_json,
     run_verb,
+    say_skipped,
     session_journal,
 )
 
@@ -139,6 +140,7 @@ async def cmd_history(args: argparse.Namespace) -> int:
 
 def _history(args: argparse.Namespace, journal: Any) -> int:
     events = journal.events()
+    say_skipped(journal)
     entries = history(events)
     if args.compare or args.baseline is not None:
         by_id = {e.id: e for e in entries}
@@ -262,6 +264,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
         if journal is None:
             return 2
         events = journal.events()
+        say_skipped(journal)
     text = render_markdown(
         events,
         title=report_title(Path(journal.label).name, events),

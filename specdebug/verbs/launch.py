@@ -97,6 +97,8 @@ async def _watch_and_report(
     ):
         if isinstance(ev, startup.ServerPhase):
             _say(args, f"  {ev.elapsed_s:7.1f}s  {ev.name}")
+        elif isinstance(ev, startup.ConnectionNote):
+            _say(args, f"  connection {ev.state}: {ev.detail}")
         elif isinstance(ev, startup.Verdict):
             verdict = ev
     assert verdict is not None

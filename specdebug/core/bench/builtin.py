@@ -206,12 +206,12 @@ async def _read_stream(
     counted = 0  # tokens so far (a running sum: summing the list per chunk made long streams quadratic)
     async with client.stream("POST", params.endpoint, json=body) as resp:
         if resp.status_code != 200:
-            text = b""
+            page = b""
             async for part in resp.aiter_bytes():
-                text += part
-                if len(text) > 4096:  # an error page is read only as far as it is shown
+                page += part
+                if len(page) > 4096:  # an error page is read only as far as it is shown
                     break
-            rec.error = f"HTTP {resp.status_code}: {text.decode('utf-8', 'replace').strip()[:200]}"
+            rec.error = f"HTTP {resp.status_code}: {page.decode('utf-8', 'replace').strip()[:200]}"
             return
         async for line in bounded_lines(resp.aiter_bytes()):
             if not line.startswith("data:"):

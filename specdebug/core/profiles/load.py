@@ -4,7 +4,9 @@ line and field that actually set a bad value.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -119,13 +121,56 @@ def _too_deep(data: Any, limit: int) -> str | None:
     return None
 
 
-def _load_chain(path: Path, stack: list[Path], provenance: _Provenance) -> tuple[dict[str, Any], _Chain]:
+MAX_PROFILE_BYTES = 8 << 20  # a profile is pages of TOML (10^5 env vars: 2 MB); /dev/zero is none
+_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+
+
+def _not_a_profile_file(path: Path) -> str | None:
+    """Why `path` cannot be read as a profile (None: a regular file of a sane size, or missing)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        st = path.stat()
+    except OSError:
+        return None  # missing or unreadable: the read says which
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path} is {_KINDS.get(stat.S_IFMT(st.st_mode), 'not a regular file')}, not a regular file"
+    if st.st_size > MAX_PROFILE_BYTES:
+        return f"{path} is {st.st_size} bytes, more than a profile may be ({MAX_PROFILE_BYTES})"
+    return None
+
+
+def _read_bounded(path: Path) -> str:
+    """The file's text, never more than MAX_PROFILE_BYTES (it may have grown since the check);
+    O_NONBLOCK: a FIFO swapped in meanwhile cannot hang the read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        data = os.read(fd, MAX_PROFILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_PROFILE_BYTES:
+        raise OSError(0, f"more than a profile may be ({MAX_PROFILE_BYTES} bytes)")
+    return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text does
+
+
+def _load_chain(path: Path, stack: list[Path], provenance: _Provenance) -> tuple[dict[str, Any], _Chain]:
+    why = _not_a_profile_file(path)
+    if why is not None:
+        raise ProfileError(why, file=path)
+    try:
+        text = _read_bounded(path)
     except FileNotFoundError:
         raise ProfileError("file not found", file=path) from None
     except OSError as exc:
         raise ProfileError(f"cannot read: {exc.strerror or exc}", file=path) from None
+    except UnicodeDecodeError:
+        raise ProfileError("not UTF-8 text", file=path) from None
     src = _Source(path, text)
     raw = _parse(src)
     chain: list[Path] = []
@@ -157,6 +202,9 @@ def _resolve_extends(
             raise ProfileError(
                 f"extended profile {ext!r} not found ({target})", file=src.path, line=line, field="extends"
             )
+        why = _not_a_profile_file(target)
+        if why is not None:
+            raise ProfileError(f"{ext!r}: {why}", file=src.path, line=line, field="extends")
         base, info = _load_chain(target, stack, provenance)
         if chain is not None:
             chain.extend([target, *info.chain])

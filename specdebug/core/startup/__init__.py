@@ -35,6 +35,7 @@ from specdebug.core.servers import ServerRecord, find_port_holder
 from specdebug.core.startup.events import (
     NOTHING_RUNNING,
     Clock,
+    ConnectionNote,
     GroupChange,
     HealthChange,
     Launched,
@@ -91,6 +92,7 @@ __all__ = [
     "LaunchRefused",
     "Launched",
     "LogLine",
+    "ConnectionNote",
     "LogProblem",
     "NOTHING_RUNNING",
     "RemoteError",

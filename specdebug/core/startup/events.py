@@ -76,6 +76,16 @@ class LogProblem(BaseModel):
     at: float
 
 
+class ConnectionNote(BaseModel):
+    """The SSH link dropped while watching (`reconnecting`), or the watch picked up again after
+    the reconnect (`resumed`): a verdict is never decided by a drop."""
+
+    type: Literal["connection"] = "connection"
+    state: Literal["reconnecting", "resumed"]
+    detail: str = ""
+    at: float
+
+
 class Launched(BaseModel):
     type: Literal["launched"] = "launched"
     record: ServerRecord
@@ -120,7 +130,7 @@ class Verdict(BaseModel):
 
 
 StartupEvent = Annotated[
-    ServerPhase | LogLine | HealthChange | GroupChange | LogProblem | Launched | Verdict,
+    ServerPhase | LogLine | HealthChange | GroupChange | LogProblem | ConnectionNote | Launched | Verdict,
     Field(discriminator="type"),
 ]
 """Everything `watch` / `launch_and_watch` yield (a tagged union: `type` names the member)."""

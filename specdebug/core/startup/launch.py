@@ -15,8 +15,15 @@ from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
 from specdebug.core.server_control import LaunchRefused
-from specdebug.core.servers import ServerRecord, find_port_holder, group_members, load_record, save_record
-from specdebug.core.source import read_source
+from specdebug.core.servers import (
+    MAX_RECORD_BYTES,
+    ServerRecord,
+    find_port_holder,
+    group_members,
+    load_record,
+    save_record,
+)
+from specdebug.core.source import ServerSource, read_source
 from specdebug.core.startup.events import Clock
 from specdebug.core.workers import group_filter
 from specdebug.remote.api import JobSteps, Remote, RemoteError
@@ -133,6 +140,51 @@ async def check_can_launch(remote: Remote, profile: Profile) -> None:
         raise LaunchRefused(f"not launching {profile.name}: {holder.describe()}", holder=holder)
 
 
+# the largest identity a box can report: a draft record of this size bounds the real one
+DRAFT = Started(pid=1 << 30, pgid=1 << 30, sid=1 << 30, start_ticks=1 << 62, log_offset=1 << 62, log_file="")
+LOG_PATH_SLACK = 4096  # the log path the box reports (~ expanded) may be longer than the profile's
+
+
+def _record(
+    remote: Remote,
+    profile: Profile,
+    got: Started,
+    launch_id: str,
+    started: float,
+    source: ServerSource | None = None,
+) -> ServerRecord:
+    return ServerRecord(
+        profile=profile.name,
+        host=remote.name,
+        fingerprint=profile.fingerprint(),
+        pid=got.pid,
+        pgid=got.pgid,
+        start_ticks=got.start_ticks,
+        pid_start_ticks=got.start_ticks,
+        launch_id=launch_id,
+        port=profile.server.port,
+        log_file=got.log_file or profile.server.log_file,
+        log_offset=got.log_offset,
+        started_at=started,
+        argv=mask_argv(profile.server.argv, profile_secrets(profile)),
+        env=mask_env(launch_env(profile), profile_secrets(profile)),
+        cwd=profile.server.cwd,
+        step=got.step,
+        source=source,  # its identity: which commit runs (core.source)
+    )
+
+
+def _check_record_size(draft: ServerRecord) -> None:
+    """Refuse before starting anything a server whose record stop and status could not read back."""
+    size = len(draft.model_dump_json(indent=1).encode()) + LOG_PATH_SLACK
+    if size > MAX_RECORD_BYTES:
+        raise LaunchRefused(
+            f"not launching {draft.profile}: its server record would be about {size} bytes "
+            f"({len(draft.argv)} argv words, {len(draft.env)} env vars), over the {MAX_RECORD_BYTES} "
+            "bytes a record may be (stop and status could not read it back); trim server.env or server.argv"
+        )
+
+
 async def launch(
     remote: Remote,
     profile: Profile,
@@ -147,26 +199,9 @@ async def launch(
         await check_can_launch(remote, profile)
     started = clock()
     launch_id = uuid.uuid4().hex
+    _check_record_size(_record(remote, profile, DRAFT, launch_id, started))
     got = await start_detached(remote, profile, launch_id)
-    record = ServerRecord(
-        profile=profile.name,
-        host=remote.name,
-        fingerprint=profile.fingerprint(),
-        pid=got.pid,
-        pgid=got.pgid,
-        start_ticks=got.start_ticks,
-        pid_start_ticks=got.start_ticks,
-        launch_id=launch_id,
-        port=profile.server.port,
-        log_file=got.log_file,
-        log_offset=got.log_offset,
-        started_at=started,
-        argv=mask_argv(profile.server.argv, profile_secrets(profile)),
-        env=mask_env(launch_env(profile), profile_secrets(profile)),
-        cwd=profile.server.cwd,
-        step=got.step,
-        source=await read_source(remote, profile.server.cwd),  # its identity: which commit runs
-    )
+    record = _record(remote, profile, got, launch_id, started, await read_source(remote, profile.server.cwd))
     await save_record(remote, record)
     if journal is not None:
         journal.append("launch", record.model_dump(mode="json"), sync=True)

@@ -19,6 +19,7 @@ from specdebug.core.server_control import ServerStatus, StopResult
 from specdebug.core.servers import ServerRecord
 from specdebug.core.startup.events import (
     NOTHING_RUNNING,
+    ConnectionNote,
     GroupChange,
     HealthChange,
     Launched,
@@ -81,6 +82,12 @@ class ServerMonitor:
             self.log_lines.append(visible(ev.text, tab=" "))
         elif isinstance(ev, LogProblem):
             self.log_problem = ev.detail
+        elif isinstance(ev, ConnectionNote):  # a drop is said, and the watch goes on after it
+            self.message = (
+                f"connection lost ({visible(ev.detail)}): reconnecting, the watch goes on after it"
+                if ev.state == "reconnecting"
+                else "reconnected: the watch resumed where it was"
+            )
         elif isinstance(ev, HealthChange):
             self.health = ev.status
         elif isinstance(ev, GroupChange):

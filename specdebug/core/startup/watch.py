@@ -12,8 +12,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from specdebug.core.limits import cap_text
 from specdebug.core.logs.events import LogEvent
@@ -21,11 +22,18 @@ from specdebug.core.logs.follow import Follower
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber
 from specdebug.core.servers import ServerRecord, group_members, health_on_box
-from specdebug.core.startup.events import Clock, EventJournal, Launched, StartupEvent, Verdict
+from specdebug.core.startup.events import (
+    Clock,
+    ConnectionNote,
+    EventJournal,
+    Launched,
+    StartupEvent,
+    Verdict,
+)
 from specdebug.core.startup.launch import launch
 from specdebug.core.startup.tracker import StartupTracker, TrackerEvent
 from specdebug.core.workers import group_filter
-from specdebug.remote.api import ConnectionDropped, Remote, RemoteError
+from specdebug.remote.api import ConnectionDropped, ConnState, ConnStatus, Remote, RemoteError
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +72,14 @@ class _Tick:
     at: float
 
 
-_Input = _Line | _Health | _Group | _Unreadable | _Tick
+@dataclass(frozen=True, slots=True)
+class _Link:
+    state: Literal["reconnecting", "resumed"]
+    detail: str
+    at: float
+
+
+_Input = _Line | _Health | _Group | _Unreadable | _Tick | _Link
 _Queue = asyncio.Queue[_Input]
 
 # -- watch -------------------------------------------------------------------------------------
@@ -109,6 +124,8 @@ async def watch(
         asyncio.create_task(_poll_group(remote, record, queue, clock, group_interval)),
         asyncio.create_task(_ticker(queue, clock, tick_interval)),
     ]
+    subscribe = getattr(remote, "subscribe", None)  # a Connection tells its link's changes
+    unsubscribe = subscribe(_link_listener(queue, clock)) if callable(subscribe) else lambda: None
     try:
         while True:
             item = await queue.get()
@@ -126,6 +143,9 @@ async def watch(
                     events = tracker.log_unreadable(scrub(detail), at)
                 case _Tick(at):
                     events = tracker.tick(at)
+                case _Link(state, detail, at):
+                    yield ConnectionNote(state=state, detail=detail, at=at)
+                    continue
             for ev in events:
                 if isinstance(ev, Verdict) and journal is not None:
                     journal.append("verdict", ev.model_dump(mode="json"), sync=True)
@@ -133,6 +153,7 @@ async def watch(
                 if isinstance(ev, Verdict):
                     return
     finally:
+        unsubscribe()
         for t in tasks:
             t.cancel()
         # bounded: a watcher stuck in library code must not keep the caller from its verdict
@@ -193,7 +214,11 @@ async def _follow_log(remote: Remote, path: str, offset: int, queue: _Queue, clo
             with contextlib.suppress(RemoteError, asyncio.TimeoutError, TimeoutError):
                 await remote.wait_connected(30)
         except RemoteError as exc:
-            await queue.put(_Unreadable(f"cannot follow it: {exc}", clock()))
+            if remote.status.state is not ConnState.CONNECTED:  # the drop, not the log: follow again
+                with contextlib.suppress(RemoteError, asyncio.TimeoutError, TimeoutError):
+                    await remote.wait_connected(30)
+            else:
+                await queue.put(_Unreadable(f"cannot follow it: {exc}", clock()))
         # the follower keeps its offset, inode and check: a new start resumes exactly there
         await asyncio.sleep(FOLLOW_RETRY_S)
 
@@ -212,12 +237,7 @@ async def _poll_health(
 
     forward = client = None
     try:
-        try:
-            forward = await remote.forward_local_port(port)
-        except Exception:  # no forward (refused, not connected): the check runs on the box instead
-            logger.debug(
-                "%s: no forward to port %s; health checked from the box", remote.name, port, exc_info=True
-            )
+        forward = await _open_forward(remote, port)
         if forward is not None:
             client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(2.0, connect=1.0))
         while True:
@@ -254,6 +274,23 @@ async def _poll_health(
                 logger.debug("closing the health forward failed", exc_info=True)
 
 
+async def _open_forward(remote: Remote, port: int) -> Any:
+    """A local forward to the server's port; None where there can be none (the check then runs on
+    the box).  A drop while opening it is waited out and the forward opened again."""
+    for _ in range(3):
+        try:
+            return await remote.forward_local_port(port)
+        except ConnectionDropped:
+            with contextlib.suppress(RemoteError, asyncio.TimeoutError, TimeoutError):
+                await remote.wait_connected(30)
+        except Exception:  # no forward (refused, not connected): the check runs on the box instead
+            logger.debug(
+                "%s: no forward to port %s; health checked from the box", remote.name, port, exc_info=True
+            )
+            return None
+    return None
+
+
 async def _poll_group(
     remote: Remote, record: ServerRecord, queue: _Queue, clock: Clock, interval: float
 ) -> None:
@@ -266,6 +303,22 @@ async def _poll_group(
         if procs is not None:
             await queue.put(_Group(sorted(p.pid for p in group_members(procs, record)), clock()))
         await asyncio.sleep(interval)
+
+
+def _link_listener(queue: _Queue, clock: Clock) -> Callable[[ConnStatus], None]:
+    """Status changes of the link as queue items: a drop (`reconnecting`) and the reconnect after
+    it (`resumed`: every watcher picks up where it was), so the watch says what happened."""
+    down = [False]
+
+    def on_status(status: ConnStatus) -> None:
+        if status.state is ConnState.RECONNECTING and not down[0]:
+            down[0] = True
+            queue.put_nowait(_Link("reconnecting", status.last_error or "connection lost", clock()))
+        elif status.state is ConnState.CONNECTED and down[0]:
+            down[0] = False
+            queue.put_nowait(_Link("resumed", "reconnected; the watch goes on where it was", clock()))
+
+    return on_status
 
 
 async def _ticker(queue: _Queue, clock: Clock, interval: float) -> None:

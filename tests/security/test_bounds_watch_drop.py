@@ -1,0 +1,59 @@
+"""An SSH drop just after a launch is a drop, not a failed server (issue 22).
+
+The link drops while the watchers are starting (the log follower opening its channel): the
+channel refusal that the drop causes must not read as "cannot read the server log" (an instant
+FAILED, or a timeout later, for a server that comes up healthy).  The watch says the link went
+(`reconnecting`), picks up again after the reconnect (`resumed`), and the verdict is ready.
+Real sshd, the sim launched on the box.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from specdebug.core import startup
+from specdebug.core.startup.monitor import ServerMonitor
+from tests.integration.test_startup import sim_profile
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("after_s", [0.0, 0.03, 0.08])
+async def test_a_drop_while_the_watch_starts_is_resumed(remote, tmp_path: Path, after_s: float) -> None:
+    profile = sim_profile(tmp_path, "earlydrop", timeout_s=60)
+    events: list[object] = []
+
+    async def drop_soon() -> None:
+        await asyncio.sleep(after_s)
+        remote.drop_connection()
+
+    dropper = None
+    try:
+        async for ev in startup.launch_and_watch(remote, profile):
+            events.append(ev)
+            if isinstance(ev, startup.Launched):
+                dropper = asyncio.create_task(drop_soon())
+        verdict = events[-1]
+        assert isinstance(verdict, startup.Verdict)
+        assert verdict.verdict == "ready", verdict.reason
+        notes = [e.state for e in events if isinstance(e, startup.ConnectionNote)]
+        assert notes[:2] == ["reconnecting", "resumed"], notes
+        assert not [e for e in events if isinstance(e, startup.LogProblem)]
+        assert "ready" in [p.name for p in verdict.phases]
+        monitor = ServerMonitor()  # what a front end shows: the drop said, then the reconnect
+        said = []
+        for ev in events:
+            monitor.apply(ev)
+            said.append(monitor.message)
+        assert (
+            any(m.startswith("connection lost") for m in said)
+            and "reconnected: the watch resumed" in said[-1]
+        )
+    finally:
+        if dropper is not None:
+            await dropper
+        await remote.wait_connected(30)
+        await startup.stop(remote, profile, grace_s=5)
