@@ -86,7 +86,8 @@ def _show(cm: ConfigMath, base: Baseline | None) -> list[str]:
 
 def _pick(configs: list[ConfigMath], name: str, fingerprint: str) -> ConfigMath | None:
     by_fp = [c for c in configs if c.point.fingerprint == fingerprint]
-    return (by_fp or [c for c in configs if c.point.profile == name] or [None])[-1]
+    mine = by_fp or [c for c in configs if c.point.profile == name]
+    return mine[-1] if mine else None
 
 
 @run_verb

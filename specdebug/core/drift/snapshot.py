@@ -13,6 +13,7 @@ import posixpath
 from typing import Any
 
 from specdebug.core.profiles import Profile
+from specdebug.core.secrets import mask_text
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.remote.boxcode import python_argv
 
@@ -72,7 +73,18 @@ async def take_snapshot(remote: Remote, profile: Profile, *, budget: int | None 
     if not isinstance(snap, dict):
         raise RemoteError(f"drift snapshot under {interp}: not an object")
     snap["interpreter"] = {"path": interp, "found_by": how}
+    _mask(snap)
     return snap
+
+
+def _mask(snap: dict[str, Any]) -> None:
+    """Start-up code and NCCL config lines are quoted: a token set in a sitecustomize stays out."""
+    for item in snap.get("startup_code") or []:
+        if isinstance(item, dict) and isinstance(item.get("first"), str):
+            item["first"] = mask_text(item["first"])
+    for conf in snap.get("nccl_conf") or []:
+        if isinstance(conf, dict) and isinstance(conf.get("lines"), list):
+            conf["lines"] = [mask_text(x) if isinstance(x, str) else "" for x in conf["lines"]]
 
 
 async def snapshot_or_error(remote: Remote, profile: Profile) -> dict[str, Any]:

@@ -6,11 +6,13 @@ parts that must be right about process identity (the stop path trusts them).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass
 
 from specdebug.capability import require_write
+from specdebug.core.drift.snapshot import snapshot_or_error
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
@@ -133,7 +135,12 @@ async def launch(
         await check_can_launch(remote, profile)
     started = clock()
     launch_id = uuid.uuid4().hex
-    got = await start_detached(remote, profile, launch_id)
+    if journal is not None:  # the box as the server found it, beside the launch (core.drift)
+        got, drift = await asyncio.gather(
+            start_detached(remote, profile, launch_id), snapshot_or_error(remote, profile)
+        )
+    else:
+        got, drift = await start_detached(remote, profile, launch_id), None
     record = ServerRecord(
         profile=profile.name,
         host=remote.name,
@@ -153,5 +160,5 @@ async def launch(
     )
     await save_record(remote, record)
     if journal is not None:
-        journal.append("launch", record.model_dump(mode="json"), sync=True)
+        journal.append("launch", {**record.model_dump(mode="json"), "drift": drift}, sync=True)
     return record
