@@ -34,7 +34,7 @@ from specdebug.verbs.common import (
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "spec",
-        help="speculation arithmetic: cycle cost, predicted vs measured tok/s, break-even, verify fit",
+        help="speculation arithmetic: cycle cost, predicted tok/s, verify fit",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -38,7 +38,7 @@ from specdebug.verbs.common import (
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "stacks",
-        help="py-spy stacks of every worker, grouped across ranks; --record S: where the time goes",
+        help="py-spy stacks of every worker, grouped across ranks (--record S)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
