@@ -53,3 +53,15 @@ def drift_warning(events: list[dict[str, Any]], fingerprint: str | None, snap: A
         return None
     more = f" (+{len(lines) - 5} more: history --compare)" if len(lines) > 5 else ""
     return f"box changed since result #{prev[0]} of this config: {', '.join(lines[:5])}{more}"
+
+
+def ends_drift(events: list[dict[str, Any]], good_fp: str, bad_fp: str) -> list[str]:
+    """What changed on the box between a bisection's ends: the snapshots of their latest launches
+    (or benchmark results) in the journal, by fingerprint; one "cannot tell" line when one is missing."""
+    last: dict[str, Any] = {}
+    for ev in events:
+        if ev.get("kind") in ("launch", "bench_result") and usable(ev.get("drift")):
+            last[str(ev.get("fingerprint"))] = ev["drift"]
+    if good_fp not in last or bad_fp not in last:
+        return ["drift between the ends: cannot tell (no snapshot of both ends in the journal)"]
+    return drift_lines(last[good_fp], last[bad_fp])
