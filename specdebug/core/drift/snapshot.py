@@ -9,6 +9,7 @@ lives beside the box's server records (the state dir), never in the client's hom
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 from typing import Any
 
@@ -48,7 +49,9 @@ async def interpreter(remote: Remote, profile: Profile) -> tuple[str, str]:
 
 
 def cache_path(remote: Remote) -> str:
-    state = remote.state_dir or DEFAULT_STATE
+    """Beside the box's server records: the remote's state dir, else $SPECDEBUG_STATE_DIR (what an
+    SSHRemote reads too; a stand-in remote in a test gets the test's folder), else ~/.specdebug."""
+    state = remote.state_dir or os.environ.get("SPECDEBUG_STATE_DIR") or DEFAULT_STATE
     return posixpath.join(posixpath.dirname(state.rstrip("/")) or ".", "drift-cache.json")
 
 
