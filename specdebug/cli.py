@@ -51,9 +51,9 @@ VERBS: list[Verb] = [
     Verb("history", "history", "list the benchmark results of a session"),
     Verb("mark", "history", "add a mark to the session journal (shown in the report)"),
     Verb("report", "history", "markdown report of a session: results, config diffs, notes"),
-    Verb("drift", "drift", "snapshot what can move a number besides the profile (packages, patches, GPUs)"),
-    Verb("stacks", "stacks", "py-spy stacks of every worker, grouped across ranks (--record S: where time goes)"),
-    Verb("spec", "spec", "speculation arithmetic: cycle cost, predicted vs measured tok/s, verify fit"),
+    Verb("drift", "drift", "what can move a number besides the profile: packages, patched files, GPUs"),
+    Verb("stacks", "stacks", "py-spy stacks of every worker, grouped across ranks (--record S)"),
+    Verb("spec", "spec", "speculation arithmetic: cycle cost, predicted tok/s, verify fit"),
     Verb(
         "bisect",
         "bisect",

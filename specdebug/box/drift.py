@@ -278,10 +278,18 @@ def system_side(nccl_conf: list[str]) -> dict[str, Any]:
     return {"nccl_conf": confs, "cpu_governor": governors, "load": load, "cpu_count": os.cpu_count()}
 
 
+def cache_file(path: str) -> str:
+    """`~/...` in the box user's home; a relative path under that home too, never under the cwd."""
+    if not path:
+        return ""
+    path = os.path.expanduser(path)
+    return path if os.path.isabs(path) else os.path.join(os.path.expanduser("~"), path)
+
+
 def snapshot(req: dict[str, Any]) -> dict[str, Any]:
     t0 = time.time()
     errors: list[str] = []
-    cache = HashCache(str(req.get("cache") or ""), int(req.get("budget") or DEFAULT_BUDGET))
+    cache = HashCache(cache_file(str(req.get("cache") or "")), int(req.get("budget") or DEFAULT_BUDGET))
     out: dict[str, Any] = {
         "t": t0,
         "python": {"executable": sys.executable, "version": sys.version.split()[0], "prefix": sys.prefix},

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -47,9 +48,10 @@ async def feed(conns: list[Connection], engine: Any) -> None:
             msg = ("idle",)
         if msg != last:
             for conn in conns:
-                try:
-                    conn.send(msg)
-                except OSError:
+                try:  # a rank that stopped reading (the stuck one) must never block the engine's loop
+                    if select.select([], [conn.fileno()], [], 0)[1]:
+                        conn.send(msg)
+                except (OSError, ValueError):
                     pass
             last = msg
         await asyncio.sleep(FEED_INTERVAL_S)

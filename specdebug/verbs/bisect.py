@@ -29,6 +29,7 @@ from specdebug.core.bisect.judge import known_metrics
 from specdebug.core.bisect.knobs import Candidates, GroupError
 from specdebug.core.bisect.run import Bisection
 from specdebug.core.bisect.trial import TrialError
+from specdebug.core.drift.report import ends_drift
 from specdebug.verbs.common import (
     VerbExit,
     add_host_args,
@@ -173,10 +174,13 @@ async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
             err(f"bisect stopped: {exc}")
             return 1
     assert result is not None
+    ends = {t.role.value: t.fingerprint for t in result.trials if t.role.value in ("good", "bad")}
+    box = ends_drift(journal.events({"launch", "bench_result"}), ends.get("good", ""), ends.get("bad", ""))
     if args.json:
-        print_json({**result.model_dump(mode="json"), "session": session})
+        print_json({**result.model_dump(mode="json"), "session": session, "drift_between_ends": box})
     else:
         out(summary(result))
+        out("box between the ends: " + ("; ".join(box) if box else "nothing compared changed"))
         out(f"recorded in {session}")
     return 0 if result.verdict in ("found", "several", "interaction") and result.confirmed else 1
 

@@ -6,8 +6,10 @@ From the figures each benchmark recorded (the server log's draft/verify lines an
 /metrics, the client's decode tok/s) and the session's plain-decode baseline: the cost of one
 speculative cycle, the tok/s it predicts beside the measured tok/s, the break-even accept length,
 and the verify time against a fit over the session's other configs; a verify more than 15 % above
-the fit is flagged with its likely causes and the evidence.  HOST is only contacted for a journal
-kept on the box (box:NAME).  JSON: {"profile", "session", "baseline", "config", "configs"}.
+the fit is flagged with its likely causes and the evidence.  A profile with no result in the session
+(or --live) is read from its server's log on HOST now (the last 512 KiB; measured = the server's gen
+throughput); otherwise HOST is contacted only for a journal kept on the box (box:NAME).
+JSON: {"profile", "session", "baseline", "config", "configs", "live"}.
 Exit 0, 1 when the profile has no usable result in the session, 2 usage error or no session.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 
 from specdebug.core.report import baseline_of, history
 from specdebug.core.spec.analyze import Baseline, ConfigMath, analyze
+from specdebug.core.spec.live import live_entry
 from specdebug.verbs.common import (
     add_host_args,
     box_session,
@@ -34,13 +37,14 @@ from specdebug.verbs.common import (
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "spec",
-        help="speculation arithmetic: cycle cost, predicted vs measured tok/s, break-even, verify fit",
+        help="speculation arithmetic: cycle cost, predicted tok/s, verify fit",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_host_args(p)
     p.add_argument("-c", "--profile", required=True, metavar="PROFILE", help="server profile (TOML)")
     p.add_argument("--session", metavar="DIR", help="session folder (default: the latest), or box:NAME")
+    p.add_argument("--live", action="store_true", help="the profile's figures from its server log now")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_spec)
 
@@ -86,27 +90,38 @@ def _show(cm: ConfigMath, base: Baseline | None) -> list[str]:
 
 def _pick(configs: list[ConfigMath], name: str, fingerprint: str) -> ConfigMath | None:
     by_fp = [c for c in configs if c.point.fingerprint == fingerprint]
-    return (by_fp or [c for c in configs if c.point.profile == name] or [None])[-1]
+    mine = by_fp or [c for c in configs if c.point.profile == name]
+    return mine[-1] if mine else None
+
+
+def _needs_live(args: argparse.Namespace, entries: list[Any], fp: str) -> bool:
+    return bool(args.live) or not any(e.result.fingerprint == fp and e.result.usable() for e in entries)
 
 
 @run_verb
 async def cmd_spec(args: argparse.Namespace) -> int:
     profile = load_profile_or_exit(args.profile, "spec")
+    fp = profile.fingerprint()
+    live = None
     if box_session(args.session) is None:
         async with session_journal(args.session, None, for_writing=False) as journal:
-            events = journal.events() if journal is not None else None
+            events = journal.events() if journal is not None else []
             label = journal.label if journal is not None else None
+        if _needs_live(args, history(events), fp):  # no result of it recorded: its log now
+            async with open_remote(args, helper=False) as remote:
+                live = await live_entry(remote, profile)
     else:
         async with (
             open_remote(args, helper=False) as remote,
             session_journal(args.session, remote) as journal,
         ):
-            events = journal.events() if journal is not None else None
+            events = journal.events() if journal is not None else []
             label = journal.label if journal is not None else None
-    if events is None:
-        err("spec: no session to read (run `specdebug bench HOST -c PROFILE` first)")
-        return 2
+            if _needs_live(args, history(events), fp):
+                live = await live_entry(remote, profile)
     entries = history(events)
+    if live is not None:
+        entries = [*(e for e in entries if e.result.fingerprint != fp), live]
     base, configs = analyze(entries, baseline_of(events, entries))
     mine = _pick(configs, profile.name, profile.fingerprint())
     data: dict[str, Any] = {
@@ -114,12 +129,16 @@ async def cmd_spec(args: argparse.Namespace) -> int:
         "session": label,
         "baseline": vars(base) if base else None,
         "config": mine.to_json() if mine else None,
+        "live": live.result.label if live else None,
         "configs": [c.to_json() for c in configs],
     }
     if args.json:
         print_json(data)
     else:
-        out(f"speculation arithmetic, session {label}")
+        out(
+            f"speculation arithmetic, session {label}"
+            + (f"; {profile.name}: {live.result.label}" if live else "")
+        )
         out(
             f"baseline: {base.source} -> {base.step_ms:.2f} ms per step"
             if base

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specdebug.core.stacks import collect
+from specdebug.core.stacks.group import dump_lines
 from specdebug.core.stacks.record import compare
 from specdebug.verbs.common import (
     VerbExit,
@@ -37,7 +38,7 @@ from specdebug.verbs.common import (
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "stacks",
-        help="py-spy stacks of every worker, grouped across ranks; --record S: where the time goes",
+        help="py-spy stacks of every worker, grouped across ranks (--record S)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -59,16 +60,8 @@ def _pct(x: float) -> str:
 
 
 def show_dump(d: dict[str, Any]) -> None:
-    out(f"{d['profile']}: {len(d['workers'])} worker(s) ({d['found_by']}); {d['summary']}")
-    for g in d["groups"]:
-        mark = "  <- differs" if g["differs"] else ""
-        out(
-            f"ranks {', '.join(map(str, g['ranks']))} (pids {', '.join(map(str, g['pids']))}): {g['phase']}{mark}"
-        )
-        for f in g["frames"][:25]:
-            out(f"    {f['name']} ({f['file']}:{f['line']})")
-    for pid, e in d["errors"].items():
-        out(f"pid {pid}: no stack: {e}")
+    for line in dump_lines(d):
+        out(line)
 
 
 def show_record(r: dict[str, Any]) -> None:

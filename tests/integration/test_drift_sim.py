@@ -113,6 +113,10 @@ def test_patch_sitecustomize_and_power_limit_show_in_drift_and_compare(sshd, tmp
 
         second = specdebug(*bench)
         assert second.returncode == 0, second.stderr
+        moved = [
+            w for w in json.loads(second.stdout)["warnings"] if w.startswith("box changed since result #1")
+        ]
+        assert moved and "GPU 3 power limit 700 -> 450 W" in moved[0], json.loads(second.stdout)["warnings"]
 
     cmp = specdebug("history", "--session", session, "--compare", "1", "2", "--json")
     assert cmp.returncode == 0, cmp.stderr

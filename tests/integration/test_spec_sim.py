@@ -58,6 +58,32 @@ async def test_spec_predicts_the_story_and_flags_the_3step_verify(remote, sshd, 
             req = BenchRequest(requests=2, output_len=96, input_len=32)
             res = await run_benchmark(remote, profile, req, journal=journal, host="gpubox")
             assert res.status == "done", res.errors
+            if name == "eagle3-3step":  # --live: the same arithmetic from the running server's log now
+                live_profile = tmp_path / "live.toml"
+                argv = [str(sim.port) if a == "31002" else a for a in example.server.argv]  # --port: plumbing
+                envs = ", ".join(f"{k} = {json.dumps(v)}" for k, v in example.server.env.items())
+                live_profile.write_text(
+                    f'name = "{name}"\n[server]\nargv = {json.dumps(argv)}\nport = {sim.port}\n'
+                    f"log_file = {json.dumps(str(log))}\nenv = {{{envs}}}\n"
+                )
+                got = specdebug(
+                    "spec",
+                    "-F",
+                    str(sshd.config_path),
+                    "gpubox",
+                    "-c",
+                    str(live_profile),
+                    "--session",
+                    str(journal.session_dir),
+                    "--live",
+                    "--json",
+                )
+                assert got.returncode == 0, got.stderr
+                live = json.loads(got.stdout)
+                assert live["live"].startswith("server log now") and live["config"]["verify_flagged"]
+                assert live["config"]["predicted_tok_s"] == pytest.approx(
+                    live["config"]["measured_tok_s"], rel=0.1
+                )
 
     session = str(journal.session_dir)
     for name in STORY:

@@ -2,7 +2,8 @@
 
     python tests/perf/bench_logs.py [--ssh-config F --host ALIAS] [--lines N] [--parser-lines N]
 
-Without --host it starts its own loopback sshd (tests/sshd_harness.start_sshd). Each figure is
+Without --host it starts its own loopback sshd and a box user whose shell does nothing at start
+(tests/perf/cleanbox.py). Each figure is
 measured for specdebug's follower (on-box python agent + SSHRemote + LogParser) and, in the same
 run on the same appended lines, for `ssh -F cfg HOST 'tail -F FILE | grep --line-buffered ...'`
 with the same parser applied to what it delivers. Lines are appended on the box by a small
@@ -417,11 +418,13 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             cfg, host = args.ssh_config, args.host
             res_dir = None
         else:
-            from tests.sshd_harness import start_sshd
+            from tests.perf.cleanbox import clean_box, describe
 
-            sshd = start_sshd(tmp / "sshd")
-            cfg, host = str(sshd.config_path), sshd.alias
-            res_dir = tmp
+            sshd = clean_box()  # a box user whose shell does nothing at start (tests/perf/cleanbox.py)
+            box = sshd.__enter__()
+            cfg, host = str(box.config), box.alias
+            print(describe(box), flush=True)
+            res_dir = None  # the box user's own temp folder on the box
         remote = SSHRemote(host, ssh_config=cfg, keepalive_interval=5.0, connect_timeout=10.0)
         await remote.start()
         await remote.wait_connected(20)
@@ -490,7 +493,7 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             await remote.close()
     finally:
         if sshd is not None:
-            sshd.stop()
+            sshd.__exit__(None, None, None)
         shutil.rmtree(tmp, ignore_errors=True)
     return result
 

@@ -158,7 +158,7 @@ async def test_state_and_eta():
 
 async def test_bindings_have_ids_and_readonly_disables_mutations():
     ids = {b.id for b in StartupPane.BINDINGS}
-    assert ids == {"startup.launch", "startup.stop", "startup.restart", "startup.attach"}
+    assert ids == {"startup.launch", "startup.stop", "startup.restart", "startup.attach", "startup.stacks"}
     assert StartupPane.MUTATING_ACTIONS == {"launch", "stop", "restart"}
     app = StartupApp()
     app.ctx.readonly = True

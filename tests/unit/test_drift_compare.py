@@ -82,3 +82,38 @@ def test_record_check_and_cache(tmp_path, monkeypatch):
     out = box_drift.python_side(box_drift.HashCache(str(tmp_path / "c.json"), 1 << 20))
     assert {"package": "pkg", "file": "pkg/m.py", "why": "sha256 differs from RECORD"} in out["modified"]
     assert json.loads((tmp_path / "c.json").read_text())
+
+
+def test_ends_drift_uses_the_latest_snapshot_of_each_end():
+    from specdebug.core.drift.report import ends_drift
+
+    good, bad = snap(), snap(gpus=[{**GPU, "power.limit": "450.00"}])
+    events = [
+        {"kind": "launch", "fingerprint": "g", "drift": snap(gpus=[{**GPU, "power.limit": "300.00"}])},
+        {"kind": "launch", "fingerprint": "g", "drift": good},
+        {"kind": "launch", "fingerprint": "b", "drift": bad},
+        {"kind": "launch", "fingerprint": "b", "drift": {"error": "no python"}},
+    ]
+    assert ends_drift(events, "g", "b") == ["GPU 0 power limit 700 -> 450 W"]
+    assert ends_drift(events, "g", "x")[0].startswith("drift between the ends: cannot tell")
+
+
+def test_cache_file_is_never_under_the_cwd(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert box_drift.cache_file("~/.specdebug/drift-cache.json") == str(
+        tmp_path / ".specdebug/drift-cache.json"
+    )
+    assert box_drift.cache_file("rel/c.json") == str(tmp_path / "rel/c.json")
+    assert box_drift.cache_file("") == ""
+
+
+def test_cache_path_follows_the_state_dir(monkeypatch):
+    from types import SimpleNamespace
+
+    from specdebug.core.drift.snapshot import cache_path
+
+    assert cache_path(SimpleNamespace(state_dir="/x/servers")) == "/x/drift-cache.json"
+    monkeypatch.setenv("SPECDEBUG_STATE_DIR", "/t/box/servers")
+    assert cache_path(SimpleNamespace(state_dir=None)) == "/t/box/drift-cache.json"
+    monkeypatch.delenv("SPECDEBUG_STATE_DIR")
+    assert cache_path(SimpleNamespace(state_dir=None)) == "~/.specdebug/drift-cache.json"

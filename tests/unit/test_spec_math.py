@@ -137,3 +137,19 @@ def test_failed_and_concurrent_results_do_not_enter_the_fit():
     failed.result.status = "failed"
     _, configs = analyze([*STORY, failed])
     assert "2step-b" not in {c.point.profile for c in configs}
+
+
+def test_drift_between_results_is_a_cause():
+    gpu = {"index": "3", "power.limit": "700.00"}
+    snap = {"packages": {}, "gpus": [gpu]}
+    entries = [e.model_copy() if hasattr(e, "model_copy") else e for e in STORY]
+    two = entries[1].result.model_copy(update={"drift": snap})
+    three = entries[2].result.model_copy(
+        update={"drift": {**snap, "gpus": [{**gpu, "power.limit": "450.00"}]}}
+    )
+    story = [entries[0], HistoryEntry(2, 2.0, two), HistoryEntry(3, 3.0, three)]
+    _, configs = analyze(story)
+    causes = {c.cause: c.evidence for c in configs[-1].causes}
+    assert causes["the box changed between these results (drift snapshots)"] == [
+        "#2 -> #3: GPU 3 power limit 700 -> 450 W"
+    ]

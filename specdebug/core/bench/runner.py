@@ -29,6 +29,7 @@ from specdebug.core.bench.builtin import BuiltinParams, run_builtin
 from specdebug.core.bench.events import BenchDone, BenchEvent, BenchLine
 from specdebug.core.bench.holder import NotOurServer, check_port_holder
 from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
+from specdebug.core.drift.report import drift_warning
 from specdebug.core.drift.snapshot import snapshot_or_error
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
@@ -311,6 +312,10 @@ async def _measure(
         *_warnings(state, gpus_before, gpus_after, gpu_err, log_errors, size_before, size_after),
         *result.warnings,
     ]
+    if journal is not None and (
+        moved := drift_warning(journal.events({"bench_result"}), result.fingerprint, drift_snap)
+    ):
+        result.warnings.append(moved)
     if result.status == "done" and not result.successful_requests and result.kind == "builtin":
         result.status = "failed"
     judge_failures(result)  # above 5 % failed requests: failed, with the reason, never a baseline

@@ -9,10 +9,12 @@ lives beside the box's server records (the state dir), never in the client's hom
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 from typing import Any
 
 from specdebug.core.profiles import Profile
+from specdebug.core.secrets import mask_text
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.remote.boxcode import python_argv
 
@@ -47,7 +49,9 @@ async def interpreter(remote: Remote, profile: Profile) -> tuple[str, str]:
 
 
 def cache_path(remote: Remote) -> str:
-    state = remote.state_dir or DEFAULT_STATE
+    """Beside the box's server records: the remote's state dir, else $SPECDEBUG_STATE_DIR (what an
+    SSHRemote reads too; a stand-in remote in a test gets the test's folder), else ~/.specdebug."""
+    state = remote.state_dir or os.environ.get("SPECDEBUG_STATE_DIR") or DEFAULT_STATE
     return posixpath.join(posixpath.dirname(state.rstrip("/")) or ".", "drift-cache.json")
 
 
@@ -72,7 +76,18 @@ async def take_snapshot(remote: Remote, profile: Profile, *, budget: int | None 
     if not isinstance(snap, dict):
         raise RemoteError(f"drift snapshot under {interp}: not an object")
     snap["interpreter"] = {"path": interp, "found_by": how}
+    _mask(snap)
     return snap
+
+
+def _mask(snap: dict[str, Any]) -> None:
+    """Start-up code and NCCL config lines are quoted: a token set in a sitecustomize stays out."""
+    for item in snap.get("startup_code") or []:
+        if isinstance(item, dict) and isinstance(item.get("first"), str):
+            item["first"] = mask_text(item["first"])
+    for conf in snap.get("nccl_conf") or []:
+        if isinstance(conf, dict) and isinstance(conf.get("lines"), list):
+            conf["lines"] = [mask_text(x) if isinstance(x, str) else "" for x in conf["lines"]]
 
 
 async def snapshot_or_error(remote: Remote, profile: Profile) -> dict[str, Any]:

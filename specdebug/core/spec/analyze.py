@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from specdebug.core.drift.compare import drift_lines, usable
 from specdebug.core.fingerprint import split_argv
 from specdebug.core.report import HistoryEntry
 from specdebug.core.spec import arith
@@ -94,6 +95,18 @@ def _flags(entries: dict[int, HistoryEntry], p: SpecPoint) -> dict[str, list[str
     return dict(split_argv(list(e.result.argv or []))[1]) if e else {}
 
 
+def _drift(cm: ConfigMath, fit_cfgs: list[SpecPoint], entries: dict[int, HistoryEntry]) -> list[str]:
+    """What the drift snapshots recorded with the results say changed on the box."""
+    me = entries.get(cm.point.id)
+    out: list[str] = []
+    for o in fit_cfgs:
+        other = entries.get(o.id)
+        if me is None or other is None or not (usable(me.result.drift) and usable(other.result.drift)):
+            continue
+        out += [f"#{o.id} -> #{me.id}: {line}" for line in drift_lines(other.result.drift, me.result.drift)]
+    return out
+
+
 def _causes(cm: ConfigMath, fit_cfgs: list[SpecPoint], entries: dict[int, HistoryEntry]) -> list[Cause]:
     """Likely causes of a verify above the fit, each with what the recorded results show for it."""
     p = cm.point
@@ -118,6 +131,9 @@ def _causes(cm: ConfigMath, fit_cfgs: list[SpecPoint], entries: dict[int, Histor
         )
     if graph:
         causes.append(Cause("verify not under a CUDA graph (extend-mode verify)", graph))
+    moved = _drift(cm, fit_cfgs, entries)
+    if moved:
+        causes.append(Cause("the box changed between these results (drift snapshots)", moved))
     if not causes:
         cm.notes.append(
             "the recorded argv/env show no cause; compare `specdebug stacks --record` of the configs"

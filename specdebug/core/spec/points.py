@@ -93,11 +93,13 @@ def point_of(entry: HistoryEntry) -> SpecPoint:
         topk=topk,
         single_stream=res.config.concurrency in (None, 1),
     )
-    where = f"result #{entry.id}"
-    p.sources["draft_tokens"] = f"{where} argv: {why}"
+    live = entry.id == 0  # core.spec.live: the running server's log now, no benchmark
+    where = "the server log now" if live else f"result #{entry.id}"
+    p.sources["draft_tokens"] = f"{where if not live else 'the profile'} argv: {why}"
     p.measured_tok_s = res.headline()
     if p.measured_tok_s is not None:
         kind = "decode tok/s (client, per stream)" if res.decode_tok_s == p.measured_tok_s else "output tok/s"
+        kind = "gen throughput (the server's; one stream's rate only at batch 1)" if live else kind
         p.sources["measured_tok_s"] = f"{where} {kind}"
     srv = res.server
     if srv is not None and srv.verify_ms is not None:

@@ -60,9 +60,17 @@ def _missing(data: dict[str, Any]) -> str | None:
     return None if data.get("py_spy") else str(data.get("hint") or "py-spy not found on the box")
 
 
-async def dump(remote: Remote, profile: Profile, *, py_spy: str | None = None) -> dict[str, Any]:
-    """Every worker's stack now, grouped; {"error", "hint"} without py-spy."""
+async def dump(
+    remote: Remote, profile: Profile, *, py_spy: str | None = None, pids: list[int] | None = None
+) -> dict[str, Any]:
+    """Every worker's stack now (or those of `pids`: the Env pane's selected worker), grouped;
+    {"error", "hint"} without py-spy."""
     workers, how = await find_workers(remote, profile)
+    if pids:
+        workers = [w for w in workers if w.pid in pids] or [
+            Worker(p, i, f"pid {p}") for i, p in enumerate(pids)
+        ]
+        how = f"{how}, pids {', '.join(map(str, pids))}"
     data = await run_box_module(
         remote, {"pids": [w.pid for w in workers], "mode": "dump", "py_spy": py_spy or ""}, 60
     )

@@ -125,3 +125,16 @@ def summary(groups: list[Group]) -> str:
         diff = "; ".join(f"rank {ranks(g)} differs: {g.phase}, in {_leaf(g)}" for g in groups[1:])
         return f"{len(head.ranks)} ranks: {head.phase}; {diff}"
     return "no majority: " + "; ".join(f"rank {ranks(g)}: {g.phase}" for g in groups)
+
+
+def dump_lines(d: dict[str, Any]) -> list[str]:
+    """Human lines of a dump (core.stacks.collect.dump's dict): the verb prints them, the TUI shows them."""
+    out = [f"{d['profile']}: {len(d['workers'])} worker(s) ({d['found_by']}); {d['summary']}"]
+    for g in d["groups"]:
+        mark = "  <- differs" if g["differs"] else ""
+        out.append(
+            f"ranks {', '.join(map(str, g['ranks']))} (pids {', '.join(map(str, g['pids']))}): {g['phase']}{mark}"
+        )
+        out += [f"    {f['name']} ({f['file']}:{f['line']})" for f in g["frames"][:25]]
+    out += [f"pid {pid}: no stack: {e}" for pid, e in d["errors"].items()]
+    return out

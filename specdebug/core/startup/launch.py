@@ -6,11 +6,13 @@ parts that must be right about process identity (the stop path trusts them).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass, replace
 
 from specdebug.capability import require_write
+from specdebug.core.drift.snapshot import snapshot_or_error
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
@@ -200,9 +202,14 @@ async def launch(
     started = clock()
     launch_id = uuid.uuid4().hex
     _check_record_size(_record(remote, profile, DRAFT, launch_id, started))
-    got = await start_detached(remote, profile, launch_id)
+    if journal is not None:  # the box as the server found it, beside the launch (core.drift)
+        got, drift = await asyncio.gather(
+            start_detached(remote, profile, launch_id), snapshot_or_error(remote, profile)
+        )
+    else:
+        got, drift = await start_detached(remote, profile, launch_id), None
     record = _record(remote, profile, got, launch_id, started, await read_source(remote, profile.server.cwd))
     await save_record(remote, record)
     if journal is not None:
-        journal.append("launch", record.model_dump(mode="json"), sync=True)
+        journal.append("launch", {**record.model_dump(mode="json"), "drift": drift}, sync=True)
     return record

@@ -45,6 +45,7 @@ from specdebug.core.report import (
 from specdebug.core.sanitize import visible
 from specdebug.tui.pane import Pane, describe_error
 from specdebug.tui.panes.bench_view import bar, chart, compare_renderable, progress_text
+from specdebug.tui.panes.spec_view import spec_renderable
 
 __all__ = ["BenchPane", "bar", "chart", "compare_renderable", "progress_text"]
 
@@ -72,6 +73,7 @@ class BenchPane(Pane):
         Binding("k", "toggle_kind", "Builtin/external", id="bench.kind"),
         Binding("s", "baseline", "Set baseline", id="bench.baseline"),
         Binding("c", "compare", "Compare", id="bench.compare"),
+        Binding("a", "spec", "Speculation arithmetic", id="bench.spec", show=False),  # `specdebug spec`
         Binding("escape", "close_compare", "Close compare", id="bench.close_compare", show=False),
         Binding("f", "toggle_failed", "Include failed runs", id="bench.include_failed", show=False),
         Binding("r", "reload", "Reload history", id="bench.reload", show=False),
@@ -360,6 +362,15 @@ class BenchPane(Pane):
         panel = self.query_one("#bench-compare", Static)
         panel.update(compare_renderable(a, b))
         panel.add_class("-shown")
+
+    def action_spec(self) -> None:
+        """The highlighted run's speculation arithmetic (spec_view.spec_renderable), in the compare panel."""
+        e = self._highlighted()
+        if e is not None:
+            base = self._baseline()
+            panel = self.query_one("#bench-compare", Static)
+            panel.update(spec_renderable(self.entries, base, e))
+            panel.add_class("-shown")
 
     def action_close_compare(self) -> None:
         self.picked = None

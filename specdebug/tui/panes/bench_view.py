@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from specdebug.core.bench.models import BenchProgress
+from specdebug.core.drift.compare import drift_lines
 from specdebug.core.report import (
     HistoryEntry,
     config_diff,
@@ -93,4 +94,9 @@ def compare_renderable(a: HistoryEntry, b: HistoryEntry) -> Group:
         style = "" if d is None or abs(d) < 2 else ("green" if (d > 0) != ("ms" in name) else "red")
         table.add_row(Text(name), fmt(x, 2), fmt(y, 2), Text(fmt_delta(d), style=style))
     note = Text(f"change: #{b.id} vs #{a.id}, like the table's vs base", style="dim")
+    if a.result.drift or b.result.drift:  # what changed on the box (core.drift), when either side knows
+        box = Text("box: ", style="bold")
+        for line in drift_lines(a.result.drift, b.result.drift) or ["nothing compared changed"]:
+            box.append("\n  " + visible(line, tab=" "))
+        return Group(title, cfg, box, Text(""), table, note)
     return Group(title, cfg, Text(""), table, note)

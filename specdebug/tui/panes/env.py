@@ -31,6 +31,7 @@ from specdebug.core.servers import ServerRecord
 from specdebug.core.startup.events import ServerState
 from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
+from specdebug.tui.stacks_action import open_stacks
 
 STATUS_STYLE = {
     "ok": "green",
@@ -128,6 +129,7 @@ class EnvPane(Pane):
     BINDINGS = [
         Binding("r", "refresh", "Refresh", id="env.refresh"),
         Binding("m", "mark", "Mark for diff", id="env.mark"),
+        Binding("k", "stacks", "Stack of this worker", id="env.stacks", show=False),  # `specdebug stacks`
         Binding("escape", "clear_marks", "Clear diff", id="env.clear_diff", show=False),
     ]
     DEFAULT_CSS = """
@@ -257,6 +259,19 @@ class EnvPane(Pane):
             self.notify("move to a process column to mark it", severity="warning")
             return
         self.mark(self._columns[col])
+
+    def action_stacks(self) -> None:
+        """py-spy the worker of the highlighted process column (tui.stacks_action)."""
+        col = self.query_one("#env-matrix", DataTable).cursor_coordinate.column - 2
+        remote, profile = self.ctx.remote(), self.ctx.profile
+        if not 0 <= col < len(self._columns) or remote is None or profile is None:
+            self.notify(
+                "move to a worker's column (with a host and a profile) to see its stack", severity="warning"
+            )
+            return
+        self.run_worker(
+            open_stacks(self.app, remote, profile, [self._columns[col]]), group="env-stacks", exclusive=True
+        )
 
     def action_clear_marks(self) -> None:
         self.marked.clear()

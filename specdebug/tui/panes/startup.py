@@ -38,6 +38,7 @@ from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane, RunningServer, describe_error
 from specdebug.tui.panes.startup_view import StartupView
+from specdebug.tui.stacks_action import open_stacks
 
 LOG_LINES_SHOWN = 14
 CONNECT_WAIT_S = 30.0
@@ -53,6 +54,7 @@ class StartupPane(StartupView, Pane):
         Binding("s", "stop", "Stop", id="startup.stop"),
         Binding("R", "restart", "Restart", id="startup.restart"),
         Binding("a", "attach", "Attach", id="startup.attach"),
+        Binding("k", "stacks", "Worker stacks", id="startup.stacks", show=False),  # `specdebug stacks`
     ]
     MUTATING_ACTIONS = frozenset({"launch", "stop", "restart"})
     can_focus = True  # only Statics inside: the pane itself takes focus so its keys work
@@ -265,6 +267,12 @@ class StartupPane(StartupView, Pane):
     def action_stop(self) -> None:
         if self._ready_to_act() is not None and self._confirmed("stop", "stop"):
             self._stop()
+
+    def action_stacks(self) -> None:
+        if (remote := self._ready_to_act()) is not None and self.profile is not None:
+            self.run_worker(
+                open_stacks(self.app, remote, self.profile), group="startup-stacks", exclusive=True
+            )
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _run(self, mode: str) -> None:

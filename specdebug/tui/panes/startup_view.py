@@ -147,6 +147,13 @@ class StartupView:
             )
         return table
 
+    def _stalling(self) -> bool:
+        """Still starting, and past the usual startup time by half (needs an earlier startup to know)."""
+        elapsed = self.elapsed()
+        if self.mon.state is not ServerState.STARTING or self.history is None or elapsed is None:
+            return False
+        return elapsed > 1.5 * self.history.expected_total_s + 5.0
+
     def verdict_text(self) -> Text:
         v = self.mon.verdict
         text = Text(no_wrap=True, overflow="ellipsis")
@@ -165,6 +172,10 @@ class StartupView:
         if v is None:
             if self.mon.message:
                 text.append(self.mon.message)
+            if self._stalling():
+                text.append(
+                    "\ntaking longer than usual: k shows where each worker is (py-spy)", style="yellow"
+                )
             if self.mon.log_problem is not None:  # health alone may still make it ready: say why no log
                 text.append(
                     ("\n" if self.mon.message else "") + "cannot read the server log: ", style="yellow"
