@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specdebug.core import pair
+from specdebug.core import pair, pair_find, pair_view
 from specdebug.core.pair import Mode, PairError
 from specdebug.verbs.common import err, out, print_json
 
@@ -144,7 +144,7 @@ def _attach(argv: list[str]) -> int:
 
 
 def _join(args: argparse.Namespace) -> int:
-    info = pair.find(args.join, args.socket)
+    info = pair_find.find(args.join, args.socket)
     argv = pair.join_argv(info.socket, info.session, readonly=args.readonly)
     if args.json:
         print_json({**info.to_json(), "join": shlex.join(argv)})
@@ -174,7 +174,14 @@ def _change_seat(args: argparse.Namespace) -> int:
         pair.revoke(sock, user)
         what = f"{user}'s seat is revoked"
     if args.json:
-        print_json({"name": args.name, "user": user, "seats": pair.access_list(sock), "done": what})
+        print_json(
+            {
+                "name": args.name,
+                "user": user,
+                "seats": pair_view.seat_modes(sock, Path(sock).parent),
+                "done": what,
+            }
+        )
     else:
         out(f"pairing session {args.name!r}: {what}")
     return 0
@@ -182,7 +189,7 @@ def _change_seat(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     refused: list[str] = []
-    found = pair.discover(refused=refused)
+    found = pair_find.discover(refused=refused)
     if args.json:
         print_json({"sessions": [p.to_json() for p in found], "refused": refused})
         return 0
