@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 from functools import partial
 from pathlib import Path
 
@@ -126,6 +127,17 @@ class SeatsBar(Static):
         self.poll()
 
 
+def acting_seat(socket: str) -> str | None:
+    """The user whose key came last in the pairing session (tmux's client activity; a view's inner
+    client counts as its seat), for the journal's `seat` field; None when tmux cannot tell."""
+    try:
+        folder = Path(socket).parent
+        actor = pair.acting_client(pair_view.attribute(pair.clients(socket), socket, folder), os.getuid())
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return actor.user if actor is not None else None
+
+
 class SeatsProvider(Provider):
     """Palette: `Seat: grant write to bob`, `Seat: make bob read-only`, `Seat: revoke bob`."""
 
@@ -194,6 +206,9 @@ class JournalFollower(Widget):
 
     def on_mount(self) -> None:
         journal = self.ctx.journal
+        socket = os.environ.get(pair.ENV_SOCKET)
+        if socket and journal is not None and hasattr(journal, "seat"):
+            journal.seat = partial(acting_seat, socket)  # each event names the seat that typed it
         if isinstance(journal, BoxJournal):  # a local journal has no other writers to hear from
             journal.listeners.append(self._new_events)
             self.follow(journal)
@@ -209,4 +224,5 @@ class JournalFollower(Widget):
         for ev in events:
             if ev.get("kind") in ("bench_result", "mark") and ev.get("by"):
                 what = "a benchmark result" if ev["kind"] == "bench_result" else "a mark"
-                self.app.notify(f"{ev['by']} recorded {what}", title="shared journal", timeout=4)
+                who = ev["by"] if not ev.get("seat") else f"{ev['seat']} (seat of {ev['by']})"
+                self.app.notify(f"{who} recorded {what}", title="shared journal", timeout=4)
