@@ -30,7 +30,7 @@ from typing import Any
 
 from specdebug.capability import require_write
 from specdebug.core import pair_acl, pair_view
-from specdebug.core.pair_owner import user_name
+from specdebug.core.pair_owner import user_name as user_name  # the pairing API in one place
 from specdebug.core.pair_seats import CLIENT_FORMAT as CLIENT_FORMAT  # the pairing API in one place
 from specdebug.core.pair_seats import Client as Client
 from specdebug.core.pair_seats import Mode as Mode
