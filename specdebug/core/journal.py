@@ -20,6 +20,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, overload
@@ -121,6 +122,7 @@ class Journal:
         self.label = str(self.session_dir)  # as BoxJournal.label: what a verb prints as "the session"
         self.path = self.session_dir / EVENTS_FILE
         self._lock = threading.Lock()  # panes append from workers and the event loop alike
+        self.seat: Callable[[], str | None] | None = None  # pairing: who typed (tui/widgets/seats.py)
 
     @staticmethod
     def default_dir() -> Path:
@@ -152,6 +154,9 @@ class Journal:
         """
         require_write(f"journal {kind}", self)
         event = {**data, "ts": time.time(), "kind": kind}
+        seat = self.seat() if self.seat is not None else None
+        if seat:
+            event["seat"] = seat
         line = (json.dumps(_capped(event), default=_jsonable, ensure_ascii=False) + "\n").encode()
         with self._lock:
             try:

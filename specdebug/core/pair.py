@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from specdebug.capability import require_write
-from specdebug.core import pair_acl
-from specdebug.core.pair_owner import ownership_problem, user_name
+from specdebug.core import pair_acl, pair_view
+from specdebug.core.pair_owner import user_name as user_name  # the pairing API in one place
 from specdebug.core.pair_seats import CLIENT_FORMAT as CLIENT_FORMAT  # the pairing API in one place
 from specdebug.core.pair_seats import Client as Client
 from specdebug.core.pair_seats import Mode as Mode
@@ -91,10 +91,16 @@ class PairInfo:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        views = pair_view.views(Path(self.folder))
+        by_uid = {u: user_name(u) for u in views}
         data["seats"] = [
             {"user": s.user, "mode": str(s.mode), "attached": s.attached, "join": self.join}
             for s in self.seats
         ]
+        for seat in data["seats"]:  # a seat with a view of its own joins that
+            uid = next((u for u, n in by_uid.items() if n == seat["user"]), None)
+            if uid is not None:
+                seat["join"] = " ".join(pair_view.join_argv(views[uid]))
         return data
 
 
@@ -195,20 +201,26 @@ def _make_folder(folder: Path) -> None:
 
 
 def share(folder: Path, seats: dict[str, Mode]) -> str:
-    """Let exactly the seat users reach the folder, socket and seat list; returns the access kind."""
+    """Let exactly the seat users reach the folder, the seat list and their socket (the session's
+    for a direct read-write seat, their own view's otherwise); returns the access kind."""
     uids = [user_uid(u) for u in seats]
     sock = folder / SOCKET_FILE
+    own_view = pair_view.views(folder)
+    direct = [u for u in uids if u not in own_view]
     try:
         pair_acl.apply(folder, 7, pair_acl.perms_for(uids, pair_acl.X))
+        for uid, view in own_view.items():
+            pair_acl.apply(view, 6, pair_acl.perms_for([uid] if uid in uids else [], pair_acl.R | pair_acl.W))
         if sock.exists():
-            pair_acl.apply(sock, 6, pair_acl.perms_for(uids, pair_acl.R | pair_acl.W))
+            pair_acl.apply(sock, 6, pair_acl.perms_for(direct, pair_acl.R | pair_acl.W))
         if (folder / SEATS_FILE).exists():
             pair_acl.apply(folder / SEATS_FILE, 6, pair_acl.perms_for(uids, pair_acl.R))
         return "acl"
     except pair_acl.AclUnsupported:
         os.chmod(folder, 0o711 if uids else 0o700)
-        if sock.exists():
-            os.chmod(sock, 0o666 if uids else 0o600)
+        for view in [sock, *own_view.values()]:
+            if view.exists():
+                os.chmod(view, 0o666 if uids else 0o600)
         if (folder / SEATS_FILE).exists():
             os.chmod(folder / SEATS_FILE, 0o644)
         return "tmux-only"
@@ -280,7 +292,10 @@ def start(
         raise PairError(f"tmux could not start the session: {res.stderr.strip() or res.returncode}")
     try:
         for user, mode in seats.items():
-            _grant_tmux(sock, user, mode)
+            if mode is Mode.RW:
+                _grant_tmux(sock, user, mode)
+            else:  # a view of their own (core/pair_view.py): nothing they run reaches the others
+                pair_view.start_view(folder, sock, name, user_uid(user), conf, size=size, tmux=tmux)
         info = PairInfo(
             name=name, socket=sock, session=name, owner=user_name(me), folder=str(folder), owner_uid=me
         )
@@ -305,15 +320,28 @@ def grant(socket: str, user: str, mode: Mode) -> None:
     """Give `user` a seat, or change its mode; attached clients of that user change at once."""
     require_write("change a pairing seat")
     folder = Path(socket).parent
-    if user_uid(user) in (os.getuid(), 0):
+    uid = user_uid(user)
+    if uid in (os.getuid(), 0):
         raise PairError(f"{user} always has full access to your tmux server: not a seat to change")
-    _grant_tmux(socket, user, mode)
+    try:
+        if uid in pair_view.views(folder):
+            pair_view.set_view_mode(socket, folder, uid, mode)
+        elif mode is Mode.RW:
+            _grant_tmux(socket, user, mode)
+        else:  # read-only: off the session's own list (tmux disconnects them), onto a view of their own
+            _tmux(socket, "server-access", "-d", user)
+            data = read_seats(folder) or {}
+            session = str(data.get("session") or folder.name.rsplit(".", 1)[-1])
+            pair_view.start_view(folder, socket, session, uid, folder / CONF_FILE)
+    except pair_view.ViewError as exc:
+        raise PairError(str(exc)) from None
     _update_seats(folder, socket, granted=user)
 
 
 def revoke(socket: str, user: str) -> None:
     """Take the seat away: tmux disconnects the user's clients ("access not allowed")."""
     require_write("revoke a pairing seat")
+    pair_view.stop_view(Path(socket).parent, user_uid(user))
     res = _tmux(socket, "server-access", "-d", user)
     if res.returncode != 0 and "not found" not in res.stderr:
         raise PairError(f"tmux refused to revoke {user}: {res.stderr.strip()}")
@@ -322,7 +350,7 @@ def revoke(socket: str, user: str) -> None:
 
 def _update_seats(folder: Path, socket: str, *, granted: str = "", revoked: str = "") -> None:
     """Rewrite the seat list from tmux's; a revoked user stays listed as revoked (to grant again)."""
-    acl = access_list(socket)
+    acl = pair_view.seat_modes(socket, folder)
     data = read_seats(folder) or {}
     was = [u for u in data.get("revoked", []) if isinstance(u, str) and u != granted and u not in acl]
     info = PairInfo(
@@ -344,87 +372,6 @@ def kill(socket: str) -> None:
     """End the session's tmux server (the app with it)."""
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         _tmux(socket, "kill-server")
-
-
-def discover(root: Path | None = None, refused: list[str] | None = None) -> list[PairInfo]:
-    """Pairing sessions this user may reach: ours, and others' whose folder lets us in; each one's
-    folder and socket owned by the user its name claims (the others go to `refused`, with why)."""
-    root = root or pair_root()
-    found = []
-    try:
-        entries = sorted(root.iterdir())
-    except OSError:
-        return []
-    for folder in entries:
-        m = re.fullmatch(re.escape(PREFIX) + r"(\d+)\.(" + NAME_RE.pattern + ")", folder.name)
-        if m is None or not os.access(folder, os.X_OK):
-            continue
-        sock = folder / SOCKET_FILE
-        with contextlib.suppress(OSError):
-            if not stat.S_ISSOCK(sock.lstat().st_mode):
-                continue
-            why = ownership_problem(folder, int(m.group(1)))
-            if why is not None:
-                if refused is not None:
-                    refused.append(f"{m.group(2)}: {why}")
-                continue
-            if int(m.group(1)) == os.getuid() and not is_alive(str(sock)):
-                continue  # ours and dead (its server was killed): nothing to join
-            data = read_seats(folder) or {}
-            info = PairInfo(
-                name=m.group(2),
-                socket=str(sock),
-                session=str(data.get("session") or m.group(2)),
-                owner=user_name(int(m.group(1))),
-                folder=str(folder),
-                seats=[Seat(s["user"], Mode(s["mode"])) for s in data.get("seats", [])],
-                join=" ".join(join_argv(str(sock), str(data.get("session") or m.group(2)))),
-                owner_uid=int(m.group(1)),
-            )
-            found.append(info)
-    return found
-
-
-def find(name: str, socket: str | None = None) -> PairInfo:
-    """The session to join: by --socket, or by name among the reachable ones (ours first); only
-    sessions whose folder and socket belong to the user the name claims (PairError: why not)."""
-    if socket:
-        return _by_socket(name, Path(socket))
-    refused: list[str] = []
-    matches = [p for p in discover(refused=refused) if p.name == name]
-    mine = [p for p in matches if p.owner_uid == os.getuid()]
-    if mine:
-        return mine[0]
-    if len(matches) == 1:
-        return matches[0]
-    lookalikes = [r for r in refused if r.startswith(f"{name}: ")]
-    if not matches and lookalikes:
-        raise PairError(f"not joining pairing session {lookalikes[0]}: refusing a look-alike")
-    if not matches:
-        raise PairError(f"no pairing session named {name!r} that you may join (specdebug pair --list)")
-    owners = ", ".join(p.owner for p in matches)
-    raise PairError(f"several sessions named {name!r} (owners: {owners}): give --socket PATH")
-
-
-def _by_socket(name: str, sock: Path) -> PairInfo:
-    """--socket PATH: the session of whoever owns the socket, if its folder is theirs too."""
-    try:
-        uid = sock.lstat().st_uid
-    except OSError as exc:
-        raise PairError(f"--socket {sock}: {exc.strerror}") from None
-    why = ownership_problem(sock.parent, uid) if sock.name == SOCKET_FILE else None
-    if why is None and sock.parent.lstat().st_uid != uid:
-        why = f"{sock.parent} is not the folder of {user_name(uid)}, who owns the socket"
-    if why is not None:
-        raise PairError(f"not joining {sock}: {why}")
-    return PairInfo(
-        name=name,
-        socket=str(sock),
-        session=name,
-        owner=user_name(uid),
-        folder=str(sock.parent),
-        owner_uid=uid,
-    )
 
 
 def wait_gone(socket: str, timeout: float = 10.0) -> bool:

@@ -3,15 +3,16 @@
 textual-serve has no authentication: anyone who reaches its port gets an app.  So the port is
 bound to loopback only, and every path lives under `/<token>/` (the token is 32 random bytes,
 printed once); a request without it gets 403 before textual-serve sees it, the websocket
-included.  The app it runs is `specdebug ... --readonly`: each browser tab gets its own read-only
-process (default-deny, see specdebug/capability.py) with its own SSH connection.  For the browser and
-a terminal seat to see the same results, give both the same `--session box:NAME`.
+included.  The app it serves is the pairing session's own screen, mirrored (specdebug/tui/mirror.py):
+no input reaches the session and no path is read, so a browser sees what the seats see and can
+open nothing on the box.  At most MAX_BROWSERS browsers at a time (503 beyond).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
+import os
 import secrets
 import shlex
 import signal
@@ -24,15 +25,24 @@ from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
 HOST = "127.0.0.1"
+MAX_BROWSERS = int(os.environ.get("SPECDEBUG_WEB_SEATS_MAX") or 4)  # browsers served at once
 
 
 class _SeatServer(Server):
     """textual-serve's server with our websocket handler (counts sessions, lets tests tap output)."""
 
-    def __init__(self, command: str, *, on_output: Callable[[bytes], None] | None = None) -> None:
+    def __init__(
+        self,
+        command: str,
+        *,
+        on_output: Callable[[bytes], None] | None = None,
+        max_browsers: int = MAX_BROWSERS,
+    ) -> None:
         super().__init__(command, host=HOST, port=0, title="specdebug (read-only seat)")
         self.on_output = on_output
         self.sessions = 0
+        self.active = 0  # browsers connected now
+        self.max_browsers = max_browsers
 
     async def make_app(self) -> web.Application:
         """textual-serve's app (routes, static files, our websocket), to mount behind the token."""
@@ -42,11 +52,18 @@ class _SeatServer(Server):
         return None
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        if (
+            self.active >= self.max_browsers
+        ):  # each tab is a process: a URL passed around must not fork without end
+            raise web.HTTPServiceUnavailable(
+                text=f"specdebug web seat: at most {self.max_browsers} browsers at a time; close one\n"
+            )
         websocket = web.WebSocketResponse(heartbeat=15)
         width = to_int(request.query.get("width", "80"), 80)
         height = to_int(request.query.get("height", "24"), 24)
         await websocket.prepare(request)
         self.sessions += 1
+        self.active += 1
         number, sent = self.sessions, 0
         print(f"specdebug: web seat: browser {number} connected", file=sys.stderr, flush=True)
 
@@ -74,6 +91,7 @@ class _SeatServer(Server):
         except (asyncio.CancelledError, ConnectionError):
             pass
         finally:
+            self.active -= 1
             await service.stop()
             await websocket.close()
             print(

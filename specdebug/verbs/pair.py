@@ -5,7 +5,7 @@
     specdebug pair --join NAME [--readonly] [--socket PATH]
     specdebug pair --list [--json]
     specdebug pair --grant USER [--rw] | --revoke USER  [--name NAME] [--json]
-    specdebug pair --web HOST... [-c PROFILE] [--session box:NAME] [--port N]
+    specdebug pair --web [HOST... [-c PROFILE] [--session box:NAME]] [--name NAME] [--port N]
 
 Read-only is tmux's (server-access, tmux >= 3.3); see specdebug/core/pair.py for the folder.
 """
@@ -19,8 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specdebug.core import pair
+from specdebug.core import pair, pair_find, pair_view
 from specdebug.core.pair import Mode, PairError
+from specdebug.core.pair_owner import user_name
 from specdebug.verbs.common import err, out, print_json
 
 
@@ -51,7 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--rw", action="store_true", help="with --grant: a read-write seat (trusted!)")
     p.add_argument("--revoke", metavar="USER", help="take USER's seat away (disconnects them)")
-    p.add_argument("--web", action="store_true", help="serve a read-only seat to a browser on 127.0.0.1")
+    p.add_argument(
+        "--web", action="store_true", help="show your session --name to browsers on 127.0.0.1 (read-only)"
+    )
     p.add_argument("--port", type=int, default=0, help="with --web: port (default: a free one)")
     p.add_argument(
         "hosts", nargs="*", metavar="HOST", help="hosts the shared TUI opens (as for `specdebug HOST`)"
@@ -67,21 +70,42 @@ def cmd_pair(args: argparse.Namespace) -> int:
             return _join(args)
         if args.grant or args.revoke:
             return _change_seat(args)
+        if args.web:
+            return _web(args)
         if not args.hosts:
             err("pair: give HOST... to start a session, or --join NAME, or --list")
             return 2
-        if args.web:
-            try:
-                from specdebug.tui.webseat import serve_web_seat
-            except ModuleNotFoundError as exc:
-                err(f"pair --web needs textual-serve ({exc.name}): pip install 'specdebug[web]'")
-                return 2
-
-            return serve_web_seat(app_argv(args, readonly=True), port=args.port)
         return _start(args)
     except PairError as exc:
         err(str(exc))
         return 2
+
+
+def _web(args: argparse.Namespace) -> int:
+    """The browser seat: the screen of your pairing session --name (started here with HOST...,
+    and ended with the seat), mirrored (specdebug/tui/mirror.py): it shows, never acts or reads."""
+    try:
+        from specdebug.tui.webseat import serve_web_seat
+    except ModuleNotFoundError as exc:
+        err(f"pair --web needs textual-serve ({exc.name}): pip install 'specdebug[web]'")
+        return 2
+    name = pair.check_name(args.name)
+    sock = str(pair.folder_for(name) / pair.SOCKET_FILE)
+    started = False
+    if not pair.is_alive(sock):
+        if not args.hosts:
+            err(f"pair --web: no running pairing session {name!r} of yours: give HOST... to start one")
+            return 2
+        pair.start(name, app_argv(args), _seats(args))
+        started = True
+        out(f"pairing session {name!r} started; drive it with: specdebug pair --join {name}")
+    title = f"specdebug pairing {name} of {user_name(os.getuid())} (read-only browser seat)"
+    mirror = [sys.executable, "-m", "specdebug.tui.mirror", sock, f"={name}:", title]
+    try:
+        return serve_web_seat(mirror, port=args.port)
+    finally:
+        if started:
+            pair.kill(sock)
 
 
 def app_argv(args: argparse.Namespace, *, readonly: bool = False) -> list[str]:
@@ -144,7 +168,7 @@ def _attach(argv: list[str]) -> int:
 
 
 def _join(args: argparse.Namespace) -> int:
-    info = pair.find(args.join, args.socket)
+    info = pair_find.find(args.join, args.socket)
     argv = pair.join_argv(info.socket, info.session, readonly=args.readonly)
     if args.json:
         print_json({**info.to_json(), "join": shlex.join(argv)})
@@ -174,7 +198,14 @@ def _change_seat(args: argparse.Namespace) -> int:
         pair.revoke(sock, user)
         what = f"{user}'s seat is revoked"
     if args.json:
-        print_json({"name": args.name, "user": user, "seats": pair.access_list(sock), "done": what})
+        print_json(
+            {
+                "name": args.name,
+                "user": user,
+                "seats": pair_view.seat_modes(sock, Path(sock).parent),
+                "done": what,
+            }
+        )
     else:
         out(f"pairing session {args.name!r}: {what}")
     return 0
@@ -182,7 +213,7 @@ def _change_seat(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     refused: list[str] = []
-    found = pair.discover(refused=refused)
+    found = pair_find.discover(refused=refused)
     if args.json:
         print_json({"sessions": [p.to_json() for p in found], "refused": refused})
         return 0

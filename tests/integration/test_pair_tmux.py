@@ -64,7 +64,10 @@ def test_pair_seats_enforced_by_tmux_and_shown_live(sshd) -> None:
                 assert set(pair_acl.named_users(folder)) == {pwd.getpwnam(viewer).pw_uid}
             else:  # a filesystem without ACLs: reachable, not listable; tmux's list is the gate
                 assert info["access"] == "tmux-only" and st.st_mode & 0o777 == 0o711
-            assert info["seats"] == [{"user": viewer, "mode": "ro", "attached": 0, "join": info["join"]}]
+            # a read-only seat joins a view of its own (core/pair_view.py), never the session's server
+            view = str(folder / f"v.{pwd.getpwnam(viewer).pw_uid}.sock")
+            view_join = f"tmux -S {view} attach-session -t =view"
+            assert info["seats"] == [{"user": viewer, "mode": "ro", "attached": 0, "join": view_join}]
             server_pid = int(tmux(sock, "display-message", "-p", "#{pid}").stdout)
             pane_pid = int(tmux(sock, "display-message", "-p", "-t", f"={name}:", "#{pane_pid}").stdout)
             driver = Terminal(["tmux", "-S", sock, "attach-session", "-t", f"={name}:"], size=(150, 45))
@@ -72,12 +75,12 @@ def test_pair_seats_enforced_by_tmux_and_shown_live(sshd) -> None:
             wait_for(lambda: "gpubox" in (s := screen(sock, name)) and "pairing" in s, 90, what="app up")
 
             # the read-only seat attaches with the exact join command and sees the app
-            seat = Terminal(shlex.split(info["join"]), user=viewer, size=(120, 40))
+            seat = Terminal(shlex.split(view_join), user=viewer, size=(120, 40))
             terms.append(seat)
             listed = f"{viewer}\t1"
             wait_for(
                 lambda: (
-                    listed in tmux(sock, "list-clients", "-F", "#{client_user}\t#{client_readonly}").stdout
+                    listed in tmux(view, "list-clients", "-F", "#{client_user}\t#{client_readonly}").stdout
                 ),
                 20,
                 0.02,
@@ -89,9 +92,9 @@ def test_pair_seats_enforced_by_tmux_and_shown_live(sshd) -> None:
             assert shown_after < 2.0
             wait_for(lambda: "gpubox" in seat.text(), 10, what="the viewer sees the app")
             wait_for(lambda: "joined (read-only)" in screen(sock, name), 5, what="the toast")
-            # every seat sees the whole screen: the window follows the smallest terminal
+            # a read-only seat's terminal does not resize the driver's window (its view is its own)
             size = tmux(sock, "display-message", "-p", "-t", f"={name}:", "#{window_width}x#{window_height}")
-            assert size.stdout.strip() == "120x40"
+            assert size.stdout.strip() == "150x45"
 
             # the viewer's keys and tmux commands are refused by tmux
             seat.type("?")
@@ -102,8 +105,12 @@ def test_pair_seats_enforced_by_tmux_and_shown_live(sshd) -> None:
                 ["kill-server"],
                 ["server-access", "-w", viewer],
             ):
-                res = tmux(sock, *cmd, user=viewer)
+                res = tmux(view, *cmd, user=viewer)
                 assert "client is read-only" in res.stderr, (cmd, res.stderr)
+                res = tmux(sock, *cmd, user=viewer)  # the session's own server does not let it in at all
+                assert res.returncode != 0 and (
+                    "Permission denied" in res.stderr or "access not allowed" in res.stderr
+                )
             assert pid_alive(server_pid) and pid_alive(pane_pid)
 
             # a user not granted is refused: by the folder, and by tmux's list even when it is opened

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,7 +32,9 @@ class WebSeat:
     def __init__(self, sshd, tmp_path: Path) -> None:
         self.err_path = tmp_path / "web.err"
         self.out_path = tmp_path / "web.out"
-        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX", "TMUX_PANE")}
+        self.root = Path(tempfile.mkdtemp(prefix="sdweb-", dir="/tmp"))  # the pairing session's folder
+        env["SPECDEBUG_PAIR_DIR"] = str(self.root)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "specdebug.cli", "pair", "--web", "-F", str(sshd.config_path), "gpubox"],
             stdout=open(self.out_path, "wb"),
@@ -57,6 +60,9 @@ class WebSeat:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(5)
+        sock = self.root / f"specdebug-pair.{os.getuid()}.pair" / "tmux.sock"
+        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True)  # if the seat could not
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 @pytest.fixture
@@ -111,10 +117,15 @@ async def test_web_seat_token_loopback_and_app(seat) -> None:
             elif msg.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
                 break
             text = ANSI.sub(b"", screen)
-            if b"Hosts" in text and b"gpubox" in text and b"connected" in text and b"READ-ONLY" in text:
+            if (
+                b"Hosts" in text
+                and b"gpubox" in text
+                and b"connected" in text
+                and b"read-only browser seat" in text
+            ):
                 break
         text = ANSI.sub(b"", screen)
-        assert b"Hosts" in text and b"connected" in text and b"READ-ONLY" in text, text[-2000:]
+        assert b"Hosts" in text and b"connected" in text and b"read-only browser seat" in text, text[-2000:]
         await ws.close()
     assert "browser 1 connected" in seat.err_path.read_text()
 

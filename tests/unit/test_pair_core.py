@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core import pair, pair_acl
+from specdebug.core import pair, pair_acl, pair_find
 from specdebug.core.pair import Client, Mode, PairError, Seat
 
 
@@ -136,18 +136,18 @@ def test_discover_lists_only_reachable_pair_folders(tmp_path_factory, monkeypatc
     fake_sock.bind(str(fake / pair.SOCKET_FILE))
     monkeypatch.setattr(pair, "is_alive", lambda path, session=None: False)  # our s1 has no tmux server
     try:
-        assert [p.name for p in pair.discover()] == ["theirs"]  # our dead one is left out
+        assert [p.name for p in pair_find.discover()] == ["theirs"]  # our dead one is left out
         monkeypatch.setattr(pair, "is_alive", lambda path, session=None: True)
-        found = pair.discover()
+        found = pair_find.discover()
         assert [(p.name, p.socket) for p in found] == [
             ("s1", str(mine / pair.SOCKET_FILE)),
             ("theirs", str(other / pair.SOCKET_FILE)),
         ]
-        assert pair.find("s1").socket == str(mine / pair.SOCKET_FILE)
+        assert pair_find.find("s1").socket == str(mine / pair.SOCKET_FILE)
         with pytest.raises(PairError, match="no pairing session named 'nope'"):
-            pair.find("nope")
+            pair_find.find("nope")
         with pytest.raises(PairError, match="not by 4243 as its name claims: refusing a look-alike"):
-            pair.find("fake")
+            pair_find.find("fake")
     finally:
         sock.close()
         theirs.close()

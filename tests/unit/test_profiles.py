@@ -47,7 +47,7 @@ def test_every_example_loads(path: Path) -> None:
     profile = load_profile(path)
     assert profile.name == path.stem
     assert profile.server.argv and profile.server.port > 0
-    assert profile.server.log_file == f"{default_log_dir()}/{profile.name}.log"  # private, never /tmp
+    assert profile.server.log_file == f"/tmp/specdebug/{profile.name}.log"  # launch.sh checks the folder
 
 
 def test_example_ports_are_distinct() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 from functools import partial
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from specdebug.capability import process_is_readonly
-from specdebug.core import pair
+from specdebug.core import pair, pair_view
 from specdebug.core.boxjournal import BoxJournal
 from specdebug.core.pair import Mode, Seat
 from specdebug.tui.context import AppContext
@@ -50,7 +51,6 @@ class SeatsBar(Static):
         self.pair_name = name if name is not None else os.environ.get(pair.ENV_NAME, "")
         self.seats: list[Seat] = []
         self.clients: list[pair.Client] = []
-        self.revoked: list[str] = []  # seats taken away, offered again in the palette
         self.owner_uid = os.getuid()
 
     @property
@@ -68,14 +68,14 @@ class SeatsBar(Static):
     async def poll(self) -> None:
         socket = self.socket
         assert socket is not None
+        folder = Path(socket).parent  # read-only seats are on views of their own (core/pair_view.py)
         acl, attached = await asyncio.gather(
-            asyncio.to_thread(pair.access_list, socket), asyncio.to_thread(pair.clients, socket)
+            asyncio.to_thread(pair_view.seat_modes, socket, folder),
+            asyncio.to_thread(pair_view.seat_clients, socket, folder, pair.CLIENT_FORMAT),
         )
         seats = pair.seats_now(acl, attached)
         notes = pair.seat_changes(self.seats, seats)
         self.seats, self.clients = seats, attached
-        listed = await asyncio.to_thread(pair.read_seats, Path(socket).parent)
-        self.revoked = [u for u in (listed or {}).get("revoked", []) if isinstance(u, str) and u not in acl]
         self.update(self.render_seats())
         for note in notes:
             self.app.notify(note, title="pairing", timeout=6)
@@ -98,12 +98,17 @@ class SeatsBar(Static):
             )
         return text
 
+    def who_typed_from(self) -> list[pair.Client]:
+        """The session's clients, a view's inner client named as its seat (it runs as the driver)."""
+        assert self.socket is not None
+        return pair_view.attribute(pair.clients(self.socket), self.socket, Path(self.socket).parent)
+
     async def change(self, user: str, action: str) -> None:
         """Grant write (`rw`), make read-only (`ro`) or revoke (`revoke`) a seat: the driver only."""
         socket = self.socket
         if socket is None:
             return
-        attached = await asyncio.to_thread(pair.clients, socket)
+        attached = await asyncio.to_thread(self.who_typed_from)
         actor = pair.acting_client(attached, self.owner_uid)
         if actor is not None and actor.uid != self.owner_uid:
             self.app.notify(
@@ -122,21 +127,44 @@ class SeatsBar(Static):
         self.poll()
 
 
+def acting_seat(socket: str) -> str | None:
+    """The user whose key came last in the pairing session (tmux's client activity; a view's inner
+    client counts as its seat), for the journal's `seat` field; None when tmux cannot tell."""
+    try:
+        folder = Path(socket).parent
+        actor = pair.acting_client(pair_view.attribute(pair.clients(socket), socket, folder), os.getuid())
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return actor.user if actor is not None else None
+
+
 class SeatsProvider(Provider):
     """Palette: `Seat: grant write to bob`, `Seat: make bob read-only`, `Seat: revoke bob`."""
 
-    def _commands(self):
-        app = self.app
-        if process_is_readonly():
-            return
+    _bar: SeatsBar | None = None
+    _fresh: tuple[dict[str, Mode], list[str]] = ({}, [])
+
+    async def startup(self) -> None:
+        """Seats and revoked seats as tmux and the seat list say now, when the palette opens."""
         try:
-            bar = app.query_one(SeatsBar)
+            bar = self.app.query_one(SeatsBar)
         except NoMatches:  # no seats bar: this session is not shared
             return
-        if bar.readonly or not bar.active:
+        if bar.readonly or not bar.active or bar.socket is None or process_is_readonly():
             return
+        folder = Path(bar.socket).parent
+        modes = await asyncio.to_thread(pair_view.seat_modes, bar.socket, folder)
+        listed = await asyncio.to_thread(pair.read_seats, folder)
+        revoked = [u for u in (listed or {}).get("revoked", []) if isinstance(u, str) and u not in modes]
+        self._bar, self._fresh = bar, (modes, revoked)
+
+    def _commands(self):
+        bar = self._bar
+        if bar is None:
+            return
+        modes, revoked = self._fresh
         driver = pair.user_name(bar.owner_uid)
-        for seat in bar.seats:
+        for seat in [Seat(u, m) for u, m in sorted(modes.items())]:
             if seat.user in (driver, "root"):  # the driver's own seat (and root's) is not a seat to change
                 continue
             if seat.mode is Mode.RO:
@@ -148,7 +176,7 @@ class SeatsProvider(Provider):
             else:
                 yield f"Seat: make {seat.user} read-only", partial(bar.change, seat.user, "ro"), ""
             yield f"Seat: revoke {seat.user}", partial(bar.change, seat.user, "revoke"), "disconnects them"
-        for user in bar.revoked:
+        for user in revoked:
             if user in (driver, "root"):
                 continue
             yield f"Seat: grant read-only again to {user}", partial(bar.change, user, "ro"), "revoked earlier"
@@ -178,6 +206,9 @@ class JournalFollower(Widget):
 
     def on_mount(self) -> None:
         journal = self.ctx.journal
+        socket = os.environ.get(pair.ENV_SOCKET)
+        if socket and journal is not None and hasattr(journal, "seat"):
+            journal.seat = partial(acting_seat, socket)  # each event names the seat that typed it
         if isinstance(journal, BoxJournal):  # a local journal has no other writers to hear from
             journal.listeners.append(self._new_events)
             self.follow(journal)
@@ -193,4 +224,5 @@ class JournalFollower(Widget):
         for ev in events:
             if ev.get("kind") in ("bench_result", "mark") and ev.get("by"):
                 what = "a benchmark result" if ev["kind"] == "bench_result" else "a mark"
-                self.app.notify(f"{ev['by']} recorded {what}", title="shared journal", timeout=4)
+                who = ev["by"] if not ev.get("seat") else f"{ev['seat']} (seat of {ev['by']})"
+                self.app.notify(f"{who} recorded {what}", title="shared journal", timeout=4)
