@@ -58,7 +58,6 @@ COLUMNS = [
     ("GPU", "gpu"),
     ("time", "time"),
 ]
-FLUSH_S = 0.1
 
 
 class BenchPane(Pane):
@@ -128,7 +127,6 @@ class BenchPane(Pane):
 
     def on_mount(self) -> None:
         self.reload()
-        self.set_interval(FLUSH_S, self._flush)
 
     # ---- data ------------------------------------------------------------------------------------
     def reload(self) -> None:
@@ -249,6 +247,7 @@ class BenchPane(Pane):
                     self._dirty = True
                 elif isinstance(ev, BenchLine):
                     self._lines.append(ev.text)
+                    self._dirty = True
                 else:
                     result = ev.result
         except asyncio.CancelledError:
@@ -269,6 +268,9 @@ class BenchPane(Pane):
         self.progress = None
         self._dirty = True
         self.notify(message, severity=severity, markup=False)
+
+    def redraw(self) -> None:
+        self._flush()
 
     def _flush(self) -> None:
         if self._lines:
@@ -381,9 +383,8 @@ class BenchPane(Pane):
         self.reload()
 
     def action_bisect_end(self, side: str) -> None:
-        """This row's profile becomes the Bisect pane's good or bad end."""
-        from specdebug.tui.panes.bisect import pick_end
-
+        """This row's profile becomes the bisection's good or bad end (told to the app's store;
+        the Bisect pane follows it)."""
         e = self._highlighted()
         if e is not None:
-            pick_end(self.app, side, e.result.profile)
+            self.post_message(self.EndPicked(side, e.result.profile))

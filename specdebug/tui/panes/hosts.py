@@ -268,13 +268,16 @@ class HostsPane(Pane):
     @on(DataTable.RowHighlighted, "#hosts-table")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key and event.row_key.value in self.ctx.remotes:
-            self.ctx.selected = event.row_key.value
-            self._render_gpus()
+            self.post_message(self.HostSelected(event.row_key.value))  # the app's store holds it
 
     def action_select_host(self) -> None:
         table = self.query_one("#hosts-table", DataTable)
         if table.row_count:
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-            self.ctx.selected = key
-            self._render_gpus()
-            self.notify(f"acting on {key}")
+            if key is not None:
+                self.post_message(self.HostSelected(key))
+                self.notify(f"acting on {key}")
+
+    def host_changed(self, host: str | None) -> None:
+        """The store's selection moved (ctx.selected is it already): show that host's GPUs."""
+        self._render_gpus()

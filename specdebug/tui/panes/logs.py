@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -35,7 +35,7 @@ from specdebug.core.servers import ServerRecord, this_run_offset
 from specdebug.core.startup.events import ServerState
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
-from specdebug.tui.pane import Pane
+from specdebug.tui.panes.logs_boxes import LogsBoxes
 from specdebug.tui.screens.log_context import ContextScreen
 from specdebug.tui.widgets.logs_status import FOLLOW_STATE, FollowState, LogsStatus, status_text
 from specdebug.tui.widgets.logview import Entry, LogView, entry_for_event, entry_for_mark, entry_for_match
@@ -45,7 +45,7 @@ FLUSH_S = 0.08
 STATS_EVERY_S = 0.5
 
 
-class LogsPane(Pane):
+class LogsPane(LogsBoxes):
     PANE_ID = "logs"
     TITLE = "Logs"
     MUTATING_ACTIONS = frozenset()  # reading logs and writing local marks never changes the box
@@ -62,6 +62,7 @@ class LogsPane(Pane):
         Binding("x", "stop", "Stop", id="logs.stop"),
         Binding("M", "toggle_metrics", "Metrics panel", id="logs.metrics", show=False),
         Binding("escape", "close_input", "Close", id="logs.close_input"),
+        Binding("enter", "submit_input", "Enter", id="logs.submit_input", show=False),
     ]
     INPUT_PROMPTS = {
         "logs-input": "filter: regex on each line · Enter keeps it · Esc closes",
@@ -107,7 +108,8 @@ class LogsPane(Pane):
             ("logs-input", "regex, e.g. accept|ERROR"),
             ("logs-path", "/var/log/server.log or ~/logs/sglang.log"),
         ):
-            box = Input(placeholder=placeholder, id=box_id)
+            # the filter box reopens with its regex and the cursor at its end (typing adds to it)
+            box = Input(placeholder=placeholder, id=box_id, select_on_focus=box_id == "logs-path")
             box.border_title = self.INPUT_PROMPTS[box_id]  # the prompt stays when the box has text
             yield box
         with Horizontal(id="logs-body"):
@@ -115,7 +117,6 @@ class LogsPane(Pane):
             yield MetricsPanel(id="logs-metrics")
 
     def on_mount(self) -> None:
-        self.set_interval(FLUSH_S, self.flush)
         self.render_status()
 
     # -- feeding (the worker and tests call these) -----------------------------------------------------
@@ -125,6 +126,8 @@ class LogsPane(Pane):
         self.matches += 1
         self._stats_dirty = True
         self.buffer.push(entry_for_match(m))
+        if self._redraw_timer is None:
+            self._dirty = True  # one flush FLUSH_S from now takes everything that came meanwhile
 
     def feed_event(self, ev: LogEvent) -> None:
         self.state = FOLLOW_STATE.get(ev.kind, self.state)
@@ -134,17 +137,27 @@ class LogsPane(Pane):
                 f"{self.path}: {self.notice}", severity="error" if ev.kind == "error" else "warning"
             )
         self.buffer.push(entry_for_event(ev))
+        self._dirty = True
+
+    REDRAW_S = FLUSH_S
+
+    def redraw(self) -> None:
+        self.flush()
 
     def flush(self) -> None:
         """Move queued entries into the view (or pending while paused); refresh stats now and then."""
+        self._dirty_flag = False
         if self.buffer.has_incoming:
             batch = self.buffer.drain()
             if batch:
                 self.query_one(LogView).add(batch, follow=True)
             self.render_status()
         now = time.monotonic()
-        if self._stats_dirty and now - self._stats_at >= STATS_EVERY_S:
-            self.render_stats()
+        if self._stats_dirty:
+            if now - self._stats_at >= STATS_EVERY_S:
+                self.render_stats()
+            else:
+                self._dirty = True  # numbers waiting: look again shortly (stops once they are drawn)
 
     # -- rendering -------------------------------------------------------------------------------------
     def status_text(self) -> Text:
@@ -198,57 +211,6 @@ class LogsPane(Pane):
         else:
             view.follow_end()
         self.render_status()
-
-    # -- filter ----------------------------------------------------------------------------------------
-    def action_filter(self) -> None:
-        box = self.query_one("#logs-input", Input)
-        box.add_class("visible")
-        box.value = self.filter_text
-        box.focus()
-
-    @on(Input.Changed, "#logs-input")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        self.apply_filter(event.value)
-
-    @on(Input.Submitted, "#logs-input")
-    def _filter_submitted(self, event: Input.Submitted) -> None:
-        self.action_close_input()
-
-    def apply_filter(self, text: str, hide: bool | None = None) -> bool:
-        """Live regex filter; an incomplete regex keeps the previous one (returns False)."""
-        if not self.query_one(LogView).apply_filter(text, hide):
-            return False
-        self.filter_text = text
-        self.render_status()
-        return True
-
-    def action_toggle_hide(self) -> None:
-        self.query_one(LogView).toggle_hide()
-        self.render_status()
-
-    def action_close_input(self) -> None:
-        for box in self.query(Input):
-            box.remove_class("visible")
-        self.query_one(LogView).focus()
-
-    def typing(self) -> bool:
-        """True while a text box of this pane has focus: its letters are text, not pane keys."""
-        focused = self.app.focused
-        return isinstance(focused, Input) and focused in self.query(Input)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """While typing, the footer offers only Esc (and the box's Enter, named in its title)."""
-        if action == "close_input":
-            return self.typing()
-        if self.typing():
-            return False
-        return super().check_action(action, parameters)
-
-    def on_descendant_focus(self, event) -> None:
-        self.refresh_bindings()
-
-    def on_descendant_blur(self, event) -> None:
-        self.refresh_bindings()
 
     # -- marks -----------------------------------------------------------------------------------------
     def action_mark(self, label: str = "") -> None:
@@ -323,18 +285,6 @@ class LogsPane(Pane):
             return
         if profile.server.log_file and self.ctx.remote() is not None:
             self.start_follow(profile.server.log_file, this_run=True)
-
-    def action_open_path(self) -> None:
-        box = self.query_one("#logs-path", Input)
-        box.add_class("visible")
-        box.value = self.path or ""
-        box.focus()
-
-    @on(Input.Submitted, "#logs-path")
-    def _path_submitted(self, event: Input.Submitted) -> None:
-        self.action_close_input()
-        if event.value.strip():
-            self.start_follow(event.value.strip())
 
     def start_follow(self, path: str, *, this_run: bool = False) -> None:
         """Follow `path`; with this_run, from where the profile's current server run began

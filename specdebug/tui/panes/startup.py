@@ -19,6 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.timer import Timer
 from textual.widgets import Static
 
 from specdebug.core import startup
@@ -126,8 +127,6 @@ class StartupPane(StartupView, Pane):
     def on_mount(self) -> None:
         self.load_history()
         self.render_view()
-        self.set_interval(0.1, self._refresh_if_dirty)
-        self.set_interval(0.5, self._tick)
         self.recognise()
 
     # -- state ----------------------------------------------------------------------------------
@@ -194,16 +193,21 @@ class StartupPane(StartupView, Pane):
 
     # -- rendering ------------------------------------------------------------------------------
 
-    def _refresh_if_dirty(self) -> None:
-        if self._dirty:
-            self.render_view()
+    def redraw(self) -> None:
+        self.render_view()
 
-    def _tick(self) -> None:
-        if self.state is ServerState.STARTING or self.found is not None:  # elapsed / uptime move on
-            self._dirty = True
+    CLOCK_S = 0.5
+    _clock: Timer | None = None
+
+    def _clock_tick(self) -> None:
+        self._clock = None
+        self._dirty = True
 
     def render_view(self) -> None:
         self._dirty = False
+        if (self.state is ServerState.STARTING or self.found is not None) and self._clock is None:
+            # elapsed / uptime move on: one redraw CLOCK_S from now, only while a clock is shown
+            self._clock = self.set_timer(self.CLOCK_S, self._clock_tick)
         try:
             self.query_one("#startup-head", Static).update(self.head_text())
             self.query_one("#startup-phases", Static).update(self.phases_view())
