@@ -31,7 +31,7 @@ from specdebug.core.logs.scan import Analyzer
 from specdebug.core.logs.viewbuffer import MAX_VIEW, ViewBuffer
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber
-from specdebug.core.servers import ServerRecord, this_run_offset
+from specdebug.core.servers import ServerRecord, file_size, this_run_offset
 from specdebug.core.startup.events import ServerState
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
@@ -43,6 +43,7 @@ from specdebug.tui.widgets.metrics_panel import MetricsPanel
 
 FLUSH_S = 0.08
 STATS_EVERY_S = 0.5
+BEHIND_EVERY_S = 1.0  # how often, while lines arrive, the file's size is asked (one `wc -c`)
 
 
 class LogsPane(LogsBoxes):
@@ -95,6 +96,8 @@ class LogsPane(LogsBoxes):
         self.filter_text = ""
         self._stats_at = 0.0
         self._stats_dirty = False
+        self.file_size_seen: int | None = None  # the followed file's size, asked while lines flow
+        self._size_at = 0.0
 
     @property
     def following(self) -> bool:
@@ -175,8 +178,16 @@ class LogsPane(LogsBoxes):
                 hide=view.hide,
                 include_warmup=self.include_warmup,
                 notice=self.notice,
+                behind=self.behind(),
             )
         )
+
+    def behind(self) -> int:
+        """Bytes of the followed file not read yet: its size when last measured on the box, less
+        where the follower has got to (0 once it passes that size)."""
+        if self.follower is None or self.file_size_seen is None:
+            return 0
+        return max(0, self.file_size_seen - self.follower.offset)
 
     def render_status(self) -> None:
         self.query_one("#logs-status", Static).update(self.status_text())
@@ -300,6 +311,7 @@ class LogsPane(LogsBoxes):
         self.buffer.clear()
         self.matches = 0
         self.notice = None
+        self.file_size_seen = None
         self.query_one(LogView).clear()
         self.state = FollowState.STARTING
         self.render_status()
@@ -331,6 +343,9 @@ class LogsPane(LogsBoxes):
                 elif isinstance(item, LogMatch):  # the pane parses with a pack: never a pack-less PlainMatch
                     self.feed_match(item)
                 n += 1
+                if n % 64 == 0 and time.monotonic() - self._size_at > BEHIND_EVERY_S:
+                    self._size_at = time.monotonic()  # while lines flow: how much is still unread?
+                    self._measure_size(remote, follower)
                 if n % 64 == 0 and time.monotonic() - slice_start > 0.01:
                     # a flood must not starve the UI: give the loop a breath every 10 ms of parsing
                     await asyncio.sleep(0.005)
@@ -340,6 +355,13 @@ class LogsPane(LogsBoxes):
             self.notice = str(exc)
             self.app.notify(f"{path}: {exc}", severity="error")
         self.render_status()
+
+    @work(exclusive=True, group="logs-size", exit_on_error=False)
+    async def _measure_size(self, remote: Remote, follower: Follower) -> None:
+        size = await file_size(remote, follower.resolved_path or follower.path)
+        if size is not None and follower is self.follower:
+            self.file_size_seen = size
+            self.render_status()
 
     # -- the server's /metrics: a second source, shown above the log's numbers --------------------------
     @work(exclusive=True, group="logs-prom", exit_on_error=False)
