@@ -46,6 +46,11 @@ STATS_EVERY_S = 0.5
 BEHIND_EVERY_S = 1.0  # how often, while lines arrive, the file's size is asked (one `wc -c`)
 
 
+def as_entries(items: list[Entry | LogMatch]) -> list[Entry]:
+    """Rows for the view: a match becomes a row (highlights, escapes) only when it is drawn."""
+    return [x if isinstance(x, Entry) else entry_for_match(x) for x in items]
+
+
 class LogsPane(LogsBoxes):
     PANE_ID = "logs"
     TITLE = "Logs"
@@ -89,7 +94,8 @@ class LogsPane(LogsBoxes):
         self.follower: Follower | None = None
         self.state = FollowState.IDLE
         self.include_warmup = False
-        self.buffer: ViewBuffer[Entry] = ViewBuffer(MAX_VIEW)  # what waits to be drawn; dropped counts
+        # what waits to be drawn (matches stay LogMatch until drawn: most of a flood never is)
+        self.buffer: ViewBuffer[Entry | LogMatch] = ViewBuffer(MAX_VIEW)
         self.marks = 0
         self.matches = 0
         self.notice: str | None = None
@@ -128,7 +134,7 @@ class LogsPane(LogsBoxes):
         self.analyzer.add(m)
         self.matches += 1
         self._stats_dirty = True
-        self.buffer.push(entry_for_match(m))
+        self.buffer.push(m)
         if self._redraw_timer is None:
             self._dirty = True  # one flush FLUSH_S from now takes everything that came meanwhile
 
@@ -153,7 +159,7 @@ class LogsPane(LogsBoxes):
         if self.buffer.has_incoming:
             batch = self.buffer.drain()
             if batch:
-                self.query_one(LogView).add(batch, follow=True)
+                self.query_one(LogView).add(as_entries(batch), follow=True)
             self.render_status()
         now = time.monotonic()
         if self._stats_dirty:
@@ -218,7 +224,7 @@ class LogsPane(LogsBoxes):
         view = self.query_one(LogView)
         waiting = self.buffer.resume()
         if waiting:
-            view.add(waiting, follow=True)
+            view.add(as_entries(waiting), follow=True)
         else:
             view.follow_end()
         self.render_status()
