@@ -90,6 +90,7 @@ class LogsPane(LogsBoxes):
         super().__init__(ctx, **kwargs)
         self.analyzer = Analyzer(self._new_parser())
         self.path: str | None = None  # what we follow (as typed / from the profile)
+        self.source: str | None = None  # the profile whose log `path` is (None: a path typed with o)
         self.host: str | None = None
         self.follower: Follower | None = None
         self.state = FollowState.IDLE
@@ -173,7 +174,7 @@ class LogsPane(LogsBoxes):
         view = self.query_one(LogView)
         return status_text(
             LogsStatus(
-                where=f"{self.host}:{self.path}" if self.host and self.path else self.path,
+                where=self.where(),
                 state=self.state,
                 paused=None if self.following else self.buffer.pending_count,
                 matches=self.matches,
@@ -187,6 +188,13 @@ class LogsPane(LogsBoxes):
                 behind=self.behind(),
             )
         )
+
+    def where(self) -> str | None:
+        """host:path, and whose log it is when it is a profile's (None: nothing followed)."""
+        if not self.path:
+            return None
+        where = f"{self.host}:{self.path}" if self.host else self.path
+        return where + (f" ({self.source}'s log)" if self.source else "")
 
     def behind(self) -> int:
         """Bytes of the followed file not read yet: its size when last measured on the box, less
@@ -297,11 +305,20 @@ class LogsPane(LogsBoxes):
             self.profile_changed(self.ctx.profile)
 
     def profile_changed(self, profile: Profile | None) -> None:
-        """Follow the (new) profile's log unless busy."""
-        if profile is None or self.state.busy:
+        """Another profile was picked: follow its server's log, so no number on screen is another
+        server's; a log the user opened by path stays, and the status says whose it is."""
+        if profile is None or (self.state.busy and profile.name == self.source):
+            return
+        if self.state.busy and self.source is None:
+            self.notice = f"a typed path, not {profile.name}'s log (f follows it)"
+            self.render_status()
             return
         if profile.server.log_file and self.ctx.remote() is not None:
             self.start_follow(profile.server.log_file, this_run=True)
+        elif self.state.busy:
+            self.action_stop()
+            self.notice = f"{profile.name} has no log_file: o opens a path"
+            self.render_status()
 
     def start_follow(self, path: str, *, this_run: bool = False) -> None:
         """Follow `path`; with this_run, from where the profile's current server run began
@@ -312,6 +329,8 @@ class LogsPane(LogsBoxes):
             return
         self.path = path
         self.host = remote.name
+        profile_now: Profile | None = self.ctx.profile
+        self.source = profile_now.name if this_run and profile_now is not None else None
         self.analyzer = Analyzer(self._new_parser())
         self.query_one(MetricsPanel).clear_rows()
         self.buffer.clear()
