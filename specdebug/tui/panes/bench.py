@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Log, Static
 
+from specdebug.core import startup
 from specdebug.core.bench.events import BenchLine
 from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchRequest, bench_events
@@ -58,6 +59,18 @@ COLUMNS = [
     ("GPU", "gpu"),
     ("time", "time"),
 ]
+
+
+async def not_running_hint(remote, profile) -> str | None:
+    """After a failed run: when the profile's server is not running (and nothing else listens on
+    its port) the failure is that, and what to do is one line; None when it cannot tell."""
+    try:
+        st = await startup.status(remote, profile)
+    except Exception:  # the status could not be read: the benchmark's own error is the news
+        return None
+    if st.state == "running" or (st.port_holder is not None and st.port_holder.listening):
+        return None
+    return f"{profile.name} is not running: press 2, then l (launch it in the Startup pane)"
 
 
 class BenchPane(Pane):
@@ -254,7 +267,8 @@ class BenchPane(Pane):
             self._end_run("benchmark cancelled (nothing recorded)", "warning")
             raise
         except Exception as exc:  # one toast per run, named even when the error has no message
-            self._end_run(f"benchmark failed: {describe_error(exc)}", "error")
+            hint = await not_running_hint(remote, profile)
+            self._end_run(hint or f"benchmark failed: {describe_error(exc)}", "error")
             return
         self.progress = None
         self._dirty = True
