@@ -38,7 +38,7 @@ from specdebug.tui.panes.logs import LogsPane
 from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.screens.help import keys_label
 from specdebug.tui.settings import KEYMAP_FILE, LAYOUT_DIRS, KeymapFile, find_layout, load_keymap
-from specdebug.tui.store import EndPick, ServerNews
+from specdebug.tui.store import EndPick, JournalNews, ServerNews
 from specdebug.tui.widgets.seats import JournalFollower, SeatsBar, SeatsProvider
 
 __all__ = [
@@ -96,7 +96,7 @@ class SpecdebugApp(App):
     profile: reactive[Profile | None] = reactive(None, init=False)
     selected: reactive[str | None] = reactive(None, init=False)
     server_news: reactive[ServerNews | None] = reactive(None, init=False)
-    journal_seq: reactive[int] = reactive(0, init=False)
+    journal_news: reactive[JournalNews | None] = reactive(None, init=False)
     end_pick: reactive[EndPick | None] = reactive(None, init=False)
 
     def __init__(
@@ -138,7 +138,7 @@ class SpecdebugApp(App):
                         bound_profile=SpecdebugApp.profile,
                         bound_host=SpecdebugApp.selected,
                         server_news=SpecdebugApp.server_news,
-                        journal_seq=SpecdebugApp.journal_seq,
+                        journal_news=SpecdebugApp.journal_news,
                         end_pick=SpecdebugApp.end_pick,
                     )
         yield Footer()
@@ -367,7 +367,7 @@ class SpecdebugApp(App):
         self.server_news = ServerNews(event.state, event.record)
 
     def on_pane_journal_changed(self, event: Pane.JournalChanged) -> None:
-        self.journal_seq += 1
+        self.journal_news = JournalNews(tuple(event.events))
 
     def on_pane_end_picked(self, event: Pane.EndPicked) -> None:
         self.end_pick = EndPick(event.side, event.result_profile)

@@ -32,7 +32,7 @@ from textual.worker import Worker, WorkerState
 from specdebug.capability import ReadOnlyError
 from specdebug.core.startup.events import ServerState
 from specdebug.tui.context import AppContext
-from specdebug.tui.store import EndPick, ServerNews
+from specdebug.tui.store import EndPick, JournalNews, ServerNews
 
 if TYPE_CHECKING:
     from specdebug.core.profiles import Profile
@@ -97,7 +97,7 @@ class Pane(Widget):
     bound_profile: reactive[Profile | None] = reactive(None, init=False)
     bound_host: reactive[str | None] = reactive(None, init=False)
     server_news: reactive[ServerNews | None] = reactive(None, init=False)
-    journal_seq: reactive[int] = reactive(0, init=False)
+    journal_news: reactive[JournalNews | None] = reactive(None, init=False)
     end_pick: reactive[EndPick | None] = reactive(None, init=False)
 
     # actions that still run while one of the pane's text boxes has focus (Esc, Enter)
@@ -126,7 +126,7 @@ class Pane(Widget):
             "bound_profile": ctx.profile,
             "bound_host": ctx.selected,
             "server_news": None,
-            "journal_seq": 0,
+            "journal_news": None,
             "end_pick": None,
         }
 
@@ -179,9 +179,9 @@ class Pane(Widget):
         if news is not None and self._news("server_news", news):
             self.server_state_changed(news.state, news.record)
 
-    def watch_journal_seq(self, seq: int) -> None:
-        if self._news("journal_seq", seq):
-            self.journal_changed()
+    def watch_journal_news(self, news: JournalNews | None) -> None:
+        if news is not None and self._news("journal_news", news):
+            self.journal_changed(list(news.events))
 
     def watch_end_pick(self, pick: EndPick | None) -> None:
         if pick is not None and self._news("end_pick", pick):
@@ -197,7 +197,11 @@ class Pane(Widget):
             self.record = record
 
     class JournalChanged(Message):
-        """Another seat wrote to the shared journal; the app bumps the store's `journal_seq`."""
+        """Another seat wrote to the shared journal; the app puts the events in the store."""
+
+        def __init__(self, events: list[dict[str, Any]] | None = None) -> None:
+            super().__init__()
+            self.events = list(events or [])
 
     class EndPicked(Message):
         """A row's profile should be a bisection end; the app puts it in the store (`end_pick`)."""
@@ -220,8 +224,8 @@ class Pane(Widget):
     def profile_changed(self, profile: Profile) -> None:
         """Hook: another profile was picked (ctx.profile is it already)."""
 
-    def journal_changed(self) -> None:
-        """Hook: the session journal got events from elsewhere."""
+    def journal_changed(self, events: list[dict[str, Any]]) -> None:
+        """Hook: the session journal got `events` from elsewhere (another seat, another app)."""
 
     def host_changed(self, host: str | None) -> None:
         """Hook: another host was selected (ctx.selected is it already)."""

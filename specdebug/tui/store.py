@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from specdebug.core.startup.events import ServerState
 
 if TYPE_CHECKING:
     from specdebug.core.servers import ServerRecord
 
-__all__ = ["BOUND", "EndPick", "ServerNews", "next_seq"]
+__all__ = ["BOUND", "EndPick", "JournalNews", "ServerNews", "next_seq"]
 
 _seq = itertools.count(1)
 
@@ -50,11 +50,19 @@ class EndPick:
     seq: int = field(default_factory=next_seq)
 
 
+@dataclass(frozen=True)
+class JournalNews:
+    """Events another seat (or instance) wrote to the shared journal, as read back from the box."""
+
+    events: tuple[dict[str, Any], ...]
+    seq: int = field(default_factory=next_seq)
+
+
 # the reactives every pane has and the app binds (name -> what it is)
 BOUND = {
     "profile": "the profile every pane acts on",
     "selected": "the host every pane acts on",
     "server_news": "the latest ServerNews",
-    "journal_seq": "bumped when another seat wrote to the shared journal",
+    "journal_news": "the latest JournalNews (events others wrote to the shared journal)",
     "end_pick": "the latest EndPick",
 }

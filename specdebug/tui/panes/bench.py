@@ -392,7 +392,7 @@ class BenchPane(Pane):
             else "failed runs are left out of baselines and comparisons"
         )
 
-    def journal_changed(self) -> None:
+    def journal_changed(self, events: list[dict]) -> None:
         """Another instance wrote to the shared (box) journal."""
         self.reload()
 

@@ -325,6 +325,35 @@ class StartupPane(StartupView, Pane):
         self.load_history()
         self.recognise()
 
+    def journal_changed(self, events: list[dict]) -> None:
+        """Another seat acted on this profile's server (a `box:NAME` session's journal): show its
+        stop as a stop by that seat, and pick a relaunch up at once (read-only: status, no attach)."""
+        name = self.profile.name if self.profile is not None else None
+        for ev in events:
+            if name is None or ev.get("profile") != name:
+                continue
+            by = str(ev.get("by") or "another seat")[:64]
+            if ev.get("kind") == "stop":
+                self.workers.cancel_group(self, "startup-run")  # its liveness watch would say "crashed"
+                try:
+                    result = StopResult.model_validate(
+                        {k: v for k, v in ev.items() if k in StopResult.model_fields}
+                    )
+                except ValueError:
+                    continue
+                self.apply(result)
+                self.mon.message = f"stopped by {by}" + (f": {result.message}" if result.message else "")
+            elif ev.get("kind") in ("launch", "verdict") and self.state not in (
+                ServerState.LAUNCHING,
+                ServerState.STARTING,
+                ServerState.CHECKING,
+            ):
+                self.workers.cancel_group(self, "startup-run")
+                self.reset_run(ServerState.IDLE)
+                self.mon.message = f"launched by {by}" if ev.get("kind") == "launch" else ""
+                self.recognise()
+        self._dirty = True
+
     def recognise(self) -> None:
         """Is the profile's server already running (state record + liveness + health)?  Asked on
         open and after a profile switch, through core `status`: reads only, so a read-only seat

@@ -187,7 +187,7 @@ class JournalFollower(Widget):
     def _new_events(self, events: list[dict]) -> None:
         from specdebug.tui.pane import Pane
 
-        self.post_message(Pane.JournalChanged())
+        self.post_message(Pane.JournalChanged(events))
         for ev in events:
             if ev.get("kind") in ("bench_result", "mark") and ev.get("by"):
                 what = "a benchmark result" if ev["kind"] == "bench_result" else "a mark"
