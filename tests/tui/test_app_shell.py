@@ -74,3 +74,32 @@ async def test_profile_picker_switches_every_pane(tmp_path):
         await pilot.pause()
         assert ctx.profile.name == "eagle3-3step" and ctx.profile_path.stem == "eagle3-3step"
         assert "eagle3-3step" in str(app.query_one("#status-line").render())
+
+
+def test_s_has_one_meaning_and_x_stops_in_every_pane():
+    """`s` was Stop, Set baseline and Skip in three panes (issue 26): one meaning per key now for
+    what stops or marks; x is what stops a pane's work wherever it has some."""
+    meanings: dict[str, set[str]] = {}
+    for cls in load_panes():
+        for b in cls.BINDINGS:
+            for key in b.key.split(","):
+                meanings.setdefault(key, set()).add(b.description)
+    assert meanings["s"] == {"Skip"}
+    stops = {
+        (cls.PANE_ID, b.key)
+        for cls in load_panes()
+        for b in cls.BINDINGS
+        if b.description in ("Stop", "Cancel", "Abort")
+    }
+    assert {key for _, key in stops} == {"x"}, stops
+
+
+async def test_palette_entries_show_their_keys():
+    from specdebug.tui.palette import ActionsProvider
+
+    app = SpecdebugApp(AppContext(remotes={"box": StillRemote("box")}, selected="box"))
+    async with app.run_test(size=(140, 45)):
+        texts = [text for text, _b, _n in ActionsProvider(app.screen)._entries()]
+        assert "Logs: Filter  (/)" in texts
+        assert "Bench: Set baseline  (=)" in texts
+        assert "Startup: Stop  (x)" in texts

@@ -81,7 +81,7 @@ class BenchPane(Pane):
         Binding("b", "run", "Run benchmark", id="bench.run"),
         Binding("x", "cancel", "Cancel", id="bench.cancel"),
         Binding("k", "toggle_kind", "Builtin/external", id="bench.kind"),
-        Binding("s", "baseline", "Set baseline", id="bench.baseline"),
+        Binding("equals_sign", "baseline", "Set baseline", id="bench.baseline", key_display="="),
         Binding("c", "compare", "Compare", id="bench.compare"),
         Binding("escape", "close_compare", "Close compare", id="bench.close_compare", show=False),
         Binding("f", "toggle_failed", "Include failed runs", id="bench.include_failed", show=False),

@@ -51,7 +51,7 @@ class StartupPane(StartupView, Pane):
     TITLE = "Startup"
     BINDINGS = [
         Binding("l", "launch", "Launch", id="startup.launch"),
-        Binding("s", "stop", "Stop", id="startup.stop"),
+        Binding("x", "stop", "Stop", id="startup.stop"),  # x stops in every pane
         Binding("R", "restart", "Restart", id="startup.restart"),
         Binding("a", "attach", "Attach", id="startup.attach"),
     ]
