@@ -236,26 +236,24 @@ class SpecdebugApp(App):
         self.push_screen(HelpScreen(rows, f"specdebug keys: {panes[0].TITLE if panes else 'app'}"))
 
     def action_pick_profile(self) -> None:
-        from specdebug.tui.screens.profiles import ProfilePicker
+        from specdebug.core.profiles import ProfileError, load_profile
+        from specdebug.tui.screens.profiles import ProfileChoice, ProfilePicker
 
+        loader = self.ctx.profile_loader or load_profile
         choices = []
-        for path in self.ctx.profile_choices:
-            desc = ""
+        for path in self.ctx.profile_choices:  # loaded, so the list shows names and what does not load
             try:
-                for line in path.read_text().splitlines():
-                    if line.startswith("description"):
-                        desc = line.partition("=")[2].strip().strip('"')
-                        break
-            except OSError:
-                continue
-            choices.append((path, desc))
+                p = loader(path)
+                choices.append(ProfileChoice(path, p.name, getattr(p, "description", "") or ""))
+            except (ProfileError, OSError, ValueError) as exc:
+                choices.append(ProfileChoice(path, path.stem, error=str(exc).splitlines()[0]))
         if not choices:
             self.notify(
                 "no profiles to choose from: start with -c PROFILE (its folder is offered)",
                 severity="warning",
             )
             return
-        current = self.ctx.profile_path.stem if self.ctx.profile_path else None
+        current = self.ctx.profile_path
         ends = getattr(self.active_pane(), "end_marker", lambda: None)()  # the Bisect pane: g/b mark ends
         self.push_screen(ProfilePicker(choices, current, ends=ends), self._profile_picked)
 

@@ -103,3 +103,33 @@ async def test_palette_entries_show_their_keys():
         assert "Logs: Filter  (/)" in texts
         assert "Bench: Set baseline  (=)" in texts
         assert "Startup: Stop  (x)" in texts
+
+
+async def test_profile_picker_shows_names_marks_invalid_and_current(tmp_path):
+    """The picker lists profile names (not file stems), marks a file that does not load, and the
+    current profile (issue 26)."""
+    from specdebug.core.profiles import load_profile
+    from specdebug.tui.screens.profiles import ProfilePicker
+
+    good = tmp_path / "a.toml"
+    good.write_text('name = "baseline-h200"\ndescription = "the reference"\n[server]\nargv = ["true"]\n')
+    other = tmp_path / "b.toml"
+    other.write_text('name = "eagle-2step"\n[server]\nargv = ["true"]\n')
+    broken = tmp_path / "c.toml"
+    broken.write_text('name = "x"\n[server]\nargv = "not a list"\n')
+    ctx = AppContext(
+        remotes={"box": StillRemote("box")},
+        profile=load_profile(good),
+        profile_path=good,
+        profile_choices=[good, other, broken],
+    )
+    app = SpecdebugApp(ctx)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await pilot.press("P")
+        await pilot.pause()
+        assert isinstance(app.screen, ProfilePicker)
+        labels = [c for c in app.screen.choices]
+        texts = [app.screen._label(c).plain for c in labels]
+        assert texts[0].startswith("baseline-h200 (current)  a.toml") and "the reference" in texts[0]
+        assert texts[1].startswith("eagle-2step  b.toml")
+        assert "INVALID" in texts[2] and "argv" in texts[2]
