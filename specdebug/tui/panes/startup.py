@@ -145,7 +145,21 @@ class StartupPane(StartupView, Pane):
         except (OSError, ValueError, RemoteError):  # no history, no ETA: the pane still works
             logger.debug("reading the journal for the ETA failed", exc_info=True)
             events = []
+        rec = self.mon.record  # the run shown is not its own history ("usually X over 1 run")
+        if rec is not None:
+            events = [e for e in events if not (e.get("kind") == "verdict" and self._is_run(e, rec))]
         self.history = startup.startup_history(events, self.profile.name)
+
+    @staticmethod
+    def _is_run(verdict: dict, rec: ServerRecord) -> bool:
+        """The verdict belongs to the run `rec` (its PID, started within a second of it)."""
+        if verdict.get("pid") != rec.pid:
+            return False
+        try:
+            start = float(verdict["at"]) - float(verdict.get("elapsed_s") or 0)
+        except (KeyError, TypeError, ValueError):
+            return True  # same PID, no time to tell them apart: leave it out rather than count it
+        return abs(start - rec.started_at) < 1.0
 
     def apply(self, ev: StartupEvent | StopResult) -> None:
         """Fold one core event into the pane's state (tests feed events here directly)."""
