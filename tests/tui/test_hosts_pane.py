@@ -130,3 +130,24 @@ async def test_refused_key_can_be_retried_from_the_hosts_pane(sshd, tmp_path):
         await pilot.press("o")  # accept once: nothing saved
         await _wait_for(pilot, lambda: remote.status.state is ConnState.CONNECTED)
     assert not kh.exists() or kh.read_text() == ""
+
+
+async def test_authentication_failure_points_at_the_servers_auth_log():
+    from specdebug.remote.api import ConnState, ConnStatus
+    from specdebug.tui.app import SpecdebugApp
+    from specdebug.tui.context import AppContext
+    from specdebug.tui.panes.hosts import HostsPane
+    from tests.tui.fakes import StillRemote
+
+    app = SpecdebugApp(AppContext(remotes={"gpubox": StillRemote("gpubox")}), panes=[HostsPane])
+    async with app.run_test(size=(140, 30)) as pilot:
+        pane = app.query_one(HostsPane)
+        failed = ConnStatus(ConnState.FAILED, last_error="gpubox: authentication failed (Permission denied)")
+        for _ in range(2):  # said once, not at every status
+            pane.post_message(HostsPane.StatusChanged("gpubox", failed))
+            await pilot.pause()
+        told = [n.message for n in app._notifications if "auth log" in n.message]
+        assert told == [
+            "gpubox: " + "authentication failed: check the key and user, and the server's auth log "
+            "(a locked account looks the same from here)"
+        ]

@@ -33,6 +33,13 @@ STATE_STYLE = {
 REFRESH_S = 5.0
 
 
+AUTH_FAILED = "authentication failed"
+AUTH_HINT = (
+    "authentication failed: check the key and user, and the server's auth log "
+    "(a locked account looks the same from here)"
+)
+
+
 def status_text(status: ConnStatus) -> Text:
     text = Text(status.state.value, style=STATE_STYLE.get(status.state, ""))
     if status.state is ConnState.CONNECTED and status.rtt_ms is not None:
@@ -89,6 +96,7 @@ class HostsPane(Pane):
         self.statuses: dict[str, ConnStatus] = {}
         self._unsubscribe: list[Callable[[], None]] = []  # status listeners, removed on unmount
         self._shown: dict[str, list] = {}  # host -> cells on screen (only changed cells are updated)
+        self._told: set[str] = set()  # hosts whose authentication failure was explained
         self._gpus_shown: object = None  # what the GPU table shows (redrawn only when it changes)
         self.cell_updates = 0  # cells written since mount (tests: an unchanged refresh writes none)
 
@@ -144,6 +152,10 @@ class HostsPane(Pane):
     def _status_changed(self, event: StatusChanged) -> None:
         self.statuses[event.host] = event.status
         self._update_row(event.host)
+        error = event.status.last_error or ""
+        if event.status.state is ConnState.FAILED and AUTH_FAILED in error and event.host not in self._told:
+            self._told.add(event.host)  # once per host: the row keeps saying it
+            self.notify(f"{event.host}: {AUTH_HINT}", severity="error", timeout=12)
 
     @on(InfoReady)
     def _info_ready(self, event: InfoReady) -> None:
