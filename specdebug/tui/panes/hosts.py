@@ -33,6 +33,18 @@ STATE_STYLE = {
 REFRESH_S = 5.0
 
 
+# the GPUs right after the state: on an 80-column terminal the row still says how many and which throttle
+HOST_COLUMNS = [
+    ("host", "host"),
+    ("state", "state"),
+    ("gpus", "gpus"),
+    ("hostname", "hostname"),
+    ("kernel", "kernel"),
+    ("cpus", "cpus"),
+    ("mem", "mem"),
+    ("load 1/5/15", "load"),
+    ("up", "up"),
+]
 AUTH_FAILED = "authentication failed"
 AUTH_HINT = (
     "authentication failed: check the key and user, and the server's auth log "
@@ -102,17 +114,7 @@ class HostsPane(Pane):
 
     def compose(self) -> ComposeResult:
         hosts: DataTable[Any] = DataTable(id="hosts-table", cursor_type="row", zebra_stripes=True)
-        for label, key in [
-            ("host", "host"),
-            ("state", "state"),
-            ("hostname", "hostname"),
-            ("kernel", "kernel"),
-            ("cpus", "cpus"),
-            ("mem", "mem"),
-            ("load 1/5/15", "load"),
-            ("up", "up"),
-            ("gpus", "gpus"),
-        ]:
+        for label, key in HOST_COLUMNS:
             hosts.add_column(label, key=key)
         yield hosts
         yield Static("GPUs", id="gpu-title")
@@ -185,13 +187,13 @@ class HostsPane(Pane):
         return [
             Text(name, style="bold"),
             status_text(status),
+            gpus,
             Text(visible(info.hostname or "", tab=" ")),
             Text(visible(info.kernel or "", tab=" ")),
             str(info.cpus or ""),
             _gib(info.mem_total_bytes),
             " ".join(f"{x:.2f}" for x in info.load or []),
             up,
-            gpus,
         ]
 
     def _update_row(self, name: str) -> None:
@@ -203,7 +205,7 @@ class HostsPane(Pane):
             return
         old = self._shown.get(name) or [None] * len(row)
         for key, value, before in zip(
-            ["host", "state", "hostname", "kernel", "cpus", "mem", "load", "up", "gpus"],
+            [key for _, key in HOST_COLUMNS],
             row,
             old,
             strict=True,
