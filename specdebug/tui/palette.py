@@ -22,7 +22,7 @@ class ActionsProvider(Provider):
 
     def _entries(self):
         app = self.app
-        ctx = app.ctx  # type: ignore[attr-defined]  # the SpecdebugApp's context
+        ctx = app.ctx  # the SpecdebugApp's context
         seen = set()
         sources = [(app, "app")] + [(p, p.TITLE) for p in app.query(Pane)]
         for node, scope in sources:

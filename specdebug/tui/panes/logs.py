@@ -199,7 +199,7 @@ class LogsPane(LogsBoxes):
     def behind(self) -> int:
         """Bytes of the followed file not read yet: its size when last measured on the box, less
         where the follower has got to (0 once it passes that size)."""
-        if self.follower is None or self.file_size_seen is None:
+        if self.follower is None or self.file_size_seen is None or self.follower.offset is None:
             return 0
         return max(0, self.file_size_seen - self.follower.offset)
 
