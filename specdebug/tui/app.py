@@ -1,7 +1,9 @@
 """The Textual app: header with connection states, one tab per pane, footer, palette, help.
 
 The app owns the remotes (one Connection per host), the journal and the layout; panes get an
-AppContext and act through core services.  Every binding has an id, remappable from
+AppContext and act through core services.  The app is also the store (specdebug/tui/store.py): the
+profile, the selected host and the news panes share are reactives here, bound down into every pane;
+panes post messages up and never call each other.  Every binding has an id, remappable from
 ~/.config/specdebug/keymap.toml; every action is in the command palette; a worker failure
 becomes a notification, never a crash.
 """
@@ -11,21 +13,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.command import Hit, Hits, Provider
 from textual.css.query import NoMatches
+from textual.reactive import reactive
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState
 
-from specdebug.capability import ReadOnlyError, hold_readonly
+from specdebug.capability import hold_readonly
+from specdebug.core.profiles import Profile
 from specdebug.remote.api import ConnState, ConnStatus
 from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.tui.context import AppContext
+from specdebug.tui.palette import ActionsProvider
 from specdebug.tui.pane import Pane, RunningServer, describe_error
 from specdebug.tui.panes.bench import BenchPane
 from specdebug.tui.panes.bisect import BisectPane
@@ -35,9 +38,20 @@ from specdebug.tui.panes.logs import LogsPane
 from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.screens.help import keys_label
 from specdebug.tui.settings import KEYMAP_FILE, LAYOUT_DIRS, KeymapFile, find_layout, load_keymap
+from specdebug.tui.store import EndPick, JournalNews, ServerNews
 from specdebug.tui.widgets.seats import JournalFollower, SeatsBar, SeatsProvider
 
-__all__ = ["KEYMAP_FILE", "LAYOUT_DIRS", "KeymapFile", "SpecdebugApp", "find_layout", "load_keymap"]
+__all__ = [
+    "ActionsProvider",
+    "KEYMAP_FILE",
+    "LAYOUT_DIRS",
+    "HostsPane",
+    "KeymapFile",
+    "RunningServer",
+    "SpecdebugApp",
+    "find_layout",
+    "load_keymap",
+]
 
 PANES: list[type[Pane]] = [HostsPane, StartupPane, LogsPane, EnvPane, BenchPane, BisectPane]  # tab order
 log = logging.getLogger(__name__)
@@ -47,54 +61,14 @@ def load_panes() -> list[type[Pane]]:
     return list(PANES)
 
 
-class ActionsProvider(Provider):
-    """Every binding of the app and of every pane, searchable in the command palette."""
+class AppTabPane(TabPane):
+    """A tab whose pane never pulls itself to the front: the app alone chooses the tab shown.
 
-    def _entries(self):
-        app = self.app
-        assert isinstance(app, SpecdebugApp)
-        seen = set()
-        sources = [(app, "app")] + [(p, p.TITLE) for p in app.query(Pane)]
-        for node, scope in sources:
-            for binding in node.BINDINGS:
-                if (
-                    not isinstance(binding, Binding)
-                    or not binding.description
-                    or (scope, binding.action) in seen
-                ):
-                    continue
-                seen.add((scope, binding.action))
-                text = f"{scope}: {binding.description}"
-                if isinstance(node, Pane) and app.ctx.readonly and binding.action in node.MUTATING_ACTIONS:
-                    text += " (disabled: read-only)"
-                yield text, binding, node
+    (TabbedContent shows the tab of any widget that gets focus; a focus change still queued from
+    the previous pane would bring that pane back after a quick switch.)"""
 
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        for text, binding, node in self._entries():
-            score = matcher.match(text)
-            if score > 0:
-                yield Hit(
-                    score, matcher.highlight(text), partial(self._run, node, binding), help=binding.id or ""
-                )
-
-    async def discover(self) -> Hits:
-        for text, binding, node in self._entries():
-            yield Hit(1.0, text, partial(self._run, node, binding), help=binding.id or "")
-
-    async def _run(self, node, binding: Binding) -> None:
-        """Run as the key would: read-only refusals and second-press confirmations included."""
-        if isinstance(node, Pane):
-            assert isinstance(self.app, SpecdebugApp)
-            self.app.show_pane(node.PANE_ID)
-            if node.is_refused(binding.action):
-                return
-            node.from_palette = True
-        try:
-            await node.run_action(binding.action)
-        finally:
-            if isinstance(node, Pane):
-                node.from_palette = False
+    def on_tab_pane_focused(self, event: TabPane.Focused) -> None:
+        event.stop()
 
 
 class SpecdebugApp(App):
@@ -106,17 +80,24 @@ class SpecdebugApp(App):
         Binding("question_mark,f1", "help", "Help", id="app.help"),
         Binding("ctrl+l", "cycle_layout", "Layout", id="app.layout"),
         Binding("P", "pick_profile", "Profile", id="app.profile"),
-        Binding("1", "show_tab(0)", "Hosts", id="app.tab1", show=False),
-        Binding("2", "show_tab(1)", "Startup", id="app.tab2", show=False),
-        Binding("3", "show_tab(2)", "Logs", id="app.tab3", show=False),
-        Binding("4", "show_tab(3)", "Env", id="app.tab4", show=False),
-        Binding("5", "show_tab(4)", "Bench", id="app.tab5", show=False),
-        Binding("6", "show_tab(5)", "Bisect", id="app.tab6", show=False),
+        Binding("1", "show_tab(0)", "Hosts", id="app.tab1", show=False, priority=True),
+        Binding("2", "show_tab(1)", "Startup", id="app.tab2", show=False, priority=True),
+        Binding("3", "show_tab(2)", "Logs", id="app.tab3", show=False, priority=True),
+        Binding("4", "show_tab(3)", "Env", id="app.tab4", show=False, priority=True),
+        Binding("5", "show_tab(4)", "Bench", id="app.tab5", show=False, priority=True),
+        Binding("6", "show_tab(5)", "Bisect", id="app.tab6", show=False, priority=True),
     ]
     CSS = """
     TabbedContent { height: 1fr; }
     #status-line { height: 1; padding: 0 1; background: $boost; }
     """
+
+    # the store (specdebug/tui/store.py): bound into every pane at compose
+    profile: reactive[Profile | None] = reactive(None, init=False)
+    selected: reactive[str | None] = reactive(None, init=False)
+    server_news: reactive[ServerNews | None] = reactive(None, init=False)
+    journal_news: reactive[JournalNews | None] = reactive(None, init=False)
+    end_pick: reactive[EndPick | None] = reactive(None, init=False)
 
     def __init__(
         self,
@@ -130,6 +111,8 @@ class SpecdebugApp(App):
         self.layout_path = find_layout(layout)
         super().__init__(css_path=[self.layout_path])
         self.ctx = ctx
+        self.set_reactive(SpecdebugApp.profile, ctx.profile)
+        self.set_reactive(SpecdebugApp.selected, ctx.selected)
         self.layout_name = layout
         self._keymap = keymap if keymap is not None else {}
         ctx.keymap = self._keymap  # panes read it through ctx.keys_of
@@ -150,8 +133,14 @@ class SpecdebugApp(App):
         yield JournalFollower(self.ctx)  # live updates from a journal kept on the box
         with TabbedContent(id="tabs"):
             for cls in self.pane_classes:
-                with TabPane(cls.TITLE, id=f"tab-{cls.PANE_ID}"):
-                    yield cls(self.ctx)
+                with AppTabPane(cls.TITLE, id=f"tab-{cls.PANE_ID}"):
+                    yield cls(self.ctx).data_bind(
+                        bound_profile=SpecdebugApp.profile,
+                        bound_host=SpecdebugApp.selected,
+                        server_news=SpecdebugApp.server_news,
+                        journal_news=SpecdebugApp.journal_news,
+                        end_pick=SpecdebugApp.end_pick,
+                    )
         yield Footer()
 
     async def on_mount(self) -> None:
@@ -165,7 +154,9 @@ class SpecdebugApp(App):
                 self.set_keymap({})
         # Tab cycles inside the shown pane; leaving focus on the tab bar would hide the pane's keys
         self.query_one(TabbedContent).query_one(Tabs).can_focus = False
-        self.watch(self.screen, "focused", self._focus_changed, init=False)
+        pane = self.active_pane()
+        if pane is not None:
+            self.focus_pane(pane)
         if self.ctx.host_key_prompt is not None:
             self.ctx.host_key_prompt.ask = self.ask_host_key
         for remote in self.ctx.remotes.values():
@@ -245,26 +236,24 @@ class SpecdebugApp(App):
         self.push_screen(HelpScreen(rows, f"specdebug keys: {panes[0].TITLE if panes else 'app'}"))
 
     def action_pick_profile(self) -> None:
-        from specdebug.tui.screens.profiles import ProfilePicker
+        from specdebug.core.profiles import ProfileError, load_profile
+        from specdebug.tui.screens.profiles import ProfileChoice, ProfilePicker
 
+        loader = self.ctx.profile_loader or load_profile
         choices = []
-        for path in self.ctx.profile_choices:
-            desc = ""
+        for path in self.ctx.profile_choices:  # loaded, so the list shows names and what does not load
             try:
-                for line in path.read_text().splitlines():
-                    if line.startswith("description"):
-                        desc = line.partition("=")[2].strip().strip('"')
-                        break
-            except OSError:
-                continue
-            choices.append((path, desc))
+                p = loader(path)
+                choices.append(ProfileChoice(path, p.name, getattr(p, "description", "") or ""))
+            except (ProfileError, OSError, ValueError) as exc:
+                choices.append(ProfileChoice(path, path.stem, error=str(exc).splitlines()[0]))
         if not choices:
             self.notify(
                 "no profiles to choose from: start with -c PROFILE (its folder is offered)",
                 severity="warning",
             )
             return
-        current = self.ctx.profile_path.stem if self.ctx.profile_path else None
+        current = self.ctx.profile_path
         ends = getattr(self.active_pane(), "end_marker", lambda: None)()  # the Bisect pane: g/b mark ends
         self.push_screen(ProfilePicker(choices, current, ends=ends), self._profile_picked)
 
@@ -280,66 +269,64 @@ class SpecdebugApp(App):
             self.notify(f"{path.name}: {exc}", severity="error")
             return
         self.ctx.profile, self.ctx.profile_path = profile, path
-        self.refresh_status()
-        self.post_message(Pane.ProfileChanged(profile))
+        self.profile = profile  # every pane's profile_changed runs (bound reactives)
         self.notify(f"profile: {profile.name}")
+
+    def watch_profile(self, profile: Profile | None) -> None:
+        self.ctx.profile = profile
+        self.refresh_status()
+
+    def watch_selected(self, host: str | None) -> None:
+        self.ctx.selected = host
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The tab keys are priority bindings (decided as they arrive, see Pane.__init_subclass__):
+        they are text while a text box has focus, and belong to a modal screen while one is up."""
+        if action == "show_tab":
+            from textual.widgets import Input, TextArea
+
+            if isinstance(self.focused, Input | TextArea) or self.screen is not self.screen_stack[0]:
+                return False
+        return True
 
     def action_show_tab(self, index: int) -> None:
         if 0 <= index < len(self.pane_classes):
             self.show_pane(self.pane_classes[index].PANE_ID)
 
     def show_pane(self, pane_id: str) -> None:
+        """Show a pane and put focus in it at once (not later): the next key, already queued
+        behind this one, must reach the pane shown, not the one left."""
         tabs = self.query_one(TabbedContent)
-        if tabs.active == f"tab-{pane_id}":  # no TabActivated follows: put focus back ourselves
-            for pane in self.query(Pane):
-                if pane.PANE_ID == pane_id and not self._inside(self.focused, pane):
-                    self.focus_pane(pane)
-            return
-        # focus left inside the old tab would pull the old tab back: drop it first
-        self.set_focus(None)
         tabs.active = f"tab-{pane_id}"
+        pane = self.active_pane()
+        if pane is not None and not self._inside(self.focused, pane):
+            self.focus_pane(pane)
 
     @staticmethod
     def _inside(widget, pane: Pane) -> bool:
         return widget is not None and (widget is pane or pane in widget.ancestors)
 
     def active_pane(self) -> Pane | None:
-        active = self.query_one(TabbedContent).active
+        try:
+            active = self.query_one(TabbedContent).active
+        except NoMatches:  # quitting: the screen is gone
+            return None
         return next((p for p in self.query(Pane) if f"tab-{p.PANE_ID}" == active), None)
 
-    def _focus_changed(self, focused) -> None:
-        """Focus lost (a hidden widget, a resize, Tab off the end) or left in a hidden tab (the
-        screen's first auto-focus): give it back to the shown pane, so the pane's keys keep
-        working and stay in the footer."""
-        pane = self.active_pane()
-        if pane is not None and not self._inside(focused, pane):
-            self.call_after_refresh(self._refocus)
-
-    def _refocus(self) -> None:
-        if self.screen is not self.screen_stack[0]:
-            return  # a modal is up: it owns focus
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """A click on a tab: put focus inside the shown pane, so its keys work without a click."""
         pane = self.active_pane()
         if pane is not None and not self._inside(self.focused, pane):
             self.focus_pane(pane)
 
-    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        """Put focus inside the shown pane, so its keys work without a click."""
-        pane_id = (event.pane.id or "").removeprefix("tab-")
-        for pane in self.query(Pane):
-            if pane.PANE_ID == pane_id:
-                self.call_after_refresh(self.focus_pane, pane)
-
     def focus_pane(self, pane: Pane) -> None:
-        """Focus the pane's main widget; never a text box, which would swallow the pane's keys."""
+        """Focus the pane's main widget now; never a text box, which would swallow the pane's keys."""
         from textual.widgets import Input, TextArea
 
-        if self.query_one(TabbedContent).active != f"tab-{pane.PANE_ID}":
-            return  # another tab was chosen meanwhile; focusing here would pull it back
-        for widget in pane.query("*"):
-            if widget.focusable and not isinstance(widget, Input | TextArea):
-                widget.focus()
-                return
-        pane.focus()
+        target = next(
+            (w for w in pane.query("*") if w.focusable and not isinstance(w, Input | TextArea)), pane
+        )
+        self.screen.set_focus(target)
 
     def action_cycle_layout(self) -> None:
         names = sorted({p.stem for d in LAYOUT_DIRS if d.is_dir() for p in d.glob("*.tcss")})
@@ -373,32 +360,25 @@ class SpecdebugApp(App):
         for pane in self.query(Pane):
             pane.set_class(event.size.width < self.NARROW_COLUMNS, "-narrow")
 
+    # ---- messages up, into the store ---------------------------------------------------------------
     def on_pane_server_state_changed(self, event: Pane.ServerStateChanged) -> None:
-        for pane in self.query(Pane):
-            pane.server_state_changed(event.state, event.record)
-
-    def on_pane_profile_changed(self, event: Pane.ProfileChanged) -> None:
-        for pane in self.query(Pane):
-            pane.profile_changed(event.profile)
+        self.server_news = ServerNews(event.state, event.record)
 
     def on_pane_journal_changed(self, event: Pane.JournalChanged) -> None:
-        for pane in self.query(Pane):
-            pane.journal_changed()
+        self.journal_news = JournalNews(tuple(event.events))
+
+    def on_pane_end_picked(self, event: Pane.EndPicked) -> None:
+        self.end_pick = EndPick(event.side, event.result_profile)
+
+    def on_pane_host_selected(self, event: Pane.HostSelected) -> None:
+        self.selected = event.host
 
     def notify(self, message, *, title="", severity="information", timeout=None, markup=True):
         """Notifications carry remote text (errors, paths, log lines): never parse them as markup,
         whatever the caller asked (a `[` in an exception must not restyle or break the toast)."""
         return super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
-    # ---- failures -----------------------------------------------------------------------------------
-    async def _dispatch_action(self, namespace, action_name, params) -> bool:
-        """Read-only is enforced in the core: an action that reaches a write says so, never crashes."""
-        try:
-            return await super()._dispatch_action(namespace, action_name, params)
-        except ReadOnlyError as exc:
-            self.notify(str(exc), severity="warning")
-            return True
-
+    # ---- failures (a pane action that reaches a read-only refusal says so: pane.py) -----------------
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.error is not None:
             err = event.worker.error
@@ -425,6 +405,3 @@ class SpecdebugApp(App):
                     log.debug("%s: close took more than 3 s; leaving it", remote.name)
                 except Exception:  # closing goes on for the other hosts; the traceback is kept
                     log.debug("%s: close failed", remote.name, exc_info=True)
-
-
-__all__ = ["SpecdebugApp", "HostsPane", "RunningServer", "find_layout", "load_keymap"]

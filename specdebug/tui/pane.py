@@ -4,22 +4,35 @@ A pane lists the actions that change the box in MUTATING_ACTIONS; with --readonl
 actions are disabled (check_action returns False, so the footer does not offer them), and
 pressing one of their keys, or choosing one in the palette, says "read-only" instead of
 doing nothing silently.  That list only greys keys out: the enforcement is in the core
-(specdebug/capability.py), which refuses every write of a read-only app whichever action reaches it.
+(specdebug/capability.py), which refuses every write of a read-only app whichever action reaches it;
+an action that reaches such a refusal says so in a toast (every `action_*` of a pane is wrapped).
+
+What panes share (the profile, the host, server news, ...) comes down as reactives bound to the
+app's (specdebug/tui/store.py); a pane tells the app something with a message, never by calling
+another pane.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
 from textual.binding import Binding
 from textual.message import Message
+from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
+from specdebug.capability import ReadOnlyError
 from specdebug.core.startup.events import ServerState
 from specdebug.tui.context import AppContext
+from specdebug.tui.store import EndPick, JournalNews, ServerNews
 
 if TYPE_CHECKING:
     from specdebug.core.profiles import Profile
@@ -46,6 +59,31 @@ def describe_error(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
+def _refusal_said(action: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a pane action so a write the core refuses (read-only) becomes a toast, not a crash."""
+    if inspect.iscoroutinefunction(action):
+
+        @functools.wraps(action)
+        async def run_async(self: Pane, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await action(self, *args, **kwargs)
+            except ReadOnlyError as exc:
+                self.app.notify(str(exc), severity="warning")
+                return None
+
+        return run_async
+
+    @functools.wraps(action)
+    def run(self: Pane, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return action(self, *args, **kwargs)
+        except ReadOnlyError as exc:
+            self.app.notify(str(exc), severity="warning")
+            return None
+
+    return run
+
+
 class Pane(Widget):
     PANE_ID: ClassVar[str] = "pane"
     TITLE: ClassVar[str] = "Pane"
@@ -55,29 +93,130 @@ class Pane(Widget):
     Pane { height: 1fr; width: 1fr; }
     """
 
+    # the store, bound down from the app (specdebug/tui/store.py); watchers below run the hooks
+    bound_profile: reactive[Profile | None] = reactive(None, init=False)
+    bound_host: reactive[str | None] = reactive(None, init=False)
+    server_news: reactive[ServerNews | None] = reactive(None, init=False)
+    journal_news: reactive[JournalNews | None] = reactive(None, init=False)
+    end_pick: reactive[EndPick | None] = reactive(None, init=False)
+
+    # actions that still run while one of the pane's text boxes has focus (Esc, Enter)
+    TYPING_ACTIONS: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every pane key is a priority binding: the app decides it the moment it arrives, with the
+        focus of that moment (a key that bubbled back up later would be judged after the keys queued
+        behind it, and a focus change it makes would come too late for them). Keys meant for a text
+        box reach it because check_action says no while one has focus (TYPING_ACTIONS aside)."""
+        if "BINDINGS" in vars(cls):  # before Textual merges them (in its __init_subclass__)
+            cls.BINDINGS = [
+                dataclasses.replace(b, priority=True) if isinstance(b, Binding) else b for b in cls.BINDINGS
+            ]
+        super().__init_subclass__(**kwargs)
+        for name, value in list(vars(cls).items()):
+            if name.startswith("action_") and callable(value) and not hasattr(value, "__wrapped__"):
+                setattr(cls, name, _refusal_said(value))
+
     def __init__(self, ctx: AppContext, **kwargs) -> None:
         super().__init__(id=kwargs.pop("id", self.PANE_ID), **kwargs)
         self.ctx = ctx
         self.from_palette = False  # set while the command palette runs one of this pane's actions
+        # what the bound reactives last said: a binding's first (initial) value is no news
+        self._seen: dict[str, object] = {
+            "bound_profile": ctx.profile,
+            "bound_host": ctx.selected,
+            "server_news": None,
+            "journal_news": None,
+            "end_pick": None,
+        }
+
+    # -- redrawing: on change, never on a clock --------------------------------------------------------
+    # A pane sets `self._dirty = True` when what it shows changed; one redraw follows REDRAW_S later,
+    # however many changes came meanwhile (a flood of events costs one redraw per REDRAW_S, and an
+    # idle pane costs nothing: no timer runs while nothing changes).
+    REDRAW_S: ClassVar[float] = 0.08
+    _dirty_flag = False
+    _redraw_timer: Timer | None = None
+
+    @property
+    def _dirty(self) -> bool:
+        return self._dirty_flag
+
+    @_dirty.setter
+    def _dirty(self, value: bool) -> None:
+        self._dirty_flag = value
+        if value and self._redraw_timer is None and self.is_mounted:
+            self._redraw_timer = self.set_timer(self.REDRAW_S, self._redraw_due)
+
+    def _redraw_due(self) -> None:
+        self._redraw_timer = None
+        if self._dirty_flag:
+            self.redraw()
+
+    def redraw(self) -> None:
+        """Hook: draw what changed (called once per burst of `_dirty = True`)."""
+        self._dirty_flag = False
+
+    def on_mount(self) -> None:
+        if self._dirty_flag:  # changed before it was on screen
+            self._dirty = True
+
+    def _news(self, name: str, value: object) -> bool:
+        if value is self._seen.get(name) or value == self._seen.get(name):
+            return False
+        self._seen[name] = value
+        return True
+
+    def watch_bound_profile(self, profile: Profile | None) -> None:
+        if self._news("bound_profile", profile) and profile is not None:
+            self.profile_changed(profile)
+
+    def watch_bound_host(self, host: str | None) -> None:
+        if self._news("bound_host", host):
+            self.host_changed(host)
+
+    def watch_server_news(self, news: ServerNews | None) -> None:
+        if news is not None and self._news("server_news", news):
+            self.server_state_changed(news.state, news.record)
+
+    def watch_journal_news(self, news: JournalNews | None) -> None:
+        if news is not None and self._news("journal_news", news):
+            self.journal_changed(list(news.events))
+
+    def watch_end_pick(self, pick: EndPick | None) -> None:
+        if pick is not None and self._news("end_pick", pick):
+            self.end_picked(pick.side, pick.result_profile)
 
     class ServerStateChanged(Message):
         """A pane saw the profile's server change state (ready, failed, stopped, exited); the app
-        tells every pane (`server_state_changed`)."""
+        puts it in the store (`server_news`), every pane's `server_state_changed` runs."""
 
         def __init__(self, state: ServerState, record: ServerRecord | None = None) -> None:
             super().__init__()
             self.state = state
             self.record = record
 
-    class ProfileChanged(Message):
-        """Another profile was picked; the app tells every pane (`profile_changed`)."""
-
-        def __init__(self, profile: Profile) -> None:
-            super().__init__()
-            self.profile = profile
-
     class JournalChanged(Message):
-        """Another seat wrote to the shared journal; the app tells every pane (`journal_changed`)."""
+        """Another seat wrote to the shared journal; the app puts the events in the store."""
+
+        def __init__(self, events: list[dict[str, Any]] | None = None) -> None:
+            super().__init__()
+            self.events = list(events or [])
+
+    class EndPicked(Message):
+        """A row's profile should be a bisection end; the app puts it in the store (`end_pick`)."""
+
+        def __init__(self, side: str, result_profile: str | None) -> None:
+            super().__init__()
+            self.side = side
+            self.result_profile = result_profile
+
+    class HostSelected(Message):
+        """The user chose the host every pane acts on; the app puts it in the store (`selected`)."""
+
+        def __init__(self, host: str) -> None:
+            super().__init__()
+            self.host = host
 
     def server_state_changed(self, state: ServerState, record: ServerRecord | None) -> None:
         """Hook: the profile's server changed state.  Panes that show server state refresh here."""
@@ -85,8 +224,14 @@ class Pane(Widget):
     def profile_changed(self, profile: Profile) -> None:
         """Hook: another profile was picked (ctx.profile is it already)."""
 
-    def journal_changed(self) -> None:
-        """Hook: the session journal got events from elsewhere."""
+    def journal_changed(self, events: list[dict[str, Any]]) -> None:
+        """Hook: the session journal got `events` from elsewhere (another seat, another app)."""
+
+    def host_changed(self, host: str | None) -> None:
+        """Hook: another host was selected (ctx.selected is it already)."""
+
+    def end_picked(self, side: str, result_profile: str | None) -> None:
+        """Hook: a benchmark row's profile was chosen as the bisection's good or bad end."""
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Worker messages do not bubble to the app: a pane's failed worker becomes a toast here."""
@@ -97,7 +242,16 @@ class Pane(Widget):
         """Hook: servers this pane knows are still running (asked when the user quits)."""
         return []
 
+    def typing(self) -> bool:
+        """True while a text box of this pane has focus: its letters are text, not pane keys."""
+        from textual.widgets import Input, TextArea
+
+        focused = self.app.focused
+        return isinstance(focused, Input | TextArea) and self in focused.ancestors
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.typing() and action not in self.TYPING_ACTIONS:
+            return False
         if self.ctx.readonly and action in self.MUTATING_ACTIONS:
             return False
         return True

@@ -113,7 +113,7 @@ async def test_history_baseline_compare_from_journal(tmp_path: Path) -> None:
         assert table.row_count == 4
         assert str(table.get_row("2")[3]) == "+5.8%"
         table.focus()
-        await pilot.press("down", "s")  # row 2 becomes the baseline
+        await pilot.press("down", "equals_sign")  # row 2 becomes the baseline
         assert str(table.get_row("2")[3]) == "base"
         assert journal.events({"mark"})[-1]["label"] == "baseline"
         await pilot.press("c", "down", "c")  # compare #2 with #3

@@ -129,7 +129,7 @@ async def test_matrix_contents_and_no_secret():
         assert str(table.get_cell("__environ__", "p203")) == "clobbered"
         assert str(table.get_cell("__environ__", "p204")) == "denied"
         assert str(table.get_cell("NCCL_PROTO", "p202")) == "LL ≠"
-        assert str(table.get_cell("NCCL_PROTO", "p203")) == "Simple [nccl]"
+        assert str(table.get_cell("NCCL_PROTO", "p203")) == "Simple ✓ [nccl]"
         assert str(table.get_cell("NCCL_CUMEM_ENABLE", "p201")).endswith("!")
         everything = " ".join(
             str(table.get_cell_at((r, c))) for r in range(table.row_count) for c in range(len(table.columns))
@@ -202,3 +202,22 @@ async def test_refresh_without_host_notifies():
         app.query_one(EnvPane).action_refresh()
         await pilot.pause()
         assert any("no host" in n.message for n in app._notifications)
+
+
+async def test_variable_column_stays_and_legend_is_not_colour_only():
+    """At 80 columns the process columns scroll; the variable names stay (issue 26), and an ok
+    cell says so with a sign, not colour alone."""
+    from textual.widgets import DataTable
+
+    app = EnvApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.query_one("#env-matrix", DataTable)
+        assert table.max_scroll_x > 0  # more columns than fit
+        table.scroll_x = table.max_scroll_x
+        await pilot.pause()
+        shown = "".join(s.text for y in range(1, 6) for s in table.render_line(y))
+        assert "NCCL_PROTO" in shown, shown
+        legend = str(app.query_one("#env-legend").render())
+        assert "✓ ok" in legend
+        assert any("✓" in str(c) for row in table.rows for c in table.get_row(row))

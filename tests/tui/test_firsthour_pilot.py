@@ -290,9 +290,9 @@ async def test_stop_confirmation_says_its_window() -> None:
         pane.workers.cancel_group(pane, "startup-run")  # the fake host never connects
         feed_ready(pane)
         await show(pilot, "2", StartupPane)
-        await pilot.press("s")
+        await pilot.press("x")
         await settle(pilot)
-        assert any("press s again within 3 s to stop eagle3-3step" == n for n in notes(app))
+        assert any("press x again within 3 s to stop eagle3-3step" == n for n in notes(app))
         assert pane.state == "ready"
 
 

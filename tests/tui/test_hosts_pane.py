@@ -34,7 +34,7 @@ async def test_hosts_pane_shows_connected_host_and_gpus(sshd):
         table = app.query_one("#hosts-table", DataTable)
         row = [str(c) for c in table.get_row("gpubox")]
         assert row[1].startswith("connected")
-        assert row[2] == pane.infos["gpubox"].hostname
+        assert row[3] == pane.infos["gpubox"].hostname and row[2].startswith("4")  # gpus after the state
         assert app.query_one("#gpu-table", DataTable).row_count == 4
 
 
@@ -130,3 +130,38 @@ async def test_refused_key_can_be_retried_from_the_hosts_pane(sshd, tmp_path):
         await pilot.press("o")  # accept once: nothing saved
         await _wait_for(pilot, lambda: remote.status.state is ConnState.CONNECTED)
     assert not kh.exists() or kh.read_text() == ""
+
+
+async def test_authentication_failure_points_at_the_servers_auth_log():
+    from specdebug.remote.api import ConnState, ConnStatus
+    from specdebug.tui.app import SpecdebugApp
+    from specdebug.tui.context import AppContext
+    from specdebug.tui.panes.hosts import HostsPane
+    from tests.tui.fakes import StillRemote
+
+    app = SpecdebugApp(AppContext(remotes={"gpubox": StillRemote("gpubox")}), panes=[HostsPane])
+    async with app.run_test(size=(140, 30)) as pilot:
+        pane = app.query_one(HostsPane)
+        failed = ConnStatus(ConnState.FAILED, last_error="gpubox: authentication failed (Permission denied)")
+        for _ in range(2):  # said once, not at every status
+            pane.post_message(HostsPane.StatusChanged("gpubox", failed))
+            await pilot.pause()
+        told = [n.message for n in app._notifications if "auth log" in n.message]
+        assert told == [
+            "gpubox: " + "authentication failed: check the key and user, and the server's auth log "
+            "(a locked account looks the same from here)"
+        ]
+
+
+async def test_at_80_columns_the_hosts_row_keeps_its_gpus():
+    """Issue 26: at 80x24 the hosts row lost its GPU column (the last one): it comes after the state."""
+    from tests.tui.fakes import sample_host_info
+
+    app = _snapshot_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(HostsPane)
+        pane.show_info(sample_host_info("gpubox"), ConnStatus(ConnState.CONNECTED, rtt_ms=1.2))
+        await pilot.pause()
+        table = pane.query_one("#hosts-table")
+        shown = [str(table.render_line(y).text) for y in range(3)]
+        assert any("8 (1 throttled)" in line for line in shown), shown

@@ -87,7 +87,7 @@ class LogsApp(App):
             pane.render_stats()
         if self.filter_text:
             pane.apply_filter(self.filter_text, hide=self.hide)
-        pane.query_one(LogView).focus()
+        self.screen.set_focus(pane.query_one(LogView))  # now, not after a refresh: keys may follow at once
 
 
 def test_logs_pane_snapshot(snap_compare):

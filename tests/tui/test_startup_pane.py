@@ -177,3 +177,17 @@ async def test_launch_without_host_notifies():
         await pilot.press("l")
         await pilot.pause()
         assert any("no host" in n.message for n in app._notifications)
+
+
+async def test_usually_does_not_count_the_run_shown():
+    """After a ready verdict is journaled, "usually N s over K runs" must not count that run."""
+    this_run = {**HISTORY[0], "elapsed_s": 12.1, "pid": 4242, "at": T0 + 12.1}
+    app = StartupApp(ready=True)
+    app.ctx.journal = FakeJournal([*HISTORY, this_run])
+    async with app.run_test(size=(130, 40)) as pilot:
+        await pilot.pause()
+        pane = app.query_one(StartupPane)
+        pane.load_history()  # what the pane does once the verdict is written
+        pane.render_view()
+        head = pane.head_text().plain
+        assert "usually 14.0s over 1 run)" in head, head

@@ -52,10 +52,10 @@ async def test_launch_and_stop_keys(remote, tmp_path: Path) -> None:
             await pilot.pause(0.2)
             assert "READY" in pane.verdict_text().plain
             assert any(p.name == "cuda_graph" for p in pane.phases)
-            await pilot.press("s")  # a running server asks for a second press
+            await pilot.press("x")  # a running server asks for a second press
             await pilot.pause(0.1)
             assert pane.state == "ready"
-            await pilot.press("s")
+            await pilot.press("x")
             await wait_for(lambda: pane.state in ("stopped", "failed"))
             assert pane.state == "stopped"
         record = await load_record(remote, name)

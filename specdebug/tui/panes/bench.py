@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Log, Static
 
+from specdebug.core import startup
 from specdebug.core.bench.events import BenchLine
 from specdebug.core.bench.headline import headline_text
 from specdebug.core.bench.models import BenchProgress, BenchResult
@@ -60,7 +61,18 @@ COLUMNS = [
     ("GPU", "gpu"),
     ("time", "time"),
 ]
-FLUSH_S = 0.1
+
+
+async def not_running_hint(remote, profile) -> str | None:
+    """After a failed run: when the profile's server is not running (and nothing else listens on
+    its port) the failure is that, and what to do is one line; None when it cannot tell."""
+    try:
+        st = await startup.status(remote, profile)
+    except Exception:  # the status could not be read: the benchmark's own error is the news
+        return None
+    if st.state == "running" or (st.port_holder is not None and st.port_holder.listening):
+        return None
+    return f"{profile.name} is not running: press 2, then l (launch it in the Startup pane)"
 
 
 class BenchPane(Pane):
@@ -71,7 +83,7 @@ class BenchPane(Pane):
         Binding("b", "run", "Run benchmark", id="bench.run"),
         Binding("x", "cancel", "Cancel", id="bench.cancel"),
         Binding("k", "toggle_kind", "Builtin/external", id="bench.kind"),
-        Binding("s", "baseline", "Set baseline", id="bench.baseline"),
+        Binding("equals_sign", "baseline", "Set baseline", id="bench.baseline", key_display="="),
         Binding("c", "compare", "Compare", id="bench.compare"),
         Binding("a", "spec", "Speculation arithmetic", id="bench.spec", show=False),  # `specdebug spec`
         Binding("escape", "close_compare", "Close compare", id="bench.close_compare", show=False),
@@ -131,7 +143,6 @@ class BenchPane(Pane):
 
     def on_mount(self) -> None:
         self.reload()
-        self.set_interval(FLUSH_S, self._flush)
 
     # ---- data ------------------------------------------------------------------------------------
     def reload(self) -> None:
@@ -252,13 +263,15 @@ class BenchPane(Pane):
                     self._dirty = True
                 elif isinstance(ev, BenchLine):
                     self._lines.append(ev.text)
+                    self._dirty = True
                 else:
                     result = ev.result
         except asyncio.CancelledError:
             self._end_run("benchmark cancelled (nothing recorded)", "warning")
             raise
         except Exception as exc:  # one toast per run, named even when the error has no message
-            self._end_run(f"benchmark failed: {describe_error(exc)}", "error")
+            hint = await not_running_hint(remote, profile)
+            self._end_run(hint or f"benchmark failed: {describe_error(exc)}", "error")
             return
         self.progress = None
         self._dirty = True
@@ -272,6 +285,9 @@ class BenchPane(Pane):
         self.progress = None
         self._dirty = True
         self.notify(message, severity=severity, markup=False)
+
+    def redraw(self) -> None:
+        self._flush()
 
     def _flush(self) -> None:
         if self._lines:
@@ -388,14 +404,13 @@ class BenchPane(Pane):
             else "failed runs are left out of baselines and comparisons"
         )
 
-    def journal_changed(self) -> None:
+    def journal_changed(self, events: list[dict]) -> None:
         """Another instance wrote to the shared (box) journal."""
         self.reload()
 
     def action_bisect_end(self, side: str) -> None:
-        """This row's profile becomes the Bisect pane's good or bad end."""
-        from specdebug.tui.panes.bisect import pick_end
-
+        """This row's profile becomes the bisection's good or bad end (told to the app's store;
+        the Bisect pane follows it)."""
         e = self._highlighted()
         if e is not None:
-            pick_end(self.app, side, e.result.profile)
+            self.post_message(self.EndPicked(side, e.result.profile))

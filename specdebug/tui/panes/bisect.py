@@ -62,12 +62,6 @@ def profile_for(result_profile: str | None, choices: list[Path]) -> Path | None:
     return exact or next((p for p, n in names.items() if result_profile.endswith(f"-{n}")), None)
 
 
-def pick_end(app: Any, side: str, result_profile: str | None) -> None:
-    """Bench history's g/b: make that row's profile the bisection's good or bad end."""
-    for pane in app.query(BisectPane):
-        pane.set_end(side, profile_for(result_profile, pane.choices()), source=result_profile)
-
-
 class BisectPane(Pane):
     PANE_ID = "bisect"
     TITLE = "Bisect"
@@ -147,7 +141,6 @@ class BisectPane(Pane):
                     "an unfinished bisection is in this session: a resumes it (finished trials are kept)"
                 )
         self.render_all()
-        self.set_interval(FLUSH_S, self._flush)
 
     # ---- feeding (tests, snapshots) -------------------------------------------------------------
     def show_events(self, events: list[Any]) -> None:
@@ -162,6 +155,10 @@ class BisectPane(Pane):
         ):
             paths.insert(0, self.ctx.profile_path)
         return paths
+
+    def end_picked(self, side: str, result_profile: str | None) -> None:
+        """Bench history's g/B (through the app's store): that row's profile becomes an end."""
+        self.set_end(side, profile_for(result_profile, self.choices()), source=result_profile)
 
     def end_marker(self) -> BisectPane:
         return self  # the profile picker (P) marks ends here with g/b
@@ -186,6 +183,9 @@ class BisectPane(Pane):
         self.render_all()
 
     # ---- rendering --------------------------------------------------------------------------------
+    def redraw(self) -> None:  # the pane base calls it once per burst of _dirty = True
+        self._flush()
+
     def _flush(self) -> None:
         if self._dirty:
             self._dirty = False

@@ -40,8 +40,8 @@ STATUS_STYLE = {
     "unverifiable": "magenta",
 }
 ENVIRON_STYLE = {"readable": "green", "clobbered": "bold yellow", "denied": "bold red", "gone": "dim"}
-LEGEND = (
-    ("ok", "green"),
+LEGEND = (  # every mark is a word or a sign, colour only repeats it (a monochrome terminal reads it too)
+    ("✓ ok", "green"),
     ("missing", "bold red"),
     ("≠ different", "bold yellow"),
     ("? unverifiable (~launcher's value)", "magenta"),
@@ -78,6 +78,7 @@ def var_cell(proc: ProcEnv, name: str) -> Text:
         style = STATUS_STYLE[vc.status]
         if vc.status == "ok":
             text = Text(_clip(vc.actual or ""), style=style)
+            text.append(" ✓", style=style)
         elif vc.status == "missing":
             text = Text("missing", style=style)
         elif vc.status == "different":
@@ -158,7 +159,8 @@ class EnvPane(Pane):
     def compose(self) -> ComposeResult:
         yield Static(Text("press r to check the workers' environment"), id="env-how")
         yield Static(Text(""), id="env-verdict")
-        yield DataTable(id="env-matrix", cursor_type="cell", zebra_stripes=True)
+        # the variable (and expected) columns stay put while the process columns scroll
+        yield DataTable(id="env-matrix", cursor_type="cell", zebra_stripes=True, fixed_columns=2)
         legend = Text()
         for i, (label, style) in enumerate(LEGEND):
             legend.append(("  " if i else "") + label, style=style)

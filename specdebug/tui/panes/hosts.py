@@ -33,6 +33,25 @@ STATE_STYLE = {
 REFRESH_S = 5.0
 
 
+# the GPUs right after the state: on an 80-column terminal the row still says how many and which throttle
+HOST_COLUMNS = [
+    ("host", "host"),
+    ("state", "state"),
+    ("gpus", "gpus"),
+    ("hostname", "hostname"),
+    ("kernel", "kernel"),
+    ("cpus", "cpus"),
+    ("mem", "mem"),
+    ("load 1/5/15", "load"),
+    ("up", "up"),
+]
+AUTH_FAILED = "authentication failed"
+AUTH_HINT = (
+    "authentication failed: check the key and user, and the server's auth log "
+    "(a locked account looks the same from here)"
+)
+
+
 def status_text(status: ConnStatus) -> Text:
     text = Text(status.state.value, style=STATE_STYLE.get(status.state, ""))
     if status.state is ConnState.CONNECTED and status.rtt_ms is not None:
@@ -89,22 +108,13 @@ class HostsPane(Pane):
         self.statuses: dict[str, ConnStatus] = {}
         self._unsubscribe: list[Callable[[], None]] = []  # status listeners, removed on unmount
         self._shown: dict[str, list] = {}  # host -> cells on screen (only changed cells are updated)
+        self._told: set[str] = set()  # hosts whose authentication failure was explained
         self._gpus_shown: object = None  # what the GPU table shows (redrawn only when it changes)
         self.cell_updates = 0  # cells written since mount (tests: an unchanged refresh writes none)
 
     def compose(self) -> ComposeResult:
         hosts: DataTable[Any] = DataTable(id="hosts-table", cursor_type="row", zebra_stripes=True)
-        for label, key in [
-            ("host", "host"),
-            ("state", "state"),
-            ("hostname", "hostname"),
-            ("kernel", "kernel"),
-            ("cpus", "cpus"),
-            ("mem", "mem"),
-            ("load 1/5/15", "load"),
-            ("up", "up"),
-            ("gpus", "gpus"),
-        ]:
+        for label, key in HOST_COLUMNS:
             hosts.add_column(label, key=key)
         yield hosts
         yield Static("GPUs", id="gpu-title")
@@ -144,6 +154,10 @@ class HostsPane(Pane):
     def _status_changed(self, event: StatusChanged) -> None:
         self.statuses[event.host] = event.status
         self._update_row(event.host)
+        error = event.status.last_error or ""
+        if event.status.state is ConnState.FAILED and AUTH_FAILED in error and event.host not in self._told:
+            self._told.add(event.host)  # once per host: the row keeps saying it
+            self.notify(f"{event.host}: {AUTH_HINT}", severity="error", timeout=12)
 
     @on(InfoReady)
     def _info_ready(self, event: InfoReady) -> None:
@@ -173,13 +187,13 @@ class HostsPane(Pane):
         return [
             Text(name, style="bold"),
             status_text(status),
+            gpus,
             Text(visible(info.hostname or "", tab=" ")),
             Text(visible(info.kernel or "", tab=" ")),
             str(info.cpus or ""),
             _gib(info.mem_total_bytes),
             " ".join(f"{x:.2f}" for x in info.load or []),
             up,
-            gpus,
         ]
 
     def _update_row(self, name: str) -> None:
@@ -191,7 +205,7 @@ class HostsPane(Pane):
             return
         old = self._shown.get(name) or [None] * len(row)
         for key, value, before in zip(
-            ["host", "state", "hostname", "kernel", "cpus", "mem", "load", "up", "gpus"],
+            [key for _, key in HOST_COLUMNS],
             row,
             old,
             strict=True,
@@ -272,13 +286,16 @@ class HostsPane(Pane):
     @on(DataTable.RowHighlighted, "#hosts-table")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key and event.row_key.value in self.ctx.remotes:
-            self.ctx.selected = event.row_key.value
-            self._render_gpus()
+            self.post_message(self.HostSelected(event.row_key.value))  # the app's store holds it
 
     def action_select_host(self) -> None:
         table = self.query_one("#hosts-table", DataTable)
         if table.row_count:
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-            self.ctx.selected = key
-            self._render_gpus()
-            self.notify(f"acting on {key}")
+            if key is not None:
+                self.post_message(self.HostSelected(key))
+                self.notify(f"acting on {key}")
+
+    def host_changed(self, host: str | None) -> None:
+        """The store's selection moved (ctx.selected is it already): show that host's GPUs."""
+        self._render_gpus()

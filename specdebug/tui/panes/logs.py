@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -31,11 +31,11 @@ from specdebug.core.logs.scan import Analyzer
 from specdebug.core.logs.viewbuffer import MAX_VIEW, ViewBuffer
 from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber
-from specdebug.core.servers import ServerRecord, this_run_offset
+from specdebug.core.servers import ServerRecord, file_size, this_run_offset
 from specdebug.core.startup.events import ServerState
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
-from specdebug.tui.pane import Pane
+from specdebug.tui.panes.logs_boxes import LogsBoxes
 from specdebug.tui.screens.log_context import ContextScreen
 from specdebug.tui.widgets.logs_status import FOLLOW_STATE, FollowState, LogsStatus, status_text
 from specdebug.tui.widgets.logview import Entry, LogView, entry_for_event, entry_for_mark, entry_for_match
@@ -43,9 +43,15 @@ from specdebug.tui.widgets.metrics_panel import MetricsPanel
 
 FLUSH_S = 0.08
 STATS_EVERY_S = 0.5
+BEHIND_EVERY_S = 1.0  # how often, while lines arrive, the file's size is asked (one `wc -c`)
 
 
-class LogsPane(Pane):
+def as_entries(items: list[Entry | LogMatch]) -> list[Entry]:
+    """Rows for the view: a match becomes a row (highlights, escapes) only when it is drawn."""
+    return [x if isinstance(x, Entry) else entry_for_match(x) for x in items]
+
+
+class LogsPane(LogsBoxes):
     PANE_ID = "logs"
     TITLE = "Logs"
     MUTATING_ACTIONS = frozenset()  # reading logs and writing local marks never changes the box
@@ -62,6 +68,7 @@ class LogsPane(Pane):
         Binding("x", "stop", "Stop", id="logs.stop"),
         Binding("M", "toggle_metrics", "Metrics panel", id="logs.metrics", show=False),
         Binding("escape", "close_input", "Close", id="logs.close_input"),
+        Binding("enter", "submit_input", "Enter", id="logs.submit_input", show=False),
     ]
     INPUT_PROMPTS = {
         "logs-input": "filter: regex on each line · Enter keeps it · Esc closes",
@@ -83,17 +90,21 @@ class LogsPane(Pane):
         super().__init__(ctx, **kwargs)
         self.analyzer = Analyzer(self._new_parser())
         self.path: str | None = None  # what we follow (as typed / from the profile)
+        self.source: str | None = None  # the profile whose log `path` is (None: a path typed with o)
         self.host: str | None = None
         self.follower: Follower | None = None
         self.state = FollowState.IDLE
         self.include_warmup = False
-        self.buffer: ViewBuffer[Entry] = ViewBuffer(MAX_VIEW)  # what waits to be drawn; dropped counts
+        # what waits to be drawn (matches stay LogMatch until drawn: most of a flood never is)
+        self.buffer: ViewBuffer[Entry | LogMatch] = ViewBuffer(MAX_VIEW)
         self.marks = 0
         self.matches = 0
         self.notice: str | None = None
         self.filter_text = ""
         self._stats_at = 0.0
         self._stats_dirty = False
+        self.file_size_seen: int | None = None  # the followed file's size, asked while lines flow
+        self._size_at = 0.0
 
     @property
     def following(self) -> bool:
@@ -107,7 +118,8 @@ class LogsPane(Pane):
             ("logs-input", "regex, e.g. accept|ERROR"),
             ("logs-path", "/var/log/server.log or ~/logs/sglang.log"),
         ):
-            box = Input(placeholder=placeholder, id=box_id)
+            # the filter box reopens with its regex and the cursor at its end (typing adds to it)
+            box = Input(placeholder=placeholder, id=box_id, select_on_focus=box_id == "logs-path")
             box.border_title = self.INPUT_PROMPTS[box_id]  # the prompt stays when the box has text
             yield box
         with Horizontal(id="logs-body"):
@@ -115,7 +127,6 @@ class LogsPane(Pane):
             yield MetricsPanel(id="logs-metrics")
 
     def on_mount(self) -> None:
-        self.set_interval(FLUSH_S, self.flush)
         self.render_status()
 
     # -- feeding (the worker and tests call these) -----------------------------------------------------
@@ -124,7 +135,9 @@ class LogsPane(Pane):
         self.analyzer.add(m)
         self.matches += 1
         self._stats_dirty = True
-        self.buffer.push(entry_for_match(m))
+        self.buffer.push(m)
+        if self._redraw_timer is None:
+            self._dirty = True  # one flush FLUSH_S from now takes everything that came meanwhile
 
     def feed_event(self, ev: LogEvent) -> None:
         self.state = FOLLOW_STATE.get(ev.kind, self.state)
@@ -134,24 +147,34 @@ class LogsPane(Pane):
                 f"{self.path}: {self.notice}", severity="error" if ev.kind == "error" else "warning"
             )
         self.buffer.push(entry_for_event(ev))
+        self._dirty = True
+
+    REDRAW_S = FLUSH_S
+
+    def redraw(self) -> None:
+        self.flush()
 
     def flush(self) -> None:
         """Move queued entries into the view (or pending while paused); refresh stats now and then."""
+        self._dirty_flag = False
         if self.buffer.has_incoming:
             batch = self.buffer.drain()
             if batch:
-                self.query_one(LogView).add(batch, follow=True)
+                self.query_one(LogView).add(as_entries(batch), follow=True)
             self.render_status()
         now = time.monotonic()
-        if self._stats_dirty and now - self._stats_at >= STATS_EVERY_S:
-            self.render_stats()
+        if self._stats_dirty:
+            if now - self._stats_at >= STATS_EVERY_S:
+                self.render_stats()
+            else:
+                self._dirty = True  # numbers waiting: look again shortly (stops once they are drawn)
 
     # -- rendering -------------------------------------------------------------------------------------
     def status_text(self) -> Text:
         view = self.query_one(LogView)
         return status_text(
             LogsStatus(
-                where=f"{self.host}:{self.path}" if self.host and self.path else self.path,
+                where=self.where(),
                 state=self.state,
                 paused=None if self.following else self.buffer.pending_count,
                 matches=self.matches,
@@ -162,8 +185,23 @@ class LogsPane(Pane):
                 hide=view.hide,
                 include_warmup=self.include_warmup,
                 notice=self.notice,
+                behind=self.behind(),
             )
         )
+
+    def where(self) -> str | None:
+        """host:path, and whose log it is when it is a profile's (None: nothing followed)."""
+        if not self.path:
+            return None
+        where = f"{self.host}:{self.path}" if self.host else self.path
+        return where + (f" ({self.source}'s log)" if self.source else "")
+
+    def behind(self) -> int:
+        """Bytes of the followed file not read yet: its size when last measured on the box, less
+        where the follower has got to (0 once it passes that size)."""
+        if self.follower is None or self.file_size_seen is None or self.follower.offset is None:
+            return 0
+        return max(0, self.file_size_seen - self.follower.offset)
 
     def render_status(self) -> None:
         self.query_one("#logs-status", Static).update(self.status_text())
@@ -194,61 +232,10 @@ class LogsPane(Pane):
         view = self.query_one(LogView)
         waiting = self.buffer.resume()
         if waiting:
-            view.add(waiting, follow=True)
+            view.add(as_entries(waiting), follow=True)
         else:
             view.follow_end()
         self.render_status()
-
-    # -- filter ----------------------------------------------------------------------------------------
-    def action_filter(self) -> None:
-        box = self.query_one("#logs-input", Input)
-        box.add_class("visible")
-        box.value = self.filter_text
-        box.focus()
-
-    @on(Input.Changed, "#logs-input")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        self.apply_filter(event.value)
-
-    @on(Input.Submitted, "#logs-input")
-    def _filter_submitted(self, event: Input.Submitted) -> None:
-        self.action_close_input()
-
-    def apply_filter(self, text: str, hide: bool | None = None) -> bool:
-        """Live regex filter; an incomplete regex keeps the previous one (returns False)."""
-        if not self.query_one(LogView).apply_filter(text, hide):
-            return False
-        self.filter_text = text
-        self.render_status()
-        return True
-
-    def action_toggle_hide(self) -> None:
-        self.query_one(LogView).toggle_hide()
-        self.render_status()
-
-    def action_close_input(self) -> None:
-        for box in self.query(Input):
-            box.remove_class("visible")
-        self.query_one(LogView).focus()
-
-    def typing(self) -> bool:
-        """True while a text box of this pane has focus: its letters are text, not pane keys."""
-        focused = self.app.focused
-        return isinstance(focused, Input) and focused in self.query(Input)
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """While typing, the footer offers only Esc (and the box's Enter, named in its title)."""
-        if action == "close_input":
-            return self.typing()
-        if self.typing():
-            return False
-        return super().check_action(action, parameters)
-
-    def on_descendant_focus(self, event) -> None:
-        self.refresh_bindings()
-
-    def on_descendant_blur(self, event) -> None:
-        self.refresh_bindings()
 
     # -- marks -----------------------------------------------------------------------------------------
     def action_mark(self, label: str = "") -> None:
@@ -318,23 +305,20 @@ class LogsPane(Pane):
             self.profile_changed(self.ctx.profile)
 
     def profile_changed(self, profile: Profile | None) -> None:
-        """Follow the (new) profile's log unless busy."""
-        if profile is None or self.state.busy:
+        """Another profile was picked: follow its server's log, so no number on screen is another
+        server's; a log the user opened by path stays, and the status says whose it is."""
+        if profile is None or (self.state.busy and profile.name == self.source):
+            return
+        if self.state.busy and self.source is None:
+            self.notice = f"a typed path, not {profile.name}'s log (f follows it)"
+            self.render_status()
             return
         if profile.server.log_file and self.ctx.remote() is not None:
             self.start_follow(profile.server.log_file, this_run=True)
-
-    def action_open_path(self) -> None:
-        box = self.query_one("#logs-path", Input)
-        box.add_class("visible")
-        box.value = self.path or ""
-        box.focus()
-
-    @on(Input.Submitted, "#logs-path")
-    def _path_submitted(self, event: Input.Submitted) -> None:
-        self.action_close_input()
-        if event.value.strip():
-            self.start_follow(event.value.strip())
+        elif self.state.busy:
+            self.action_stop()
+            self.notice = f"{profile.name} has no log_file: o opens a path"
+            self.render_status()
 
     def start_follow(self, path: str, *, this_run: bool = False) -> None:
         """Follow `path`; with this_run, from where the profile's current server run began
@@ -345,11 +329,14 @@ class LogsPane(Pane):
             return
         self.path = path
         self.host = remote.name
+        profile_now: Profile | None = self.ctx.profile
+        self.source = profile_now.name if this_run and profile_now is not None else None
         self.analyzer = Analyzer(self._new_parser())
         self.query_one(MetricsPanel).clear_rows()
         self.buffer.clear()
         self.matches = 0
         self.notice = None
+        self.file_size_seen = None
         self.query_one(LogView).clear()
         self.state = FollowState.STARTING
         self.render_status()
@@ -381,6 +368,9 @@ class LogsPane(Pane):
                 elif isinstance(item, LogMatch):  # the pane parses with a pack: never a pack-less PlainMatch
                     self.feed_match(item)
                 n += 1
+                if n % 64 == 0 and time.monotonic() - self._size_at > BEHIND_EVERY_S:
+                    self._size_at = time.monotonic()  # while lines flow: how much is still unread?
+                    self._measure_size(remote, follower)
                 if n % 64 == 0 and time.monotonic() - slice_start > 0.01:
                     # a flood must not starve the UI: give the loop a breath every 10 ms of parsing
                     await asyncio.sleep(0.005)
@@ -390,6 +380,13 @@ class LogsPane(Pane):
             self.notice = str(exc)
             self.app.notify(f"{path}: {exc}", severity="error")
         self.render_status()
+
+    @work(exclusive=True, group="logs-size", exit_on_error=False)
+    async def _measure_size(self, remote: Remote, follower: Follower) -> None:
+        size = await file_size(remote, follower.resolved_path or follower.path)
+        if size is not None and follower is self.follower:
+            self.file_size_seen = size
+            self.render_status()
 
     # -- the server's /metrics: a second source, shown above the log's numbers --------------------------
     @work(exclusive=True, group="logs-prom", exit_on_error=False)

@@ -19,6 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.timer import Timer
 from textual.widgets import Static
 
 from specdebug.core import startup
@@ -51,7 +52,7 @@ class StartupPane(StartupView, Pane):
     TITLE = "Startup"
     BINDINGS = [
         Binding("l", "launch", "Launch", id="startup.launch"),
-        Binding("s", "stop", "Stop", id="startup.stop"),
+        Binding("x", "stop", "Stop", id="startup.stop"),  # x stops in every pane
         Binding("R", "restart", "Restart", id="startup.restart"),
         Binding("a", "attach", "Attach", id="startup.attach"),
         Binding("k", "stacks", "Worker stacks", id="startup.stacks", show=False),  # `specdebug stacks`
@@ -128,8 +129,6 @@ class StartupPane(StartupView, Pane):
     def on_mount(self) -> None:
         self.load_history()
         self.render_view()
-        self.set_interval(0.1, self._refresh_if_dirty)
-        self.set_interval(0.5, self._tick)
         self.recognise()
 
     # -- state ----------------------------------------------------------------------------------
@@ -148,7 +147,21 @@ class StartupPane(StartupView, Pane):
         except (OSError, ValueError, RemoteError):  # no history, no ETA: the pane still works
             logger.debug("reading the journal for the ETA failed", exc_info=True)
             events = []
+        rec = self.mon.record  # the run shown is not its own history ("usually X over 1 run")
+        if rec is not None:
+            events = [e for e in events if not (e.get("kind") == "verdict" and self._is_run(e, rec))]
         self.history = startup.startup_history(events, self.profile.name)
+
+    @staticmethod
+    def _is_run(verdict: dict, rec: ServerRecord) -> bool:
+        """The verdict belongs to the run `rec` (its PID, started within a second of it)."""
+        if verdict.get("pid") != rec.pid:
+            return False
+        try:
+            start = float(verdict["at"]) - float(verdict.get("elapsed_s") or 0)
+        except (KeyError, TypeError, ValueError):
+            return True  # same PID, no time to tell them apart: leave it out rather than count it
+        return abs(start - rec.started_at) < 1.0
 
     def apply(self, ev: StartupEvent | StopResult) -> None:
         """Fold one core event into the pane's state (tests feed events here directly)."""
@@ -196,16 +209,21 @@ class StartupPane(StartupView, Pane):
 
     # -- rendering ------------------------------------------------------------------------------
 
-    def _refresh_if_dirty(self) -> None:
-        if self._dirty:
-            self.render_view()
+    def redraw(self) -> None:
+        self.render_view()
 
-    def _tick(self) -> None:
-        if self.state is ServerState.STARTING or self.found is not None:  # elapsed / uptime move on
-            self._dirty = True
+    CLOCK_S = 0.5
+    _clock: Timer | None = None
+
+    def _clock_tick(self) -> None:
+        self._clock = None
+        self._dirty = True
 
     def render_view(self) -> None:
         self._dirty = False
+        if (self.state is ServerState.STARTING or self.found is not None) and self._clock is None:
+            # elapsed / uptime move on: one redraw CLOCK_S from now, only while a clock is shown
+            self._clock = self.set_timer(self.CLOCK_S, self._clock_tick)
         try:
             self.query_one("#startup-head", Static).update(self.head_text())
             self.query_one("#startup-phases", Static).update(self.phases_view())
@@ -328,6 +346,35 @@ class StartupPane(StartupView, Pane):
         self.mon.log_lines.clear()
         self.load_history()
         self.recognise()
+
+    def journal_changed(self, events: list[dict]) -> None:
+        """Another seat acted on this profile's server (a `box:NAME` session's journal): show its
+        stop as a stop by that seat, and pick a relaunch up at once (read-only: status, no attach)."""
+        name = self.profile.name if self.profile is not None else None
+        for ev in events:
+            if name is None or ev.get("profile") != name:
+                continue
+            by = str(ev.get("by") or "another seat")[:64]
+            if ev.get("kind") == "stop":
+                self.workers.cancel_group(self, "startup-run")  # its liveness watch would say "crashed"
+                try:
+                    result = StopResult.model_validate(
+                        {k: v for k, v in ev.items() if k in StopResult.model_fields}
+                    )
+                except ValueError:
+                    continue
+                self.apply(result)
+                self.mon.message = f"stopped by {by}" + (f": {result.message}" if result.message else "")
+            elif ev.get("kind") in ("launch", "verdict") and self.state not in (
+                ServerState.LAUNCHING,
+                ServerState.STARTING,
+                ServerState.CHECKING,
+            ):
+                self.workers.cancel_group(self, "startup-run")
+                self.reset_run(ServerState.IDLE)
+                self.mon.message = f"launched by {by}" if ev.get("kind") == "launch" else ""
+                self.recognise()
+        self._dirty = True
 
     def recognise(self) -> None:
         """Is the profile's server already running (state record + liveness + health)?  Asked on

@@ -7,6 +7,7 @@ the pane's choice of ends (nothing on the box changes), so read-only seats may m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -19,6 +20,16 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 END_STYLE = {"good": "bold green", "bad": "bold red"}
+
+
+@dataclass(frozen=True)
+class ProfileChoice:
+    """One file the picker offers: the profile's own name, or why the file is not a profile."""
+
+    path: Path
+    name: str  # the profile's name (the file stem when it does not load)
+    description: str = ""
+    error: str | None = None  # set: the file does not load (it is listed, marked, not usable)
 
 
 class EndMarker(Protocol):
@@ -43,24 +54,31 @@ class ProfilePicker(ModalScreen[Path | None]):
     """
 
     def __init__(
-        self, choices: list[tuple[Path, str]], current: str | None, *, ends: EndMarker | None = None
+        self, choices: list[ProfileChoice], current: Path | None, *, ends: EndMarker | None = None
     ) -> None:
         super().__init__()
-        self.choices = choices  # (path, one-line description)
-        self.current = current
+        self.choices = choices
+        self.current = current.resolve() if current is not None else None
         self.ends = ends
 
-    def _label(self, path: Path, desc: str) -> Text:
-        label = Text(path.stem, style="bold cyan" if path.stem == self.current else "bold")
-        side = self.ends.end_of(path) if self.ends is not None else None
+    def _label(self, c: ProfileChoice) -> Text:
+        is_current = self.current is not None and c.path.resolve() == self.current
+        label = Text(c.name, style="bold red" if c.error else ("bold cyan" if is_current else "bold"))
+        if is_current:
+            label.append(" (current)", style="cyan")
+        if c.name != c.path.stem:
+            label.append(f"  {c.path.name}", style="dim")
+        side = self.ends.end_of(c.path) if self.ends is not None else None
         if side:
             label.append(f"  [{side}]", style=END_STYLE[side])
-        if desc:
-            label.append(f"  {desc}", style="dim")
+        if c.error:
+            label.append(f"  INVALID: {c.error}"[:160], style="red")
+        elif c.description:
+            label.append(f"  {c.description}", style="dim")
         return label
 
     def compose(self) -> ComposeResult:
-        options = [Option(self._label(path, desc), id=str(path)) for path, desc in self.choices]
+        options = [Option(self._label(c), id=str(c.path)) for c in self.choices]
         title = "Profile for every pane (enter picks, esc closes)"
         if self.ends is not None:
             title += "\ng marks the bisection's good end, b its bad end"
@@ -84,8 +102,8 @@ class ProfilePicker(ModalScreen[Path | None]):
         if self.ends is None or option is None or option.id is None:
             return
         self.ends.set_end(side, Path(option.id))
-        for path, desc in self.choices:  # a profile marked good may have been the bad end: relabel all
-            options.replace_option_prompt(str(path), self._label(path, desc))
+        for c in self.choices:  # a profile marked good may have been the bad end: relabel all
+            options.replace_option_prompt(str(c.path), self._label(c))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

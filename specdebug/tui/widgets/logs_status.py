@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from rich.text import Text
 
-__all__ = ["FOLLOW_STATE", "FollowState", "LogsStatus", "status_text"]
+__all__ = ["BEHIND_SHOWN", "FOLLOW_STATE", "FollowState", "LogsStatus", "human_bytes", "status_text"]
 
 
 class FollowState(StrEnum):
@@ -73,12 +73,25 @@ class LogsStatus:
     hide: bool
     include_warmup: bool
     notice: str | None
+    behind: int = 0  # bytes of the file not read yet (measured on the box), 0: caught up or unknown
+
+
+BEHIND_SHOWN = 256 * 1024  # less is lines in flight, not a reader that cannot keep up
+
+
+def human_bytes(n: int) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
 
 
 def status_text(s: LogsStatus) -> Text:
     t = Text(no_wrap=True)
     t.append(s.where or NO_LOG, style="bold")
     t.append(f"  {s.state}", style=STATE_STYLE.get(s.state, "dim"))
+    if s.behind >= BEHIND_SHOWN:  # the counts below are of what was read: say what is not yet
+        t.append(f"  {human_bytes(s.behind)} behind (counts so far)", style="bold yellow")
     if s.paused is not None:
         t.append(f"  PAUSED {s.paused} pending (End: follow)", style="bold yellow")
     t.append(f"  {s.matches} matches")

@@ -61,11 +61,21 @@ class SeatsBar(Static):
         if not self.active:
             return
         self.add_class("-pair")
-        self.poll()
-        self.set_interval(self.POLL_S, self.poll)
+        self.watch_seats()
+
+    @work(exclusive=True, group="seats-watch", exit_on_error=False)
+    async def watch_seats(self) -> None:
+        """tmux is an outside process with no event to wait on: ask it every POLL_S (the app's own
+        state never needs this; it comes through the store)."""
+        while True:
+            await self._ask_tmux()
+            await asyncio.sleep(self.POLL_S)
 
     @work(exclusive=True, group="seats-poll", exit_on_error=False)
     async def poll(self) -> None:
+        await self._ask_tmux()
+
+    async def _ask_tmux(self) -> None:
         socket = self.socket
         assert socket is not None
         folder = Path(socket).parent  # read-only seats are on views of their own (core/pair_view.py)
@@ -220,7 +230,7 @@ class JournalFollower(Widget):
     def _new_events(self, events: list[dict]) -> None:
         from specdebug.tui.pane import Pane
 
-        self.post_message(Pane.JournalChanged())
+        self.post_message(Pane.JournalChanged(events))
         for ev in events:
             if ev.get("kind") in ("bench_result", "mark") and ev.get("by"):
                 what = "a benchmark result" if ev["kind"] == "bench_result" else "a mark"

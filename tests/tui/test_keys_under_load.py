@@ -1,0 +1,74 @@
+"""No key is lost: 1,000 letters typed into the Logs filter across pane switches, under CPU load.
+
+A new user saw `/verify` become `/rify` right after a pane switch: the keys queued behind the
+switch reached the pane being left. Here the keys go in as a terminal sends them (bursts posted to
+the app, nobody waiting for the screen between them) while a busy child process of the test's own
+competes for the CPU; every letter must end up in the filter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from textual import events
+
+from specdebug.tui.app import SpecdebugApp
+from specdebug.tui.context import AppContext
+from specdebug.tui.panes.logs import LogsPane
+from tests.tui.fakes import StillRemote
+
+pytestmark = pytest.mark.slow
+
+LETTERS = 1000
+WORDS = ["verify", "accept", "draft", "token", "spec", "rank", "nccl", "ready"]
+AWAY = ["4", "1", "5", "2", "6"]  # the pane left between two words (Env, Hosts, Bench, Startup, Bisect)
+
+BUSY = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
+
+
+def key(name: str) -> events.Key:
+    chars = {"slash": "/", "enter": "\r"}
+    return events.Key(name, chars.get(name, name))
+
+
+def rounds() -> tuple[list[list[str]], str]:
+    """Key bursts (show Logs, open the filter, type a word, Enter, leave) and the letters typed."""
+    bursts, typed, i = [], "", 0
+    while len(typed) < LETTERS:
+        word = WORDS[i % len(WORDS)][: LETTERS - len(typed)]
+        bursts.append(["3", "slash", *word, "enter", AWAY[i % len(AWAY)]])
+        typed += word
+        i += 1
+    return bursts, typed
+
+
+async def test_a_thousand_keys_across_pane_switches_under_load():
+    busy = subprocess.Popen(
+        [sys.executable, "-c", BUSY.format(s=120)], start_new_session=True, stdout=subprocess.DEVNULL
+    )
+    try:
+        app = SpecdebugApp(AppContext(remotes={"box": StillRemote("box")}, selected="box"))
+        bursts, typed = rounds()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.pause()
+            for burst in bursts:
+                for name in burst:
+                    app.post_message(key(name))
+                await asyncio.sleep(0)  # the next burst comes while this one is still being handled
+            # under load the app may need a while to work through the keys: wait for it, not a time
+            pane, last, still = app.query_one(LogsPane), -1, 0
+            while len(pane.filter_text) < len(typed) and still < 100:  # 10 s without progress: done
+                await asyncio.sleep(0.1)
+                still = still + 1 if len(pane.filter_text) == last else 0
+                last = len(pane.filter_text)
+            got = app.query_one(LogsPane).filter_text
+            assert len(got) == len(typed), f"{len(typed) - len(got)} of {len(typed)} letters lost"
+            assert got == typed
+    finally:
+        os.killpg(busy.pid, signal.SIGKILL)
+        busy.wait()
