@@ -59,7 +59,7 @@ VERBS: list[Verb] = [
         "bisect",
         "find the knob(s) that make the bad profile slower than the good one, in the fewest launches",
     ),
-    Verb("agent", "agent", "the local agent that keeps SSH connections warm for verbs: status or stop"),
+    Verb("agent", "agent", "the local agent that keeps SSH connections warm: status or stop"),
     Verb("pair", "pair", "share the TUI in a tmux session: read-only or read-write seats for other users"),
 ]
 

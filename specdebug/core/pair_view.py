@@ -20,6 +20,7 @@ from pathlib import Path
 
 from specdebug.core.pair_owner import user_name
 from specdebug.core.pair_seats import Client, Mode, parse_access_list, parse_clients
+from specdebug.errors import SpecdebugError
 
 VIEW_SESSION = "view"
 VIEW_RE = re.compile(r"v\.(\d+)\.sock")
@@ -27,7 +28,7 @@ TIMEOUT_S = 10.0
 _INNER = "#{client_pid}\t#{client_tty}\t#{client_readonly}"
 
 
-class ViewError(Exception):
+class ViewError(SpecdebugError):
     """tmux refused to set up or change a view (the message says what it said)."""
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from specdebug.errors import SpecdebugError
+
 CHUNK = 1 << 16
 
 
-class LineTooLong(Exception):
+class LineTooLong(SpecdebugError):
     """A line longer than the limit where the caller refuses them (a broken protocol)."""
 
 

@@ -55,8 +55,13 @@ class MirrorApp(App[None]):
         yield Static(Text("waiting for the session's screen..."), id="mirror")
 
     def on_mount(self) -> None:
-        self.set_interval(REFRESH_S, self.refresh_screen)
-        self.call_later(self.refresh_screen)
+        self.run_worker(self._follow(), exclusive=True)
+
+    async def _follow(self) -> None:
+        """tmux has no event for "the screen changed": ask it every REFRESH_S, redraw only on a change."""
+        while True:
+            await self.refresh_screen()
+            await asyncio.sleep(REFRESH_S)
 
     async def refresh_screen(self) -> None:
         text = await asyncio.to_thread(capture, self.socket, self.target)

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.boxframes import read_frame
+
 HELPER = Path(__file__).resolve().parents[2] / "specdebug" / "box" / "helper.py"
 
 
@@ -25,11 +27,11 @@ def start(**env: str) -> subprocess.Popen:
 def test_output_with_newlines_and_braces_stays_inside_one_frame():
     p = start()
     try:
-        assert json.loads(p.stdout.readline())["hello"] == "specdebug-helper"
+        assert read_frame(p.stdout)["hello"] == "specdebug-helper"
         req = {"id": 7, "op": "run", "argv": ["printf", '}\\n{"id": 1}\\n'], "timeout": 10}
         p.stdin.write((json.dumps(req) + "\n").encode())
         p.stdin.flush()
-        resp = json.loads(p.stdout.readline())
+        resp = read_frame(p.stdout)
         assert resp["id"] == 7 and resp["rc"] == 0
         assert base64.b64decode(resp["out"]) == b'}\n{"id": 1}\n'
     finally:

@@ -29,6 +29,7 @@ from specdebug.core.startup.launch import LAUNCH_REPORT, LAUNCH_SCRIPT, parse_la
 from specdebug.remote.api import RemoteError, RunResult
 from specdebug.remote.boxcode import helper_command, once_argv, once_reply, python_argv, source
 from specdebug.remote.probe import READ_FILES_SH, parse_read_files
+from tests.boxframes import read_frame
 
 
 def local(argv: list[str]) -> list[str]:
@@ -44,7 +45,7 @@ class Helper:
             local(shlex.split(helper_command())), stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         assert self.proc.stdout is not None and self.proc.stdin is not None
-        self.hello = json.loads(self.proc.stdout.readline())
+        self.hello = read_frame(self.proc.stdout)
         self._id = 0
 
     def op(self, name: str, /, **args: Any) -> dict[str, Any]:
@@ -52,7 +53,7 @@ class Helper:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write((json.dumps({"id": self._id, "op": name, "args": args}) + "\n").encode())
         self.proc.stdin.flush()
-        resp = json.loads(self.proc.stdout.readline())
+        resp = read_frame(self.proc.stdout)
         assert resp["id"] == self._id and resp["ok"], resp
         return dict(resp["result"])
 
@@ -188,7 +189,9 @@ def test_health_ignores_the_proxy_of_the_environment(http_port: int) -> None:
         env=env,
         timeout=60,
     )
-    assert json.loads(r.stdout)["result"] == {"status": 200}
+    assert once_reply("health", RunResult(exit_status=r.returncode, stdout=r.stdout, stderr=r.stderr)) == {
+        "status": 200
+    }
 
 
 # -- group signals (procctl inside the helper) ------------------------------------------------------
@@ -354,6 +357,6 @@ def test_concurrent_record_writes_in_one_helper_all_land(helper: Helper, tmp_pat
         req = {"id": 1000 + i, "op": "write_state", "args": {"dir": d, "name": "p", "data": f'{{"n": {i}}}'}}
         helper.proc.stdin.write((json.dumps(req) + "\n").encode())
     helper.proc.stdin.flush()
-    replies = [json.loads(helper.proc.stdout.readline()) for _ in range(20)]
+    replies = [read_frame(helper.proc.stdout) for _ in range(20)]
     assert all(r["ok"] and r["result"]["state"] == "ok" for r in replies), replies
     assert sorted(os.listdir(d)) == ["p.json"]  # no temp file left behind

@@ -156,6 +156,13 @@ def test_startup_view_names_an_unreadable_log_before_the_verdict() -> None:
             self.history = None
             self.clock = lambda: T0
 
+        @property
+        def profile(self):
+            return None
+
+        def elapsed(self) -> float | None:
+            return None
+
     view = View()
     view.mon.apply(Launched(record=record()))
     assert "cannot read" not in view.verdict_text().plain

@@ -12,10 +12,11 @@ from __future__ import annotations
 from specdebug.core.profiles import Profile
 from specdebug.core.servers import find_port_holder, group_members, load_record
 from specdebug.core.workers import group_filter
+from specdebug.errors import SpecdebugError
 from specdebug.remote.api import ConnectionDropped, NotConnected, Remote, RemoteError
 
 
-class NotOurServer(Exception):
+class NotOurServer(SpecdebugError):
     """The port is held by something other than the profile's recorded server (the message says whose)."""
 
 

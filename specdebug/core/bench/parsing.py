@@ -20,6 +20,7 @@ from specdebug.core.bench.aiperf import is_aiperf, parse_aiperf_console, parse_a
 from specdebug.core.bench.external import parse_all, parse_saved_json
 from specdebug.core.bench.guidellm import is_guidellm, parse_guidellm_json
 from specdebug.core.bench.models import BenchResult
+from specdebug.errors import SpecdebugError
 
 EXPECTED = (
     "a result of sglang.bench_serving or vllm bench serve (the printed block, or its --output-file / "
@@ -38,7 +39,7 @@ SAVED_KEYS = frozenset(
 )
 
 
-class UnknownResult(ValueError):
+class UnknownResult(ValueError, SpecdebugError):
     """The input is not a benchmark result this module knows (the message names what was expected)."""
 
 

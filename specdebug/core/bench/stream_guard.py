@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from specdebug.errors import SpecdebugError
+
 MAX_LINE_BYTES = 1 << 20  # one SSE line (one chunk of a completion) is a few hundred bytes
 MAX_PROMPT_TOKENS = 10**8  # beyond any context window: a prompt_tokens above this is no count
 
 
-class StreamRefused(Exception):
+class StreamRefused(SpecdebugError):
     """The stream broke a bound: the request ends with this reason (a failed request)."""
 
 

@@ -46,7 +46,7 @@ from specdebug.core.report import (
 from specdebug.core.sanitize import visible
 from specdebug.tui.pane import Pane, describe_error
 from specdebug.tui.panes.bench_view import bar, chart, compare_renderable, progress_text
-from specdebug.tui.panes.spec_view import spec_renderable
+from specdebug.tui.widgets.spec_panel import spec_renderable
 
 __all__ = ["BenchPane", "bar", "chart", "compare_renderable", "progress_text"]
 
@@ -380,7 +380,7 @@ class BenchPane(Pane):
         panel.add_class("-shown")
 
     def action_spec(self) -> None:
-        """The highlighted run's speculation arithmetic (spec_view.spec_renderable), in the compare panel."""
+        """The highlighted run's speculation arithmetic (widgets.spec_panel.spec_renderable), in the compare panel."""
         e = self._highlighted()
         if e is not None:
             base = self._baseline()
