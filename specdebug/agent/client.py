@@ -65,6 +65,8 @@ def try_run(
         return None
     fingerprint = env_fingerprint()
     sock_path = socket_path(folder, fingerprint)
+    if sock_path is None:
+        return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(1.0)
@@ -109,12 +111,13 @@ def _relay(replies, stdout: TextIO, stderr: TextIO) -> int | None:
 def control(what: str) -> dict[str, object] | None:
     """Ask this environment's agent for its status (or to stop); None when no agent answers."""
     folder = runtime_dir(create=False)
-    if folder is None:
+    sock_path = socket_path(folder) if folder is not None else None
+    if sock_path is None:
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(5.0)
-        sock.connect(str(socket_path(folder)))
+        sock.connect(str(sock_path))
         sock.sendall(json.dumps({"v": PROTOCOL, "control": what}).encode() + b"\n")
         reply = json.loads(sock.makefile("rb").readline(MAX_REPLY_LINE) or b"null")
     except (OSError, ValueError):

@@ -50,8 +50,14 @@ def is_private(folder: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
-def socket_path(folder: Path, fingerprint: str | None = None) -> Path:
-    return folder / f"agent-{fingerprint or env_fingerprint()}.sock"
+MAX_SOCKET_PATH = 100  # a Unix socket's path must fit sun_path (108 bytes on Linux, 104 elsewhere)
+
+
+def socket_path(folder: Path, fingerprint: str | None = None) -> Path | None:
+    """The socket for this environment in `folder`; None when its path is too long for a socket
+    (a deep $XDG_RUNTIME_DIR): then no agent is used."""
+    path = folder / f"agent-{fingerprint or env_fingerprint()}.sock"
+    return path if len(str(path).encode()) <= MAX_SOCKET_PATH else None
 
 
 def pid_path(sock: Path) -> Path:

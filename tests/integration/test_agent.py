@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,9 +22,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def agent_env(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir(mode=0o700)
+def agent_env():
+    run = Path(tempfile.mkdtemp(prefix="sda-"))  # short: a socket path must fit in 108 bytes
     env = {k: v for k, v in os.environ.items() if k != "SPECDEBUG_NO_AGENT"}
     env.update(XDG_RUNTIME_DIR=str(run), SPECDEBUG_AGENT_IDLE_S="60")
     yield env
@@ -33,6 +34,7 @@ def agent_env(tmp_path):
                 os.kill(int(text), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+    shutil.rmtree(run, ignore_errors=True)
 
 
 def _sd(env, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,11 @@ async def test_a_helper_that_never_greets_is_retried_and_its_failure_named(tmp_p
     slow.mkdir()
     (slow / "python3").write_text("#!/bin/sh\nexec cat >/dev/null\n")  # never greets; ends at EOF
     (slow / "python3").chmod(0o755)
-    server = start_sshd(tmp_path / "sshd", extra_config=(f"SetEnv PATH={slow}:/usr/bin:/bin",))
+    # PATH set after the login shell's own start-up files (a ~/.bashrc may put another python3 first)
+    login = tmp_path / "login.sh"
+    login.write_text(f'#!/bin/sh\nPATH={slow}:$PATH; export PATH\nexec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n')
+    login.chmod(0o755)
+    server = start_sshd(tmp_path / "sshd", extra_config=(f"ForceCommand {login}",))
     monkeypatch.setattr(helperstart, "HELPER_START_S", 1.0)
     remote = SSHRemote(server.alias, ssh_config=server.config_path, connect_timeout=10.0)
     try:

@@ -339,5 +339,9 @@ async def test_the_hosts_pane_shows_a_slurm_node_connected(cluster: Slurm, job: 
         while host not in pane.infos and time.monotonic() < deadline:
             await pilot.pause(0.1)
         row = [str(c) for c in app.query_one("#hosts-table", DataTable).get_row(host)]
-        assert row[1].startswith("connected") and row[2] == pane.infos[host].hostname
+        from specdebug.tui.panes.hosts import HOST_COLUMNS
+
+        keys = [key for _, key in HOST_COLUMNS]
+        cell = dict(zip(keys, row, strict=False))
+        assert cell["state"].startswith("connected") and cell["hostname"] == pane.infos[host].hostname
     assert settled_steps(cluster, job, before) == before  # leaving the app ended the helper's step

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -85,6 +86,7 @@ def main() -> int:
             home = work / f"home{n}"
             home.mkdir()
             name = f"tui{n}"
+            t_start = time.perf_counter()
             tmux.new_session(
                 name,
                 f"env HOME={home} {sys.executable} -m specdebug.cli -F {cfg} {' '.join(aliases)} "
@@ -93,6 +95,29 @@ def main() -> int:
                 45,
             )
             tmux.wait_screen(name, lambda s: "h0 connected" in s, 120)
+            if n == 1:  # cold start to host data (the GPU rows) against one fresh ssh reading the same
+                tmux.wait_screen(name, lambda s: "H200" in s, 120)
+                cold = time.perf_counter() - t_start
+                t0 = time.perf_counter()
+                subprocess.run(
+                    [
+                        "ssh",
+                        "-F",
+                        str(cfg),
+                        "h0",
+                        "cat /proc/loadavg /proc/meminfo /proc/uptime; nvidia-smi "
+                        "--query-gpu=index,name,utilization.gpu,memory.used,memory.total --format=csv,noheader",
+                    ],
+                    capture_output=True,
+                    check=True,
+                )
+                fresh = time.perf_counter() - t0
+                print(
+                    f"cold start to host data: specdebug {cold:.2f} s, fresh ssh reading the same "
+                    f"{fresh:.2f} s, ratio {cold / fresh:.1f}x (goal <= 2x)",
+                    flush=True,
+                )
+                results.append(f"cold_s={cold:.2f} fresh_ssh_s={fresh:.2f} cold_ratio={cold / fresh:.1f}")
             time.sleep(5 if n > 1 else 1)  # the other hosts connect and start refreshing
             t, lost = press_times(tmux, name, ["3", "4"], args.presses, args.lost_after)
             p50, p90 = pct(t, 50) * 1e3, pct(t, 90) * 1e3

@@ -115,12 +115,12 @@ async def test_bench_pane_refuses_failed_runs_unless_asked(tmp_path: Path) -> No
         await pilot.pause()
         assert pane._baseline().id == 1
         assert pane._row(pane.entries[1], pane._baseline())[3].plain == "FAILED"
-        await pilot.press("down", "s")  # the failed run as baseline: refused
+        await pilot.press("down", "=")  # the failed run as baseline: refused
         await pilot.pause()
         assert journal.events({"mark"}) == [] and pane._baseline().id == 1
         await pilot.press("c")  # nor can it be picked for a compare
         assert pane.picked is None
-        await pilot.press("f", "s")  # asked for: allowed, and the mark remembers it
+        await pilot.press("f", "=")  # asked for: allowed, and the mark remembers it
         await pilot.pause()
         marks = journal.events({"mark"})
         assert marks and marks[-1].get("include_failed") is True and pane._baseline().id == 2

@@ -50,3 +50,10 @@ def test_a_folder_others_can_enter_is_not_used(tmp_path, monkeypatch):
     link = tmp_path / "link"
     link.symlink_to(folder)
     assert not is_private(link)
+
+
+def test_a_socket_path_too_long_for_the_kernel_means_no_agent(tmp_path):
+    from specdebug.agent.paths import socket_path
+
+    assert socket_path(tmp_path / ("d" * 120)) is None
+    assert socket_path(tmp_path.__class__("/tmp")) is not None
