@@ -77,3 +77,10 @@ class Candidates:
         log = str(PurePosixPath(self.good.server.log_file).with_name(f"{name}.log"))
         server = cand.server.model_copy(update={"log_file": log})
         return cand.model_copy(update={"name": name, "server": server}), fp
+
+    def fingerprint_of(self, applied: list[str]) -> str | None:
+        """The fingerprint of the candidate with exactly these knobs applied (None: no such candidate)."""
+        units = frozenset(i for i, u in enumerate(self.units) if set(u.knobs) <= set(applied))
+        if set(self.knob_names(units)) != set(applied):
+            return None
+        return self.profile(units)[1]
