@@ -134,8 +134,10 @@ class Book:
         return detrend(self.points(fp), slope, min(starts) if starts else 0.0)
 
     def end_failed(self, fp: str) -> bool:
-        """An end whose measurement in this run gave no metric (a stale failure in the cache is retried)."""
-        return fp in self.failed_ends and not self.values(fp)
+        """An end measured (in this run, or freshly journaled by this bisection) that gave no metric."""
+        if self.start_mode:
+            return False
+        return not self.values(fp) and (fp in self.failed_ends or bool(self.measurements(fp)))
 
     def judge(self) -> Judge:
         o = self.options
