@@ -36,7 +36,7 @@ def test_bisection_by_keys_shows_the_culprit(sshd, tmp_path: Path) -> None:
         tmux("send-keys", "-t", "tui", "a")
         screen = tmux.wait_screen("tui", lambda s: "FOUND" in s, 120)
         assert "culprit: --disable-cuda-graph" in screen
-        assert "launches (one knob at a time: 4)" in screen
+        assert "launches (one knob at a time: 6)" in screen  # 2 knobs, each end twice
         knob_row = re.compile(r"--disable-cuda-graph\s+\(absent\)\s+\(set\)\s+culprit")
         assert knob_row.search(screen), screen  # the knob table's state column
         tmux("send-keys", "-t", "tui", "q")

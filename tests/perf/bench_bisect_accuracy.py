@@ -64,7 +64,7 @@ def scenarios() -> list[Scenario]:
         Scenario("single-15", [*h[:4], CULPRIT, *h[4:7]], {dc}, bad_env=harmless_env(7)),
         Scenario("interaction", [h[0], PAIR[0], h[1], PAIR[1]], {"--speculative-eagle-topk", "--speculative-num-draft-tokens"}),
         Scenario("additive-3", [h[0]], set(NCCL), bad_env=drop_env(list(NCCL))),
-        Scenario("additive-3+small", [h[0], ["--decode-scale", "1.08"]], {*NCCL, "--decode-scale"}, bad_env=drop_env(list(NCCL))),
+        Scenario("additive-3-small", [h[0], ["--decode-scale", "1.08"]], {*NCCL, "--decode-scale"}, bad_env=drop_env(list(NCCL))),
         Scenario("neutral-1.02-noise", [h[0], ["--decode-scale", "1.02"]], set(), sim_extra=["--noise", "0.05"]),
         Scenario("neutral-1.05-noise", [h[0], ["--decode-scale", "1.05"]], {"--decode-scale"}, sim_extra=["--noise", "0.05"]),
         Scenario("gap-1.2x", [h[0], ["--decode-scale", "1.2"], h[1], h[2]], {"--decode-scale"}),
