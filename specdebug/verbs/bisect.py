@@ -2,7 +2,7 @@
 
     specdebug bisect [-F FILE] HOST --good A.toml --bad B.toml [--metric NAME] [--threshold V]
         [--min-gap PCT] [--repeats R] [--interleave] [--gate EXPR] [--group GLOB] [--failed-start bad|skip]
-        [--requests N] [--output-len L] [--concurrency C] [--session DIR] [--resume] [--json]
+        [--requests N] [--output-len L] [--concurrency C] [--max-age S] [--session DIR] [--resume] [--json]
 
 The same engine as the TUI's Bisect pane (specdebug.core.bisect).  Progress goes to stderr; --json
 prints one object at the end.  Trials are journaled in the session as they finish, and a config
@@ -93,6 +93,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--session", metavar="DIR", help="session folder (journal and trial cache), or box:NAME on HOST"
     )
+    p.add_argument(
+        "--max-age",
+        type=float,
+        default=900.0,
+        metavar="S",
+        help="journaled measurements older than S seconds are measured again (default 900)",
+    )
     p.add_argument("--resume", action="store_true", help="continue the session's unfinished bisection")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=cmd_bisect)
@@ -124,6 +131,7 @@ def _options(args: argparse.Namespace, previous: dict[str, Any] | None) -> bm.Bi
         "requests": args.requests,
         "output_len": args.output_len,
         "concurrency": args.concurrency,
+        "max_age_s": args.max_age,
     }
     if previous is not None and not (args.good or args.bad):
         return bm.BisectOptions.model_validate(previous.get("options") or {})

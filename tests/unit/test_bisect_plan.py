@@ -96,7 +96,7 @@ def test_drift_makes_it_cannot_tell() -> None:
 def test_undecided_within_the_noise_is_cannot_tell() -> None:
     plan, _ = drive(3, lambda q: 1.0 if q == {0, 1, 2} else 0.5, se=0.3)
     assert plan.result.verdict == "cannot-tell"
-    assert any("within the noise" in n for n in plan.result.notes)
+    assert any("within the noise" in n and "runs would settle it" in n for n in plan.result.notes)
 
 
 def test_knobs_that_do_nothing_are_inconclusive() -> None:

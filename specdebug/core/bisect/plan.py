@@ -78,6 +78,12 @@ def same(x: Reading, y: Reading) -> bool:
     return plausible(x, y) and abs(x.share - y.share) < SAME
 
 
+def repeats_to_settle(x: Reading, parent: Reading) -> int:
+    """Runs of x that would tell it from zero or from the parent (its se shrinking as 1/sqrt(n), t near 2.6)."""
+    d = max(abs(x.share), abs(parent.share - x.share)) or 1e-9
+    return max(x.n + 1, math.ceil(x.n * (2.6 * math.hypot(x.se, parent.se) / d) ** 2))
+
+
 def decided(x: Reading, parent: Reading) -> bool:
     """The reading tells "no effect" from "the parent's effect" (else: measure it again)."""
     return not (plausible(x, ZERO) and plausible(x, parent))
@@ -96,9 +102,9 @@ class Plan:
         self.together: dict[frozenset[int], Reading] = {}  # minimal sets that hurt only together
         self.unmeasured: set[int] = set()  # inferred to matter, could not be measured alone
         self.undecided: list[frozenset[int]] = []  # within the noise after every repeat
-        self.unmeasurable: list[
-            frozenset[int]
-        ] = []  # sets carrying an effect whose halves could not be measured
+        self.settle: dict[frozenset[int], int] = {}  # undecided set -> runs of it that would decide it
+        # sets carrying an effect whose halves could not be measured
+        self.unmeasurable: list[frozenset[int]] = []
         self.used_ddmin = False
         self.query: Ask | None = None
         self.result: PlanResult | None = None
@@ -252,7 +258,11 @@ class Plan:
                 break
         culprits = self._named()
         if self.undecided:
-            sets = "; ".join("+".join(f"#{u}" for u in sorted(s)) for s in self.undecided)
+            sets = "; ".join(
+                "+".join(f"#{u}" for u in sorted(s))
+                + f" (about {self.settle.get(s, '?')} runs would settle it)"
+                for s in self.undecided
+            )
             return PlanResult(
                 "cannot-tell",
                 culprits,
@@ -306,6 +316,7 @@ class Plan:
         is_zero, is_all = same(x, ZERO), same(x, effect)
         if plausible(x, ZERO) and plausible(x, effect) and not (is_zero or is_all):
             self.undecided.append(frozenset(first))
+            self.settle[frozenset(first)] = repeats_to_settle(x, effect)
             return True
         if is_all and not is_zero:
             yield from self._search(first, x)
