@@ -427,7 +427,7 @@ class Bisection:
             naive_launches=self._naive(),
             duration_s=round(self.clock() - t0, 3),
             warnings=warnings,
-            search=search,  # type: ignore[arg-type]
+            search=search,
             notes=list(notes or []),
             evidence=evidence,
             bisect=self.id,
