@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from specdebug.core.bisect.judge import FULL, ZERO, Reading, above, plausible
 
-MIN_SHARE = 0.05  # a contributor whose whole interval is below 5 % of the gap is not named a culprit
+MIN_SHARE = 0.05  # a culprit's effect is beyond the noise and at least 5 % of the gap
 SAME = 0.1  # two effects are "the same" only when also within 10 % of the gap of each other
 # confirmed: the bad profile with the culprits restored is within 20 % of the gap of the good end
 MAX_RESIDUAL = Reading(0.2)
@@ -160,7 +160,7 @@ class Plan:
         return r if r is not None else fallback
 
     def _named(self) -> frozenset[int]:
-        named = {u for u, r in self.found.items() if r.high >= MIN_SHARE}
+        named = {u for u, r in self.found.items() if above(r, ZERO) and r.share >= MIN_SHARE}
         for units in self.together:
             named |= units
         return frozenset(named | self.unmeasured)
@@ -291,6 +291,8 @@ class Plan:
         """Find what carries `effect` (the measured, or inferred, effect of `units` together).
         Returns False when an inferred effect turned out not to be there (knobs acting together)."""
         self._focus(units)
+        if not inferred and not above(effect, ZERO):
+            return True  # the set's own measurement shows no effect beyond the noise: nothing to find
         if len(units) == 1:
             if inferred:
                 alone = yield Ask(frozenset(units), effect, why="alone: inferred to carry the effect")
