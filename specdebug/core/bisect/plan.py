@@ -92,8 +92,9 @@ def decided(x: Reading, parent: Reading) -> bool:
 class Plan:
     """The search as a state machine: read `query`, call `answer`, until `result` is set."""
 
-    def __init__(self, n_units: int) -> None:
+    def __init__(self, n_units: int, names: list[str] | None = None) -> None:
         self.n = n_units
+        self.names = names or [f"#{i}" for i in range(n_units)]
         self.stage = "check"
         self.suspects: frozenset[int] = frozenset(range(n_units))
         self.cleared: frozenset[int] = frozenset()
@@ -228,9 +229,10 @@ class Plan:
                 if again is not None and not plausible(again, ZERO):
                     return PlanResult(
                         "cannot-tell",
-                        culprits,
+                        frozenset(),
                         self._search_name(),
                         notes
+                        + self._suspects(culprits)
                         + [
                             f"the good end measured again reads {again.share:+.0%} of the gap: the box drifted during "
                             "the run (rerun with --interleave, or on a quiet box)"
@@ -240,9 +242,10 @@ class Plan:
             else:  # the good end itself measured again: the drift check
                 return PlanResult(
                     "cannot-tell",
-                    culprits,
+                    frozenset(),
                     self._search_name(),
                     notes
+                    + self._suspects(culprits)
                     + [
                         f"the good end measured again reads {residual.share:+.0%} of the gap: the box drifted during the run"
                     ],
@@ -259,15 +262,15 @@ class Plan:
         culprits = self._named()
         if self.undecided:
             sets = "; ".join(
-                "+".join(f"#{u}" for u in sorted(s))
+                "+".join(self.name(u) for u in sorted(s))
                 + f" (about {self.settle.get(s, '?')} runs would settle it)"
                 for s in self.undecided
             )
             return PlanResult(
                 "cannot-tell",
-                culprits,
+                frozenset(),
                 self._search_name(),
-                notes + [f"within the noise after every repeat: {sets}"],
+                notes + self._suspects(culprits) + [f"within the noise after every repeat: {sets}"],
             )
         return PlanResult(
             "inconclusive",
@@ -275,6 +278,17 @@ class Plan:
             self._search_name(),
             notes + ["the culprits do not close the gap (confirmation)"],
         )
+
+    def name(self, unit: int) -> str:
+        return self.names[unit]
+
+    def _suspects(self, units: frozenset[int]) -> list[str]:
+        """cannot-tell names no culprit; what looked guilty is said as such (unit indices)."""
+        if not units:
+            return []
+        return [
+            "not named culprits (the verdict cannot stand): " + ", ".join(self.name(u) for u in sorted(units))
+        ]
 
     def _search_name(self) -> str:
         return "split+ddmin" if self.used_ddmin else "split"

@@ -185,13 +185,15 @@ class Bisection:
                     "cannot-tell", t0, judge, notes=[f"the ends are within the noise: {why}{more}{budget}"]
                 )
                 return
-        self.plan = Plan(len(c.units))
+        self.plan = Plan(len(c.units), [u.name for u in c.units])
         while not self.plan.done:
             if self._remeasure:
                 async for ev in self._measure_again():
                     yield ev
                 judge = self.book.judge()
-                self.plan = Plan(len(c.units))  # replay: answered questions come from the cache
+                self.plan = Plan(
+                    len(c.units), [u.name for u in c.units]
+                )  # replay: answered questions come from the cache
             yield self._states()
             yield self._estimate()
             if self._paused:
