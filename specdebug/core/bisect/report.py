@@ -42,6 +42,19 @@ def _one(r: Result) -> list[str]:
         out.append(
             f"- culprit{'s' if len(r.culprits) > 1 else ''}: {', '.join(f'`{c}`' for c in r.culprits)}"
         )
+    for name in r.culprits:
+        e = r.effects.get(name)
+        if e is not None and e.share is not None:
+            out.append(
+                f"- `{_cell(name)}`: {e.share:+.0%} of the gap ({e.low:+.0%} to {e.high:+.0%}, {_cell(e.basis)})"
+            )
+    for st in r.sets:
+        if "only together" in st.basis and st.share is not None:
+            out.append(
+                f"- together {', '.join(f'`{_cell(k)}`' for k in st.knobs)}: {st.share:+.0%} of the gap"
+            )
+    if r.explained is not None:
+        out.append(f"- the culprits explain {r.explained:.0%} of the gap (confirmation launch)")
     saved = r.naive_launches - r.launches
     out.append(
         f"- launches: {r.launches} (one knob at a time: {r.naive_launches}"
