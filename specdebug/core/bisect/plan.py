@@ -27,8 +27,10 @@ from specdebug.core.bisect.judge import FULL, ZERO, Reading, above, plausible
 
 MIN_SHARE = 0.05  # a culprit's effect is beyond the noise and at least 5 % of the gap
 SAME = 0.1  # two effects are "the same" only when also within 10 % of the gap of each other
-# confirmed: the bad profile with the culprits restored is within 20 % of the gap of the good end
-MAX_RESIDUAL = Reading(0.2)
+# confirmed: the bad profile with the culprits restored reads as the good end within the noise, under
+# 15 % of the gap, and the noise does not allow more than 35 % (else: repeats, then unexplained)
+MAX_RESIDUAL = Reading(0.15)
+MAX_RESIDUAL_HIGH = 0.35
 ROUNDS = 2  # searches of the rest after a confirmation that did not close the gap
 
 
@@ -220,7 +222,8 @@ class Plan:
                     )
                 notes.append("the confirmation could not be measured")
                 break
-            if plausible(residual, ZERO) and residual.high < MAX_RESIDUAL.share or residual.high < MIN_SHARE:
+            closed = plausible(residual, ZERO) and residual.share < MAX_RESIDUAL.share
+            if closed and residual.high < MAX_RESIDUAL_HIGH or residual.high < MIN_SHARE:
                 return self._result(
                     culprits, Reading(1 - residual.share, residual.se, residual.t, residual.n), notes
                 )

@@ -269,7 +269,9 @@ class Bisection:
         while True:
             verdict = self.book.verdict(fp, judge)[0]
             n = len(self.book.values(fp))
-            if verdict == "measured":
+            if verdict == "measured" and self.options.hand and role is Role.CANDIDATE:
+                verdict = "done"  # judged by hand: one measurement to show, no repeats
+            elif verdict == "measured":
                 reading = self.book.reading(fp, judge)
                 verdict = "ambiguous" if reading is not None and not decided(reading, ask.parent) else "done"
             step = next_step(verdict, n, self.options.repeats, interleave=interleave, fresh_reference=fresh)
