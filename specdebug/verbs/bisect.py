@@ -95,7 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--max-age",
-        type=float,
+        type=_seconds,
         default=900.0,
         metavar="S",
         help="journaled measurements older than S seconds are measured again (default 900)",
@@ -111,6 +111,16 @@ def _glob_is_a_value(self: argparse.ArgumentParser, arg_string: str):
     if arg_string.startswith("--") and any(c in arg_string for c in "*?["):
         return None
     return super(type(self), self)._parse_optional(arg_string)  # type: ignore[misc]  # argparse's hook, not in typeshed
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must be 0 or more seconds")
+    return value
 
 
 def _usage(message: str) -> VerbExit:
