@@ -5,9 +5,13 @@
         [--requests N] [--output-len L] [--concurrency C] [--max-age S] [--session DIR] [--resume] [--json]
 
 The same engine as the TUI's Bisect pane (specdebug.core.bisect).  Progress goes to stderr; --json
-prints one object at the end.  Trials are journaled in the session as they finish, and a config
-already measured there with the same bench settings is not launched again; --resume continues the
-session's unfinished bisection (its ends and options come from the journal when not given).
+prints one object at the end: verdict, culprits, effects (knob -> share of the good-bad gap with
+low/high at 99 % from the measured noise), explained, sets, launches, naive_launches, trials.
+Trials are journaled in the session as they finish; a config this same bisection measured there
+less than --max-age seconds ago is not launched again (records of other bisections, or whose knobs
+do not give their fingerprint, are not replayed, and the result says so); judgements by hand are
+never replayed.  --resume continues the session's unfinished bisection (its ends and options come
+from the journal when not given) and says which leftover server of it it stops.
 Verdicts: found (one knob or set), several (independent contributors, each with its share of the gap),
 interaction (only together), cannot-tell (within the noise, or the box drifted), no-difference,
 inconclusive (an end or the confirmation could not be measured, or the knobs do not close the gap).
