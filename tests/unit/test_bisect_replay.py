@@ -218,6 +218,14 @@ async def test_a_metric_missing_from_the_results_is_a_skip_not_a_loop(tmp_path: 
 
 async def test_a_bad_end_that_does_not_start_is_searched_by_start_or_no_start(tmp_path: Path) -> None:
     journal, c = session(tmp_path, lambda names: 94.0, failed={"--disable-cuda-graph"}, bad_fails=True)
+    engine = Bisection(NoRemote(), c.good, c.bad, journal=journal)
+    profile, fp = c.profile(frozenset({2}))  # --schedule-policy alone: once a flaky timeout, not an exit
+    flake = bm.Measurement(
+        bisect=engine.id, config=profile.name, fingerprint=fp, settings=engine.settings.key(),
+        role=bm.Role.CANDIDATE, applied=c.knob_names(frozenset({2})), status=bm.Status.FAILED_START,
+        reason="failed to start: timed out after 60 s", finished_at=time.time(),
+    )  # fmt: skip
+    journal.append(bm.TRIAL_EVENT, flake.model_dump(mode="json"))
     result = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))
     assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"] and result.confirmed
     assert result.metric_used == "failed_start" and result.launches == 0

@@ -12,10 +12,20 @@ from __future__ import annotations
 import fnmatch
 from pathlib import PurePosixPath
 
-from specdebug.core.bisect.models import KnobRow, Unit
+from specdebug.core.bisect.models import BisectOptions, KnobRow, Settings, Unit
 from specdebug.core.profiles import Knob, Profile, diff_profiles
 
 NAME_SUFFIX = ".bx-"  # <good name>.bx-<bisection>-<fingerprint>: a candidate's profile (and record) name
+
+
+def settings_for(good: Profile, options: BisectOptions) -> Settings:
+    b = good.bench
+    return Settings(
+        requests=options.requests or b.requests,
+        output_len=options.output_len or b.output_len,
+        concurrency=options.concurrency or b.concurrency,
+        input_len=options.input_len or b.input_len,
+    )
 
 
 class GroupError(ValueError):

@@ -31,6 +31,7 @@ SAME = 0.1  # two effects are "the same" only when also within 10 % of the gap o
 # 15 % of the gap, and the noise does not allow more than 35 % (else: repeats, then unexplained)
 MAX_RESIDUAL = Reading(0.15)
 MAX_RESIDUAL_HIGH = 0.35
+CONFIRM_PRECISION = MAX_RESIDUAL_HIGH - MAX_RESIDUAL.share
 ROUNDS = 2  # searches of the rest after a confirmation that did not close the gap
 
 
@@ -44,6 +45,7 @@ class Ask:
     parent: Reading = FULL
     fresh: bool = False
     why: str = ""
+    precision: float | None = None  # also repeat while the 99 % half-width is wider than this
 
 
 Answer = Reading | None
@@ -205,12 +207,21 @@ class Plan:
                 MAX_RESIDUAL,
                 fresh=not rest,
                 why="confirmation: the bad profile with the culprits restored",
+                precision=CONFIRM_PRECISION,
             )
             if residual is None:
                 forward = yield Ask(
-                    culprits, FULL, why="confirmation: the good profile with only the culprits changed"
+                    culprits,
+                    FULL,
+                    why="confirmation: the good profile with only the culprits changed",
+                    precision=CONFIRM_PRECISION,
                 )
-                if forward is not None and plausible(forward, FULL):
+                if (
+                    forward is not None
+                    and plausible(forward, FULL)
+                    and forward.share > 1 - MAX_RESIDUAL.share
+                    and forward.low > 1 - MAX_RESIDUAL_HIGH
+                ):
                     explained = forward
                     return self._result(
                         culprits,

@@ -16,12 +16,12 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from specdebug.core.bisect.book import Book
+from specdebug.core.bisect.book import Book, failure_kind
 from specdebug.core.bisect.checks import busy_server, drift_of
 from specdebug.core.bisect.gate import Gate, parse_gate
 from specdebug.core.bisect.interleave import next_step, reference_end
 from specdebug.core.bisect.judge import START_METRIC, Judge, Reading
-from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates
+from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates, settings_for
 from specdebug.core.bisect.models import (
     JUDGEMENT_EVENT,
     RESULT_EVENT,
@@ -39,7 +39,6 @@ from specdebug.core.bisect.models import (
     Planned,
     Result,
     Role,
-    Settings,
     TrialDone,
     TrialStarted,
 )
@@ -52,16 +51,6 @@ from specdebug.remote.api import Remote
 
 Clock = Callable[[], float]
 MIN_END_RUNS = 2  # each end at least twice: the noise is measured, not assumed
-
-
-def settings_for(good: Profile, options: BisectOptions) -> Settings:
-    b = good.bench
-    return Settings(
-        requests=options.requests or b.requests,
-        output_len=options.output_len or b.output_len,
-        concurrency=options.concurrency or b.concurrency,
-        input_len=options.input_len or b.input_len,
-    )
 
 
 class Bisection:
@@ -167,9 +156,10 @@ class Bisection:
             return
         notes: list[str] = []
         if bad_failed:  # the bad end does not start: which knobs make it fail?
+            self.book.start_kind = failure_kind(self.book.measurements(c.bad_fp)[-1])
             self.book.start_mode = True
             judge = self.book.judge()
-            reason = self.book.end_reason(c.bad_fp)
+            reason = f"it {self.book.start_kind}: {self.book.end_reason(c.bad_fp)}"
             notes.append(
                 f"the bad end does not start ({reason}): searched with start / no start as the metric"
             )
@@ -273,7 +263,13 @@ class Bisection:
                 verdict = "done"  # judged by hand: one measurement to show, no repeats
             elif verdict == "measured":
                 reading = self.book.reading(fp, judge)
-                verdict = "ambiguous" if reading is not None and not decided(reading, ask.parent) else "done"
+                wide = (
+                    reading is not None
+                    and ask.precision is not None
+                    and reading.t * reading.se > ask.precision
+                )
+                unsure = reading is not None and not decided(reading, ask.parent)
+                verdict = "ambiguous" if unsure or wide else "done"
             step = next_step(verdict, n, self.options.repeats, interleave=interleave, fresh_reference=fresh)
             if step is None or role is not Role.CANDIDATE and verdict != "need":
                 break
