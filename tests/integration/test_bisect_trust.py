@@ -39,10 +39,12 @@ def test_a_hand_launched_server_is_never_stopped_and_blocks_the_bisection(sshd, 
         status = cli(sshd, "status", "-c", str(good), "--json", timeout=60)
         assert json.loads(status.stdout)["state"] == "running", status.stdout  # not stopped behind our back
         assert cli(sshd, "stop", "-c", str(good), *s, timeout=60).returncode == 0
-        run = cli(sshd, "bisect", "--good", str(good), "--bad", str(bad), *s, "--metric", "gen_throughput", "--json")
+        run = cli(
+            sshd, "bisect", "--good", str(good), "--bad", str(bad), *s, "--metric", "gen_throughput", "--json"
+        )
         assert run.returncode == 0, run.stderr[-3000:]
         result = json.loads(run.stdout)
-        assert result["verdict"] == "found" and result["culprits"] == [CULPRIT] and result["confirmed"]
+        assert result["verdict"] == "found" and result["culprits"] == CULPRIT and result["confirmed"]
         names = {e["profile"] for e in Journal(session).events({LAUNCH_EVENT})}
         candidates = {n for n in names if n.startswith(f"{TAG}good.bx-")}
         assert candidates and all(n.split(".bx-")[1].startswith(result["bisect"][:6]) for n in candidates)
