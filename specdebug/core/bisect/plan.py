@@ -254,16 +254,19 @@ class Plan:
                         drift=True,
                     )
             else:  # the good end itself measured again: the drift check
+                drifted = not plausible(residual, ZERO)
+                why = (
+                    f"the good end measured again reads {residual.share:+.0%} of the gap: the box drifted during the run"
+                    if drifted
+                    else f"the good end measured again reads {residual.share:+.0%} of the gap, but the noise allows up to "
+                    f"{residual.high:+.0%}: too noisy to confirm (more --repeats, or a quieter box)"
+                )
                 return PlanResult(
                     "cannot-tell",
                     frozenset(),
                     self._search_name(),
-                    notes
-                    + self._suspects(culprits)
-                    + [
-                        f"the good end measured again reads {residual.share:+.0%} of the gap: the box drifted during the run"
-                    ],
-                    drift=True,
+                    notes + self._suspects(culprits) + [why],
+                    drift=drifted,
                 )
             if rnd == ROUNDS:
                 break

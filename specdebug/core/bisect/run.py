@@ -20,7 +20,7 @@ from specdebug.core.bisect.book import Book, failure_kind
 from specdebug.core.bisect.checks import busy_server, drift_of
 from specdebug.core.bisect.gate import Gate, parse_gate
 from specdebug.core.bisect.interleave import next_step, reference_end
-from specdebug.core.bisect.judge import START_METRIC, Judge, Reading
+from specdebug.core.bisect.judge import START_METRIC, ZERO, Judge, Reading, plausible
 from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates, settings_for
 from specdebug.core.bisect.models import (
     JUDGEMENT_EVENT,
@@ -243,12 +243,15 @@ class Bisection:
         """Measure what the plan asks, again while the reading cannot tell zero from the parent's
         effect (up to --repeats); the reading goes to `self._reading`."""
         c = self.cands
-        if ask.fresh:  # the good end again: the drift check
-            async for ev in self._measure(c.good, c.good_fp, Role.DRIFT, frozenset()):
-                yield ev
-            judge = self.book.judge()
-            after = self.book.values(c.good_fp, drift=True)[-1:]
-            self._reading = judge.reading(after) if after else None
+        if ask.fresh:  # the good end again (the drift check), again while too noisy to tell
+            for n in range(1, self.options.repeats + 1):
+                async for ev in self._measure(c.good, c.good_fp, Role.DRIFT, frozenset()):
+                    yield ev
+                judge = self.book.judge()
+                after = self.book.values(c.good_fp, drift=True)[-n:]
+                self._reading = r = judge.reading(after) if after else None
+                if r is None or not plausible(r, ZERO) or not ask.precision or r.t * r.se <= ask.precision:
+                    break
             self.drift, warning = drift_of(self.book, judge, c.good_fp)
             self.warnings += [warning] if warning else []
             return
