@@ -295,7 +295,8 @@ def test_failed_start_skip_then_bad(scenarios) -> None:
     report = render_markdown(journal.events())  # the session report holds both bisections
     assert report.count("### bxfault-good (good) vs bxfault-bad (bad): found") == 1
     assert report.count("### bxfault-good (good) vs bxfault-bad (bad): several") == 1
-    assert "culprit: `--disable-cuda-graph`" in report and "culprit: `--mem-fraction-static`" in report
+    assert "culprit: `--disable-cuda-graph`" in report
+    assert "culprits: `--mem-fraction-static`, `--disable-cuda-graph`" in report
 
 
 def test_gate_judges_without_a_benchmark(scenarios) -> None:
