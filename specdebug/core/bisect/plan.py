@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from specdebug.core.bisect.judge import FULL, ZERO, Reading, above, plausible
 
 MIN_SHARE = 0.05  # a culprit's effect is beyond the noise and at least 5 % of the gap
+SMALL = 0.3  # a contributor below 30 % of the gap read once is measured again before it is named
 SAME = 0.1  # two effects are "the same" only when also within 10 % of the gap of each other
 # confirmed: the bad profile with the culprits restored reads as the good end within the noise, under
 # 15 % of the gap, and the noise does not allow more than 35 % (else: repeats, then unexplained)
@@ -333,7 +334,7 @@ class Plan:
                 if not above(alone, ZERO):
                     return False
                 effect = alone
-            self.found[units[0]] = effect
+            yield from self._record(units[0], effect)
             return True
         half = (len(units) + 1) // 2
         first, second = units[:half], units[half:]
@@ -372,6 +373,19 @@ class Plan:
             yield from self._search(second, y)
         return True
 
+    def _record(self, unit: int, effect: Reading) -> Gen:
+        """A contributor; a small effect read once is measured again (to half its size at 99 %)
+        before it is believed: one low reading on a busy box must not name a neutral knob."""
+        if effect.share < SMALL and effect.n < 2:
+            again = yield Ask(
+                frozenset({unit}), effect, why="a small effect: measured again", precision=effect.share / 2
+            )
+            if again is None or not above(again, ZERO):
+                return True
+            effect = again
+        self.found[unit] = effect
+        return True
+
     def _ddmin(self, units: list[int], effect: Reading) -> Gen:
         """1-minimal subset of `units` that reproduces `effect` (not clearly less than it)."""
         self.stage, self.used_ddmin = "ddmin", True
@@ -407,7 +421,7 @@ class Plan:
                 break
             n = min(2 * n, len(current))
         if len(current) == 1:
-            self.found[current[0]] = best
+            yield from self._record(current[0], best)
         else:
             self.together[frozenset(current)] = best
         self.stage = "split"
