@@ -43,10 +43,10 @@ def _one(r: Result) -> list[str]:
             f"- culprit{'s' if len(r.culprits) > 1 else ''}: {', '.join(f'`{c}`' for c in r.culprits)}"
         )
     for name in r.culprits:
-        e = r.effects.get(name)
-        if e is not None and e.share is not None:
+        eff = r.effects.get(name)
+        if eff is not None and eff.share is not None and eff.low is not None and eff.high is not None:
             out.append(
-                f"- `{_cell(name)}`: {e.share:+.0%} of the gap ({e.low:+.0%} to {e.high:+.0%}, {_cell(e.basis)})"
+                f"- `{_cell(name)}`: {eff.share:+.0%} of the gap ({eff.low:+.0%} to {eff.high:+.0%}, {_cell(eff.basis)})"
             )
     for st in r.sets:
         if "only together" in st.basis and st.share is not None:
