@@ -2,12 +2,16 @@
 
     specdebug bisect [-F FILE] HOST --good A.toml --bad B.toml [--metric NAME] [--threshold V]
         [--min-gap PCT] [--repeats R] [--interleave] [--gate EXPR] [--group GLOB] [--failed-start bad|skip]
-        [--requests N] [--output-len L] [--concurrency C] [--session DIR] [--resume] [--json]
+        [--requests N] [--output-len L] [--concurrency C] [--max-age S] [--session DIR] [--resume] [--json]
 
 The same engine as the TUI's Bisect pane (specdebug.core.bisect).  Progress goes to stderr; --json
-prints one object at the end.  Trials are journaled in the session as they finish, and a config
-already measured there with the same bench settings is not launched again; --resume continues the
-session's unfinished bisection (its ends and options come from the journal when not given).
+prints one object at the end: verdict, culprits, effects (knob -> share of the good-bad gap with
+low/high at 99 % from the measured noise), explained, sets, launches, naive_launches, trials.
+Trials are journaled in the session as they finish; a config this same bisection measured there
+less than --max-age seconds ago is not launched again (records of other bisections, or whose knobs
+do not give their fingerprint, are not replayed, and the result says so); judgements by hand are
+never replayed.  --resume continues the session's unfinished bisection (its ends and options come
+from the journal when not given) and says which leftover server of it it stops.
 Verdicts: found (one knob or set), several (independent contributors, each with its share of the gap),
 interaction (only together), cannot-tell (within the noise, or the box drifted), no-difference,
 inconclusive (an end or the confirmation could not be measured, or the knobs do not close the gap).
@@ -95,6 +99,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--session", metavar="DIR", help="session folder (journal and trial cache), or box:NAME on HOST"
     )
+    p.add_argument(
+        "--max-age",
+        type=_seconds,
+        default=900.0,
+        metavar="S",
+        help="journaled measurements older than S seconds are measured again (default 900)",
+    )
     p.add_argument("--resume", action="store_true", help="continue the session's unfinished bisection")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=cmd_bisect)
@@ -106,6 +117,16 @@ def _glob_is_a_value(self: argparse.ArgumentParser, arg_string: str):
     if arg_string.startswith("--") and any(c in arg_string for c in "*?["):
         return None
     return super(type(self), self)._parse_optional(arg_string)  # type: ignore[misc]  # argparse's hook, not in typeshed
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must be 0 or more seconds")
+    return value
 
 
 def _usage(message: str) -> VerbExit:
@@ -126,6 +147,7 @@ def _options(args: argparse.Namespace, previous: dict[str, Any] | None) -> bm.Bi
         "requests": args.requests,
         "output_len": args.output_len,
         "concurrency": args.concurrency,
+        "max_age_s": args.max_age,
     }
     if previous is not None and not (args.good or args.bad):
         return bm.BisectOptions.model_validate(previous.get("options") or {})

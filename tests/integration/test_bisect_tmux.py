@@ -34,13 +34,16 @@ def test_bisection_by_keys_shows_the_culprit(sshd, tmp_path: Path) -> None:
         tmux("send-keys", "-t", "tui", "Down", "g")
         tmux.wait_screen("tui", lambda s: "GOOD" in s, 10)
         tmux("send-keys", "-t", "tui", "a")
-        screen = tmux.wait_screen("tui", lambda s: "FOUND" in s, 120)
+        # the TUI judges by the client's tok/s: on a loaded machine the noise may leave it honest
+        # (inconclusive) rather than FOUND; either way the culprit line names the right knob
+        finished = re.compile(r"(FOUND|SEVERAL|INCONCLUSIVE|CANNOT-TELL)\s+culprit")
+        screen = tmux.wait_screen("tui", lambda s: finished.search(s) is not None, 150)
         assert "culprit: --disable-cuda-graph" in screen
-        assert "launches (one knob at a time: 4)" in screen
+        assert "launches (one knob at a time: 6)" in screen  # 2 knobs, each end twice
         knob_row = re.compile(r"--disable-cuda-graph\s+\(absent\)\s+\(set\)\s+culprit")
         assert knob_row.search(screen), screen  # the knob table's state column
         tmux("send-keys", "-t", "tui", "q")
-        tmux.wait_screen("tui", lambda s: "FOUND" not in s, 15)
+        tmux.wait_screen("tui", lambda s: finished.search(s) is None, 15)
     finally:
         tmux.kill()
         forget_records(sshd, ["bxtmux-good", "bxtmux-bad"], [session])

@@ -126,7 +126,9 @@ async def bisect(tmp_path: Path, monkeypatch, *, interleave: bool, slope: float,
     return result, order
 
 
-async def test_drift_without_interleave_is_cannot_tell_and_interleave_corrects_it(tmp_path: Path, monkeypatch) -> None:
+async def test_drift_without_interleave_is_cannot_tell_and_interleave_corrects_it(
+    tmp_path: Path, monkeypatch
+) -> None:
     """-1.5 tok/s per launch (the box warming up).  The mild knob (true 80: a third of the gap) and the
     culprit are both contributors; plain, the drift shows in the confirmation and in the good end
     measured again, so the verdict is cannot-tell (never exit 0 on a drifting box); interleaved, the

@@ -96,7 +96,7 @@ def test_drift_makes_it_cannot_tell() -> None:
 def test_undecided_within_the_noise_is_cannot_tell() -> None:
     plan, _ = drive(3, lambda q: 1.0 if q == {0, 1, 2} else 0.5, se=0.3)
     assert plan.result.verdict == "cannot-tell"
-    assert any("within the noise" in n for n in plan.result.notes)
+    assert any("within the noise" in n and "runs would settle it" in n for n in plan.result.notes)
 
 
 def test_knobs_that_do_nothing_are_inconclusive() -> None:
@@ -129,3 +129,31 @@ def test_estimate_never_below_what_is_left() -> None:
 def test_split() -> None:
     assert split([1, 2, 3, 4, 5], 2) == [[1, 2, 3], [4, 5]]
     assert split([1, 2], 5) == [[1], [2]]
+
+
+def test_a_noisy_half_that_reads_a_little_names_no_neutral_knob() -> None:
+    """The seen failure: 15 knobs, the first half read +13 % of the gap by noise (se 7.5 %): it is
+    not searched further, and no knob whose own interval includes zero is ever named a culprit."""
+    plan, launches = drive(15, lambda q: 1.0 if 9 in q else (0.13 if len(q) >= 4 else -0.02), se=0.075)
+    r = plan.result
+    assert r.culprits == {9}, r
+    # the confirmation (the 14 others applied read +13 %, interval up to +45 %) cannot prove the gap closed
+    # at this noise: honest, exit 1, rather than a guess
+    assert r.verdict == "inconclusive" and not r.confirmed and launches <= 9
+
+
+def test_a_small_effect_read_once_is_measured_again_before_it_is_named() -> None:
+    """The seen failure: the rest read +14 % (a real 2 % slowdown of the box, or noise); one knob of
+    it read +15 % once and was named.  Now a small effect read once is measured again first."""
+    seen: dict[frozenset[int], int] = {}
+
+    def effect(q: frozenset[int]) -> float:
+        seen[q] = seen.get(q, 0) + 1
+        if 0 in q:
+            return 1.0
+        if q == {2}:
+            return 0.145 if seen[q] == 1 else 0.02  # one low reading, then as the others
+        return 0.136 if len(q) == 3 else 0.02
+
+    plan, _ = drive(4, effect, se=0.04)
+    assert 2 not in plan.culprits and seen[frozenset({2})] >= 2, plan.result

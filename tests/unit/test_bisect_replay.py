@@ -40,7 +40,12 @@ class NoRemote:
 
 
 def session(
-    tmp_path: Path, rate, *, failed: set[str] = frozenset(), options: bm.BisectOptions | None = None
+    tmp_path: Path,
+    rate,
+    *,
+    failed: set[str] = frozenset(),
+    options: bm.BisectOptions | None = None,
+    bad_fails: bool = False,
 ) -> tuple[Journal, Candidates]:
     """A journal of this bisection with one measurement of every subset of knobs and two of each end
     (0.2 % apart: the noise); `rate(names)` gives its tok/s."""
@@ -72,7 +77,9 @@ def session(
                     m.role = bm.Role.GOOD
                 elif len(subset) == len(c.units):
                     m.role = bm.Role.BAD
-                if set(names) & failed and m.role is bm.Role.CANDIDATE:
+                if set(names) & failed and (
+                    m.role is bm.Role.CANDIDATE or bad_fails and m.role is bm.Role.BAD
+                ):
                     m.status, m.reason = bm.Status.FAILED_START, "failed to start: CUDA out of memory"
                 else:
                     m.metrics = {"output_tok_s": rate(set(names)) * (1 + 0.002 * run)}
@@ -207,3 +214,48 @@ async def test_a_metric_missing_from_the_results_is_a_skip_not_a_loop(tmp_path: 
     assert result.verdict == "inconclusive" and result.launches == 0
     skipped = [t for t in result.trials if t.role == "candidate"]
     assert skipped and all(t.judged == "skip" and "no verify_ms" in t.reason for t in skipped)
+
+
+async def test_a_bad_end_that_does_not_start_is_searched_by_start_or_no_start(tmp_path: Path) -> None:
+    journal, c = session(tmp_path, lambda names: 94.0, failed={"--disable-cuda-graph"}, bad_fails=True)
+    engine = Bisection(NoRemote(), c.good, c.bad, journal=journal)
+    profile, fp = c.profile(frozenset({2}))  # --schedule-policy alone: once a flaky timeout, not an exit
+    flake = bm.Measurement(
+        bisect=engine.id, config=profile.name, fingerprint=fp, settings=engine.settings.key(),
+        role=bm.Role.CANDIDATE, applied=c.knob_names(frozenset({2})), status=bm.Status.FAILED_START,
+        reason="failed to start: timed out after 60 s", finished_at=time.time(),
+    )  # fmt: skip
+    journal.append(bm.TRIAL_EVENT, flake.model_dump(mode="json"))
+    result = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))
+    assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"] and result.confirmed
+    assert result.metric_used == "failed_start" and result.launches == 0
+    assert any("does not start" in n and "memory" in n for n in result.notes)  # with the failure reason
+
+
+async def test_journal_records_of_another_bisection_or_stale_are_not_replayed(tmp_path: Path) -> None:
+    journal, c = session(tmp_path, slow_if("--disable-cuda-graph"))
+    forged = bm.Measurement(
+        bisect="someone-else", config="x", fingerprint=c.profile(frozenset({0}))[1], settings="s",
+        role=bm.Role.CANDIDATE, metrics={"output_tok_s": 1.0}, finished_at=time.time(),
+    )  # fmt: skip
+    journal.append(
+        bm.TRIAL_EVENT,
+        {**forged.model_dump(mode="json"), "settings": settings_for(c.good, bm.BisectOptions()).key()},
+    )
+    wrong = forged.model_copy(
+        update={"bisect": Bisection(NoRemote(), c.good, c.bad).id, "applied": ["NCCL_PROTO"]}
+    )
+    journal.append(
+        bm.TRIAL_EVENT,
+        {**wrong.model_dump(mode="json"), "settings": settings_for(c.good, bm.BisectOptions()).key()},
+    )
+    engine = Bisection(NoRemote(), c.good, c.bad, journal=journal)
+    assert engine.book.dropped == {
+        "written by another bisection": 1,
+        "its knobs do not give its fingerprint": 1,
+    }
+    result = await run(engine)
+    assert result.culprits == ["--disable-cuda-graph"]
+    assert any("not replayed: written by another bisection" in n for n in result.notes)
+    later = Bisection(NoRemote(), c.good, c.bad, journal=journal, clock=lambda: time.time() + 1200)
+    assert not later.book.cache and later.book.dropped["older than --max-age 900 s"] > 0

@@ -36,6 +36,7 @@ def bisect(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         (("--good", GOOD, "--bad", BAD, "--group", "--nothing-*"), "matches no knob"),
         (("--resume",), "no unfinished bisection"),
         (("--good", GOOD, "--bad", BAD, "--repeats", "0"), "must be at least 1"),
+        (("--good", GOOD, "--bad", BAD, "--max-age", "-5"), "must be 0 or more seconds"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(tmp_path: Path, args: tuple[str, ...], says: str) -> None:

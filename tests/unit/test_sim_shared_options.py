@@ -11,6 +11,7 @@ from specdebug.sim.vllm_args import VllmConfig, parse_vllm_args
 SHARED = [
     *("--log-file", "/tmp/x.log", "--time-scale", "0.05", "--drop-env", "NCCL_"),
     *("--fail-requests", "0.25", "--noise", "0.03", "--noise-seed", "7", "--decode-scale", "0.5"),
+    *("--slowdown-file", "/tmp/slow"),
 ]
 VLLM = ["--engine", "vllm", "serve", "m"]
 
@@ -31,6 +32,7 @@ def test_both_engines_read_the_same_shared_options() -> None:
         "noise": 0.03,
         "noise_seed": 7,
         "decode_scale": 0.5,
+        "slowdown_file": "/tmp/slow",
     }
     assert common(parse_args([]).sim) == common(parse_vllm_args(VLLM).sim) == common(CommonSimOptions())
 

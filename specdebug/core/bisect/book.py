@@ -30,6 +30,13 @@ from specdebug.core.bisect.models import (
 )
 
 
+def failure_kind(m: Measurement) -> str:
+    """How a start failed: the server rejected its arguments, hung (timed out), or exited."""
+    if m.status is Status.INVALID:
+        return "rejects its arguments"
+    return "hangs" if "timed out" in (m.reason or "") else "exits"
+
+
 class Book:
     """Measurements by fingerprint, hand judgements, and the trial table of this run."""
 
@@ -53,6 +60,7 @@ class Book:
         self.rows: dict[str, TrialRow] = {}
         self.failed_ends: set[str] = set()
         self.start_mode = False  # the bad end fails to start: start / no start is the metric
+        self.start_kind = ""  # how the bad end fails: exits | hangs | rejects its arguments
 
     def load(self, events: list[dict[str, Any]]) -> dict[int, str]:
         """Fill the cache from a session journal; returns launches (pid -> profile) never stopped."""
@@ -100,8 +108,10 @@ class Book:
             self.failed_ends.add(m.fingerprint)
 
     def metric(self, m: Measurement) -> float | None:
-        if self.start_mode:
-            return 1.0 if m.status in (Status.FAILED_START, Status.INVALID) else 0.0
+        if self.start_mode:  # 1: fails as the bad end does; 0: starts; None: fails another way (a flake?)
+            if m.status not in (Status.FAILED_START, Status.INVALID):
+                return 0.0
+            return 1.0 if failure_kind(m) == self.start_kind else None
         return m.metrics.get(self.options.metric) if m.status is Status.OK else None
 
     def failed_to_start(self, fp: str) -> bool:
@@ -134,8 +144,10 @@ class Book:
         return detrend(self.points(fp), slope, min(starts) if starts else 0.0)
 
     def end_failed(self, fp: str) -> bool:
-        """An end whose measurement in this run gave no metric (a stale failure in the cache is retried)."""
-        return fp in self.failed_ends and not self.values(fp)
+        """An end measured (in this run, or freshly journaled by this bisection) that gave no metric."""
+        if self.start_mode:
+            return False
+        return not self.values(fp) and (fp in self.failed_ends or bool(self.measurements(fp)))
 
     def judge(self) -> Judge:
         o = self.options

@@ -20,8 +20,9 @@ from specdebug.core.bisect.models import Evidence
 
 MIN_SPREAD = 0.003  # relative floor of the spread: two equal readings do not prove zero noise
 # Student's t, two-sided 99 %, by degrees of freedom (interpolated between, 2.576 beyond)
-_T99 = ((1, 63.66), (2, 9.925), (3, 5.841), (4, 4.604), (5, 4.032), (6, 3.707), (7, 3.499), (8, 3.355))
-_T99 += ((9, 3.250), (10, 3.169), (12, 3.055), (15, 2.947), (20, 2.845), (30, 2.750), (60, 2.660))
+_T99: tuple[tuple[int, float], ...] = ((1, 63.66), (2, 9.925), (3, 5.841), (4, 4.604), (5, 4.032))
+_T99 += ((6, 3.707), (7, 3.499), (8, 3.355), (9, 3.250), (10, 3.169), (12, 3.055), (15, 2.947))
+_T99 += ((20, 2.845), (30, 2.750), (60, 2.660))
 
 _THROUGHPUT = ("output_tok_s", "decode_tok_s", "request_throughput", "total_tok_s", "input_tok_s")
 _SERVER = ("accept_len", "verify_ms", "gen_throughput")

@@ -12,11 +12,21 @@ from __future__ import annotations
 import fnmatch
 from pathlib import PurePosixPath
 
-from specdebug.core.bisect.models import KnobRow, Unit
+from specdebug.core.bisect.models import BisectOptions, KnobRow, Settings, Unit
 from specdebug.core.profiles import Knob, Profile, diff_profiles
 from specdebug.errors import SpecdebugError
 
 NAME_SUFFIX = ".bx-"  # <good name>.bx-<bisection>-<fingerprint>: a candidate's profile (and record) name
+
+
+def settings_for(good: Profile, options: BisectOptions) -> Settings:
+    b = good.bench
+    return Settings(
+        requests=options.requests or b.requests,
+        output_len=options.output_len or b.output_len,
+        concurrency=options.concurrency or b.concurrency,
+        input_len=options.input_len or b.input_len,
+    )
 
 
 class GroupError(ValueError, SpecdebugError):
@@ -78,3 +88,10 @@ class Candidates:
         log = str(PurePosixPath(self.good.server.log_file).with_name(f"{name}.log"))
         server = cand.server.model_copy(update={"log_file": log})
         return cand.model_copy(update={"name": name, "server": server}), fp
+
+    def fingerprint_of(self, applied: list[str]) -> str | None:
+        """The fingerprint of the candidate with exactly these knobs applied (None: no such candidate)."""
+        units = frozenset(i for i, u in enumerate(self.units) if set(u.knobs) <= set(applied))
+        if set(self.knob_names(units)) != set(applied):
+            return None
+        return self.profile(units)[1]

@@ -7,10 +7,11 @@ the set it was in, or inferred but not measurable alone), never a number it did 
 
 from __future__ import annotations
 
+from specdebug.core.bisect.book import Book
 from specdebug.core.bisect.judge import Reading
 from specdebug.core.bisect.knobs import Candidates
 from specdebug.core.bisect.models import Effect, SetEffect
-from specdebug.core.bisect.plan import Plan
+from specdebug.core.bisect.plan import Plan, PlanResult
 
 
 def _effect(r: Reading, basis: str) -> Effect:
@@ -45,3 +46,25 @@ def sets_of(plan: Plan, cands: Candidates) -> list[SetEffect]:
         basis = "together" + (" (a minimal set that hurts only together)" if units in plan.together else "")
         out.append(SetEffect(knobs=cands.knob_names(units), **_effect(r, basis).model_dump()))
     return sorted(out, key=lambda e: (-len(e.knobs), e.knobs))
+
+
+def closing_notes(res: PlanResult | None, book: Book, metric: str, interleaved: int | None) -> list[str]:
+    """What the result says about how it was reached: drift correction, confirmation, the cache."""
+    notes = []
+    if interleaved is not None:
+        slope = book.slope()
+        fix = "no linear drift beyond the noise: values as read"
+        if slope is not None:
+            fix = f"values corrected for a linear drift of {slope * 60:+.3f} {metric}/min fitted to the ends"
+        notes.append(f"interleave: {interleaved} end launch(es) between candidate repeats; {fix}")
+    if res is not None and res.explained is not None:
+        e = res.explained
+        notes.append(
+            f"confirmation: the culprits explain {e.share:.0%} of the gap ({e.low:.0%} to {e.high:.0%} at 99 %)"
+        )
+    cached = sum(1 for r in book.rows.values() if r.cached)
+    if cached:
+        notes.append(f"{cached} config(s) judged from this bisection's journaled measurements (cached)")
+    for why, n in sorted(book.dropped.items()):
+        notes.append(f"{n} journaled measurement(s) not replayed: {why}")
+    return notes

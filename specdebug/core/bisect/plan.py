@@ -25,10 +25,14 @@ from dataclasses import dataclass, field
 
 from specdebug.core.bisect.judge import FULL, ZERO, Reading, above, plausible
 
-MIN_SHARE = 0.05  # a contributor whose whole interval is below 5 % of the gap is not named a culprit
+MIN_SHARE = 0.05  # a culprit's effect is beyond the noise and at least 5 % of the gap
+SMALL = 0.3  # a contributor below 30 % of the gap read once is measured again before it is named
 SAME = 0.1  # two effects are "the same" only when also within 10 % of the gap of each other
-# confirmed: the bad profile with the culprits restored is within 20 % of the gap of the good end
-MAX_RESIDUAL = Reading(0.2)
+# confirmed: the bad profile with the culprits restored reads as the good end within the noise, under
+# 15 % of the gap, and the noise does not allow more than 35 % (else: repeats, then unexplained)
+MAX_RESIDUAL = Reading(0.15)
+MAX_RESIDUAL_HIGH = 0.35
+CONFIRM_PRECISION = MAX_RESIDUAL_HIGH - MAX_RESIDUAL.share
 ROUNDS = 2  # searches of the rest after a confirmation that did not close the gap
 
 
@@ -42,6 +46,7 @@ class Ask:
     parent: Reading = FULL
     fresh: bool = False
     why: str = ""
+    precision: float | None = None  # also repeat while the 99 % half-width is wider than this
 
 
 Answer = Reading | None
@@ -78,6 +83,12 @@ def same(x: Reading, y: Reading) -> bool:
     return plausible(x, y) and abs(x.share - y.share) < SAME
 
 
+def repeats_to_settle(x: Reading, parent: Reading) -> int:
+    """Runs of x that would tell it from zero or from the parent (its se shrinking as 1/sqrt(n), t near 2.6)."""
+    d = max(abs(x.share), abs(parent.share - x.share)) or 1e-9
+    return max(x.n + 1, math.ceil(x.n * (2.6 * math.hypot(x.se, parent.se) / d) ** 2))
+
+
 def decided(x: Reading, parent: Reading) -> bool:
     """The reading tells "no effect" from "the parent's effect" (else: measure it again)."""
     return not (plausible(x, ZERO) and plausible(x, parent))
@@ -86,8 +97,9 @@ def decided(x: Reading, parent: Reading) -> bool:
 class Plan:
     """The search as a state machine: read `query`, call `answer`, until `result` is set."""
 
-    def __init__(self, n_units: int) -> None:
+    def __init__(self, n_units: int, names: list[str] | None = None) -> None:
         self.n = n_units
+        self.names = names or [f"#{i}" for i in range(n_units)]
         self.stage = "check"
         self.suspects: frozenset[int] = frozenset(range(n_units))
         self.cleared: frozenset[int] = frozenset()
@@ -96,9 +108,9 @@ class Plan:
         self.together: dict[frozenset[int], Reading] = {}  # minimal sets that hurt only together
         self.unmeasured: set[int] = set()  # inferred to matter, could not be measured alone
         self.undecided: list[frozenset[int]] = []  # within the noise after every repeat
-        self.unmeasurable: list[
-            frozenset[int]
-        ] = []  # sets carrying an effect whose halves could not be measured
+        self.settle: dict[frozenset[int], int] = {}  # undecided set -> runs of it that would decide it
+        # sets carrying an effect whose halves could not be measured
+        self.unmeasurable: list[frozenset[int]] = []
         self.used_ddmin = False
         self.query: Ask | None = None
         self.result: PlanResult | None = None
@@ -154,7 +166,7 @@ class Plan:
         return r if r is not None else fallback
 
     def _named(self) -> frozenset[int]:
-        named = {u for u, r in self.found.items() if r.high >= MIN_SHARE}
+        named = {u for u, r in self.found.items() if above(r, ZERO) and r.share >= MIN_SHARE}
         for units in self.together:
             named |= units
         return frozenset(named | self.unmeasured)
@@ -196,12 +208,21 @@ class Plan:
                 MAX_RESIDUAL,
                 fresh=not rest,
                 why="confirmation: the bad profile with the culprits restored",
+                precision=CONFIRM_PRECISION,
             )
             if residual is None:
                 forward = yield Ask(
-                    culprits, FULL, why="confirmation: the good profile with only the culprits changed"
+                    culprits,
+                    FULL,
+                    why="confirmation: the good profile with only the culprits changed",
+                    precision=CONFIRM_PRECISION,
                 )
-                if forward is not None and plausible(forward, FULL):
+                if (
+                    forward is not None
+                    and plausible(forward, FULL)
+                    and forward.share > 1 - MAX_RESIDUAL.share
+                    and forward.low > 1 - MAX_RESIDUAL_HIGH
+                ):
                     explained = forward
                     return self._result(
                         culprits,
@@ -213,7 +234,8 @@ class Plan:
                     )
                 notes.append("the confirmation could not be measured")
                 break
-            if plausible(residual, ZERO) and residual.high < MAX_RESIDUAL.share or residual.high < MIN_SHARE:
+            closed = plausible(residual, ZERO) and residual.share < MAX_RESIDUAL.share
+            if closed and residual.high < MAX_RESIDUAL_HIGH or residual.high < MIN_SHARE:
                 return self._result(
                     culprits, Reading(1 - residual.share, residual.se, residual.t, residual.n), notes
                 )
@@ -222,9 +244,10 @@ class Plan:
                 if again is not None and not plausible(again, ZERO):
                     return PlanResult(
                         "cannot-tell",
-                        culprits,
+                        frozenset(),
                         self._search_name(),
                         notes
+                        + self._suspects(culprits)
                         + [
                             f"the good end measured again reads {again.share:+.0%} of the gap: the box drifted during "
                             "the run (rerun with --interleave, or on a quiet box)"
@@ -232,15 +255,19 @@ class Plan:
                         drift=True,
                     )
             else:  # the good end itself measured again: the drift check
+                drifted = not plausible(residual, ZERO)
+                why = (
+                    f"the good end measured again reads {residual.share:+.0%} of the gap: the box drifted during the run"
+                    if drifted
+                    else f"the good end measured again reads {residual.share:+.0%} of the gap, but the noise allows up to "
+                    f"{residual.high:+.0%}: too noisy to confirm (more --repeats, or a quieter box)"
+                )
                 return PlanResult(
                     "cannot-tell",
-                    culprits,
+                    frozenset(),
                     self._search_name(),
-                    notes
-                    + [
-                        f"the good end measured again reads {residual.share:+.0%} of the gap: the box drifted during the run"
-                    ],
-                    drift=True,
+                    notes + self._suspects(culprits) + [why],
+                    drift=drifted,
                 )
             if rnd == ROUNDS:
                 break
@@ -252,12 +279,16 @@ class Plan:
                 break
         culprits = self._named()
         if self.undecided:
-            sets = "; ".join("+".join(f"#{u}" for u in sorted(s)) for s in self.undecided)
+            sets = "; ".join(
+                "+".join(self.name(u) for u in sorted(s))
+                + f" (about {self.settle.get(s, '?')} runs would settle it)"
+                for s in self.undecided
+            )
             return PlanResult(
                 "cannot-tell",
-                culprits,
+                frozenset(),
                 self._search_name(),
-                notes + [f"within the noise after every repeat: {sets}"],
+                notes + self._suspects(culprits) + [f"within the noise after every repeat: {sets}"],
             )
         return PlanResult(
             "inconclusive",
@@ -265,6 +296,17 @@ class Plan:
             self._search_name(),
             notes + ["the culprits do not close the gap (confirmation)"],
         )
+
+    def name(self, unit: int) -> str:
+        return self.names[unit]
+
+    def _suspects(self, units: frozenset[int]) -> list[str]:
+        """cannot-tell names no culprit; what looked guilty is said as such (unit indices)."""
+        if not units:
+            return []
+        return [
+            "not named culprits (the verdict cannot stand): " + ", ".join(self.name(u) for u in sorted(units))
+        ]
 
     def _search_name(self) -> str:
         return "split+ddmin" if self.used_ddmin else "split"
@@ -281,6 +323,8 @@ class Plan:
         """Find what carries `effect` (the measured, or inferred, effect of `units` together).
         Returns False when an inferred effect turned out not to be there (knobs acting together)."""
         self._focus(units)
+        if not inferred and not above(effect, ZERO):
+            return True  # the set's own measurement shows no effect beyond the noise: nothing to find
         if len(units) == 1:
             if inferred:
                 alone = yield Ask(frozenset(units), effect, why="alone: inferred to carry the effect")
@@ -290,7 +334,7 @@ class Plan:
                 if not above(alone, ZERO):
                     return False
                 effect = alone
-            self.found[units[0]] = effect
+            yield from self._record(units[0], effect)
             return True
         half = (len(units) + 1) // 2
         first, second = units[:half], units[half:]
@@ -306,6 +350,7 @@ class Plan:
         is_zero, is_all = same(x, ZERO), same(x, effect)
         if plausible(x, ZERO) and plausible(x, effect) and not (is_zero or is_all):
             self.undecided.append(frozenset(first))
+            self.settle[frozenset(first)] = repeats_to_settle(x, effect)
             return True
         if is_all and not is_zero:
             yield from self._search(first, x)
@@ -326,6 +371,19 @@ class Plan:
             yield from self._search(second, rest, inferred=True)
         elif above(y, ZERO):
             yield from self._search(second, y)
+        return True
+
+    def _record(self, unit: int, effect: Reading) -> Gen:
+        """A contributor; a small effect read once is measured again (to half its size at 99 %)
+        before it is believed: one low reading on a busy box must not name a neutral knob."""
+        if effect.share < SMALL and effect.n < 2:
+            again = yield Ask(
+                frozenset({unit}), effect, why="a small effect: measured again", precision=effect.share / 2
+            )
+            if again is None or not above(again, ZERO):
+                return True
+            effect = again
+        self.found[unit] = effect
         return True
 
     def _ddmin(self, units: list[int], effect: Reading) -> Gen:
@@ -363,7 +421,7 @@ class Plan:
                 break
             n = min(2 * n, len(current))
         if len(current) == 1:
-            self.found[current[0]] = best
+            yield from self._record(current[0], best)
         else:
             self.together[frozenset(current)] = best
         self.stage = "split"

@@ -42,6 +42,19 @@ def _one(r: Result) -> list[str]:
         out.append(
             f"- culprit{'s' if len(r.culprits) > 1 else ''}: {', '.join(f'`{c}`' for c in r.culprits)}"
         )
+    for name in r.culprits:
+        eff = r.effects.get(name)
+        if eff is not None and eff.share is not None and eff.low is not None and eff.high is not None:
+            out.append(
+                f"- `{_cell(name)}`: {eff.share:+.0%} of the gap ({eff.low:+.0%} to {eff.high:+.0%}, {_cell(eff.basis)})"
+            )
+    for st in r.sets:
+        if "only together" in st.basis and st.share is not None:
+            out.append(
+                f"- together {', '.join(f'`{_cell(k)}`' for k in st.knobs)}: {st.share:+.0%} of the gap"
+            )
+    if r.explained is not None:
+        out.append(f"- the culprits explain {r.explained:.0%} of the gap (confirmation launch)")
     saved = r.naive_launches - r.launches
     out.append(
         f"- launches: {r.launches} (one knob at a time: {r.naive_launches}"

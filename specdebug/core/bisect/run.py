@@ -1,10 +1,10 @@
 """The bisection engine: the async iterator of typed events that the Bisect pane and the verb consume.
 
-Ends first (both measured, repeated and interleaved when --repeats > 1, and proven
-distinguishable), then the plan's questions answered one by one: from the session's trial cache
-when this config was already measured with these bench settings (by fingerprint), else by a
-trial.  Judging is the judge's; the search is the plan's; launching is the trial's.  Controls for
-a front end: pause after the current trial, a judgement by hand, measure a config again.
+Ends first (each at least twice, more while the gap is within the noise; proven apart), then the
+plan's questions answered one by one, repeated while a reading cannot decide: from this
+bisection's fresh journaled measurements when there are some, else by a trial.  Judging is the
+judge's; the search is the plan's; launching is the trial's.  Controls for a front end: pause
+after the current trial, a judgement by hand, measure a config again.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from specdebug.core.bisect.book import Book
+from specdebug.core.bisect.book import Book, failure_kind
+from specdebug.core.bisect.checks import busy_server, drift_of
 from specdebug.core.bisect.gate import Gate, parse_gate
 from specdebug.core.bisect.interleave import next_step, reference_end
-from specdebug.core.bisect.judge import START_METRIC, Judge, Reading
-from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates
+from specdebug.core.bisect.judge import START_METRIC, ZERO, Judge, Reading, plausible
+from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates, settings_for
 from specdebug.core.bisect.models import (
     JUDGEMENT_EVENT,
     RESULT_EVENT,
@@ -38,30 +39,18 @@ from specdebug.core.bisect.models import (
     Planned,
     Result,
     Role,
-    Settings,
     TrialDone,
     TrialStarted,
 )
-from specdebug.core.bisect.outcome import effects_of, sets_of
+from specdebug.core.bisect.outcome import closing_notes, effects_of, sets_of
 from specdebug.core.bisect.plan import Ask, Plan, decided
 from specdebug.core.bisect.trial import TrialError, TrialSpec, run_trial
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
-from specdebug.core.servers import group_members, load_record
 from specdebug.remote.api import Remote
 
 Clock = Callable[[], float]
 MIN_END_RUNS = 2  # each end at least twice: the noise is measured, not assumed
-
-
-def settings_for(good: Profile, options: BisectOptions) -> Settings:
-    b = good.bench
-    return Settings(
-        requests=options.requests or b.requests,
-        output_len=options.output_len or b.output_len,
-        concurrency=options.concurrency or b.concurrency,
-        input_len=options.input_len or b.input_len,
-    )
 
 
 class Bisection:
@@ -94,7 +83,7 @@ class Bisection:
             self.settings.key(),
             bisect=self.id,
             now=clock(),
-            fingerprint_of=self._fingerprint_of,
+            fingerprint_of=self.cands.fingerprint_of,
         )
         self.launches = 0
         self.warnings: list[str] = []
@@ -116,12 +105,6 @@ class Bisection:
         # servers of this session it did not launch (by hand, another bisection): never stopped, but
         # while one runs it holds the GPUs and every figure would be wrong
         self._others = sorted({n for p, n in launched.items() if p not in own and not n.startswith(prefix)})
-
-    def _fingerprint_of(self, applied: list[str]) -> str | None:
-        units = frozenset(i for i, u in enumerate(self.cands.units) if set(u.knobs) <= set(applied))
-        if set(self.cands.knob_names(units)) != set(applied):
-            return None
-        return self.cands.profile(units)[1]
 
     # ---- controls (front ends) ---------------------------------------------------------------
     def pause(self, on: bool = True) -> None:
@@ -173,9 +156,10 @@ class Bisection:
             return
         notes: list[str] = []
         if bad_failed:  # the bad end does not start: which knobs make it fail?
+            self.book.start_kind = failure_kind(self.book.measurements(c.bad_fp)[-1])
             self.book.start_mode = True
             judge = self.book.judge()
-            reason = self.book.end_reason(c.bad_fp)
+            reason = f"it {self.book.start_kind}: {self.book.end_reason(c.bad_fp)}"
             notes.append(
                 f"the bad end does not start ({reason}): searched with start / no start as the metric"
             )
@@ -191,13 +175,15 @@ class Bisection:
                     "cannot-tell", t0, judge, notes=[f"the ends are within the noise: {why}{more}{budget}"]
                 )
                 return
-        self.plan = Plan(len(c.units))
+        self.plan = Plan(len(c.units), [u.name for u in c.units])
         while not self.plan.done:
             if self._remeasure:
                 async for ev in self._measure_again():
                     yield ev
                 judge = self.book.judge()
-                self.plan = Plan(len(c.units))  # replay: answered questions come from the cache
+                self.plan = Plan(
+                    len(c.units), [u.name for u in c.units]
+                )  # replay: answered questions come from the cache
             yield self._states()
             yield self._estimate()
             if self._paused:
@@ -230,16 +216,12 @@ class Bisection:
 
     async def _refuse_if_busy(self) -> None:
         """Refuse to start while a server of this session that this bisection did not launch runs."""
-        if not self._others:
-            return
-        procs = await self.remote.processes()
-        for name in self._others:
-            record = await load_record(self.remote, name)
-            if record is not None and record.stopped_at is None and group_members(procs, record):
-                raise TrialError(
-                    f"{name} (pid {record.pid}, port {record.port}) of this session is running and holds the GPUs; "
-                    "the bisection stops only servers it launched: stop it first (specdebug stop -c ...)"
-                )
+        busy = await busy_server(self.remote, self._others)
+        if busy is not None:
+            raise TrialError(
+                f"{busy} of this session is running and holds the GPUs; the bisection stops only servers "
+                "it launched: stop it first (specdebug stop -c ...)"
+            )
 
     async def _ends(self) -> AsyncIterator[Any]:
         """good, bad, good, bad ... at least twice each (the noise is measured, not assumed), more up to
@@ -261,28 +243,17 @@ class Bisection:
         """Measure what the plan asks, again while the reading cannot tell zero from the parent's
         effect (up to --repeats); the reading goes to `self._reading`."""
         c = self.cands
-        if ask.fresh:  # the good end again: the drift check
-            async for ev in self._measure(c.good, c.good_fp, Role.DRIFT, frozenset()):
-                yield ev
-            after = self.book.values(c.good_fp, drift=True)[-1:]
-            judge = self.book.judge()
-            self._reading = judge.reading(after) if after else None
-            if after:
-                before = self.book.values(c.good_fp)
-                self.drift = Drift(
-                    before=statistics.fmean(before),
-                    after=after[0],
-                    beyond_noise=judge.drifted(before, after),
-                    gpu_before=self.book.measurements(c.good_fp)[0].gpu_before,
-                    gpu_after=self.book.measurements(c.good_fp, drift=True)[-1].gpu_after,
-                )
-                if self.drift.beyond_noise:
-                    last = self.book.measurements(c.good_fp, drift=True)[-1]
-                    throttled = sorted({r for g in last.gpu_after for r in g.get("throttle_reasons") or []})
-                    self.warnings.append(
-                        f"drift: the good end measured {self.drift.before:.2f} at the start and {self.drift.after:.2f} "
-                        f"now, beyond the noise; GPU throttle reasons now: {', '.join(throttled) or 'none'}"
-                    )
+        if ask.fresh:  # the good end again (the drift check), again while too noisy to tell
+            for n in range(1, self.options.repeats + 1):
+                async for ev in self._measure(c.good, c.good_fp, Role.DRIFT, frozenset()):
+                    yield ev
+                judge = self.book.judge()
+                after = self.book.values(c.good_fp, drift=True)[-n:]
+                self._reading = r = judge.reading(after) if after else None
+                if r is None or not plausible(r, ZERO) or not ask.precision or r.t * r.se <= ask.precision:
+                    break
+            self.drift, warning = drift_of(self.book, judge, c.good_fp)
+            self.warnings += [warning] if warning else []
             return
         profile, fp = c.profile(ask.units)
         role = Role.GOOD if fp == c.good_fp else Role.BAD if fp == c.bad_fp else Role.CANDIDATE
@@ -291,9 +262,17 @@ class Bisection:
         while True:
             verdict = self.book.verdict(fp, judge)[0]
             n = len(self.book.values(fp))
-            if verdict == "measured":
+            if verdict == "measured" and self.options.hand and role is Role.CANDIDATE:
+                verdict = "done"  # judged by hand: one measurement to show, no repeats
+            elif verdict == "measured":
                 reading = self.book.reading(fp, judge)
-                verdict = "ambiguous" if reading is not None and not decided(reading, ask.parent) else "done"
+                wide = (
+                    reading is not None
+                    and ask.precision is not None
+                    and reading.t * reading.se > ask.precision
+                )
+                unsure = reading is not None and not decided(reading, ask.parent)
+                verdict = "ambiguous" if unsure or wide else "done"
             step = next_step(verdict, n, self.options.repeats, interleave=interleave, fresh_reference=fresh)
             if step is None or role is not Role.CANDIDATE and verdict != "need":
                 break
@@ -431,38 +410,17 @@ class Bisection:
         search: str | None = None,
         notes: list[str] | None = None,
     ) -> Finished:
-        c = self.cands
+        c, warnings = self.cands, list(self.warnings)
         if self.options.interleave:  # the last ends moved the drift fit: show the ends as finally judged
             judge = self.book.judge()
             for row in self.book.end_rows():
                 self.book.update_row(row.fingerprint, judge)
         evidence = judge.evidence()
         evidence.drift = self.drift
-        warnings = list(self.warnings)
-        if self.options.interleave:
-            slope = self.book.slope()
-            fix = "no linear drift beyond the noise: values as read"
-            if slope is not None:
-                fix = f"values corrected for a linear drift of {slope * 60:+.3f} {judge.metric}/min fitted to the ends"
-            notes = [
-                *(notes or []),
-                f"interleave: {self._references} end launch(es) between candidate repeats; {fix}",
-            ]
         plan, res = self.plan, self.plan.result if self.plan else None
-        explained = None
-        if res is not None and res.explained is not None:
-            e = res.explained
-            explained = round(e.share, 4)
-            notes = [
-                *(notes or []),
-                f"confirmation: the culprits explain {e.share:.0%} of the gap ({e.low:.0%} to {e.high:.0%} at 99 %)",
-            ]
-        cached = sum(1 for r in self.book.rows.values() if r.cached)
-        if cached:
-            notes = [
-                *(notes or []),
-                f"{cached} config(s) judged from this bisection's journaled measurements (cached)",
-            ]
+        interleaved = self._references if self.options.interleave else None
+        notes = [*(notes or []), *closing_notes(res, self.book, judge.metric, interleaved)]
+        explained = round(res.explained.share, 4) if res is not None and res.explained is not None else None
         result = Result(
             verdict=verdict,  # type: ignore[arg-type]
             culprits=c.knob_names(culprits),
@@ -472,7 +430,7 @@ class Bisection:
             naive_launches=self._naive(),
             duration_s=round(self.clock() - t0, 3),
             warnings=warnings,
-            search=search,  # type: ignore[arg-type]
+            search=search,
             notes=list(notes or []),
             evidence=evidence,
             bisect=self.id,

@@ -98,6 +98,7 @@ class BisectPane(Pane):
         self.engine: Bisection | None = None
         self.note: str | None = None  # one line of news under the status
         self.bench: dict[str, Any] = {}  # bench settings for the trials (default: the good profile's [bench])
+        self.bench_note = ""  # the trials' bench settings beside the Bench pane's (the profile's [bench])
         self._dirty = True
 
     def compose(self) -> ComposeResult:
@@ -209,9 +210,16 @@ class BisectPane(Pane):
         t.append("\n")
         if v.result is not None:
             r = v.result
-            t.append(f"{r.verdict.upper()}", style="bold green" if r.verdict == "found" else "bold yellow")
+            ok = r.verdict in ("found", "several", "interaction") and r.confirmed
+            t.append(f"{r.verdict.upper()}", style="bold green" if ok else "bold yellow")
             if r.culprits:
-                t.append(f"  culprit: {', '.join(r.culprits)}", style="bold red")
+                shares = [
+                    f"{c} {e.share:+.0%}" if (e := r.effects.get(c)) and e.share is not None else c
+                    for c in r.culprits
+                ]
+                t.append(f"  culprit: {', '.join(shares)}", style="bold red")
+            if r.explained is not None:
+                t.append(f"  explains {r.explained:.0%} of the gap")
             t.append(f"  {r.launches} launches (one knob at a time: {r.naive_launches})")
         elif v.awaiting is not None:
             a = v.awaiting
@@ -236,6 +244,8 @@ class BisectPane(Pane):
             t.append(f"   about {v.estimate.launches_left} launch(es) left", style="dim")
             if v.estimate.seconds_left:
                 t.append(f", ~{v.estimate.seconds_left:.0f} s", style="dim")
+        if self.bench_note:
+            t.append("\n" + self.bench_note, style="dim")
         if v.evidence is not None:
             t.append("\n")
             t.append(v.evidence.why, style="dim")
@@ -360,6 +370,14 @@ class BisectPane(Pane):
             self.notify(f"cannot bisect: {exc}", severity="error")
             return
         self.engine, self.note = engine, None
+        b = good.bench
+        pane = f"requests={b.requests},output_len={b.output_len},concurrency={b.concurrency},input_len={b.input_len}"
+        mine = engine.settings.key()
+        self.bench_note = f"bench per trial: {mine}" + (
+            "  (the Bench pane: the same)"
+            if mine == pane
+            else f"  (the Bench pane uses {pane}: its tok/s differ)"
+        )
         self.run_bisection(engine)
 
     @work(exclusive=True, group="bisect-run", exit_on_error=False)

@@ -404,7 +404,7 @@ class StartupPane(StartupView, Pane):
         if self.state in (ServerState.READY, ServerState.RUNNING) and self.record is not None:
             await self._monitor(remote, self.record, profile)
 
-    MONITOR_S = 3.0
+    MONITOR_S = 0.5  # liveness after ready: a killed main process shows within about this (issue 25)
 
     async def _monitor(self, remote: Remote, record: ServerRecord, profile: Profile) -> None:
         """After ready (or found running), keep watching (core's watch_liveness drives the monitor)."""
