@@ -243,3 +243,21 @@ async def test_reopening_offers_the_unfinished_bisection(tmp_path: Path) -> None
         pane = app.query_one(BisectPane)
         assert pane.good == fast and pane.bad == slow
         assert "unfinished bisection" in str(app.query_one("#bisect-status").render())
+
+
+async def test_at_80x24_the_tables_keep_their_verdict_columns(tmp_path: Path) -> None:
+    """A small terminal cuts the right-hand columns: the knob state and the trial's judgement come first."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = pilot.app.query_one(BisectPane)
+        pane.good, pane.bad = pane.choices()[0], pane.choices()[1]
+        pane.show_events(finished_events())
+        await pilot.pause()
+        for table_id, key in (("#bisect-trials", "judged"), ("#bisect-knobs", "state")):
+            table = pane.query_one(table_id)
+            region = table.region
+            x = sum(
+                c.get_render_width(table)
+                for c in list(table.columns.values())[: table.get_column_index(key) + 1]
+            )
+            assert x <= region.width, f"{table_id}: {key} ends at {x} of {region.width} columns"

@@ -110,16 +110,17 @@ class BisectPane(Pane):
                 ends.add_column("profile", key="profile")
                 yield ends
                 knobs: DataTable[Any] = DataTable(id="bisect-knobs", cursor_type="row", zebra_stripes=True)
-                for label, key in (("knob", "knob"), ("good", "good"), ("bad", "bad"), ("state", "state")):
+                # the verdict columns first: at 80x24 the right-hand columns are cut off
+                for label, key in (("knob", "knob"), ("state", "state"), ("good", "good"), ("bad", "bad")):
                     knobs.add_column(label, key=key)
                 yield knobs
             trials: DataTable[Any] = DataTable(id="bisect-trials", cursor_type="row", zebra_stripes=True)
             for label, key in (
                 ("#", "index"),
+                ("judged", "judged"),
+                ("metric", "metric"),
                 ("knobs applied", "applied"),
                 ("fingerprint", "fp"),
-                ("metric", "metric"),
-                ("judged", "judged"),
                 ("cached", "cached"),
                 ("gated", "gated"),
             ):
@@ -277,9 +278,9 @@ class BisectPane(Pane):
             state = self.view.states.get(k.name, "suspect")
             table.add_row(
                 Text(k.name),
+                Text(state, style=STATE_STYLE.get(state, "")),
                 Text("(absent)" if k.good is None else k.good, style="dim" if k.good is None else ""),
                 Text("(absent)" if k.bad is None else k.bad, style="dim" if k.bad is None else ""),
-                Text(state, style=STATE_STYLE.get(state, "")),
                 key=k.name,
             )
 
@@ -298,10 +299,10 @@ class BisectPane(Pane):
             judged = t.judged.value if t.judged else "…"
             table.add_row(
                 str(t.index),
+                Text(judged, style=JUDGED_STYLE.get(judged, "")),
+                metric,
                 Text(short(applied, APPLIED_WIDTH)),
                 Text(t.fingerprint[:10], style="dim"),
-                metric,
-                Text(judged, style=JUDGED_STYLE.get(judged, "")),
                 "yes" if t.cached else "",
                 Text(f"{t.gate_value:.1f}" if t.gated and t.gate_value else ("yes" if t.gated else "")),
                 key=t.fingerprint,
