@@ -13,10 +13,13 @@ Read-only is tmux's (server-access, tmux >= 3.3); see specdebug/core/pair.py for
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from specdebug.core import pair, pair_find, pair_view
@@ -140,7 +143,17 @@ def _start(args: argparse.Namespace) -> int:
     if args.profile and not Path(args.profile).is_file():
         err(f"profile {args.profile}: no such file")
         return 2
-    info = pair.start(pair.check_name(args.name), app_argv(args), _seats(args))
+    note_dir = Path(tempfile.mkdtemp(prefix="specdebug-quit-"))  # private (0700): the app's quit note
+    note = note_dir / "still-running.txt"
+    argv = ["env", f"SPECDEBUG_QUIT_NOTE={note}", *app_argv(args)]
+    try:
+        return _start_in(args, argv, note)
+    finally:
+        shutil.rmtree(note_dir, ignore_errors=True)
+
+
+def _start_in(args: argparse.Namespace, argv: list[str], note: Path) -> int:
+    info = pair.start(pair.check_name(args.name), argv, _seats(args))
     if args.json:
         print_json(info.to_json())
     else:
@@ -156,6 +169,10 @@ def _start(args: argparse.Namespace) -> int:
     rc = _attach(pair.join_argv(info.socket, info.session))
     if pair.is_alive(info.socket):
         out(f"detached; the session goes on. Back in: specdebug pair --join {info.name}")
+    else:  # the app quit: what it said about servers left running, here where the driver sees it
+        with contextlib.suppress(OSError):
+            for line in note.read_text(encoding="utf-8").splitlines()[:50]:
+                out(line, newlines=False)
     return rc
 
 

@@ -89,9 +89,26 @@ def run_app(ctx: AppContext, layout: str, ssh_config: str | None = None) -> int:
         keymap = KeymapFile()
     app = SpecdebugApp(ctx, layout=layout, keymap=keymap)
     app.run()
-    for line in still_running_lines(app.still_running, ssh_config):
+    lines = still_running_lines(app.still_running, ssh_config)
+    for line in lines:
         out(line)
+    save_quit_note(lines)
     return 0
+
+
+def save_quit_note(lines: list[str]) -> None:
+    """In a pairing session the pane (and what it printed) goes away with tmux: `specdebug pair` names a
+    file of its own (SPECDEBUG_QUIT_NOTE, in a private folder) and prints these lines in the driver's
+    terminal once the session has ended."""
+    path = os.environ.get("SPECDEBUG_QUIT_NOTE")
+    if not path or not lines:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return  # not ours to write (it exists, or its folder is gone): the pane showed the lines
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def still_running_lines(servers: list, ssh_config: str | None = None) -> list[str]:
