@@ -250,7 +250,9 @@ def test_pair_only_hurting_together_found_by_ddmin(scenarios) -> None:
     assert len(alone) == 2 and all(t.judged == "good" for t in alone)  # each alone is harmless
     assert all(abs(result.effects[k].share) < 0.1 for k in result.culprits)  # shown by the numbers
     assert result.confirmed  # the good end measured again: the box did not drift meanwhile
-    assert 7 <= result.launches <= 10  # the ends twice + each knob alone + the good end again (+ repeats)
+    # the ends twice + each knob alone + the good end again, plus repeats where a reading sits in the
+    # noise (a loaded machine adds some, within the --repeats budget)
+    assert 7 <= result.launches <= 14
 
 
 def test_noise_003_with_three_repeats_finds_the_right_culprit(scenarios) -> None:

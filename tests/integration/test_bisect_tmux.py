@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,11 @@ def test_bisection_by_keys_shows_the_culprit(sshd, tmp_path: Path) -> None:
         # the profile list is sorted: bxtmux-bad first, then bxtmux-good
         tmux("send-keys", "-t", "tui", "b")
         tmux.wait_screen("tui", lambda s: "BAD" in s, 10)
-        tmux("send-keys", "-t", "tui", "Down", "g")
+        # at a person's pace: a pane key is a priority binding and can overtake an arrow key still queued
+        # for the table (a known ordering gap of the TUI's key handling, noted in issue 23)
+        tmux("send-keys", "-t", "tui", "Down")
+        time.sleep(1.0)
+        tmux("send-keys", "-t", "tui", "g")
         tmux.wait_screen("tui", lambda s: "GOOD" in s, 10)
         tmux("send-keys", "-t", "tui", "a")
         # the TUI judges by the client's tok/s: on a loaded machine the noise may leave it honest
@@ -40,7 +45,7 @@ def test_bisection_by_keys_shows_the_culprit(sshd, tmp_path: Path) -> None:
         screen = tmux.wait_screen("tui", lambda s: finished.search(s) is not None, 150)
         assert "culprit: --disable-cuda-graph" in screen
         assert "launches (one knob at a time: 6)" in screen  # 2 knobs, each end twice
-        knob_row = re.compile(r"--disable-cuda-graph\s+\(absent\)\s+\(set\)\s+culprit")
+        knob_row = re.compile(r"--disable-cuda-graph\s+culprit\s+\(absent\)\s+\(set\)")
         assert knob_row.search(screen), screen  # the knob table's state column
         tmux("send-keys", "-t", "tui", "q")
         tmux.wait_screen("tui", lambda s: finished.search(s) is None, 15)
