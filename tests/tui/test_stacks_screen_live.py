@@ -79,5 +79,5 @@ async def test_k_shows_the_stuck_rank(remote, tmp_path: Path) -> None:
             await pilot.press("escape")
             await wait_for(lambda: not isinstance(app.screen, StacksScreen))
         finally:
-            await pilot.press("s", "s")
+            await pilot.press("x", "x")  # Stop (asks for a second press)
             await wait_for(lambda: pane.state in ("stopped", "failed"))
