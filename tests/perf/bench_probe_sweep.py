@@ -51,11 +51,13 @@ import os, shutil, sys, time
 tag, extra, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 sleep = shutil.which("sleep") or "/bin/sleep"
 env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_IB_DISABLE="1")
-first = os.posix_spawn(sleep, ["benchworker-%s-0" % tag, "3600"], env, setpgroup=0)
+# the sleepers must not hold this process's stdout (the caller reads it to its end)
+quiet = [(os.POSIX_SPAWN_OPEN, fd, "/dev/null", os.O_RDWR, 0) for fd in (0, 1, 2)]
+first = os.posix_spawn(sleep, ["benchworker-%s-0" % tag, "3600"], env, setpgroup=0, file_actions=quiet)
 for i in range(1, workers):
-    os.posix_spawn(sleep, ["benchworker-%s-%d" % (tag, i), "3600"], env, setpgroup=first)
+    os.posix_spawn(sleep, ["benchworker-%s-%d" % (tag, i), "3600"], env, setpgroup=first, file_actions=quiet)
 for i in range(max(0, extra)):
-    os.posix_spawn(sleep, ["benchfill-%s-%d" % (tag, i), "3600"], env, setpgroup=first)
+    os.posix_spawn(sleep, ["benchfill-%s-%d" % (tag, i), "3600"], env, setpgroup=first, file_actions=quiet)
 print(first, flush=True)
 """
 
