@@ -100,8 +100,11 @@ class StopScanner:
         return out
 
 
-async def texts(engine: Engine, req: Request, scanner: StopScanner) -> AsyncIterator[str | Finish]:
-    """The request's text pieces with stop strings applied, then its Finish."""
+async def texts(
+    engine: Engine, req: Request, scanner: StopScanner, sent: list[int] | None = None
+) -> AsyncIterator[str | Finish]:
+    """The request's text pieces with stop strings applied, then its Finish; `sent[0]` counts the
+    tokens handed out so far (what a chunk's running usage may claim: the engine runs ahead)."""
     async for item in chunks(engine, req):
         if isinstance(item, Finish):
             tail = scanner.flush()
@@ -109,6 +112,8 @@ async def texts(engine: Engine, req: Request, scanner: StopScanner) -> AsyncIter
                 yield tail
             yield item
             return
+        if sent is not None and not isinstance(item, Finish):
+            sent[0] += len(item)
         piece = scanner.feed("".join(item))
         if piece:
             yield piece
@@ -227,17 +232,19 @@ async def openai_response(
 
         async def stream() -> AsyncIterator[bytes]:
             first = True
+            sent = [0]
             if chat:
                 yield chunk([choice("", None, first=True)])
                 first = False
-            async for item in texts(engine, req, scanner):
+            async for item in texts(engine, req, scanner, sent):
                 if isinstance(item, Finish):
                     yield chunk([choice("", item)])
                 else:
                     running = None
                     if continuous:
-                        running = {"prompt_tokens": req.prompt_tokens, "completion_tokens": req.generated,
-                                   "total_tokens": req.prompt_tokens + req.generated}  # fmt: skip
+                        done = min(sent[0], req.generated)  # tokens sent so far, as the servers count
+                        running = {"prompt_tokens": req.prompt_tokens, "completion_tokens": done,
+                                   "total_tokens": req.prompt_tokens + done}  # fmt: skip
                     yield chunk([choice(item, None, first=first)], running)
                     first = False
             if include_usage:
