@@ -10,12 +10,12 @@ from specdebug.agent.paths import env_fingerprint, is_private, runtime_dir
 
 def test_path_options_are_made_absolute_for_the_agent_and_nothing_else():
     argv = ["-F", "cfg", "box", "--json", "--profile=p.toml", "-c", "/abs.toml", "--session", "s"]
-    assert absolute_paths(argv, "/work") == [
+    assert absolute_paths(argv, "/home/u/proj") == [
         "-F",
-        "/work/cfg",
+        "/home/u/proj/cfg",
         "box",
         "--json",
-        "--profile=/work/p.toml",
+        "--profile=/home/u/proj/p.toml",
         "-c",
         "/abs.toml",
         "--session",
