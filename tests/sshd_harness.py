@@ -20,15 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.leakcheck import TAG_VAR
+from tests.ports import free_port as free_port  # re-exported: tests take it with the harness
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SSHD = next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

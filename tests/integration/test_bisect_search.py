@@ -259,13 +259,20 @@ def test_noise_003_with_three_repeats_finds_the_right_culprit(scenarios) -> None
     events = scenario(scenarios, "noise")["events"]
     assert isinstance(events[-1], Finished)
     result = events[-1].result
-    assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"], told(result)
+    # the right culprit and never the harmless flag; at 3 % noise three repeats usually confirm it,
+    # but a draw can leave the confirmation too wide (CI saw +6 % of the gap, up to +39 %): then the
+    # verdict must say so and stay unconfirmed (exit 1), never "found" and never "does not close"
+    assert result.culprits == ["--disable-cuda-graph"], told(result)
+    if result.verdict != "found":
+        assert result.verdict == "inconclusive" and not result.confirmed, told(result)
+        assert any("too noisy to decide" in n for n in result.notes), told(result)
     ev = result.evidence
     assert ev is not None and ev.spread is not None and ev.noise_dof >= 2  # noise estimated
     assert 2 <= len(ev.good_samples) <= 3 and 2 <= len(ev.bad_samples) <= 3
     assert len(set(ev.good_samples)) == len(ev.good_samples)  # every launch drew its own noise
     assert ev.distinguishable and "standard errors" in ev.why
-    assert result.confirmed and result.effects["--disable-cuda-graph"].share > 0.7
+    assert result.effects["--disable-cuda-graph"].share > 0.7
+    assert result.confirmed or result.verdict != "found"
     # interleaved: good, bad, good, bad ... then the candidates
     roles = [e.role.value for e in events if isinstance(e, TrialStarted)]
     assert roles[:4] == ["good", "bad", "good", "bad"]

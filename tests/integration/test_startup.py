@@ -340,3 +340,35 @@ async def test_watch_survives_connection_drop(remote, tmp_path: Path) -> None:
     assert seen == lines[: len(seen)]
     result = await startup.stop(remote, profile, grace_s=5)
     assert result.stopped
+
+
+async def test_a_follower_behind_when_the_server_exits_still_gives_the_excerpt(
+    remote, tmp_path: Path, monkeypatch
+) -> None:
+    """CI, loaded: the crasher wrote its lines and exited before the log follower had read any; the
+    verdict came 0.5 s after the group died with no excerpt.  Now the rest of the log is read
+    directly once the group is gone.  The follower is held back here as a loaded link holds it."""
+    from specdebug.core.logs.follow import Follower
+
+    real = Follower.batches
+
+    async def late(self):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(30)  # far behind: the verdict must not wait for it
+        async for batch in real(self):
+            yield batch
+
+    monkeypatch.setattr(Follower, "batches", late)
+    name = f"crashfast-{uuid.uuid4().hex[:6]}"
+    LAUNCHED.append(name)
+    path = tmp_path / f"{name}.toml"
+    code = "import sys; print('step one', flush=True); print('RuntimeError: boom', flush=True); sys.exit(3)"
+    path.write_text(
+        f"name = {json.dumps(name)}\n[server]\nargv = {json.dumps([sys.executable, '-c', code])}\n"
+        f"log_file = {json.dumps(str(tmp_path / 'crash.log'))}\nport = {free_port()}\n[ready]\ntimeout_s = 60\n"
+    )
+    t0 = time.monotonic()
+    verdict, _ = await run_to_verdict(remote, load_profile(path))
+    assert verdict.verdict == "failed", verdict
+    assert "step one" in verdict.excerpt and "RuntimeError: boom" in verdict.excerpt, verdict.excerpt
+    assert "boom" in verdict.reason  # the last log line is named in the reason
+    assert time.monotonic() - t0 < 25  # did not wait for the follower

@@ -3,7 +3,6 @@ HTTP client's error (issue 26: `RemoteProtocolError` after `b`)."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from textual.widgets import DataTable
@@ -11,14 +10,9 @@ from textual.widgets import DataTable
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane
+from tests.ports import free_port
 from tests.tui.test_bench_pane import LocalConnection
 from tests.unit.test_bench_runner import make_profile
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def test_run_on_a_stopped_server_says_press_2_then_l(tmp_path: Path) -> None:

@@ -195,6 +195,7 @@ class Plan:
         self.stage = "split"
         yield from self._search(everything, whole)
         notes: list[str] = []
+        residual: Answer = None
         for rnd in range(ROUNDS + 1):
             self.stage = "confirm"
             if self.undecided:
@@ -275,7 +276,10 @@ class Plan:
             self.stage = "split"
             yield from self._search(sorted(rest), residual)
             if self._named() == before and not self.undecided:
-                notes.append(f"{residual.share:.0%} of the gap remains with no single knob or set to blame")
+                if not plausible(residual, ZERO):
+                    notes.append(
+                        f"{residual.share:.0%} of the gap remains with no single knob or set to blame"
+                    )
                 break
         culprits = self._named()
         if self.undecided:
@@ -290,12 +294,17 @@ class Plan:
                 self._search_name(),
                 notes + self._suspects(culprits) + [f"within the noise after every repeat: {sets}"],
             )
-        return PlanResult(
-            "inconclusive",
-            culprits,
-            self._search_name(),
-            notes + ["the culprits do not close the gap (confirmation)"],
-        )
+        if residual is not None and plausible(residual, ZERO):
+            # the rest reads as the good end within the noise, but the noise also allows a real
+            # residual: "they do not close the gap" would be a claim the data does not make
+            last = (
+                f"the confirmation is too noisy to decide: the bad profile with the culprits restored reads "
+                f"{residual.share:+.0%} of the gap, within the noise, but the noise allows up to "
+                f"{residual.high:+.0%} (more --repeats, or a quieter box)"
+            )
+        else:
+            last = "the culprits do not close the gap (confirmation)"
+        return PlanResult("inconclusive", culprits, self._search_name(), notes + [last])
 
     def name(self, unit: int) -> str:
         return self.names[unit]

@@ -220,13 +220,23 @@ class StartupTracker:
             out.append(self._finish("failed", at, reason, "log_unreadable", [t for _, t in self.lines]))
         return out
 
+    def exit_due(self, at: float) -> bool:
+        """The server's group is gone and the next tick would give the failed verdict: the moment
+        the watch reads what is left of the log (a follower behind on a loaded link must not cost
+        the excerpt; a fixed settle time cannot promise that)."""
+        f = self.failing
+        return self.verdict is None and f is not None and f.kind == "exited" and self._due(f, at)
+
+    def _due(self, f: _Failing, at: float) -> bool:
+        quiet = f.reason is not None and at - max(f.reason_at, f.last_line_at) >= self.QUIET_S
+        return quiet or at >= f.deadline
+
     def tick(self, at: float) -> list[TrackerEvent]:
         if self.verdict is not None:
             return []
         f = self.failing
         if f is not None:
-            quiet = f.reason is not None and at - max(f.reason_at, f.last_line_at) >= self.QUIET_S
-            if quiet or at >= f.deadline:
+            if self._due(f, at):
                 return [self._fail(at)]
             return []
         if at >= self.deadline:

@@ -116,8 +116,11 @@ async def watch(
     scrub = Scrubber.for_profile(profile)
     queue: _Queue = asyncio.Queue()
     poke = asyncio.Event()  # set when the ready line arrives: ask /health now, not at the next poll
+    follower = Follower(remote, record.log_file, offset=record.log_offset)
+    follow_task = asyncio.create_task(_follow_log(remote, follower, queue, clock))
+    drained = False
     tasks = [
-        asyncio.create_task(_follow_log(remote, record.log_file, record.log_offset, queue, clock)),
+        follow_task,
         asyncio.create_task(
             _poll_health(remote, record.port, profile.ready.health, queue, clock, health_interval, poke)
         ),
@@ -142,7 +145,13 @@ async def watch(
                 case _Unreadable(detail, at):
                     events = tracker.log_unreadable(scrub(detail), at)
                 case _Tick(at):
-                    events = tracker.tick(at)
+                    events = []
+                    if not drained and tracker.exit_due(at):
+                        drained = True  # the group is gone: the rest of the log, then the verdict
+                        for text in await _rest_of_log(remote, follower, follow_task):
+                            events += tracker.feed_line(scrub(text), clock())
+                        at = clock()
+                    events += tracker.tick(at)
                 case _Link(state, detail, at):
                     yield ConnectionNote(state=state, detail=detail, at=at)
                     continue
@@ -195,10 +204,35 @@ def _problem(ev: LogEvent) -> str | None:
     return None
 
 
-async def _follow_log(remote: Remote, path: str, offset: int, queue: _Queue, clock: Clock) -> None:
-    """Every line appended to the log from `offset` on (Follower: exact offsets, resumes after a
+REST_MAX_BYTES = 256 * 1024  # what is read directly after the group died (the excerpt's source)
+
+
+async def _rest_of_log(remote: Remote, follower: Follower, task: asyncio.Task[None]) -> list[str]:
+    """The lines the follower has not delivered yet, read directly once the server's group is gone.
+
+    The follower is stopped first: between its awaits it has queued every line up to its offset,
+    so reading from that offset gives each line once.  The last REST_MAX_BYTES at most; nothing
+    when the log cannot be read now (the verdict then says what the follower saw)."""
+    task.cancel()
+    await asyncio.wait({task}, timeout=5)
+    offset = follower.offset
+    if offset is None:
+        return []
+    try:
+        data = await remote.read_file(follower.path, offset=offset, max_bytes=REST_MAX_BYTES + 1)
+    except Exception:  # gone, unreadable, or the link is down: keep what was followed
+        logger.debug("reading the rest of %s failed", follower.path, exc_info=True)
+        return []
+    if len(data) > REST_MAX_BYTES:  # keep the end: a crash's traceback is the last thing written
+        data = data[-REST_MAX_BYTES:]
+        data = data[data.find(b"\n") + 1 :]
+    return [_clean_line(raw) for raw in data.split(b"\n")[: -1 if data.endswith(b"\n") else None] if raw]
+
+
+async def _follow_log(remote: Remote, follower: Follower, queue: _Queue, clock: Clock) -> None:
+    """Every line appended to the log from the follower's offset on (exact offsets, resumes after a
     drop, follows rotation and truncation); what keeps it from reading goes on the queue."""
-    follower = Follower(remote, path, offset=offset)
+    path = follower.path
     while True:
         try:
             async for item in follower.lines():

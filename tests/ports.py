@@ -1,0 +1,54 @@
+"""Ports for test servers that no other test worker can be handed at the same moment.
+
+`bind(port 0)` returns a port that was free a moment ago; between closing that probe socket and the
+server binding it, another xdist worker's probe can get the same port (CI saw a Slurm test's server
+refuse to start because a bisection test's trial server held "its" port). Each worker therefore draws
+from its own block below the kernel's ephemeral range (so no outgoing connection or product-side
+`bind(0)` lands there either), walking from a random offset so concurrent pytest runs rarely meet, and
+skips any port that cannot be bound right now.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import threading
+
+BASE = 20000  # below Linux's default ephemeral range (32768-60999)
+BLOCK = 1000  # ports per worker
+BLOCKS = 12  # workers 0..11 get disjoint blocks; more wrap around (still checked by bind)
+
+_lock = threading.Lock()
+_next: int | None = None
+
+
+def worker_index() -> int:
+    """gw3 -> 3; 0 outside xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    digits = "".join(ch for ch in name if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def _bindable(port: int, host: str) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))  # no SO_REUSEADDR: a port in TIME_WAIT counts as taken
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port in this worker's own block, free now, never handed out twice by this process."""
+    global _next
+    start = BASE + (worker_index() % BLOCKS) * BLOCK
+    with _lock:
+        if _next is None:
+            _next = random.randrange(BLOCK)
+        for _ in range(BLOCK):
+            port = start + _next % BLOCK
+            _next += 1
+            if _bindable(port, host) and _bindable(port, "0.0.0.0"):
+                return port
+    raise RuntimeError(f"no free port in {start}-{start + BLOCK - 1}")
