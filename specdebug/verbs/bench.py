@@ -25,8 +25,8 @@ from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failur
 from specdebug.core.bench.parsing import EXPECTED, UnknownResult, parse_results
 from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
 from specdebug.core.journal import Journal, resolve_session
-from specdebug.core.logs.patterns import ANSI_RE
 from specdebug.core.report import fmt
+from specdebug.engines.primitives import ANSI_RE
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import (
     VerbExit,

@@ -19,10 +19,10 @@ from specdebug.core.limits import open_regular_file, truncation_note
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.location import split_host_path
 from specdebug.core.logs.parser import LogParser, PatternError, PlainMatch
-from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import iter_capped_lines
 from specdebug.core.sanitize import visible
 from specdebug.core.secrets import Scrubber
+from specdebug.engines import PACK_NAMES
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import (
     add_ssh_args,

@@ -19,10 +19,10 @@ from typing import Any
 from specdebug.core.logs.events import LogMatch
 from specdebug.core.logs.location import split_host_path
 from specdebug.core.logs.parser import PatternError, PlainMatch
-from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import ScanResult, scan_file, scan_remote
 from specdebug.core.logs.stats import metric_rank
 from specdebug.core.secrets import Scrubber
+from specdebug.engines import PACK_NAMES
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import add_ssh_args, err, load_profile_or_exit, out, print_json, run_verb
 

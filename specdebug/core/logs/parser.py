@@ -14,23 +14,22 @@ from typing import Any, Protocol
 
 from specdebug.core.limits import MAX_LINE
 from specdebug.core.logs.events import LogEvent, LogMatch
-from specdebug.core.logs.patterns import (
-    ANSI_RE,
-    NCCL_ENV_RE,
-    PACKS,
-    Pack,
-    PackDetector,
-    Parsed,
-    get_pack,
-    parse_nccl_env_line,
-    parse_value,
-    split_prefix,
-)
-from specdebug.core.logs.primitives import as_float
 from specdebug.core.logs.shapelearn import learn
 from specdebug.core.logs.shapes import ShapeCache
 from specdebug.core.logs.userrx import UserPattern
 from specdebug.core.secrets import Scrubber
+from specdebug.engines import PACKS, get_pack
+from specdebug.engines.detect import PackDetector
+from specdebug.engines.pack import Pack
+from specdebug.engines.primitives import (
+    ANSI_RE,
+    NCCL_ENV_RE,
+    Parsed,
+    as_float,
+    parse_nccl_env_line,
+    parse_value,
+    split_prefix,
+)
 from specdebug.errors import SpecdebugError
 
 _NAMED_GROUP_RE = re.compile(r"\(\?P<[A-Za-z_]\w*>")

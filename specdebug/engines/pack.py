@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from specdebug.core.logs.primitives import (
+from specdebug.engines.primitives import (
     ANSI_RE,
     Parsed,
     as_float,
