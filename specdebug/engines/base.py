@@ -30,6 +30,8 @@ class PromNames:
     prefix: str  # every metric of the engine starts with it: how a page names its engine
     spec_from: Literal["gauges", "counters"]
     off_hint: str  # what to tell the user when the server serves no /metrics
+    enable_flag: str = ""  # the server flag that turns /metrics on ("": always on)
+    accept_rate_is_own: str = ""  # the exported accept rate is specdebug's own definition: why
     # gauges read as they are: (PromRates field, metric names) in the order the rates show them
     gauges: tuple[tuple[str, tuple[str, ...]], ...] = ()
     accept_length: str = ""  # gauge (gauges style)
@@ -58,6 +60,7 @@ class BenchDialect:
     block_keys: tuple[str, ...]  # lowercased keys of a printed block that only this client writes
     latency_word: str  # the end-to-end latency's name in its latency lines
     order: int  # lower is asked first (the more specific keys first)
+    saved_flag: str  # the client's flag that saves the result as JSON
     writes_spec_decode: bool = False  # its saved JSON has the `spec_decode_*` keys
 
     def claims_block(self, keys: set[str]) -> bool:
@@ -83,6 +86,7 @@ class Engine(Protocol):
 
     name: EngineName  # the profile's `kind`
     title: str  # how people write it ("SGLang")
+    package: str  # its Python distribution (what `drift` reads the version of)
     pack: Pack  # the log pattern pack
     phases: tuple[str, ...]  # startup checklist the startup pane shows, "launch" first, "ready" last
     ready_line: str  # the log line that says the server is ready (the pack's ready_re matches it)

@@ -86,6 +86,7 @@ def sglang_rules(version: str | None, argv: Sequence[str] = ()) -> dict[str, Env
 PROM = PromNames(
     prefix="sglang:",
     spec_from="gauges",
+    enable_flag="--enable-metrics",
     off_hint="metrics off: add --enable-metrics to the server's argv (SGLang exports /metrics only with it)",
     gauges=(
         ("accept_length", ("sglang:spec_accept_length",)),
@@ -108,7 +109,7 @@ PROM = PromNames(
 )
 
 BENCH = BenchDialect(
-    tool="python -m sglang.bench_serving",
+    tool="sglang.bench_serving",
     block_keys=(
         "backend",
         "max reqeuest concurrency",
@@ -117,7 +118,8 @@ BENCH = BenchDialect(
         "accept length",
     ),
     latency_word="e2e latency",
-    order=2,  # its keys are the commoner ones: asked after vLLM's
+    order=2,
+    saved_flag="--output-file",  # its keys are the commoner ones: asked after vLLM's
 )
 
 # evidence a log line gives (summed by engines.detect); weight 3: lines only SGLang prints
@@ -138,6 +140,7 @@ class SGLang:
 
     name: EngineName = "sglang"
     title: str = "SGLang"
+    package: str = "sglang"
     pack: Pack = SGLANG
     phases: tuple[str, ...] = (
         "launch",

@@ -48,6 +48,7 @@ def vllm_rules(version: str | None, argv: Sequence[str] = ()) -> dict[str, EnvRu
 PROM = PromNames(
     prefix="vllm:",
     spec_from="counters",
+    accept_rate_is_own="= accept rate (vLLM counts accepted / drafted tokens, bonus left out)",
     off_hint="metrics off: vLLM always serves /metrics; check the port or a proxy in front of the server",
     gauges=(
         ("running", ("vllm:num_requests_running",)),
@@ -71,6 +72,7 @@ BENCH = BenchDialect(
     ),
     latency_word="e2el",
     order=1,
+    saved_flag="--save-result",
     writes_spec_decode=True,
 )
 
@@ -92,6 +94,7 @@ class Vllm:
 
     name: EngineName = "vllm"
     title: str = "vLLM"
+    package: str = "vllm"
     pack: Pack = VLLM
     phases: tuple[str, ...] = (
         "launch",

@@ -22,6 +22,7 @@ from specdebug.core.metrics import (
     spec_mismatches,
     watch_metrics,
 )
+from specdebug.engines import ENGINES
 from specdebug.verbs.common import (
     add_host_args,
     err,
@@ -96,7 +97,7 @@ async def cmd_metrics(args: argparse.Namespace) -> int:
         err("metrics: --count must be at least 1")
         return 2
     srv = profile.server
-    kind = srv.kind if srv.kind in ("sglang", "vllm") else None
+    kind = srv.kind if srv.kind in ENGINES else None
     count = (args.count if args.watch else 2) or None
     code = 0
     first: PromRates | None = None

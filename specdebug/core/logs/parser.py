@@ -40,6 +40,11 @@ _NO_FIELDS: dict[str, Any] = {}
 _STAT_EVENTS = frozenset(ev for pk in PACKS.values() for ev, _ in pk.heads)
 
 
+def _known_to_another(pack: Pack, msg: str) -> bool:
+    """Another pack reads this message as one of its own startup milestones."""
+    return any(rx.search(msg) for other in PACKS.values() if other is not pack for _, rx in other.milestones)
+
+
 class PlainMatch:
     """A grep match without a pack (LogParser("none")): LogMatch's attributes at a fraction of the
     cost of a pydantic model (tens of thousands per second while following). Read-only by
@@ -415,7 +420,9 @@ class LogParser:
             if pk.restart_re.search(msg):
                 self.in_warmup = True
                 return
-            if pk.warmup_done_re.search(msg) and (self.pack or pk is PACKS["sglang"]):
+            # undecided: a warmup-done line another pack also knows (a uvicorn banner every engine
+            # prints, before its own warmup) proves nothing yet
+            if pk.warmup_done_re.search(msg) and (self.pack or not _known_to_another(pk, msg)):
                 self.in_warmup = False
                 self.marker_seen = True
                 return
