@@ -137,6 +137,27 @@ def test_the_contract_checker_sees_a_violation(tmp_path):
         PKG = saved
 
 
+def test_engines_and_remote_never_import_each_other(tmp_path):
+    """The two bottom layers are apart: a planted import either way is reported."""
+    for layer, other in (("engines", "remote"), ("remote", "engines")):
+        fake = tmp_path / "specdebug" / layer
+        fake.mkdir(parents=True)
+        (fake / "x.py").write_text(f"from specdebug.{other} import api\n")
+    global PKG
+    saved, PKG = PKG, tmp_path / "specdebug"
+    try:
+        assert _violations("engines") == [
+            "specdebug.engines.x imports specdebug.remote",
+            "specdebug.engines.x imports specdebug.remote.api",
+        ]
+        assert _violations("remote") == [
+            "specdebug.remote.x imports specdebug.engines",
+            "specdebug.remote.x imports specdebug.engines.api",
+        ]
+    finally:
+        PKG = saved
+
+
 # --- specdebug/box: code that runs under the box's own python3, shipped as source ---
 
 
