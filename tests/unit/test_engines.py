@@ -89,3 +89,15 @@ def test_prom_names_carry_their_engine_prefix():
         names = [n for _, group in engine.prom.gauges for n in group]
         names += [engine.prom.generation_tokens, *engine.prom.mean_names]
         assert names and all(n.startswith(engine.prom.prefix) for n in names if n)
+
+
+def test_undecided_parser_keeps_warmup_open_past_a_shared_banner():
+    """Before the engine is known, uvicorn's banner (every engine prints it before its own warmup)
+    does not end warmup; a warmup-done line only one engine knows does."""
+    from specdebug.core.logs.parser import LogParser
+
+    parser = LogParser("auto")
+    parser.parse("INFO:     Application startup complete.")
+    assert parser.pack is None and parser.in_warmup
+    parser.parse("Warmup ended")
+    assert parser.pack is None and not parser.in_warmup and parser.marker_seen
