@@ -31,7 +31,8 @@ class PromNames:
     spec_from: Literal["gauges", "counters"]
     off_hint: str  # what to tell the user when the server serves no /metrics
     enable_flag: str = ""  # the server flag that turns /metrics on ("": always on)
-    accept_rate_is_own: str = ""  # the exported accept rate is specdebug's own definition: why
+    # counters style: the exported accept rate already is specdebug's own definition; this names why
+    accept_rate_is_own: str = ""
     # gauges read as they are: (PromRates field, metric names) in the order the rates show them
     gauges: tuple[tuple[str, tuple[str, ...]], ...] = ()
     accept_length: str = ""  # gauge (gauges style)
