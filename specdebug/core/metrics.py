@@ -223,30 +223,6 @@ def _own_rate(r: PromRates, names: PromNames) -> None:
             r.sources["accept_rate"] += f"; {DEFINITIONS[kind]}"
 
 
-def profile_spec_flags(argv: list[str]) -> tuple[int | None, int | None]:
-    """(--speculative-num-steps, --speculative-num-draft-tokens) of a launch argv (None: not given)."""
-    from specdebug.core.fingerprint import split_argv
-
-    found: dict[str, int] = {}
-    for name, values in split_argv(argv)[1]:
-        if name in ("--speculative-num-steps", "--speculative-num-draft-tokens") and len(values) == 1:
-            if values[0].isdigit():
-                found[name] = int(values[0])
-    return found.get("--speculative-num-steps"), found.get("--speculative-num-draft-tokens")
-
-
-def spec_mismatches(r: PromRates, steps: int | None, draft_tokens: int | None) -> list[str]:
-    """Findings: the live server's speculative gauges against the profile's flags (None: not set)."""
-    out = []
-    for label, live, want, flag in (
-        ("speculative steps", r.num_steps, steps, "--speculative-num-steps"),
-        ("draft tokens", r.num_draft_tokens, draft_tokens, "--speculative-num-draft-tokens"),
-    ):
-        if live is not None and want is not None and round(live) != want:
-            out.append(f"the server runs {round(live)} {label} but the profile's {flag} is {want}")
-    return out
-
-
 RATE_FIELDS = (
     ("accept_length", "accept length", "{:.3f}"),
     ("accept_rate", "accept rate", "{:.3f}"),

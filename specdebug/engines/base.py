@@ -47,6 +47,8 @@ class PromNames:
     accepted_per_pos: str = ""  # counter with a `position` label
     mean_names: frozenset[str] = frozenset()  # settings every DP rank reports alike: averaged, not summed
     own_rate_source: str = ""  # how specdebug's own rate is computed from these gauges, named
+    # live settings exported as gauges: (PromRates field, label, the launch flag they should match)
+    settings: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,17 @@ class BenchDialect:
 
 
 EngineName = Literal["sglang", "vllm"]  # the profile kinds with an engine (the registry's keys)
+# (speculative?, tokens verified per cycle, topk, which flags said so): what a launch argv says
+SpecShape = tuple[bool, int | None, int | None, str]
+NO_SPEC = ("", "none", "null")  # an algorithm flag with one of these values turns speculation off
+
+
+def int_flag(values: Sequence[str] | None) -> int | None:
+    """The first value of a split flag as an int, None when absent or not a number."""
+    try:
+        return int(values[0]) if values else None
+    except ValueError:
+        return None
 
 
 def check_node(nnodes: int, rank: int, leader_addr: str, port: int) -> None:
@@ -99,6 +112,11 @@ class Engine(Protocol):
     bench: BenchDialect
     detect: tuple[tuple[int, re.Pattern[str]], ...]  # (weight, regex): evidence a log line gives for it
     accept_rate_meanings: Mapping[str, str]  # printed accept-rate definition -> what it means
+    spec_switch: str  # the launch flag that turns speculative decoding on
+
+    def spec_shape(self, flags: Mapping[str, list[str]]) -> SpecShape | None:
+        """What its speculative launch flags say (split flags: name -> values); None without its switch."""
+        ...
 
     def env_rules(self, version: str | None, argv: Sequence[str] = ()) -> dict[str, EnvRule]:
         """What the server does to its workers' environment, for this version and argv."""

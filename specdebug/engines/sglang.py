@@ -10,7 +10,15 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specdebug.engines.base import BenchDialect, EngineName, PromNames, check_node
+from specdebug.engines.base import (
+    NO_SPEC,
+    BenchDialect,
+    EngineName,
+    PromNames,
+    SpecShape,
+    check_node,
+    int_flag,
+)
 from specdebug.engines.envrules import EnvRule, has_flag, parse_version
 from specdebug.engines.pack import Pack
 from specdebug.engines.sglang_pack import READY_LINE, SGLANG
@@ -106,6 +114,10 @@ PROM = PromNames(
     # settings every DP rank reports alike (SGLang 0.5.23): the same number, not a sum
     mean_names=frozenset({"sglang:spec_num_steps", "sglang:spec_num_draft_tokens"}),
     own_rate_source="(sglang:spec_accept_length - 1) / (sglang:spec_num_draft_tokens - 1)",
+    settings=(
+        ("num_steps", "speculative steps", "--speculative-num-steps"),
+        ("num_draft_tokens", "draft tokens", "--speculative-num-draft-tokens"),
+    ),
 )
 
 BENCH = BenchDialect(
@@ -163,9 +175,26 @@ class SGLang:
     bench: BenchDialect = BENCH
     detect: tuple[tuple[int, re.Pattern[str]], ...] = DETECT
     accept_rate_meanings: Mapping[str, str] = ACCEPT_RATE_MEANINGS
+    spec_switch: str = "--speculative-algorithm"
 
     def env_rules(self, version: str | None, argv: Sequence[str] = ()) -> dict[str, EnvRule]:
         return sglang_rules(version, argv)
+
+    def spec_shape(self, flags: Mapping[str, list[str]]) -> SpecShape | None:
+        """--speculative-num-draft-tokens, else num-steps + 1 (SGLang's own default at topk 1)."""
+        algo = flags.get(self.spec_switch)
+        if not algo:
+            return None
+        if algo[0].lower() in NO_SPEC:
+            return False, 1, None, f"{self.spec_switch} {algo[0]}"
+        topk = int_flag(flags.get("--speculative-eagle-topk"))
+        tokens = int_flag(flags.get("--speculative-num-draft-tokens"))
+        if tokens is not None:
+            return True, tokens, topk, "--speculative-num-draft-tokens"
+        steps = int_flag(flags.get("--speculative-num-steps"))
+        if steps is not None and (topk or 1) == 1:
+            return True, steps + 1, topk, "--speculative-num-steps + 1 (topk 1)"
+        return True, None, topk, "argv does not give the draft tokens"
 
     def claims_saved(self, obj: Mapping[str, Any]) -> bool:
         """`--output-file` JSON: anything vLLM's `--save-result` shape does not claim."""

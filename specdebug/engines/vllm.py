@@ -6,11 +6,12 @@ the multi-node flags shared/notes/multinode.md section 1.6 (multiprocessing, no 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specdebug.engines.base import BenchDialect, EngineName, PromNames, check_node
+from specdebug.engines.base import BenchDialect, EngineName, PromNames, SpecShape, check_node
 from specdebug.engines.envrules import EnvRule, parse_version
 from specdebug.engines.pack import Pack
 from specdebug.engines.vllm_pack import READY_LINE, VLLM
@@ -117,9 +118,24 @@ class Vllm:
     bench: BenchDialect = BENCH
     detect: tuple[tuple[int, re.Pattern[str]], ...] = DETECT
     accept_rate_meanings: Mapping[str, str] = ACCEPT_RATE_MEANINGS
+    spec_switch: str = "--speculative-config"
 
     def env_rules(self, version: str | None, argv: Sequence[str] = ()) -> dict[str, EnvRule]:
         return vllm_rules(version, argv)
+
+    def spec_shape(self, flags: Mapping[str, list[str]]) -> SpecShape | None:
+        """--speculative-config's num_speculative_tokens + 1 (the drafts plus the target's own token)."""
+        conf = flags.get(self.spec_switch) or flags.get("--speculative_config")
+        if not conf:
+            return None
+        try:
+            data = json.loads(conf[0])
+        except ValueError:
+            return True, None, None, "--speculative-config (not JSON)"
+        n = data.get("num_speculative_tokens") if isinstance(data, dict) else None
+        if isinstance(n, int) and n > 0:
+            return True, n + 1, None, "--speculative-config num_speculative_tokens + 1"
+        return True, None, None, "--speculative-config (no num_speculative_tokens)"
 
     def claims_saved(self, obj: Mapping[str, Any]) -> bool:
         """`--save-result` JSON: a `failed` count and no `backend` key (vllm/benchmarks/serve.py)."""

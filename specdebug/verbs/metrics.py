@@ -18,10 +18,9 @@ from specdebug.core.metrics import (
     MetricsEvent,
     PromRates,
     describe_rates,
-    profile_spec_flags,
-    spec_mismatches,
     watch_metrics,
 )
+from specdebug.core.specflags import profile_spec_flags, spec_mismatches
 from specdebug.engines import ENGINES
 from specdebug.verbs.common import (
     add_host_args,

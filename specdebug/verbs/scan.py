@@ -79,7 +79,7 @@ def profile_draft_tokens(args: argparse.Namespace) -> int | None:
     server_args line (core.logs.acceptrate); None without the flag (the server's default depends on topk)."""
     if not args.profile:
         return None
-    from specdebug.core.metrics import profile_spec_flags
+    from specdebug.core.specflags import profile_spec_flags
 
     return profile_spec_flags(load_profile_or_exit(args.profile, "scan").server.argv)[1]
 

@@ -101,3 +101,18 @@ def test_undecided_parser_keeps_warmup_open_past_a_shared_banner():
     assert parser.pack is None and parser.in_warmup
     parser.parse("Warmup ended")
     assert parser.pack is None and not parser.in_warmup and parser.marker_seen
+
+
+def test_each_engine_reads_only_its_own_speculative_flags():
+    sg, vl = get_engine("sglang"), get_engine("vllm")
+    sglang_flags = {"--speculative-algorithm": ["EAGLE"], "--speculative-num-steps": ["2"]}
+    vllm_flags = {"--speculative-config": ['{"num_speculative_tokens": 3}']}
+    assert sg.spec_shape(sglang_flags) == (True, 3, None, "--speculative-num-steps + 1 (topk 1)")
+    assert vl.spec_shape(vllm_flags) == (True, 4, None, "--speculative-config num_speculative_tokens + 1")
+    assert sg.spec_shape(vllm_flags) is None and vl.spec_shape(sglang_flags) is None
+    assert sg.spec_shape({"--speculative-algorithm": ["none"]}) == (
+        False,
+        1,
+        None,
+        "--speculative-algorithm none",
+    )
