@@ -108,10 +108,13 @@ class Engine(Protocol):
     worker_match: str  # default regex over cmdlines that picks its worker processes
     env_prefixes: tuple[str, ...]  # its own environment variables start with these
     default_port: int
+    version_paths: tuple[str, ...]  # HTTP paths that answer {"version": ...}
     prom: PromNames
     bench: BenchDialect
     detect: tuple[tuple[int, re.Pattern[str]], ...]  # (weight, regex): evidence a log line gives for it
     accept_rate_meanings: Mapping[str, str]  # printed accept-rate definition -> what it means
+    # (phase, function names): a py-spy stack whose main thread holds one of them is in that phase
+    stack_phases: tuple[tuple[str, tuple[str, ...]], ...]
     spec_switch: str  # the launch flag that turns speculative decoding on
 
     def spec_shape(self, flags: Mapping[str, list[str]]) -> SpecShape | None:

@@ -147,6 +147,21 @@ DETECT = (
 )
 
 
+# the scheduler's function names on the main thread, per phase (first match wins; the sim copies them)
+STACK_PHASES = (
+    ("verify (target forward, extend mode)", ("verify",)),
+    ("draft", ("draft", "draft_forward")),
+    ("decode (CUDA graph replay)", ("replay",)),
+    ("decode", ("forward_decode",)),
+    ("prefill (extend)", ("forward_extend",)),
+    ("startup: init", ("init_torch_distributed", "init_distributed_environment")),
+    ("startup: load_weights", ("load_model", "load_weights")),
+    ("startup: kv_cache", ("init_memory_pool",)),
+    ("startup: cuda_graph", ("capture", "init_cuda_graphs")),
+    ("idle (waiting for requests)", ("recv_requests", "event_loop_normal", "event_loop_overlap")),
+)
+
+
 class SGLang:
     """The SGLang engine (every attribute documented on `engines.base.Engine`)."""
 
@@ -171,11 +186,13 @@ class SGLang:
     worker_match: str = "sglang::scheduler"
     env_prefixes: tuple[str, ...] = ("SGLANG_",)
     default_port: int = 30000
+    version_paths: tuple[str, ...] = ("/get_server_info", "/server_info")  # older, newer
     prom: PromNames = PROM
     bench: BenchDialect = BENCH
     detect: tuple[tuple[int, re.Pattern[str]], ...] = DETECT
     accept_rate_meanings: Mapping[str, str] = ACCEPT_RATE_MEANINGS
     spec_switch: str = "--speculative-algorithm"
+    stack_phases: tuple[tuple[str, tuple[str, ...]], ...] = STACK_PHASES
 
     def env_rules(self, version: str | None, argv: Sequence[str] = ()) -> dict[str, EnvRule]:
         return sglang_rules(version, argv)

@@ -114,11 +114,13 @@ class Vllm:
     worker_match: str = "VLLM::(Worker|EngineCore)"
     env_prefixes: tuple[str, ...] = ("VLLM_",)
     default_port: int = 8000
+    version_paths: tuple[str, ...] = ("/version",)
     prom: PromNames = PROM
     bench: BenchDialect = BENCH
     detect: tuple[tuple[int, re.Pattern[str]], ...] = DETECT
     accept_rate_meanings: Mapping[str, str] = ACCEPT_RATE_MEANINGS
     spec_switch: str = "--speculative-config"
+    stack_phases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # none known yet: "cannot tell"
 
     def env_rules(self, version: str | None, argv: Sequence[str] = ()) -> dict[str, EnvRule]:
         return vllm_rules(version, argv)

@@ -36,12 +36,14 @@ from specdebug.core.profiles import Profile
 from specdebug.core.profiles.paths import box_path
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.core.servers import file_size, this_run_offset
-from specdebug.engines import engine_of
+from specdebug.engines import ENGINES, engine_of
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 
 logger = logging.getLogger(__name__)
 
+# HTTP paths that answer {"version": ...}: every engine's, tried in turn (the kind may be custom)
+VERSION_PATHS = tuple(path for engine in ENGINES.values() for path in engine.version_paths)
 MAX_LOG_SLICE = 8 << 20  # scan at most the last 8 MiB the server wrote during the run
 MAX_OUTPUT_LINES = 5000  # external output kept for parsing (the result block is at the end)
 LineFn = Callable[[str], None]
@@ -79,7 +81,7 @@ async def server_state(client: httpx.AsyncClient, health_path: str) -> ServerSta
     except httpx.HTTPError as exc:
         st.health_error = f"{type(exc).__name__}: {exc}"
         return st
-    for path in ("/get_server_info", "/server_info", "/version"):
+    for path in VERSION_PATHS:
         try:
             resp = await client.get(path, timeout=10)
             if resp.status_code == 200:
