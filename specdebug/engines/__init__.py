@@ -6,6 +6,9 @@ profile's `custom` kind has none: no pack, no phases beyond launch and ready).  
 Engine protocol), pack + primitives (the log pattern machinery), sglang_pack / vllm_pack (the
 patterns), sglang / vllm (the engines), envrules (env rule vocabulary), detect (which engine wrote
 a log).
+
+Adding an engine: a module with a class that satisfies `base.Engine` (mypy checks it where ENGINES
+is built), its name in `base.EngineName` (the profile's `kind` Literal follows), its instance below.
 """
 
 from __future__ import annotations
