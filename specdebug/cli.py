@@ -28,7 +28,11 @@ class Verb(NamedTuple):
 VERBS: list[Verb] = [
     Verb("probe", "probe", "connect to a host and print its state and GPUs"),
     Verb("demo", "demo", "open the TUI on the simulated speculative-decoding box (--check: no screen)"),
-    Verb("sim", "sim", "run a simulated SGLang (or, with --engine vllm, vLLM) speculative-decoding server"),
+    Verb(
+        "sim",
+        "sim",
+        "run a simulated speculative-decoding server (which engine: --engine; `specdebug sim --help`)",
+    ),
     Verb("profile", "profile", "check, diff and describe server profiles (TOML)"),
     Verb("launch", "launch", "start a server from a profile, detached (--wait: until ready)"),
     Verb("restart", "launch", "stop the profile's server, then launch it again"),

@@ -18,6 +18,8 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 
+from specdebug.engines import DEFAULT_ENGINE
+
 # Flags that say where a server listens or logs, not how it behaves: two profiles that differ only
 # here are the same experiment, so fingerprints and diffs leave them out (diff shows them on request).
 PLUMBING_FLAGS = frozenset({"--port", "--host", "--log-file"})
@@ -82,7 +84,7 @@ def normal_cwd(cwd: str | None) -> str | None:
 
 
 def config_fingerprint(
-    argv: list[str], env: Mapping[str, str], kind: str = "sglang", cwd: str | None = None
+    argv: list[str], env: Mapping[str, str], kind: str = DEFAULT_ENGINE, cwd: str | None = None
 ) -> str:
     """Fingerprint of a launch config given as argv + env + cwd (what a profile's [server] holds)."""
     command, flags = split_argv(list(argv))

@@ -36,25 +36,28 @@ from pydantic import BaseModel, Field
 
 from specdebug.core.logs.acceptrate import DEFINITIONS, own_rate, which_definition
 from specdebug.core.promparse import REPLICA_LABELS as REPLICA_LABELS  # re-exported
-from specdebug.core.promparse import Engine, PromSnapshot, is_mean
+from specdebug.core.promparse import PromSnapshot, is_mean
 from specdebug.core.promparse import parse_metrics as parse_metrics  # re-exported
+from specdebug.engines import ENGINES, EngineName, get_engine
+from specdebug.engines.base import PromNames
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY = 4 << 20  # a /metrics page larger than this is cut (reported), never read whole
-METRICS_OFF_HINT = {
-    "sglang": "metrics off: add --enable-metrics to the server's argv (SGLang exports /metrics only with it)",
-    "vllm": "metrics off: vLLM always serves /metrics; check the port or a proxy in front of the server",
-}
-DEFAULT_OFF_HINT = "metrics off: the server does not serve /metrics (SGLang: add --enable-metrics)"
+METRICS_OFF_HINT = {name: engine.prom.off_hint for name, engine in ENGINES.items()}
+DEFAULT_OFF_HINT = (
+    "metrics off: the server does not serve /metrics ("
+    + "; ".join(f"{e.title}: add {e.prom.enable_flag}" for e in ENGINES.values() if e.prom.enable_flag)
+    + ")"
+)
 
 
 class PromRates(BaseModel):
     """What the server said over a window (or since start when there is one scrape); None = not exported."""
 
-    engine: Engine | None = None
+    engine: EngineName | None = None
     window_s: float | None = None  # None: counters since server start (one scrape only)
     accept_length: float | None = None  # incl. the bonus token
     accept_rate: float | None = None  # fraction of draft tokens accepted, 0..1
@@ -125,72 +128,87 @@ def compute_rates(prev: PromSnapshot | None, cur: PromSnapshot) -> PromRates:
     r = PromRates(
         engine=cur.engine or (prev.engine if prev else None), window_s=window, dp_ranks=cur.dp_ranks
     )
-    src = r.sources
     r.notes = [f"{name} was {what}: shown as null" for name, what in cur.nonfinite.items()]
     summed = f", summed over {cur.dp_ranks} DP ranks" if cur.dp_ranks > 1 else ""
-    if r.engine == "sglang":
-        for field, name in (
-            ("accept_length", "sglang:spec_accept_length"),
-            ("accept_rate", "sglang:spec_accept_rate"),
-            ("running", "sglang:num_running_reqs"),
-            ("queued", "sglang:num_queue_reqs"),
-            ("kv_usage", "sglang:token_usage"),
-            ("num_steps", "sglang:spec_num_steps"),
-            ("num_draft_tokens", "sglang:spec_num_draft_tokens"),
-        ):
-            value, _ = _gauge(cur, name)
-            if value is None or (field in ("accept_length", "accept_rate") and value <= 0):
-                continue  # 0: no speculative decoding, or no decode interval logged yet
-            setattr(r, field, value)
-            mean = is_mean(name) and cur.dp_ranks > 1
-            src[field] = f"{name} (gauge" + (f", mean of {cur.dp_ranks} DP ranks)" if mean else f"{summed})")
-        _own_rate(r)
-        calls = _delta(prev, cur, "sglang:spec_verify_calls") if window else None
-        if calls is not None and window:
-            r.verify_calls_per_s = calls / window
-            src["verify_calls_per_s"] = f"sglang:spec_verify_calls_total ({how})"
-        gen = _delta(prev, cur, "sglang:generation_tokens") if window else None
-        if gen is not None and window:
-            r.gen_throughput, src["gen_throughput"] = gen / window, f"sglang:generation_tokens_total ({how})"
-        else:
-            value, _ = _gauge(cur, "sglang:gen_throughput")
-            if value is not None:
-                r.gen_throughput, src["gen_throughput"] = value, "sglang:gen_throughput (gauge)"
-        return r
-    drafts = _delta(prev, cur, "vllm:spec_decode_num_drafts")
-    draft_tokens = _delta(prev, cur, "vllm:spec_decode_num_draft_tokens")
-    accepted = _delta(prev, cur, "vllm:spec_decode_num_accepted_tokens")
+    names = get_engine(r.engine).prom if r.engine is not None else None
+    if names is not None and names.spec_from == "gauges":
+        _gauge_rates(r, prev, cur, names, window, how, summed)
+    elif names is not None:
+        _counter_rates(r, prev, cur, names, window, how)
+    return r
+
+
+def _gauge_rates(
+    r: PromRates,
+    prev: PromSnapshot | None,
+    cur: PromSnapshot,
+    names: PromNames,
+    window: float | None,
+    how: str,
+    summed: str,
+) -> None:
+    """An engine that exports its speculative figures as gauges of the last log interval (SGLang)."""
+    src = r.sources
+    for field, group in names.gauges:
+        value, name = _gauge(cur, *group)
+        if value is None or name is None or (field in ("accept_length", "accept_rate") and value <= 0):
+            continue  # 0: no speculative decoding, or no decode interval logged yet
+        setattr(r, field, value)
+        mean = is_mean(name) and cur.dp_ranks > 1
+        src[field] = f"{name} (gauge" + (f", mean of {cur.dp_ranks} DP ranks)" if mean else f"{summed})")
+    _own_rate(r, names)
+    calls = _delta(prev, cur, names.verify_calls) if window and names.verify_calls else None
+    if calls is not None and window:
+        r.verify_calls_per_s = calls / window
+        src["verify_calls_per_s"] = f"{names.verify_calls}_total ({how})"
+    gen = _delta(prev, cur, names.generation_tokens) if window and names.generation_tokens else None
+    if gen is not None and window:
+        r.gen_throughput, src["gen_throughput"] = gen / window, f"{names.generation_tokens}_total ({how})"
+    elif names.gen_throughput:
+        value, _ = _gauge(cur, names.gen_throughput)
+        if value is not None:
+            r.gen_throughput, src["gen_throughput"] = value, f"{names.gen_throughput} (gauge)"
+
+
+def _counter_rates(
+    r: PromRates,
+    prev: PromSnapshot | None,
+    cur: PromSnapshot,
+    names: PromNames,
+    window: float | None,
+    how: str,
+) -> None:
+    """An engine that exports speculative counters (vLLM): rates over the window."""
+    src = r.sources
+    drafts = _delta(prev, cur, names.drafts)
+    draft_tokens = _delta(prev, cur, names.draft_tokens)
+    accepted = _delta(prev, cur, names.accepted_tokens)
     r.drafts, r.draft_tokens, r.accepted_tokens = drafts, draft_tokens, accepted
     if accepted is not None and draft_tokens:
         r.accept_rate = r.draft_accept_rate = accepted / draft_tokens
-        src["accept_rate"] = f"vllm:spec_decode_num_accepted_tokens / num_draft_tokens ({how})"
-        src["draft_accept_rate"] = "= accept rate (vLLM counts accepted / drafted tokens, bonus left out)"
+        src["accept_rate"] = f"{names.accepted_tokens} / num_draft_tokens ({how})"
+        src["draft_accept_rate"] = names.accept_rate_is_own
     if accepted is not None and drafts:
         r.accept_length = 1.0 + accepted / drafts
-        src["accept_length"] = f"1 + vllm:spec_decode_num_accepted_tokens / num_drafts ({how})"
+        src["accept_length"] = f"1 + {names.accepted_tokens} / num_drafts ({how})"
         prev_pos = prev.per_pos if prev is not None else {}
         r.per_position = [
             max(0.0, v - (prev_pos.get(i, 0.0) if prev_pos.get(i, 0.0) <= v else 0.0)) / drafts
             for i, v in sorted(cur.per_pos.items())
         ]
         if r.per_position:
-            src["per_position"] = f"vllm:spec_decode_num_accepted_tokens_per_pos / num_drafts ({how})"
-    gen = _delta(prev, cur, "vllm:generation_tokens")
+            src["per_position"] = f"{names.accepted_per_pos} / num_drafts ({how})"
+    gen = _delta(prev, cur, names.generation_tokens)
     if gen is not None and window:
-        r.gen_throughput, src["gen_throughput"] = gen / window, f"vllm:generation_tokens_total ({how})"
-    for field, names in (
-        ("running", ("vllm:num_requests_running",)),
-        ("queued", ("vllm:num_requests_waiting",)),
-        ("kv_usage", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
-    ):
-        value, gauge = _gauge(cur, *names)
+        r.gen_throughput, src["gen_throughput"] = gen / window, f"{names.generation_tokens}_total ({how})"
+    for field, group in names.gauges:
+        value, gauge = _gauge(cur, *group)
         if value is not None:
             setattr(r, field, value)
             src[field] = f"{gauge} (gauge)"
-    return r
 
 
-def _own_rate(r: PromRates) -> None:
+def _own_rate(r: PromRates, names: PromNames) -> None:
     """SGLang: (accept length - 1) / (draft tokens - 1) from the gauges, and which definition the
     server's own spec_accept_rate uses (it changed in 0.5.23: core.logs.acceptrate)."""
     if r.accept_length is None or r.num_draft_tokens is None:
@@ -198,37 +216,11 @@ def _own_rate(r: PromRates) -> None:
     tokens = round(r.num_draft_tokens)
     r.draft_accept_rate = own_rate(r.accept_length, tokens)
     if r.draft_accept_rate is not None:
-        r.sources["draft_accept_rate"] = (
-            "(sglang:spec_accept_length - 1) / (sglang:spec_num_draft_tokens - 1)"
-        )
+        r.sources["draft_accept_rate"] = names.own_rate_source
     if r.accept_rate is not None:
         kind = which_definition(r.accept_length, r.accept_rate, tokens)
         if kind is not None:
             r.sources["accept_rate"] += f"; {DEFINITIONS[kind]}"
-
-
-def profile_spec_flags(argv: list[str]) -> tuple[int | None, int | None]:
-    """(--speculative-num-steps, --speculative-num-draft-tokens) of a launch argv (None: not given)."""
-    from specdebug.core.fingerprint import split_argv
-
-    found: dict[str, int] = {}
-    for name, values in split_argv(argv)[1]:
-        if name in ("--speculative-num-steps", "--speculative-num-draft-tokens") and len(values) == 1:
-            if values[0].isdigit():
-                found[name] = int(values[0])
-    return found.get("--speculative-num-steps"), found.get("--speculative-num-draft-tokens")
-
-
-def spec_mismatches(r: PromRates, steps: int | None, draft_tokens: int | None) -> list[str]:
-    """Findings: the live server's speculative gauges against the profile's flags (None: not set)."""
-    out = []
-    for label, live, want, flag in (
-        ("speculative steps", r.num_steps, steps, "--speculative-num-steps"),
-        ("draft tokens", r.num_draft_tokens, draft_tokens, "--speculative-num-draft-tokens"),
-    ):
-        if live is not None and want is not None and round(live) != want:
-            out.append(f"the server runs {round(live)} {label} but the profile's {flag} is {want}")
-    return out
 
 
 RATE_FIELDS = (
@@ -413,12 +405,10 @@ def summarize_window(snaps: list[PromSnapshot], status: str = "ok", message: str
         msg = message or ("fewer than two /metrics scrapes in the window" if status != "off" else None)
         return ServerProm(status="off" if status == "off" else "error", message=msg, scrapes=len(snaps))
     rates = compute_rates(snaps[0], snaps[-1])
-    if rates.engine == "sglang":
+    names = get_engine(rates.engine).prom if rates.engine is not None else None
+    if names is not None and names.spec_from == "gauges":
         later = snaps[1:]
-        for field, name in (
-            ("accept_length", "sglang:spec_accept_length"),
-            ("accept_rate", "sglang:spec_accept_rate"),
-        ):
+        for field, name in (("accept_length", names.accept_length), ("accept_rate", names.accept_rate)):
             vals = [s.values[name] for s in later if s.values.get(name, 0.0) > 0]
             if vals:
                 setattr(rates, field, sum(vals) / len(vals))

@@ -18,13 +18,13 @@ module only decides how the series of one metric combine, which is where servers
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, Field
 
+from specdebug.engines import ENGINES, EngineName
+
 REPLICA_LABELS = ("tp_rank", "moe_ep_rank")
-Engine = Literal["sglang", "vllm"]
 # ratio-like metrics are averaged over series, everything else is summed
 _MEAN = ("accept_length", "accept_rate", "token_usage", "usage_perc", "cache_hit_rate")
 
@@ -33,7 +33,7 @@ class PromSnapshot(BaseModel):
     """One scrape: every sample name -> combined value; vLLM's per-position counter by position."""
 
     t: float  # seconds on the caller's clock (monotonic)
-    engine: Engine | None = None
+    engine: EngineName | None = None
     values: dict[str, float] = Field(default_factory=dict)
     per_pos: dict[int, float] = Field(default_factory=dict)
     error: str | None = None  # the page was cut or had a line the parser rejected (values so far kept)
@@ -42,7 +42,9 @@ class PromSnapshot(BaseModel):
 
 
 # settings every DP rank reports alike (SGLang 0.5.23): the same number, not a sum
-_MEAN_NAMES = frozenset({"sglang:spec_num_steps", "sglang:spec_num_draft_tokens"})
+_MEAN_NAMES = frozenset(name for e in ENGINES.values() for name in e.prom.mean_names)
+# counters with a `position` label, summed per position (vLLM's accepted tokens per draft position)
+_PER_POS = tuple((e.name, e.prom.accepted_per_pos) for e in ENGINES.values() if e.prom.accepted_per_pos)
 
 
 def is_mean(name: str) -> bool:
@@ -79,7 +81,7 @@ def parse_metrics(text: str, t: float = 0.0) -> PromSnapshot:
     series: dict[str, list[float]] = {}
     per_pos: dict[int, float] = {}
     for (name, rest), (_, value) in groups.items():
-        if name.startswith("vllm:spec_decode_num_accepted_tokens_per_pos"):
+        if name.startswith(tuple(prefix for _, prefix in _PER_POS)):
             pos = dict(rest).get("position", "")
             if pos.isdigit() and not name.endswith("_created"):
                 per_pos[int(pos)] = per_pos.get(int(pos), 0.0) + value
@@ -95,5 +97,7 @@ def parse_metrics(text: str, t: float = 0.0) -> PromSnapshot:
             snap.nonfinite[name] += " (some series, left out)"
     snap.per_pos = dict(sorted(per_pos.items()))
     names = " ".join(snap.values) + " " + " ".join(snap.nonfinite)
-    snap.engine = "sglang" if "sglang:" in names else "vllm" if ("vllm:" in names or per_pos) else None
+    snap.engine = next((e.name for e in ENGINES.values() if e.prom.prefix in names), None)
+    if snap.engine is None and per_pos:
+        snap.engine = _PER_POS[0][0]
     return snap

@@ -301,7 +301,7 @@ async def attach(
 
 def _last_run_offset(data: bytes, kind: str) -> int:
     """Byte offset (within data) of the line where the latest server start begins, else of the first line."""
-    from specdebug.core.logs.patterns import PACKS
+    from specdebug.engines import PACKS
 
     pack = PACKS.get(kind)
     rx = pack.restart_re if pack is not None else None

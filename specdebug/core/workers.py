@@ -14,10 +14,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specdebug.engines import ENGINES
 from specdebug.remote.api import ProcInfo
 
 #: Process titles that tell which server runs (for the server-overwrites-env flags).
-_KIND_TITLES = (("sglang::", "sglang"), ("VLLM::", "vllm"), ("VllmWorker", "vllm"))
+_KIND_TITLES = tuple((title, e.name) for e in ENGINES.values() for title in e.worker_titles)
 
 
 @dataclass
@@ -150,7 +151,7 @@ def group_filter(pgid: int, pid: int) -> dict[str, Any]:
 
 
 def server_kind(procs: Iterable[ProcInfo]) -> str | None:
-    """Server kind ("sglang"/"vllm") from worker titles (sglang::scheduler_TP0, VLLM::Worker_TP0), else None."""
+    """Server kind (an engine name) from its workers' process titles (engines' `worker_titles`), else None."""
     for p in procs:
         text = cmdline_text(p)
         for marker, kind in _KIND_TITLES:

@@ -25,8 +25,9 @@ from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failur
 from specdebug.core.bench.parsing import EXPECTED, UnknownResult, parse_results
 from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
 from specdebug.core.journal import Journal, resolve_session
-from specdebug.core.logs.patterns import ANSI_RE
 from specdebug.core.report import fmt
+from specdebug.engines import ENGINES
+from specdebug.engines.primitives import ANSI_RE
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import (
     VerbExit,
@@ -75,7 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--parse",
         metavar="FILE",
-        help="parse a saved result: sglang.bench_serving / vllm bench serve (text or JSON), aiperf, guidellm",
+        help=f"parse a saved result: {' / '.join(e.bench.tool for e in ENGINES.values())} (text or JSON), "
+        "aiperf, guidellm",
     )
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=cmd_bench)

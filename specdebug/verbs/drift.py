@@ -16,9 +16,17 @@ import argparse
 from typing import Any
 
 from specdebug.core.drift.snapshot import take_snapshot
+from specdebug.engines import ENGINES
 from specdebug.verbs.common import add_host_args, load_profile_or_exit, open_remote, out, print_json, run_verb
 
-KEY_PACKAGES = ("sglang", "vllm", "torch", "flashinfer-python", "triton", "nvidia-nccl-cu12", "transformers")
+KEY_PACKAGES = (
+    *(e.package for e in ENGINES.values()),
+    "torch",
+    "flashinfer-python",
+    "triton",
+    "nvidia-nccl-cu12",
+    "transformers",
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -19,10 +19,10 @@ from specdebug.core.limits import open_regular_file, truncation_note
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.location import split_host_path
 from specdebug.core.logs.parser import LogParser, PatternError, PlainMatch
-from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import iter_capped_lines
 from specdebug.core.sanitize import visible
 from specdebug.core.secrets import Scrubber
+from specdebug.engines import ENGINES, PACK_NAMES
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import (
     add_ssh_args,
@@ -126,7 +126,7 @@ async def grep(args: argparse.Namespace) -> int:
         raise VerbExit(2)
     prof = load_profile_or_exit(args.profile, "grep") if args.profile else None
     kind = prof.server.kind if prof is not None else None
-    pack = args.pack or (kind if kind in ("sglang", "vllm") else "none")
+    pack = args.pack or (kind if kind in ENGINES else "none")
     named = dict(prof.patterns) if prof is not None else {}
     try:
         # without --pack or -c nothing but the patterns' named groups is parsed (the fast path);

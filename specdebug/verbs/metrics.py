@@ -18,10 +18,10 @@ from specdebug.core.metrics import (
     MetricsEvent,
     PromRates,
     describe_rates,
-    profile_spec_flags,
-    spec_mismatches,
     watch_metrics,
 )
+from specdebug.core.specflags import profile_spec_flags, spec_mismatches
+from specdebug.engines import ENGINES
 from specdebug.verbs.common import (
     add_host_args,
     err,
@@ -96,7 +96,7 @@ async def cmd_metrics(args: argparse.Namespace) -> int:
         err("metrics: --count must be at least 1")
         return 2
     srv = profile.server
-    kind = srv.kind if srv.kind in ("sglang", "vllm") else None
+    kind = srv.kind if srv.kind in ENGINES else None
     count = (args.count if args.watch else 2) or None
     code = 0
     first: PromRates | None = None

@@ -19,10 +19,10 @@ from typing import Any
 from specdebug.core.logs.events import LogMatch
 from specdebug.core.logs.location import split_host_path
 from specdebug.core.logs.parser import PatternError, PlainMatch
-from specdebug.core.logs.patterns import PACK_NAMES
 from specdebug.core.logs.scan import ScanResult, scan_file, scan_remote
 from specdebug.core.logs.stats import metric_rank
 from specdebug.core.secrets import Scrubber
+from specdebug.engines import ENGINES, PACK_NAMES
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import add_ssh_args, err, load_profile_or_exit, out, print_json, run_verb
 
@@ -69,7 +69,7 @@ def load_patterns(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     if args.profile:
         prof = load_profile_or_exit(args.profile, "scan")
         patterns = dict(prof.patterns)
-        if pack is None and prof.server.kind in ("sglang", "vllm"):
+        if pack is None and prof.server.kind in ENGINES:
             pack = prof.server.kind
     return pack or "auto", patterns
 
@@ -79,7 +79,7 @@ def profile_draft_tokens(args: argparse.Namespace) -> int | None:
     server_args line (core.logs.acceptrate); None without the flag (the server's default depends on topk)."""
     if not args.profile:
         return None
-    from specdebug.core.metrics import profile_spec_flags
+    from specdebug.core.specflags import profile_spec_flags
 
     return profile_spec_flags(load_profile_or_exit(args.profile, "scan").server.argv)[1]
 

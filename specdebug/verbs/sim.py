@@ -10,12 +10,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # prefix_chars that never occur: every argument (even --tp, --help) goes to the sim's own parser
     parser = subparsers.add_parser(
         "sim",
-        help="run a simulated SGLang (or, with --engine vllm, vLLM) speculative-decoding server",
+        help="run a simulated speculative-decoding server (which engine: --engine; `specdebug sim --help`)",
         add_help=False,
         prefix_chars="\x00",
     )
     parser.add_argument(
-        "sim_args", nargs=argparse.REMAINDER, help="the sim's flags (SGLang's names; `specdebug sim --help`)"
+        "sim_args",
+        nargs=argparse.REMAINDER,
+        help="the sim's flags (the engine's own names; `specdebug sim --help`)",
     )
     parser.set_defaults(func=run)
 

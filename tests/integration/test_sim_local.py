@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from specdebug.core.logs.parser import LogParser
-from specdebug.core.logs.patterns import SGLANG, parse_nccl_env_line, split_prefix
+from specdebug.engines.primitives import parse_nccl_env_line, split_prefix
+from specdebug.engines.sglang_pack import SGLANG
 from specdebug.sim import PHASES, phase_lines
 from specdebug.sim.launcher import READY_LINE
 from specdebug.sim.local import LocalSim, children_titles, start_local_sim

@@ -13,9 +13,10 @@ import pytest
 
 from specdebug.core.bench.external import parse_saved_json
 from specdebug.core.envcheck import EnvQuery, build_report
-from specdebug.core.envrules import server_env_rules
 from specdebug.core.logs.parser import LogParser
-from specdebug.core.logs.patterns import SGLANG, VLLM
+from specdebug.engines import server_env_rules
+from specdebug.engines.sglang_pack import SGLANG
+from specdebug.engines.vllm_pack import VLLM
 from specdebug.remote.api import FileRead, ProcInfo
 from specdebug.sim.engine import Engine
 from specdebug.sim.http import ServerState, build_app

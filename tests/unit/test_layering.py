@@ -10,11 +10,11 @@ import pytest
 from tests.pyparse import parse_file
 
 
-def test_core_and_remote_do_not_import_textual():
+def test_core_engines_and_remote_do_not_import_textual():
     code = (
         "import importlib, pkgutil, sys\n"
-        "import specdebug.core, specdebug.remote\n"
-        "for pkg in (specdebug.core, specdebug.remote):\n"
+        "import specdebug.core, specdebug.engines, specdebug.remote\n"
+        "for pkg in (specdebug.core, specdebug.engines, specdebug.remote):\n"
         "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
         "        importlib.import_module(m.name)\n"
         "bad = sorted(n for n in sys.modules if n == 'textual' or n.startswith('textual.'))\n"
@@ -31,14 +31,28 @@ PKG = Path(__file__).resolve().parents[2] / "specdebug"
 # layer -> what it must never import.  The layering, one way:
 #   specdebug.capability (a leaf every layer may use: the write check) and specdebug.errors (the one
 #   error root, SpecdebugError: a leaf below it, which capability's ReadOnlyError derives from)
-#   remote (transport)  <-  core (services)  <-  tui / verbs (front ends);  sim is the simulated box.
+#   engines (what SGLang/vLLM do) and remote (transport), which never import each other
+#     <-  core (services)  <-  tui / verbs (front ends);  sim is the simulated box.
 # tui never reaches the verbs (the verbs are the headless twins, not a library for panes), core never
-# needs the simulator, remote never needs core, and neither core nor remote knows textual.
+# needs the simulator, remote never needs core, engines need nothing above them (pure data and pure
+# functions over it), and none of core, engines or remote knows textual.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "tui": ("specdebug.verbs",),
     "core": ("specdebug.sim", "specdebug.tui", "specdebug.verbs", "specdebug.demo", "textual"),
+    "engines": (
+        "specdebug.core",
+        "specdebug.remote",
+        "specdebug.sim",
+        "specdebug.tui",
+        "specdebug.verbs",
+        "specdebug.demo",
+        "specdebug.box",
+        "specdebug.cli",
+        "textual",
+    ),
     "remote": (
         "specdebug.core",
+        "specdebug.engines",
         "specdebug.sim",
         "specdebug.tui",
         "specdebug.verbs",
@@ -47,6 +61,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     ),
     "capability.py": (
         "specdebug.core",
+        "specdebug.engines",
         "specdebug.remote",
         "specdebug.sim",
         "specdebug.tui",
@@ -117,6 +132,27 @@ def test_the_contract_checker_sees_a_violation(tmp_path):
         assert _violations("remote") == [
             "specdebug.remote.x imports specdebug.core",
             "specdebug.remote.x imports specdebug.core.startup",
+        ]
+    finally:
+        PKG = saved
+
+
+def test_engines_and_remote_never_import_each_other(tmp_path):
+    """The two bottom layers are apart: a planted import either way is reported."""
+    for layer, other in (("engines", "remote"), ("remote", "engines")):
+        fake = tmp_path / "specdebug" / layer
+        fake.mkdir(parents=True)
+        (fake / "x.py").write_text(f"from specdebug.{other} import api\n")
+    global PKG
+    saved, PKG = PKG, tmp_path / "specdebug"
+    try:
+        assert _violations("engines") == [
+            "specdebug.engines.x imports specdebug.remote",
+            "specdebug.engines.x imports specdebug.remote.api",
+        ]
+        assert _violations("remote") == [
+            "specdebug.remote.x imports specdebug.engines",
+            "specdebug.remote.x imports specdebug.engines.api",
         ]
     finally:
         PKG = saved

@@ -6,16 +6,10 @@ from __future__ import annotations
 import pytest
 
 from specdebug.core.logs.parser import LogParser
-from specdebug.core.logs.patterns import (
-    SGLANG,
-    VLLM,
-    PackDetector,
-    detect_pack,
-    norm_key,
-    parse_kv_tail,
-    parse_nccl_env_line,
-    split_prefix,
-)
+from specdebug.engines.detect import PackDetector, detect_pack
+from specdebug.engines.primitives import norm_key, parse_kv_tail, parse_nccl_env_line, split_prefix
+from specdebug.engines.sglang_pack import SGLANG
+from specdebug.engines.vllm_pack import VLLM
 
 # ---- SGLang 1.2: decode/prefill batch lines -------------------------------------------------------
 

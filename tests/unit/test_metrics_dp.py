@@ -13,8 +13,9 @@ import json
 import httpx
 import pytest
 
-from specdebug.core.metrics import compute_rates, spec_mismatches
+from specdebug.core.metrics import compute_rates
 from specdebug.core.promparse import parse_metrics
+from specdebug.core.specflags import spec_mismatches
 from specdebug.sim.engine import Engine
 from specdebug.sim.http import ServerState, build_app
 from specdebug.sim.options import parse_args
@@ -135,7 +136,7 @@ async def test_sim_0523_exports_the_spec_gauges_and_they_check_the_profile():
 
 
 def test_profile_flags_for_the_check():
-    from specdebug.core.metrics import profile_spec_flags
+    from specdebug.core.specflags import profile_spec_flags
 
     argv = ["python3", "-m", "sglang.launch_server", "--speculative-num-steps", "2", "--tp", "8"]
     assert profile_spec_flags(argv) == (2, None)

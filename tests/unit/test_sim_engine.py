@@ -9,7 +9,8 @@ import traceback
 
 import pytest
 
-from specdebug.core.logs.patterns import SGLANG, parse_nccl_env_line
+from specdebug.engines.primitives import parse_nccl_env_line
+from specdebug.engines.sglang_pack import SGLANG
 from specdebug.sim import faults
 from specdebug.sim.costmodel import SpecConfig, expected_rate
 from specdebug.sim.engine import Engine, Finish, count_tokens

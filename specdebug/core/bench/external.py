@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from specdebug.core.bench.models import BenchResult, LatencyStats, SourceFormat, SpecDecoding
 from specdebug.core.limits import MAX_PARSE_INPUT, open_regular_file
+from specdebug.engines import ENGINES
 
 BLOCK_START = re.compile(r"^=+\s*Serving Benchmark Result\s*=+$")
 BLOCK_END = re.compile(r"^=+$")
@@ -82,19 +83,8 @@ SPEC_FIELDS: dict[str, tuple[str, Callable[[str], object]]] = {
     "draft tokens": ("draft_tokens", _intval),
     "accepted tokens": ("accepted_tokens", _intval),
 }
-SGLANG_HINTS = (
-    "backend",
-    "max reqeuest concurrency",
-    "max request concurrency",
-    "concurrency",
-    "accept length",
-)
-VLLM_HINTS = (
-    "failed requests",
-    "maximum request concurrency",
-    "request rate configured (rps)",
-    "request goodput (req/s)",
-)
+# which client printed a block or saved a JSON: each engine's bench dialect, the most specific first
+_DIALECTS = sorted(ENGINES.values(), key=lambda e: e.bench.order)
 
 
 def _clean_lines(text: str) -> list[str]:
@@ -254,10 +244,16 @@ def _is_number(text: str) -> bool:
 
 
 def _guess_format(keys: set[str]) -> SourceFormat:
-    if any(k in keys for k in VLLM_HINTS) or any("e2el" in k for k in keys):
-        return "vllm"
-    if any(k in keys for k in SGLANG_HINTS) or any("e2e latency" in k for k in keys):
-        return "sglang"
+    for engine in _DIALECTS:
+        if engine.bench.claims_block(keys):
+            return engine.name
+    return "unknown"
+
+
+def _saved_format(obj: Mapping[str, Any]) -> SourceFormat:
+    for engine in _DIALECTS:
+        if engine.claims_saved(obj):
+            return engine.name
     return "unknown"
 
 
@@ -289,9 +285,7 @@ def parse_all(text: str, *, fmt: SourceFormat | None = None) -> list[BenchResult
 
 def parse_saved_json(obj: dict[str, Any]) -> BenchResult:
     """A record of ``--output-file`` (sglang) / ``--save-result`` (vLLM) JSON into the same model."""
-    res = BenchResult(
-        kind="parsed", source_format="vllm" if "failed" in obj and "backend" not in obj else "sglang"
-    )
+    res = BenchResult(kind="parsed", source_format=_saved_format(obj))
 
     def num(key: str) -> float | None:
         v = obj.get(key)
@@ -318,7 +312,7 @@ def parse_saved_json(obj: dict[str, Any]) -> BenchResult:
     res.accept_length = num("accept_length")
     res.spec = saved_spec_decode(obj)
     if res.spec is not None:  # only vLLM writes spec_decode_* (sglang writes accept_length)
-        res.source_format = "vllm"
+        res.source_format = next(e.name for e in _DIALECTS if e.bench.writes_spec_decode)
         if res.accept_length is None:
             res.accept_length = res.spec.acceptance_length
     if isinstance(obj.get("backend"), str):

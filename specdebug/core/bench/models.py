@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from specdebug.core.hosts import GpuInfo
 from specdebug.core.metrics import ServerProm
+from specdebug.engines import EngineName
 
 
 class LatencyStats(BaseModel):
@@ -101,7 +102,7 @@ class BenchConfig(BaseModel):
 
 
 BenchKind = Literal["builtin", "external", "parsed"]
-SourceFormat = Literal["builtin", "sglang", "vllm", "aiperf", "guidellm", "unknown"]
+SourceFormat = Literal["builtin", EngineName, "aiperf", "guidellm", "unknown"]  # an engine: its own client
 
 
 class BenchResult(BaseModel):

@@ -20,11 +20,13 @@ from specdebug.core.bench.aiperf import is_aiperf, parse_aiperf_console, parse_a
 from specdebug.core.bench.external import parse_all, parse_saved_json
 from specdebug.core.bench.guidellm import is_guidellm, parse_guidellm_json
 from specdebug.core.bench.models import BenchResult
+from specdebug.engines import ENGINES
 from specdebug.errors import SpecdebugError
 
 EXPECTED = (
-    "a result of sglang.bench_serving or vllm bench serve (the printed block, or its --output-file / "
-    "--save-result JSON), aiperf (profile_export_aiperf.json or its console table) or guidellm (its JSON report)"
+    f"a result of {' or '.join(e.bench.tool for e in ENGINES.values())} (the printed block, or its "
+    f"{' / '.join(e.bench.saved_flag for e in ENGINES.values())} JSON), aiperf (profile_export_aiperf.json "
+    "or its console table) or guidellm (its JSON report)"
 )
 # keys every bench_serving / vllm bench serve record has (bench_serving.py, vllm/benchmarks/serve.py)
 SAVED_KEYS = frozenset(

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from specdebug.core.bench.models import BenchResult, ServerMetrics
 from specdebug.core.metrics import MetricsWindow
+from specdebug.engines import engine_of
 
 
 def start(base_url: str, kind: str | None) -> MetricsWindow:
     """Begin scraping /metrics through the runner's forward (about once a second)."""
-    return MetricsWindow(base_url, kind if kind in ("sglang", "vllm") else None).start()
+    return MetricsWindow(base_url, engine.name if (engine := engine_of(kind)) is not None else None).start()
 
 
 async def attach(result: BenchResult, window: MetricsWindow) -> None:

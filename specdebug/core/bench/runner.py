@@ -36,15 +36,14 @@ from specdebug.core.profiles import Profile
 from specdebug.core.profiles.paths import box_path
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.core.servers import file_size, this_run_offset
+from specdebug.engines import ENGINES, engine_of
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 
 logger = logging.getLogger(__name__)
 
-READY_LINES = {
-    "sglang": "The server is fired up and ready to roll!",
-    "vllm": "Application startup complete.",
-}
+# HTTP paths that answer {"version": ...}: every engine's, tried in turn (the kind may be custom)
+VERSION_PATHS = tuple(path for engine in ENGINES.values() for path in engine.version_paths)
 MAX_LOG_SLICE = 8 << 20  # scan at most the last 8 MiB the server wrote during the run
 MAX_OUTPUT_LINES = 5000  # external output kept for parsing (the result block is at the end)
 LineFn = Callable[[str], None]
@@ -82,7 +81,7 @@ async def server_state(client: httpx.AsyncClient, health_path: str) -> ServerSta
     except httpx.HTTPError as exc:
         st.health_error = f"{type(exc).__name__}: {exc}"
         return st
-    for path in ("/get_server_info", "/server_info", "/version"):
+    for path in VERSION_PATHS:
         try:
             resp = await client.get(path, timeout=10)
             if resp.status_code == 200:
@@ -100,7 +99,8 @@ async def has_ready_line(
 ) -> bool | None:
     """Did the *current* run print its ready line?  Launch appends to the log, so the search starts
     at the run's offset from the launch record (an earlier run's ready line proves nothing)."""
-    line = READY_LINES.get(kind)
+    engine = engine_of(kind)
+    line = engine.ready_line if engine is not None else None
     if not line or not path:
         return None
     offset = await this_run_offset(remote, profile_name, path) if profile_name else 0

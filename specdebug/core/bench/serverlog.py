@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from specdebug.core.bench.models import ServerMetrics
 from specdebug.core.logs.parser import LogParser, PatternError
+from specdebug.engines import ENGINES
 
 # pack metric names -> our three headline names (SGLang decode line / vLLM stats and spec lines)
 ALIASES = {
@@ -35,7 +36,7 @@ MAX_ERRORS = 5
 
 def _parse(text: str, kind: str, patterns: Mapping[str, str]) -> tuple[dict[str, list[float]], list[str]]:
     """Metric name -> values in log order, and the error lines."""
-    pack = kind if kind in ("sglang", "vllm") else "auto"
+    pack = kind if kind in ENGINES else "auto"
     try:
         parser = LogParser(pack, patterns=patterns, from_start=False)
     except PatternError:

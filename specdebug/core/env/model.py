@@ -9,16 +9,23 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from specdebug.core.logs.patterns import parse_nccl_env_line as _parse_nccl_fields
+from specdebug.engines import ENGINES
+from specdebug.engines.primitives import parse_nccl_env_line as _parse_nccl_fields
 
 EnvironState = Literal["readable", "clobbered", "denied", "gone"]
 VarStatus = Literal["ok", "missing", "different", "unverifiable"]
 VarSource = Literal["environ", "nccl_log", "launcher"]
 
-DEFAULT_PREFIXES: tuple[str, ...] = ("NCCL_", "CUDA_", "TORCH_", "SGLANG_", "VLLM_", "PYTORCH_")
+DEFAULT_PREFIXES: tuple[str, ...] = (
+    "NCCL_",
+    "CUDA_",
+    "TORCH_",
+    *(prefix for engine in ENGINES.values() for prefix in engine.env_prefixes),
+    "PYTORCH_",
+)
 
-#: What the server does to its workers' env: per engine, version and flags (see envrules).
-SERVER_OVERWRITES_SOURCE = "specdebug.core.envrules"
+#: What the server does to its workers' env: per engine, version and flags (the engine's env_rules).
+SERVER_OVERWRITES_SOURCE = "specdebug.engines"
 
 CLK_TCK = 100  # USER_HZ: the unit of /proc/PID/stat start times on every mainstream Linux arch
 NCCL_ENV_MARKER = "set by environment to"

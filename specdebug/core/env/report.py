@@ -20,9 +20,10 @@ from specdebug.core.env.model import (
     parse_nccl_env_line,
 )
 from specdebug.core.env.proc import classify_environ, parse_btime, parse_passwd, parse_status
-from specdebug.core.envrules import EnvRule, server_env_rules
 from specdebug.core.secrets import mask_argv, mask_value, same_value, scrub, secret_values
 from specdebug.core.workers import Selection, select_workers, server_kind
+from specdebug.engines import server_env_rules
+from specdebug.engines.envrules import EnvRule
 from specdebug.remote.api import FileRead, ProcInfo
 
 # ---------------------------------------------------------------------------------------------

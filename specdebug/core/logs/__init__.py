@@ -1,8 +1,8 @@
-"""Logs service: parse SGLang/vLLM logs into metrics, follow remote files, scan files after the fact.
+"""Logs service: parse server logs into metrics, follow remote files, scan files after the fact.
 
-Modules: patterns (packs, detection, key/value tails, NCCL env lines), parser (stateful line
-parser), shapes + shapelearn (the parser's cache of batch-line layouts: repeats parsed by one regex
-match, same results), stats (bounded series), scan (whole files), follow (remote follow by offset),
+The patterns themselves (packs, detection, key/value tails, NCCL env lines) belong to the engines
+(specdebug.engines).  Modules: parser (stateful line parser), shapes + shapelearn (the parser's
+cache of batch-line layouts: repeats parsed by one regex match, same results), stats (bounded series), scan (whole files), follow (remote follow by offset),
 context (+-N lines around an offset), location (HOST:PATH), events (pydantic models).
 """
 
@@ -12,7 +12,6 @@ from specdebug.core.logs.follow import Follower, RawLine
 from specdebug.core.logs.location import split_host_path
 from specdebug.core.logs.matches import follow_matches
 from specdebug.core.logs.parser import LogParser, PatternError
-from specdebug.core.logs.patterns import PACKS, SGLANG, VLLM, Pack, detect_pack, get_pack, parse_nccl_env_line
 from specdebug.core.logs.scan import Analyzer, ScanResult, scan_chunks, scan_file, scan_lines, scan_remote
 from specdebug.core.logs.stats import MetricStore, Series, SeriesStats
 
@@ -23,23 +22,16 @@ __all__ = [
     "follow_matches",
     "read_context",
     "split_host_path",
-    "PACKS",
-    "SGLANG",
-    "VLLM",
     "Analyzer",
     "LogEvent",
     "LogMatch",
     "LogParser",
     "MetricSample",
     "MetricStore",
-    "Pack",
     "PatternError",
     "ScanResult",
     "Series",
     "SeriesStats",
-    "detect_pack",
-    "get_pack",
-    "parse_nccl_env_line",
     "scan_chunks",
     "scan_file",
     "scan_lines",

@@ -18,19 +18,19 @@ import re
 from collections import Counter
 from typing import Any
 
+from specdebug.engines import sglang, vllm
+from specdebug.engines.sglang import WITH_BONUS, WITHOUT_BONUS
+
 OWN = "draft_accept_rate"
 OWN_DEFINITION = (
     "specdebug's own, the same for every version: (accept length - 1) / (draft tokens - 1), accepted "
-    "drafts per drafted token without the bonus token (what SGLang >= 0.5.23 and vLLM print)"
+    f"drafts per drafted token without the bonus token (what {sglang.ENGINE.title} >= 0.5.23 and "
+    f"{vllm.ENGINE.title} print)"
 )
-WITH_BONUS = "with_bonus"
-WITHOUT_BONUS = "without_bonus"
-DEFINITIONS = {
-    WITH_BONUS: "SGLang < 0.5.23: accepted tokens incl. the bonus / (forwards x draft tokens) = accept length / draft tokens",
-    WITHOUT_BONUS: "SGLang >= 0.5.23: accepted drafts / (forwards x (draft tokens - 1)), bonus token left out",
-}
+# the printed `accept rate:` of the batch lines: its meaning changed in 0.5.23 (engines.sglang)
+DEFINITIONS = sglang.ACCEPT_RATE_MEANINGS
 UNKNOWN = "cannot tell which definition (draft tokens unknown, or accept length = draft tokens)"
-VLLM_DEFINITION = "vLLM: accepted / drafted tokens, in percent (bonus token left out)"
+VLLM_DEFINITION = vllm.ACCEPT_RATE_MEANINGS["draft_acceptance_rate"]
 
 # ServerArgs(..., speculative_num_draft_tokens=3, ...) or {'speculative_num_draft_tokens': 3, ...}
 _DRAFT_TOKENS_RE = re.compile(r"""\bspeculative_num_draft_tokens['"]?\s*[=:]\s*(\d+)""")

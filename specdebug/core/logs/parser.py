@@ -14,23 +14,22 @@ from typing import Any, Protocol
 
 from specdebug.core.limits import MAX_LINE
 from specdebug.core.logs.events import LogEvent, LogMatch
-from specdebug.core.logs.patterns import (
-    ANSI_RE,
-    NCCL_ENV_RE,
-    PACKS,
-    Pack,
-    PackDetector,
-    Parsed,
-    get_pack,
-    parse_nccl_env_line,
-    parse_value,
-    split_prefix,
-)
-from specdebug.core.logs.primitives import as_float
 from specdebug.core.logs.shapelearn import learn
 from specdebug.core.logs.shapes import ShapeCache
 from specdebug.core.logs.userrx import UserPattern
 from specdebug.core.secrets import Scrubber
+from specdebug.engines import PACKS, get_pack
+from specdebug.engines.detect import PackDetector
+from specdebug.engines.pack import Pack
+from specdebug.engines.primitives import (
+    ANSI_RE,
+    NCCL_ENV_RE,
+    Parsed,
+    as_float,
+    parse_nccl_env_line,
+    parse_value,
+    split_prefix,
+)
 from specdebug.errors import SpecdebugError
 
 _NAMED_GROUP_RE = re.compile(r"\(\?P<[A-Za-z_]\w*>")
@@ -39,6 +38,11 @@ _META = re.compile(r"[.^$*+?{}\[\]\\|()]")
 
 _NO_FIELDS: dict[str, Any] = {}
 _STAT_EVENTS = frozenset(ev for pk in PACKS.values() for ev, _ in pk.heads)
+
+
+def _known_to_another(pack: Pack, msg: str) -> bool:
+    """Another pack reads this message as one of its own startup milestones."""
+    return any(rx.search(msg) for other in PACKS.values() if other is not pack for _, rx in other.milestones)
 
 
 class PlainMatch:
@@ -416,7 +420,9 @@ class LogParser:
             if pk.restart_re.search(msg):
                 self.in_warmup = True
                 return
-            if pk.warmup_done_re.search(msg) and (self.pack or pk is PACKS["sglang"]):
+            # undecided: a warmup-done line another pack also knows (a uvicorn banner every engine
+            # prints, before its own warmup) proves nothing yet
+            if pk.warmup_done_re.search(msg) and (self.pack or not _known_to_another(pk, msg)):
                 self.in_warmup = False
                 self.marker_seen = True
                 return

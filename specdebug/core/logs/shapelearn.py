@@ -22,9 +22,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from specdebug.core.logs.engine import Pack
-from specdebug.core.logs.primitives import Prefix, norm_key, parse_value
 from specdebug.core.logs.shapes import MetricStep, Shape, getter, grabber, prefix_ts_span
+from specdebug.engines.pack import Pack
+from specdebug.engines.primitives import Prefix, norm_key, parse_value
 
 _INT = re.compile(r"[0-9]{1,300}")
 _FLOAT = re.compile(r"[0-9]{1,300}\.[0-9]{1,300}")

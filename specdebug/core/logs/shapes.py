@@ -21,7 +21,7 @@ from operator import call, itemgetter, methodcaller
 from typing import Any
 
 from specdebug.core.logs.events import LogMatch
-from specdebug.core.logs.primitives import Prefix
+from specdebug.engines.primitives import Prefix
 
 Getter = Callable[[Any], tuple[Any, ...]]  # over groups, regs or a fields dict
 # (kind, metric name, field keys, group numbers): kinds "num", "pct" (x100 unless printed with %),

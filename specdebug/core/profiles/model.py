@@ -15,11 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from specdebug.core.fingerprint import config_fingerprint, normal_cwd, split_argv
 from specdebug.core.profiles.diff import SWITCH_SHOWN, Knob, KnobValue
+from specdebug.engines import DEFAULT_ENGINE, ENGINES, EngineName
 from specdebug.errors import SpecdebugError
 from specdebug.remote.shell import is_env_name
 
-Kind = Literal["sglang", "vllm", "custom"]
-DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000}
+Kind = Literal[EngineName, "custom"]  # an engine of the registry, or a server without one (one Literal)
+DEFAULT_PORTS: dict[str, int] = {name: engine.default_port for name, engine in ENGINES.items()}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -70,7 +71,7 @@ class ServerSpec(_Strict):
     port: int = Field(
         default=0, ge=0, le=65535, description="HTTP port; default from --port in argv or kind."
     )
-    kind: Kind = Field(default="sglang", description="Picks the built-in phase/error/metric patterns.")
+    kind: Kind = Field(default=DEFAULT_ENGINE, description="Picks the built-in phase/error/metric patterns.")
     spt_noenv: bool = Field(
         default=True,
         description="Launch with SPT_NOENV=1 so setproctitle leaves workers' /proc/PID/environ readable.",
@@ -97,7 +98,8 @@ class ReadySpec(_Strict):
 
     health: str = Field(default="/health", description="HTTP path polled on the box until it answers 200.")
     require_ready_line: bool = Field(
-        default=True, description="Also wait for the kind's ready line in the log (SGLang: 'fired up')."
+        default=True,
+        description="Also wait for the kind's ready line in the log (its engine's, e.g. 'fired up').",
     )
     timeout_s: float = Field(default=900.0, gt=0, description="Give up (verdict failed) after this long.")
 

@@ -1,23 +1,23 @@
 """The figures of one recorded benchmark result that the speculation arithmetic needs, each with
 the place it came from (a figure nobody measured stays None: "cannot tell", never a guess).
 
-Tokens verified per cycle come from the recorded launch argv: SGLang's --speculative-num-draft-tokens
-(else num-steps + 1, SGLang's own default for topk 1); vLLM's --speculative-config
-num_speculative_tokens + 1 (the drafts plus the target's own token).  Times come from the server's
+Tokens verified per cycle come from the recorded launch argv, read by the engine whose speculative
+flags it holds (engines.*.spec_shape): SGLang's --speculative-num-draft-tokens (else num-steps + 1,
+SGLang's own default for topk 1); vLLM's --speculative-config num_speculative_tokens + 1 (the drafts
+plus the target's own token).  Times come from the server's
 log lines seen during the run (ServerMetrics: verify_ms, extra draft_ms), accept length from the
 log, else /metrics, else the external tool's output.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from specdebug.core.bench.models import BenchResult
 from specdebug.core.fingerprint import split_argv
 from specdebug.core.report import HistoryEntry
-
-NO_SPEC = ("", "none", "null")
+from specdebug.engines import ENGINES
+from specdebug.engines.base import SpecShape
 
 
 @dataclass
@@ -42,42 +42,15 @@ def _flags(argv: list[str] | None) -> dict[str, list[str]]:
     return dict(split_argv(list(argv or []))[1])
 
 
-def _int(values: list[str] | None) -> int | None:
-    try:
-        return int(values[0]) if values else None
-    except ValueError:
-        return None
-
-
-def spec_shape(argv: list[str] | None) -> tuple[bool, int | None, int | None, str]:
-    """(speculative?, tokens verified per cycle, topk, which flags said so) from a launch argv."""
+def spec_shape(argv: list[str] | None) -> SpecShape:
+    """(speculative?, tokens verified per cycle, topk, which flags said so) from a launch argv: the
+    engine whose speculative switch the argv holds answers (an argv holds one engine's flags)."""
     flags = _flags(argv)
-    conf = flags.get("--speculative-config") or flags.get("--speculative_config")
-    if conf:
-        try:
-            data = json.loads(conf[0])
-        except ValueError:
-            return True, None, None, "--speculative-config (not JSON)"
-        n = data.get("num_speculative_tokens") if isinstance(data, dict) else None
-        if isinstance(n, int) and n > 0:
-            return True, n + 1, None, "--speculative-config num_speculative_tokens + 1"
-        return True, None, None, "--speculative-config (no num_speculative_tokens)"
-    algo = flags.get("--speculative-algorithm")
-    if not algo or algo[0].lower() in NO_SPEC:
-        return (
-            False,
-            1,
-            None,
-            "no --speculative-algorithm" if not algo else f"--speculative-algorithm {algo[0]}",
-        )
-    topk = _int(flags.get("--speculative-eagle-topk"))
-    tokens = _int(flags.get("--speculative-num-draft-tokens"))
-    if tokens is not None:
-        return True, tokens, topk, "--speculative-num-draft-tokens"
-    steps = _int(flags.get("--speculative-num-steps"))
-    if steps is not None and (topk or 1) == 1:
-        return True, steps + 1, topk, "--speculative-num-steps + 1 (topk 1)"
-    return True, None, topk, "argv does not give the draft tokens"
+    for engine in ENGINES.values():
+        shape = engine.spec_shape(flags)
+        if shape is not None:
+            return shape
+    return False, 1, None, "no " + " or ".join(e.spec_switch for e in ENGINES.values())
 
 
 def point_of(entry: HistoryEntry) -> SpecPoint:

@@ -3,7 +3,8 @@
 Why group: a distributed hang is usually N-1 ranks waiting in a collective for the one that is
 behind; eight stacks printed one after another hide that, two groups ("7 ranks: all_reduce",
 "rank 3: forward_decode -> synchronize") show it.  The phase comes from the function names on the
-main thread (SGLang's, which the sim's frames copy); no known name gives "cannot tell".
+main thread (the engines' `stack_phases`: SGLang's, which the sim's frames copy); no known name gives
+"cannot tell".
 """
 
 from __future__ import annotations
@@ -12,22 +13,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-# (phase, any of these function names on the main thread), first match wins
+from specdebug.engines import ENGINES
+
+# (phase, any of these function names on the main thread), first match wins: a collective wait (torch /
+# NCCL, every engine) before the engines' own function names (`Engine.stack_phases`)
 PHASE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "NCCL collective wait",
         ("all_reduce", "pynccl_all_reduce", "all_gather", "broadcast", "barrier", "wait_for_peers"),
     ),
-    ("verify (target forward, extend mode)", ("verify",)),
-    ("draft", ("draft", "draft_forward")),
-    ("decode (CUDA graph replay)", ("replay",)),
-    ("decode", ("forward_decode",)),
-    ("prefill (extend)", ("forward_extend",)),
-    ("startup: init", ("init_torch_distributed", "init_distributed_environment")),
-    ("startup: load_weights", ("load_model", "load_weights")),
-    ("startup: kv_cache", ("init_memory_pool",)),
-    ("startup: cuda_graph", ("capture", "init_cuda_graphs")),
-    ("idle (waiting for requests)", ("recv_requests", "event_loop_normal", "event_loop_overlap")),
+    *(rule for engine in ENGINES.values() for rule in engine.stack_phases),
 )
 RANK = re.compile(r"(?:TP|_TP|Worker_TP)(\d+)")
 

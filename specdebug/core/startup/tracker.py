@@ -18,7 +18,7 @@ from specdebug.core.logs.hints import with_hint
 from specdebug.core.startup.events import GroupChange, HealthChange, LogLine, LogProblem, ServerPhase, Verdict
 
 if TYPE_CHECKING:
-    from specdebug.core.logs.engine import Pack
+    from specdebug.engines.pack import Pack
 
 TrackerEvent = ServerPhase | LogLine | HealthChange | GroupChange | LogProblem | Verdict
 
@@ -34,7 +34,7 @@ EXCERPT_MAX = 80
 
 
 def _packs() -> dict[str, Pack]:
-    from specdebug.core.logs.patterns import PACKS
+    from specdebug.engines import PACKS
 
     return PACKS
 

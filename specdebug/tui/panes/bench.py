@@ -30,7 +30,6 @@ from specdebug.core.bench.events import BenchLine
 from specdebug.core.bench.headline import headline_text
 from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchRequest, bench_events
-from specdebug.core.logs.patterns import ANSI_RE
 from specdebug.core.report import (
     HistoryEntry,
     baseline_event,
@@ -44,6 +43,7 @@ from specdebug.core.report import (
     history,
 )
 from specdebug.core.sanitize import visible
+from specdebug.engines.primitives import ANSI_RE
 from specdebug.tui.pane import Pane, describe_error
 from specdebug.tui.panes.bench_view import bar, chart, compare_renderable, progress_text
 from specdebug.tui.widgets.spec_panel import spec_renderable

@@ -29,6 +29,7 @@ from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
 from specdebug.core.servers import ServerRecord
 from specdebug.core.startup.events import ServerState
+from specdebug.engines import worker_match
 from specdebug.remote.api import RemoteError
 from specdebug.tui.pane import Pane
 from specdebug.tui.stacks_action import open_stacks
@@ -48,7 +49,7 @@ LEGEND = (  # every mark is a word or a sign, colour only repeats it (a monochro
     ("[nccl] proven by NCCL log", "dim"),
     ("! set by the server itself", "bold red"),
 )
-DEFAULT_MATCH = r"^(sglang::scheduler|VLLM::(Worker|EngineCore))"
+DEFAULT_MATCH = worker_match()  # every engine's worker titles
 MAX_VALUE = 40
 CONNECT_WAIT_S = 30.0
 

@@ -33,6 +33,7 @@ from specdebug.core.profiles import Profile
 from specdebug.core.secrets import Scrubber
 from specdebug.core.servers import ServerRecord, file_size, this_run_offset
 from specdebug.core.startup.events import ServerState
+from specdebug.engines import ENGINES
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.logs_boxes import LogsBoxes
@@ -116,7 +117,7 @@ class LogsPane(LogsBoxes):
         yield Static("", id="logs-status")
         for box_id, placeholder in (
             ("logs-input", "regex, e.g. accept|ERROR"),
-            ("logs-path", "/var/log/server.log or ~/logs/sglang.log"),
+            ("logs-path", "/var/log/server.log or ~/logs/server.log"),
         ):
             # the filter box reopens with its regex and the cursor at its end (typing adds to it)
             box = Input(placeholder=placeholder, id=box_id, select_on_focus=box_id == "logs-path")
@@ -282,7 +283,7 @@ class LogsPane(LogsBoxes):
         patterns = dict(profile.patterns) if profile is not None else {}
         try:
             return LogParser(
-                kind if kind in ("sglang", "vllm") else "auto",
+                kind if kind in ENGINES else "auto",
                 patterns=patterns,
                 from_start=True,
                 scrub=Scrubber.for_profile(profile),  # the profile's secret values never reach the view

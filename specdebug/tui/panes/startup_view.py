@@ -13,12 +13,14 @@ from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
 from specdebug.core.startup import Clock, ServerState, StartupHistory
 from specdebug.core.startup.monitor import ServerMonitor
+from specdebug.engines import NO_ENGINE_PHASES, engine_of
 
-EXPECTED_PHASES = {
-    "sglang": ["launch", "args", "load_weights", "kv_cache", "cuda_graph", "http_server", "warmup", "ready"],
-    "vllm": ["launch", "args", "engine_init", "load_weights", "kv_cache", "http_server", "ready"],
-    "custom": ["launch", "ready"],
-}
+
+def expected_phases(kind: str) -> list[str]:
+    """The checklist for a kind: its engine's startup phases, or launch + ready without an engine."""
+    engine = engine_of(kind)
+    return list(engine.phases if engine is not None else NO_ENGINE_PHASES)
+
 
 STATE_STYLE = {
     ServerState.READY: "bold green",
@@ -109,7 +111,7 @@ class StartupView:
         kind = self.profile.server.kind if self.profile is not None else "custom"
         seen = {p.name: p for p in self.mon.phases}
         names = [p.name for p in self.mon.phases]
-        expected = list(self.history.phase_starts) if self.history else EXPECTED_PHASES.get(kind, [])
+        expected = list(self.history.phase_starts) if self.history else expected_phases(kind)
         for name in expected:
             if name not in seen:
                 names.append(name)

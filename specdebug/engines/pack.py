@@ -1,7 +1,8 @@
 """The pack engine: a `Pack` is plain data (heads, milestones, ready and error patterns, metric
 maps) plus the pure helpers that apply it to a line (phase_of, is_ready, error_kind, parse_message).
 
-Separate from the packs so adding a server (a TensorRT-LLM pack, say) is a new data module only.
+Separate from the packs so adding a server (a TensorRT-LLM pack, say) is a new data module plus its
+engine module (engines/base.py), never a change here.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from specdebug.core.logs.primitives import (
+from specdebug.engines.primitives import (
     ANSI_RE,
     Parsed,
     as_float,

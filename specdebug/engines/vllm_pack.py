@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import re
 
-from specdebug.core.logs.engine import ERR_COMMON, GENERIC_EXC, Pack
+from specdebug.engines.pack import ERR_COMMON, GENERIC_EXC, Pack
+
+# uvicorn's, on the API server (head node only); no regex metacharacters: it is its own pattern
+READY_LINE = "Application startup complete"
 
 VLLM = Pack(
     name="vllm",
@@ -52,7 +55,7 @@ VLLM = Pack(
                 r"Starting vLLM (?:API )?server|Started server process|Waiting for application startup"
             ),
         ),
-        ("ready", re.compile(r"Application startup complete")),
+        ("ready", re.compile(READY_LINE)),
     ),
     errors=tuple(
         (k, re.compile(r))
@@ -65,8 +68,8 @@ VLLM = Pack(
             ("exception", GENERIC_EXC),
         )
     ),
-    ready_re=re.compile(r"Application startup complete"),
-    warmup_done_re=re.compile(r"Application startup complete"),
+    ready_re=re.compile(READY_LINE),
+    warmup_done_re=re.compile(READY_LINE),
     restart_re=re.compile(r"vLLM (?:API )?server version|▀▄▀ █\s+version "),
     prefilter=(
         "Avg prompt throughput",

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 
-from specdebug.core.logs.engine import ERR_COMMON, GENERIC_EXC, Pack
+from specdebug.engines.pack import ERR_COMMON, GENERIC_EXC, Pack
 
+# printed on node 0 only, after warmup; no regex metacharacters, so it is its own pattern (box prefilter)
+READY_LINE = "The server is fired up and ready to roll!"
 # the server start: `server_args=ServerArgs(...)` (dataclass repr, up to 0.5.2x) or `server_args={...}`
 # (0.5.23 engine.py:311, `resolved_dict()`); either marks a new run in an appended log
 ARGS_RE = r"server_args=(?:ServerArgs\(|\{)"
@@ -68,7 +70,7 @@ SGLANG = Pack(
         ("http_server", re.compile(r"Started server process|Waiting for application startup")),
         ("http_ready", re.compile(r"Application startup complete|Uvicorn running on")),
         ("warmup", re.compile(r'"(?:GET /(?:get_)?model_info|POST /generate) HTTP')),
-        ("ready", re.compile(r"The server is fired up and ready to roll!")),
+        ("ready", re.compile(READY_LINE)),
     ),
     errors=tuple(
         (k, re.compile(r))
@@ -90,8 +92,8 @@ SGLANG = Pack(
         event: {"token_usage": ("full_token_usage", "swa_token_usage")}
         for event in ("decode_batch", "prefill_batch")
     },
-    ready_re=re.compile(r"The server is fired up and ready to roll!"),
-    warmup_done_re=re.compile(r"The server is fired up and ready to roll!|Warmup ended"),
+    ready_re=re.compile(READY_LINE),
+    warmup_done_re=re.compile(READY_LINE + r"|Warmup ended"),
     restart_re=re.compile(ARGS_RE),
     prefilter=(
         "Decode batch",

@@ -1,0 +1,160 @@
+"""vLLM as an Engine: its pack, phases, ready line, worker titles, env rules, /metrics, bench client.
+
+Sources: shared/formats/serving-formats.md (log lines), current-sources.md (/metrics names), and for
+the multi-node flags shared/notes/multinode.md section 1.6 (multiprocessing, no Ray).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from specdebug.engines.base import BenchDialect, EngineName, PromNames, SpecShape, check_node
+from specdebug.engines.envrules import EnvRule, parse_version
+from specdebug.engines.pack import Pack
+from specdebug.engines.vllm_pack import READY_LINE, VLLM
+
+# vLLM: PR #19105 (June 2025, ~0.9.1) respects an explicit NCCL_CUMEM_ENABLE in env_override.py;
+# PR #24141 (~0.11.0) removed the override; before, worker_base.py forced 0 inside each worker.
+VLLM_CUMEM_RESPECTED_SINCE = (0, 9, 1)  # approximate (release of PR #19105)
+VLLM_CUMEM_DROPPED_SINCE = (0, 11, 0)  # approximate (release of PR #24141)
+
+# what vLLM's printed `Draft acceptance rate` means (every version seen)
+ACCEPT_RATE_MEANINGS = {
+    "draft_acceptance_rate": "vLLM: accepted / drafted tokens, in percent (bonus token left out)"
+}
+
+
+def vllm_rules(version: str | None, argv: Sequence[str] = ()) -> dict[str, EnvRule]:
+    """vLLM's NCCL_CUMEM_ENABLE handling (set inside each process, so /proc/PID/environ never shows it)."""
+    v = parse_version(version)
+    name = "NCCL_CUMEM_ENABLE"
+    if v is not None and v >= VLLM_CUMEM_DROPPED_SINCE:
+        return {}
+    if v is not None and v >= VLLM_CUMEM_RESPECTED_SINCE:
+        note = f"vLLM {version} sets {name}=0 only when it is not exported (env_override.py, PR #19105)"
+        return {name: EnvRule(name, "default", "0", note)}
+    if v is not None:
+        note = f"vLLM {version} forces {name}=0 inside each worker (worker_base.py; invisible in environ)"
+        return {name: EnvRule(name, "overwrites", "0", note)}
+    note = (
+        f"older vLLM (before ~0.9.1) forced {name}=0 inside each worker (invisible in environ); 0.9.1-0.10 "
+        "keep an exported value (PR #19105); 0.11+ leave it alone (PR #24141); server version unknown"
+    )
+    return {name: EnvRule(name, "maybe", "0", note)}
+
+
+PROM = PromNames(
+    prefix="vllm:",
+    spec_from="counters",
+    accept_rate_is_own="= accept rate (vLLM counts accepted / drafted tokens, bonus left out)",
+    off_hint="metrics off: vLLM always serves /metrics; check the port or a proxy in front of the server",
+    gauges=(
+        ("running", ("vllm:num_requests_running",)),
+        ("queued", ("vllm:num_requests_waiting",)),
+        ("kv_usage", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),  # older: gpu_
+    ),
+    generation_tokens="vllm:generation_tokens",
+    drafts="vllm:spec_decode_num_drafts",
+    draft_tokens="vllm:spec_decode_num_draft_tokens",
+    accepted_tokens="vllm:spec_decode_num_accepted_tokens",
+    accepted_per_pos="vllm:spec_decode_num_accepted_tokens_per_pos",
+)
+
+BENCH = BenchDialect(
+    tool="vllm bench serve",
+    block_keys=(
+        "failed requests",
+        "maximum request concurrency",
+        "request rate configured (rps)",
+        "request goodput (req/s)",
+    ),
+    latency_word="e2el",
+    order=1,
+    saved_flag="--save-result",
+    writes_spec_decode=True,
+)
+
+# evidence a log line gives (summed by engines.detect); weight 3: lines only vLLM prints
+DETECT = (
+    (
+        3,
+        re.compile(
+            r"SpecDecoding metrics|Speculative metrics|Avg prompt throughput|vLLM (?:API )?server version"
+        ),
+    ),
+    (2, re.compile(r"\((?:APIServer|EngineCore\w*|Worker\w*|VllmWorker\w*) (?:rank=\d+ )?pid=\d+\)|VLLM::")),
+    (1, re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d |vLLM|vllm")),
+)
+
+
+class Vllm:
+    """The vLLM engine (every attribute documented on `engines.base.Engine`)."""
+
+    name: EngineName = "vllm"
+    title: str = "vLLM"
+    package: str = "vllm"
+    pack: Pack = VLLM
+    phases: tuple[str, ...] = (
+        "launch",
+        "args",
+        "engine_init",
+        "load_weights",
+        "kv_cache",
+        "http_server",
+        "ready",
+    )
+    ready_line: str = READY_LINE
+    worker_titles: tuple[str, ...] = (
+        "VLLM::",
+        "VllmWorker",
+    )  # VLLM::Worker_TP0, VLLM::EngineCore; older VllmWorker
+    worker_match: str = "VLLM::(Worker|EngineCore)"
+    env_prefixes: tuple[str, ...] = ("VLLM_",)
+    default_port: int = 8000
+    version_paths: tuple[str, ...] = ("/version",)
+    prom: PromNames = PROM
+    bench: BenchDialect = BENCH
+    detect: tuple[tuple[int, re.Pattern[str]], ...] = DETECT
+    accept_rate_meanings: Mapping[str, str] = ACCEPT_RATE_MEANINGS
+    spec_switch: str = "--speculative-config"
+    stack_phases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # none known yet: "cannot tell"
+
+    def env_rules(self, version: str | None, argv: Sequence[str] = ()) -> dict[str, EnvRule]:
+        return vllm_rules(version, argv)
+
+    def spec_shape(self, flags: Mapping[str, list[str]]) -> SpecShape | None:
+        """--speculative-config's num_speculative_tokens + 1 (the drafts plus the target's own token)."""
+        conf = flags.get(self.spec_switch) or flags.get("--speculative_config")
+        if not conf:
+            return None
+        try:
+            data = json.loads(conf[0])
+        except ValueError:
+            return True, None, None, "--speculative-config (not JSON)"
+        n = data.get("num_speculative_tokens") if isinstance(data, dict) else None
+        if isinstance(n, int) and n > 0:
+            return True, n + 1, None, "--speculative-config num_speculative_tokens + 1"
+        return True, None, None, "--speculative-config (no num_speculative_tokens)"
+
+    def claims_saved(self, obj: Mapping[str, Any]) -> bool:
+        """`--save-result` JSON: a `failed` count and no `backend` key (vllm/benchmarks/serve.py)."""
+        return "failed" in obj and "backend" not in obj
+
+    def node_args(self, nnodes: int, rank: int, leader_addr: str, port: int) -> list[str]:
+        """Multiprocessing multi-node (no Ray): `--nnodes N --node-rank i --master-addr LEADER` on every
+        node, plus `--headless` (no API server) on ranks >= 1 (shared/notes/multinode.md 1.6, from
+        vLLM's docs/serving/parallelism_scaling.md and the LWS guide).  `--master-port PORT` is
+        ParallelConfig's master_port flag; the notes name only the address, so its spelling rests on
+        vLLM's arg parser, not on a source we read.  One node: nothing to add."""
+        check_node(nnodes, rank, leader_addr, port)
+        if nnodes == 1:
+            return []
+        args = ["--nnodes", str(nnodes), "--node-rank", str(rank), "--master-addr", leader_addr]
+        args += ["--master-port", str(port)]
+        return args + (["--headless"] if rank >= 1 else [])
+
+
+ENGINE = Vllm()
