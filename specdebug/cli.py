@@ -101,7 +101,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.subcommands: dict[str, argparse.ArgumentParser] = {}
 
-    def add_subparsers(self, **kwargs: Any) -> Any:
+    def add_subparsers(self, **kwargs: Any) -> Any:  # typeshed types it by overloads on parser_class
         action = super().add_subparsers(**kwargs)
         self.subcommands = action.choices  # name -> parser, filled as sub-commands are added
         return action
@@ -114,7 +114,9 @@ def verb_parser(name: str) -> argparse.ArgumentParser:
         raise KeyError(name)
     module = importlib.import_module(f"specdebug.verbs.{verb.module}")
     holder = _Parser(prog="specdebug")  # sub-parsers made under it are _Parsers too
-    sub = holder.add_subparsers(dest="verb", metavar="VERB")
+    sub: argparse._SubParsersAction[argparse.ArgumentParser] = holder.add_subparsers(
+        dest="verb", metavar="VERB"
+    )
     module.register(sub)
     return sub.choices[name]
 

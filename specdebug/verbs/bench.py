@@ -44,7 +44,7 @@ from specdebug.verbs.common import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "bench",
         help="benchmark a server (built-in streaming client or the profile's command); --parse a saved output",

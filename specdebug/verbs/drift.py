@@ -21,7 +21,7 @@ from specdebug.verbs.common import add_host_args, load_profile_or_exit, open_rem
 KEY_PACKAGES = ("sglang", "vllm", "torch", "flashinfer-python", "triton", "nvidia-nccl-cu12", "transformers")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "drift",
         help="what can move a number besides the profile: packages, patched files, GPUs",

@@ -36,7 +36,7 @@ from specdebug.verbs.common import (
 from specdebug.verbs.scan import LOG_HELP, match_json
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("grep", help="print log lines matching regexes (on the box), optionally following")
     p.add_argument("log", metavar="HOST:PATH", help=LOG_HELP)
     p.add_argument(

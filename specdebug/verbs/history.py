@@ -27,6 +27,7 @@ from specdebug.core.bench.headline import headline_of, settings_differ
 from specdebug.core.drift.compare import drift_lines
 from specdebug.core.journal import resolve_session
 from specdebug.core.report import (
+    HistoryEntry,
     baseline_event,
     baseline_of,
     compare_order,
@@ -63,7 +64,7 @@ def _box_args(p: argparse.ArgumentParser) -> None:
     add_ssh_args(p)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     h = subparsers.add_parser("history", help="list the benchmark results of a session")
     h.add_argument("--session", metavar="DIR", help=SESSION_HELP)
     h.add_argument("--json", action="store_true", help='print {"results": [...]}')
@@ -207,7 +208,7 @@ def _history(args: argparse.Namespace, journal: Any) -> int:
     return 0
 
 
-def _compare(a, b, as_json: bool) -> int:
+def _compare(a: HistoryEntry, b: HistoryEntry, as_json: bool) -> int:
     """From `a` to `b` (compare_order: the baseline or the earlier run first, as the table's vs base)."""
     config = config_diff(a.result, b.result)
     metrics = metric_diff(a.result, b.result)

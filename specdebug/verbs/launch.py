@@ -26,7 +26,7 @@ from specdebug.verbs.common import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from specdebug.verbs.common import add_host_args
 
     def common(p: argparse.ArgumentParser, *, session: bool = True) -> None:

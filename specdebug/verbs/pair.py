@@ -28,7 +28,7 @@ from specdebug.core.pair_owner import user_name
 from specdebug.verbs.common import err, out, print_json
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "pair",
         help="share the TUI in a tmux session: read-only or read-write seats for other users",

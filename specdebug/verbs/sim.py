@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # prefix_chars that never occur: every argument (even --tp, --help) goes to the sim's own parser
     parser = subparsers.add_parser(
         "sim",

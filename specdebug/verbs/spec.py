@@ -34,7 +34,7 @@ from specdebug.verbs.common import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "spec",
         help="speculation arithmetic: cycle cost, predicted tok/s, verify fit",
