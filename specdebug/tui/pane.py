@@ -117,7 +117,7 @@ class Pane(Widget):
             if name.startswith("action_") and callable(value) and not hasattr(value, "__wrapped__"):
                 setattr(cls, name, _refusal_said(value))
 
-    def __init__(self, ctx: AppContext, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(id=kwargs.pop("id", self.PANE_ID), **kwargs)
         self.ctx = ctx
         self.from_palette = False  # set while the command palette runs one of this pane's actions

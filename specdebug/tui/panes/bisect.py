@@ -28,6 +28,7 @@ from specdebug.core.bisect.run import Bisection
 from specdebug.core.bisect.trial import TrialError
 from specdebug.core.profiles import ProfileError, load_profile
 from specdebug.remote.api import RemoteError
+from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.panes.bisect_view import BisectView
 
@@ -89,7 +90,7 @@ class BisectPane(Pane):
     BisectPane.-narrow #bisect-side { width: 44; }
     """
 
-    def __init__(self, ctx, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
         self.view = BisectView()
         self.good: Path | None = None

@@ -8,6 +8,8 @@ pane shows its progress and renders the report.  Every value shown comes from th
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -30,6 +32,7 @@ from specdebug.core.sanitize import visible
 from specdebug.core.servers import ServerRecord
 from specdebug.core.startup.events import ServerState
 from specdebug.remote.api import RemoteError
+from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.stacks_action import open_stacks
 
@@ -150,7 +153,7 @@ class EnvPane(Pane):
             super().__init__()
             self.report = report
 
-    def __init__(self, ctx, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
         self.report: EnvReport | None = None
         self.marked: list[int] = []

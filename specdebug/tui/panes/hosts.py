@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Static
 from specdebug.core.hosts import HostInfo, gather_host_info
 from specdebug.core.sanitize import visible
 from specdebug.remote.api import ConnState, ConnStatus, RemoteError
+from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 
 STATE_STYLE = {
@@ -102,12 +103,13 @@ class HostsPane(Pane):
             super().__init__()
             self.info = info
 
-    def __init__(self, ctx, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
         self.infos: dict[str, HostInfo] = {}
         self.statuses: dict[str, ConnStatus] = {}
         self._unsubscribe: list[Callable[[], None]] = []  # status listeners, removed on unmount
-        self._shown: dict[str, list] = {}  # host -> cells on screen (only changed cells are updated)
+        # host -> cells on screen (only changed cells are updated)
+        self._shown: dict[str, list[str | Text]] = {}
         self._told: set[str] = set()  # hosts whose authentication failure was explained
         self._gpus_shown: object = None  # what the GPU table shows (redrawn only when it changes)
         self.cell_updates = 0  # cells written since mount (tests: an unchanged refresh writes none)
@@ -174,7 +176,7 @@ class HostsPane(Pane):
         self._update_row(info.host)
         self._render_gpus()
 
-    def _row(self, name: str) -> list:
+    def _row(self, name: str) -> list[str | Text]:
         info = self.infos.get(name)
         status = self.statuses.get(name) or ConnStatus(ConnState.CONNECTING)
         if info is None:
@@ -203,7 +205,7 @@ class HostsPane(Pane):
             self._shown[name] = row
             table.add_row(*row, key=name)
             return
-        old = self._shown.get(name) or [None] * len(row)
+        old: list[str | Text | None] = [*self._shown.get(name, [])] or [None] * len(row)
         for key, value, before in zip(
             [key for _, key in HOST_COLUMNS],
             row,
