@@ -82,6 +82,7 @@ class BenchPane(Pane):
     PANE_ID = "bench"
     TITLE = "Bench"
     MUTATING_ACTIONS = frozenset({"run"})
+    IN_TURN_ACTIONS = frozenset({"baseline", "compare", "spec", "bisect_end"})  # the highlighted run
     BINDINGS = [
         Binding("b", "run", "Run benchmark", id="bench.run"),
         Binding("x", "cancel", "Cancel", id="bench.cancel"),

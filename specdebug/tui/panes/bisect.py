@@ -79,6 +79,7 @@ class BisectPane(Pane):
     MUTATING_ACTIONS = frozenset(
         {"start", "good", "bad", "skip", "pause", "measure_again", "abort", "toggle_hand"}
     )
+    IN_TURN_ACTIONS = frozenset({"good", "bad"})  # the highlighted profile becomes an end
     DEFAULT_CSS = """
     BisectPane { layout: vertical; }
     BisectPane #bisect-status { height: auto; padding: 0 1; }

@@ -136,6 +136,7 @@ class EnvPane(Pane):
         Binding("k", "stacks", "Stack of this worker", id="env.stacks", show=False),  # `specdebug stacks`
         Binding("escape", "clear_marks", "Clear diff", id="env.clear_diff", show=False),
     ]
+    IN_TURN_ACTIONS = frozenset({"mark", "stacks"})  # the highlighted process column
     DEFAULT_CSS = """
     EnvPane { layout: vertical; }
     EnvPane #env-how { height: auto; color: $text-muted; }

@@ -85,6 +85,8 @@ class HostsPane(Pane):
         Binding("r", "refresh", "Refresh", id="hosts.refresh"),
         Binding("enter", "select_host", "Select host", id="hosts.select", show=False),
     ]
+    # the highlighted host; on the hosts table, Enter is the table's own key (RowSelected, below)
+    IN_TURN_ACTIONS = frozenset({"select_host"})
     DEFAULT_CSS = """
     HostsPane { layout: vertical; }
     HostsPane #hosts-table { height: auto; max-height: 50%; }
@@ -290,13 +292,20 @@ class HostsPane(Pane):
         if event.row_key and event.row_key.value in self.ctx.remotes:
             self.post_message(self.HostSelected(event.row_key.value))  # the app's store holds it
 
+    @on(DataTable.RowSelected, "#hosts-table")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on the hosts table: the row it was pressed on (the cursor may have moved since)."""
+        self._select_host(event.row_key.value)
+
     def action_select_host(self) -> None:
         table = self.query_one("#hosts-table", DataTable)
         if table.row_count:
-            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-            if key is not None:
-                self.post_message(self.HostSelected(key))
-                self.notify(f"acting on {key}")
+            self._select_host(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    def _select_host(self, key: str | None) -> None:
+        if key is not None:
+            self.post_message(self.HostSelected(key))
+            self.notify(f"acting on {key}")
 
     def host_changed(self, host: str | None) -> None:
         """The store's selection moved (ctx.selected is it already): show that host's GPUs."""
