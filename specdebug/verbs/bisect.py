@@ -53,7 +53,6 @@ from specdebug.verbs.common import (
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "bisect",
-        help="find the knob(s) that make the bad profile slower than the good one, in the fewest launches",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -13,9 +13,7 @@ from specdebug.verbs.common import out
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "demo", help="open the TUI on the simulated speculative-decoding box (--check: no screen)"
-    )
+    p = sub.add_parser("demo")
     p.add_argument(
         "-c",
         "--profile",

@@ -24,7 +24,6 @@ KEY_PACKAGES = ("sglang", "vllm", "torch", "flashinfer-python", "triton", "nvidi
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "drift",
-        help="what can move a number besides the profile: packages, patched files, GPUs",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -40,7 +40,6 @@ from specdebug.verbs.common import (
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "env",
-        help="check which env vars each worker process really has",
         description="Compare each worker's /proc/PID/environ with the expected env; when environ is "
         "clobbered by setproctitle, use NCCL 'set by environment' log lines and the launcher's environ.",
         epilog="exit status: 0 all expected vars ok on every worker; 1 any missing/different/unverifiable; "

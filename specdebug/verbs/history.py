@@ -65,7 +65,7 @@ def _box_args(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    h = subparsers.add_parser("history", help="list the benchmark results of a session")
+    h = subparsers.add_parser("history")
     h.add_argument("--session", metavar="DIR", help=SESSION_HELP)
     h.add_argument("--json", action="store_true", help='print {"results": [...]}')
     h.add_argument(
@@ -84,13 +84,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _box_args(h)
     h.set_defaults(func=cmd_history)
 
-    m = subparsers.add_parser("mark", help="add a mark to the session journal (shown in the report)")
+    m = subparsers.add_parser("mark")
     m.add_argument("text", help='what changed, e.g. "NCCL_PROTO=LL exported"')
     m.add_argument("--session", metavar="DIR", help=SESSION_HELP)
     _box_args(m)
     m.set_defaults(func=cmd_mark)
 
-    r = subparsers.add_parser("report", help="markdown report of a session: results, config diffs, notes")
+    r = subparsers.add_parser("report")
     r.add_argument("--session", metavar="DIR", help=SESSION_HELP)
     r.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     r.add_argument("--include-failed", action="store_true", help="treat failed runs as results too")

@@ -36,7 +36,6 @@ from specdebug.verbs.common import (
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "metrics",
-        help="read the server's Prometheus /metrics (rates over a window) through the SSH forward",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

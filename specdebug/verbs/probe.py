@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("probe", help="connect to a host and print its state and GPUs")
+    p = sub.add_parser("probe")
     add_host_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(

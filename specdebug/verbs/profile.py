@@ -16,7 +16,7 @@ from specdebug.verbs.common import out, print_json
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("profile", help="check, diff and describe server profiles (TOML)")
+    parser = subparsers.add_parser("profile")
     sub = parser.add_subparsers(dest="profile_cmd", metavar="CMD", required=True)
 
     check = sub.add_parser("check", help="validate profiles; one file: print it resolved (after extends)")

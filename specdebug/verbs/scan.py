@@ -30,7 +30,7 @@ LOG_HELP = "a local path, or HOST:PATH on a box (split at the last ':' before '/
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("scan", help="parse a server log after the fact: metric stats and event counts")
+    p = sub.add_parser("scan")
     p.add_argument("log", metavar="LOG", help=LOG_HELP)
     p.add_argument(
         "--pack",

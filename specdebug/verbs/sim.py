@@ -10,7 +10,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     # prefix_chars that never occur: every argument (even --tp, --help) goes to the sim's own parser
     parser = subparsers.add_parser(
         "sim",
-        help="run a simulated SGLang (or, with --engine vllm, vLLM) speculative-decoding server",
         add_help=False,
         prefix_chars="\x00",
     )

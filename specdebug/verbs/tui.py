@@ -133,7 +133,7 @@ def still_running_lines(servers: list[RunningServer], ssh_config: str | None = N
 
 def run_tui_from_argv(argv: list[str]) -> int:
     args = tui_parser().parse_args(argv)
-    from specdebug.cli import verb_named
+    from specdebug.verbs.table import verb_named
 
     verbs = [h for h in args.hosts if verb_named(h)]
     if verbs:  # `specdebug --unknown-opt VALUE probe box`: the verb was taken for a host
