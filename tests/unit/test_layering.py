@@ -35,7 +35,10 @@ PKG = Path(__file__).resolve().parents[2] / "specdebug"
 # tui never reaches the verbs (the verbs are the headless twins, not a library for panes), core never
 # needs the simulator, remote never needs core, and neither core nor remote knows textual.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "tui": ("specdebug.verbs",),
+    "tui": ("specdebug.verbs", "specdebug.cli"),
+    # the command line sits above the verbs: they (and the agent) read the verb table in verbs/table.py
+    "verbs": ("specdebug.cli",),
+    "agent": ("specdebug.cli",),
     "core": ("specdebug.sim", "specdebug.tui", "specdebug.verbs", "specdebug.demo", "textual"),
     "remote": (
         "specdebug.core",
