@@ -1,9 +1,8 @@
 """Command line: `specdebug HOST...` opens the TUI; `specdebug VERB ...` runs a headless twin.
 
-Verbs come from the table `VERBS`: name, module under specdebug/verbs/, one-line help.  Only the
-module of the verb that runs is imported (`specdebug --help` must not pay for asyncssh, httpx or
-the TUI).  A verb module exposes `register(subparsers)`, which adds its parser(s) and sets `func`
-(sync or async, returning the exit code).  Adding a verb = one line in VERBS + its module.
+Verbs come from the table in specdebug/verbs/table.py: name, module under specdebug/verbs/,
+one-line help.  Only the module of the verb that runs is imported (`specdebug --help` must not pay
+for asyncssh, httpx or the TUI).
 
 Options may come before the verb, as with OpenSSH (`specdebug -F cfg probe box`): they are moved
 behind the verb and parsed by the verb's own parser.
@@ -13,75 +12,15 @@ Exit codes: 0 ok, 1 the thing checked failed, 2 usage or config error.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from typing import Any, NamedTuple
 
-
-class Verb(NamedTuple):
-    name: str
-    module: str  # under specdebug.verbs; one module may register several verbs
-    help: str  # shown by `specdebug --help` without importing the module
-
-
-# in help order
-VERBS: list[Verb] = [
-    Verb("probe", "probe", "connect to a host and print its state and GPUs"),
-    Verb("demo", "demo", "open the TUI on the simulated speculative-decoding box (--check: no screen)"),
-    Verb(
-        "sim",
-        "sim",
-        "run a simulated speculative-decoding server (which engine: --engine; `specdebug sim --help`)",
-    ),
-    Verb("profile", "profile", "check, diff and describe server profiles (TOML)"),
-    Verb("launch", "launch", "start a server from a profile, detached (--wait: until ready)"),
-    Verb("restart", "launch", "stop the profile's server, then launch it again"),
-    Verb("stop", "launch", "stop the profile's server (its process group: TERM, then KILL)"),
-    Verb("status", "launch", "is the profile's server running, and healthy?"),
-    Verb("attach", "launch", "watch a server started by hand (by its port or --pid)"),
-    Verb("scan", "scan", "parse a server log after the fact: metric stats and event counts"),
-    Verb("grep", "grep", "print log lines matching regexes (on the box), optionally following"),
-    Verb("env", "env", "check which env vars each worker process really has"),
-    Verb(
-        "bench",
-        "bench",
-        "benchmark a server (built-in streaming client or the profile's command); --parse a saved output",
-    ),
-    Verb(
-        "metrics",
-        "metrics",
-        "read the server's Prometheus /metrics (rates over a window) through the SSH forward",
-    ),
-    Verb("history", "history", "list the benchmark results of a session"),
-    Verb("mark", "history", "add a mark to the session journal (shown in the report)"),
-    Verb("report", "history", "markdown report of a session: results, config diffs, notes"),
-    Verb("drift", "drift", "what can move a number besides the profile: packages, patched files, GPUs"),
-    Verb("stacks", "stacks", "py-spy stacks of every worker, grouped across ranks (--record S)"),
-    Verb("spec", "spec", "speculation arithmetic: cycle cost, predicted tok/s, verify fit"),
-    Verb(
-        "bisect",
-        "bisect",
-        "find the knob(s) that make the bad profile slower than the good one, in the fewest launches",
-    ),
-    Verb("agent", "agent", "the local agent that keeps SSH connections warm: status or stop"),
-    Verb("pair", "pair", "share the TUI in a tmux session: read-only or read-write seats for other users"),
-]
-
-# options that take a value and may stand before the verb or the hosts (the TUI's and ssh's);
-# any other leading option is taken as a switch when looking for the verb
-VALUE_OPTIONS = frozenset(
-    {"-F", "--ssh-config", "-c", "--profile", "--layout", "--session", "--connect-timeout", "--state-dir"}
-)
+from specdebug.verbs.table import VALUE_OPTIONS, VERBS, deepest, verb_named, verb_parser
 
 EPILOG = """\
 Without a verb: specdebug [-F FILE] [-c PROFILE] HOST [HOST ...] opens the TUI (needs a terminal).
 Options may come before the verb, as with ssh: specdebug -F ./ssh_config probe gpubox --json.
 `specdebug VERB --help` describes a verb. Exit codes: 0 ok, 1 the checked thing failed, 2 usage/config error.
 """
-
-
-def verb_named(name: str) -> Verb | None:
-    return next((v for v in VERBS if v.name == name), None)
 
 
 def top_parser() -> argparse.ArgumentParser:
@@ -96,31 +35,6 @@ def top_parser() -> argparse.ArgumentParser:
     for verb in VERBS:
         sub.add_parser(verb.name, help=verb.help, add_help=False)
     return parser
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that remembers its sub-commands, which argparse keeps to itself."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.subcommands: dict[str, argparse.ArgumentParser] = {}
-
-    def add_subparsers(self, **kwargs: Any) -> Any:
-        action = super().add_subparsers(**kwargs)
-        self.subcommands = action.choices  # name -> parser, filled as sub-commands are added
-        return action
-
-
-def verb_parser(name: str) -> argparse.ArgumentParser:
-    """The parser of one verb (prog `specdebug VERB`), importing only that verb's module."""
-    verb = verb_named(name)
-    if verb is None:
-        raise KeyError(name)
-    module = importlib.import_module(f"specdebug.verbs.{verb.module}")
-    holder = _Parser(prog="specdebug")  # sub-parsers made under it are _Parsers too
-    sub = holder.add_subparsers(dest="verb", metavar="VERB")
-    module.register(sub)
-    return sub.choices[name]
 
 
 def split_leading_options(argv: list[str]) -> tuple[list[str], int]:
@@ -209,9 +123,9 @@ def run_verb(name: str, argv: list[str]) -> int:
     parser = verb_parser(name)
     args, extras = parser.parse_known_args(argv)
     if extras:
-        _deepest(parser, argv).error(f"unrecognized arguments: {' '.join(extras)}")
+        deepest(parser, argv).error(f"unrecognized arguments: {' '.join(extras)}")
     if not getattr(args, "func", None):
-        _deepest(parser, argv).print_help(sys.stderr)
+        deepest(parser, argv).print_help(sys.stderr)
         return 2
     from specdebug.verbs.common import VerbExit
 
@@ -226,15 +140,6 @@ def run_verb(name: str, argv: list[str]) -> int:
             raise
         print(f"specdebug: {exc.strerror}", file=sys.stderr)
         return 1
-
-
-def _deepest(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
-    """The innermost sub-command parser named in argv (`profile check`), so errors show its usage."""
-    if isinstance(parser, _Parser):
-        for i, tok in enumerate(argv):
-            if tok in parser.subcommands:
-                return _deepest(parser.subcommands[tok], argv[i + 1 :])
-    return parser
 
 
 def _finish(result: object) -> int:

@@ -126,8 +126,8 @@ class Agent:
         )
 
     async def _run(self, verb: str, argv: list[str], writer: asyncio.StreamWriter) -> int:
-        from specdebug.cli import verb_parser
         from specdebug.verbs.common import KEPT, VerbExit
+        from specdebug.verbs.table import verb_parser
 
         def sink(kind: str, text: str) -> None:
             writer.write(json.dumps({kind: text}).encode() + b"\n")
@@ -159,7 +159,7 @@ class Agent:
 
 async def prewarm(agent: Agent, verb_argv: list[str]) -> None:
     """Open the connection the verb that started this agent needed, so the next one finds it warm."""
-    from specdebug.cli import verb_parser
+    from specdebug.verbs.table import verb_parser
 
     try:
         if verb_argv and verb_argv[0] in AGENT_VERBS:

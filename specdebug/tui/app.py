@@ -16,10 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.reactive import reactive
+from textual.widget import Widget
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState
 
@@ -71,7 +74,7 @@ class AppTabPane(TabPane):
         event.stop()
 
 
-class SpecdebugApp(App):
+class SpecdebugApp(App[None]):
     TITLE = "specdebug"
     COMMANDS = App.COMMANDS | {ActionsProvider, SeatsProvider}
     BINDINGS = [
@@ -303,7 +306,7 @@ class SpecdebugApp(App):
             self.focus_pane(pane)
 
     @staticmethod
-    def _inside(widget, pane: Pane) -> bool:
+    def _inside(widget: Widget | None, pane: Pane) -> bool:
         return widget is not None and (widget is pane or pane in widget.ancestors)
 
     def active_pane(self) -> Pane | None:
@@ -355,7 +358,7 @@ class SpecdebugApp(App):
 
     NARROW_COLUMNS = 140
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         """Panes give side panels less room on small terminals (tmux splits, laptops)."""
         for pane in self.query(Pane):
             pane.set_class(event.size.width < self.NARROW_COLUMNS, "-narrow")
@@ -373,10 +376,18 @@ class SpecdebugApp(App):
     def on_pane_host_selected(self, event: Pane.HostSelected) -> None:
         self.selected = event.host
 
-    def notify(self, message, *, title="", severity="information", timeout=None, markup=True):
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
         """Notifications carry remote text (errors, paths, log lines): never parse them as markup,
         whatever the caller asked (a `[` in an exception must not restyle or break the toast)."""
-        return super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
 
     # ---- failures (a pane action that reaches a read-only refusal says so: pane.py) -----------------
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

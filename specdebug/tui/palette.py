@@ -6,7 +6,9 @@ panes' work); an entry runs as its key would, read-only refusals and confirmatio
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
+from typing import TYPE_CHECKING, cast
 
 from textual.binding import Binding
 from textual.command import Hit, Hits, Provider
@@ -14,17 +16,26 @@ from textual.command import Hit, Hits, Provider
 from specdebug.tui.pane import Pane
 from specdebug.tui.screens.help import keys_label
 
+if TYPE_CHECKING:
+    from specdebug.tui.app import SpecdebugApp
+
 __all__ = ["ActionsProvider"]
 
 
 class ActionsProvider(Provider):
     """Every binding of the app and of every pane, searchable in the command palette."""
 
-    def _entries(self):
-        app = self.app
-        ctx = app.ctx  # the SpecdebugApp's context
-        seen = set()
-        sources = [(app, "app")] + [(p, p.TITLE) for p in app.query(Pane)]
+    @property
+    def _app(self) -> SpecdebugApp:
+        return cast("SpecdebugApp", self.app)  # the provider is in SpecdebugApp.COMMANDS only
+
+    def _entries(self) -> Iterator[tuple[str, Binding, SpecdebugApp | Pane]]:
+        app = self._app
+        ctx = app.ctx
+        seen: set[tuple[str, str]] = set()
+        sources: list[tuple[SpecdebugApp | Pane, str]] = [(app, "app")] + [
+            (p, p.TITLE) for p in app.query(Pane)
+        ]
         for node, scope in sources:
             for binding in node.BINDINGS:
                 if (
@@ -53,10 +64,10 @@ class ActionsProvider(Provider):
         for text, binding, node in self._entries():
             yield Hit(1.0, text, partial(self._run, node, binding), help=binding.id or "")
 
-    async def _run(self, node, binding: Binding) -> None:
+    async def _run(self, node: SpecdebugApp | Pane, binding: Binding) -> None:
         """Run as the key would: read-only refusals and second-press confirmations included."""
         if isinstance(node, Pane):
-            self.app.show_pane(node.PANE_ID)  # type: ignore[attr-defined]
+            self._app.show_pane(node.PANE_ID)
             if node.is_refused(binding.action):
                 return
             node.from_palette = True

@@ -84,6 +84,11 @@ def _refusal_said(action: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _action_name(action: str) -> str:
+    """`bisect_end('good')` -> `bisect_end` (a binding's action may carry arguments)."""
+    return action.split("(", 1)[0].strip()
+
+
 class Pane(Widget):
     PANE_ID: ClassVar[str] = "pane"
     TITLE: ClassVar[str] = "Pane"
@@ -102,22 +107,36 @@ class Pane(Widget):
 
     # actions that still run while one of the pane's text boxes has focus (Esc, Enter)
     TYPING_ACTIONS: ClassVar[frozenset[str]] = frozenset()
+    # actions that act on the row (or line) under the cursor of the pane's focused table (or log):
+    # they wait their turn behind the keys ahead of them (see __init_subclass__)
+    IN_TURN_ACTIONS: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Every pane key is a priority binding: the app decides it the moment it arrives, with the
+        """A pane key is a priority binding: the app decides it the moment it arrives, with the
         focus of that moment (a key that bubbled back up later would be judged after the keys queued
-        behind it, and a focus change it makes would come too late for them). Keys meant for a text
-        box reach it because check_action says no while one has focus (TYPING_ACTIONS aside)."""
+        behind it, and a focus change it makes, such as opening a text box, would come too late for
+        them). Keys meant for a text box reach it because check_action says no while one has focus
+        (TYPING_ACTIONS aside).
+
+        IN_TURN_ACTIONS are the exception: they read the cursor of the focused widget, whose arrow
+        keys are its own (non-priority) bindings, run when the key comes back up from that widget.
+        A priority key would overtake an arrow still queued for the table (Down then g, typed fast,
+        marked the row the cursor left), so these stay normal bindings: the app hands them to the
+        focused widget behind the keys already sent to it, and they come back up to the pane in
+        that order."""
         if "BINDINGS" in vars(cls):  # before Textual merges them (in its __init_subclass__)
             cls.BINDINGS = [
-                dataclasses.replace(b, priority=True) if isinstance(b, Binding) else b for b in cls.BINDINGS
+                dataclasses.replace(b, priority=_action_name(b.action) not in cls.IN_TURN_ACTIONS)
+                if isinstance(b, Binding)
+                else b
+                for b in cls.BINDINGS
             ]
         super().__init_subclass__(**kwargs)
         for name, value in list(vars(cls).items()):
             if name.startswith("action_") and callable(value) and not hasattr(value, "__wrapped__"):
                 setattr(cls, name, _refusal_said(value))
 
-    def __init__(self, ctx: AppContext, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(id=kwargs.pop("id", self.PANE_ID), **kwargs)
         self.ctx = ctx
         self.from_palette = False  # set while the command palette runs one of this pane's actions

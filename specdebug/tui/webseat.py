@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
@@ -100,11 +101,11 @@ class _SeatServer(Server):
         return websocket
 
 
-def token_gate(token: str):
+def token_gate(token: str) -> Middleware:
     """Middleware: the first path segment must be the token (compared in constant time)."""
 
     @web.middleware
-    async def gate(request: web.Request, handler):
+    async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
         first = request.path.split("/")[1] if request.path.startswith("/") else ""
         if not hmac.compare_digest(first.encode(), token.encode()):
             raise web.HTTPForbidden(
@@ -133,7 +134,11 @@ def bind_loopback(port: int) -> socket.socket:
 
 
 async def start_web_seat(
-    app_argv: list[str], *, port: int = 0, token: str | None = None, on_output=None
+    app_argv: list[str],
+    *,
+    port: int = 0,
+    token: str | None = None,
+    on_output: Callable[[bytes], None] | None = None,
 ) -> tuple[web.AppRunner, str, _SeatServer]:
     """Listen on 127.0.0.1:port (0: a free one); returns the runner, the URL (with its token), the server."""
     token = token or secrets.token_urlsafe(32)

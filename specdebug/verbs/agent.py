@@ -7,8 +7,8 @@ import argparse
 from specdebug.verbs.common import out, print_json
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("agent", help="the local agent that keeps SSH connections warm: status or stop")
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("agent")
     p.add_argument("action", choices=("status", "stop"), help="status: what it keeps; stop: end it now")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=agent)

@@ -45,10 +45,9 @@ from specdebug.verbs.common import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "bench",
-        help="benchmark a server (built-in streaming client or the profile's command); --parse a saved output",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

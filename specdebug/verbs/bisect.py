@@ -50,10 +50,9 @@ from specdebug.verbs.common import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "bisect",
-        help="find the knob(s) that make the bad profile slower than the good one, in the fewest launches",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -112,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.__class__ = type("BisectParser", (type(p),), {"_parse_optional": _glob_is_a_value})
 
 
-def _glob_is_a_value(self: argparse.ArgumentParser, arg_string: str):
+def _glob_is_a_value(self: argparse.ArgumentParser, arg_string: str) -> object:
     """Knob globs start with '--' (`--group '--speculative-*'`): one with a wildcard is a value, not an option."""
     if arg_string.startswith("--") and any(c in arg_string for c in "*?["):
         return None

@@ -16,9 +16,9 @@ import contextvars
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast, overload
 
 from specdebug.core.sanitize import visible
 from specdebug.remote.api import ConnState, ConnStatus, RemoteError
@@ -309,7 +309,15 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, default=str), flush=True)
 
 
-def run_verb(func):
+SyncVerbFunc = Callable[[argparse.Namespace], int]
+AsyncVerbFunc = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
+
+
+@overload
+def run_verb(func: AsyncVerbFunc) -> AsyncVerbFunc: ...
+@overload
+def run_verb(func: SyncVerbFunc) -> SyncVerbFunc: ...
+def run_verb(func: AsyncVerbFunc | SyncVerbFunc) -> AsyncVerbFunc | SyncVerbFunc:
     """Decorator: VerbExit becomes its exit code, and a remote failure one clear line and exit 1
     (never a traceback), so verbs can bail out from deep inside."""
     import functools
@@ -320,11 +328,12 @@ def run_verb(func):
         return 1
 
     if inspect.iscoroutinefunction(func):
+        async_func = cast(AsyncVerbFunc, func)
 
-        @functools.wraps(func)
-        async def wrapper(args):
+        @functools.wraps(async_func)
+        async def wrapper(args: argparse.Namespace) -> int:
             try:
-                return await func(args)
+                return await async_func(args)
             except VerbExit as exc:
                 return exc.code
             except RemoteError as exc:
@@ -332,10 +341,12 @@ def run_verb(func):
 
         return wrapper
 
-    @functools.wraps(func)
-    def sync_wrapper(args):
+    sync_func = cast(SyncVerbFunc, func)
+
+    @functools.wraps(sync_func)
+    def sync_wrapper(args: argparse.Namespace) -> int:
         try:
-            return func(args)
+            return sync_func(args)
         except VerbExit as exc:
             return exc.code
         except RemoteError as exc:

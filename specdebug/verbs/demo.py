@@ -12,10 +12,8 @@ import sys
 from specdebug.verbs.common import out
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "demo", help="open the TUI on the simulated speculative-decoding box (--check: no screen)"
-    )
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("demo")
     p.add_argument(
         "-c",
         "--profile",

@@ -29,10 +29,9 @@ KEY_PACKAGES = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "drift",
-        help="what can move a number besides the profile: packages, patched files, GPUs",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

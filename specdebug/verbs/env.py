@@ -18,6 +18,7 @@ from specdebug.core.envcheck import (
     EnvQuery,
     EnvReport,
     ProcEnv,
+    VarCheck,
     env_events,
     query_for_profile,
 )
@@ -36,10 +37,9 @@ from specdebug.verbs.common import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "env",
-        help="check which env vars each worker process really has",
         description="Compare each worker's /proc/PID/environ with the expected env; when environ is "
         "clobbered by setproctitle, use NCCL 'set by environment' log lines and the launcher's environ.",
         epilog="exit status: 0 all expected vars ok on every worker; 1 any missing/different/unverifiable; "
@@ -145,7 +145,7 @@ def _v(value: str | None) -> str:
     return visible(str(value)) if value is not None else "None"
 
 
-def _cell(vc) -> str:
+def _cell(vc: VarCheck) -> str:
     actual, expected = _v(vc.actual), _v(vc.expected)
     if vc.status == "ok":
         text = f"ok          {actual}"

@@ -36,8 +36,8 @@ from specdebug.verbs.common import (
 from specdebug.verbs.scan import LOG_HELP, match_json
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("grep", help="print log lines matching regexes (on the box), optionally following")
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("grep")
     p.add_argument("log", metavar="HOST:PATH", help=LOG_HELP)
     p.add_argument(
         "-e",

@@ -27,6 +27,7 @@ from specdebug.core.bench.headline import headline_of, settings_differ
 from specdebug.core.drift.compare import drift_lines
 from specdebug.core.journal import resolve_session
 from specdebug.core.report import (
+    HistoryEntry,
     baseline_event,
     baseline_of,
     compare_order,
@@ -63,8 +64,8 @@ def _box_args(p: argparse.ArgumentParser) -> None:
     add_ssh_args(p)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    h = subparsers.add_parser("history", help="list the benchmark results of a session")
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    h = subparsers.add_parser("history")
     h.add_argument("--session", metavar="DIR", help=SESSION_HELP)
     h.add_argument("--json", action="store_true", help='print {"results": [...]}')
     h.add_argument(
@@ -83,13 +84,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _box_args(h)
     h.set_defaults(func=cmd_history)
 
-    m = subparsers.add_parser("mark", help="add a mark to the session journal (shown in the report)")
+    m = subparsers.add_parser("mark")
     m.add_argument("text", help='what changed, e.g. "NCCL_PROTO=LL exported"')
     m.add_argument("--session", metavar="DIR", help=SESSION_HELP)
     _box_args(m)
     m.set_defaults(func=cmd_mark)
 
-    r = subparsers.add_parser("report", help="markdown report of a session: results, config diffs, notes")
+    r = subparsers.add_parser("report")
     r.add_argument("--session", metavar="DIR", help=SESSION_HELP)
     r.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     r.add_argument("--include-failed", action="store_true", help="treat failed runs as results too")
@@ -207,7 +208,7 @@ def _history(args: argparse.Namespace, journal: Any) -> int:
     return 0
 
 
-def _compare(a, b, as_json: bool) -> int:
+def _compare(a: HistoryEntry, b: HistoryEntry, as_json: bool) -> int:
     """From `a` to `b` (compare_order: the baseline or the earlier run first, as the table's vs base)."""
     config = config_diff(a.result, b.result)
     metrics = metric_diff(a.result, b.result)

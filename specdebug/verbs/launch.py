@@ -26,7 +26,7 @@ from specdebug.verbs.common import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from specdebug.verbs.common import add_host_args
 
     def common(p: argparse.ArgumentParser, *, session: bool = True) -> None:
@@ -40,29 +40,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                 help="journal folder to record launches and verdicts in, or box:NAME on HOST",
             )
 
-    p = subparsers.add_parser("launch", help="start a server from a profile, detached (--wait: until ready)")
+    p = subparsers.add_parser("launch")
     common(p)
     p.add_argument("--wait", action="store_true", help="watch the startup and print the verdict")
     p.add_argument("--timeout", type=float, metavar="S", help="override the profile's ready.timeout_s")
     p.set_defaults(func=cmd_launch)
 
-    p = subparsers.add_parser("restart", help="stop the profile's server, then launch it again")
+    p = subparsers.add_parser("restart")
     common(p)
     p.add_argument("--wait", action="store_true", help="watch the startup and print the verdict")
     p.add_argument("--timeout", type=float, metavar="S", help="override the profile's ready.timeout_s")
     p.add_argument("--grace", type=float, default=10.0, metavar="S", help="seconds between TERM and KILL")
     p.set_defaults(func=cmd_restart)
 
-    p = subparsers.add_parser("stop", help="stop the profile's server (its process group: TERM, then KILL)")
+    p = subparsers.add_parser("stop")
     common(p)
     p.add_argument("--grace", type=float, default=10.0, metavar="S", help="seconds between TERM and KILL")
     p.set_defaults(func=cmd_stop)
 
-    p = subparsers.add_parser("status", help="is the profile's server running, and healthy?")
+    p = subparsers.add_parser("status")
     common(p, session=False)
     p.set_defaults(func=cmd_status)
 
-    p = subparsers.add_parser("attach", help="watch a server started by hand (by its port or --pid)")
+    p = subparsers.add_parser("attach")
     common(p)
     p.add_argument("--pid", type=int, help="server PID (default: the PID listening on the profile's port)")
     p.add_argument("--port", type=int, help="port to find the server by (default: the profile's)")

@@ -33,10 +33,9 @@ from specdebug.verbs.common import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "metrics",
-        help="read the server's Prometheus /metrics (rates over a window) through the SSH forward",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -76,8 +75,13 @@ def _result(
     port: int,
     since_start: PromRates | None = None,
     findings: list[str] | None = None,
-) -> dict:
-    out: dict = {"status": "ok" if ev.kind == "sample" else ev.kind, "host": host, "port": port, "t": ev.t}
+) -> dict[str, object]:
+    out: dict[str, object] = {
+        "status": "ok" if ev.kind == "sample" else ev.kind,
+        "host": host,
+        "port": port,
+        "t": ev.t,
+    }
     if ev.rates is not None:
         out["engine"] = ev.rates.engine
         out["rates"] = ev.rates.model_dump(mode="json")

@@ -28,10 +28,9 @@ from specdebug.core.pair_owner import user_name
 from specdebug.verbs.common import err, out, print_json
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "pair",
-        help="share the TUI in a tmux session: read-only or read-write seats for other users",
         description="Start a pairing session (the TUI in tmux on its own socket, seats granted with tmux's "
         "server-access), join one, list them, or serve a read-only browser seat (--web).",
     )

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from specdebug.core.hosts import HostInfo
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("probe", help="connect to a host and print its state and GPUs")
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("probe")
     add_host_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(

@@ -11,12 +11,12 @@ import argparse
 import json
 import sys
 
-from specdebug.core.profiles import ProfileError, diff_profiles, load_profile, profile_schema
+from specdebug.core.profiles import Profile, ProfileError, diff_profiles, load_profile, profile_schema
 from specdebug.verbs.common import out, print_json
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("profile", help="check, diff and describe server profiles (TOML)")
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("profile")
     sub = parser.add_subparsers(dest="profile_cmd", metavar="CMD", required=True)
 
     check = sub.add_parser("check", help="validate profiles; one file: print it resolved (after extends)")
@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     diff.set_defaults(func=cmd_diff)
 
 
-def _load(path: str):
+def _load(path: str) -> Profile | None:
     try:
         return load_profile(path)
     except ProfileError as exc:
@@ -132,7 +132,7 @@ def _show(value: str | None) -> str:
     return "(absent)" if value is None else value
 
 
-def _to_toml(data: dict) -> str:
+def _to_toml(data: dict[str, object]) -> str:
     """A small TOML writer for the resolved profile (values are str/int/float/bool/list/dict)."""
     lines: list[str] = []
     scalars = {k: v for k, v in data.items() if not isinstance(v, dict)}
@@ -145,7 +145,7 @@ def _to_toml(data: dict) -> str:
     return "\n".join(lines)
 
 
-def _toml_table(lines: list[str], path: list[str], table: dict) -> None:
+def _toml_table(lines: list[str], path: list[str], table: dict[str, object]) -> None:
     lines.append("")
     lines.append(f"[{'.'.join(_toml_key(p) for p in path)}]")
     for key, value in table.items():

@@ -14,7 +14,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 from specdebug.core.logs.events import LogMatch
 from specdebug.core.logs.location import split_host_path
@@ -29,8 +29,8 @@ from specdebug.verbs.common import add_ssh_args, err, load_profile_or_exit, out,
 LOG_HELP = "a local path, or HOST:PATH on a box (split at the last ':' before '/' or '~')"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("scan", help="parse a server log after the fact: metric stats and event counts")
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("scan")
     p.add_argument("log", metavar="LOG", help=LOG_HELP)
     p.add_argument(
         "--pack",
@@ -149,7 +149,7 @@ class TerminalProgress:
     """`scanned 312.0 MiB / 1.0 GiB (31%) 95.3 MB/s` on stderr, redrawn at most 5 times a second,
     only when stderr is a terminal (a pipe or a log file gets nothing)."""
 
-    def __init__(self, stream=None) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.on = self.stream.isatty()
         self.t0 = time.monotonic()

@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # prefix_chars that never occur: every argument (even --tp, --help) goes to the sim's own parser
     parser = subparsers.add_parser(
         "sim",
-        help="run a simulated speculative-decoding server (which engine: --engine; `specdebug sim --help`)",
         add_help=False,
         prefix_chars="\x00",
     )

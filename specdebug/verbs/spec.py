@@ -34,10 +34,9 @@ from specdebug.verbs.common import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "spec",
-        help="speculation arithmetic: cycle cost, predicted tok/s, verify fit",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -35,10 +35,9 @@ from specdebug.verbs.common import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "stacks",
-        help="py-spy stacks of every worker, grouped across ranks (--record S)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 from specdebug.verbs.common import out
 
 if TYPE_CHECKING:
+    from specdebug.remote.api import Connection
     from specdebug.tui.context import AppContext
+    from specdebug.tui.pane import RunningServer
 
 NO_TERMINAL = (
     "the TUI needs a terminal (stdin and stdout must be a tty); for scripts use a headless verb, "
@@ -47,7 +49,7 @@ def tui_parser() -> argparse.ArgumentParser:
     return p
 
 
-def build_context(args: argparse.Namespace, remotes: dict) -> AppContext:
+def build_context(args: argparse.Namespace, remotes: dict[str, Connection]) -> AppContext:
     from specdebug.tui.context import AppContext
 
     ctx = AppContext(remotes=remotes, selected=next(iter(remotes), None), readonly=args.readonly)
@@ -111,7 +113,7 @@ def save_quit_note(lines: list[str]) -> None:
         f.write("\n".join(lines) + "\n")
 
 
-def still_running_lines(servers: list, ssh_config: str | None = None) -> list[str]:
+def still_running_lines(servers: list[RunningServer], ssh_config: str | None = None) -> list[str]:
     """One line per server left running at quit (right on a real box: it took minutes to start),
     with the exact command that stops it."""
     lines = []
@@ -131,7 +133,7 @@ def still_running_lines(servers: list, ssh_config: str | None = None) -> list[st
 
 def run_tui_from_argv(argv: list[str]) -> int:
     args = tui_parser().parse_args(argv)
-    from specdebug.cli import verb_named
+    from specdebug.verbs.table import verb_named
 
     verbs = [h for h in args.hosts if verb_named(h)]
     if verbs:  # `specdebug --unknown-opt VALUE probe box`: the verb was taken for a host

@@ -3,8 +3,10 @@ read-only turns every key off; snapshots of a running and a finished bisection."
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+from textual import events
 from textual.widgets import DataTable
 
 from specdebug.core.bench.models import BenchResult
@@ -261,3 +263,24 @@ async def test_at_80x24_the_tables_keep_their_verdict_columns(tmp_path: Path) ->
                 for c in list(table.columns.values())[: table.get_column_index(key) + 1]
             )
             assert x <= region.width, f"{table_id}: {key} ends at {x} of {region.width} columns"
+
+
+async def test_down_then_g_typed_at_once_marks_the_row_moved_to(tmp_path: Path) -> None:
+    """Keys as a fast typist's terminal sends them (both queued before either is handled): `g` acts on
+    the row the arrow moved to, never on the one the arrow left (a pane key waits its turn)."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(150, 30)) as pilot:
+        pane = app.query_one(BisectPane)
+        table = app.query_one("#bisect-ends", DataTable)
+        table.focus()
+        await pilot.pause()
+        for _ in range(20):  # each round starts on the first row: down, then g, with no pause between
+            table.move_cursor(row=0, animate=False)
+            app.post_message(events.Key("down", None))
+            app.post_message(events.Key("g", "g"))
+            for _ in range(100):  # under load the app may need a while: wait for the mark, not a time
+                if pane.good is not None:
+                    break
+                await asyncio.sleep(0.02)
+            assert pane.good is not None and pane.good.stem == "slow", pane.good
+            pane.good = None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+
+from textual import events
 from textual.widgets import DataTable
 
 from specdebug.remote.api import ConnState, ConnStatus
@@ -37,3 +40,24 @@ async def test_unchanged_refresh_updates_no_cells_and_a_change_only_its_own() ->
         assert pane.cell_updates == first + 1
         table = app.query_one("#hosts-table", DataTable)
         assert str(table.get_cell(HOSTS[3], "load")).startswith("9.50")
+
+
+async def test_down_then_enter_typed_at_once_selects_the_row_moved_to() -> None:
+    """Enter is the hosts table's own key: pressed right behind an arrow (both queued before either
+    is handled), it acts on the row the arrow moved to."""
+    app = SpecdebugApp(AppContext(remotes={h: StillRemote(h) for h in HOSTS}, selected=HOSTS[0]))
+    told: list[str] = []
+    async with app.run_test(size=(140, 50)) as pilot:
+        app.notify = lambda message, **_: told.append(message)  # type: ignore[method-assign]
+        table = app.query_one("#hosts-table", DataTable)
+        table.focus()
+        table.move_cursor(row=0, animate=False)
+        await pilot.pause()
+        app.post_message(events.Key("down", None))
+        app.post_message(events.Key("enter", "\r"))
+        for _ in range(200):  # under load the app may need a while: wait for the news, not a time
+            if any(m.startswith("acting on") for m in told) and app.ctx.selected != HOSTS[0]:
+                break
+            await asyncio.sleep(0.02)
+        assert [m for m in told if m.startswith("acting on")] == [f"acting on {HOSTS[1]}"]
+        assert app.ctx.selected == HOSTS[1]

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from specdebug.cli import VERBS, verb_parser
 from specdebug.sim.options import build_parser as sim_parser
+from specdebug.verbs.table import VERBS, verb_parser
 from specdebug.verbs.tui import tui_parser
 
 

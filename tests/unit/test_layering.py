@@ -37,7 +37,10 @@ PKG = Path(__file__).resolve().parents[2] / "specdebug"
 # needs the simulator, remote never needs core, engines need nothing above them (pure data and pure
 # functions over it), and none of core, engines or remote knows textual.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "tui": ("specdebug.verbs",),
+    "tui": ("specdebug.verbs", "specdebug.cli"),
+    # the command line sits above the verbs: they (and the agent) read the verb table in verbs/table.py
+    "verbs": ("specdebug.cli",),
+    "agent": ("specdebug.cli",),
     "core": ("specdebug.sim", "specdebug.tui", "specdebug.verbs", "specdebug.demo", "textual"),
     "engines": (
         "specdebug.core",

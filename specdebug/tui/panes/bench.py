@@ -30,6 +30,7 @@ from specdebug.core.bench.events import BenchLine
 from specdebug.core.bench.headline import headline_text
 from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchRequest, bench_events
+from specdebug.core.profiles import Profile
 from specdebug.core.report import (
     HistoryEntry,
     baseline_event,
@@ -44,6 +45,8 @@ from specdebug.core.report import (
 )
 from specdebug.core.sanitize import visible
 from specdebug.engines.primitives import ANSI_RE
+from specdebug.remote.api import Remote
+from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane, describe_error
 from specdebug.tui.panes.bench_view import bar, chart, compare_renderable, progress_text
 from specdebug.tui.widgets.spec_panel import spec_renderable
@@ -63,7 +66,7 @@ COLUMNS = [
 ]
 
 
-async def not_running_hint(remote, profile) -> str | None:
+async def not_running_hint(remote: Remote, profile: Profile) -> str | None:
     """After a failed run: when the profile's server is not running (and nothing else listens on
     its port) the failure is that, and what to do is one line; None when it cannot tell."""
     try:
@@ -79,6 +82,7 @@ class BenchPane(Pane):
     PANE_ID = "bench"
     TITLE = "Bench"
     MUTATING_ACTIONS = frozenset({"run"})
+    IN_TURN_ACTIONS = frozenset({"baseline", "compare", "spec", "bisect_end"})  # the highlighted run
     BINDINGS = [
         Binding("b", "run", "Run benchmark", id="bench.run"),
         Binding("x", "cancel", "Cancel", id="bench.cancel"),
@@ -115,10 +119,10 @@ class BenchPane(Pane):
             super().__init__()
             self.result = result
 
-    def __init__(self, ctx, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
         self.entries: list[HistoryEntry] = []
-        self.events: list[dict] = []
+        self.events: list[dict[str, Any]] = []
         self.baseline_ts: float | None = None
         self.kind: Literal["builtin", "external"] = "builtin"
         self.progress: BenchProgress | None = None
@@ -183,7 +187,7 @@ class BenchPane(Pane):
         )
         return True
 
-    def _row(self, e: HistoryEntry, base: HistoryEntry | None) -> list:
+    def _row(self, e: HistoryEntry, base: HistoryEntry | None) -> list[str | Text]:
         r = e.result
         accept = r.server.accept_len if r.server and r.server.accept_len is not None else r.accept_length
         gpu_w = r.gpu_warnings()
@@ -247,7 +251,7 @@ class BenchPane(Pane):
         self.run_bench(remote, profile, self.kind)
 
     @work(exclusive=True, group="bench-run", exit_on_error=False)
-    async def run_bench(self, remote, profile, kind: Literal["builtin", "external"]) -> None:
+    async def run_bench(self, remote: Remote, profile: Profile, kind: Literal["builtin", "external"]) -> None:
         try:
             result = None
             events = bench_events(
@@ -404,7 +408,7 @@ class BenchPane(Pane):
             else "failed runs are left out of baselines and comparisons"
         )
 
-    def journal_changed(self, events: list[dict]) -> None:
+    def journal_changed(self, events: list[dict[str, Any]]) -> None:
         """Another instance wrote to the shared (box) journal."""
         self.reload()
 

@@ -28,6 +28,7 @@ from specdebug.core.bisect.run import Bisection
 from specdebug.core.bisect.trial import TrialError
 from specdebug.core.profiles import ProfileError, load_profile
 from specdebug.remote.api import RemoteError
+from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.panes.bisect_view import BisectView
 
@@ -78,6 +79,7 @@ class BisectPane(Pane):
     MUTATING_ACTIONS = frozenset(
         {"start", "good", "bad", "skip", "pause", "measure_again", "abort", "toggle_hand"}
     )
+    IN_TURN_ACTIONS = frozenset({"good", "bad"})  # the highlighted profile becomes an end
     DEFAULT_CSS = """
     BisectPane { layout: vertical; }
     BisectPane #bisect-status { height: auto; padding: 0 1; }
@@ -89,7 +91,7 @@ class BisectPane(Pane):
     BisectPane.-narrow #bisect-side { width: 44; }
     """
 
-    def __init__(self, ctx, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
         self.view = BisectView()
         self.good: Path | None = None

@@ -8,6 +8,8 @@ pane shows its progress and renders the report.  Every value shown comes from th
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -31,6 +33,7 @@ from specdebug.core.servers import ServerRecord
 from specdebug.core.startup.events import ServerState
 from specdebug.engines import worker_match
 from specdebug.remote.api import RemoteError
+from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.stacks_action import open_stacks
 
@@ -134,6 +137,7 @@ class EnvPane(Pane):
         Binding("k", "stacks", "Stack of this worker", id="env.stacks", show=False),  # `specdebug stacks`
         Binding("escape", "clear_marks", "Clear diff", id="env.clear_diff", show=False),
     ]
+    IN_TURN_ACTIONS = frozenset({"mark", "stacks"})  # the highlighted process column
     DEFAULT_CSS = """
     EnvPane { layout: vertical; }
     EnvPane #env-how { height: auto; color: $text-muted; }
@@ -151,7 +155,7 @@ class EnvPane(Pane):
             super().__init__()
             self.report = report
 
-    def __init__(self, ctx, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
         self.report: EnvReport | None = None
         self.marked: list[int] = []

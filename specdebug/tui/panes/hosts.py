@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Static
 from specdebug.core.hosts import HostInfo, gather_host_info
 from specdebug.core.sanitize import visible
 from specdebug.remote.api import ConnState, ConnStatus, RemoteError
+from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 
 STATE_STYLE = {
@@ -84,6 +85,8 @@ class HostsPane(Pane):
         Binding("r", "refresh", "Refresh", id="hosts.refresh"),
         Binding("enter", "select_host", "Select host", id="hosts.select", show=False),
     ]
+    # the highlighted host; on the hosts table, Enter is the table's own key (RowSelected, below)
+    IN_TURN_ACTIONS = frozenset({"select_host"})
     DEFAULT_CSS = """
     HostsPane { layout: vertical; }
     HostsPane #hosts-table { height: auto; max-height: 50%; }
@@ -102,12 +105,13 @@ class HostsPane(Pane):
             super().__init__()
             self.info = info
 
-    def __init__(self, ctx, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
         self.infos: dict[str, HostInfo] = {}
         self.statuses: dict[str, ConnStatus] = {}
         self._unsubscribe: list[Callable[[], None]] = []  # status listeners, removed on unmount
-        self._shown: dict[str, list] = {}  # host -> cells on screen (only changed cells are updated)
+        # host -> cells on screen (only changed cells are updated)
+        self._shown: dict[str, list[str | Text]] = {}
         self._told: set[str] = set()  # hosts whose authentication failure was explained
         self._gpus_shown: object = None  # what the GPU table shows (redrawn only when it changes)
         self.cell_updates = 0  # cells written since mount (tests: an unchanged refresh writes none)
@@ -174,7 +178,7 @@ class HostsPane(Pane):
         self._update_row(info.host)
         self._render_gpus()
 
-    def _row(self, name: str) -> list:
+    def _row(self, name: str) -> list[str | Text]:
         info = self.infos.get(name)
         status = self.statuses.get(name) or ConnStatus(ConnState.CONNECTING)
         if info is None:
@@ -203,7 +207,7 @@ class HostsPane(Pane):
             self._shown[name] = row
             table.add_row(*row, key=name)
             return
-        old = self._shown.get(name) or [None] * len(row)
+        old: list[str | Text | None] = [*self._shown.get(name, [])] or [None] * len(row)
         for key, value, before in zip(
             [key for _, key in HOST_COLUMNS],
             row,
@@ -288,13 +292,20 @@ class HostsPane(Pane):
         if event.row_key and event.row_key.value in self.ctx.remotes:
             self.post_message(self.HostSelected(event.row_key.value))  # the app's store holds it
 
+    @on(DataTable.RowSelected, "#hosts-table")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on the hosts table: the row it was pressed on (the cursor may have moved since)."""
+        self._select_host(event.row_key.value)
+
     def action_select_host(self) -> None:
         table = self.query_one("#hosts-table", DataTable)
         if table.row_count:
-            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-            if key is not None:
-                self.post_message(self.HostSelected(key))
-                self.notify(f"acting on {key}")
+            self._select_host(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    def _select_host(self, key: str | None) -> None:
+        if key is not None:
+            self.post_message(self.HostSelected(key))
+            self.notify(f"acting on {key}")
 
     def host_changed(self, host: str | None) -> None:
         """The store's selection moved (ctx.selected is it already): show that host's GPUs."""

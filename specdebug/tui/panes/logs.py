@@ -71,6 +71,7 @@ class LogsPane(LogsBoxes):
         Binding("escape", "close_input", "Close", id="logs.close_input"),
         Binding("enter", "submit_input", "Enter", id="logs.submit_input", show=False),
     ]
+    IN_TURN_ACTIONS = frozenset({"context"})  # the line under the cursor
     INPUT_PROMPTS = {
         "logs-input": "filter: regex on each line · Enter keeps it · Esc closes",
         "logs-path": "open: path of a log on the box (absolute or ~/…) · Enter follows it · Esc closes",

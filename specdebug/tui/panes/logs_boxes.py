@@ -8,6 +8,7 @@ taken the letters still on their way to it.  Mixed into LogsPane (specdebug/tui/
 
 from __future__ import annotations
 
+from textual import events
 from textual.widgets import Input
 
 from specdebug.tui.pane import Pane
@@ -85,10 +86,10 @@ class LogsBoxes(Pane):
             return self.typing()
         return super().check_action(action, parameters)
 
-    def on_descendant_focus(self, event) -> None:
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         self.refresh_bindings()
 
-    def on_descendant_blur(self, event) -> None:
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
         self.refresh_bindings()
 
     def action_open_path(self) -> None:

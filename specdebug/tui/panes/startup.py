@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -71,7 +72,7 @@ class StartupPane(StartupView, Pane):
     StartupPane #startup-log { height: 1fr; padding: 0 1; }
     """
 
-    def __init__(self, ctx: AppContext, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
         self.clock = time.time
         self.known: dict[str, RunningServer] = {}  # profile -> server seen running (for the quit note)
@@ -153,7 +154,7 @@ class StartupPane(StartupView, Pane):
         self.history = startup.startup_history(events, self.profile.name)
 
     @staticmethod
-    def _is_run(verdict: dict, rec: ServerRecord) -> bool:
+    def _is_run(verdict: dict[str, Any], rec: ServerRecord) -> bool:
         """The verdict belongs to the run `rec` (its PID, started within a second of it)."""
         if verdict.get("pid") != rec.pid:
             return False
@@ -347,7 +348,7 @@ class StartupPane(StartupView, Pane):
         self.load_history()
         self.recognise()
 
-    def journal_changed(self, events: list[dict]) -> None:
+    def journal_changed(self, events: list[dict[str, Any]]) -> None:
         """Another seat acted on this profile's server (a `box:NAME` session's journal): show its
         stop as a stop by that seat, and pick a relaunch up at once (read-only: status, no attach)."""
         name = self.profile.name if self.profile is not None else None

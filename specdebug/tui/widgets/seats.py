@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -43,7 +45,7 @@ class SeatsBar(Static):
     POLL_S = 1.0
 
     def __init__(
-        self, socket: str | None = None, name: str | None = None, *, readonly: bool = False, **kwargs
+        self, socket: str | None = None, name: str | None = None, *, readonly: bool = False, **kwargs: Any
     ) -> None:
         super().__init__(Text(""), id=kwargs.pop("id", "seats"), **kwargs)
         self.readonly = readonly  # a read-only seat offers no seat changes (the driver grants them)
@@ -168,7 +170,7 @@ class SeatsProvider(Provider):
         revoked = [u for u in (listed or {}).get("revoked", []) if isinstance(u, str) and u not in modes]
         self._bar, self._fresh = bar, (modes, revoked)
 
-    def _commands(self):
+    def _commands(self) -> Iterator[tuple[str, Callable[[], Awaitable[None]], str]]:
         bar = self._bar
         if bar is None:
             return
@@ -210,7 +212,7 @@ class JournalFollower(Widget):
     DEFAULT_CSS = "JournalFollower { display: none; }"
     POLL_S = 0.5
 
-    def __init__(self, ctx: AppContext, **kwargs) -> None:
+    def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.ctx = ctx
 
@@ -227,7 +229,7 @@ class JournalFollower(Widget):
     async def follow(self, journal: BoxJournal) -> None:
         await journal.follow(self.POLL_S)
 
-    def _new_events(self, events: list[dict]) -> None:
+    def _new_events(self, events: list[dict[str, Any]]) -> None:
         from specdebug.tui.pane import Pane
 
         self.post_message(Pane.JournalChanged(events))
