@@ -5,7 +5,7 @@ node runs it (the engine's multi-node flags, its own log and record), so the one
 on a node unchanged.  The one-node case (no `[deployment]`) is today's behaviour.
 
 Layout: place (Deployment, Node, the engines' node flags), nccl (the transport proof from each
-rank's NCCL lines).
+rank's NCCL lines), nccl_intent (the workers' NCCL env against what the lines show).
 """
 
 from __future__ import annotations
