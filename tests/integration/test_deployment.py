@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -159,3 +160,40 @@ def test_a_node_that_cannot_launch_refuses_the_whole_deployment(cluster: Cluster
     assert data["verdict"] == "refused" and data["reason"].startswith("node1: "), data
     st = json.loads(cli(cluster, "status", "-c", str(prof), "--json").stdout)
     assert [n["state"] for n in st["nodes"]] == ["not_launched", "not_launched"]  # nothing started
+
+
+def test_grep_follows_every_nodes_log_tagged_by_node(cluster: Cluster, tmp_path: Path) -> None:
+    prof = dep_profile(tmp_path, "grep")
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    logs = {n["host"]: Path(n["log_file"]) for n in json.loads(run.stdout)["nodes"]}
+    once = cli(cluster, "grep", "-c", str(prof), "-e", "Uvicorn|listening|Serving", "--json")
+    got = [json.loads(line) for line in once.stdout.splitlines()]
+    assert once.returncode == 0 and {g["node"] for g in got} == {"node0", "node1"}, once.stderr
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "specdebug.cli", "grep", "-F", str(cluster.config_path), "-c", str(prof),
+         "-e", "MARK-(?P<n>\\d)", "--follow", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        seen: dict[str, str] = {}
+        deadline = time.monotonic() + 30
+        while len(seen) < 2 and time.monotonic() < deadline:
+            for host, log in logs.items():  # the test owns these files: a line appended on each node
+                with log.open("a") as f:
+                    f.write(f"MARK-{host[-1]}\n")
+            time.sleep(0.5)
+            while True:
+                ready, _, _ = select.select([follow.stdout], [], [], 0.2)
+                if not ready:
+                    break
+                line = follow.stdout.readline()
+                if not line:
+                    break
+                m = json.loads(line)
+                seen[m["node"]] = m["fields"]["n"]
+        assert seen == {"node0": 0, "node1": 1}, follow.stderr.read() if follow.poll() is not None else seen
+    finally:
+        follow.terminate()
+        follow.wait(10)
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
