@@ -50,7 +50,9 @@ def cli(cluster: Cluster, *args: str, timeout: float = 120) -> subprocess.Comple
     )
 
 
-def dep_profile(tmp_path: Path, stem: str, *, kind: str = "custom", node1_env: dict | None = None) -> Path:
+def dep_profile(
+    tmp_path: Path, stem: str, *, kind: str = "custom", env: dict | None = None, node1_env: dict | None = None
+) -> Path:
     """A two-node deployment of the sim; each node its own port and sidecar (the nodes share a machine)."""
     name = f"dep-{stem}-{uuid.uuid4().hex[:6]}"
     p0, p1 = free_port(), free_port()
@@ -58,7 +60,9 @@ def dep_profile(tmp_path: Path, stem: str, *, kind: str = "custom", node1_env: d
     argv += ["--log-file", str(tmp_path / f"{name}.n0.sim.log")]
     text = (
         f"name = {json.dumps(name)}\n[server]\nkind = {json.dumps(kind)}\nargv = {json.dumps(argv)}\n"
-        f"log_file = {json.dumps(str(tmp_path / f'{name}.log'))}\nport = {p0}\n[ready]\ntimeout_s = 60\n"
+        f"log_file = {json.dumps(str(tmp_path / f'{name}.log'))}\nport = {p0}\n"
+        + "".join(f"env.{k} = {json.dumps(v)}\n" for k, v in (env or {}).items())
+        + "[ready]\ntimeout_s = 60\n"
         '[deployment]\nnodes = ["node0", "node1"]\ndist_init_port = ' + str(free_port()) + "\n"
         "[deployment.node_args]\n"
         f"node1 = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log')])}\n"
@@ -196,4 +200,25 @@ def test_grep_follows_every_nodes_log_tagged_by_node(cluster: Cluster, tmp_path:
     finally:
         follow.terminate()
         follow.wait(10)
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+
+
+def test_env_shows_every_nodes_workers_and_the_transport_verdict(cluster: Cluster, tmp_path: Path) -> None:
+    """Two independent one-node sims (until the sim is a cluster): both nodes' workers with their
+    env, and a transport verdict that does not guess: no inter-node edge, so unproven."""
+    prof = dep_profile(tmp_path, "env", env={"NCCL_DEBUG": "INFO"}, node1_env={"NCCL_IB_DISABLE": "1"})
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    env = cli(cluster, "env", "-c", str(prof), "--json")
+    data = json.loads(env.stdout)
+    assert env.returncode == 0, env.stderr
+    by_node = {n["host"]: n for n in data["nodes"]}
+    assert set(by_node) == {"node0", "node1"} and all(n["workers"] for n in by_node.values())
+    assert all(w["vars"]["NCCL_IB_DISABLE"]["status"] == "ok" for w in by_node["node1"]["workers"])
+    assert all("NCCL_IB_DISABLE" not in w["vars"] for w in by_node["node0"]["workers"])
+    proof = data["transport"]
+    assert proof["verdict"] == "unproven" and proof["hint"].startswith("set NCCL_DEBUG=INFO"), proof
+    assert {n["node"] for n in proof["nodes"] if n["lines"]} == {"node0", "node1"}
+    text = cli(cluster, "env", "-c", str(prof))
+    assert "== node 1 node1" in text.stdout and "transport: unproven" in text.stdout, text.stderr
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0

@@ -115,3 +115,15 @@ def test_nccl_list_rules():
     assert matches_list("eth", "eth0") and not matches_list("=eth", "eth0")
     assert not matches_list("^docker,lo", "docker0") and matches_list("^docker,lo", "ib0")
     assert matches_list("mlx5_0:1", "mlx5_0:1") and not matches_list("mlx5_0:2", "mlx5_0:1")
+
+
+def test_two_independent_servers_sharing_a_comm_id_are_not_edges():
+    """Two one-node servers print rank 0 and 1 of a comm with the same id: placed nowhere, said so."""
+    lines = {
+        n: rank_lines(n, 10, 0, 0, "Socket", ["Channel 00/0 : 0[0] -> 1[1] via P2P/direct pointer"], nranks=2)
+        + rank_lines(n, 11, 1, 1, "Socket", ["Channel 00/0 : 1[1] -> 0[0] via P2P/direct pointer"], nranks=2)
+        for n in ("node0", "node1")
+    }
+    proof = prove_transport(lines)
+    assert proof.verdict == "unproven" and proof.edges == []
+    assert any("not one communicator" in f for f in proof.findings)

@@ -180,11 +180,17 @@ def prove_transport(
     infos: list[NodeNccl] = []
     edges: list[NcclEdge] = []
     placed: dict[tuple[str, int], str] = {}
+    clashes: dict[tuple[str, int], set[str]] = {}
     for node, lines in lines_by_node.items():
         info, node_edges, node_placed = parse_node(node, lines)
         infos.append(info)
         edges += node_edges
-        placed.update(node_placed)
+        for key, where in node_placed.items():
+            if key in placed and placed[key] != where:
+                clashes.setdefault(key, {placed[key]}).add(where)
+            placed[key] = where
+    for key in clashes:  # two communicators with one id (independent servers): place neither
+        placed.pop(key, None)
     inter: list[NcclEdge] = []
     for edge in edges:
         if edge.comm is not None:
@@ -198,7 +204,12 @@ def prove_transport(
             continue
         if edge.inter_node is not False:
             inter.append(edge)
-    findings = intent_findings(infos, inter, environ or {})
+    findings = [
+        f"commId {comm} rank {rank} completed its init on {', '.join(sorted(nodes))}: not one communicator "
+        "(do the nodes run one server?)"
+        for (comm, rank), nodes in sorted(clashes.items())
+    ][:10]
+    findings += intent_findings(infos, inter, environ or {})
     verdict, reason = _verdict(infos, inter)
     return TransportProof(
         verdict=verdict,
