@@ -222,3 +222,13 @@ def test_env_shows_every_nodes_workers_and_the_transport_verdict(cluster: Cluste
     text = cli(cluster, "env", "-c", str(prof))
     assert "== node 1 node1" in text.stdout and "transport: unproven" in text.stdout, text.stderr
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+
+
+def test_bench_targets_the_leader(cluster: Cluster, tmp_path: Path) -> None:
+    prof = dep_profile(tmp_path, "bench")
+    assert cli(cluster, "launch", "-c", str(prof), "--wait").returncode == 0
+    run = cli(cluster, "bench", "-c", str(prof), "--requests", "2", "--output-len", "16", "--json")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["host"] == "node0" and data["status"] == "done", data
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
