@@ -1,12 +1,12 @@
-"""The sim-only flags both engines share come from one place (sim.simonly) and mean the same on each."""
+"""The sim-only flags both engines share come from one place (sim.server.common.simonly) and mean the same on each."""
 
 from __future__ import annotations
 
 import pytest
 
-from specdebug.sim.options import SimConfig, parse_args
-from specdebug.sim.simonly import COMMON_FIELDS, CommonSimOptions
-from specdebug.sim.vllm_args import VllmConfig, parse_vllm_args
+from specdebug.sim.server.common.simonly import COMMON_FIELDS, CommonSimOptions
+from specdebug.sim.server.sglang.options import SimConfig, parse_args
+from specdebug.sim.server.vllm.args import VllmConfig, parse_vllm_args
 
 SHARED = [
     *("--log-file", "/tmp/x.log", "--time-scale", "0.05", "--drop-env", "NCCL_"),

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from specdebug.sim import faults, gpushare, sched_frames
-from specdebug.sim.logsink import LogSink
-from specdebug.sim.options import SimConfig
-from specdebug.sim.sglang_shapes import Rank, Shapes, scheduler_ranks, startup_timings
+from specdebug.sim.box import gpushare
+from specdebug.sim.server.common import faults
+from specdebug.sim.server.common.logsink import LogSink
+from specdebug.sim.server.sglang import sched_frames
+from specdebug.sim.server.sglang.options import SimConfig
+from specdebug.sim.server.sglang.shapes import Rank, Shapes, scheduler_ranks, startup_timings
 
 # startup durations in seconds at --time-scale 1.0 (a 1T MoE on 8 GPUs: a few minutes)
 DURATIONS = {
@@ -351,7 +353,7 @@ class SimScheduler:
 
     # --- serving ---------------------------------------------------------------------------------
     def serve(self) -> None:
-        """Serve like a scheduler whose batches the launcher's engine models (frames: sim.sched_frames);
+        """Serve like a scheduler whose batches the launcher's engine models (frames: sim.server.sglang.sched_frames);
         crash on request."""
         sched_frames.event_loop_normal(self.conn, self.index, faults.event_loop_normal)
 

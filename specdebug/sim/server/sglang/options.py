@@ -11,12 +11,13 @@ import argparse
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specdebug.sim import FAULT_PHASES, HANG_PHASES, flag_help
-from specdebug.sim.costmodel import SPEC_ALGORITHMS, SpecConfig
-from specdebug.sim.sglang_args import TOPK1_ADJUST_WARNING, resolve_spec
-from specdebug.sim.sglang_shapes import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
-from specdebug.sim.sglang_shapes import Shapes
-from specdebug.sim.simonly import CommonSimOptions, add_common_flags, pop_common
+from specdebug.sim import FAULT_PHASES, HANG_PHASES
+from specdebug.sim.server.common.costmodel import SPEC_ALGORITHMS, SpecConfig
+from specdebug.sim.server.common.simonly import CommonSimOptions, add_common_flags, pop_common
+from specdebug.sim.server.sglang import flag_help
+from specdebug.sim.server.sglang.args import TOPK1_ADJUST_WARNING, resolve_spec
+from specdebug.sim.server.sglang.shapes import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
+from specdebug.sim.server.sglang.shapes import Shapes
 
 __all__ = ["TOPK1_ADJUST_WARNING", "ServerArgs", "SimConfig", "SimOptions", "build_parser", "parse_args"]
 
@@ -192,7 +193,7 @@ def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentPars
         "--server-version",
         default=SGLANG_DEFAULT_VERSION,
         help="SGLang version whose line shapes and env handling to imitate (default: the newest read, "
-        f"{SGLANG_DEFAULT_VERSION}; see sim.sglang_shapes)",
+        f"{SGLANG_DEFAULT_VERSION}; see sim.server.sglang.shapes)",
     )
     sim.add_argument("--seed", type=int, default=0, help="seeds acceptance lengths and generated text")
     sim.add_argument(

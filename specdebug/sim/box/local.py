@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specdebug.sim.launcher import SIDECAR_SUFFIX
+from specdebug.sim.server.sglang.launcher import SIDECAR_SUFFIX
 
 
 def free_port(host: str = "127.0.0.1") -> int:

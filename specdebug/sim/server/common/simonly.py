@@ -14,8 +14,8 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
-from specdebug.sim import costmodel
-from specdebug.sim.costmodel import SpecConfig
+from specdebug.sim.server.common import costmodel
+from specdebug.sim.server.common.costmodel import SpecConfig
 
 
 @dataclass

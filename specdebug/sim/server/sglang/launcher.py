@@ -22,12 +22,14 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, cast
 
-from specdebug.sim import costmodel, nvidia_smi, sched_frames
-from specdebug.sim.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
-from specdebug.sim.options import SimConfig, parse_args
-from specdebug.sim.sglang_shapes import Shapes, scheduler_ranks, set_envs_and_config
-from specdebug.sim.simonly import engine_scales, model_record
-from specdebug.sim.worker import run_detokenizer_process, run_scheduler_process
+from specdebug.sim.box import nvidia_smi
+from specdebug.sim.server.common import costmodel
+from specdebug.sim.server.common.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
+from specdebug.sim.server.common.simonly import engine_scales, model_record
+from specdebug.sim.server.sglang import sched_frames
+from specdebug.sim.server.sglang.options import SimConfig, parse_args
+from specdebug.sim.server.sglang.shapes import Shapes, scheduler_ranks, set_envs_and_config
+from specdebug.sim.server.sglang.worker import run_detokenizer_process, run_scheduler_process
 
 SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
 READY_LINE = "The server is fired up and ready to roll!"
@@ -224,8 +226,8 @@ class Launcher:
     async def _serve(self) -> None:
         import uvicorn
 
-        from specdebug.sim.engine import Engine
-        from specdebug.sim.http import ServerState, build_app
+        from specdebug.sim.server.common.engine import Engine
+        from specdebug.sim.server.sglang.http import ServerState, build_app
 
         s, spec = self.cfg.server, self.cfg.spec
         tp0 = self.ready.get(0, {})
@@ -379,10 +381,10 @@ def sim_ranks(cfg: SimConfig):
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    """`--engine vllm` runs the vLLM imitation (sim.vllm_server); otherwise SGLang's launch_server."""
+    """`--engine vllm` runs the vLLM imitation (sim.server.vllm.server); otherwise SGLang's launch_server."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if engine_of(argv) == "vllm":
-        from specdebug.sim.vllm_server import main as vllm_main
+        from specdebug.sim.server.vllm.server import main as vllm_main
 
         return vllm_main(argv)
     try:
