@@ -68,6 +68,17 @@ Faults
     --hang-at PHASE: every rank (or, for warmup, the engine) stops making progress; all stay alive.
     Too small --mem-fraction-static gives SGLang's "Not enough memory" error; too large an OOM.
 
+Multi-node (`--nnodes N --node-rank R --dist-init-addr HOST:PORT`, `--tp` = all nodes' GPUs)
+    Each node is its own `python -m specdebug.sim` (own host address, e.g. 127.0.0.2 / 127.0.0.3) with
+    the schedulers of its TP ranks (node R: R*L .. R*L+L-1).  Every rank blocks after `Init ... begin.`
+    in a real TCP rendezvous at the dist-init address (rank 0 hosts the store) until all ranks of all
+    nodes joined, or fails after --dist-timeout (default 600 s) as torch does (sim.server.common.
+    rendezvous).  Node 0 serves the API and prints the ready line; nodes >= 1 start no detokenizer and
+    serve SGLang's dummy health server (200 on /health, /health_generate, /ping; no ready line).  With
+    NCCL_DEBUG=INFO each rank prints NCCL's bootstrap / `Using network IB|Socket` / Channel / `Init
+    COMPLETE` lines as its env decides (sim.server.common.nccl_net).  Switches for the node they are
+    given to: --never-join, --die-after-ready S, --nccl-timeout-after S (sim.server.common.simonly).
+
 Cost model (real time, not scaled by --time-scale; constants in `costmodel`)
     One decode iteration for a batch of bs running requests takes
         no speculation:  T_decode * (1 + 0.03 (bs-1)),  T_decode = 1000/89 ms = 11.24 ms

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specdebug.sim import FAULT_PHASES, HANG_PHASES
+from specdebug.sim.server.common.cluster import DEFAULT_TIMEOUT_S, ClusterArgs, bind_address
 from specdebug.sim.server.common.costmodel import SPEC_ALGORITHMS, SpecConfig
 from specdebug.sim.server.common.simonly import CommonSimOptions, add_common_flags, pop_common
 from specdebug.sim.server.sglang import flag_help
@@ -51,6 +52,11 @@ class ServerArgs:
     dp_size: int = 1
     ep_size: int = 1
     pp_size: int = 1
+    dist_init_addr: str | None = None
+    nnodes: int = 1
+    node_rank: int = 0
+    nccl_port: int | None = None
+    dist_timeout: int | None = None
     stream_interval: int = 1
     random_seed: int | None = None
     watchdog_timeout: float = 300
@@ -150,6 +156,11 @@ def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentPars
     p.add_argument("--dp-size", "--dp", dest="dp_size", type=int, default=1)
     p.add_argument("--ep-size", "--ep", dest="ep_size", type=int, default=1)
     p.add_argument("--pp-size", type=int, default=1)
+    p.add_argument("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr")
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--nccl-port", type=int)
+    p.add_argument("--dist-timeout", type=int)
     p.add_argument("--stream-interval", type=int, default=1)
     p.add_argument("--random-seed", type=int)
     p.add_argument("--watchdog-timeout", type=float, default=300)
@@ -243,6 +254,7 @@ def parse_args(argv: list[str], prog: str | None = None) -> SimConfig:
         server.mem_fraction_static = 0.88
     if server.chunked_prefill_size is None:
         server.chunked_prefill_size = 8192
+    check_nodes(server)
     warnings: list[str] = []
     spec = resolve_spec(server, warnings, spec_v2=Shapes(sim.server_version).newest)
     if server.cuda_graph_max_bs is None:
@@ -250,3 +262,31 @@ def parse_args(argv: list[str], prog: str | None = None) -> SimConfig:
     if server.random_seed is None:
         server.random_seed = sim.seed
     return SimConfig(server=server, sim=sim, spec=spec, warnings=warnings)
+
+
+def check_nodes(server: ServerArgs) -> None:
+    """The multi-node flags must describe one node of a TP group split evenly (a ValueError, exit 1)."""
+    if server.nnodes < 1 or not 0 <= server.node_rank < server.nnodes:
+        raise ValueError(f"node_rank={server.node_rank} must be in [0, nnodes={server.nnodes})")
+    if server.tp_size % server.nnodes:
+        raise ValueError(f"tp_size={server.tp_size} must be divisible by nnodes={server.nnodes}")
+
+
+def cluster_of(server: ServerArgs) -> ClusterArgs | None:
+    """SGLang's rendezvous: `tcp://{dist_init_addr}`, else `tcp://127.0.0.1:{nccl_port}` (None: one node)."""
+    if server.nnodes <= 1:
+        return None
+    if server.dist_init_addr:
+        host, _, port = server.dist_init_addr.rpartition(":")
+        host, port_n = host.strip("[]") or "127.0.0.1", int(port)
+    else:
+        host, port_n = "127.0.0.1", server.nccl_port or server.port + 233
+    return ClusterArgs(
+        nnodes=server.nnodes,
+        node_rank=server.node_rank,
+        world=server.tp_size,
+        host=host,
+        port=port_n,
+        timeout_s=float(server.dist_timeout or DEFAULT_TIMEOUT_S),
+        bind=bind_address(server.host),
+    )
