@@ -51,7 +51,7 @@ def cli(cluster: Cluster, *args: str, timeout: float = 120) -> subprocess.Comple
 
 
 def dep_profile(
-    tmp_path: Path, stem: str, *, kind: str = "custom", env: dict | None = None, node1_env: dict | None = None
+    tmp_path: Path, stem: str, *, kind: str = "sglang", env: dict | None = None, node1_env: dict | None = None
 ) -> Path:
     """A two-node deployment of the sim; each node its own port and sidecar (the nodes share a machine)."""
     name = f"dep-{stem}-{uuid.uuid4().hex[:6]}"
@@ -171,7 +171,7 @@ def test_grep_follows_every_nodes_log_tagged_by_node(cluster: Cluster, tmp_path:
     run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
     assert run.returncode == 0, run.stderr
     logs = {n["host"]: Path(n["log_file"]) for n in json.loads(run.stdout)["nodes"]}
-    once = cli(cluster, "grep", "-c", str(prof), "-e", "Uvicorn|listening|Serving", "--json")
+    once = cli(cluster, "grep", "-c", str(prof), "-e", "Init (?:parallel|torch distributed) begin", "--json")
     got = [json.loads(line) for line in once.stdout.splitlines()]
     assert once.returncode == 0 and {g["node"] for g in got} == {"node0", "node1"}, once.stderr
     follow = subprocess.Popen(
@@ -204,11 +204,13 @@ def test_grep_follows_every_nodes_log_tagged_by_node(cluster: Cluster, tmp_path:
 
 
 def test_env_shows_every_nodes_workers_and_the_transport_verdict(cluster: Cluster, tmp_path: Path) -> None:
-    """Two independent one-node sims (until the sim is a cluster): both nodes' workers with their
-    env, and a transport verdict that does not guess: no inter-node edge, so unproven."""
+    """Both nodes' workers with their env, and the transport verdict from every rank's NCCL lines:
+    socket when one node has NCCL_IB_DISABLE=1, IB with GPUDirect RDMA by default (the sim)."""
     prof = dep_profile(tmp_path, "env", env={"NCCL_DEBUG": "INFO"}, node1_env={"NCCL_IB_DISABLE": "1"})
-    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
-    assert run.returncode == 0, run.stderr
+    plain = dep_profile(tmp_path, "envib", env={"NCCL_DEBUG": "INFO"})
+    for p in (prof, plain):
+        run = cli(cluster, "launch", "-c", str(p), "--wait", "--json")
+        assert run.returncode == 0, run.stderr
     env = cli(cluster, "env", "-c", str(prof), "--json")
     data = json.loads(env.stdout)
     assert env.returncode == 0, env.stderr
@@ -217,11 +219,18 @@ def test_env_shows_every_nodes_workers_and_the_transport_verdict(cluster: Cluste
     assert all(w["vars"]["NCCL_IB_DISABLE"]["status"] == "ok" for w in by_node["node1"]["workers"])
     assert all("NCCL_IB_DISABLE" not in w["vars"] for w in by_node["node0"]["workers"])
     proof = data["transport"]
-    assert proof["verdict"] == "unproven" and proof["hint"].startswith("set NCCL_DEBUG=INFO"), proof
-    assert {n["node"] for n in proof["nodes"] if n["lines"]} == {"node0", "node1"}
+    assert proof["verdict"] == "socket", proof["reason"]
+    assert {(e["src_node"], e["dst_node"]) for e in proof["edges"]} == {
+        ("node0", "node1"),
+        ("node1", "node0"),
+    }
+    assert any(e["node"] == "node1" and e["via"] == "NET/Socket/0" for e in proof["edges"])
+    ib = json.loads(cli(cluster, "env", "-c", str(plain), "--json").stdout)["transport"]
+    assert ib["verdict"] == "ib-gdrdma" and ib["findings"] == [], ib["reason"]
     text = cli(cluster, "env", "-c", str(prof))
-    assert "== node 1 node1" in text.stdout and "transport: unproven" in text.stdout, text.stderr
-    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+    assert "== node 1 node1" in text.stdout and "transport: socket" in text.stdout, text.stderr
+    for p in (prof, plain):
+        assert cli(cluster, "stop", "-c", str(p)).returncode == 0
 
 
 def test_bench_targets_the_leader(cluster: Cluster, tmp_path: Path) -> None:
