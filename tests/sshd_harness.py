@@ -97,9 +97,11 @@ def start_sshd(
     port: int | None = None,
     wrap: Sequence[str] = (),
     extra_config: tuple[str, ...] = (),
+    listen: Sequence[str] = ("127.0.0.1",),
 ) -> Sshd:
     """Start sshd; `wrap` prefixes its command (e.g. unshare: a box whose sshd is PID 1 of a namespace);
-    `extra_config` lines go first (sshd keeps the first value of a keyword)."""
+    `extra_config` lines go first (sshd keeps the first value of a keyword); `listen`: its loopback
+    addresses (several: one sshd answers as several hosts, tests/cluster_harness.py)."""
     if SSHD is None:
         raise RuntimeError("sshd not found: install openssh-server (apt-get install openssh-server)")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -116,7 +118,7 @@ def start_sshd(
     )
     base = [
         f"Port {port}",
-        "ListenAddress 127.0.0.1",
+        *(f"ListenAddress {addr}" for addr in listen),
         f"HostKey {hostkey}",
         f"PidFile {workdir / 'sshd.pid'}",
         f"AuthorizedKeysFile {workdir / 'authorized_keys'}",
@@ -148,7 +150,7 @@ def start_sshd(
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            socket.create_connection((listen[0], port), timeout=0.2).close()
             break
         except OSError:
             if proc.poll() is not None:
@@ -158,7 +160,7 @@ def start_sshd(
         raise RuntimeError("sshd did not start listening")
     host_pub = (workdir / "hostkey.pub").read_text().split()
     known = workdir / "known_hosts"
-    known.write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
+    known.write_text("".join(f"[{addr}]:{port} {host_pub[0]} {host_pub[1]}\n" for addr in listen))
     sshd = Sshd(
         workdir=workdir,
         port=port,

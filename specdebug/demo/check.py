@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from specdebug.core.profiles import Profile
-from specdebug.demo.loopback_sshd import LoopbackSSHServer
 from specdebug.errors import SpecdebugError
+from specdebug.sim.box.loopback_sshd import LoopbackSSHServer
 
 CHECK_TIME_SCALE = 0.02  # startup in a few seconds
 READY_TIMEOUT_S = 120.0

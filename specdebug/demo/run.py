@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from specdebug.core.profiles import Profile, load_profile
-from specdebug.demo.loopback_sshd import LoopbackSSHServer
 from specdebug.remote.factory import ConnectOptions, connect_host
 from specdebug.resources import data_dirs
+from specdebug.sim.box.loopback_sshd import LoopbackSSHServer
 
 logger = logging.getLogger(__name__)
 

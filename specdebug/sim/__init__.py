@@ -1,17 +1,17 @@
 """A simulated SGLang (or vLLM) speculative-decoding server: a GPU box specdebug can debug without a GPU.
 
 Two engines, one cost model: `--engine sglang` (default; this docstring) imitates
-`python -m sglang.launch_server`; `--engine vllm` imitates `vllm serve MODEL ...` (sim.vllm_server:
+`python -m sglang.launch_server`; `--engine vllm` imitates `vllm serve MODEL ...` (sim.server.vllm.server:
 vLLM's flags and --speculative-config JSON, `(APIServer pid=N) INFO MM-DD ...` lines, VLLM::EngineCore
 and VLLM::Worker_TP<r> processes, the stats and `SpecDecoding metrics:` lines, /health, /v1/models,
 /metrics with vLLM's names).  `--server-version` picks the line shapes (and env handling) of an older
-or newer release (sim.sglang_shapes, sim.vllm_engine).  The `[EAGLE3 profile] ... Target verify` line
+or newer release (sim.server.sglang.shapes, sim.server.vllm.engine).  The `[EAGLE3 profile] ... Target verify` line
 (--profile-verify) is not something SGLang prints: it stands for a user's own instrumentation.
 
 Run it as `python -m specdebug.sim [flags]` or `specdebug sim [flags]`.  It takes SGLang's flag
 names (--model-path, --tp, --port, --speculative-algorithm, --speculative-num-steps, ...) plus
 sim-only ones (--log-file, --time-scale, --seed, --fail-at, --hang-at, --oom, --drop-env,
---decode-scale, --fail-requests, --profile-verify, --noise; those of sim.simonly mean the same with
+--decode-scale, --fail-requests, --profile-verify, --noise; those of sim.server.common.simonly mean the same with
 --engine vllm), and behaves like `python -m sglang.launch_server` wherever specdebug looks:
 
 Processes
@@ -33,7 +33,7 @@ Log (stderr, uvicorn access lines on stdout, and appended to --log-file, one wri
 
 Phases (`PHASES`) and the log line that starts each (as --server-version 0.5.4 prints it; 0.5.23, the
 default, prints `Init parallel begin.`, no KV-dtype line, `Capture target verify CUDA graph begin. ...`
-and `server_args={...}`: `phase_lines(version)`, sim.sglang_shapes):
+and `server_args={...}`: `phase_lines(version)`, sim.server.sglang.shapes):
     init          `Init torch distributed begin.`                    (each rank)
     load_weights  `Load weight begin. avail mem=... GB`              (each rank; target model)
     kv_cache      `Using KV cache dtype: torch.bfloat16`             (each rank)
@@ -67,6 +67,17 @@ Faults
     as `Exception: Capture cuda graph failed: ...` with SGLang's "Possible solutions" block.
     --hang-at PHASE: every rank (or, for warmup, the engine) stops making progress; all stay alive.
     Too small --mem-fraction-static gives SGLang's "Not enough memory" error; too large an OOM.
+
+Multi-node (`--nnodes N --node-rank R --dist-init-addr HOST:PORT`, `--tp` = all nodes' GPUs)
+    Each node is its own `python -m specdebug.sim` (own host address, e.g. 127.0.0.2 / 127.0.0.3) with
+    the schedulers of its TP ranks (node R: R*L .. R*L+L-1).  Every rank blocks after `Init ... begin.`
+    in a real TCP rendezvous at the dist-init address (rank 0 hosts the store) until all ranks of all
+    nodes joined, or fails after --dist-timeout (default 600 s) as torch does (sim.server.common.
+    rendezvous).  Node 0 serves the API and prints the ready line; nodes >= 1 start no detokenizer and
+    serve SGLang's dummy health server (200 on /health, /health_generate, /ping; no ready line).  With
+    NCCL_DEBUG=INFO each rank prints NCCL's bootstrap / `Using network IB|Socket` / Channel / `Init
+    COMPLETE` lines as its env decides (sim.server.common.nccl_net).  Switches for the node they are
+    given to: --never-join, --die-after-ready S, --nccl-timeout-after S (sim.server.common.simonly).
 
 Cost model (real time, not scaled by --time-scale; constants in `costmodel`)
     One decode iteration for a batch of bs running requests takes
@@ -108,7 +119,7 @@ HANG_PHASES: list[str] = ["init", "load_weights", "kv_cache", "cuda_graph", "war
 
 def phase_lines(version: str | None = None) -> dict[str, str]:
     """The line (substring match) that starts each phase in `version` (default: the sim's default)."""
-    from specdebug.sim.sglang_shapes import DEFAULT_VERSION, Shapes
+    from specdebug.sim.server.sglang.shapes import DEFAULT_VERSION, Shapes
 
     return Shapes(version or DEFAULT_VERSION).phase_lines()
 

@@ -3,6 +3,6 @@
 import sys
 
 if __name__ == "__main__":
-    from specdebug.sim.launcher import main
+    from specdebug.sim.server.sglang.launcher import main
 
     sys.exit(main(sys.argv[1:]))

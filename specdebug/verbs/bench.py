@@ -86,10 +86,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 async def cmd_bench(args: argparse.Namespace) -> int:
     if args.parse:
         return _cmd_parse(args)
-    if not args.host or not args.profile:
+    profile = load_profile_or_exit(args.profile, "bench") if args.profile else None
+    if profile is not None and profile.deployment is not None:  # a deployment: bench targets its leader
+        from specdebug.verbs.deployment import placed
+
+        leader = placed(args, profile).leader
+        args.host, profile = leader.host, leader.profile
+    if not args.host or profile is None:
         err("bench needs HOST and -c PROFILE (or --parse FILE)")
         return 2
-    profile = load_profile_or_exit(args.profile, "bench")
     box_session(args.session)  # a bad box:NAME before connecting
     request = BenchRequest(
         kind=args.kind,

@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog="exit status: 0 all expected vars ok on every worker; 1 any missing/different/unverifiable; "
         "2 usage error",
     )
-    add_host_args(p)
+    add_host_args(p, required=False)  # -c of a profile with [deployment]: every node
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("-c", "--profile", metavar="PROFILE", help="profile TOML: its server env and workers")
     which.add_argument("--match", metavar="REGEX", help="workers: regex over /proc/PID/cmdline")
@@ -94,6 +94,13 @@ async def run_env(args: argparse.Namespace) -> int:
     if args.show_secrets:
         err("warning: --show-secrets prints secret-looking values (tokens, keys, passwords) in clear")
     prefixes = args.prefix or list(DEFAULT_PREFIXES)
+    if profile is not None and profile.deployment is not None:
+        from specdebug.verbs.env_nodes import run_env_nodes
+
+        return await run_env_nodes(args, profile, expect, prefixes)
+    if not args.host:
+        err("env: give the HOST (or -c PROFILE of a profile with [deployment] naming its nodes)")
+        raise VerbExit(2)
     async with open_remote(args) as remote:
         if profile is not None:
             try:

@@ -38,7 +38,13 @@ from specdebug.verbs.scan import LOG_HELP, match_json
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("grep")
-    p.add_argument("log", metavar="HOST:PATH", help=LOG_HELP)
+    p.add_argument(
+        "log",
+        metavar="HOST:PATH",
+        nargs="?",
+        help=LOG_HELP
+        + "; left out with -c of a profile with [deployment]: every node's log, lines tagged by node",
+    )
     p.add_argument(
         "-e",
         "--regexp",
@@ -128,20 +134,31 @@ async def grep(args: argparse.Namespace) -> int:
     kind = prof.server.kind if prof is not None else None
     pack = args.pack or (kind if kind in ENGINES else "none")
     named = dict(prof.patterns) if prof is not None else {}
-    try:
+
+    def make_parser() -> LogParser:
         # without --pack or -c nothing but the patterns' named groups is parsed (the fast path);
         # with -c the profile's pack and [patterns] parse the lines -e selects, as `scan -c` does,
         # so the number a user greps for is in the JSON
-        parser = LogParser(
+        return LogParser(
             pack,
             patterns=named,
             grep=args.patterns,
             from_start=args.from_start or not args.follow,
             scrub=Scrubber.for_profile(prof) if prof is not None else Scrubber(),
         )
+
+    try:
+        parser = make_parser()
     except PatternError as exc:
         err(str(exc))
         raise VerbExit(2, str(exc)) from exc
+    if args.log is None:
+        if prof is None or prof.deployment is None:
+            err("grep: give HOST:PATH (or -c PROFILE of a profile with [deployment]: every node's log)")
+            raise VerbExit(2)
+        from specdebug.verbs.grep_nodes import grep_nodes
+
+        return await grep_nodes(args, prof, make_parser)
     host, path = split_host_path(args.log)
     found = False
     if host is None:

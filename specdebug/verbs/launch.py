@@ -14,6 +14,7 @@ from specdebug.core.profiles import Profile
 from specdebug.core.servers import ServerRecord
 from specdebug.core.startup.events import EventJournal
 from specdebug.remote.api import Remote
+from specdebug.verbs import deployment
 from specdebug.verbs.common import (
     box_session,
     err,
@@ -30,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     from specdebug.verbs.common import add_host_args
 
     def common(p: argparse.ArgumentParser, *, session: bool = True) -> None:
-        add_host_args(p)
+        add_host_args(p, required=False)  # a profile with [deployment] names its nodes
         p.add_argument("-c", "--profile", required=True, metavar="PROFILE", help="server profile (TOML)")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         if session:
@@ -73,7 +74,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _profile(args: argparse.Namespace, verb: str) -> Profile:
     box_session(getattr(args, "session", None))  # a bad box:NAME before connecting
-    return load_profile_or_exit(args.profile, verb)
+    profile = load_profile_or_exit(args.profile, verb)
+    deployment.need_host(args, profile, verb)
+    if profile.deployment is not None:
+        deployment.placed(args, profile)  # a HOST that is not the leader: refused before connecting
+    return profile
 
 
 def _say(args: argparse.Namespace, text: str) -> None:
@@ -153,6 +158,8 @@ async def _launch(
 @run_verb
 async def cmd_launch(args: argparse.Namespace) -> int:
     profile = _profile(args, "launch")
+    if profile.deployment is not None:
+        return await deployment.launch(args, profile)
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
         return await _launch(args, remote, profile, journal)
 
@@ -160,6 +167,8 @@ async def cmd_launch(args: argparse.Namespace) -> int:
 @run_verb
 async def cmd_restart(args: argparse.Namespace) -> int:
     profile = _profile(args, "restart")
+    if profile.deployment is not None:
+        return await deployment.launch(args, profile, restart=True)
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
         result = await startup.stop(remote, profile, grace_s=args.grace, journal=journal)
         _say(args, result.message)
@@ -172,6 +181,8 @@ async def cmd_restart(args: argparse.Namespace) -> int:
 @run_verb
 async def cmd_stop(args: argparse.Namespace) -> int:
     profile = _profile(args, "stop")
+    if profile.deployment is not None:
+        return await deployment.stop(args, profile)
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
         result = await startup.stop(remote, profile, grace_s=args.grace, journal=journal)
     if args.json:
@@ -184,6 +195,8 @@ async def cmd_stop(args: argparse.Namespace) -> int:
 @run_verb
 async def cmd_status(args: argparse.Namespace) -> int:
     profile = _profile(args, "status")
+    if profile.deployment is not None:
+        return await deployment.status(args, profile)
     async with open_remote(args) as remote:
         st = await startup.status(remote, profile)
     if args.json:
@@ -196,6 +209,8 @@ async def cmd_status(args: argparse.Namespace) -> int:
 @run_verb
 async def cmd_attach(args: argparse.Namespace) -> int:
     profile = _profile(args, "attach")
+    if profile.deployment is not None:
+        return await deployment.attach(args, profile)
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
         try:
             record = await startup.attach(

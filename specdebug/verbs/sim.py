@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from specdebug.sim.launcher import main
+    from specdebug.sim.server.sglang.launcher import main
 
     try:
         return main(list(args.sim_args), prog="specdebug sim")

@@ -25,7 +25,7 @@ from specdebug.core.bench.runner import BenchRequest, bench_events, run_benchmar
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile
 from specdebug.core.report import history
-from specdebug.sim import local as sim_local
+from specdebug.sim.box import local as sim_local
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
 NCCL = {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "NVL"}

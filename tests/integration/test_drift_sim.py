@@ -17,8 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specdebug.sim import local as sim_local
-from specdebug.sim.nvidia_smi import write_shim
+from specdebug.sim.box import local as sim_local
+from specdebug.sim.box.nvidia_smi import write_shim
 
 SCHEDULER = "sglang/srt/managers/scheduler.py"
 FILES = {

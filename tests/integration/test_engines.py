@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.sim.local import start_local_sim
+from specdebug.sim.box.local import start_local_sim
 from tests.sshd_harness import free_port
 
 pytestmark = pytest.mark.slow

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.sim.local import children_titles
+from specdebug.sim.box.local import children_titles
 from tests.sshd_harness import free_port
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("specdebug.sim.launcher") is None, reason="the sim is not built yet"
+    importlib.util.find_spec("specdebug.sim.server.sglang.launcher") is None,
+    reason="the sim is not built yet",
 )
 
 SECRET = "hf_EnvTestSecret_7f3a9c2e51"

@@ -17,9 +17,9 @@ import pytest
 
 from specdebug.core.bench.gpu import gpu_warnings
 from specdebug.core.hosts import NVIDIA_SMI_ARGV, gather_host_info, parse_nvidia_smi, query_gpus
-from specdebug.demo.loopback_sshd import LoopbackSSHServer
 from specdebug.remote.connection import SSHRemote
-from specdebug.sim import nvidia_smi
+from specdebug.sim.box import nvidia_smi
+from specdebug.sim.box.loopback_sshd import LoopbackSSHServer
 from tests.sshd_harness import free_port
 from tests.tmux_harness import Tmux
 
@@ -29,7 +29,7 @@ FIXTURE_CSV = Path(__file__).resolve().parents[1] / "fixtures" / "gpus.csv"
 
 def fake(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "specdebug.sim.nvidia_smi", *args],
+        [sys.executable, "-m", "specdebug.sim.box.nvidia_smi", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from specdebug.sim import PHASE_LINES
-from specdebug.sim.launcher import READY_LINE, SIGQUIT_LINE
-from specdebug.sim.local import LocalSim, pid_alive, start_local_sim
+from specdebug.sim.box.local import LocalSim, pid_alive, start_local_sim
+from specdebug.sim.server.sglang.launcher import READY_LINE, SIGQUIT_LINE
 
 TIME_SCALE = 0.01
 TRACEBACK_HEAD = "Scheduler hit an exception: Traceback (most recent call last):"
@@ -170,7 +170,7 @@ def test_a_second_server_on_the_same_gpus_fails_at_kv_cache(tmp_path: Path) -> N
     """Two or three servers came up READY on the same 8 simulated GPUs (issue 26): the GPUs are
     one resource; the later server fails at kv_cache with SGLang's memory-pool error, and one on
     other GPUs still fits."""
-    from specdebug.sim import nvidia_smi
+    from specdebug.sim.box import nvidia_smi
 
     box = {nvidia_smi.ENV_DIR: str(tmp_path / "gpus")}
 

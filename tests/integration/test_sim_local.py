@@ -20,9 +20,9 @@ from specdebug.core.logs.parser import LogParser
 from specdebug.engines.primitives import parse_nccl_env_line, split_prefix
 from specdebug.engines.sglang_pack import SGLANG
 from specdebug.sim import PHASES, phase_lines
-from specdebug.sim.launcher import READY_LINE
-from specdebug.sim.local import LocalSim, children_titles, start_local_sim
-from specdebug.sim.local import stream_completion_rate as stream_rate
+from specdebug.sim.box.local import LocalSim, children_titles, start_local_sim
+from specdebug.sim.box.local import stream_completion_rate as stream_rate
+from specdebug.sim.server.sglang.launcher import READY_LINE
 
 TIME_SCALE = 0.01
 NCCL_TUNING = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS"}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.sim.local import LocalSim, start_local_sim, stream_completion_rate
+from specdebug.sim.box.local import LocalSim, start_local_sim, stream_completion_rate
 
 TIME_SCALE = 0.01
 NCCL_TUNING = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS"}

@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from specdebug.sim.launcher import READY_LINE, SIGQUIT_LINE
+from specdebug.sim.server.sglang.launcher import READY_LINE, SIGQUIT_LINE
 from tests.sshd_harness import free_port
 
 pytestmark = pytest.mark.slow

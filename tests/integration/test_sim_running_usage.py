@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specdebug.core.bench.builtin import BuiltinParams, run_builtin
-from specdebug.sim.local import start_local_sim
+from specdebug.sim.box.local import start_local_sim
 
 
 async def test_a_fast_sims_stream_counts_exactly_the_tokens_asked(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from specdebug.core.bench.runner import BenchRequest, run_benchmark
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import Profile, load_profile
-from specdebug.sim import local as sim_local
+from specdebug.sim.box import local as sim_local
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STORY = ("baseline", "eagle3-2step-nccl", "eagle3-3step")

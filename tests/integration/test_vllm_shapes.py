@@ -8,8 +8,8 @@ import pytest
 
 from specdebug.core.logs.parser import LogParser
 from specdebug.core.logs.scan import scan_file
-from specdebug.sim.local import start_local_sim
-from specdebug.sim.vllm_args import DEFAULT_VERSION
+from specdebug.sim.box.local import start_local_sim
+from specdebug.sim.server.vllm.args import DEFAULT_VERSION
 
 SPEC = '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-70B", "num_speculative_tokens": 2}'
 ARGS = [

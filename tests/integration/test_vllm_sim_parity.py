@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from specdebug.core.journal import Journal
-from specdebug.sim import local as sim_local
-from specdebug.sim.costmodel import launch_noise
+from specdebug.sim.box import local as sim_local
+from specdebug.sim.server.common.costmodel import launch_noise
 from tests.security.boxkit import run, unique, write_profile
 
 pytestmark = pytest.mark.slow

@@ -143,7 +143,7 @@ async def through_forward(port: int, tokens: int) -> tuple[float, float] | None:
 
 async def against_sim(decode_scale: float, tokens: int) -> float:
     """The builtin client's single-stream tokens/s against a local sim with this --decode-scale."""
-    from specdebug.sim.local import start_local_sim
+    from specdebug.sim.box.local import start_local_sim
 
     with tempfile.TemporaryDirectory() as tmp:
         argv = ["--model-path", "m", "--tp", "1", "--decode-scale", str(decode_scale)]

@@ -34,7 +34,7 @@ from specdebug.core.profiles import Profile  # noqa: E402
 from specdebug.core.stacks.collect import run_box_module  # noqa: E402
 from specdebug.core.stacks.group import Worker, group_workers, main_frames  # noqa: E402
 from specdebug.remote.connection import SSHRemote  # noqa: E402
-from specdebug.sim.local import start_local_sim  # noqa: E402
+from specdebug.sim.box.local import start_local_sim  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402
 
 

@@ -17,8 +17,8 @@ import pytest
 from specdebug.core.bench.models import BenchConfig, BenchResult, judge_failures
 from specdebug.core.journal import Journal
 from specdebug.core.report import baseline_event, baseline_of, history, render_markdown
-from specdebug.sim import local as sim_local
-from specdebug.sim.faults import RequestFaults
+from specdebug.sim.box import local as sim_local
+from specdebug.sim.server.common.faults import RequestFaults
 from tests.security.boxkit import run, write_profile
 
 # -- unit ------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import httpx
 from textual.widgets import Static
 
 from specdebug.core.profiles import Profile
-from specdebug.sim.local import start_local_sim
+from specdebug.sim.box.local import start_local_sim
 from specdebug.tui.panes.logs import LogsPane
 from tests.tui.test_logs_pane import LogsApp
 from tests.unit.test_log_follow_local import LocalRemote

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from specdebug.sim.options import build_parser as sim_parser
+from specdebug.sim.server.sglang.options import build_parser as sim_parser
 from specdebug.verbs.table import VERBS, verb_parser
 from specdebug.verbs.tui import tui_parser
 

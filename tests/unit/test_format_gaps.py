@@ -18,11 +18,11 @@ from specdebug.engines import server_env_rules
 from specdebug.engines.sglang_pack import SGLANG
 from specdebug.engines.vllm_pack import VLLM
 from specdebug.remote.api import FileRead, ProcInfo
-from specdebug.sim.engine import Engine
-from specdebug.sim.http import ServerState, build_app
-from specdebug.sim.options import parse_args
-from specdebug.sim.sglang_args import MAX_RUNNING_WARNING, NGRAM_DRAFT_WARNING
-from specdebug.sim.sglang_shapes import Shapes, scheduler_ranks, set_envs_and_config
+from specdebug.sim.server.common.engine import Engine
+from specdebug.sim.server.sglang.args import MAX_RUNNING_WARNING, NGRAM_DRAFT_WARNING
+from specdebug.sim.server.sglang.http import ServerState, build_app
+from specdebug.sim.server.sglang.options import parse_args
+from specdebug.sim.server.sglang.shapes import Shapes, scheduler_ranks, set_envs_and_config
 
 # ---- env handling: NCCL_CUMEM_ENABLE / NCCL_NVLS_ENABLE ----------------------------------------------
 
@@ -264,7 +264,7 @@ def test_topk_or_draft_tokens_without_steps_is_an_error():
     one by one); the launcher exits 1 with the traceback."""
     with pytest.raises(AssertionError):
         parse_args(["--speculative-algorithm", "EAGLE3", "--speculative-eagle-topk", "4"])
-    from specdebug.sim.launcher import main
+    from specdebug.sim.server.sglang.launcher import main
 
     assert main(["--speculative-algorithm", "EAGLE3", "--speculative-num-draft-tokens", "4"]) == 1
 

@@ -16,9 +16,9 @@ import pytest
 from specdebug.core.metrics import compute_rates
 from specdebug.core.promparse import parse_metrics
 from specdebug.core.specflags import spec_mismatches
-from specdebug.sim.engine import Engine
-from specdebug.sim.http import ServerState, build_app
-from specdebug.sim.options import parse_args
+from specdebug.sim.server.common.engine import Engine
+from specdebug.sim.server.sglang.http import ServerState, build_app
+from specdebug.sim.server.sglang.options import parse_args
 
 HEAD = 'model_name="m",engine_type="unified"'
 

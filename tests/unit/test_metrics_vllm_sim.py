@@ -18,11 +18,11 @@ from specdebug.core.bench.models import BenchResult, ServerMetrics
 from specdebug.core.bench.prom import fill_server
 from specdebug.core.logs.parser import LogParser
 from specdebug.core.metrics import PromRates, ServerProm, compute_rates, parse_metrics
-from specdebug.sim.costmodel import SpecConfig
-from specdebug.sim.launcher import engine_of
-from specdebug.sim.vllm_args import non_default_args, parse_vllm_args
-from specdebug.sim.vllm_engine import SpecCounters, VllmEngine, render_vllm_metrics
-from specdebug.sim.vllm_procs import worker_name
+from specdebug.sim.server.common.costmodel import SpecConfig
+from specdebug.sim.server.sglang.launcher import engine_of
+from specdebug.sim.server.vllm.args import non_default_args, parse_vllm_args
+from specdebug.sim.server.vllm.engine import SpecCounters, VllmEngine, render_vllm_metrics
+from specdebug.sim.server.vllm.procs import worker_name
 
 EAGLE3 = '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-70B", "num_speculative_tokens": 3}'
 
@@ -55,7 +55,7 @@ def test_bad_speculative_config_fails_as_vllm(capsys):
         parse_vllm_args(["m", "--speculative-config", '{"method": "nope", "num_speculative_tokens": 3}'])
     with pytest.raises(ValidationError, match="speculative model is required"):
         parse_vllm_args(["m", "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3}'])
-    from specdebug.sim.vllm_server import main
+    from specdebug.sim.server.vllm.server import main
 
     assert main(["m", "--speculative-config", '{"method": "eagle3", "model": "d", "bogus": 1}']) == 1
     assert "(APIServer pid=" in capsys.readouterr().err

@@ -26,7 +26,7 @@ from specdebug.core.server_control import _last_run_offset
 from specdebug.core.startup import ServerPhase, StartupTracker
 from specdebug.engines.detect import detect_pack
 from specdebug.engines.sglang_pack import SGLANG
-from specdebug.sim.sglang_shapes import DEFAULT_VERSION, Shapes, version_tuple
+from specdebug.sim.server.sglang.shapes import DEFAULT_VERSION, Shapes, version_tuple
 
 OLD, NEW = "0.5.4.post1", "0.5.23"
 TS = "[2026-12-01 10:00:0{s}{rank}] "

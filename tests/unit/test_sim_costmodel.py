@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from specdebug.sim import costmodel as cm
-from specdebug.sim.costmodel import AcceptSampler, SpecConfig
+from specdebug.sim.server.common import costmodel as cm
+from specdebug.sim.server.common.costmodel import AcceptSampler, SpecConfig
 
 BASELINE = SpecConfig()
 EAGLE_2STEP = SpecConfig("EAGLE3", num_steps=2, topk=1, num_draft_tokens=3)

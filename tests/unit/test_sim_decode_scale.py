@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from specdebug.sim.costmodel import SpecConfig
-from specdebug.sim.engine import Engine, Finish
-from specdebug.sim.options import parse_args
+from specdebug.sim.server.common.costmodel import SpecConfig
+from specdebug.sim.server.common.engine import Engine, Finish
+from specdebug.sim.server.sglang.options import parse_args
 
 SPEC = SpecConfig("EAGLE3", num_steps=2, topk=1, num_draft_tokens=3)
 BASE = ["--model-path", "m"]

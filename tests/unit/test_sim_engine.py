@@ -11,11 +11,11 @@ import pytest
 
 from specdebug.engines.primitives import parse_nccl_env_line
 from specdebug.engines.sglang_pack import SGLANG
-from specdebug.sim import faults
-from specdebug.sim.costmodel import SpecConfig, expected_rate
-from specdebug.sim.engine import Engine, Finish, count_tokens
-from specdebug.sim.options import parse_args
-from specdebug.sim.worker import MemoryPlan, cuda_graph_batch_sizes, nccl_init_lines
+from specdebug.sim.server.common import faults
+from specdebug.sim.server.common.costmodel import SpecConfig, expected_rate
+from specdebug.sim.server.common.engine import Engine, Finish, count_tokens
+from specdebug.sim.server.sglang.options import parse_args
+from specdebug.sim.server.sglang.worker import MemoryPlan, cuda_graph_batch_sizes, nccl_init_lines
 
 SPEC = SpecConfig("EAGLE3", num_steps=2, topk=1, num_draft_tokens=3)
 

@@ -6,9 +6,9 @@ import statistics
 
 import pytest
 
-from specdebug.sim import costmodel
-from specdebug.sim.costmodel import SpecConfig, expected_rate, launch_noise, step_cost
-from specdebug.sim.options import parse_args
+from specdebug.sim.server.common import costmodel
+from specdebug.sim.server.common.costmodel import SpecConfig, expected_rate, launch_noise, step_cost
+from specdebug.sim.server.sglang.options import parse_args
 
 SPEC = SpecConfig("EAGLE3", 2, 1, 3)
 

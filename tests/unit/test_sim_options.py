@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from specdebug.sim import FAULT_PHASES, PHASES
-from specdebug.sim.options import TOPK1_ADJUST_WARNING, ServerArgs, SimConfig, parse_args
+from specdebug.sim.server.sglang.options import TOPK1_ADJUST_WARNING, ServerArgs, SimConfig, parse_args
 
 
 def test_sglang_flag_names_and_aliases() -> None:
@@ -75,5 +75,7 @@ def test_verb_forwards_every_argument(monkeypatch) -> None:
     args = parser.parse_args(["sim", "--tp", "2", "--help", "--port", "3"])
     assert args.sim_args == ["--tp", "2", "--help", "--port", "3"]
     seen = []
-    monkeypatch.setattr("specdebug.sim.launcher.main", lambda argv, **kw: seen.append(argv) or 0)
+    monkeypatch.setattr(
+        "specdebug.sim.server.sglang.launcher.main", lambda argv, **kw: seen.append(argv) or 0
+    )
     assert args.func(args) == 0 and seen == [["--tp", "2", "--help", "--port", "3"]]

@@ -8,9 +8,10 @@ import os
 import time
 from pathlib import Path
 
-from specdebug.sim import costmodel, gpushare, nvidia_smi
-from specdebug.sim.costmodel import SpecConfig, Throttle
-from specdebug.sim.engine import Engine
+from specdebug.sim.box import gpushare, nvidia_smi
+from specdebug.sim.server.common import costmodel
+from specdebug.sim.server.common.costmodel import SpecConfig, Throttle
+from specdebug.sim.server.common.engine import Engine
 
 FULL = gpushare.sim_memory_mib(0.88)
 
@@ -73,8 +74,8 @@ def test_a_throttled_gpu_slows_its_server_by_the_clock_ratio() -> None:
 
 
 def test_the_launcher_wires_its_throttle_into_the_cost_model() -> None:
-    from specdebug.sim.launcher import Launcher
-    from specdebug.sim.options import parse_args
+    from specdebug.sim.server.sglang.launcher import Launcher
+    from specdebug.sim.server.sglang.options import parse_args
 
     cfg = parse_args(["--model-path", "m", "--tp", "8", "--throttle-gpu", "3", "--throttle-after", "0"])
     launcher = Launcher(cfg)

@@ -1,17 +1,17 @@
-"""The sim-only flags both engines share come from one place (sim.simonly) and mean the same on each."""
+"""The sim-only flags both engines share come from one place (sim.server.common.simonly) and mean the same on each."""
 
 from __future__ import annotations
 
 import pytest
 
-from specdebug.sim.options import SimConfig, parse_args
-from specdebug.sim.simonly import COMMON_FIELDS, CommonSimOptions
-from specdebug.sim.vllm_args import VllmConfig, parse_vllm_args
+from specdebug.sim.server.common.simonly import COMMON_FIELDS, CommonSimOptions
+from specdebug.sim.server.sglang.options import SimConfig, parse_args
+from specdebug.sim.server.vllm.args import VllmConfig, parse_vllm_args
 
 SHARED = [
     *("--log-file", "/tmp/x.log", "--time-scale", "0.05", "--drop-env", "NCCL_"),
     *("--fail-requests", "0.25", "--noise", "0.03", "--noise-seed", "7", "--decode-scale", "0.5"),
-    *("--slowdown-file", "/tmp/slow"),
+    *("--slowdown-file", "/tmp/slow", "--never-join", "--die-after-ready", "2", "--nccl-timeout-after", "3"),
 ]
 VLLM = ["--engine", "vllm", "serve", "m"]
 
@@ -33,6 +33,9 @@ def test_both_engines_read_the_same_shared_options() -> None:
         "noise_seed": 7,
         "decode_scale": 0.5,
         "slowdown_file": "/tmp/slow",
+        "never_join": True,
+        "die_after_ready": 2.0,
+        "nccl_timeout_after": 3.0,
     }
     assert common(parse_args([]).sim) == common(parse_vllm_args(VLLM).sim) == common(CommonSimOptions())
 

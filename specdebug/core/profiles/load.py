@@ -9,7 +9,7 @@ import re
 import stat
 import tomllib
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -18,7 +18,17 @@ from specdebug.core.profiles.model import Profile, ProfileError
 
 # -- loading -----------------------------------------------------------------------------
 
-_TOP_KEYS = {"name", "extends", "description", "server", "ready", "workers", "patterns", "bench"}
+_TOP_KEYS = {
+    "name",
+    "extends",
+    "description",
+    "server",
+    "ready",
+    "workers",
+    "patterns",
+    "bench",
+    "deployment",
+}
 
 
 class _Source:
@@ -304,7 +314,9 @@ def _known_keys(table: tuple[str, ...]) -> list[str]:
     for part in table:
         info = model.model_fields.get(part) if model else None
         ann = info.annotation if info else None
-        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        # an optional table (`deployment: DeploymentSpec | None`) names its model inside the union
+        options = [ann, *get_args(ann)]
+        model = next((a for a in options if isinstance(a, type) and issubclass(a, BaseModel)), None)
     if model is None:
         return []
     names = [n for n in model.model_fields if n not in ("source", "extends_chain")]

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from specdebug.core.fingerprint import config_fingerprint, normal_cwd, split_argv
+from specdebug.core.profiles.deployment import DeploymentSpec
 from specdebug.core.profiles.diff import SWITCH_SHOWN, Knob, KnobValue
 from specdebug.engines import DEFAULT_ENGINE, ENGINES, EngineName
 from specdebug.errors import SpecdebugError
@@ -161,6 +162,9 @@ class Profile(_Strict):
         description="Extra metric regexes for logs: name -> regex with a named numeric group (?P<value>...).",
     )
     bench: BenchSpec = Field(default_factory=BenchSpec)
+    deployment: DeploymentSpec | None = Field(
+        default=None, description="The nodes one server spans (core.deployment); absent: one box."
+    )
 
     @field_validator("name")
     @classmethod

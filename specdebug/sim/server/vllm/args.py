@@ -5,7 +5,7 @@ failing: --speculative-config goes through vLLM's `parse_type(json.loads)`, so b
 error (`Value {...} cannot be converted to <function loads ...>.`, exit 2); unknown keys are rejected
 by a pydantic dataclass like vLLM's SpeculativeConfig (a ValidationError traceback, exit 1); a bad
 method is a ValueError.  The sim-only flags both engines share (--log-file, --time-scale, --drop-env,
---fail-requests, --noise, --noise-seed, --decode-scale) come from sim.simonly, as on the SGLang side.
+--fail-requests, --noise, --noise-seed, --decode-scale) come from sim.server.common.simonly, as on the SGLang side.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from specdebug.sim.costmodel import SpecConfig
-from specdebug.sim.simonly import CommonSimOptions, add_common_flags, pop_common
+from specdebug.sim.server.common.costmodel import SpecConfig
+from specdebug.sim.server.common.simonly import CommonSimOptions, add_common_flags, pop_common
 
-DEFAULT_VERSION = "0.33.0"  # the newest release read (2026-12); sim.vllm_shapes
+DEFAULT_VERSION = "0.33.0"  # the newest release read (2026-12); sim.server.vllm.shapes
 SPEC_METHODS = ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "mtp")
 # the methods the sim models (the others are accepted names without a model here)
 SIM_METHODS = {
@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--server-version",
         default=DEFAULT_VERSION,
-        help=f"vLLM version whose line shapes to print (default: the newest read, {DEFAULT_VERSION}; sim.vllm_shapes)",
+        help=f"vLLM version whose line shapes to print (default: the newest read, {DEFAULT_VERSION}; sim.server.vllm.shapes)",
     )
     return p
 

@@ -1,7 +1,7 @@
 """The simulated nvidia-smi's settings side: `-pl` power limits that persist (as on a real box,
 until reboot), the settings fields drift snapshots read, and `--query-compute-apps`.
 
-Why apart from sim.nvidia_smi: that module draws the GPUs' live state; this one holds what an admin
+Why apart from sim.box.nvidia_smi: that module draws the GPUs' live state; this one holds what an admin
 changes on the box.  Limits live in $SPECDEBUG_SIM_GPU_DIR/power-limits.json (the sims' load dir),
 so a test or the demo lowers GPU 3's limit with `nvidia-smi -i 3 -pl 450` and every later query
 shows it.  Without that dir set, -pl fails like a box without the permission.

@@ -21,8 +21,8 @@ from typing import Any
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from specdebug.sim import faults
-from specdebug.sim.engine import TOKEN_RE, VOCAB_WORDS, Engine, Finish, Request, count_tokens
+from specdebug.sim.server.common import faults
+from specdebug.sim.server.common.engine import TOKEN_RE, VOCAB_WORDS, Engine, Finish, Request, count_tokens
 
 BOS_ID = 128000
 _VOCAB_LIMIT = 1 << 16

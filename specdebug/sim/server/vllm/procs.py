@@ -2,7 +2,7 @@
 
 As in vLLM V1 (vllm/v1/engine/core.py, vllm/v1/executor/multiproc_executor.py, vllm/utils
 set_process_title): EngineCore calls setproctitle("VLLM::EngineCore") and logs with the
-`(EngineCore_DP0 pid=N) ` prefix (`(EngineCore pid=N) ` from 0.33: sim.vllm_shapes); with TP > 1 it spawns workers titled `VLLM::Worker_TP{r}` (`_EP{e}`
+`(EngineCore_DP0 pid=N) ` prefix (`(EngineCore pid=N) ` from 0.33: sim.server.vllm.shapes); with TP > 1 it spawns workers titled `VLLM::Worker_TP{r}` (`_EP{e}`
 with expert parallelism) that log as `(Worker_TP{r} pid=N) `; with TP 1 the model runs inside
 EngineCore.  Log lines use vLLM's format `INFO MM-DD HH:MM:SS [file.py:line] msg`.  setproctitle
 clobbers /proc/PID/environ unless SPT_NOENV was set at launch, as on a real box.  Each process walks
@@ -22,11 +22,17 @@ import traceback
 from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
-from specdebug.sim import faults, vllm_shapes
-from specdebug.sim.logsink import LogSink
-from specdebug.sim.sglang_shapes import version_tuple
-from specdebug.sim.vllm_args import VllmConfig
-from specdebug.sim.worker import REPORTED_PREFIXES, die_with_parent, nccl_debug_on, nccl_init_lines
+from specdebug.sim.server.common import faults
+from specdebug.sim.server.common.logsink import LogSink
+from specdebug.sim.server.sglang.shapes import version_tuple
+from specdebug.sim.server.sglang.worker import (
+    REPORTED_PREFIXES,
+    die_with_parent,
+    nccl_debug_on,
+    nccl_init_lines,
+)
+from specdebug.sim.server.vllm import shapes as vllm_shapes
+from specdebug.sim.server.vllm.args import VllmConfig
 
 DURATIONS = {"init": 4.0, "load_weights": 60.0, "kv_cache": 3.0, "cuda_graph": 20.0}
 FAULT_AT_FRACTION = 0.4

@@ -11,12 +11,14 @@ import argparse
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specdebug.sim import FAULT_PHASES, HANG_PHASES, flag_help
-from specdebug.sim.costmodel import SPEC_ALGORITHMS, SpecConfig
-from specdebug.sim.sglang_args import TOPK1_ADJUST_WARNING, resolve_spec
-from specdebug.sim.sglang_shapes import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
-from specdebug.sim.sglang_shapes import Shapes
-from specdebug.sim.simonly import CommonSimOptions, add_common_flags, pop_common
+from specdebug.sim import FAULT_PHASES, HANG_PHASES
+from specdebug.sim.server.common.cluster import DEFAULT_TIMEOUT_S, ClusterArgs, bind_address
+from specdebug.sim.server.common.costmodel import SPEC_ALGORITHMS, SpecConfig
+from specdebug.sim.server.common.simonly import CommonSimOptions, add_common_flags, pop_common
+from specdebug.sim.server.sglang import flag_help
+from specdebug.sim.server.sglang.args import TOPK1_ADJUST_WARNING, resolve_spec
+from specdebug.sim.server.sglang.shapes import DEFAULT_VERSION as SGLANG_DEFAULT_VERSION
+from specdebug.sim.server.sglang.shapes import Shapes
 
 __all__ = ["TOPK1_ADJUST_WARNING", "ServerArgs", "SimConfig", "SimOptions", "build_parser", "parse_args"]
 
@@ -50,6 +52,11 @@ class ServerArgs:
     dp_size: int = 1
     ep_size: int = 1
     pp_size: int = 1
+    dist_init_addr: str | None = None
+    nnodes: int = 1
+    node_rank: int = 0
+    nccl_port: int | None = None
+    dist_timeout: int | None = None
     stream_interval: int = 1
     random_seed: int | None = None
     watchdog_timeout: float = 300
@@ -149,6 +156,11 @@ def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentPars
     p.add_argument("--dp-size", "--dp", dest="dp_size", type=int, default=1)
     p.add_argument("--ep-size", "--ep", dest="ep_size", type=int, default=1)
     p.add_argument("--pp-size", type=int, default=1)
+    p.add_argument("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr")
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--nccl-port", type=int)
+    p.add_argument("--dist-timeout", type=int)
     p.add_argument("--stream-interval", type=int, default=1)
     p.add_argument("--random-seed", type=int)
     p.add_argument("--watchdog-timeout", type=float, default=300)
@@ -192,7 +204,7 @@ def build_parser(prog: str = "python -m specdebug.sim") -> argparse.ArgumentPars
         "--server-version",
         default=SGLANG_DEFAULT_VERSION,
         help="SGLang version whose line shapes and env handling to imitate (default: the newest read, "
-        f"{SGLANG_DEFAULT_VERSION}; see sim.sglang_shapes)",
+        f"{SGLANG_DEFAULT_VERSION}; see sim.server.sglang.shapes)",
     )
     sim.add_argument("--seed", type=int, default=0, help="seeds acceptance lengths and generated text")
     sim.add_argument(
@@ -242,6 +254,7 @@ def parse_args(argv: list[str], prog: str | None = None) -> SimConfig:
         server.mem_fraction_static = 0.88
     if server.chunked_prefill_size is None:
         server.chunked_prefill_size = 8192
+    check_nodes(server)
     warnings: list[str] = []
     spec = resolve_spec(server, warnings, spec_v2=Shapes(sim.server_version).newest)
     if server.cuda_graph_max_bs is None:
@@ -249,3 +262,31 @@ def parse_args(argv: list[str], prog: str | None = None) -> SimConfig:
     if server.random_seed is None:
         server.random_seed = sim.seed
     return SimConfig(server=server, sim=sim, spec=spec, warnings=warnings)
+
+
+def check_nodes(server: ServerArgs) -> None:
+    """The multi-node flags must describe one node of a TP group split evenly (a ValueError, exit 1)."""
+    if server.nnodes < 1 or not 0 <= server.node_rank < server.nnodes:
+        raise ValueError(f"node_rank={server.node_rank} must be in [0, nnodes={server.nnodes})")
+    if server.tp_size % server.nnodes:
+        raise ValueError(f"tp_size={server.tp_size} must be divisible by nnodes={server.nnodes}")
+
+
+def cluster_of(server: ServerArgs) -> ClusterArgs | None:
+    """SGLang's rendezvous: `tcp://{dist_init_addr}`, else `tcp://127.0.0.1:{nccl_port}` (None: one node)."""
+    if server.nnodes <= 1:
+        return None
+    if server.dist_init_addr:
+        host, _, port = server.dist_init_addr.rpartition(":")
+        host, port_n = host.strip("[]") or "127.0.0.1", int(port)
+    else:
+        host, port_n = "127.0.0.1", server.nccl_port or server.port + 233
+    return ClusterArgs(
+        nnodes=server.nnodes,
+        node_rank=server.node_rank,
+        world=server.tp_size,
+        host=host,
+        port=port_n,
+        timeout_s=float(server.dist_timeout or DEFAULT_TIMEOUT_S),
+        bind=bind_address(server.host),
+    )

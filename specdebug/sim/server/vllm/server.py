@@ -32,14 +32,15 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from specdebug.sim import costmodel, faults, vllm_shapes
-from specdebug.sim.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
-from specdebug.sim.openai_api import Vocab, openai_response
-from specdebug.sim.sglang_shapes import version_tuple
-from specdebug.sim.simonly import engine_scales, model_record
-from specdebug.sim.vllm_args import VllmConfig, non_default_args, parse_vllm_args
-from specdebug.sim.vllm_engine import VllmEngine, render_vllm_metrics
-from specdebug.sim.vllm_procs import VllmLog, run_engine_core
+from specdebug.sim.server.common import costmodel, faults
+from specdebug.sim.server.common.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
+from specdebug.sim.server.common.openai_api import Vocab, openai_response
+from specdebug.sim.server.common.simonly import engine_scales, model_record
+from specdebug.sim.server.sglang.shapes import version_tuple
+from specdebug.sim.server.vllm import shapes as vllm_shapes
+from specdebug.sim.server.vllm.args import VllmConfig, non_default_args, parse_vllm_args
+from specdebug.sim.server.vllm.engine import VllmEngine, render_vllm_metrics
+from specdebug.sim.server.vllm.procs import VllmLog, run_engine_core
 
 READY_LINE = "Application startup complete."
 ROUTES = (

@@ -14,8 +14,8 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
-from specdebug.sim import costmodel
-from specdebug.sim.costmodel import SpecConfig
+from specdebug.sim.server.common import costmodel
+from specdebug.sim.server.common.costmodel import SpecConfig
 
 
 @dataclass
@@ -30,6 +30,9 @@ class CommonSimOptions:
     noise_seed: int | None = None  # None: a fresh draw every launch
     decode_scale: float = 1.0  # multiplies every forward (prefill, decode) step: <1 = a faster GPU
     slowdown_file: str | None = None  # a box-wide factor on step time read at launch (drift across launches)
+    never_join: bool = False  # multi-node: this node's ranks stop before the rendezvous (the others wait)
+    die_after_ready: float | None = None  # multi-node: this node's server is killed S s after it is up
+    nccl_timeout_after: float | None = None  # multi-node: one rank's NCCL watchdog fires S s after it is up
 
 
 COMMON_FIELDS = tuple(CommonSimOptions.__dataclass_fields__)
@@ -65,6 +68,7 @@ def fraction_type(text: str) -> float:
 
 def add_common_flags(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
     """The shared sim-only flags, with their help (the engine's own sim-only flags are added beside)."""
+    add_cluster_flags(group)
     group.add_argument(
         "--log-file", help="also append every log line to this file (+ sidecar <log-file>.sim.json)"
     )
@@ -106,6 +110,34 @@ def add_common_flags(group: argparse._ArgumentGroup | argparse.ArgumentParser) -
         default=1.0,
         metavar="F",
         help="multiplies every forward step's time (0.01 = a server 100x faster; to benchmark the client)",
+    )
+
+
+def seconds_type(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more (seconds)")
+    return value
+
+
+def add_cluster_flags(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """Fault switches of a multi-node server, for the node they are given to (both engines)."""
+    group.add_argument(
+        "--never-join",
+        action="store_true",
+        help="multi-node: this node's ranks stop before the rendezvous; the others wait at init until the timeout",
+    )
+    group.add_argument(
+        "--die-after-ready",
+        type=seconds_type,
+        metavar="S",
+        help="multi-node: S seconds after this node is up its whole server dies (SIGKILL); the others keep serving",
+    )
+    group.add_argument(
+        "--nccl-timeout-after",
+        type=seconds_type,
+        metavar="S",
+        help="multi-node: S seconds after this node is up its last rank's NCCL watchdog fires and the rank aborts",
     )
 
 

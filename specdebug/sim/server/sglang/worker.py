@@ -16,14 +16,17 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
-from specdebug.sim import faults, gpushare, sched_frames
-from specdebug.sim.logsink import LogSink
-from specdebug.sim.options import SimConfig
-from specdebug.sim.sglang_shapes import Rank, Shapes, scheduler_ranks, startup_timings
+from specdebug.sim.box import gpushare
+from specdebug.sim.server.common import faults
+from specdebug.sim.server.common.cluster import RankInit, start_watchdog_fault
+from specdebug.sim.server.common.logsink import LogSink
+from specdebug.sim.server.sglang import sched_frames
+from specdebug.sim.server.sglang.options import SimConfig, cluster_of
+from specdebug.sim.server.sglang.shapes import Rank, Shapes, scheduler_ranks, startup_timings
 
 # startup durations in seconds at --time-scale 1.0 (a 1T MoE on 8 GPUs: a few minutes)
 DURATIONS = {
@@ -95,6 +98,25 @@ class MemoryPlan:
 def cuda_graph_batch_sizes(max_bs: int) -> list[int]:
     sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8))
     return [b for b in sizes if b <= max_bs]
+
+
+def node_ranks(cfg: SimConfig) -> list[Rank]:
+    """This node's schedulers: all of them on one node; node r of N holds TP ranks r*L .. r*L+L-1."""
+    s = cfg.server
+    legacy = Shapes(cfg.sim.server_version).era == "legacy"
+    ranks = scheduler_ranks(
+        s.tp_size, s.pp_size, s.dp_size, s.ep_size, dp_attention=s.enable_dp_attention, legacy=legacy
+    )
+    if s.nnodes <= 1:
+        return ranks
+    local = max(1, s.tp_size // s.nnodes)
+    mine = [r for r in ranks if r.tp // local == s.node_rank]
+    return [replace(r, index=i) for i, r in enumerate(mine)]
+
+
+def local_gpus(cfg: SimConfig) -> int:
+    """GPUs this node's server uses: --tp over the nodes."""
+    return max(1, cfg.server.tp_size // max(1, cfg.server.nnodes))
 
 
 def die_with_parent() -> None:
@@ -174,6 +196,8 @@ class SimScheduler:
         self.fail_rank = max(n_ranks, 1) - 1  # faults strike the last rank: a tool must look beyond TP0
         self.skew = 1.0 + 0.004 * rank.index
         self.env = _reported_env()
+        self.cluster = cluster_of(cfg.server)
+        self.rank_init: RankInit | None = None
         self.timings: dict[str, float] = {}
         self.graph_timings: dict[str, float] = {}
 
@@ -223,7 +247,12 @@ class SimScheduler:
         self._phase("init", self.shapes.init_begin())
         self._sleep("init", FAULT_AT_FRACTION)
         self._checkpoint("init")
-        if nccl_debug_on(self.env):
+        if self.cluster is not None:  # blocks until every rank of every node joined
+            self.rank_init = RankInit(
+                self.cluster, self.index, self.env, lambda line: self.sink.raw(line, stream=1)
+            )
+            self.rank_init.run(never_join=self.cfg.sim.never_join)
+        elif nccl_debug_on(self.env):
             host, pid, tid = socket.gethostname(), os.getpid(), threading.get_native_id()
             for line in nccl_init_lines(self.env, self.rank, s.tp_size, pid, tid, host):
                 self.sink.raw(line, stream=1)
@@ -251,7 +280,7 @@ class SimScheduler:
             self._send("phase", "kv_cache", time.time())
         self._sleep("kv_cache", FAULT_AT_FRACTION)
         self._checkpoint("kv_cache")
-        if m.tokens <= 0 or gpushare.no_kv_cache_room(s.tp_size, s.mem_fraction_static or 0.88):
+        if m.tokens <= 0 or gpushare.no_kv_cache_room(local_gpus(self.cfg), s.mem_fraction_static or 0.88):
             faults.init_memory_pool(m.total, s.mem_fraction_static or 0.88)
         self._sleep("kv_cache", 1 - FAULT_AT_FRACTION)
         dtype = "dtype: torch.bfloat16, " if self.shapes.era == "current" else ""
@@ -307,6 +336,8 @@ class SimScheduler:
                 "memory": {"weight": m.weights, "kvcache": round(m.kv, 2), "graph": round(m.graph, 2)},
             },
         )
+        if self.rank_init is not None and self.index == self.fail_rank:
+            start_watchdog_fault(self.rank_init, self.cfg.sim.nccl_timeout_after)
 
     def _draft_startup(self) -> None:
         s, m = self.cfg.server, self.mem
@@ -351,7 +382,7 @@ class SimScheduler:
 
     # --- serving ---------------------------------------------------------------------------------
     def serve(self) -> None:
-        """Serve like a scheduler whose batches the launcher's engine models (frames: sim.sched_frames);
+        """Serve like a scheduler whose batches the launcher's engine models (frames: sim.server.sglang.sched_frames);
         crash on request."""
         sched_frames.event_loop_normal(self.conn, self.index, faults.event_loop_normal)
 
@@ -362,14 +393,7 @@ def run_scheduler_process(cfg_dict: dict[str, Any], index: int, conn: Connection
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C goes to the launcher, which ends us
     cfg = SimConfig.from_dict(cfg_dict)
     s = cfg.server
-    ranks = scheduler_ranks(
-        s.tp_size,
-        s.pp_size,
-        s.dp_size,
-        s.ep_size,
-        dp_attention=s.enable_dp_attention,
-        legacy=Shapes(cfg.sim.server_version).era == "legacy",
-    )
+    ranks = node_ranks(cfg)
     rank = ranks[index]
     import setproctitle
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from specdebug.sim.nvidia_smi import ENV_DIR, MEM_TOTAL_MIB, read_loads, visible_gpus
+from specdebug.sim.box.nvidia_smi import ENV_DIR, MEM_TOTAL_MIB, read_loads, visible_gpus
 
 
 def sim_memory_mib(mem_fraction: float) -> float:

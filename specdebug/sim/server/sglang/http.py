@@ -19,10 +19,10 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from specdebug.sim import faults
-from specdebug.sim.engine import HISTOGRAM_BUCKETS, Engine, Finish, Histogram, count_tokens
-from specdebug.sim.logsink import launcher_sink
-from specdebug.sim.openai_api import (
+from specdebug.sim.server.common import faults
+from specdebug.sim.server.common.engine import HISTOGRAM_BUCKETS, Engine, Finish, Histogram, count_tokens
+from specdebug.sim.server.common.logsink import launcher_sink
+from specdebug.sim.server.common.openai_api import (
     StopScanner,
     chunks,
     json_body,
@@ -32,8 +32,8 @@ from specdebug.sim.openai_api import (
     stop_list,
     texts,
 )
-from specdebug.sim.options import SimConfig
-from specdebug.sim.sglang_shapes import Shapes
+from specdebug.sim.server.sglang.options import SimConfig
+from specdebug.sim.server.sglang.shapes import Shapes
 
 HEALTH_GENERATE_TIMEOUT_S = 20.0
 

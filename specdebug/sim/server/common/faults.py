@@ -40,6 +40,26 @@ class AcceleratorError(RuntimeError):
 
 AcceleratorError.__module__ = "torch"
 
+
+class DistError(RuntimeError):
+    """Stands in for torch.distributed.DistError (the c10d errors below derive from it)."""
+
+
+class DistStoreError(DistError):
+    """Stands in for torch.distributed.DistStoreError (a TCPStore timeout or failure)."""
+
+
+class DistNetworkError(DistError):
+    """Stands in for torch.distributed.DistNetworkError (a socket the store could not open or use)."""
+
+
+class DistBackendError(DistError):
+    """Stands in for torch.distributed.DistBackendError (an NCCL error in ProcessGroupNCCL)."""
+
+
+for _cls in (DistError, DistStoreError, DistNetworkError, DistBackendError):
+    _cls.__module__ = "torch.distributed"
+
 CUDA_ILLEGAL_ACCESS = (
     "CUDA error: an illegal memory access was encountered\n"
     "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "

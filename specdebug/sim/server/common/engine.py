@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from specdebug.sim import costmodel
-from specdebug.sim.costmodel import AcceptSampler, SpecConfig
-from specdebug.sim.sglang_shapes import DEFAULT_VERSION, Shapes
+from specdebug.sim.server.common import costmodel
+from specdebug.sim.server.common.costmodel import AcceptSampler, SpecConfig
+from specdebug.sim.server.sglang.shapes import DEFAULT_VERSION, Shapes
 
 MAX_LAG_S = 0.25  # a stalled loop catches up at most this much, then time just moves on
 PROFILE_INTERVAL = 10  # [EAGLE3 profile] line every N decode steps
@@ -30,7 +30,7 @@ _WORDS = (
     "about up out them some could into only then now two may these first any new like over such our very"
 ).split()
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
-VOCAB_WORDS, TOKEN_RE = _WORDS, _TOKEN_RE  # for the tokenizer endpoints (sim.openai_api.Vocab)
+VOCAB_WORDS, TOKEN_RE = _WORDS, _TOKEN_RE  # for the tokenizer endpoints (sim.server.common.openai_api.Vocab)
 
 
 def count_tokens(text: str) -> int:

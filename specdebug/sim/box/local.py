@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specdebug.sim.launcher import SIDECAR_SUFFIX
+from specdebug.sim.server.sglang.launcher import SIDECAR_SUFFIX
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -121,10 +121,12 @@ def start_local_sim(
     env: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
     stdout: Any = subprocess.DEVNULL,
+    host: str = "127.0.0.1",
 ) -> LocalSim:
-    """Start `python -m specdebug.sim` in its own session, on 127.0.0.1 and a free port, logging to log_file."""
-    port = port or free_port()
-    argv = list(args) + ["--host", "127.0.0.1", "--port", str(port), "--log-file", str(log_file)]
+    """Start `python -m specdebug.sim` in its own session, on `host` (a loopback address) and a free port,
+    logging to log_file."""
+    port = port or free_port(host)
+    argv = list(args) + ["--host", host, "--port", str(port), "--log-file", str(log_file)]
     if time_scale is not None:
         argv += ["--time-scale", str(time_scale)]
     full_env = dict(os.environ if env is None else env)
@@ -137,7 +139,7 @@ def start_local_sim(
         stderr=subprocess.STDOUT if stdout is not subprocess.DEVNULL else subprocess.DEVNULL,
         start_new_session=True,
     )
-    return LocalSim(proc, port, Path(log_file))
+    return LocalSim(proc, port, Path(log_file), host=host)
 
 
 def pid_alive(pid: int) -> bool:

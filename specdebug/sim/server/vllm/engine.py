@@ -19,8 +19,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from specdebug.sim.engine import HISTOGRAM_BUCKETS, Engine, Histogram, Request
-from specdebug.sim.sglang_shapes import version_tuple
+from specdebug.sim.server.common.engine import HISTOGRAM_BUCKETS, Engine, Histogram, Request
+from specdebug.sim.server.sglang.shapes import version_tuple
 
 
 @dataclass

@@ -22,12 +22,19 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, cast
 
-from specdebug.sim import costmodel, nvidia_smi, sched_frames
-from specdebug.sim.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
-from specdebug.sim.options import SimConfig, parse_args
-from specdebug.sim.sglang_shapes import Shapes, scheduler_ranks, set_envs_and_config
-from specdebug.sim.simonly import engine_scales, model_record
-from specdebug.sim.worker import run_detokenizer_process, run_scheduler_process
+from specdebug.sim.box import nvidia_smi
+from specdebug.sim.server.common import costmodel
+from specdebug.sim.server.common.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
+from specdebug.sim.server.common.simonly import engine_scales, model_record
+from specdebug.sim.server.sglang import sched_frames, worker_node
+from specdebug.sim.server.sglang.options import SimConfig, parse_args
+from specdebug.sim.server.sglang.shapes import Shapes, set_envs_and_config
+from specdebug.sim.server.sglang.worker import (
+    local_gpus,
+    node_ranks,
+    run_detokenizer_process,
+    run_scheduler_process,
+)
 
 SIGQUIT_LINE = "Received sigquit from a child process. It usually means the child failed."
 READY_LINE = "The server is fired up and ready to roll!"
@@ -45,7 +52,8 @@ class Launcher:
         self.cfg = cfg
         s = cfg.server
         self.shapes = Shapes(cfg.sim.server_version)
-        self.ranks = sim_ranks(cfg)
+        self.ranks = node_ranks(cfg)
+        self.gpus = local_gpus(cfg)
         self.sink = LogSink(cfg.sim.log_file, level=s.log_level)
         self.sink.on_line = self._on_line
         set_launcher_sink(self.sink)
@@ -59,6 +67,7 @@ class Launcher:
                 "log_file": cfg.sim.log_file,
                 "started_at": time.time(),
                 "tp_size": s.tp_size,
+                **({"nnodes": s.nnodes, "node_rank": s.node_rank} if s.nnodes > 1 else {}),
                 "engine": "sglang",
                 "server_version": cfg.sim.server_version,
                 "speculative_algorithm": s.speculative_algorithm,
@@ -77,10 +86,10 @@ class Launcher:
         self.throttle = costmodel.Throttle(  # the cost model slows with it, not only nvidia-smi
             cfg.sim.throttle_gpu,
             time.time() + max(0.0, cfg.sim.throttle_after),
-            tuple(nvidia_smi.visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), s.tp_size)),
+            tuple(nvidia_smi.visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), self.gpus)),
         )
         self.gpu_load = nvidia_smi.LoadWriter.from_env(
-            cfg.server.tp_size,
+            self.gpus,
             self._gpu_sample,
             mem_fraction=cfg.server.mem_fraction_static or 0.88,
             throttle_gpu=cfg.sim.throttle_gpu,
@@ -150,6 +159,7 @@ class Launcher:
     def _spawn(self) -> None:
         ctx = mp.get_context("spawn")
         data = self.cfg.to_dict()
+        s = self.cfg.server
         for rank in self.ranks:
             parent_end, child_end = ctx.Pipe(duplex=True)
             proc = ctx.Process(target=run_scheduler_process, args=(data, rank.index, child_end), daemon=True)
@@ -158,9 +168,13 @@ class Launcher:
             self.procs.append(proc)
             self.sched_procs.append(proc)
             self.conns.append(parent_end)
+        if s.node_rank >= 1:  # nodes >= 1 run schedulers only: no tokenizer, no detokenizer
+            self.sidecar.update(
+                workers={str(r.tp): p.pid for r, p in zip(self.ranks, self.sched_procs, strict=True)}
+            )
+            return
         parent_end, child_end = ctx.Pipe(duplex=True)
         detok = ctx.Process(target=run_detokenizer_process, args=(data, child_end), daemon=True)
-        s = self.cfg.server
         if s.dp_size > 1 and not s.enable_dp_attention:  # DP groups get a controller process
             ctl = ctx.Process(
                 target=run_detokenizer_process,
@@ -224,8 +238,8 @@ class Launcher:
     async def _serve(self) -> None:
         import uvicorn
 
-        from specdebug.sim.engine import Engine
-        from specdebug.sim.http import ServerState, build_app
+        from specdebug.sim.server.common.engine import Engine
+        from specdebug.sim.server.sglang.http import ServerState, build_app
 
         s, spec = self.cfg.server, self.cfg.spec
         tp0 = self.ready.get(0, {})
@@ -284,6 +298,20 @@ class Launcher:
             frames.cancel()
             await engine.stop()
 
+    def start_die_timer(self) -> None:
+        """--die-after-ready S: the node's whole server goes at once (SIGKILL), as when the node is lost."""
+        after = self.cfg.sim.die_after_ready
+        if after is None:
+            return
+
+        def die() -> None:
+            time.sleep(after)
+            self._failing = True
+            self._kill_children(signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        threading.Thread(target=die, name="die-after-ready", daemon=True).start()
+
     def _crash_scheduler(self, engine: Any) -> None:
         """--fail-at warmup: the fail rank's scheduler crashes in its first forward; nothing completes."""
         engine.hung = True
@@ -307,6 +335,7 @@ class Launcher:
             now = time.time()
             self.sidecar.phase("ready", now)
             self.sidecar.update(state="ready", ready_at=now, ready_line=False)
+            self.start_die_timer()
             return
         url = s.url()
         try:
@@ -338,6 +367,7 @@ class Launcher:
         state.ready = True
         self.sidecar.phase("ready", when)
         self.sidecar.update(state="ready", ready_at=when, ready_line=True)
+        self.start_die_timer()
 
     # --- main ------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -353,8 +383,11 @@ class Launcher:
         try:
             self._spawn()
             self._wait_ready()
-            threading.Thread(target=self._watch_children, name="child-watch", daemon=True).start()
-            asyncio.run(self._serve())
+            if self.cfg.server.node_rank >= 1:  # SGLang's node >= 1: a dummy /health, nothing watches
+                asyncio.run(worker_node.serve_dummy_health(self))
+            else:
+                threading.Thread(target=self._watch_children, name="child-watch", daemon=True).start()
+                asyncio.run(self._serve())
         except SystemExit as exc:  # uvicorn exits 1 when it cannot bind
             self._stopping = True
             self._kill_children(signal.SIGTERM)
@@ -370,19 +403,11 @@ class Launcher:
         return 0
 
 
-def sim_ranks(cfg: SimConfig):
-    s = cfg.server
-    legacy = Shapes(cfg.sim.server_version).era == "legacy"
-    return scheduler_ranks(
-        s.tp_size, s.pp_size, s.dp_size, s.ep_size, dp_attention=s.enable_dp_attention, legacy=legacy
-    )
-
-
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    """`--engine vllm` runs the vLLM imitation (sim.vllm_server); otherwise SGLang's launch_server."""
+    """`--engine vllm` runs the vLLM imitation (sim.server.vllm.server); otherwise SGLang's launch_server."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if engine_of(argv) == "vllm":
-        from specdebug.sim.vllm_server import main as vllm_main
+        from specdebug.sim.server.vllm.server import main as vllm_main
 
         return vllm_main(argv)
     try:

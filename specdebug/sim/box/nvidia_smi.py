@@ -3,7 +3,7 @@
 Why: the demo box has no GPU, yet GPUs are half of what the hosts pane and the benchmark's
 warnings are about.  How: every sim launcher started with $SPECDEBUG_SIM_GPU_DIR set writes its
 load there (`LoadWriter`: GPUs it occupies, memory, utilization, heat, a planned throttle) about
-twice a second; `python -m specdebug.sim.nvidia_smi` (put first on the box's PATH as `nvidia-smi`
+twice a second; `python -m specdebug.sim.box.nvidia_smi` (put first on the box's PATH as `nvidia-smi`
 by the demo's SSH server) reads the files of live sims and prints what the real tool prints for
 the subset specdebug uses:
 
@@ -16,7 +16,7 @@ it started (SW thermal slowdown bit, 88 C, SM clock capped), until the sim exits
 slows that server by the same clock ratio (costmodel.Throttle).
 
 The GPUs are one resource shared by every sim on the simulated box: a sim that reaches kv_cache
-on a GPU whose memory earlier sims already hold (sim/gpushare.py) fails there with SGLang's
+on a GPU whose memory earlier sims already hold (sim/box/gpushare.py) fails there with SGLang's
 memory-pool error, as a second server on a real GPU does.  Memory used above the total (what only
 a broken reading could show) is flagged in the table.
 Kept free of heavy imports: it runs once per probe.
@@ -33,8 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from specdebug.sim import gpu_admin
-from specdebug.sim.costmodel import MAX_SM_MHZ, THROTTLED_SM_MHZ
+from specdebug.sim.box import gpu_admin
+from specdebug.sim.server.common.costmodel import MAX_SM_MHZ, THROTTLED_SM_MHZ
 
 ENV_DIR = "SPECDEBUG_SIM_GPU_DIR"
 GPU_COUNT = 8
@@ -276,7 +276,7 @@ FIELDS: dict[str, tuple[str, Callable[[Gpu], str]]] = {
     "clocks_throttle_reasons.active": ("", lambda g: f"0x{g.reasons:016x}"),
     "clocks_event_reasons.active": ("", lambda g: f"0x{g.reasons:016x}"),
 }
-FIELDS.update(gpu_admin.EXTRA_FIELDS)  # power limits set with -pl, persistence, ECC (sim.gpu_admin)
+FIELDS.update(gpu_admin.EXTRA_FIELDS)  # power limits set with -pl, persistence, ECC (sim.box.gpu_admin)
 HEADER_NAMES = {"clocks.sm": "clocks.current.sm", "clocks.max.sm": "clocks.max.sm"}
 
 
@@ -409,7 +409,7 @@ def write_shim(bin_dir: Path, python: str | None = None) -> Path:
     shim = bin_dir / "nvidia-smi"
     shim.write_text(
         "#!/bin/sh\n# simulated nvidia-smi (specdebug demo box)\n"
-        f'exec {shlex.quote(python or sys.executable)} -m specdebug.sim.nvidia_smi "$@"\n'
+        f'exec {shlex.quote(python or sys.executable)} -m specdebug.sim.box.nvidia_smi "$@"\n'
     )
     shim.chmod(0o755)
     return shim

@@ -10,7 +10,7 @@ the rank line with PCP / ETP / EPLB ranks (distributed/parallel_state.py:2386) a
 
 from __future__ import annotations
 
-from specdebug.sim.sglang_shapes import version_tuple
+from specdebug.sim.server.sglang.shapes import version_tuple
 
 V033_SINCE = (0, 33)  # the first release with each change is not pinned: all start at 0.33
 

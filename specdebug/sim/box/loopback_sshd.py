@@ -6,7 +6,7 @@ OpenSSH: `specdebug demo` must work with nothing installed.  It runs in its own 
 event loop so the TUI's loop never waits on it.  Commands run as local processes in their own
 session; a session's process group is killed when its channel closes, and every group still
 alive is killed when the server stops, so the demo leaves nothing behind.  The box has no GPU:
-its commands find a simulated `nvidia-smi` first on PATH (specdebug.sim.nvidia_smi), fed by the
+its commands find a simulated `nvidia-smi` first on PATH (specdebug.sim.box.nvidia_smi), fed by the
 sims they launch through $SPECDEBUG_SIM_GPU_DIR; nothing is installed outside the demo's folder.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import asyncssh
 
-from specdebug.sim import nvidia_smi
+from specdebug.sim.box import nvidia_smi
 
 
 class _Server(asyncssh.SSHServer):

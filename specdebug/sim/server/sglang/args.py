@@ -14,7 +14,7 @@ server_args.py index ids 8356329, 53577495653, speculative hook ids 56740725599,
 
 from __future__ import annotations
 
-from specdebug.sim.costmodel import SpecConfig
+from specdebug.sim.server.common.costmodel import SpecConfig
 
 MAX_RUNNING_WARNING = (
     "Max running requests is reset to 48 for speculative decoding. "

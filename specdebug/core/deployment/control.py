@@ -1,0 +1,223 @@
+"""Launch, watch, stop and ask after a deployment: the one-box services run on every node at once.
+
+Each node is an ordinary one-box server (its Node profile), so the launch, the three watchers, the
+process-group proof before every signal and the records are the one-box code's.  What is the
+deployment's: the order (workers first, the leader last, as SGLang's and vLLM's docs advise), the
+refusal of the whole launch when any node cannot launch (nothing is started then), one verdict from
+every node's events (tracker.py), and a status that is FAILED, naming the node, when any node's
+group is gone, even while the leader still answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from specdebug.core.deployment.place import Deployment, Node
+from specdebug.core.deployment.tracker import DeploymentTracker, DeploymentVerdict, NodeSummary
+from specdebug.core.journal import EventJournal
+from specdebug.core.server_control import LaunchRefused, ServerStatus, StopResult
+from specdebug.core.servers import ServerRecord
+from specdebug.remote.api import Remote, RemoteError
+
+Remotes = Mapping[str, Remote]  # node host -> its connection
+
+
+class NodeEvent(BaseModel):
+    """A startup event of one node (events carry their node)."""
+
+    type: Literal["node_event"] = "node_event"
+    host: str
+    rank: int
+    event: Any
+
+
+async def launch_deployment(
+    remotes: Remotes, deployment: Deployment, *, journal: EventJournal | None = None
+) -> dict[str, ServerRecord]:
+    """Start every node's server, workers first and the leader last; node host -> its record.
+
+    Every node is checked first (its record, its port): one that cannot launch refuses the whole
+    deployment, naming the node, before anything starts.  A launch that fails midway stops the
+    nodes already started, so no half deployment is left behind."""
+    from specdebug.core import startup
+
+    async def check(node: Node) -> None:
+        try:
+            await startup.check_can_launch(remotes[node.host], node.profile)
+        except LaunchRefused as exc:
+            raise LaunchRefused(f"{node.host}: {exc}", holder=exc.holder, record=exc.record) from None
+
+    await asyncio.gather(*(check(n) for n in deployment.nodes))
+    records: dict[str, ServerRecord] = {}
+    for node in sorted(deployment.nodes, key=lambda n: (n.is_leader, -n.rank)):
+        try:
+            records[node.host] = await startup.launch(
+                remotes[node.host], node.profile, journal=journal, check=False
+            )
+        except (RemoteError, LaunchRefused) as exc:
+            await stop_deployment(remotes, deployment, only=set(records), grace_s=5.0)
+            raise type(exc)(f"{node.host}: {exc}") from exc
+    return records
+
+
+async def watch_deployment(
+    remotes: Remotes,
+    deployment: Deployment,
+    records: Mapping[str, ServerRecord],
+    *,
+    timeout_s: float | None = None,
+    deadline: float | None = None,
+    journal: EventJournal | None = None,
+    clock: Any = time.time,
+) -> AsyncIterator[NodeEvent | DeploymentVerdict]:
+    """Every node's startup events (tagged with the node) and, last, the deployment's verdict."""
+    from specdebug.core import startup
+
+    started = min(r.started_at for r in records.values())
+    tracker = DeploymentTracker(deployment, started_at=started)
+    queue: asyncio.Queue[tuple[Node, Any]] = asyncio.Queue()
+    for node in deployment.nodes:
+        rec = records[node.host]
+        tracker.launched(node.host, pid=rec.pid, pgid=rec.pgid, log_file=rec.log_file)
+
+    async def one(node: Node) -> None:
+        async for ev in startup.watch(
+            remotes[node.host],
+            records[node.host],
+            node.profile,
+            timeout_s=timeout_s,
+            deadline=deadline,
+            journal=journal,
+            clock=clock,
+        ):
+            await queue.put((node, ev))
+
+    tasks = [asyncio.create_task(one(n)) for n in deployment.nodes]
+    try:
+        while True:
+            node, ev = await queue.get()
+            yield NodeEvent(host=node.host, rank=node.rank, event=ev)
+            verdict = tracker.feed(node.host, ev, clock())
+            if verdict is not None:
+                if journal is not None:
+                    journal.append("deployment_verdict", verdict.summary(), sync=True)
+                yield verdict
+                return
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.wait(tasks, timeout=5)
+
+
+class DeploymentStop(BaseModel):
+    """`stop` on a deployment: every node's StopResult; stopped only when nothing is left on any."""
+
+    type: Literal["deployment_stopped"] = "deployment_stopped"
+    profile: str
+    stopped: bool
+    nodes: list[dict[str, Any]] = Field(default_factory=list)
+    message: str = ""
+
+
+async def stop_deployment(
+    remotes: Remotes,
+    deployment: Deployment,
+    *,
+    grace_s: float = 10.0,
+    journal: EventJournal | None = None,
+    only: set[str] | None = None,
+) -> DeploymentStop:
+    """Stop every node at once, each by its proven process group (`only`: these hosts)."""
+    from specdebug.core import startup
+
+    nodes = [n for n in deployment.nodes if only is None or n.host in only]
+
+    async def one(node: Node) -> StopResult:
+        try:
+            return await startup.stop(remotes[node.host], node.profile, grace_s=grace_s, journal=journal)
+        except RemoteError as exc:
+            return StopResult(profile=node.profile.name, refused=True, message=f"not stopped: {exc}")
+
+    results = await asyncio.gather(*(one(n) for n in nodes))
+    rows = [
+        {"host": n.host, "rank": n.rank, **r.model_dump(mode="json")}
+        for n, r in zip(nodes, results, strict=True)
+    ]
+    ok = all(r.stopped for r in results)
+    lines = [f"{n.host}: {r.message}" for n, r in zip(nodes, results, strict=True)]
+    return DeploymentStop(profile=deployment.profile.name, stopped=ok, nodes=rows, message="; ".join(lines))
+
+
+class DeploymentStatus(BaseModel):
+    """`status` on a deployment: running only when every node's group runs; FAILED naming the node
+    whose group is gone (or unproven) while another still runs."""
+
+    type: Literal["deployment_status"] = "deployment_status"
+    profile: str
+    state: Literal["running", "failed", "stopped", "not_launched", "exited", "unverified"]
+    reason: str = ""
+    nodes: list[NodeSummary] = Field(default_factory=list)
+    node_status: list[ServerStatus] = Field(default_factory=list)
+    health: int | None = None  # the leader's
+
+    def describe(self) -> str:
+        lines = [f"{self.profile}: {self.state}" + (f" ({self.reason})" if self.reason else "")]
+        for n in self.nodes:
+            who = f"PID {n.pid} PGID {n.pgid}" if n.pid else "no record"
+            lines.append(
+                f"  node {n.rank} {n.host}: {n.state}, {who}" + (f" ({n.reason})" if n.reason else "")
+            )
+        return "\n".join(lines)
+
+
+async def deployment_status(remotes: Remotes, deployment: Deployment) -> DeploymentStatus:
+    from specdebug.core import startup
+
+    async def one(node: Node) -> ServerStatus:
+        try:
+            return await startup.status(remotes[node.host], node.profile)
+        except RemoteError as exc:
+            return ServerStatus(
+                profile=node.profile.name, state="unverified", reason=str(exc), port=node.profile.server.port
+            )
+
+    sts = await asyncio.gather(*(one(n) for n in deployment.nodes))
+    nodes = [
+        NodeSummary(
+            host=n.host,
+            rank=n.rank,
+            pid=s.record.pid if s.record else None,
+            pgid=s.record.pgid if s.record else None,
+            state=s.state,
+            reason=s.reason,
+            log_file=s.record.log_file if s.record else None,
+            port=s.port,
+        )
+        for n, s in zip(deployment.nodes, sts, strict=True)
+    ]
+    states = {s.state for s in sts}
+    out = DeploymentStatus(
+        profile=deployment.profile.name, state="running", nodes=nodes, node_status=list(sts)
+    )
+    out.health = sts[0].health
+    if states == {"running"}:
+        return out
+    if "running" in states:
+        bad = [n for n in nodes if n.state != "running"]
+        out.state = "failed"
+        out.reason = (
+            "; ".join(f"{n.host}: {n.state}" + (f" ({n.reason})" if n.reason else "") for n in bad)
+            + f"; {', '.join(n.host for n in nodes if n.state == 'running')} still running"
+        )
+        return out
+    for state in ("unverified", "exited", "stopped", "not_launched"):
+        if state in states:
+            out.state = state
+            break
+    out.reason = "; ".join(f"{n.host}: {n.state}" for n in nodes)
+    return out

@@ -1,0 +1,244 @@
+"""The NCCL transport proof: which way every inter-node edge really went, from each rank's own lines.
+
+Why it exists: a multi-node server that fell back from InfiniBand to TCP sockets still works, only
+slowly, and nothing but NCCL's INFO lines says so.  The lines (NVIDIA/nccl src/init.cc "Using
+network %s", src/transport/net.cc "Channel %02d/%d : %d[%d] -> %d[%d] [send] via NET/%s/%d...",
+"ncclCommInitRank comm ... rank r nranks n ... commId C - Init COMPLETE"; see
+shared/notes/multinode.md section 2.2) are parsed per node and process.  A channel line belongs to
+the communicator whose `Init COMPLETE` the same process prints next; rank -> node comes from the
+node whose log printed the rank's `Init COMPLETE` (the log we read, not the host name in the line:
+nodes may share a name).  An edge is inter-node when its two ranks are on different nodes (or, a
+peer not placed, when it went over NET).  Missing lines make the verdict `unproven`, never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Transport = Literal["ib-gdrdma", "ib", "socket", "other", "p2p", "shm"]
+Verdict = Literal["ib-gdrdma", "ib", "socket", "other", "unproven"]
+HINT = "set NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET on every node and launch again"
+_RANK = {"socket": 0, "other": 1, "ib": 2, "ib-gdrdma": 3}  # worst first: the verdict is the worst edge
+
+_LINE_RE = re.compile(
+    r"(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<level>INFO|WARN) (?P<msg>.*)$"
+)
+_NETWORK_RE = re.compile(r"^Using network (?P<net>\S+)")
+_CHANNEL_RE = re.compile(
+    r"^Channel (?P<ch>\d+)(?:/(?P<sub>\d+))? : (?P<src>\d+)\[(?P<sdev>\d+)\] -> (?P<dst>\d+)\[(?P<ddev>\d+)\]"
+    r"(?: \[(?P<dir>send|receive)\])? via (?P<via>\S+)"
+)
+_COMPLETE_RE = re.compile(
+    r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+).*?"
+    r"(?:commId (?P<cid>0x[0-9a-fA-F]+) )?- Init COMPLETE"
+)
+_IFACE_RE = re.compile(r"^(?:Bootstrap : Using|NET/Socket : Using(?: \[\d+\])?) ?(?P<ifs>.*)$")
+_IB_DEV_RE = re.compile(r"^NET/IB : Using (?P<devs>.*?)(?: ; OOB|$)")
+
+
+def classify(via: str) -> Transport:
+    """`NET/IB/0/GDRDMA` -> ib-gdrdma, `NET/IB/1` -> ib, `NET/Socket/0` -> socket, `P2P/IPC` -> p2p."""
+    parts = via.split("/")
+    if parts[0] == "NET" and len(parts) > 1:
+        net = parts[1].split("(")[0]
+        if net == "IB":
+            return "ib-gdrdma" if "GDRDMA" in via else "ib"
+        return "socket" if net == "Socket" else "other"
+    if parts[0] == "P2P":
+        return "p2p"
+    return "shm" if parts[0] == "SHM" else "other"
+
+
+class NcclEdge(BaseModel):
+    """One channel connection as a rank printed it."""
+
+    comm: str | None = None  # commId (or the comm pointer) of the communicator it belongs to
+    src: int
+    dst: int
+    src_node: str | None = None
+    dst_node: str | None = None
+    direction: Literal["send", "receive"] | None = None
+    channel: int
+    via: str
+    transport: Transport
+    node: str  # the node whose log printed it
+    pid: int
+    inter_node: bool | None  # None: a peer's node is not known
+
+
+class NodeNccl(BaseModel):
+    """What one node's NCCL lines say."""
+
+    node: str
+    lines: int = 0
+    networks: list[str] = Field(default_factory=list)  # `Using network X`, in order, without repeats
+    ranks: list[int] = Field(default_factory=list)  # ranks whose Init COMPLETE this node printed
+    pids: list[int] = Field(default_factory=list)
+    interfaces: list[str] = Field(default_factory=list)  # bootstrap / socket interfaces it used
+    ib_devices: list[str] = Field(default_factory=list)  # `NET/IB : Using [0]mlx5_0:1/IB ...`
+    ib_none: bool = False  # `NET/IB : No device found.`
+    incomplete: int = 0  # channel lines never followed by their communicator's Init COMPLETE
+    warnings: list[str] = Field(default_factory=list)
+
+
+class TransportProof(BaseModel):
+    """The verdict per deployment with every inter-node edge and the findings that back or doubt it."""
+
+    verdict: Verdict
+    reason: str
+    edges: list[NcclEdge] = Field(default_factory=list)  # inter-node edges (and edges of unknown peers)
+    nodes: list[NodeNccl] = Field(default_factory=list)
+    findings: list[str] = Field(default_factory=list)
+    hint: str | None = None
+    source: str = "NCCL INFO lines in each node's server log"
+
+
+class _Pending(BaseModel):
+    edges: list[NcclEdge] = Field(default_factory=list)
+
+
+def _add(items: list[str], value: str) -> None:
+    if value not in items:
+        items.append(value)
+
+
+def parse_node(
+    node: str, lines: Iterable[str]
+) -> tuple[NodeNccl, list[NcclEdge], dict[tuple[str, int], str]]:
+    """One node's lines: its summary, its edges (comm filled where its Init COMPLETE came), and
+    (comm, rank) -> node for every Init COMPLETE it printed."""
+    info = NodeNccl(node=node)
+    pending: dict[int, _Pending] = {}
+    edges: list[NcclEdge] = []
+    placed: dict[tuple[str, int], str] = {}
+    for text in lines:
+        m = _LINE_RE.search(text)
+        if m is None:
+            continue
+        info.lines += 1
+        pid, msg = int(m["pid"]), m["msg"].strip()
+        if pid not in info.pids:
+            info.pids.append(pid)
+        if m["level"] == "WARN":
+            if len(info.warnings) < 20:
+                info.warnings.append(msg[:300])
+            continue
+        if net := _NETWORK_RE.match(msg):
+            _add(info.networks, net["net"])
+        elif ch := _CHANNEL_RE.match(msg):
+            edge = NcclEdge(
+                src=int(ch["src"]),
+                dst=int(ch["dst"]),
+                direction=ch["dir"],  # type: ignore[arg-type]
+                channel=int(ch["ch"]),
+                via=ch["via"],
+                transport=classify(ch["via"]),
+                node=node,
+                pid=pid,
+                inter_node=None,
+            )
+            pending.setdefault(pid, _Pending()).edges.append(edge)
+        elif done := _COMPLETE_RE.search(msg):
+            comm = done["cid"] or done["comm"]
+            rank = int(done["rank"])
+            placed[(comm, rank)] = node
+            if rank not in info.ranks:
+                info.ranks.append(rank)
+            for edge in pending.pop(pid, _Pending()).edges:
+                edge.comm = comm
+                edges.append(edge)
+        elif ib := _IB_DEV_RE.match(msg):
+            for dev in ib["devs"].split():
+                _add(info.ib_devices, re.sub(r"^\[\d+\]", "", dev))
+        elif msg.startswith("NET/IB : No device found"):
+            info.ib_none = True
+        elif iface := _IFACE_RE.match(msg):
+            for item in iface["ifs"].split():
+                name = re.sub(r"^\[\d+\]", "", item).split(":")[0]
+                if name:
+                    _add(info.interfaces, name)
+    for left in pending.values():  # channels of a communicator that never completed its init
+        info.incomplete += len(left.edges)
+        edges.extend(left.edges)
+    info.ranks.sort()
+    return info, edges, placed
+
+
+def prove_transport(
+    lines_by_node: Mapping[str, Iterable[str]],
+    environ: Mapping[str, Mapping[int, Mapping[str, str]]] | None = None,
+) -> TransportProof:
+    """The deployment's transport verdict from each node's lines (node -> lines, every node of the
+    deployment, even one with no lines), checked against each node's workers' environ (node -> PID
+    -> env) when given."""
+    from specdebug.core.deployment.nccl_intent import intent_findings
+
+    infos: list[NodeNccl] = []
+    edges: list[NcclEdge] = []
+    placed: dict[tuple[str, int], str] = {}
+    clashes: dict[tuple[str, int], set[str]] = {}
+    for node, lines in lines_by_node.items():
+        info, node_edges, node_placed = parse_node(node, lines)
+        infos.append(info)
+        edges += node_edges
+        for key, where in node_placed.items():
+            if key in placed and placed[key] != where:
+                clashes.setdefault(key, {placed[key]}).add(where)
+            placed[key] = where
+    for key in clashes:  # two communicators with one id (independent servers): place neither
+        placed.pop(key, None)
+    inter: list[NcclEdge] = []
+    for edge in edges:
+        if edge.comm is not None:
+            edge.src_node = placed.get((edge.comm, edge.src))
+            edge.dst_node = placed.get((edge.comm, edge.dst))
+        if edge.src_node and edge.dst_node:
+            edge.inter_node = edge.src_node != edge.dst_node
+        elif edge.transport not in ("p2p", "shm") and edge.via.startswith("NET/"):
+            edge.inter_node = None  # over the network, peer not placed: counted, said so
+        else:
+            continue
+        if edge.inter_node is not False:
+            inter.append(edge)
+    findings = [
+        f"commId {comm} rank {rank} completed its init on {', '.join(sorted(nodes))}: not one communicator "
+        "(do the nodes run one server?)"
+        for (comm, rank), nodes in sorted(clashes.items())
+    ][:10]
+    findings += intent_findings(infos, inter, environ or {})
+    verdict, reason = _verdict(infos, inter)
+    return TransportProof(
+        verdict=verdict,
+        reason=reason,
+        edges=inter,
+        nodes=infos,
+        findings=findings,
+        hint=HINT if verdict == "unproven" else None,
+    )
+
+
+def _verdict(infos: list[NodeNccl], inter: list[NcclEdge]) -> tuple[Verdict, str]:
+    silent = [i.node for i in infos if i.lines == 0]
+    no_edges = [i.node for i in infos if not any(e.node == i.node for e in inter)]
+    seen = sorted({e.transport for e in inter if e.transport in _RANK}, key=lambda t: _RANK[t])
+    if not inter:
+        why = "no NCCL lines" if len(silent) == len(infos) else "no inter-node channel lines"
+        return "unproven", f"{why} in {', '.join(silent or no_edges) or 'any node'}'s log"
+    worst = seen[0] if seen else "other"
+    mixed = f" ({', '.join(seen)} seen)" if len(seen) > 1 else ""
+    if len(infos) > 1 and no_edges:
+        return "unproven", (
+            f"{', '.join(no_edges)} printed no inter-node channel lines; the others' edges went {worst}{mixed}"
+        )
+    pending = sum(i.incomplete for i in infos)
+    where = ", ".join(f"{i.node}: {sum(1 for e in inter if e.node == i.node)} edges" for i in infos)
+    reason = (
+        f"every inter-node edge went {worst}{mixed} ({where})" if not mixed else f"worst edge {worst}{mixed}"
+    )
+    if pending:
+        reason += f"; {pending} channel lines of a communicator that did not complete its init"
+    return worst, reason  # type: ignore[return-value]

@@ -1,0 +1,209 @@
+"""The pure deployment state machine: every node's startup events in, one deployment verdict out.
+
+Why apart from the one-box tracker: readiness of a deployment is not any one node's.  The leader
+must be ready (health and its ready line), and every other node's group alive and past the
+rendezvous (SGLang's worker `/health` is a dummy server that says nothing about the group, vLLM's
+headless workers serve no HTTP at all: shared/notes/multinode.md section 1.2).  A node's failure is
+the deployment's, named by the node, with where the other nodes are (a node that never reached the
+rendezvous while the rest wait at init is the classic multi-node hang).  No I/O; time passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from specdebug.core.deployment.place import Deployment, Node
+from specdebug.core.startup.events import GroupChange, HealthChange, ServerPhase, Verdict
+
+INIT_PHASE = "init_distributed"  # both packs' rendezvous milestone (SGLang `Init torch distributed begin`)
+NodeState = Literal[
+    "starting", "ready", "failed", "exited", "running", "stopped", "not_launched", "unverified"
+]
+
+
+class NodeSummary(BaseModel):
+    """One node as the verbs report it (JSON `nodes`)."""
+
+    host: str
+    rank: int
+    pid: int | None = None
+    pgid: int | None = None
+    state: NodeState = "starting"
+    reason: str = ""
+    last_phase: str | None = None
+    log_file: str | None = None
+    port: int | None = None
+
+
+class DeploymentVerdict(BaseModel):
+    """How a deployment's startup ended: ready as one, or failed naming the node and its reason."""
+
+    type: Literal["deployment_verdict"] = "deployment_verdict"
+    verdict: Literal["ready", "failed"]
+    profile: str
+    reason: str = ""
+    failed_node: str | None = None
+    at: float = 0.0
+    elapsed_s: float = 0.0
+    nodes: list[NodeSummary] = Field(default_factory=list)
+    leader: dict[str, Any] | None = None  # the leader's own Verdict.summary() when it has one
+
+    def summary(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json", exclude={"type"})
+        data["elapsed_s"] = round(self.elapsed_s, 3)
+        return data
+
+
+@dataclass
+class _NodeWatch:
+    node: Node
+    pid: int | None = None
+    pgid: int | None = None
+    log_file: str | None = None
+    phases: list[str] = field(default_factory=list)
+    phase_at: dict[str, float] = field(default_factory=dict)
+    pids: list[int] | None = None
+    health: int | None = None
+    verdict: Verdict | None = None
+
+    def past_init(self, pack_order: list[str]) -> bool:
+        if INIT_PHASE not in self.phases or INIT_PHASE not in pack_order:
+            return False
+        after = set(pack_order[pack_order.index(INIT_PHASE) + 1 :])
+        return any(p in after for p in self.phases)
+
+
+def _order(kind: str) -> list[str]:
+    from specdebug.core.logs.patterns import PACKS
+
+    pack = PACKS.get(kind)
+    return [name for name, _ in pack.milestones] if pack is not None else []
+
+
+class DeploymentTracker:
+    """Feeds on (node, startup event); says ready once the leader is ready and every worker is up."""
+
+    def __init__(self, deployment: Deployment, *, started_at: float) -> None:
+        self.deployment = deployment
+        self.started_at = started_at
+        self.nodes = {n.host: _NodeWatch(node=n) for n in deployment.nodes}
+        self.order = _order(deployment.profile.server.kind)
+        self.verdict: DeploymentVerdict | None = None
+
+    def launched(self, host: str, *, pid: int, pgid: int, log_file: str) -> None:
+        w = self.nodes[host]
+        w.pid, w.pgid, w.log_file = pid, pgid, log_file
+
+    def feed(self, host: str, event: Any, at: float) -> DeploymentVerdict | None:
+        """One node's startup event; the deployment's verdict when this event decides it."""
+        if self.verdict is not None:
+            return None
+        w = self.nodes[host]
+        if isinstance(event, ServerPhase):
+            if event.name not in w.phases:
+                w.phases.append(event.name)
+                w.phase_at[event.name] = event.at
+        elif isinstance(event, GroupChange):
+            w.pids = list(event.pids)
+        elif isinstance(event, HealthChange):
+            w.health = event.status
+        elif isinstance(event, Verdict):
+            w.verdict = event
+            if event.verdict == "failed":
+                return self._fail(host, event.reason or event.error_kind or "failed", at)
+        return self._check_ready(at)
+
+    # -- verdicts ---------------------------------------------------------------------------
+
+    def _worker_up(self, w: _NodeWatch) -> bool:
+        if w.verdict is not None and w.verdict.verdict == "ready":
+            return True
+        if not w.pids:
+            return False
+        if w.past_init(self.order):
+            return True
+        # the leader is ready only after every rank passed the rendezvous: a live worker that
+        # reached it is past it
+        leader = self.nodes[self.deployment.leader.host]
+        leader_ready = leader.verdict is not None and leader.verdict.verdict == "ready"
+        return leader_ready and (INIT_PHASE in w.phases or not self.order)
+
+    def _check_ready(self, at: float) -> DeploymentVerdict | None:
+        leader = self.nodes[self.deployment.leader.host]
+        if leader.verdict is None or leader.verdict.verdict != "ready":
+            return None
+        workers = [w for w in self.nodes.values() if not w.node.is_leader]
+        if not all(self._worker_up(w) for w in workers):
+            return None
+        self.verdict = DeploymentVerdict(
+            verdict="ready",
+            profile=self.deployment.profile.name,
+            at=at,
+            elapsed_s=at - self.started_at,
+            nodes=[self._summary(w, "ready") for w in self.nodes.values()],
+            leader=leader.verdict.summary(),
+        )
+        return self.verdict
+
+    def rendezvous_note(self, at: float) -> str:
+        """Where the nodes stand at the rendezvous: `node1: never reached the rendezvous; node0
+        waiting at init for 40 s` (empty when every node is past it or none reached it)."""
+        waiting = [w for w in self.nodes.values() if INIT_PHASE in w.phases and not w.past_init(self.order)]
+        missing = [w for w in self.nodes.values() if INIT_PHASE not in w.phases]
+        if not waiting:
+            return ""
+        parts = []
+        if missing:
+            parts.append(f"{', '.join(w.node.host for w in missing)}: never reached the rendezvous")
+        parts += [f"{w.node.host} waiting at init for {at - w.phase_at[INIT_PHASE]:.0f} s" for w in waiting]
+        return "; ".join(parts)
+
+    def _fail(self, host: str, reason: str, at: float) -> DeploymentVerdict:
+        note = self.rendezvous_note(at)
+        text = f"{host}: {reason}"
+        if note and "never reached" in note:
+            text = f"{note} ({host}: {reason})"
+        elif note:
+            text += f" ({note})"
+        leader = self.nodes[self.deployment.leader.host]
+        self.verdict = DeploymentVerdict(
+            verdict="failed",
+            profile=self.deployment.profile.name,
+            reason=text,
+            failed_node=host,
+            at=at,
+            elapsed_s=at - self.started_at,
+            nodes=[
+                self._summary(w, "failed" if w.node.host == host else self._state(w), reason)
+                for w in self.nodes.values()
+            ],
+            leader=leader.verdict.summary() if leader.verdict is not None else None,
+        )
+        return self.verdict
+
+    def _state(self, w: _NodeWatch) -> NodeState:
+        if w.verdict is not None:
+            return "ready" if w.verdict.verdict == "ready" else "failed"
+        if w.pids == []:
+            return "exited"
+        return "ready" if not w.node.is_leader and self._worker_up(w) else "starting"
+
+    def _summary(self, w: _NodeWatch, state: NodeState, reason: str = "") -> NodeSummary:
+        if state != "failed":
+            reason = ""
+            if state == "starting" and w.phases:
+                reason = f"in phase {w.phases[-1]}"
+        return NodeSummary(
+            host=w.node.host,
+            rank=w.node.rank,
+            pid=w.pid,
+            pgid=w.pgid,
+            state=state,
+            reason=reason,
+            last_phase=w.phases[-1] if w.phases else None,
+            log_file=w.log_file,
+            port=w.node.profile.server.port,
+        )

@@ -1,0 +1,65 @@
+"""Two "nodes" for multi-node tests: one real sshd answering on 127.0.0.2 and 127.0.0.3.
+
+Both nodes are this machine, so what the deployment keeps per node (records, logs) must never
+collide (the deployment names them by rank and node); the ssh config gives each node its alias
+(node0, node1) and HostName, which the deployment's default leader address is read from.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.sshd_harness import Sshd, start_sshd
+
+NODES = {"node0": "127.0.0.2", "node1": "127.0.0.3"}
+
+
+@dataclass
+class Cluster:
+    sshd: Sshd
+    config_path: Path
+    nodes: dict[str, str]
+
+    def stop(self) -> None:
+        self.sshd.stop()
+
+
+def start_cluster(workdir: Path, nodes: dict[str, str] = NODES) -> Cluster:
+    sshd = start_sshd(workdir, listen=tuple(nodes.values()), max_sessions=30)
+    lines: list[str] = []
+    for alias, addr in nodes.items():
+        lines += [
+            f"Host {alias}",
+            f"  HostName {addr}",
+            f"  Port {sshd.port}",
+            f"  User {getpass.getuser()}",
+            f"  IdentityFile {sshd.client_key}",
+            "  IdentitiesOnly yes",
+            f"  UserKnownHostsFile {sshd.known_hosts}",
+        ]
+    config = workdir / "cluster_ssh_config"
+    config.write_text("\n".join(lines) + "\n")
+    return Cluster(sshd=sshd, config_path=config, nodes=dict(nodes))
+
+
+def kill_recorded(state_dir: Path, marker: str) -> int:
+    """Kill every process group a record in `state_dir` names whose leader still runs our `marker`
+    (a test's own name in its command line: never a reused PID); the records are removed."""
+    killed = 0
+    for path in state_dir.glob("*.json") if state_dir.is_dir() else []:
+        try:
+            pgid = json.loads(path.read_text())["pgid"]
+            leader = Path(f"/proc/{pgid}/cmdline").read_bytes()
+        except (OSError, ValueError, KeyError):
+            path.unlink(missing_ok=True)
+            continue
+        if marker.encode() in leader:
+            os.killpg(pgid, signal.SIGKILL)
+            killed += 1
+        path.unlink(missing_ok=True)
+    return killed

@@ -1,0 +1,243 @@
+"""A deployment over two loopback sshd hosts (node0 = 127.0.0.2, node1 = 127.0.0.3, both this
+machine): launched as one, status/stop/attach on every node, a node dying after ready named.
+
+Real parts: the sshd harness answering as two hosts, the CLI as a user runs it, the simulated box on
+every node (each node its own sim on its own port, given per node in `[deployment.node_args]`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.cluster_harness import Cluster, kill_recorded, start_cluster
+from tests.sshd_harness import SSHD, free_port
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Cluster:
+    if SSHD is None:
+        pytest.skip("OpenSSH sshd not installed")
+    c = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield c
+    c.stop()
+
+
+@pytest.fixture(autouse=True)
+def _leftovers(box_state_dir: Path):
+    yield
+    kill_recorded(box_state_dir, "dep-")
+
+
+def cli(cluster: Cluster, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    verb, rest = args[0], args[1:]
+    return subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", verb, "-F", str(cluster.config_path), *rest],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def dep_profile(
+    tmp_path: Path, stem: str, *, kind: str = "sglang", env: dict | None = None, node1_env: dict | None = None
+) -> Path:
+    """A two-node deployment of the sim; each node its own port and sidecar (the nodes share a machine)."""
+    name = f"dep-{stem}-{uuid.uuid4().hex[:6]}"
+    p0, p1 = free_port(), free_port()
+    argv = [sys.executable, "-m", "specdebug.sim", "--tp", "2", "--port", str(p0), "--time-scale", "0.02"]
+    argv += ["--log-file", str(tmp_path / f"{name}.n0.sim.log")]
+    text = (
+        f"name = {json.dumps(name)}\n[server]\nkind = {json.dumps(kind)}\nargv = {json.dumps(argv)}\n"
+        f"log_file = {json.dumps(str(tmp_path / f'{name}.log'))}\nport = {p0}\n"
+        + "".join(f"env.{k} = {json.dumps(v)}\n" for k, v in (env or {}).items())
+        + "[ready]\ntimeout_s = 60\n"
+        '[deployment]\nnodes = ["node0", "node1"]\ndist_init_port = ' + str(free_port()) + "\n"
+        "[deployment.node_args]\n"
+        f"node1 = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log')])}\n"
+    )
+    if node1_env:
+        text += "[deployment.node_env.node1]\n" + "".join(
+            f"{k} = {json.dumps(v)}\n" for k, v in node1_env.items()
+        )
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def group_alive(pgid: int) -> bool:
+    """A live (not zombie) process in the group: a killed one waits a moment for its reaper."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def test_launch_as_one_status_and_stop_leave_nothing(cluster: Cluster, tmp_path: Path) -> None:
+    prof = dep_profile(tmp_path, "one")
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["verdict"] == "ready", data
+    nodes = data["nodes"]
+    assert [(n["host"], n["rank"], n["state"]) for n in nodes] == [
+        ("node0", 0, "ready"),
+        ("node1", 1, "ready"),
+    ]
+    assert all(isinstance(n["pid"], int) and n["pgid"] == n["pid"] for n in nodes)
+    logs = [Path(n["log_file"]) for n in nodes]
+    assert logs[0] != logs[1] and all(p.exists() for p in logs)  # one machine: per-node logs
+    assert "node1" in logs[1].name
+    # workers first, the leader last
+    stderr = run.stderr
+    assert stderr.index("node 1 on node1") < stderr.index("node 0 on node0"), stderr
+
+    st = cli(cluster, "status", "-c", str(prof), "--json")
+    assert st.returncode == 0, st.stderr
+    assert json.loads(st.stdout)["state"] == "running"
+
+    stop = cli(cluster, "stop", "-c", str(prof), "--json")
+    assert stop.returncode == 0, stop.stderr
+    assert json.loads(stop.stdout)["stopped"] is True
+    assert not any(group_alive(n["pgid"]) for n in nodes)
+    after = json.loads(cli(cluster, "status", "-c", str(prof), "--json").stdout)
+    assert after["state"] == "stopped" and [n["state"] for n in after["nodes"]] == ["stopped", "stopped"]
+
+
+def test_a_node_dying_after_ready_fails_the_deployment_naming_it(cluster: Cluster, tmp_path: Path) -> None:
+    prof = dep_profile(tmp_path, "dies")
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    node1 = json.loads(run.stdout)["nodes"][1]
+    os.killpg(node1["pgid"], signal.SIGKILL)
+    t0 = time.monotonic()
+    while group_alive(node1["pgid"]) and time.monotonic() - t0 < 10:
+        time.sleep(0.05)
+    st = cli(cluster, "status", "-c", str(prof), "--json")
+    data = json.loads(st.stdout)
+    assert st.returncode == 1 and data["state"] == "failed", data
+    assert data["reason"].startswith("node1: exited") and "node0 still running" in data["reason"]
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+
+
+def test_a_host_other_than_the_leader_is_refused_and_one_node_needs_a_host(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    prof = dep_profile(tmp_path, "host")
+    run = cli(cluster, "status", "node1", "-c", str(prof))
+    assert run.returncode == 2 and "not the deployment's leader 'node0'" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+    plain = tmp_path / "plain.toml"
+    plain.write_text('[server]\nargv = ["true"]\nkind = "custom"\nport = 1234\n')
+    run = cli(cluster, "status", "-c", str(plain))
+    assert run.returncode == 2 and "give the HOST" in run.stderr, run.stderr
+
+
+def test_a_node_that_cannot_launch_refuses_the_whole_deployment(cluster: Cluster, tmp_path: Path) -> None:
+    prof = dep_profile(tmp_path, "busy")
+    text = prof.read_text()
+    p1 = int(text.split('node1 = ["--port", "')[1].split('"')[0])
+    import socket
+
+    with socket.socket() as s:  # node1's port is taken (on 127.0.0.1, as the box checks it)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", p1))
+        s.listen()
+        run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 1
+    data = json.loads(run.stdout)
+    assert data["verdict"] == "refused" and data["reason"].startswith("node1: "), data
+    st = json.loads(cli(cluster, "status", "-c", str(prof), "--json").stdout)
+    assert [n["state"] for n in st["nodes"]] == ["not_launched", "not_launched"]  # nothing started
+
+
+def test_grep_follows_every_nodes_log_tagged_by_node(cluster: Cluster, tmp_path: Path) -> None:
+    prof = dep_profile(tmp_path, "grep")
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    logs = {n["host"]: Path(n["log_file"]) for n in json.loads(run.stdout)["nodes"]}
+    once = cli(cluster, "grep", "-c", str(prof), "-e", "Init (?:parallel|torch distributed) begin", "--json")
+    got = [json.loads(line) for line in once.stdout.splitlines()]
+    assert once.returncode == 0 and {g["node"] for g in got} == {"node0", "node1"}, once.stderr
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "specdebug.cli", "grep", "-F", str(cluster.config_path), "-c", str(prof),
+         "-e", "MARK-(?P<n>\\d)", "--follow", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        seen: dict[str, str] = {}
+        deadline = time.monotonic() + 30
+        while len(seen) < 2 and time.monotonic() < deadline:
+            for host, log in logs.items():  # the test owns these files: a line appended on each node
+                with log.open("a") as f:
+                    f.write(f"MARK-{host[-1]}\n")
+            time.sleep(0.5)
+            while True:
+                ready, _, _ = select.select([follow.stdout], [], [], 0.2)
+                if not ready:
+                    break
+                line = follow.stdout.readline()
+                if not line:
+                    break
+                m = json.loads(line)
+                seen[m["node"]] = m["fields"]["n"]
+        assert seen == {"node0": 0, "node1": 1}, follow.stderr.read() if follow.poll() is not None else seen
+    finally:
+        follow.terminate()
+        follow.wait(10)
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+
+
+def test_env_shows_every_nodes_workers_and_the_transport_verdict(cluster: Cluster, tmp_path: Path) -> None:
+    """Both nodes' workers with their env, and the transport verdict from every rank's NCCL lines:
+    socket when one node has NCCL_IB_DISABLE=1, IB with GPUDirect RDMA by default (the sim)."""
+    prof = dep_profile(tmp_path, "env", env={"NCCL_DEBUG": "INFO"}, node1_env={"NCCL_IB_DISABLE": "1"})
+    plain = dep_profile(tmp_path, "envib", env={"NCCL_DEBUG": "INFO"})
+    for p in (prof, plain):
+        run = cli(cluster, "launch", "-c", str(p), "--wait", "--json")
+        assert run.returncode == 0, run.stderr
+    env = cli(cluster, "env", "-c", str(prof), "--json")
+    data = json.loads(env.stdout)
+    assert env.returncode == 0, env.stderr
+    by_node = {n["host"]: n for n in data["nodes"]}
+    assert set(by_node) == {"node0", "node1"} and all(n["workers"] for n in by_node.values())
+    assert all(w["vars"]["NCCL_IB_DISABLE"]["status"] == "ok" for w in by_node["node1"]["workers"])
+    assert all("NCCL_IB_DISABLE" not in w["vars"] for w in by_node["node0"]["workers"])
+    proof = data["transport"]
+    assert proof["verdict"] == "socket", proof["reason"]
+    assert {(e["src_node"], e["dst_node"]) for e in proof["edges"]} == {
+        ("node0", "node1"),
+        ("node1", "node0"),
+    }
+    assert any(e["node"] == "node1" and e["via"] == "NET/Socket/0" for e in proof["edges"])
+    ib = json.loads(cli(cluster, "env", "-c", str(plain), "--json").stdout)["transport"]
+    assert ib["verdict"] == "ib-gdrdma" and ib["findings"] == [], ib["reason"]
+    text = cli(cluster, "env", "-c", str(prof))
+    assert "== node 1 node1" in text.stdout and "transport: socket" in text.stdout, text.stderr
+    for p in (prof, plain):
+        assert cli(cluster, "stop", "-c", str(p)).returncode == 0
+
+
+def test_bench_targets_the_leader(cluster: Cluster, tmp_path: Path) -> None:
+    prof = dep_profile(tmp_path, "bench")
+    assert cli(cluster, "launch", "-c", str(prof), "--wait").returncode == 0
+    run = cli(cluster, "bench", "-c", str(prof), "--requests", "2", "--output-len", "16", "--json")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["host"] == "node0" and data["status"] == "done", data
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0

@@ -1,0 +1,129 @@
+"""The NCCL transport proof on the line shapes NCCL prints (shared/notes/multinode.md section 2.2):
+every inter-node edge with its `via`, one verdict per deployment, `unproven` when lines are missing,
+and the environ's intent checked against what was seen."""
+
+from __future__ import annotations
+
+from specdebug.core.deployment.nccl import HINT, classify, parse_node, prove_transport
+from specdebug.core.deployment.nccl_intent import matches_list
+
+COMM = "0x86078063f5a85ee6"
+
+
+def rank_lines(
+    host: str, pid: int, rank: int, dev: int, net: str, channels: list[str], nranks: int = 4
+) -> list[str]:
+    p = f"{host}:{pid}:{pid + 7} [{dev}] NCCL INFO"
+    lines = [
+        f"{p} Bootstrap : Using eth0:10.0.0.{1 + rank // 2}<0>",
+        f"{p} NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:10.0.0.1<0>",
+        f"{p} Using network {net}",
+        *(f"{p} {c}" for c in channels),
+        f"{p} Connected all rings",
+        f"{p} ncclCommInitRank comm 0x55d0c1a0 rank {rank} nranks {nranks} cudaDev {dev} nvmlDev {dev} "
+        f"busId 1{dev}000 commId {COMM} - Init COMPLETE",
+    ]
+    return lines
+
+
+def two_nodes(
+    via01: str = "NET/IB/0/GDRDMA", via1: str | None = None, net1: str = "IB"
+) -> dict[str, list[str]]:
+    """Ranks 0,1 on node0 and 2,3 on node1; 1->2 and 3->0 cross the nodes."""
+    via1 = via1 or via01
+    node0 = rank_lines("gpu-a", 100, 0, 0, "IB", ["Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"])
+    node0 += rank_lines("gpu-a", 101, 1, 1, "IB", [f"Channel 00/0 : 1[1] -> 2[0] [send] via {via01}"])
+    node1 = rank_lines("gpu-b", 200, 2, 0, net1, ["Channel 00/0 : 2[0] -> 3[1] via P2P/IPC"])
+    node1 += rank_lines("gpu-b", 201, 3, 1, net1, [f"Channel 00/0 : 3[1] -> 0[0] [send] via {via1}"])
+    return {"node0": node0, "node1": node1}
+
+
+def test_classify_the_via_forms():
+    assert classify("NET/IB/0/GDRDMA") == "ib-gdrdma"
+    assert classify("NET/IB/1(3)/GDRDMA/Shared") == "ib-gdrdma"
+    assert classify("NET/IB/0") == "ib"
+    assert classify("NET/Socket/0") == "socket"
+    assert classify("NET/Libfabric/0/GDRDMA") == "other"
+    assert classify("P2P/IPC/read") == "p2p" and classify("SHM/direct/direct") == "shm"
+
+
+def test_every_inter_node_edge_with_its_via_and_the_verdict():
+    proof = prove_transport(two_nodes())
+    assert proof.verdict == "ib-gdrdma", proof.reason
+    pairs = sorted((e.src, e.dst, e.src_node, e.dst_node, e.via) for e in proof.edges)
+    assert pairs == [(1, 2, "node0", "node1", "NET/IB/0/GDRDMA"), (3, 0, "node1", "node0", "NET/IB/0/GDRDMA")]
+    assert all(e.comm == COMM and e.inter_node for e in proof.edges)  # intra-node P2P is not an edge here
+    assert proof.hint is None and proof.findings == []
+
+
+def test_the_worst_edge_decides():
+    assert prove_transport(two_nodes(via01="NET/IB/0")).verdict == "ib"
+    proof = prove_transport(two_nodes(via1="NET/Socket/0", net1="Socket"))
+    assert proof.verdict == "socket" and "ib-gdrdma" in proof.reason and "socket" in proof.reason
+
+
+def test_missing_lines_are_unproven_with_the_hint():
+    lines = two_nodes()
+    proof = prove_transport({"node0": lines["node0"], "node1": ["just a server line"]})
+    assert proof.verdict == "unproven" and "node1" in proof.reason and proof.hint == HINT
+    none = prove_transport({"node0": ["x"], "node1": []})
+    assert none.verdict == "unproven" and none.reason.startswith("no NCCL lines") and none.hint == HINT
+
+
+def test_rank_to_node_comes_from_the_log_not_the_host_name():
+    lines = two_nodes()
+    same = {n: [line.replace("gpu-a", "box").replace("gpu-b", "box") for line in v] for n, v in lines.items()}
+    proof = prove_transport(same)  # both nodes call themselves "box" (two sims on one machine)
+    assert proof.verdict == "ib-gdrdma" and len(proof.edges) == 2
+
+
+def test_channels_of_an_unfinished_init_are_counted_not_lost():
+    node0 = two_nodes()["node0"][:-1]  # rank 1's Init COMPLETE never printed
+    info, edges, placed = parse_node("node0", node0)
+    assert info.incomplete == 1 and edges[-1].comm is None and (COMM, 0) in placed
+
+
+def test_ib_disabled_on_one_node_is_socket_and_explained():
+    proof = prove_transport(
+        two_nodes(via01="NET/Socket/0", via1="NET/Socket/0", net1="Socket"),
+        environ={
+            "node0": {100: {}, 101: {}},
+            "node1": {200: {"NCCL_IB_DISABLE": "1"}, 201: {"NCCL_IB_DISABLE": "1"}},
+        },
+    )
+    assert proof.verdict == "socket"
+    assert any(f.startswith("node0:") and "NCCL_IB_DISABLE=1 on node1" in f for f in proof.findings)
+    assert not any(f.startswith("node1:") for f in proof.findings)  # node1 asked for sockets and got them
+
+
+def test_intent_mismatches_are_findings():
+    env = {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=ens1", "NCCL_IB_HCA": "^mlx5_1"}
+    proof = prove_transport(two_nodes(), environ={"node0": {100: env, 101: env}})
+    text = "\n".join(proof.findings)
+    assert (
+        "node0: NCCL_IB_DISABLE=1 in PID 100's environ, but its ranks went over IB (1->2 via NET/IB/0/GDRDMA)"
+        in text
+    )
+    assert "NCCL_SOCKET_IFNAME==ens1" in text and "interface eth0" in text
+    assert "NCCL_IB_HCA=^mlx5_1" in text and "mlx5_1:1/IB" in text
+    net = prove_transport(two_nodes(), environ={"node1": {200: {"NCCL_NET": "Socket"}, 201: {}}})
+    assert any("NCCL_NET=Socket" in f for f in net.findings)
+    assert any("differs between its workers" in f for f in net.findings)
+
+
+def test_nccl_list_rules():
+    assert matches_list("eth", "eth0") and not matches_list("=eth", "eth0")
+    assert not matches_list("^docker,lo", "docker0") and matches_list("^docker,lo", "ib0")
+    assert matches_list("mlx5_0:1", "mlx5_0:1") and not matches_list("mlx5_0:2", "mlx5_0:1")
+
+
+def test_two_independent_servers_sharing_a_comm_id_are_not_edges():
+    """Two one-node servers print rank 0 and 1 of a comm with the same id: placed nowhere, said so."""
+    lines = {
+        n: rank_lines(n, 10, 0, 0, "Socket", ["Channel 00/0 : 0[0] -> 1[1] via P2P/direct pointer"], nranks=2)
+        + rank_lines(n, 11, 1, 1, "Socket", ["Channel 00/0 : 1[1] -> 0[0] via P2P/direct pointer"], nranks=2)
+        for n in ("node0", "node1")
+    }
+    proof = prove_transport(lines)
+    assert proof.verdict == "unproven" and proof.edges == []
+    assert any("not one communicator" in f for f in proof.findings)
