@@ -269,3 +269,14 @@ def test_vllm_headless_worker_death_ends_that_node_and_the_head_keeps_serving(tm
         assert "[Rank 1] Watchdog caught collective operation timeout" in out(n1)
         assert "Worker proc VllmWorker-1 died unexpectedly, shutting down executor." in n1.log_text()
         assert status(n0.url + "/health") == 200 and n0.proc.poll() is None
+
+
+def test_vllm_a_headless_node_that_dies_after_ready_leaves_the_head_serving(tmp_path: Path) -> None:
+    with cluster(tmp_path, engine="vllm", args1=("--die-after-ready", "1")) as (n0, n1, _):
+        assert n0 is not None
+        n0.wait_ready(60)
+        assert n1.wait_exit(40) == -9  # SIGKILLed with its workers
+        side1 = n1.sidecar()
+        assert side1["state"] == "ready"
+        n1.wait_for(lambda: not any(pid_alive(p) for p in side1["workers"].values()), 10)
+        assert status(n0.url + "/health") == 200 and n0.proc.poll() is None

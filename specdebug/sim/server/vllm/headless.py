@@ -58,7 +58,7 @@ def run_headless(server: Any) -> int:
         ready_line=False,
         worker_env={str(i["rank"]): i["env"] for i in infos},
     )
-    die_later(cfg, lambda: (_kill(keep), os.kill(os.getpid(), signal.SIGKILL)))
+    die_later(cfg, lambda: _kill(keep, then_self=True))
     procs = {
         p.sentinel: (rank, p) for rank, p in zip(sorted(i["rank"] for i in infos), _procs(keep), strict=True)
     }
@@ -77,13 +77,15 @@ def _procs(keep: list[Any]) -> list[Any]:
     return [p for p in keep if hasattr(p, "join")]
 
 
-def _kill(keep: list[Any]) -> None:
+def _kill(keep: list[Any], then_self: bool = False) -> None:
     for proc in _procs(keep):
         if proc.pid is not None and proc.exitcode is None:
             try:
                 os.kill(proc.pid, signal.SIGKILL)
             except OSError:
                 pass
+    if then_self:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def die_later(cfg: VllmConfig, kill: Callable[[], object]) -> None:
