@@ -1,4 +1,5 @@
-"""Append one whole record to a journal file ON THE BOX (`python3 -c SOURCE PATH [GROUP]`, record on stdin).
+"""A journal file ON THE BOX: append one whole record (`python3 -c SOURCE PATH [GROUP]`, record on
+stdin), or read what was appended (`python3 -c SOURCE --read PATH GROUP OFFSETS_JSON MAX`).
 
 Two specdebug instances share a box journal; each record must land as one whole line, or not at
 all.  Under an exclusive lock (every writer goes through here): one `write` on an O_APPEND
@@ -12,7 +13,14 @@ following symlinks, and refused unless the folder is ours and writable by nobody
 (the user asked for a group-shared journal) the folder may be that group's (group-writable, not
 world-writable).  The record names its writer as the box sees it (this login, by uid), not the
 `by` the client declared.  Prints `by NAME UID`; exit 5 with one sentence on stderr when refused
-or not written.  Stdlib only, Python >= 3.7.
+or not written.
+
+In a group journal each member appends to a file of their own (`events.<uid>.jsonl`, group-readable,
+writable by its owner only; the folder sticky), so who wrote a record is the file's owner as the
+box sees it: a member can put anything in their own file, never in another's.  Reads follow the
+same rule as appends (no symlink followed, the folder checked, regular files with one link) and
+answer, for each file, its owner as observed here; the client names every record by that owner
+and shows a record claiming someone else as forged (core/boxjournal.py).  Stdlib only, Python >= 3.7.
 """
 
 from __future__ import annotations
@@ -59,16 +67,25 @@ def _gname(gid: int) -> str:
         return str(gid)
 
 
-def open_folder(folder: str, group: str | None) -> int:
-    """The folder as a descriptor (created private, or group-shared when asked), once checked."""
+def own_file(base: str, uid: int) -> str:
+    """A group member's own journal file: `events.jsonl` -> `events.<uid>.jsonl`."""
+    stem, ext = os.path.splitext(base)
+    return f"{stem}.{uid}{ext}"
+
+
+def open_folder(folder: str, group: str | None, create: bool = True) -> int:
+    """The folder as a descriptor (created private, or group-shared when asked), once checked.
+    Not created when `create` is false (a reader): FileNotFoundError then."""
     gid = _group_id(group) if group else None
+    if not create and not os.path.lexists(folder):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), folder)
     if not os.path.lexists(folder):
         os.makedirs(os.path.dirname(folder) or "/", mode=0o700, exist_ok=True)
         try:
             os.mkdir(folder, 0o700)
             if gid is not None:
                 os.chown(folder, -1, gid)
-                os.chmod(folder, 0o2770)
+                os.chmod(folder, 0o3770)  # sticky: a member cannot rename or remove another's file
         except FileExistsError:
             pass
     try:
@@ -93,18 +110,23 @@ def open_folder(folder: str, group: str | None) -> int:
         why = f"belongs to group {st.st_gid}, not to {group}"
     if why is not None:
         os.close(fd)
-        raise Refused(f"journal folder {folder} {why}: refusing to write there")
+        raise Refused(f"journal folder {folder} {why}: refusing to {'write' if create else 'read'} there")
     return fd
 
 
-def _check_file(fd: int, path: str, gid: int | None) -> None:
+def _check_file(fd: int, path: str, gid: int | None, verb: str = "write to") -> os.stat_result:
+    """A regular file with one link, ours (a reader of a group journal: any member's, not open to
+    everyone)."""
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         raise Refused(f"journal {path} is not a regular file")
     if st.st_nlink != 1:
-        raise Refused(f"journal {path} has {st.st_nlink} hard links: refusing to write to it")
-    if st.st_uid != os.getuid() and (gid is None or st.st_gid != gid):
-        raise Refused(f"journal {path} is owned by uid {st.st_uid}, not by this login")
+        raise Refused(f"journal {path} has {st.st_nlink} hard links: refusing to {verb} it")
+    if gid is None and st.st_uid != os.getuid():
+        raise Refused(f"journal {path} is owned by uid {st.st_uid}, not by this login: refusing to {verb} it")
+    if gid is not None and stat.S_IMODE(st.st_mode) & 0o002:
+        raise Refused(f"journal {path} is writable by everyone: refusing to {verb} it")
+    return st
 
 
 def stamp(data: bytes, name: str, uid: int) -> bytes:
@@ -150,18 +172,21 @@ def append_record(path: str, data: bytes, group: str | None = None) -> str:
     dfd = open_folder(folder, group)
     try:
         gid = _group_id(group) if group else None
+        if gid is not None:  # a group journal: each member writes a file of their own
+            base = own_file(base, uid)
+            path = os.path.join(folder, base)
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
-            fd = os.open(base, flags, 0o660 if gid is not None else EVENTS_MODE, dir_fd=dfd)
+            fd = os.open(base, flags, 0o640 if gid is not None else EVENTS_MODE, dir_fd=dfd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise Refused(f"journal {path} is a symlink: refusing to write through it") from None
             raise Refused(f"journal {path}: {exc.strerror}") from None
         try:
-            _check_file(fd, path, gid)
-            if gid is not None and os.fstat(fd).st_uid == os.getuid():
-                os.fchown(fd, -1, gid)  # the group asked for can append too (whatever the umask)
-                os.fchmod(fd, 0o660)
+            st = _check_file(fd, path, None)  # ours, whatever the group: nobody else writes in it
+            if gid is not None and (st.st_gid != gid or stat.S_IMODE(st.st_mode) != 0o640):
+                os.fchown(fd, -1, gid)  # the group reads it, only we write it (whatever the umask)
+                os.fchmod(fd, 0o640)
             _write_whole(fd, data)
         finally:
             os.close(fd)
@@ -170,7 +195,116 @@ def append_record(path: str, data: bytes, group: str | None = None) -> str:
     return name
 
 
+def _owner(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _journal_files(dfd: int, base: str, group: bool) -> list[str]:
+    if not group:
+        return [base]
+    stem, ext = os.path.splitext(base)
+    mine = []
+    for name in sorted(os.listdir(dfd)):
+        mid = name[len(stem) + 1 : -len(ext)] if name.startswith(stem + ".") and name.endswith(ext) else ""
+        if name == base or mid.isdigit():
+            mine.append(name)
+    return mine
+
+
+def _read_one(
+    dfd: int, folder: str, name: str, gid: int | None, offset: int, room: int
+) -> tuple[dict[str, Any], bytes]:
+    path = os.path.join(folder, name)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Refused(f"journal {path} is a symlink: refusing to read through it") from None
+        raise
+    try:
+        st = _check_file(fd, path, gid, "read")
+        start = 0 if offset > st.st_size else offset  # shrank (rewritten): from the start
+        data = os.pread(fd, max(0, min(room, st.st_size - start)), start)
+    finally:
+        os.close(fd)
+    info = {
+        "name": name,
+        "uid": st.st_uid,
+        "by": _owner(st.st_uid),
+        "shared": bool(stat.S_IMODE(st.st_mode) & 0o022),  # others could write in it: writer unknown
+        "offset": start,
+        "size": st.st_size,
+        "len": len(data),
+    }
+    return info, data
+
+
+def read_records(
+    path: str, group: str | None, offsets: dict[str, int], budget: int
+) -> tuple[dict[str, Any], bytes]:
+    """What the journal files hold past `offsets` (at most `budget` bytes in all), each file with
+    its owner as the box sees it.  A file refused in a group folder is skipped and named (one
+    member's planted link must not stop the others' records); in a private folder it is an error."""
+    folder, base = os.path.split(path)
+    try:
+        dfd = open_folder(folder, group, create=False)
+    except FileNotFoundError:
+        return {"files": [], "refused": []}, b""
+    files: list[dict[str, Any]] = []
+    refused: list[str] = []
+    chunks: list[bytes] = []
+    try:
+        gid = _group_id(group) if group else None
+        for name in _journal_files(dfd, base, gid is not None):
+            try:
+                info, data = _read_one(dfd, folder, name, gid, int(offsets.get(name, 0)), budget)
+            except FileNotFoundError:
+                continue  # nobody wrote yet
+            except (Refused, OSError) as exc:
+                why = (
+                    str(exc)
+                    if isinstance(exc, Refused)
+                    else f"journal {os.path.join(folder, name)}: {exc.strerror}"
+                )
+                if gid is None:
+                    raise Refused(why) from None
+                refused.append(why)
+                continue
+            budget -= len(data)
+            files.append(info)
+            chunks.append(data)
+    finally:
+        os.close(dfd)
+    return {"files": files, "refused": refused}, b"".join(chunks)
+
+
+FRAME = "@@specdebug@@"  # remote/boxcode.py's FRAME: the answer's header line starts with it
+
+
+def read_main(argv: list[str]) -> None:
+    path = os.path.expanduser(argv[0])
+    group = argv[1] or None
+    try:
+        head, data = read_records(path, group, json.loads(argv[2]), int(argv[3]))
+    except Refused as exc:
+        sys.stderr.write(f"{exc}\n")
+        sys.exit(5)
+    except OSError as exc:
+        sys.stderr.write(f"journal {path}: {exc.strerror}: cannot read it\n")
+        sys.exit(5)
+    out = sys.stdout.buffer
+    out.write((FRAME + json.dumps(head) + "\n").encode("utf-8"))
+    out.write(data)
+    out.flush()
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--read"]:
+        read_main(sys.argv[2:])
+        return
     path = os.path.expanduser(sys.argv[1])
     group = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else None
     try:

@@ -30,7 +30,7 @@ from specdebug.capability import require_write
 from specdebug.core.journal import BOX_PREFIX, EVENTS_FILE, _jsonable
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
-from specdebug.remote.boxcode import python_argv
+from specdebug.remote.boxcode import FRAME, python_argv
 
 BOX_SESSIONS = "~/.specdebug/sessions"
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -81,6 +81,27 @@ def box_spec(session: str | None) -> str | None:
     return spec
 
 
+def attribute(ev: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+    """Name a record by who wrote its file as the box sees it (the owner, `info`), not by what it
+    says: one claiming another writer is marked `forged` (what it claimed kept in `by_claimed`); in
+    a file others could write too (an old shared `events.jsonl`) the writer cannot be told."""
+    if info.get("shared"):
+        ev["by_verified"] = False
+        return ev
+    by, uid = str(info["by"]), int(info["uid"])
+    claimed_uid = ev.get("uid")
+    if ev.get("by", by) != by or (claimed_uid is not None and claimed_uid != uid):
+        ev["forged"] = True
+        ev["by_claimed"] = f"{ev.get('by')} (uid {claimed_uid})" if claimed_uid is not None else ev.get("by")
+    ev["by"], ev["uid"] = by, uid
+    return ev
+
+
+def _ts(ev: dict[str, Any]) -> float:
+    ts = ev.get("ts")
+    return float(ts) if isinstance(ts, int | float) and ts == ts else 0.0
+
+
 class BoxJournal:
     """The journal file on the box behind one Remote (see the module docstring)."""
 
@@ -93,8 +114,9 @@ class BoxJournal:
         self.label = f"box:{spec}"
         self._events: list[dict[str, Any]] = []
         self._eids: set[str] = set()
-        self._offset = 0
-        self._tail = b""
+        self._offsets: dict[str, int] = {}  # per file of the journal folder (a group's: one per member)
+        self._tails: dict[str, bytes] = {}
+        self.refused: list[str] = []  # files of a group journal the box would not read (why, each)
         self._outbox: list[bytes] = []
         self._writer: asyncio.Task[None] | None = None
         self._expanded = False
@@ -132,34 +154,56 @@ class BoxJournal:
         return self.path
 
     async def refresh(self) -> list[dict[str, Any]]:
-        """Read what was appended on the box since the last look; returns the others' new events."""
+        """Read what was appended on the box since the last look; returns the others' new events.
+
+        Through specdebug/box/journal_append.py `--read`: no symlink followed, the folder ours and
+        private (or the group's, when asked for), and each file's owner as the box sees it, which
+        names the records in it (`attribute`)."""
         path = await self._resolve()
         new: list[dict[str, Any]] = []
         while True:
-            try:
-                chunk = await self.remote.read_file(path, offset=self._offset, max_bytes=READ_CHUNK)
-            except RemoteError as exc:
-                if "ENOENT" in str(exc) or "No such file" in str(exc):
-                    return new  # nobody wrote yet
-                raise
-            if not chunk:
-                break
-            self._offset += len(chunk)
-            data = self._tail + chunk
-            lines = data.split(b"\n")
-            self._tail = lines.pop()
-            for raw in lines:
-                with contextlib.suppress(ValueError):
-                    ev = json.loads(raw)
-                    if isinstance(ev, dict) and ev.get("eid") not in self._eids:
-                        new.append(ev)
-            if len(chunk) < READ_CHUNK:
+            head, data = await self._read(path)
+            got = 0
+            for info in head["files"]:
+                name, size = str(info["name"]), int(info["len"])
+                chunk, data = data[:size], data[size:]
+                got += size
+                if int(info["offset"]) != self._offsets.get(name, 0):
+                    self._tails[name] = b""  # the file shrank (rewritten): read again from its start
+                self._offsets[name] = int(info["offset"]) + size
+                lines = (self._tails.get(name, b"") + chunk).split(b"\n")
+                self._tails[name] = lines.pop()
+                for raw in lines:
+                    with contextlib.suppress(ValueError):
+                        ev = json.loads(raw)
+                        if isinstance(ev, dict) and ev.get("eid") not in self._eids:
+                            new.append(attribute(ev, info))
+            self.refused = [str(r) for r in head.get("refused", [])]
+            if got < READ_CHUNK:
                 break
         if new:
+            new.sort(key=_ts)  # a group journal is one file per member: merged in time order
             self._add(new)
             for listener in list(self.listeners):
                 listener(new)
         return new
+
+    async def _read(self, path: str) -> tuple[dict[str, Any], bytes]:
+        offsets = json.dumps(self._offsets)
+        argv = python_argv("journal_append.py", "--read", path, self.group or "", offsets, str(READ_CHUNK))
+        res = await self.remote.run(argv, timeout=30)
+        if not res.ok:
+            why = res.err.strip().splitlines()[-1:] or [f"exit status {res.exit_status}"]
+            raise RemoteError(f"box journal: {why[0][:400]}")
+        at = res.stdout.find(FRAME.encode())
+        end = res.stdout.find(b"\n", at)
+        try:
+            head = json.loads(res.stdout[at + len(FRAME) : end]) if at >= 0 and end > at else None
+        except ValueError:
+            head = None
+        if not isinstance(head, dict) or not isinstance(head.get("files"), list):
+            raise RemoteError(f"box journal {path}: the box answered {res.out.strip()[:200]!r}")
+        return head, res.stdout[end + 1 :]
 
     async def follow(self, interval: float = 0.5) -> None:
         """Refresh forever (the app runs this as a worker); connection trouble just waits."""

@@ -263,6 +263,8 @@ async def session_journal(
         raise VerbExit(2)
     journal = BoxJournal(remote, spec)
     await journal.refresh()
+    for why in journal.refused:  # a group journal's file the box would not read (a planted link)
+        err(f"warning: {why}; its records skipped")
     ok = False
     try:
         yield journal

@@ -86,7 +86,12 @@ def test_group_share_only_when_asked_and_records_name_the_box_login(sshd) -> Non
         assert r.returncode == 0, r.stderr
         r = mark(alice, spec, "alice too")
         assert r.returncode == 0, r.stderr
-        records = [json.loads(line) for line in (team / "events.jsonl").read_text().splitlines()]
+        # each member writes a file of their own (test_box_users_journal_read: who wrote what)
+        records = [
+            json.loads(line)
+            for user in (bob, alice)
+            for line in (team / f"events.{user.uid}.jsonl").read_text().splitlines()
+        ]
         assert [(e["by"], e["uid"]) for e in records] == [(bob.name, bob.uid), (alice.name, alice.uid)]
         assert records[0]["by_declared"] == "mallory"  # what the client claimed is kept apart, not trusted
 

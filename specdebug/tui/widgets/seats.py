@@ -237,4 +237,6 @@ class JournalFollower(Widget):
             if ev.get("kind") in ("bench_result", "mark") and ev.get("by"):
                 what = "a benchmark result" if ev["kind"] == "bench_result" else "a mark"
                 who = ev["by"] if not ev.get("seat") else f"{ev['seat']} (seat of {ev['by']})"
+                if ev.get("forged"):  # the box saw ev["by"] write it (core.boxjournal.attribute)
+                    who += f", forged as {str(ev.get('by_claimed'))[:64]}"
                 self.app.notify(f"{who} recorded {what}", title="shared journal", timeout=4)
