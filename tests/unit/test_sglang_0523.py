@@ -24,7 +24,8 @@ from specdebug.core.logs.parser import LogParser
 from specdebug.core.logs.patterns import SGLANG, detect_pack
 from specdebug.core.logs.scan import scan_file
 from specdebug.core.server_control import _last_run_offset
-from specdebug.core.startup import ServerPhase, StartupTracker
+from specdebug.core.startup.events import ServerPhase
+from specdebug.core.startup.tracker import StartupTracker
 from specdebug.sim.sglang_shapes import DEFAULT_VERSION, Shapes, version_tuple
 
 OLD, NEW = "0.5.4.post1", "0.5.23"
