@@ -110,8 +110,8 @@ def forget_records(sshd, names: list[str], sessions: list[Path] = ()) -> None:
     from specdebug.core.bisect.book import Book
     from specdebug.core.bisect.models import BisectOptions
     from specdebug.core.journal import Journal
+    from specdebug.core.server_control import stop_record
     from specdebug.core.servers import forget_record, load_record
-    from specdebug.core.startup import stop_record
     from specdebug.remote.connection import SSHRemote
 
     leftover = set()

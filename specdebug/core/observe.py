@@ -9,8 +9,8 @@ same log from the same offset, and the same health endpoint, without a single wr
 from __future__ import annotations
 
 from specdebug.core.profiles import Profile
+from specdebug.core.server_control import LaunchRefused
 from specdebug.core.servers import ServerRecord, group_members, load_record
-from specdebug.core.startup import LaunchRefused
 from specdebug.core.workers import group_filter
 from specdebug.remote.api import Remote
 

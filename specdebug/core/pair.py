@@ -151,10 +151,6 @@ def is_alive(socket: str, session: str | None = None) -> bool:
     return res.returncode == 0 and "access not allowed" not in res.stderr
 
 
-def access_list(socket: str) -> dict[str, Mode]:
-    return parse_access_list(_tmux(socket, "server-access", "-l").stdout)
-
-
 def clients(socket: str) -> list[Client]:
     return parse_clients(_tmux(socket, "list-clients", "-F", CLIENT_FORMAT).stdout)
 

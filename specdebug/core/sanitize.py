@@ -43,11 +43,6 @@ def _escape(ch: str) -> str:
     return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}"
 
 
-def is_safe(text: str, *, newlines: bool = False) -> bool:
-    """True when `text` holds nothing `visible` would escape (tabs pass)."""
-    return _RX[newlines, True].search(text) is None
-
-
 def visible(text: str, *, newlines: bool = False, tab: str | None = "\t") -> str:
     """`text` with every control character written visibly (``\\x1b``, ``\\r``, ``\\u202e``).
 
@@ -85,8 +80,3 @@ def visible_spans(
     last = len(text)
     moved = [(pos[min(max(s, 0), last)], pos[min(max(e, 0), last)], st) for s, e, st in spans]
     return "".join(out), moved
-
-
-def visible_lines(lines: Sequence[str]) -> list[str]:
-    """Each line made visible on its own (a line never turns into two)."""
-    return [visible(line) for line in lines]

@@ -33,11 +33,14 @@ def say(text: str) -> None:
 
 
 async def _check(server: LoopbackSSHServer, profile: Profile, session: Path) -> None:
-    from specdebug.core import startup
+    from specdebug.core import server_control
     from specdebug.core.bench.runner import BenchRequest, run_benchmark
     from specdebug.core.hosts import gather_host_info
     from specdebug.core.journal import Journal
     from specdebug.core.servers import forget_record
+    from specdebug.core.startup.events import Verdict
+    from specdebug.core.startup.launch import launch
+    from specdebug.core.startup.watch import watch
     from specdebug.remote.factory import ConnectOptions, connect_host
 
     journal = Journal(session)
@@ -51,14 +54,12 @@ async def _check(server: LoopbackSSHServer, profile: Profile, session: Path) -> 
             raise CheckFailed(f"expected 8 simulated GPUs, got {len(info.gpus)} ({info.gpu_error})")
         say(f"ok   {len(info.gpus)} GPUs: {info.gpus[0].name}, {info.gpus[0].memory_total_mib:.0f} MiB each")
 
-        record = await startup.launch(remote, profile, journal=journal)
+        record = await launch(remote, profile, journal=journal)
         say(f"ok   launched {profile.name}: PID {record.pid}, log {record.log_file}")
         try:
             verdict = None
-            async for ev in startup.watch(
-                remote, record, profile, timeout_s=READY_TIMEOUT_S, journal=journal
-            ):
-                if isinstance(ev, startup.Verdict):
+            async for ev in watch(remote, record, profile, timeout_s=READY_TIMEOUT_S, journal=journal):
+                if isinstance(ev, Verdict):
                     verdict = ev
             if verdict is None or verdict.verdict != "ready":
                 reason = verdict.reason if verdict else "no verdict"
@@ -85,7 +86,7 @@ async def _check(server: LoopbackSSHServer, profile: Profile, session: Path) -> 
             for warning in result.warnings:
                 say(f"     warning: {warning}")
         finally:
-            stopped = await startup.stop(remote, profile, grace_s=3.0, journal=journal)
+            stopped = await server_control.stop(remote, profile, grace_s=3.0, journal=journal)
             if not stopped.stopped:
                 raise CheckFailed(f"stop failed: {stopped.message}")
             say(f"ok   stopped: {stopped.message}")

@@ -86,7 +86,7 @@ def demo_profile(
 
 
 async def _stop_server(config: Path, alias: str, profile: Profile, state_dir: Path) -> None:
-    from specdebug.core.startup import stop
+    from specdebug.core.server_control import stop
 
     remote = connect_host(alias, ConnectOptions(ssh_config=config, state_dir=str(state_dir)))
     try:

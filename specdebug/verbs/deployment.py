@@ -85,7 +85,7 @@ async def _watch(
     journal: object,
     deadline: float | None = None,
 ) -> int:
-    from specdebug.core import startup
+    from specdebug.core.startup.events import ConnectionNote, ServerPhase, Verdict
 
     verdict: DeploymentVerdict | None = None
     async for ev in watch_deployment(
@@ -98,11 +98,11 @@ async def _watch(
     ):
         if isinstance(ev, NodeEvent):
             inner = ev.event
-            if isinstance(inner, startup.ServerPhase):
+            if isinstance(inner, ServerPhase):
                 _say(args, f"  {inner.elapsed_s:7.1f}s  {ev.host}: {inner.name}")
-            elif isinstance(inner, startup.ConnectionNote):
+            elif isinstance(inner, ConnectionNote):
                 _say(args, f"  {ev.host}: connection {inner.state}: {inner.detail}")
-            elif isinstance(inner, startup.Verdict) and inner.verdict == "ready":
+            elif isinstance(inner, Verdict) and inner.verdict == "ready":
                 _say(args, f"  {inner.elapsed_s:7.1f}s  {ev.host}: ready")
         else:
             verdict = ev
@@ -128,7 +128,8 @@ async def _watch(
 
 async def launch(args: argparse.Namespace, profile: Profile, *, restart: bool = False) -> int:
     """Launch every node (restart: stop every node first), and with --wait watch them as one."""
-    from specdebug.core import startup
+    from specdebug.core.server_control import LaunchRefused
+    from specdebug.remote.api import RemoteError
 
     dep = placed(args, profile)
     async with (
@@ -143,7 +144,7 @@ async def launch(args: argparse.Namespace, profile: Profile, *, restart: bool = 
                 return 1
         try:
             records = await launch_deployment(remotes, dep, journal=journal)
-        except (startup.LaunchRefused, startup.RemoteError) as exc:
+        except (LaunchRefused, RemoteError) as exc:
             err(str(exc))
             if args.json:
                 print_json({"verdict": "refused", "profile": profile.name, "reason": str(exc), "nodes": []})
@@ -188,7 +189,8 @@ async def status(args: argparse.Namespace, profile: Profile) -> int:
 
 async def attach(args: argparse.Namespace, profile: Profile) -> int:
     """Adopt every node's server (each by the PID on its node's port) and watch them as one."""
-    from specdebug.core import startup
+    from specdebug.core.server_control import LaunchRefused
+    from specdebug.core.server_control import attach as attach_server
 
     if args.pid is not None or args.port is not None or args.log is not None:
         err("attach: --pid, --port and --log name one server; a deployment's nodes come from its profile")
@@ -201,8 +203,8 @@ async def attach(args: argparse.Namespace, profile: Profile) -> int:
         records: dict[str, ServerRecord] = {}
         for node in dep.nodes:
             try:
-                records[node.host] = await startup.attach(remotes[node.host], node.profile, journal=journal)
-            except startup.LaunchRefused as exc:
+                records[node.host] = await attach_server(remotes[node.host], node.profile, journal=journal)
+            except LaunchRefused as exc:
                 err(f"{node.host}: {exc}")
                 return 1
             _say(

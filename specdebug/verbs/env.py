@@ -11,17 +11,9 @@ import argparse
 import re
 import sys
 
-from specdebug.core.envcheck import (
-    DEFAULT_PREFIXES,
-    EnvDone,
-    EnvProcessesFound,
-    EnvQuery,
-    EnvReport,
-    ProcEnv,
-    VarCheck,
-    env_events,
-    query_for_profile,
-)
+from specdebug.core.env.events import EnvDone, EnvProcessesFound
+from specdebug.core.env.model import DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv, VarCheck
+from specdebug.core.env.probe import env_events, query_for_profile
 from specdebug.core.sanitize import visible
 from specdebug.remote.shell import is_env_name
 from specdebug.verbs.common import (

@@ -13,7 +13,9 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from specdebug.core.deployment.nccl import TransportProof, prove_transport
-from specdebug.core.envcheck import EnvDone, EnvReport, env_events, query_for_profile
+from specdebug.core.env.events import EnvDone
+from specdebug.core.env.model import EnvReport
+from specdebug.core.env.probe import env_events, query_for_profile
 from specdebug.core.sanitize import visible
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import VerbExit, err, out, print_json

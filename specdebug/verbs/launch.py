@@ -9,10 +9,13 @@ import argparse
 import sys
 import time
 
-from specdebug.core import startup
+from specdebug.core import server_control
 from specdebug.core.profiles import Profile
+from specdebug.core.server_control import LaunchRefused
 from specdebug.core.servers import ServerRecord
-from specdebug.core.startup.events import EventJournal
+from specdebug.core.startup.events import ConnectionNote, EventJournal, ServerPhase, Verdict
+from specdebug.core.startup.launch import launch
+from specdebug.core.startup.watch import watch
 from specdebug.remote.api import Remote
 from specdebug.verbs import deployment
 from specdebug.verbs.common import (
@@ -95,16 +98,14 @@ async def _watch_and_report(
     *,
     deadline: float | None = None,
 ) -> int:
-    verdict: startup.Verdict | None = None
+    verdict: Verdict | None = None
     timeout = getattr(args, "timeout", None)
-    async for ev in startup.watch(
-        remote, record, profile, timeout_s=timeout, deadline=deadline, journal=journal
-    ):
-        if isinstance(ev, startup.ServerPhase):
+    async for ev in watch(remote, record, profile, timeout_s=timeout, deadline=deadline, journal=journal):
+        if isinstance(ev, ServerPhase):
             _say(args, f"  {ev.elapsed_s:7.1f}s  {ev.name}")
-        elif isinstance(ev, startup.ConnectionNote):
+        elif isinstance(ev, ConnectionNote):
             _say(args, f"  connection {ev.state}: {ev.detail}")
-        elif isinstance(ev, startup.Verdict):
+        elif isinstance(ev, Verdict):
             verdict = ev
     assert verdict is not None
     if args.json:
@@ -128,8 +129,8 @@ async def _launch(
 ) -> int:
 
     try:
-        record = await startup.launch(remote, profile, journal=journal)
-    except startup.LaunchRefused as exc:
+        record = await launch(remote, profile, journal=journal)
+    except LaunchRefused as exc:
         err(str(exc))
         if args.json:
             holder = exc.holder.model_dump(mode="json") if exc.holder else None
@@ -170,7 +171,7 @@ async def cmd_restart(args: argparse.Namespace) -> int:
     if profile.deployment is not None:
         return await deployment.launch(args, profile, restart=True)
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
-        result = await startup.stop(remote, profile, grace_s=args.grace, journal=journal)
+        result = await server_control.stop(remote, profile, grace_s=args.grace, journal=journal)
         _say(args, result.message)
         if not result.stopped:
             err(result.message)
@@ -184,7 +185,7 @@ async def cmd_stop(args: argparse.Namespace) -> int:
     if profile.deployment is not None:
         return await deployment.stop(args, profile)
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
-        result = await startup.stop(remote, profile, grace_s=args.grace, journal=journal)
+        result = await server_control.stop(remote, profile, grace_s=args.grace, journal=journal)
     if args.json:
         print_json(result)
     else:
@@ -198,7 +199,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
     if profile.deployment is not None:
         return await deployment.status(args, profile)
     async with open_remote(args) as remote:
-        st = await startup.status(remote, profile)
+        st = await server_control.status(remote, profile)
     if args.json:
         print_json(st)
     else:
@@ -213,10 +214,10 @@ async def cmd_attach(args: argparse.Namespace) -> int:
         return await deployment.attach(args, profile)
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
         try:
-            record = await startup.attach(
+            record = await server_control.attach(
                 remote, profile, pid=args.pid, port=args.port, log=args.log, journal=journal
             )
-        except startup.LaunchRefused as exc:
+        except LaunchRefused as exc:
             err(str(exc))
             return 1
         _say(args, f"attached to {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}")

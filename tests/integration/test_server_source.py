@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core import startup
+from specdebug.core import server_control
 from specdebug.core.profiles import Profile
 from specdebug.core.source import read_source
+from specdebug.core.startup.launch import launch
 from tests.sshd_harness import free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
@@ -67,10 +68,10 @@ async def test_a_launch_records_which_commit_runs(remote, tmp_path: Path) -> Non
             },
         }
     )
-    record = await startup.launch(remote, profile)
+    record = await launch(remote, profile)
     try:
         assert record.source is not None and record.source.commit == head
         assert record.cwd == str(repo) and record.fingerprint == profile.fingerprint()
     finally:
-        result = await startup.stop(remote, profile, grace_s=0.5)
+        result = await server_control.stop(remote, profile, grace_s=0.5)
     assert result.stopped

@@ -19,9 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specdebug.core import startup
+from specdebug.core import server_control
 from specdebug.core.profiles import Profile, load_profile
+from specdebug.core.server_control import LaunchRefused
 from specdebug.core.servers import group_members, load_record
+from specdebug.core.startup.events import LogLine, ServerPhase, Verdict
+from specdebug.core.startup.launch import launch
+from specdebug.core.startup.watch import _clean_line, launch_and_watch, watch
 from tests.simprofiles import sim_profile as make_sim_profile
 from tests.simprofiles import sim_record
 from tests.sshd_harness import free_port
@@ -84,11 +88,11 @@ def write_profile_toml(tmp_path: Path, profile: Profile) -> Path:
     return path
 
 
-async def run_to_verdict(remote, profile: Profile, **kw) -> tuple[startup.Verdict, list]:
+async def run_to_verdict(remote, profile: Profile, **kw) -> tuple[Verdict, list]:
     events = []
-    async for ev in startup.launch_and_watch(remote, profile, **kw):
+    async for ev in launch_and_watch(remote, profile, **kw):
         events.append(ev)
-    assert isinstance(events[-1], startup.Verdict)
+    assert isinstance(events[-1], Verdict)
     return events[-1], events
 
 
@@ -118,24 +122,24 @@ async def test_ready_refusals_and_stop(remote, tmp_path: Path) -> None:
     assert b"SPT_NOENV=1" in environ and b"NCCL_PROTO=LL" in environ
 
     # a second launch of the same profile, and another profile on the same port, are refused
-    with pytest.raises(startup.LaunchRefused, match="already running"):
-        await startup.launch(remote, profile)
+    with pytest.raises(LaunchRefused, match="already running"):
+        await launch(remote, profile)
     other = sim_profile(tmp_path, "intruder", port=profile.server.port)
-    with pytest.raises(startup.LaunchRefused) as info:
-        await startup.launch(remote, other)
+    with pytest.raises(LaunchRefused) as info:
+        await launch(remote, other)
     assert info.value.holder is not None and info.value.holder.pid == sim["pid"]
     assert f"PID {sim['pid']}" in str(info.value)
 
-    st = await startup.status(remote, profile)
+    st = await server_control.status(remote, profile)
     assert st.state == "running" and st.health == 200
 
-    result = await startup.stop(remote, profile, grace_s=5)
+    result = await server_control.stop(remote, profile, grace_s=5)
     assert result.was_running and result.stopped and result.remaining == []
     assert await members(remote, profile) == []
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    assert (await startup.status(remote, profile)).state == "stopped"
-    again = await startup.stop(remote, profile)
+    assert (await server_control.status(remote, profile)).state == "stopped"
+    again = await server_control.stop(remote, profile)
     assert again.stopped and not again.was_running
 
 
@@ -151,7 +155,7 @@ async def test_fail_at_cuda_graph(remote, tmp_path: Path) -> None:
     assert "Capture cuda graph failed" in verdict.reason
     assert any(verdict.reason in line for line in verdict.excerpt)
     assert any("Traceback" in line for line in verdict.excerpt)
-    await startup.stop(remote, profile, grace_s=2)
+    await server_control.stop(remote, profile, grace_s=2)
     assert await members(remote, profile) == []
 
 
@@ -163,7 +167,7 @@ async def test_hang_at_warmup_times_out(remote, tmp_path: Path) -> None:
     assert 10.0 <= verdict.elapsed_s < 13.0  # at the profile's timeout, not much later
     assert verdict.last_phase == "warmup" and "phase warmup" in verdict.reason
     assert (await members(remote, profile)) != []  # a hang stays alive until stopped
-    result = await startup.stop(remote, profile, grace_s=3)
+    result = await server_control.stop(remote, profile, grace_s=3)
     assert result.stopped and await members(remote, profile) == []
 
 
@@ -177,13 +181,13 @@ async def test_attach_by_port(remote, tmp_path: Path) -> None:
         deadline = time.time() + 30
         while time.time() < deadline and not Path(profile.server.log_file).read_text().count("fired up"):
             await asyncio.sleep(0.2)
-        record = await startup.attach(remote, profile)
+        record = await server_control.attach(remote, profile)
         assert record.pid == proc.pid and record.pgid == proc.pid and record.attached
-        events = [ev async for ev in startup.watch(remote, record, profile, deadline=time.time() + 20)]
+        events = [ev async for ev in watch(remote, record, profile, deadline=time.time() + 20)]
         verdict = events[-1]
         assert verdict.verdict == "ready"
         assert "load_weights" in [p.name for p in verdict.phases]  # replayed from the log
-        result = await startup.stop(remote, profile, grace_s=5)
+        result = await server_control.stop(remote, profile, grace_s=5)
         assert result.stopped
         assert proc.wait(5) is not None
     finally:
@@ -301,7 +305,7 @@ async def test_launch_quoting_cwd_and_kill_after_grace(remote, tmp_path: Path) -
             },
         }
     )
-    record = await startup.launch(remote, profile)
+    record = await launch(remote, profile)
     assert record.pgid == record.pid and record.log_offset == 0
     log = Path(record.log_file)
     deadline = time.time() + 10
@@ -314,7 +318,7 @@ async def test_launch_quoting_cwd_and_kill_after_grace(remote, tmp_path: Path) -
     assert not (Path(box_home) / "INJECTED").exists()
     assert Path(f"/proc/{record.pid}/environ").read_bytes().count(b"SPT_NOENV=1") == 1
 
-    result = await startup.stop(remote, profile, grace_s=0.5)
+    result = await server_control.stop(remote, profile, grace_s=0.5)
     assert result.signals == ["TERM", "KILL"] and result.stopped
     assert await members(remote, profile) == []
 
@@ -323,22 +327,22 @@ async def test_watch_survives_connection_drop(remote, tmp_path: Path) -> None:
     """The SSH connection drops mid-startup: the server lives on, the watch resumes and sees it ready."""
     profile = sim_profile(tmp_path, "droptest")
     verdict, dropped, seen = None, False, []
-    async for ev in startup.launch_and_watch(remote, profile):
-        if isinstance(ev, startup.LogLine):
+    async for ev in launch_and_watch(remote, profile):
+        if isinstance(ev, LogLine):
             seen.append(ev.text)
-        if isinstance(ev, startup.ServerPhase) and ev.name == "load_weights" and not dropped:
+        if isinstance(ev, ServerPhase) and ev.name == "load_weights" and not dropped:
             remote.drop_connection()
             dropped = True
-        if isinstance(ev, startup.Verdict):
+        if isinstance(ev, Verdict):
             verdict = ev
     assert dropped and verdict is not None
     assert verdict.verdict == "ready", verdict.reason
     names = [p.name for p in verdict.phases]
     assert "cuda_graph" in names and "warmup" in names  # no phase lost across the drop
     # every log line exactly once, in order, across the reconnect (the follower resumes at its byte offset)
-    lines = [startup._clean_line(raw) for raw in Path(profile.server.log_file).read_bytes().splitlines(True)]
+    lines = [_clean_line(raw) for raw in Path(profile.server.log_file).read_bytes().splitlines(True)]
     assert seen == lines[: len(seen)]
-    result = await startup.stop(remote, profile, grace_s=5)
+    result = await server_control.stop(remote, profile, grace_s=5)
     assert result.stopped
 
 

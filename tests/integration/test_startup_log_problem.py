@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core import startup
 from specdebug.core.servers import ServerRecord
+from specdebug.core.startup.events import LogProblem, Verdict
+from specdebug.core.startup.watch import watch
 from tests.simprofiles import sim_profile
 
 pytestmark = pytest.mark.slow
@@ -39,10 +40,10 @@ def record(profile, proc, log_file: str) -> ServerRecord:
     )
 
 
-async def verdict_for(remote, profile, rec) -> tuple[startup.Verdict, list]:
-    events = [ev async for ev in startup.watch(remote, rec, profile, timeout_s=60)]
+async def verdict_for(remote, profile, rec) -> tuple[Verdict, list]:
+    events = [ev async for ev in watch(remote, rec, profile, timeout_s=60)]
     verdict = events[-1]
-    assert isinstance(verdict, startup.Verdict)
+    assert isinstance(verdict, Verdict)
     return verdict, events
 
 
@@ -59,6 +60,6 @@ async def test_unreadable_log_is_the_reason(remote, tmp_path: Path, group, where
     assert verdict.verdict == "failed" and verdict.error_kind == "log_unreadable"
     assert log in (verdict.reason or "")
     assert ("no such file" if where == "missing-dir" else "not a regular file") in (verdict.reason or "")
-    problems = [ev for ev in events if isinstance(ev, startup.LogProblem)]
+    problems = [ev for ev in events if isinstance(ev, LogProblem)]
     assert problems and problems[0].path == log
     assert time.monotonic() - t0 < 30  # well before the 60 s timeout

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core import startup
 from specdebug.core.profiles import load_profile
 from specdebug.core.servers import forget_record, group_members, load_record, state_dir_of
+from specdebug.core.startup.events import Verdict
+from specdebug.core.startup.watch import launch_and_watch
 from specdebug.remote.connection import SSHRemote
 from tests.sshd_harness import free_port
 from tests.tmux_harness import Tmux
@@ -61,8 +62,8 @@ async def _launch_ready(sshd, path: Path):
     try:
         await remote.wait_connected(15)
         verdict = None
-        async for ev in startup.launch_and_watch(remote, profile):
-            if isinstance(ev, startup.Verdict):
+        async for ev in launch_and_watch(remote, profile):
+            if isinstance(ev, Verdict):
                 verdict = ev
         assert verdict is not None and verdict.verdict == "ready", verdict
         return await load_record(remote, profile.name)

@@ -30,11 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from specdebug.core import startup  # noqa: E402
 from specdebug.core.server_control import liveness  # noqa: E402
 from specdebug.core.servers import forget_record, load_record  # noqa: E402
-from specdebug.core.startup.events import ServerState  # noqa: E402
+from specdebug.core.startup.events import ServerState, Verdict  # noqa: E402
 from specdebug.core.startup.monitor import ServerMonitor, watch_liveness  # noqa: E402
+from specdebug.core.startup.watch import launch_and_watch
 from specdebug.remote.connection import SSHRemote  # noqa: E402
 from tests.simprofiles import sim_profile  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402
@@ -55,8 +55,8 @@ def _group_alive(pgid: int) -> bool:
 
 
 async def _ready(remote, profile) -> None:
-    async for ev in startup.launch_and_watch(remote, profile):
-        if isinstance(ev, startup.Verdict) and ev.verdict != "ready":
+    async for ev in launch_and_watch(remote, profile):
+        if isinstance(ev, Verdict) and ev.verdict != "ready":
             raise SystemExit(f"{profile.name} did not start: {ev.reason}")
 
 

@@ -35,7 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specdebug.box.proclist import ProcCache  # noqa: E402
-from specdebug.core.envcheck import EnvQuery, check_env  # noqa: E402
+from specdebug.core.env.model import EnvQuery
+from specdebug.core.env.probe import check_env
 from specdebug.remote.connection import SSHRemote  # noqa: E402
 
 SETTLE_S = 11.0

@@ -26,9 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from specdebug.core import startup  # noqa: E402
+from specdebug.core import server_control
 from specdebug.core.profiles import Profile  # noqa: E402
 from specdebug.core.servers import forget_record  # noqa: E402
+from specdebug.core.startup.events import Verdict
+from specdebug.core.startup.launch import launch
+from specdebug.core.startup.watch import launch_and_watch
 from specdebug.remote.connection import SSHRemote  # noqa: E402
 from tests.simprofiles import sim_profile as make_sim_profile  # noqa: E402
 from tests.simprofiles import sim_record  # noqa: E402
@@ -47,10 +50,10 @@ def sim_profile(work: Path, name: str, time_scale: str, *extra: str) -> Profile:
     return make_sim_profile(work, name, *extra, time_scale=time_scale, timeout_s=300)
 
 
-async def specdebug_run(remote, profile: Profile) -> tuple[float, startup.Verdict]:
+async def specdebug_run(remote, profile: Profile) -> tuple[float, Verdict]:
     verdict = None
-    async for ev in startup.launch_and_watch(remote, profile):
-        if isinstance(ev, startup.Verdict):
+    async for ev in launch_and_watch(remote, profile):
+        if isinstance(ev, Verdict):
             verdict = ev
     assert verdict is not None
     sim = sim_record(profile)
@@ -58,13 +61,13 @@ async def specdebug_run(remote, profile: Profile) -> tuple[float, startup.Verdic
         raise SystemExit(f"unexpected verdict for {profile.name}: {verdict.summary()}")
     ref = sim["ready_at"] if verdict.verdict == "ready" else sim.get("failed_at")
     at = verdict.ready_at if verdict.verdict == "ready" else verdict.at
-    await startup.stop(remote, profile, grace_s=5)
+    await server_control.stop(remote, profile, grace_s=5)
     return at - ref, verdict
 
 
 async def manual_run(remote, profile: Profile, ssh_config: Path) -> tuple[float, int]:
     """Launch, then the hand loop: sleep 15; fresh `ssh -F cfg gpubox curl -sf URL` until it succeeds."""
-    await startup.launch(remote, profile)
+    await launch(remote, profile)
     url = f"http://127.0.0.1:{profile.server.port}/health"
     detected, attempts = None, 0
     for attempts in range(1, ATTEMPTS + 1):  # noqa: B007
@@ -85,7 +88,7 @@ async def manual_run(remote, profile: Profile, ssh_config: Path) -> tuple[float,
         if await proc.wait() == 0:
             detected = time.time()
             break
-    await startup.stop(remote, profile, grace_s=5)
+    await server_control.stop(remote, profile, grace_s=5)
     assert detected is not None, "the hand loop never saw the server ready"
     return detected - sim_record(profile)["ready_at"], attempts
 

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core import startup
+from specdebug.core import server_control
+from specdebug.core.startup.events import ConnectionNote, Launched, LogProblem, Verdict
 from specdebug.core.startup.monitor import ServerMonitor
+from specdebug.core.startup.watch import launch_and_watch
 from tests.integration.test_startup import sim_profile
 
 pytestmark = pytest.mark.slow
@@ -32,16 +34,16 @@ async def test_a_drop_while_the_watch_starts_is_resumed(remote, tmp_path: Path, 
 
     dropper = None
     try:
-        async for ev in startup.launch_and_watch(remote, profile):
+        async for ev in launch_and_watch(remote, profile):
             events.append(ev)
-            if isinstance(ev, startup.Launched):
+            if isinstance(ev, Launched):
                 dropper = asyncio.create_task(drop_soon())
         verdict = events[-1]
-        assert isinstance(verdict, startup.Verdict)
+        assert isinstance(verdict, Verdict)
         assert verdict.verdict == "ready", verdict.reason
-        notes = [e.state for e in events if isinstance(e, startup.ConnectionNote)]
+        notes = [e.state for e in events if isinstance(e, ConnectionNote)]
         assert notes[:2] == ["reconnecting", "resumed"], notes
-        assert not [e for e in events if isinstance(e, startup.LogProblem)]
+        assert not [e for e in events if isinstance(e, LogProblem)]
         assert "ready" in [p.name for p in verdict.phases]
         monitor = ServerMonitor()  # what a front end shows: the drop said, then the reconnect
         said = []
@@ -56,4 +58,4 @@ async def test_a_drop_while_the_watch_starts_is_resumed(remote, tmp_path: Path, 
         if dropper is not None:
             await dropper
         await remote.wait_connected(30)
-        await startup.stop(remote, profile, grace_s=5)
+        await server_control.stop(remote, profile, grace_s=5)

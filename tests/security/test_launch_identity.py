@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core import startup
 from specdebug.core.profiles import Profile
 from specdebug.core.servers import load_record
+from specdebug.core.startup.launch import launch, parse_launch_report, start_detached
+from specdebug.remote.api import RemoteError
 from tests.sshd_harness import free_port
 
 pytestmark = pytest.mark.slow
@@ -79,7 +80,7 @@ async def test_short_lived_servers_under_load_record_their_own_group(remote, tmp
     t0 = time.monotonic()
     for i in range(LAUNCHES):
         profile = stat_profile(tmp_path, name, i)
-        started.append((profile, await startup.start_detached(remote, profile, uuid.uuid4().hex)))
+        started.append((profile, await start_detached(remote, profile, uuid.uuid4().hex)))
     elapsed = time.monotonic() - t0
     print(f"{LAUNCHES} launches under load in {elapsed:.1f} s ({elapsed / LAUNCHES * 1000:.0f} ms each)")
     wrong = []
@@ -98,7 +99,7 @@ async def test_full_launch_records_what_the_server_reported(
     name = f"idrec-{uuid.uuid4().hex[:6]}"
     for i in range(10):
         profile = stat_profile(tmp_path, name, i)
-        record = await startup.launch(remote, profile, check=False)
+        record = await launch(remote, profile, check=False)
         pid, pgid, _, start = own_identity(await wait_line(Path(profile.server.log_file)))
         assert (record.pid, record.pgid, record.start_ticks, record.pid_start_ticks) == (
             pid,
@@ -113,12 +114,12 @@ async def test_full_launch_records_what_the_server_reported(
 
 def test_launch_report_is_parsed_strictly() -> None:
     stat = "4242 (sh) S 4200 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 777 1 2"
-    got = startup.parse_launch_report(f"size 10\nlog /tmp/x.log\nserver {stat}\n")
+    got = parse_launch_report(f"size 10\nlog /tmp/x.log\nserver {stat}\n")
     assert (got.pid, got.pgid, got.sid, got.start_ticks, got.log_offset) == (4242, 4242, 4242, 777, 10)
-    with pytest.raises(startup.RemoteError, match="own process group"):
-        startup.parse_launch_report(f"size 0\nlog /x\nnotleader {stat}\n")
-    with pytest.raises(startup.RemoteError, match="did not report"):
-        startup.parse_launch_report("size 0\nlog /x\n")  # never a guess from a process snapshot
+    with pytest.raises(RemoteError, match="own process group"):
+        parse_launch_report(f"size 0\nlog /x\nnotleader {stat}\n")
+    with pytest.raises(RemoteError, match="did not report"):
+        parse_launch_report("size 0\nlog /x\n")  # never a guess from a process snapshot
     other = stat.replace("4200 4242 4242", "4200 4100 4100")
-    with pytest.raises(startup.RemoteError, match="refused"):
-        startup.parse_launch_report(f"size 0\nlog /x\nserver {other}\n")
+    with pytest.raises(RemoteError, match="refused"):
+        parse_launch_report(f"size 0\nlog /x\nserver {other}\n")

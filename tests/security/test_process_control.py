@@ -23,9 +23,11 @@ from pathlib import Path
 import pytest
 
 from specdebug.box.procctl import judge
-from specdebug.core import startup
+from specdebug.core import server_control
 from specdebug.core.profiles import Profile
-from specdebug.core.servers import box_call, load_record
+from specdebug.core.server_control import LaunchRefused
+from specdebug.core.servers import box_call, find_port_holder, load_record
+from specdebug.core.startup.launch import launch
 from specdebug.remote.connection import SSHRemote
 from tests.sshd_harness import SSHD, free_port, start_sshd
 
@@ -137,7 +139,7 @@ def victim():
 async def server(remote, tmp_path):
     """A launched sleeper (its group is killed at the end by this test, whatever happened)."""
     profile = sleeper(tmp_path, f"pctl-{uuid.uuid4().hex[:6]}")
-    record = await startup.launch(remote, profile)
+    record = await launch(remote, profile)
     yield profile, record
     kill_group(record.pgid, record.start_ticks)
 
@@ -167,10 +169,10 @@ async def test_attach_pid_1_and_own_session_refused(sshd, remote, tmp_path, box_
     assert "PID 1 is init" in r.stderr and "Traceback" not in r.stderr
     assert not (box_state_dir / f"{profile.name}.json").exists()  # nothing recorded, so nothing to stop
     # this login's own helper and sshd are never adopted
-    with pytest.raises(startup.LaunchRefused, match="own session|holds sshd"):
-        await startup.attach(remote, profile, pid=remote.helper_info["pid"])
-    with pytest.raises(startup.LaunchRefused, match="own session|holds sshd"):
-        await startup.attach(remote, profile, pid=sshd.proc.pid)
+    with pytest.raises(LaunchRefused, match="own session|holds sshd"):
+        await server_control.attach(remote, profile, pid=remote.helper_info["pid"])
+    with pytest.raises(LaunchRefused, match="own session|holds sshd"):
+        await server_control.attach(remote, profile, pid=sshd.proc.pid)
     assert await load_record(remote, profile.name) is None
 
 
@@ -182,8 +184,8 @@ async def test_attach_other_users_process_refused(remote, tmp_path) -> None:
     )
     try:
         await wait_until(lambda: Path(f"/proc/{other.pid}").stat().st_uid == 65534)
-        with pytest.raises(startup.LaunchRefused, match="another user"):
-            await startup.attach(remote, sleeper(tmp_path, "otheruser"), pid=other.pid)
+        with pytest.raises(LaunchRefused, match="another user"):
+            await server_control.attach(remote, sleeper(tmp_path, "otheruser"), pid=other.pid)
         assert alive(other.pid)
     finally:
         kill_group(other.pid)
@@ -207,15 +209,15 @@ async def test_attach_by_port_listener_not_leader(remote, tmp_path) -> None:
         while holder is None or not holder.listening:
             assert time.monotonic() < deadline, "the listener never came up"
             await asyncio.sleep(0.1)
-            holder = await startup.find_port_holder(remote, port)
-        record = await startup.attach(remote, profile)
+            holder = await find_port_holder(remote, port)
+        record = await server_control.attach(remote, profile)
         listener = holder.pid
         assert record.pid == listener != group.pid and record.pgid == group.pid
         assert record.start_ticks == start_ticks(group.pid)
         assert record.pid_start_ticks == start_ticks(listener)
         os.kill(group.pid, signal.SIGKILL)  # the leader dies; the listener and a sleep stay in the group
         group.wait(10)
-        result = await startup.stop(remote, profile, grace_s=5)
+        result = await server_control.stop(remote, profile, grace_s=5)
         assert result.stopped and result.signals == ["TERM"], result.message
         await wait_until(lambda: not alive(listener))
     finally:
@@ -233,10 +235,10 @@ async def test_leaderless_group_without_proof_is_not_signalled(remote, tmp_path)
         profile = sleeper(tmp_path, f"noproof-{uuid.uuid4().hex[:6]}")
         profile = profile.model_copy(update={"server": profile.server.model_copy(update={"port": port})})
         deadline = time.monotonic() + 30
-        while not (await startup.find_port_holder(remote, port)).listening:
+        while not (await find_port_holder(remote, port)).listening:
             assert time.monotonic() < deadline
             await asyncio.sleep(0.1)
-        record = await startup.attach(remote, profile)
+        record = await server_control.attach(remote, profile)
         members = [int(x) for x in Path(f"/proc/{group.pid}/task/{group.pid}/children").read_text().split()]
         rest = [m for m in members if m != record.pid]
         # listener and leader gone (reaped, not zombies, which would still prove the group): only the
@@ -245,7 +247,7 @@ async def test_leaderless_group_without_proof_is_not_signalled(remote, tmp_path)
         await wait_until(lambda: not Path(f"/proc/{record.pid}").exists())  # sh's `wait` reaps it
         os.kill(group.pid, signal.SIGKILL)
         group.wait(10)
-        result = await startup.stop(remote, profile, grace_s=1)
+        result = await server_control.stop(remote, profile, grace_s=1)
         assert not result.stopped and result.refused and result.signals == []
         assert "proves" in result.message
         assert all(alive(pid) for pid in rest)
@@ -301,7 +303,7 @@ async def test_edited_state_files_are_refused_and_nothing_is_signalled(
     for what, text, expect in cases:
         path.write_text(text)
         path.chmod(0o600)
-        result = await startup.stop(remote, profile, grace_s=1)
+        result = await server_control.stop(remote, profile, grace_s=1)
         assert result.signals == [] and not result.was_running, what
         assert any(word in result.message for word in expect.split("|")), (what, result.message)
         assert alive(victim.pid) and alive(record.pid) and alive(sshd.proc.pid), what
@@ -309,22 +311,22 @@ async def test_edited_state_files_are_refused_and_nothing_is_signalled(
     # the file itself: writable by others, another owner, a symlink, a FIFO (which must not hang)
     path.write_text(json.dumps(original))
     path.chmod(0o666)
-    result = await startup.stop(remote, profile, grace_s=1)
+    result = await server_control.stop(remote, profile, grace_s=1)
     assert result.refused and "writable by group or others" in result.message
     path.chmod(0o600)
     if os.geteuid() == 0:
         os.chown(path, 65534, -1)
-        result = await startup.stop(remote, profile, grace_s=1)
+        result = await server_control.stop(remote, profile, grace_s=1)
         assert result.refused and "owned by uid 65534" in result.message
         os.chown(path, 0, -1)
     real = tmp_path / "elsewhere.json"
     path.rename(real)
     path.symlink_to(real)
-    result = await startup.stop(remote, profile, grace_s=1)
+    result = await server_control.stop(remote, profile, grace_s=1)
     assert result.refused and "cannot open" in result.message
     path.unlink()
     os.mkfifo(path)
-    result = await asyncio.wait_for(startup.stop(remote, profile, grace_s=1), 60)
+    result = await asyncio.wait_for(server_control.stop(remote, profile, grace_s=1), 60)
     assert result.refused and "not a regular file" in result.message
     path.unlink()
 
@@ -339,7 +341,7 @@ async def test_edited_state_files_are_refused_and_nothing_is_signalled(
 
     # the true record still works: the server (and only it) is stopped
     real.replace(path)
-    result = await startup.stop(remote, profile, grace_s=5)
+    result = await server_control.stop(remote, profile, grace_s=5)
     assert result.stopped and result.signals == ["TERM"], result.message
     await wait_until(lambda: not alive(record.pid))
     assert alive(victim.pid)
@@ -351,16 +353,16 @@ async def test_reused_pgid_and_stopped_record_are_not_running(remote, box_state_
     original = json.loads(path.read_text())
     reused = {**original, "start_ticks": record.start_ticks + 1, "pid_start_ticks": record.start_ticks + 1}
     path.write_text(json.dumps(reused))
-    st = await startup.status(remote, profile)
+    st = await server_control.status(remote, profile)
     assert st.state == "exited" and "reused" in st.reason
-    result = await startup.stop(remote, profile, grace_s=1)
+    result = await server_control.stop(remote, profile, grace_s=1)
     assert not result.was_running and result.signals == [] and "group reused" in result.message
     assert alive(record.pid)
 
     path.write_text(json.dumps({**original, "stopped_at": time.time()}))
-    st = await startup.status(remote, profile)
+    st = await server_control.status(remote, profile)
     assert st.state == "stopped" and st.reason == "already stopped"
-    result = await startup.stop(remote, profile, grace_s=1)
+    result = await server_control.stop(remote, profile, grace_s=1)
     assert "already stopped" in result.message and result.signals == []
     assert alive(record.pid)
 
@@ -387,17 +389,17 @@ async def test_pid_1_of_a_pid_namespace(tmp_path_factory, tmp_path) -> None:
         init = next(q for q in await remote.processes() if q.pid == 1)
         assert init.uid == os.geteuid()  # PID 1 is a process of the login user: uid checks alone would pass
         profile = sleeper(tmp_path, f"nsbox-{uuid.uuid4().hex[:6]}")
-        with pytest.raises(startup.LaunchRefused, match="PID 1 is init"):
-            await startup.attach(remote, profile, pid=1)
+        with pytest.raises(LaunchRefused, match="PID 1 is init"):
+            await server_control.attach(remote, profile, pid=1)
         for pgid in (1, 0, -1):
             out = await box_call(
                 remote, "signal", {"pgid": pgid, "start_ticks": init.start_ticks, "sig": "TERM"}
             )
             assert out["state"] == "refused" and not out["signalled"]
         # a server launched on this box is recorded and stopped by its own group, inside the namespace
-        record = await startup.launch(remote, profile)
+        record = await launch(remote, profile)
         assert record.pgid > 1
-        result = await startup.stop(remote, profile, grace_s=5)
+        result = await server_control.stop(remote, profile, grace_s=5)
         assert result.stopped and result.signals == ["TERM"]
         assert 1 in {q.pid for q in await remote.processes()}  # the namespace's init (sshd) lives on
     finally:

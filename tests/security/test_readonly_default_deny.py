@@ -28,10 +28,12 @@ from textual.binding import Binding
 
 from specdebug import capability
 from specdebug.capability import ReadOnlyError
-from specdebug.core import pair, startup
+from specdebug.core import pair, server_control
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import Profile
 from specdebug.core.servers import group_members, load_record
+from specdebug.core.startup.launch import launch
+from specdebug.core.startup.watch import launch_and_watch
 from specdebug.remote.connection import SSHRemote
 from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, connect_host
 from specdebug.tui.app import ActionsProvider, SpecdebugApp
@@ -127,7 +129,7 @@ def launched(sshd, tmp_path_factory):
 
     async def launch(remote):
         verdict = None
-        async for ev in startup.launch_and_watch(remote, profile):
+        async for ev in launch_and_watch(remote, profile):
             verdict = ev
         return verdict
 
@@ -135,7 +137,7 @@ def launched(sshd, tmp_path_factory):
     try:
         yield Launched(profile, state_dir, verdict)
     finally:
-        asyncio.run(on_box(lambda remote: startup.stop(remote, profile, grace_s=3)))
+        asyncio.run(on_box(lambda remote: server_control.stop(remote, profile, grace_s=3)))
         (state_dir / f"{profile.name}.json").unlink(missing_ok=True)
 
 
@@ -222,8 +224,8 @@ def test_core_sinks_refuse_in_a_readonly_process(tmp_path: Path) -> None:
         with pytest.raises(ReadOnlyError):
             pair.grant(str(tmp_path / "sock"), "nobody", pair.Mode.RW)
         for coro in (
-            startup.launch(object(), object()),  # type: ignore[arg-type]
-            startup.attach(object(), object()),  # type: ignore[arg-type]
+            launch(object(), object()),  # type: ignore[arg-type]
+            server_control.attach(object(), object()),  # type: ignore[arg-type]
         ):
             with pytest.raises(ReadOnlyError):
                 asyncio.run(coro)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
-from specdebug.core.envcheck import EnvQuery, build_report
+from specdebug.core.env.model import EnvQuery
+from specdebug.core.env.report import build_report
 from specdebug.remote.api import ConnState, ConnStatus, FileRead, ProcInfo, RemoteError, RunResult
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.env import EnvPane, short_title

@@ -12,11 +12,12 @@ from rich.console import Console
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Input, Static
 
-from specdebug.core.envcheck import build_report
+from specdebug.core.env.report import build_report
 from specdebug.core.logs.events import LogEvent
 from specdebug.core.profiles import load_profile
+from specdebug.core.server_control import ServerStatus
 from specdebug.core.servers import ServerRecord
-from specdebug.core.startup import ServerStatus, startup_history
+from specdebug.core.startup.tracker import startup_history
 from specdebug.remote.api import RunResult
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
@@ -129,7 +130,7 @@ async def test_found_server_still_starting_turns_ready_when_healthy(monkeypatch)
     async def liveness(remote, record, profile):
         return [4242], 200
 
-    monkeypatch.setattr(pane_module.startup, "liveness", liveness)
+    monkeypatch.setattr(pane_module.server_control, "liveness", liveness)
     app = StartupApp(upto=0, finish=False)
     async with app.run_test(size=(130, 40)) as pilot:
         pane = app.query_one(StartupPane)

@@ -8,7 +8,8 @@ from textual.app import App, ComposeResult
 
 from specdebug.core.profiles import load_profile
 from specdebug.core.servers import ServerRecord
-from specdebug.core.startup import GroupChange, HealthChange, Launched, LogLine, StartupTracker
+from specdebug.core.startup.events import GroupChange, HealthChange, Launched, LogLine
+from specdebug.core.startup.tracker import StartupTracker
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.startup import StartupPane
 

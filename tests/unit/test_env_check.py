@@ -4,14 +4,10 @@ import json
 
 import pytest
 
-from specdebug.core.envcheck import (
-    EnvQuery,
-    build_report,
-    check_env,
-    classify_environ,
-    parse_environ,
-    parse_nccl_env_line,
-)
+from specdebug.core.env.model import EnvQuery, parse_nccl_env_line
+from specdebug.core.env.probe import check_env
+from specdebug.core.env.proc import classify_environ, parse_environ
+from specdebug.core.env.report import build_report
 from specdebug.remote.api import FileRead, ProcInfo, RunResult
 
 TOKEN = "hf_VerySecretTokenValue123"

@@ -3,14 +3,8 @@ then the report (the fake remote and fixtures of test_env_check)."""
 
 from __future__ import annotations
 
-from specdebug.core.envcheck import (
-    EnvDone,
-    EnvFilesRead,
-    EnvLogRead,
-    EnvProcessesFound,
-    check_env,
-    env_events,
-)
+from specdebug.core.env.events import EnvDone, EnvFilesRead, EnvLogRead, EnvProcessesFound
+from specdebug.core.env.probe import check_env, env_events
 from tests.unit.test_env_check import CLOBBERED, NCCL, PROCS, FakeRemote, environ, q, reads
 
 

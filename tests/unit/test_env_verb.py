@@ -30,7 +30,7 @@ def test_selector_required(capsys):
 
 
 def test_text_output_masks_and_explains():
-    from specdebug.core.envcheck import build_report
+    from specdebug.core.env.report import build_report
 
     lines = ["box:201:9 [0] NCCL INFO NCCL_PROTO set by environment to Simple"]
     rep = build_report(

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specdebug.core import startup
 from specdebug.core.fingerprint import PLUMBING_FLAGS, config_fingerprint
 from specdebug.core.profiles import load_profile
+from specdebug.core.startup.tracker import StartupTracker
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -31,7 +31,7 @@ def test_profile_check_prints_the_one_fingerprint() -> None:
 
 def test_the_startup_tracker_stamps_the_same_value_on_its_verdict() -> None:
     profile = load_profile(EXAMPLES / "eagle3-3step.toml")
-    tracker = startup.StartupTracker(
+    tracker = StartupTracker(
         kind="sglang", started_at=0.0, timeout_s=5, profile=profile.name, fingerprint=profile.fingerprint()
     )
     verdict = tracker.tick(10.0)[0]

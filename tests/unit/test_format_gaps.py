@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from specdebug.core.bench.external import parse_saved_json
-from specdebug.core.envcheck import EnvQuery, build_report
+from specdebug.core.env.model import EnvQuery
+from specdebug.core.env.report import build_report
 from specdebug.core.logs.parser import LogParser
 from specdebug.engines import server_env_rules
 from specdebug.engines.sglang_pack import SGLANG

@@ -23,7 +23,8 @@ from specdebug.core.logs.acceptrate import (
 from specdebug.core.logs.parser import LogParser
 from specdebug.core.logs.scan import scan_file
 from specdebug.core.server_control import _last_run_offset
-from specdebug.core.startup import ServerPhase, StartupTracker
+from specdebug.core.startup.events import ServerPhase
+from specdebug.core.startup.tracker import StartupTracker
 from specdebug.engines.detect import detect_pack
 from specdebug.engines.sglang_pack import SGLANG
 from specdebug.sim.server.sglang.shapes import DEFAULT_VERSION, Shapes, version_tuple

@@ -7,7 +7,7 @@ import asyncio
 
 from specdebug.core.server_control import ServerStatus, StopResult
 from specdebug.core.servers import ServerRecord
-from specdebug.core.startup import (
+from specdebug.core.startup.events import (
     GroupChange,
     HealthChange,
     Launched,
@@ -15,10 +15,10 @@ from specdebug.core.startup import (
     LogProblem,
     ServerPhase,
     ServerState,
-    StartupTracker,
     Verdict,
 )
 from specdebug.core.startup.monitor import EXITED_MESSAGE, ServerMonitor, watch_liveness
+from specdebug.core.startup.tracker import StartupTracker
 
 T0 = 1_700_000_000.0
 

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from specdebug.core.startup import (
-    GroupChange,
-    HealthChange,
-    ServerPhase,
-    StartupTracker,
-    Verdict,
-    startup_history,
-)
+from specdebug.core.startup.events import GroupChange, HealthChange, ServerPhase, Verdict
+from specdebug.core.startup.tracker import StartupTracker, startup_history
 
 T0 = 1000.0
 P = "[2026-01-01 10:00:00 TP0] "
@@ -237,7 +231,7 @@ def test_history_eta() -> None:
 
 
 def test_history_leaves_out_attached_servers():
-    from specdebug.core.startup import startup_history
+    from specdebug.core.startup.tracker import startup_history
 
     events = [
         {"kind": "launch", "pid": 10},

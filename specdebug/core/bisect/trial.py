@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from specdebug.core import startup
+from specdebug.core import server_control
 from specdebug.core.bench.events import BenchDone
 from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
@@ -38,6 +38,9 @@ from specdebug.core.bisect.models import (
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.servers import ServerRecord, find_port_holder, forget_record, group_members, load_record
+from specdebug.core.startup.events import ServerPhase, Verdict
+from specdebug.core.startup.launch import launch
+from specdebug.core.startup.watch import watch
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 
@@ -98,7 +101,7 @@ async def clear_port(remote: Remote, profile: Profile, ours: list[str]) -> list[
         if name != profile.name and record.port != profile.server.port:
             continue
         if group_members(procs, record):
-            await startup.stop_record(remote, record, grace_s=STOP_GRACE_S)
+            await server_control.stop_record(remote, record, grace_s=STOP_GRACE_S)
             whose = (
                 "a server left running by this bisection"
                 if NAME_SUFFIX in name
@@ -146,7 +149,7 @@ async def run_trial(
             yield progress(Phase.PORT, f"stopped {', '.join(stopped)}")
         yield progress(Phase.LAUNCH, profile.name, 0.0)
         try:
-            record = await startup.launch(remote, profile, journal=own, clock=clock, check=False)
+            record = await launch(remote, profile, journal=own, clock=clock, check=False)
             if journal is not None:  # the ends' too: what a resume of this bisection may stop as its own
                 journal.append(
                     LAUNCH_EVENT,
@@ -157,13 +160,13 @@ async def run_trial(
             m.status, m.reason = Status.FAILED_START, f"launch failed: {exc}"
         if record is not None:
             verdict = None
-            async for ev in startup.watch(remote, record, profile, journal=own, clock=clock):
-                if isinstance(ev, startup.ServerPhase):
+            async for ev in watch(remote, record, profile, journal=own, clock=clock):
+                if isinstance(ev, ServerPhase):
                     frac = None
                     if spec.expected_startup_s:
                         frac = min(0.99, ev.elapsed_s / spec.expected_startup_s)
                     yield progress(Phase.READY, ev.name, frac)
-                elif isinstance(ev, startup.Verdict):
+                elif isinstance(ev, Verdict):
                     verdict = ev
             assert verdict is not None
             m.startup_s = verdict.elapsed_s
@@ -194,7 +197,9 @@ async def run_trial(
     finally:
         if record is not None:
             with contextlib.suppress(RemoteError, OSError):
-                stop_result = await startup.stop_record(remote, record, grace_s=STOP_GRACE_S, journal=own)
+                stop_result = await server_control.stop_record(
+                    remote, record, grace_s=STOP_GRACE_S, journal=own
+                )
                 if journal is not None and stop_result.stopped:
                     journal.append(STOP_EVENT, {"profile": profile.name, "pid": record.pid})
                 if spec.forget:

@@ -44,11 +44,11 @@ async def launch_deployment(
     Every node is checked first (its record, its port): one that cannot launch refuses the whole
     deployment, naming the node, before anything starts.  A launch that fails midway stops the
     nodes already started, so no half deployment is left behind."""
-    from specdebug.core import startup
+    from specdebug.core.startup.launch import check_can_launch, launch
 
     async def check(node: Node) -> None:
         try:
-            await startup.check_can_launch(remotes[node.host], node.profile)
+            await check_can_launch(remotes[node.host], node.profile)
         except LaunchRefused as exc:
             raise LaunchRefused(f"{node.host}: {exc}", holder=exc.holder, record=exc.record) from None
 
@@ -56,9 +56,7 @@ async def launch_deployment(
     records: dict[str, ServerRecord] = {}
     for node in sorted(deployment.nodes, key=lambda n: (n.is_leader, -n.rank)):
         try:
-            records[node.host] = await startup.launch(
-                remotes[node.host], node.profile, journal=journal, check=False
-            )
+            records[node.host] = await launch(remotes[node.host], node.profile, journal=journal, check=False)
         except (RemoteError, LaunchRefused) as exc:
             await stop_deployment(remotes, deployment, only=set(records), grace_s=5.0)
             raise type(exc)(f"{node.host}: {exc}") from exc
@@ -76,7 +74,7 @@ async def watch_deployment(
     clock: Any = time.time,
 ) -> AsyncIterator[NodeEvent | DeploymentVerdict]:
     """Every node's startup events (tagged with the node) and, last, the deployment's verdict."""
-    from specdebug.core import startup
+    from specdebug.core.startup.watch import watch
 
     started = min(r.started_at for r in records.values())
     tracker = DeploymentTracker(deployment, started_at=started)
@@ -86,7 +84,7 @@ async def watch_deployment(
         tracker.launched(node.host, pid=rec.pid, pgid=rec.pgid, log_file=rec.log_file)
 
     async def one(node: Node) -> None:
-        async for ev in startup.watch(
+        async for ev in watch(
             remotes[node.host],
             records[node.host],
             node.profile,
@@ -133,13 +131,13 @@ async def stop_deployment(
     only: set[str] | None = None,
 ) -> DeploymentStop:
     """Stop every node at once, each by its proven process group (`only`: these hosts)."""
-    from specdebug.core import startup
+    from specdebug.core.server_control import stop
 
     nodes = [n for n in deployment.nodes if only is None or n.host in only]
 
     async def one(node: Node) -> StopResult:
         try:
-            return await startup.stop(remotes[node.host], node.profile, grace_s=grace_s, journal=journal)
+            return await stop(remotes[node.host], node.profile, grace_s=grace_s, journal=journal)
         except RemoteError as exc:
             return StopResult(profile=node.profile.name, refused=True, message=f"not stopped: {exc}")
 
@@ -176,11 +174,11 @@ class DeploymentStatus(BaseModel):
 
 
 async def deployment_status(remotes: Remotes, deployment: Deployment) -> DeploymentStatus:
-    from specdebug.core import startup
+    from specdebug.core.server_control import status
 
     async def one(node: Node) -> ServerStatus:
         try:
-            return await startup.status(remotes[node.host], node.profile)
+            return await status(remotes[node.host], node.profile)
         except RemoteError as exc:
             return ServerStatus(
                 profile=node.profile.name, state="unverified", reason=str(exc), port=node.profile.server.port

@@ -77,7 +77,7 @@ class _NodeWatch:
 
 
 def _order(kind: str) -> list[str]:
-    from specdebug.core.logs.patterns import PACKS
+    from specdebug.engines import PACKS
 
     pack = PACKS.get(kind)
     return [name for name, _ in pack.milestones] if pack is not None else []

@@ -25,7 +25,7 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Log, Static
 
-from specdebug.core import startup
+from specdebug.core import server_control
 from specdebug.core.bench.events import BenchLine
 from specdebug.core.bench.headline import headline_text
 from specdebug.core.bench.models import BenchProgress, BenchResult
@@ -70,7 +70,7 @@ async def not_running_hint(remote: Remote, profile: Profile) -> str | None:
     """After a failed run: when the profile's server is not running (and nothing else listens on
     its port) the failure is that, and what to do is one line; None when it cannot tell."""
     try:
-        st = await startup.status(remote, profile)
+        st = await server_control.status(remote, profile)
     except Exception:  # the status could not be read: the benchmark's own error is the news
         return None
     if st.state == "running" or (st.port_holder is not None and st.port_holder.listening):

@@ -1,7 +1,7 @@
 """Env pane: a matrix of variables x processes (launcher column beside the workers'), coloured by
 status, with the evidence behind it and a diff of two chosen processes.
 
-The check itself is `specdebug.core.envcheck.env_events`, the same stream the `env` verb reads; this
+The check itself is `specdebug.core.env.probe.env_events`, the same stream the `env` verb reads; this
 pane shows its progress and renders the report.  Every value shown comes from the box, so every cell is plain
 `Text` with a style, never markup.
 """
@@ -17,16 +17,9 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from specdebug.core.envcheck import (
-    DEFAULT_PREFIXES,
-    EnvDone,
-    EnvProcessesFound,
-    EnvQuery,
-    EnvReport,
-    ProcEnv,
-    env_events,
-    query_for_profile,
-)
+from specdebug.core.env.events import EnvDone, EnvProcessesFound
+from specdebug.core.env.model import DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv
+from specdebug.core.env.probe import env_events, query_for_profile
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
 from specdebug.core.servers import ServerRecord

@@ -23,19 +23,15 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Static
 
-from specdebug.core import startup
+from specdebug.core import server_control
 from specdebug.core.observe import observe
 from specdebug.core.profiles import Profile
+from specdebug.core.server_control import LaunchRefused, ServerStatus, StopResult
 from specdebug.core.servers import ServerRecord
-from specdebug.core.startup import (
-    Launched,
-    ServerPhase,
-    ServerState,
-    StartupEvent,
-    StartupHistory,
-    StopResult,
-)
+from specdebug.core.startup.events import Launched, ServerPhase, ServerState, StartupEvent, Verdict
 from specdebug.core.startup.monitor import ServerMonitor, StateChanged, watch_liveness
+from specdebug.core.startup.tracker import StartupHistory, startup_history
+from specdebug.core.startup.watch import launch_and_watch, watch
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane, RunningServer, describe_error
@@ -95,7 +91,7 @@ class StartupPane(StartupView, Pane):
         return self.mon.phases
 
     @property
-    def verdict(self) -> startup.Verdict | None:
+    def verdict(self) -> Verdict | None:
         return self.mon.verdict
 
     @property
@@ -111,7 +107,7 @@ class StartupPane(StartupView, Pane):
         return self.mon.message
 
     @property
-    def found(self) -> startup.ServerStatus | None:
+    def found(self) -> ServerStatus | None:
         return self.mon.found
 
     @property
@@ -151,7 +147,7 @@ class StartupPane(StartupView, Pane):
         rec = self.mon.record  # the run shown is not its own history ("usually X over 1 run")
         if rec is not None:
             events = [e for e in events if not (e.get("kind") == "verdict" and self._is_run(e, rec))]
-        self.history = startup.startup_history(events, self.profile.name)
+        self.history = startup_history(events, self.profile.name)
 
     @staticmethod
     def _is_run(verdict: dict[str, Any], rec: ServerRecord) -> bool:
@@ -173,7 +169,7 @@ class StartupPane(StartupView, Pane):
             self.known.pop(ev.profile, None)
         self._announce(change)
 
-    def apply_status(self, st: startup.ServerStatus) -> None:
+    def apply_status(self, st: ServerStatus) -> None:
         """Fold what `status` found on open into the pane: a running server shows RUNNING (READY
         when healthy) with its PID and log, without a launch or an attach (nothing is written)."""
         change = self.mon.apply_status(st)
@@ -307,24 +303,24 @@ class StartupPane(StartupView, Pane):
             if mode == "restart":
                 self.mon.state = ServerState.STOPPING
                 self._dirty = True
-                self.apply(await startup.stop(remote, profile, journal=journal))
+                self.apply(await server_control.stop(remote, profile, journal=journal))
             self.reset_run(ServerState.LAUNCHING)
             if mode == "attach":
                 if self.ctx.readonly:  # observe the driver's server: its record is read, nothing written
                     journal, record = None, await observe(remote, profile)
                 else:
-                    record = await startup.attach(remote, profile, journal=journal)
+                    record = await server_control.attach(remote, profile, journal=journal)
                 self.apply(Launched(record=record))
                 deadline = self.clock() + profile.ready.timeout_s
-                events = startup.watch(remote, record, profile, journal=journal, deadline=deadline)
+                events = watch(remote, record, profile, journal=journal, deadline=deadline)
             else:
-                events = startup.launch_and_watch(remote, profile, journal=journal)
+                events = launch_and_watch(remote, profile, journal=journal)
             async for ev in events:
                 self.apply(ev)
             self.load_history()
             if self.state is ServerState.READY and self.record is not None:
                 await self._monitor(remote, self.record, profile)
-        except startup.LaunchRefused as exc:
+        except LaunchRefused as exc:
             self.mon.state = ServerState.IDLE
             self.mon.message = str(exc)
             self.notify(str(exc), severity="error")
@@ -393,7 +389,7 @@ class StartupPane(StartupView, Pane):
             return
         try:
             await remote.wait_connected(CONNECT_WAIT_S)
-            st = await startup.status(remote, profile)
+            st = await server_control.status(remote, profile)
         except Exception as exc:  # a down host is the header's news; the pane just cannot tell
             if self.state is ServerState.CHECKING:
                 self.reset_run(ServerState.IDLE)
@@ -410,7 +406,7 @@ class StartupPane(StartupView, Pane):
     async def _monitor(self, remote: Remote, record: ServerRecord, profile: Profile) -> None:
         """After ready (or found running), keep watching (core's watch_liveness drives the monitor)."""
         changes = watch_liveness(
-            self.mon, remote, record, profile, liveness=startup.liveness, interval=self.MONITOR_S
+            self.mon, remote, record, profile, liveness=server_control.liveness, interval=self.MONITOR_S
         )
         async for change in changes:
             if change is not None and change.state is ServerState.EXITED:
@@ -430,7 +426,7 @@ class StartupPane(StartupView, Pane):
             remote, profile = self.ctx.remote(), self.profile
             if remote is None or profile is None:  # _ready_to_act said so already
                 return
-            result = await startup.stop(remote, profile, journal=self.ctx.journal)
+            result = await server_control.stop(remote, profile, journal=self.ctx.journal)
             self.apply(result)
             self.notify(result.message, severity="information" if result.stopped else "error")
         except Exception as exc:

@@ -11,8 +11,9 @@ from rich.text import Text
 
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
-from specdebug.core.startup import Clock, ServerState, StartupHistory
+from specdebug.core.startup.events import Clock, ServerState
 from specdebug.core.startup.monitor import ServerMonitor
+from specdebug.core.startup.tracker import StartupHistory
 from specdebug.engines import NO_ENGINE_PHASES, engine_of
 
 
