@@ -52,7 +52,7 @@ def _environ(report: EnvReport) -> dict[int, dict[str, str]]:
     """PID -> the NCCL-ish variables the worker really has (its checked vars and the shown extras)."""
     out: dict[int, dict[str, str]] = {}
     for w in report.workers:
-        if w.environ_state != "ok" and not w.extra:
+        if w.environ_state != "readable" and not w.extra:
             continue
         env = {k: v.actual for k, v in w.vars.items() if v.actual is not None and v.source == "environ"}
         out[w.pid] = {**env, **w.extra}
