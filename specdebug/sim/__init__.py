@@ -78,6 +78,9 @@ Multi-node (`--nnodes N --node-rank R --dist-init-addr HOST:PORT`, `--tp` = all 
     NCCL_DEBUG=INFO each rank prints NCCL's bootstrap / `Using network IB|Socket` / Channel / `Init
     COMPLETE` lines as its env decides (sim.server.common.nccl_net).  Switches for the node they are
     given to: --never-join, --die-after-ready S, --nccl-timeout-after S (sim.server.common.simonly).
+    vLLM's form: `serve M -tp N --nnodes 2 --node-rank R --master-addr A --master-port P`, `--headless`
+    on ranks >= 1 (workers only: no EngineCore, no API; sim.server.vllm.headless); --dist-timeout is
+    sim-only there (vLLM has no such flag).
 
 Cost model (real time, not scaled by --time-scale; constants in `costmodel`)
     One decode iteration for a batch of bs running requests takes

@@ -51,7 +51,7 @@ def client(sim: LocalSim) -> openai.OpenAI:
 def test_models_completions_chat_and_streaming_usage(sim: LocalSim) -> None:
     c = client(sim)
     (card,) = c.models.list().data
-    assert card.owned_by == sim.server.common.engine  # type: ignore[attr-defined]
+    assert card.owned_by == sim.engine  # type: ignore[attr-defined]
     done = c.completions.create(model=card.id, prompt="The capital of France is", max_tokens=6,
                                 extra_body={"ignore_eos": True})  # fmt: skip
     assert done.choices[0].finish_reason == "length" and done.usage.completion_tokens == 6
@@ -108,9 +108,9 @@ def test_unsupported_parameters_are_refused_in_the_server_error_shape(sim: Local
         else:
             c.completions.create(model=model, prompt="x", max_tokens=3, **extra)
     body = exc.value.body
-    err = body if sim.server.common.engine == "sglang" else body  # type: ignore[attr-defined]
+    err = body if sim.engine == "sglang" else body  # type: ignore[attr-defined]
     assert exc.value.status_code == 400
-    if sim.server.common.engine == "vllm":  # type: ignore[attr-defined]
+    if sim.engine == "vllm":  # type: ignore[attr-defined]
         # the client unwraps vLLM's {"error": {...}}; SGLang's body is flat with "object": "error"
         assert err["type"] == "BadRequestError" and err["code"] == 400
     else:
@@ -119,7 +119,7 @@ def test_unsupported_parameters_are_refused_in_the_server_error_shape(sim: Local
 
 
 def test_vllm_tokenize_and_detokenize(sim: LocalSim) -> None:
-    if sim.server.common.engine != "vllm":  # type: ignore[attr-defined]
+    if sim.engine != "vllm":  # type: ignore[attr-defined]
         r = httpx.post(f"{sim.url}/tokenize", json={"prompt": "x"})
         assert r.status_code == 404  # SGLang serves no /tokenize at this path
         return

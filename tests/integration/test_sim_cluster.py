@@ -36,11 +36,18 @@ def clean_env(**extra: str) -> dict[str, str]:
 @contextmanager
 def cluster(
     tmp: Path, tp: int = 2, *, env0: dict[str, str] | None = None, env1: dict[str, str] | None = None,
-    args0: tuple[str, ...] = (), args1: tuple[str, ...] = (), start0: bool = True,
+    args0: tuple[str, ...] = (), args1: tuple[str, ...] = (), start0: bool = True, engine: str = "sglang",
 ) -> Iterator[tuple[LocalSim | None, LocalSim, str]]:  # fmt: skip
-    """Node 1 first (as the engines' docs advise: workers first, the leader last), then node 0."""
-    dist = f"{NODE0}:{free_port(NODE0)}"
+    """Node 1 first (as the engines' docs advise: workers first, the leader last), then node 0.
+    SGLang: `--tp N --nnodes 2 --dist-init-addr A`; vLLM: `serve M -tp N --nnodes 2 --master-addr --master-port`
+    and `--headless` on node 1."""
+    port = free_port(NODE0)
+    dist = f"{NODE0}:{port}"
     common = ["--tp", str(tp), "--nnodes", "2", "--dist-init-addr", dist]
+    if engine == "vllm":
+        common = ["--engine", "vllm", "serve", "m", "-tp", str(tp), "--nnodes", "2", "--master-addr", NODE0]
+        common += ["--master-port", str(port)]
+        args1 = ("--headless", *args1)
     sims: list[LocalSim] = []
     files = [(tmp / "node0.out").open("wb"), (tmp / "node1.out").open("wb")]
     try:
@@ -218,3 +225,58 @@ def test_an_nccl_watchdog_timeout_on_one_rank(tmp_path: Path) -> None:
         # the rank aborted; node 1's dummy server (nothing watches its schedulers) still answers 200
         assert status(n1.url + "/health") == 200
         assert status(n0.url + "/health") == 200
+
+
+def test_vllm_two_nodes_head_serves_and_the_headless_node_runs_workers_only(tmp_path: Path) -> None:
+    env1 = clean_env(NCCL_DEBUG="INFO", NCCL_NET_GDR_LEVEL="LOC")
+    with cluster(tmp_path, tp=4, env0=clean_env(NCCL_DEBUG="INFO"), env1=env1, engine="vllm") as (
+        n0,
+        n1,
+        dist,
+    ):
+        assert n0 is not None
+        n0.wait_ready(60)
+        side1 = n1.wait_ready(60)
+        assert side1["headless"] is True and side1["node_rank"] == 1
+        assert status(n0.url + "/health") == 200
+        assert status(n1.url + "/health") != 200  # a headless node has no API server
+        text1 = n1.log_text()
+        assert (
+            "[serve.py:216] Launching vLLM (v0.33.0) headless multiproc executor, with head node address "
+            f"{dist} for torch.distributed process group."
+        ) in text1
+        assert "Application startup complete." not in text1
+        titles0 = sorted(t for t in children_titles(n0.pid).values() if t.startswith("VLLM::"))
+        titles1 = sorted(t for t in children_titles(n1.pid).values() if t.startswith("VLLM::"))
+        assert titles0 == ["VLLM::EngineCore"] and titles1 == ["VLLM::Worker_TP2", "VLLM::Worker_TP3"]
+        core = next(pid for pid, t in children_titles(n0.pid).items() if t == "VLLM::EngineCore")
+        assert sorted(children_titles(core).values()) == ["VLLM::Worker_TP0", "VLLM::Worker_TP1"]
+        assert "rank 2 in world size 4 is assigned as DP rank 0, PP rank 0, PCP rank 0, TP rank 2" in text1
+        o0, o1 = out(n0), out(n1)
+        assert "NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/IB/1/GDRDMA" in o0
+        assert "NCCL INFO Channel 00/0 : 1[1] -> 2[0] [receive] via NET/IB/0" in o1
+        assert "GDRDMA" not in o1  # NCCL_NET_GDR_LEVEL=LOC on node 1: IB without GPUDirect RDMA
+        done = re.findall(r"rank (\d) nranks 4 .* commId (0x[0-9a-f]+) - Init COMPLETE", o0 + o1)
+        assert sorted(r for r, _ in done) == ["0", "1", "2", "3"] and len({c for _, c in done}) == 1
+
+
+def test_vllm_headless_worker_death_ends_that_node_and_the_head_keeps_serving(tmp_path: Path) -> None:
+    args1 = ("--nccl-timeout-after", "0.5")
+    with cluster(tmp_path, engine="vllm", args1=args1) as (n0, n1, _):
+        assert n0 is not None
+        n0.wait_ready(60)
+        assert n1.wait_exit(40) != 0  # the executor's inline monitor shuts the node down
+        assert "[Rank 1] Watchdog caught collective operation timeout" in out(n1)
+        assert "Worker proc VllmWorker-1 died unexpectedly, shutting down executor." in n1.log_text()
+        assert status(n0.url + "/health") == 200 and n0.proc.poll() is None
+
+
+def test_vllm_a_headless_node_that_dies_after_ready_leaves_the_head_serving(tmp_path: Path) -> None:
+    with cluster(tmp_path, engine="vllm", args1=("--die-after-ready", "1")) as (n0, n1, _):
+        assert n0 is not None
+        n0.wait_ready(60)
+        assert n1.wait_exit(40) == -9  # SIGKILLed with its workers
+        side1 = n1.sidecar()
+        assert side1["state"] == "ready"
+        n1.wait_for(lambda: not any(pid_alive(p) for p in side1["workers"].values()), 10)
+        assert status(n0.url + "/health") == 200 and n0.proc.poll() is None

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from specdebug.sim.server.common import faults, nccl_net
-from specdebug.sim.server.common.rendezvous import Group, Peer, StoreClient, rendezvous
+from specdebug.sim.server.common.rendezvous import Group, Peer, StoreClient, StoreServer, rendezvous
 
 DEFAULT_TIMEOUT_S = 600.0  # torch's default process-group timeout for NCCL (10 min)
 
@@ -67,27 +67,37 @@ def bind_address(host: str | None) -> str | None:
 class RankInit:
     """One rank's init_distributed_environment on a cluster; keeps the store connection alive after."""
 
-    def __init__(
-        self, cluster: ClusterArgs, local_index: int, env: dict[str, str], raw: Callable[[str], object]
-    ):
+    def __init__(self, cluster: ClusterArgs, rank: int, env: dict[str, str], raw: Callable[[str], object]):
         self.cluster = cluster
-        self.rank = cluster.global_rank(local_index)
+        self.rank = rank  # global
         self.env = env
         self.raw = raw  # prints one NCCL line as NCCL does (stdout, no log prefix)
         self.client: StoreClient | None = None
         self.group: Group | None = None
+        self.server: StoreServer | None = None
 
     def run(self, never_join: bool = False) -> Group:
+        """SGLang's order: the store rendezvous, then (same call) the NCCL communicator."""
+        group = self.join(never_join)
+        self.init_nccl()
+        return group
+
+    def join(self, never_join: bool = False) -> Group:
+        """torch.distributed.init_process_group(tcp://...): blocks until every rank is in the store."""
         if never_join:
             while True:  # --never-join: stuck before the rendezvous (a node stuck or pointed elsewhere)
                 time.sleep(3600)
-        return self.init_distributed_environment()
-
-    def init_distributed_environment(self) -> Group:
         c = self.cluster
         me = Peer(self.rank, c.node_rank, c.bind or "127.0.0.1", os.getpid(), socket.gethostname())
-        group, self.client, self.server = rendezvous(me, c.world, c.host, c.port, c.timeout_s, bind=c.bind)
-        self.group = group
+        self.group, self.client, self.server = rendezvous(
+            me, c.world, c.host, c.port, c.timeout_s, bind=c.bind
+        )
+        return self.group
+
+    def init_nccl(self) -> None:
+        """Gloo's device, then NCCL's communicator init and its lines; a failure leaves the peers waiting."""
+        c, group, client = self.cluster, self.group, self.client
+        assert group is not None and client is not None, "join() first"
         ifs = nccl_net.interfaces()
         printer = nccl_net.NcclPrinter(
             self.env, socket.gethostname(), os.getpid(), threading.get_native_id(), c.view(self.rank).dev
@@ -97,14 +107,13 @@ class RankInit:
             nccl_net.comm_init_lines(self.env, c.view(self.rank), group.comm_id, printer, ifs)
         except nccl_net.NcclInitError as exc:
             self._print(printer.lines)
-            self.client.nccl_done(False)
+            client.nccl_done(False)
             if exc.kind == "gloo":
                 raise RuntimeError(exc.message) from None
             raise faults.DistBackendError(exc.message) from None
         self._print(printer.lines[: printer.split])
-        self.client.nccl_done(True)  # the channels connect only once every peer is there
+        client.nccl_done(True)  # the channels connect only once every peer is there
         self._print(printer.lines[printer.split :])
-        return group
 
     def _print(self, lines: list[str]) -> None:
         for line in lines:

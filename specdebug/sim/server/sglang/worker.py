@@ -249,7 +249,10 @@ class SimScheduler:
         self._checkpoint("init")
         if self.cluster is not None:  # blocks until every rank of every node joined
             self.rank_init = RankInit(
-                self.cluster, self.index, self.env, lambda line: self.sink.raw(line, stream=1)
+                self.cluster,
+                self.cluster.global_rank(self.index),
+                self.env,
+                lambda line: self.sink.raw(line, stream=1),
             )
             self.rank_init.run(never_join=self.cfg.sim.never_join)
         elif nccl_debug_on(self.env):

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
+from specdebug.sim.server.common.cluster import DEFAULT_TIMEOUT_S, ClusterArgs, bind_address
 from specdebug.sim.server.common.costmodel import SpecConfig
 from specdebug.sim.server.common.simonly import CommonSimOptions, add_common_flags, pop_common
 
@@ -84,6 +85,11 @@ class VllmArgs:
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
     enable_expert_parallel: bool = False
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29501
+    headless: bool = False
     max_model_len: int | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
@@ -110,6 +116,7 @@ class VllmSimOptions(CommonSimOptions):
     fail_at: str | None = None
     hang_at: str | None = None
     server_version: str = DEFAULT_VERSION
+    dist_timeout: float | None = None  # the rendezvous timeout (vLLM has no flag: torch's default)
 
 
 @dataclass
@@ -169,6 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-pp", "--pipeline-parallel-size", type=int, default=1)
     p.add_argument("-dp", "--data-parallel-size", type=int, default=1)
     p.add_argument("--enable-expert-parallel", "-ep", action="store_true")
+    p.add_argument("--nnodes", "-n", type=int, default=1)
+    p.add_argument("--node-rank", "-r", type=int, default=0)
+    p.add_argument("--master-addr", default="127.0.0.1")
+    p.add_argument("--master-port", type=int, default=29501)
+    p.add_argument("--headless", action="store_true")
     p.add_argument("--max-model-len", type=int)
     p.add_argument("--max-num-seqs", type=int)
     p.add_argument("--max-num-batched-tokens", type=int)
@@ -187,6 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_common_flags(sim)
     sim.add_argument("--fail-at", choices=VLLM_FAULT_PHASES, help="EngineCore fails to start in this phase")
     sim.add_argument("--hang-at", choices=VLLM_FAULT_PHASES, help="stop making progress in this phase")
+    sim.add_argument(
+        "--dist-timeout",
+        type=float,
+        metavar="S",
+        help="multi-node: seconds the rendezvous waits for every rank (vLLM has no such flag; torch's 600)",
+    )
     sim.add_argument(
         "--server-version",
         default=DEFAULT_VERSION,
@@ -219,11 +237,13 @@ def parse_vllm_args(argv: list[str]) -> VllmConfig:
         fail_at=ns.pop("fail_at"),
         hang_at=ns.pop("hang_at"),
         server_version=ns.pop("server_version"),
+        dist_timeout=ns.pop("dist_timeout"),
     )
     ns.pop("engine")
     tag = ns.pop("model_tag")
     model = ns.pop("model") or tag or VllmArgs.model
     args = VllmArgs(model=model, **ns)
+    check_nodes(args)
     spec, method = spec_config(args.speculative_config)
     return VllmConfig(args, sim, spec, method)
 
@@ -252,3 +272,40 @@ def non_default_args(args: VllmArgs, model_tag: bool = True) -> dict[str, Any]:
         if v != default.get(k):
             out[k] = "***" if k == "api_key" else v
     return out
+
+
+def check_nodes(args: VllmArgs) -> None:
+    """One node of a TP group split evenly; nodes >= 1 run headless (vLLM's multi-node mp mode)."""
+    if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
+        raise ValueError(f"node_rank={args.node_rank} must be in [0, nnodes={args.nnodes})")
+    if args.tensor_parallel_size % args.nnodes:
+        raise ValueError(
+            f"tensor_parallel_size={args.tensor_parallel_size} must be divisible by nnodes={args.nnodes}"
+        )
+    if args.node_rank >= 1 and not args.headless:
+        raise ValueError(
+            "the sim runs nodes with --node-rank >= 1 only with --headless (workers only, as vLLM's docs say)"
+        )
+
+
+def cluster_of(cfg: VllmConfig) -> ClusterArgs | None:
+    """vLLM's torch.distributed group: `tcp://{master_addr}:{master_port}` (None: one node)."""
+    a = cfg.args
+    if a.nnodes <= 1:
+        return None
+    return ClusterArgs(
+        nnodes=a.nnodes,
+        node_rank=a.node_rank,
+        world=a.tensor_parallel_size,
+        host=a.master_addr,
+        port=a.master_port,
+        timeout_s=cfg.sim.dist_timeout or DEFAULT_TIMEOUT_S,
+        bind=bind_address(a.host),
+    )
+
+
+def local_ranks(cfg: VllmConfig) -> list[int]:
+    """The global TP ranks whose workers run on this node."""
+    a = cfg.args
+    local = max(1, a.tensor_parallel_size // max(1, a.nnodes))
+    return list(range(a.node_rank * local, a.node_rank * local + local))

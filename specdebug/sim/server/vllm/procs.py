@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, cast
 
 from specdebug.sim.server.common import faults
+from specdebug.sim.server.common.cluster import RankInit, start_watchdog_fault
 from specdebug.sim.server.common.logsink import LogSink
 from specdebug.sim.server.sglang.shapes import version_tuple
 from specdebug.sim.server.sglang.worker import (
@@ -32,7 +33,7 @@ from specdebug.sim.server.sglang.worker import (
     nccl_init_lines,
 )
 from specdebug.sim.server.vllm import shapes as vllm_shapes
-from specdebug.sim.server.vllm.args import VllmConfig
+from specdebug.sim.server.vllm.args import VllmConfig, cluster_of, local_ranks
 
 DURATIONS = {"init": 4.0, "load_weights": 60.0, "kv_cache": 3.0, "cuda_graph": 20.0}
 FAULT_AT_FRACTION = 0.4
@@ -92,7 +93,10 @@ class ModelRunner:
         self.cfg, self.rank, self.log, self.send = cfg, rank, log, send
         a = cfg.args
         self.tp = max(a.tensor_parallel_size, 1)
-        self.fail = cfg.sim.fail_at is not None and rank == self.tp - 1
+        self.last_local = rank == local_ranks(cfg)[-1]  # faults strike this node's last rank
+        self.fail = cfg.sim.fail_at is not None and self.last_local
+        self.cluster = cluster_of(cfg)
+        self.rank_init: RankInit | None = None
         # FP8 weights: ~1 GiB per billion parameters, split over the TP ranks (a draft model adds 1.6)
         self.weights_gib = 0.98 * model_size_b(a.model) / self.tp + (1.6 if cfg.spec.enabled else 0.0)
         self.kv_gib = GPU_TOTAL_GIB * a.gpu_memory_utilization - self.weights_gib - 2.4
@@ -129,6 +133,12 @@ class ModelRunner:
         env = _env()
         if version_tuple(self.cfg.sim.server_version) < (0, 9, 1):
             os.environ["NCCL_CUMEM_ENABLE"] = "0"  # worker_base.py: inside the worker, invisible in environ
+        if self.cluster is not None:  # blocks in init_process_group until every rank of every node joined
+            nccl_env = {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "GLOO_"))}
+            self.rank_init = RankInit(
+                self.cluster, self.rank, nccl_env, lambda line: self.log.sink.raw(line, stream=1)
+            )
+            self.rank_init.join(never_join=self.cfg.sim.never_join)
         if self.tp > 1:
             self.log.info(
                 *vllm_shapes.rank_line(
@@ -139,7 +149,9 @@ class ModelRunner:
                 )
             )
             self._phase("init", "pynccl.py:103", f"vLLM is using nccl=={NCCL_VERSION}")
-            if nccl_debug_on(dict(os.environ)):
+            if self.rank_init is not None:
+                self.rank_init.init_nccl()
+            elif nccl_debug_on(dict(os.environ)):
                 host, pid, tid = socket.gethostname(), os.getpid(), threading.get_native_id()
                 nccl_env = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
                 for line in nccl_init_lines(nccl_env, self.rank, self.tp, pid, tid, host):
@@ -204,8 +216,9 @@ def run_worker(cfg_dict: dict[str, Any], rank: int, conn: Connection) -> None:
     setproctitle.setproctitle(f"VLLM::{name}")
     log = VllmLog(LogSink(cfg.sim.log_file), name)
     send = _pipe_send(conn)
+    runner = ModelRunner(cfg, rank, log, send)
     try:
-        info = ModelRunner(cfg, rank, log, send).run()
+        info = runner.run()
     except Exception:
         log.error(
             "multiproc_executor.py:596", f"WorkerProc failed to start.\n{traceback.format_exc().rstrip()}"
@@ -213,6 +226,8 @@ def run_worker(cfg_dict: dict[str, Any], rank: int, conn: Connection) -> None:
         send(("failed", rank))
         os._exit(1)
     send(("ready", info))
+    if runner.rank_init is not None and runner.last_local:
+        start_watchdog_fault(runner.rank_init, cfg.sim.nccl_timeout_after)
     _idle(conn)
 
 
@@ -252,7 +267,7 @@ def run_engine_core(cfg_dict: dict[str, Any], conn: Connection) -> None:
         if tp == 1:
             infos = [ModelRunner(cfg, 0, log, send).run()]
         else:
-            infos = _run_workers(cfg, send, keep)
+            infos = run_workers(cfg, send, keep)
         tokens = min(i["kv_tokens"] for i in infos)
         for where, line in vllm_shapes.kv_lines(cfg.sim.server_version, tokens, a.max_model_len or 131072):
             log.info(where, line)
@@ -282,13 +297,13 @@ def _stop_workers(keep: list[Any]) -> None:
     os._exit(0)
 
 
-def _run_workers(cfg: VllmConfig, send, keep: list[Any]) -> list[dict[str, Any]]:
+def run_workers(cfg: VllmConfig, send, keep: list[Any]) -> list[dict[str, Any]]:
     """Spawn one worker per TP rank and relay their phases; a failed worker fails the engine."""
     ctx = mp.get_context("spawn")
     data = cfg.to_dict()
     conns: dict[Connection, int] = {}
     procs = []
-    for rank in range(cfg.args.tensor_parallel_size):
+    for rank in local_ranks(cfg):
         parent_end, child_end = ctx.Pipe(duplex=True)
         proc = ctx.Process(target=run_worker, args=(data, rank, child_end), daemon=True)
         proc.start()
@@ -296,7 +311,7 @@ def _run_workers(cfg: VllmConfig, send, keep: list[Any]) -> list[dict[str, Any]]
         conns[parent_end] = rank
         procs.append(proc)
     keep += [*conns, *procs]
-    send(("workers", {rank: p.pid for rank, p in enumerate(procs)}))
+    send(("workers", {rank: p.pid for rank, p in zip(local_ranks(cfg), procs, strict=True)}))
     ready: dict[int, dict[str, Any]] = {}
     pending = dict(conns)
     while len(ready) < len(conns):

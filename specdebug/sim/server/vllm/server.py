@@ -37,6 +37,7 @@ from specdebug.sim.server.common.logsink import LogSink, Sidecar, set_launcher_s
 from specdebug.sim.server.common.openai_api import Vocab, openai_response
 from specdebug.sim.server.common.simonly import engine_scales, model_record
 from specdebug.sim.server.sglang.shapes import version_tuple
+from specdebug.sim.server.vllm import headless
 from specdebug.sim.server.vllm import shapes as vllm_shapes
 from specdebug.sim.server.vllm.args import VllmConfig, non_default_args, parse_vllm_args
 from specdebug.sim.server.vllm.engine import VllmEngine, render_vllm_metrics
@@ -80,7 +81,8 @@ class VllmServer:
             {"pid": os.getpid(), "argv": list(sys.argv), "host": a.host, "port": a.port, "log_file": cfg.sim.log_file,
              "started_at": time.time(), "tp_size": a.tensor_parallel_size, "engine": "vllm",
              "server_version": cfg.sim.server_version, "speculative_method": cfg.method, "workers": {},
-             "engine_core_pid": None},
+             "engine_core_pid": None,
+             **({"nnodes": a.nnodes, "node_rank": a.node_rank} if a.nnodes > 1 else {})},
         )  # fmt: skip
         self.core: Any = None
         self.conn: Any = None
@@ -96,6 +98,7 @@ class VllmServer:
             self.state_ready = True
             self.sidecar.phase("ready", when)
             self.sidecar.update(state="ready", ready_at=when, ready_line=True)
+            headless.die_later(self.cfg, self.kill_all)
 
     # --- startup ---------------------------------------------------------------------------------
     def _env_override(self) -> None:
@@ -180,6 +183,16 @@ class VllmServer:
         core = vllm_shapes.engine_core_name(self.cfg.sim.server_version)
         self.log.error("core_client.py:564", CORE_DIED.replace("EngineCore_DP0", core))
         self.sidecar.update(state="failed", failed_at=time.time())
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def kill_all(self) -> None:
+        """--die-after-ready: the whole node's server at once (SIGKILL), as when the node is lost."""
+        self._failing = True
+        if self.core is not None and self.core.pid is not None:
+            try:
+                os.kill(self.core.pid, signal.SIGKILL)  # its workers die with it (PR_SET_PDEATHSIG)
+            except OSError:
+                pass
         os.kill(os.getpid(), signal.SIGKILL)
 
     def _on_term(self, signum: int, frame: object) -> None:
@@ -271,6 +284,8 @@ class VllmServer:
             self.log.info("api_server.py:1880", f"vLLM API server version {version}")
         self.log.info("utils.py:253", f"non-default args: {non_default_args(self.cfg.args)}")
         self._env_override()
+        if self.cfg.args.headless:
+            return headless.run_headless(self)
         if not self._start_core():
             return self._fail_start()
         threading.Thread(target=self._watch_core, name="core-watch", daemon=True).start()
