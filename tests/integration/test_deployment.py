@@ -64,6 +64,9 @@ def dep_profile(
     name = f"dep-{stem}-{uuid.uuid4().hex[:6]}"
     p0, p1 = free_port(), free_port()
     argv = [sys.executable, "-m", "specdebug.sim", "--tp", "2", "--port", str(p0), "--time-scale", "0.02"]
+    if kind == "vllm":  # vLLM's multiprocessing mode: the engine adds --master-addr/--master-port, --headless
+        argv = [sys.executable, "-m", "specdebug.sim", "--engine", "vllm", "serve", "m", "-tp", "2"]
+        argv += ["--port", str(p0), "--time-scale", "0.02"]
     argv += ["--log-file", str(tmp_path / f"{name}.n0.sim.log"), *extra]
     text = (
         f"name = {json.dumps(name)}\n[server]\nkind = {json.dumps(kind)}\nargv = {json.dumps(argv)}\n"
@@ -293,3 +296,17 @@ def test_a_node_dying_on_its_own_after_ready_is_named_by_status(cluster: Cluster
     assert st["state"] == "failed" and st["reason"].startswith("node1: exited"), st
     assert st["health"] == 200  # the leader still answers
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+
+
+def test_vllm_mode_deployment_launches_as_one_and_stops(cluster: Cluster, tmp_path: Path) -> None:
+    prof = dep_profile(tmp_path, "vllm", kind="vllm", env={"NCCL_DEBUG": "INFO"})
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["verdict"] == "ready" and [n["state"] for n in data["nodes"]] == ["ready", "ready"], data
+    env = json.loads(cli(cluster, "env", "-c", str(prof), "--json").stdout)
+    assert {n["host"] for n in env["nodes"] if n["workers"]} == {"node0", "node1"}
+    assert env["transport"]["verdict"] == "ib-gdrdma", env["transport"]["reason"]
+    stop = cli(cluster, "stop", "-c", str(prof), "--json")
+    assert stop.returncode == 0 and json.loads(stop.stdout)["stopped"], stop.stdout
+    assert not any(group_alive(n["pgid"]) for n in data["nodes"])
