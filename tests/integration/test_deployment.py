@@ -310,3 +310,18 @@ def test_vllm_mode_deployment_launches_as_one_and_stops(cluster: Cluster, tmp_pa
     stop = cli(cluster, "stop", "-c", str(prof), "--json")
     assert stop.returncode == 0 and json.loads(stop.stdout)["stopped"], stop.stdout
     assert not any(group_alive(n["pgid"]) for n in data["nodes"])
+
+
+def test_attach_and_restart_act_on_every_node(cluster: Cluster, tmp_path: Path) -> None:
+    prof = dep_profile(tmp_path, "attach")
+    first = json.loads(cli(cluster, "launch", "-c", str(prof), "--wait", "--json").stdout)
+    assert first["verdict"] == "ready", first
+    att = cli(cluster, "attach", "-c", str(prof), "--json", "--timeout", "30")
+    data = json.loads(att.stdout)
+    assert att.returncode == 0 and data["verdict"] == "ready", att.stderr
+    assert [n["pid"] for n in data["nodes"]] == [n["pid"] for n in first["nodes"]]  # the same servers
+    again = cli(cluster, "restart", "-c", str(prof), "--wait", "--json", "--grace", "5")
+    data = json.loads(again.stdout)
+    assert again.returncode == 0 and data["verdict"] == "ready", again.stderr
+    assert not any(group_alive(n["pgid"]) for n in first["nodes"])  # the old ones are gone on both nodes
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
