@@ -106,6 +106,7 @@ async def _watch(
     from specdebug.core import startup
 
     verdict: DeploymentVerdict | None = None
+    said_ready: set[str] = set()
     async for ev in watch_deployment(
         remotes,
         dep,
@@ -118,9 +119,13 @@ async def _watch(
             inner = ev.event
             if isinstance(inner, startup.ServerPhase):
                 _say(args, f"  {inner.elapsed_s:7.1f}s  {ev.host}: {inner.name}")
+                if inner.name == "ready":
+                    said_ready.add(ev.host)
             elif isinstance(inner, startup.ConnectionNote):
                 _say(args, f"  {ev.host}: connection {inner.state}: {inner.detail}")
-            elif isinstance(inner, startup.Verdict) and inner.verdict == "ready":
+            elif (
+                isinstance(inner, startup.Verdict) and inner.verdict == "ready" and ev.host not in said_ready
+            ):
                 _say(args, f"  {inner.elapsed_s:7.1f}s  {ev.host}: ready")
         else:
             verdict = ev
