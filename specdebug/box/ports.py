@@ -6,6 +6,8 @@ then shows as in use with no PIDs, and the client says so.  Stdlib only, Python 
 
 Op:  port_holder {port} -> {listening, pids, cmdline (of the lowest PID), owners [{uid, user}] of the
      listening sockets (visible for every user), self_uid (this login's)}
+     connected_to {port, pids} -> {pids: those of `pids` holding an ESTABLISHED connection to a remote
+     `port`} (a deployment node's processes joined the rendezvous at the leader's port, or did not)
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
     from collections.abc import Callable
 
 LISTEN = "0A"  # the st column of /proc/net/tcp for a listening socket
+ESTABLISHED = "01"
+MAX_PIDS = 4096
 
 
 def listening_inodes(
@@ -96,4 +100,43 @@ def op_port_holder(req: dict[str, Any]) -> dict[str, Any]:
     return port_holder(int(req["port"]))
 
 
-OPS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {"port_holder": op_port_holder}
+def connected_inodes(port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> set[str]:
+    """fd link texts of the ESTABLISHED sockets whose remote end is on `port`."""
+    inodes = set()
+    for name in tables:
+        try:
+            with open(name) as fh:
+                next(fh)
+                for line in fh:
+                    f = line.split()
+                    if len(f) > 9 and f[3] == ESTABLISHED and int(f[2].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(f"socket:[{f[9]}]")
+        except (OSError, StopIteration, ValueError):
+            pass
+    return inodes
+
+
+def op_connected_to(req: dict[str, Any]) -> dict[str, Any]:
+    port = int(req["port"])
+    pids = [int(p) for p in req.get("pids") or []][:MAX_PIDS]
+    inodes = connected_inodes(port)
+    found = []
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    found.append(pid)
+                    break
+            except OSError:
+                pass
+    return {"pids": sorted(found)}
+
+
+OPS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "port_holder": op_port_holder,
+    "connected_to": op_connected_to,
+}

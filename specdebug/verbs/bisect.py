@@ -173,6 +173,8 @@ async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
     if not good_file or not bad_file:
         raise _usage("bisect needs --good A.toml and --bad B.toml")
     good, bad = load_profile_or_exit(good_file, "bisect"), load_profile_or_exit(bad_file, "bisect")
+    if good.deployment is not None or bad.deployment is not None:  # a trial launches one box
+        raise _usage("bisect: profiles with [deployment] (several nodes) cannot be bisected yet")
     options = _options(args, previous)
     if options.metric not in known_metrics() and options.metric not in good.patterns:
         raise _usage(f"--metric {options.metric!r}: unknown (known: {', '.join(known_metrics())})")

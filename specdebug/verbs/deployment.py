@@ -40,6 +40,24 @@ def placed(args: argparse.Namespace, profile: Profile) -> Deployment:
         raise VerbExit(2, str(exc)) from exc
 
 
+def on_node(args: argparse.Namespace, profile: Profile, verb: str) -> Profile:
+    """For a one-box verb given HOST and a profile with `[deployment]`: the profile as that node runs
+    it (its log, record, port); a HOST that is no node of the deployment is one line and exit 2."""
+    if profile.deployment is None:
+        return profile
+    try:
+        dep = place(profile, profile.deployment.nodes[0], ssh_config=getattr(args, "ssh_config", None))
+    except DeploymentError as exc:
+        err(str(exc))
+        raise VerbExit(2, str(exc)) from exc
+    node = dep.node(getattr(args, "host", None) or dep.leader.host)
+    if node is None:
+        msg = f"{verb}: {args.host!r} is not a node of {profile.name}'s deployment ({', '.join(profile.deployment.nodes)})"
+        err(msg)
+        raise VerbExit(2, msg)
+    return node.profile
+
+
 def need_host(args: argparse.Namespace, profile: Profile, verb: str) -> None:
     """A verb on a profile without `[deployment]` needs its HOST (argparse leaves it optional)."""
     if profile.deployment is None and not getattr(args, "host", None):
@@ -88,6 +106,7 @@ async def _watch(
     from specdebug.core.startup.events import ConnectionNote, ServerPhase, Verdict
 
     verdict: DeploymentVerdict | None = None
+    said_ready: set[str] = set()
     async for ev in watch_deployment(
         remotes,
         dep,
@@ -100,9 +119,11 @@ async def _watch(
             inner = ev.event
             if isinstance(inner, ServerPhase):
                 _say(args, f"  {inner.elapsed_s:7.1f}s  {ev.host}: {inner.name}")
+                if inner.name == "ready":
+                    said_ready.add(ev.host)
             elif isinstance(inner, ConnectionNote):
                 _say(args, f"  {ev.host}: connection {inner.state}: {inner.detail}")
-            elif isinstance(inner, Verdict) and inner.verdict == "ready":
+            elif isinstance(inner, Verdict) and inner.verdict == "ready" and ev.host not in said_ready:
                 _say(args, f"  {inner.elapsed_s:7.1f}s  {ev.host}: ready")
         else:
             verdict = ev

@@ -18,6 +18,7 @@ from typing import Any
 from specdebug.core.drift.snapshot import take_snapshot
 from specdebug.engines import ENGINES
 from specdebug.verbs.common import add_host_args, load_profile_or_exit, open_remote, out, print_json, run_verb
+from specdebug.verbs.deployment import on_node
 
 KEY_PACKAGES = (
     *(e.package for e in ENGINES.values()),
@@ -82,6 +83,7 @@ def describe(s: dict[str, Any]) -> list[str]:
 @run_verb
 async def cmd_drift(args: argparse.Namespace) -> int:
     profile = load_profile_or_exit(args.profile, "drift")
+    profile = on_node(args, profile, "drift")  # a deployment: the profile as HOST runs it
     async with open_remote(args, helper=False) as remote:
         snap = await take_snapshot(remote, profile)
     if args.json:

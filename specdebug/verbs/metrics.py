@@ -31,6 +31,7 @@ from specdebug.verbs.common import (
     print_json,
     run_verb,
 )
+from specdebug.verbs.deployment import on_node
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -96,6 +97,7 @@ def _result(
 @run_verb
 async def cmd_metrics(args: argparse.Namespace) -> int:
     profile = load_profile_or_exit(args.profile, "metrics")
+    profile = on_node(args, profile, "metrics")  # a deployment: the profile as HOST runs it
     if args.count is not None and args.count < 1:
         err("metrics: --count must be at least 1")
         return 2

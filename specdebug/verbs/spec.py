@@ -32,6 +32,7 @@ from specdebug.verbs.common import (
     run_verb,
     session_journal,
 )
+from specdebug.verbs.deployment import on_node
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -100,6 +101,7 @@ def _needs_live(args: argparse.Namespace, entries: list[Any], fp: str) -> bool:
 @run_verb
 async def cmd_spec(args: argparse.Namespace) -> int:
     profile = load_profile_or_exit(args.profile, "spec")
+    profile = on_node(args, profile, "spec")  # a deployment: the profile as HOST runs it
     fp = profile.fingerprint()
     live = None
     if box_session(args.session) is None:

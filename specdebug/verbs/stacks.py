@@ -33,6 +33,7 @@ from specdebug.verbs.common import (
     print_json,
     run_verb,
 )
+from specdebug.verbs.deployment import on_node
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -106,6 +107,7 @@ async def cmd_stacks(args: argparse.Namespace) -> int:
         err("stacks: give HOST and -c PROFILE (or --compare A B)")
         return 2
     profile = load_profile_or_exit(args.profile, "stacks")
+    profile = on_node(args, profile, "stacks")  # a deployment: the profile as HOST runs it
     async with open_remote(args) as remote:  # the resident helper lists /proc
         try:
             if args.record:

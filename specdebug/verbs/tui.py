@@ -58,6 +58,11 @@ def build_context(args: argparse.Namespace, remotes: dict[str, Connection]) -> A
 
         ctx.profile_path = Path(args.profile)
         ctx.profile = load_profile(ctx.profile_path)
+        if ctx.profile.deployment is not None:  # the panes act on one box: refuse rather than act on one node
+            raise ValueError(
+                f"{ctx.profile_path}: the TUI does not watch a [deployment] (several nodes) yet; "
+                "use `specdebug launch|status|stop|grep|env -c PROFILE` for it"
+            )
         ctx.profile_choices = sorted(ctx.profile_path.resolve().parent.glob("*.toml"))
     from specdebug.core.boxjournal import BoxJournal, box_spec
     from specdebug.core.journal import Journal, resolve_session

@@ -51,13 +51,23 @@ def cli(cluster: Cluster, *args: str, timeout: float = 120) -> subprocess.Comple
 
 
 def dep_profile(
-    tmp_path: Path, stem: str, *, kind: str = "sglang", env: dict | None = None, node1_env: dict | None = None
+    tmp_path: Path,
+    stem: str,
+    *,
+    kind: str = "sglang",
+    env: dict | None = None,
+    node1_env: dict | None = None,
+    node1_args: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (),
 ) -> Path:
     """A two-node deployment of the sim; each node its own port and sidecar (the nodes share a machine)."""
     name = f"dep-{stem}-{uuid.uuid4().hex[:6]}"
     p0, p1 = free_port(), free_port()
     argv = [sys.executable, "-m", "specdebug.sim", "--tp", "2", "--port", str(p0), "--time-scale", "0.02"]
-    argv += ["--log-file", str(tmp_path / f"{name}.n0.sim.log")]
+    if kind == "vllm":  # vLLM's multiprocessing mode: the engine adds --master-addr/--master-port, --headless
+        argv = [sys.executable, "-m", "specdebug.sim", "--engine", "vllm", "serve", "m", "-tp", "2"]
+        argv += ["--port", str(p0), "--time-scale", "0.02"]
+    argv += ["--log-file", str(tmp_path / f"{name}.n0.sim.log"), *extra]
     text = (
         f"name = {json.dumps(name)}\n[server]\nkind = {json.dumps(kind)}\nargv = {json.dumps(argv)}\n"
         f"log_file = {json.dumps(str(tmp_path / f'{name}.log'))}\nport = {p0}\n"
@@ -65,7 +75,7 @@ def dep_profile(
         + "[ready]\ntimeout_s = 60\n"
         '[deployment]\nnodes = ["node0", "node1"]\ndist_init_port = ' + str(free_port()) + "\n"
         "[deployment.node_args]\n"
-        f"node1 = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log')])}\n"
+        f"node1 = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log'), *node1_args])}\n"
     )
     if node1_env:
         text += "[deployment.node_env.node1]\n" + "".join(
@@ -240,4 +250,78 @@ def test_bench_targets_the_leader(cluster: Cluster, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
     assert data["host"] == "node0" and data["status"] == "done", data
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("case", "node1_args", "node1_env"),
+    [
+        ("never-joins", ("--never-join",), None),  # the others would wait 600 s (torch's default)
+        (
+            "wrong-interface",
+            ("--dist-timeout", "30"),
+            {"NCCL_SOCKET_IFNAME": "=nosuchnic0", "NCCL_DEBUG": "INFO"},
+        ),
+    ],
+)
+def test_a_node_failing_at_the_rendezvous_is_named_within_seconds(
+    cluster: Cluster, tmp_path: Path, case: str, node1_args: tuple[str, ...], node1_env: dict | None
+) -> None:
+    prof = dep_profile(tmp_path, case, node1_args=node1_args, node1_env=node1_env)
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    data = json.loads(run.stdout)
+    assert run.returncode == 1 and data["verdict"] == "failed", data
+    assert data["failed_node"] == "node1" and data["reason"].startswith("node1: "), data["reason"]
+    at_init = data["nodes"][0]["phases"]["init_distributed"]
+    assert data["elapsed_s"] - at_init < 20, data  # seconds after the rendezvous began, not a timeout
+    if case == "never-joins":
+        assert (
+            "never reached the rendezvous at 127.0.0.2:" in data["reason"]
+            and "node0 waiting at init" in data["reason"]
+        )
+    assert [n["state"] for n in data["nodes"]][1] == "failed"
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+
+
+def test_a_node_dying_on_its_own_after_ready_is_named_by_status(cluster: Cluster, tmp_path: Path) -> None:
+    prof = dep_profile(tmp_path, "selfdie", node1_args=("--die-after-ready", "2"))
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    deadline = time.monotonic() + 30
+    while True:
+        st = json.loads(cli(cluster, "status", "-c", str(prof), "--json").stdout)
+        if st["state"] != "running" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert st["state"] == "failed" and st["reason"].startswith("node1: exited"), st
+    assert st["health"] == 200  # the leader still answers
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+
+
+def test_vllm_mode_deployment_launches_as_one_and_stops(cluster: Cluster, tmp_path: Path) -> None:
+    prof = dep_profile(tmp_path, "vllm", kind="vllm", env={"NCCL_DEBUG": "INFO"})
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert data["verdict"] == "ready" and [n["state"] for n in data["nodes"]] == ["ready", "ready"], data
+    env = json.loads(cli(cluster, "env", "-c", str(prof), "--json").stdout)
+    assert {n["host"] for n in env["nodes"] if n["workers"]} == {"node0", "node1"}
+    assert env["transport"]["verdict"] == "ib-gdrdma", env["transport"]["reason"]
+    stop = cli(cluster, "stop", "-c", str(prof), "--json")
+    assert stop.returncode == 0 and json.loads(stop.stdout)["stopped"], stop.stdout
+    assert not any(group_alive(n["pgid"]) for n in data["nodes"])
+
+
+def test_attach_and_restart_act_on_every_node(cluster: Cluster, tmp_path: Path) -> None:
+    prof = dep_profile(tmp_path, "attach")
+    first = json.loads(cli(cluster, "launch", "-c", str(prof), "--wait", "--json").stdout)
+    assert first["verdict"] == "ready", first
+    att = cli(cluster, "attach", "-c", str(prof), "--json", "--timeout", "30")
+    data = json.loads(att.stdout)
+    assert att.returncode == 0 and data["verdict"] == "ready", att.stderr
+    assert [n["pid"] for n in data["nodes"]] == [n["pid"] for n in first["nodes"]]  # the same servers
+    again = cli(cluster, "restart", "-c", str(prof), "--wait", "--json", "--grace", "5")
+    data = json.loads(again.stdout)
+    assert again.returncode == 0 and data["verdict"] == "ready", again.stderr
+    assert not any(group_alive(n["pgid"]) for n in first["nodes"])  # the old ones are gone on both nodes
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0

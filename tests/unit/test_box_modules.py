@@ -145,6 +145,20 @@ def test_port_holder_bound_but_not_listening_is_free(helper: Helper) -> None:
     assert got == {"listening": False, "pids": [], "cmdline": [], "owners": [], "self_uid": os.getuid()}
 
 
+def test_connected_to_names_the_pids_holding_a_connection_to_the_port(helper: Helper) -> None:
+    """A deployment node's processes joined the leader's rendezvous port, or not (deployment watch)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert helper.op("connected_to", port=port, pids=[os.getpid()]) == {"pids": []}
+        with socket.create_connection(("127.0.0.1", port)):
+            conn, _ = server.accept()
+            with conn:
+                assert helper.op("connected_to", port=port, pids=[os.getpid(), 1]) == {"pids": [os.getpid()]}
+                assert once("connected_to", port=port, pids=[os.getpid()]) == {"pids": [os.getpid()]}
+
+
 # -- health -----------------------------------------------------------------------------------------
 
 

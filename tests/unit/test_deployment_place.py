@@ -145,3 +145,17 @@ def test_bad_deployment_is_one_line_naming_file_line_field(tmp_path, extra, wher
     assert "p.toml:" in msg and where in msg
     line = int(msg.split("p.toml:")[1].split(":")[0])
     assert where.split(".")[-1] in text.splitlines()[line - 1] or "[deployment" in text.splitlines()[line - 1]
+
+
+def test_a_one_box_verb_on_a_node_reads_that_nodes_profile(tmp_path):
+    import argparse
+
+    from specdebug.verbs.common import VerbExit
+    from specdebug.verbs.deployment import on_node
+
+    profile = load(tmp_path, SGLANG)
+    got = on_node(argparse.Namespace(host="node1", ssh_config=None), profile, "metrics")
+    assert got.name == "big.node1" and got.server.log_file.endswith("big.node1.log")
+    assert on_node(argparse.Namespace(host=None, ssh_config=None), profile, "metrics").name == "big.node0"
+    with pytest.raises(VerbExit):
+        on_node(argparse.Namespace(host="elsewhere", ssh_config=None), profile, "metrics")

@@ -127,3 +127,19 @@ def test_two_independent_servers_sharing_a_comm_id_are_not_edges():
     proof = prove_transport(lines)
     assert proof.verdict == "unproven" and proof.edges == []
     assert any("not one communicator" in f for f in proof.findings)
+
+
+def test_the_two_ends_of_an_edge_disagreeing_is_a_finding():
+    node0 = rank_lines(
+        "a", 1, 0, 0, "IB", ["Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"], nranks=2
+    )
+    node1 = rank_lines(
+        "b", 2, 1, 0, "Socket", ["Channel 00/0 : 0[0] -> 1[0] [receive] via NET/Socket/0"], nranks=2
+    )
+    proof = prove_transport({"node0": node0, "node1": node1})
+    assert proof.verdict == "socket"
+    assert proof.reason == "1 of 2 inter-node edges went socket (as node1 printed them); the others ib-gdrdma"
+    assert any(
+        "its two ends disagree (node0 printed NET/IB/0/GDRDMA, node1 printed NET/Socket/0)" in f
+        for f in proof.findings
+    )

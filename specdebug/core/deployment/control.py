@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -25,6 +26,12 @@ from specdebug.core.servers import ServerRecord
 from specdebug.remote.api import Remote, RemoteError
 
 Remotes = Mapping[str, Remote]  # node host -> its connection
+RENDEZVOUS_CHECK_S = 1.0  # while a node waits at init: do its processes hold the rendezvous connection?
+
+
+@dataclass(frozen=True)
+class _Joined:
+    connected: bool
 
 
 class NodeEvent(BaseModel):
@@ -95,12 +102,31 @@ async def watch_deployment(
         ):
             await queue.put((node, ev))
 
+    async def rendezvous() -> None:
+        spec = deployment.profile.deployment
+        if spec is None:
+            return
+        while True:
+            await asyncio.sleep(RENDEZVOUS_CHECK_S)
+            for host, pids in tracker.at_rendezvous():
+                try:
+                    got = await remotes[host].box_op(
+                        "connected_to", {"port": spec.dist_init_port, "pids": pids}, timeout=10
+                    )
+                except RemoteError:  # an older box helper, a drop: no conclusion this round
+                    continue
+                await queue.put((deployment.node(host) or deployment.leader, _Joined(bool(got.get("pids")))))
+
     tasks = [asyncio.create_task(one(n)) for n in deployment.nodes]
+    tasks.append(asyncio.create_task(rendezvous()))
     try:
         while True:
             node, ev = await queue.get()
-            yield NodeEvent(host=node.host, rank=node.rank, event=ev)
-            verdict = tracker.feed(node.host, ev, clock())
+            if isinstance(ev, _Joined):
+                verdict = tracker.rendezvous(node.host, ev.connected, clock())
+            else:
+                yield NodeEvent(host=node.host, rank=node.rank, event=ev)
+                verdict = tracker.feed(node.host, ev, clock())
             if verdict is not None:
                 if journal is not None:
                     journal.append("deployment_verdict", verdict.summary(), sync=True)

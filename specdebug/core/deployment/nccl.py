@@ -209,6 +209,7 @@ def prove_transport(
         "(do the nodes run one server?)"
         for (comm, rank), nodes in sorted(clashes.items())
     ][:10]
+    findings += _disagreements(inter)
     findings += intent_findings(infos, inter, environ or {})
     verdict, reason = _verdict(infos, inter)
     return TransportProof(
@@ -235,10 +236,33 @@ def _verdict(infos: list[NodeNccl], inter: list[NcclEdge]) -> tuple[Verdict, str
             f"{', '.join(no_edges)} printed no inter-node channel lines; the others' edges went {worst}{mixed}"
         )
     pending = sum(i.incomplete for i in infos)
-    where = ", ".join(f"{i.node}: {sum(1 for e in inter if e.node == i.node)} edges" for i in infos)
-    reason = (
-        f"every inter-node edge went {worst}{mixed} ({where})" if not mixed else f"worst edge {worst}{mixed}"
-    )
+    if mixed:
+        worst_at = sorted({e.node for e in inter if e.transport == worst})
+        n = sum(1 for e in inter if e.transport == worst)
+        reason = (
+            f"{n} of {len(inter)} inter-node edges went {worst} (as {', '.join(worst_at)} printed them); "
+            f"the others {', '.join(t for t in seen if t != worst)}"
+        )
+    else:
+        where = ", ".join(f"{i.node}: {sum(1 for e in inter if e.node == i.node)} edges" for i in infos)
+        reason = f"every inter-node edge went {worst} ({where})"
     if pending:
         reason += f"; {pending} channel lines of a communicator that did not complete its init"
     return worst, reason  # type: ignore[return-value]
+
+
+def _disagreements(inter: list[NcclEdge]) -> list[str]:
+    """An edge both of whose ends printed it, with different transports: the nodes do not agree on the
+    network (their NCCL env differs), so what the edge really carries is in doubt."""
+    ends: dict[tuple[str | None, int, int, int], dict[str, NcclEdge]] = {}
+    for e in inter:
+        ends.setdefault((e.comm, e.src, e.dst, e.channel), {})[e.node] = e
+    out = []
+    for (_, src, dst, ch), by_node in sorted(ends.items(), key=lambda kv: kv[0][1:]):
+        vias = {n: e.via for n, e in by_node.items()}
+        if len(set(vias.values())) > 1:
+            said = ", ".join(f"{n} printed {v}" for n, v in sorted(vias.items()))
+            out.append(
+                f"edge {src}->{dst} channel {ch}: its two ends disagree ({said}): check the NCCL env per node"
+            )
+    return out[:10]

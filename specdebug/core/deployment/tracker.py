@@ -19,6 +19,7 @@ from specdebug.core.deployment.place import Deployment, Node
 from specdebug.core.startup.events import GroupChange, HealthChange, ServerPhase, Verdict
 
 INIT_PHASE = "init_distributed"  # both packs' rendezvous milestone (SGLang `Init torch distributed begin`)
+RENDEZVOUS_GRACE_S = 5.0  # a node at init with no connection to the rendezvous this long, others joined
 NodeState = Literal[
     "starting", "ready", "failed", "exited", "running", "stopped", "not_launched", "unverified"
 ]
@@ -36,6 +37,7 @@ class NodeSummary(BaseModel):
     last_phase: str | None = None
     log_file: str | None = None
     port: int | None = None
+    phases: dict[str, float] = Field(default_factory=dict)  # phase -> seconds after the deployment's launch
 
 
 class DeploymentVerdict(BaseModel):
@@ -68,6 +70,8 @@ class _NodeWatch:
     pids: list[int] | None = None
     health: int | None = None
     verdict: Verdict | None = None
+    joined: bool = False  # its processes held a connection to the leader's rendezvous port
+    unjoined_since: float | None = None
 
     def past_init(self, pack_order: list[str]) -> bool:
         if INIT_PHASE not in self.phases or INIT_PHASE not in pack_order:
@@ -148,10 +152,49 @@ class DeploymentTracker:
         )
         return self.verdict
 
+    def at_rendezvous(self) -> list[tuple[str, list[int]]]:
+        """(host, live PIDs) of the nodes waiting at init: whose connection to the rendezvous to check."""
+        if self.verdict is not None:
+            return []
+        return [
+            (w.node.host, list(w.pids))
+            for w in self.nodes.values()
+            if w.pids and INIT_PHASE in w.phases and not w.past_init(self.order)
+        ]
+
+    def rendezvous(self, host: str, connected: bool, at: float) -> DeploymentVerdict | None:
+        """A check of the node's processes' connections to the rendezvous: a node at init with none,
+        for RENDEZVOUS_GRACE_S while another node joined, never reached it (the others wait in vain)."""
+        if self.verdict is not None:
+            return None
+        w = self.nodes[host]
+        if connected:
+            w.joined, w.unjoined_since = True, None
+            return None
+        w.unjoined_since = w.unjoined_since if w.unjoined_since is not None else at
+        joined = [o.node.host for o in self.nodes.values() if o.joined and o is not w]
+        if not joined or at - w.unjoined_since < RENDEZVOUS_GRACE_S:
+            return None
+        spec = self.deployment.profile.deployment
+        where = f" at {self.deployment.leader_address}:{spec.dist_init_port}" if spec is not None else ""
+        waiting = [o for o in self.nodes.values() if o.joined and INIT_PHASE in o.phases]
+        wait = "; ".join(
+            f"{o.node.host} waiting at init for {at - o.phase_at[INIT_PHASE]:.0f} s" for o in waiting
+        )
+        reason = (
+            f"{host}: never reached the rendezvous{where} (none of its {len(w.pids or [])} processes holds a "
+            f"connection there for {at - w.unjoined_since:.0f} s, while {', '.join(joined)} joined)"
+        )
+        return self._fail(host, reason + (f"; {wait}" if wait else ""), at, whole=True)
+
     def rendezvous_note(self, at: float) -> str:
         """Where the nodes stand at the rendezvous: `node1: never reached the rendezvous; node0
         waiting at init for 40 s` (empty when every node is past it or none reached it)."""
-        waiting = [w for w in self.nodes.values() if INIT_PHASE in w.phases and not w.past_init(self.order)]
+        waiting = [
+            w
+            for w in self.nodes.values()
+            if INIT_PHASE in w.phases and not w.past_init(self.order) and at - w.phase_at[INIT_PHASE] >= 1.0
+        ]
         missing = [w for w in self.nodes.values() if INIT_PHASE not in w.phases]
         if not waiting:
             return ""
@@ -161,9 +204,9 @@ class DeploymentTracker:
         parts += [f"{w.node.host} waiting at init for {at - w.phase_at[INIT_PHASE]:.0f} s" for w in waiting]
         return "; ".join(parts)
 
-    def _fail(self, host: str, reason: str, at: float) -> DeploymentVerdict:
-        note = self.rendezvous_note(at)
-        text = f"{host}: {reason}"
+    def _fail(self, host: str, reason: str, at: float, *, whole: bool = False) -> DeploymentVerdict:
+        note = "" if whole else self.rendezvous_note(at)
+        text = reason if whole else f"{host}: {reason}"
         if note and "never reached" in note:
             text = f"{note} ({host}: {reason})"
         elif note:
@@ -206,4 +249,5 @@ class DeploymentTracker:
             last_phase=w.phases[-1] if w.phases else None,
             log_file=w.log_file,
             port=w.node.profile.server.port,
+            phases={p: round(w.phase_at[p] - self.started_at, 3) for p in w.phases},
         )
