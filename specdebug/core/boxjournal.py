@@ -205,12 +205,17 @@ class BoxJournal:
             raise RemoteError(f"box journal {path}: the box answered {res.out.strip()[:200]!r}")
         return head, res.stdout[end + 1 :]
 
-    async def follow(self, interval: float = 0.5) -> None:
-        """Refresh forever (the app runs this as a worker); connection trouble just waits."""
+    async def follow(self, interval: float = 0.5, idle_max: float = 1.5) -> None:
+        """Refresh forever (the app runs this as a worker); connection trouble just waits.  Each
+        read starts a python3 on the box (the checked read), so a quiet journal is asked less
+        often: the pause doubles up to `idle_max` and is back to `interval` once events come."""
+        pause = interval
         while True:
+            new: list[dict[str, Any]] = []
             with contextlib.suppress(RemoteError, OSError):
-                await self.refresh()
-            await asyncio.sleep(interval)
+                new = await self.refresh()
+            pause = interval if new else min(pause * 2, max(interval, idle_max))
+            await asyncio.sleep(pause)
 
     async def flush(self, timeout: float = 30.0) -> None:
         """Wait until every appended event is on the box (raises the writer's last error)."""

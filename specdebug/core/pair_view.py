@@ -9,6 +9,11 @@ pairing folder, run by the driver, only that user granted, read-only): its one p
 the session attached with `-r` (read-only, size ignored).  Whatever the seat runs reaches only the
 view: its own clients, its own pane, its own size.  Granting write toggles that inner client
 (`switch-client -r`) and the view's access, so the seat's keys then reach the app.
+
+A read-only client ignores its size, so a small seat would see the driver's screen cut off with no
+word of it.  So the view's window is the driver's size (`window-size manual`, `fit_views` keeps it
+so), its inner client shows the whole screen, and the view's status line says when the seat's own
+terminal is smaller than that and by how much (tmux shows the seat the part around the cursor).
 """
 
 from __future__ import annotations
@@ -26,6 +31,26 @@ VIEW_SESSION = "view"
 VIEW_RE = re.compile(r"v\.(\d+)\.sock")
 TIMEOUT_S = 10.0
 _INNER = "#{client_pid}\t#{client_tty}\t#{client_readonly}"
+_SIZE = "#{window_width} #{window_height}"
+# the view's status line, as each seat's client expands it: its terminal against the driver's screen
+# (the window); one row goes to this line
+CROPPED = "#{||:#{e|<:#{client_width},#{window_width}},#{e|<:#{e|-:#{client_height},1},#{window_height}}}"
+VIEW_STATUS = (
+    "#{?" + CROPPED + ","
+    "#[reverse] the driver's screen is #{window_width}x#{window_height}; this terminal shows "
+    "#{client_width}x#{e|-:#{client_height},1} of it: enlarge it to see it all #[default],"
+    " read-only view of the driver's #{window_width}x#{window_height} screen}"
+)
+VIEW_OPTIONS = [
+    ["set", "-g", "window-size", "manual"],  # the driver's size, not the seat's terminal's
+    ["set", "-g", "status", "on"],
+    ["set", "-g", "status-position", "top"],
+    ["set", "-g", "status-left-length", "400"],
+    ["set", "-g", "status-right", ""],
+    ["set", "-g", "window-status-format", ""],
+    ["set", "-g", "window-status-current-format", ""],
+    ["set", "-g", "status-left", VIEW_STATUS],
+]
 
 
 class ViewError(SpecdebugError):
@@ -77,8 +102,42 @@ def start_view(
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
     if res.returncode != 0:
         raise ViewError(f"tmux could not start the read-only view: {res.stderr.strip() or res.returncode}")
+    options: list[str] = []
+    for option in VIEW_OPTIONS:
+        options += [*option, ";"]
+    res = _tmux(sock, *options[:-1], tmux=tmux)
+    if res.returncode != 0:
+        raise ViewError(f"tmux refused the read-only view's options: {res.stderr.strip()}")
+    fit_view(sock, driver_size(main_socket, session, tmux=tmux) or size, tmux=tmux)
     set_view_access(sock, user_name(uid), Mode.RO)
     return sock
+
+
+def _size(res: subprocess.CompletedProcess[str]) -> tuple[int, int] | None:
+    parts = res.stdout.split()
+    if res.returncode != 0 or len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def driver_size(main_socket: str, session: str, *, tmux: str = "tmux") -> tuple[int, int] | None:
+    """The session's window size (the driver's screen), None when tmux does not say."""
+    return _size(_tmux(main_socket, "display-message", "-p", "-t", f"={session}:", _SIZE, tmux=tmux))
+
+
+def fit_view(view: Path, size: tuple[int, int], *, tmux: str = "tmux") -> None:
+    """The view's window to `size` (the driver's screen), when it is not that already."""
+    if _size(_tmux(view, "display-message", "-p", "-t", f"={VIEW_SESSION}:", _SIZE, tmux=tmux)) == size:
+        return
+    _tmux(view, "resize-window", "-t", f"={VIEW_SESSION}:", "-x", str(size[0]), "-y", str(size[1]), tmux=tmux)
+
+
+def fit_views(main_socket: str, session: str, folder: Path) -> None:
+    """Every view to the driver's screen as it is now (the driver's app asks every second)."""
+    size = driver_size(main_socket, session)
+    if size is not None:
+        for view in views(folder).values():
+            fit_view(view, size)
 
 
 def stop_view(folder: Path, uid: int) -> None:

@@ -14,7 +14,7 @@ import asyncssh
 
 from specdebug.remote.api import ConnectionDropped
 from specdebug.remote.lines import BoundedLines
-from specdebug.remote.shell import watchdog_command
+from specdebug.remote.shell import sh_join, watchdog_command
 from specdebug.remote.teardown import best_effort
 
 if TYPE_CHECKING:
@@ -28,10 +28,18 @@ class SSHStream:
     """A long-running remote command on its own channel (see api.Stream)."""
 
     def __init__(
-        self, remote: SSHRemoteAPI, argv: Sequence[str], *, binary: bool, merge_stderr: bool
+        self,
+        remote: SSHRemoteAPI,
+        argv: Sequence[str],
+        *,
+        binary: bool,
+        merge_stderr: bool,
+        with_input: bool = False,
     ) -> None:
         self._remote = remote
-        self._command = watchdog_command(argv, merge_stderr=merge_stderr)
+        # with_input: the command reads the channel's stdin itself (`send`) and must end at its EOF;
+        # no watchdog then (it would read stdin): the follow agent's acknowledged flow control
+        self._command = sh_join(argv) if with_input else watchdog_command(argv, merge_stderr=merge_stderr)
         self._binary = binary
         self._proc: asyncssh.SSHClientProcess[bytes] | None = None
         self._holding_slot = False
@@ -41,6 +49,13 @@ class SSHStream:
     async def _open(self) -> None:
         self._proc = await self._remote.open_exec(self._command)
         self._holding_slot = True
+
+    def send(self, data: bytes) -> None:
+        """Write to the command's stdin (a stream opened with_input); a closed channel drops it
+        (the read side then ends with the reason)."""
+        if self._proc is not None and not self._closed:
+            with best_effort("%s: write to a stream's stdin", self._remote.name):
+                self._proc.stdin.write(data)
 
     def __aiter__(self) -> AsyncIterator[str | bytes]:
         return self._iterate()

@@ -369,7 +369,7 @@ async def test_no_python_falls_back_to_tail(tmp_path: Path, monkeypatch: pytest.
     import specdebug.core.logs.follow as follow
 
     real = follow.agent_argv
-    monkeypatch.setattr(follow, "agent_argv", lambda *a: ["no-such-python3-here", *real(*a)[1:]])
+    monkeypatch.setattr(follow, "agent_argv", lambda *a, **k: ["no-such-python3-here", *real(*a, **k)[1:]])
     log = tmp_path / "a.log"
     log.write_text("x1\nx2\n")
     f = Follower(LocalRemote(), str(log), offset=0)

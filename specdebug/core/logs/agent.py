@@ -21,7 +21,8 @@ and, for a file that was truncated and grew again past our offset, by checking t
 before the read position are still the ones read (`check` = crc32 of the TAILK bytes before an
 offset; the client hands it back on resume).
 Modes: follow (forever), once (to EOF, then exit), poll,WAIT,MAX (up to MAX bytes, waiting up to
-WAIT s for data; used through the probe channel when no SSH session is free).
+WAIT s for data; used through the probe channel when no SSH session is free).  Follow and once take
+`,ack,WINDOW`: acknowledged flow control (box/follow.py says why), the client acking on stdin.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from specdebug.remote.boxcode import source
 
 POLL_WAIT_S = 2.0
 POLL_MAX_BYTES = 4 << 20
+ACK_WINDOW = 4 << 20  # bytes of agent output in flight, unacknowledged, at most (plus one block)
 _META = re.compile(r"[.^$*+?{}\[\]\\|()]")
 
 # The agent itself runs on the box (specdebug/box/follow.py, python3 -I -S, stdlib only); this
@@ -58,15 +60,17 @@ def agent_argv(
     once: bool = False,
     check: str | None = None,
     poll: tuple[float, int] | None = None,
+    ack: int = 0,
 ) -> list[str]:
     """argv of the on-box follower. offset None = from the end (start of the last complete line);
-    once = read to the end of the file and exit (grep without --follow); poll = (wait s, max bytes)."""
+    once = read to the end of the file and exit (grep without --follow); poll = (wait s, max bytes);
+    ack = the flow-control window in bytes (0: none; the agent then must not read stdin)."""
     lits, regexes = split_prefilter(prefilter)
     pats = [f"={p}" for p in lits] + [f"~{strip_named_groups(p)}" for p in regexes]
     if poll is not None:
         mode = f"poll,{poll[0]:g},{poll[1]}"
     else:
-        mode = "once" if once else "follow"
+        mode = ("once" if once else "follow") + (f",ack,{ack}" if ack > 0 else "")
     return [
         "python3",
         "-I",

@@ -14,11 +14,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from specdebug.core.limits import BOX_REGEX_TIMEOUT_S, cap_bytes
-from specdebug.core.logs.agent import POLL_MAX_BYTES, POLL_WAIT_S, agent_argv, split_prefilter, tail_argv
+from specdebug.core.logs.agent import (
+    ACK_WINDOW,
+    POLL_MAX_BYTES,
+    POLL_WAIT_S,
+    agent_argv,
+    split_prefilter,
+    tail_argv,
+)
 from specdebug.core.logs.events import FollowEventKind, LogEvent
 from specdebug.remote.api import ConnectionDropped, ConnState, NotConnected, Remote
 
@@ -117,8 +124,16 @@ class Follower:
                 got_any = False
                 status = None
                 self._run_left = 0  # a new agent: no run from the last one continues
-                argv = agent_argv(self.path, self.offset, self.inode, self.prefilter, self.once, self.check)
-                stream = self.remote.stream(argv, binary=True)
+                # acknowledged flow control where the remote can send to the agent's stdin: a slow
+                # reader then leaves the rest in the file, not in SSH buffers (box/follow.py)
+                opener = getattr(self.remote, "stream_with_input", None)
+                ack = ACK_WINDOW if callable(opener) else 0
+                argv = agent_argv(
+                    self.path, self.offset, self.inode, self.prefilter, self.once, self.check, ack=ack
+                )
+                stream = (
+                    opener(argv, binary=True) if callable(opener) else self.remote.stream(argv, binary=True)
+                )
                 try:
                     await asyncio.wait_for(stream.__aenter__(), OPEN_WAIT_S)
                 except TimeoutError:
@@ -137,6 +152,8 @@ class Follower:
                     continue
                 try:
                     buf = b""
+                    read = acked = 0
+                    send: Callable[[bytes], None] | None = getattr(stream, "send", None) if ack else None
                     async for data in stream.chunks():
                         got_any = True
                         recs = (buf + data).split(b"\n") if buf else data.split(b"\n")
@@ -144,6 +161,10 @@ class Follower:
                         batch = self._records(recs)
                         if batch:
                             yield batch
+                        read += len(data)  # taken by our reader (it came back for more): ack it
+                        if send is not None and read - acked >= ack // 4:
+                            send(b"A%d\n" % read)
+                            acked = read
                     status = stream.exit_status
                 finally:
                     await stream.__aexit__(None, None, None)

@@ -81,9 +81,11 @@ class SeatsBar(Static):
         socket = self.socket
         assert socket is not None
         folder = Path(socket).parent  # read-only seats are on views of their own (core/pair_view.py)
-        acl, attached = await asyncio.gather(
+        acl, attached, _ = await asyncio.gather(
             asyncio.to_thread(pair_view.seat_modes, socket, folder),
             asyncio.to_thread(pair_view.seat_clients, socket, folder, pair.CLIENT_FORMAT),
+            # read-only seats' views follow the driver's screen size (their status says when cut off)
+            asyncio.to_thread(pair_view.fit_views, socket, self.pair_name, folder),
         )
         seats = pair.seats_now(acl, attached)
         notes = pair.seat_changes(self.seats, seats)
