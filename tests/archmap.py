@@ -19,8 +19,9 @@ HEAD = """# specdebug: the map of the code
 Generated from the module docstrings by `python -m tests.archmap` (tests/unit/test_architecture_doc.py
 fails when it is out of date). One line per module: the first sentence of its docstring. The design it
 follows is described in the project's DESIGN notes; the layering is enforced by tests/unit/test_layering.py
-(core and remote never import Textual, the TUI never imports verbs, core never imports the sim, remote
-never imports core, box/ is stdlib-only for the box's python3 >= 3.7).
+(core, remote and transport never import Textual, the TUI never imports verbs, core never imports the sim,
+remote never imports core, transport never imports remote or core, core reaches transport only through
+remote, box/ is stdlib-only for the box's python3 >= 3.7).
 """
 
 

@@ -20,7 +20,7 @@ import pytest
 from specdebug.core import startup
 from specdebug.core.profiles import load_profile
 from specdebug.core.servers import forget_record, group_members, load_record, state_dir_of
-from specdebug.remote.connection import SSHRemote
+from tests.boxes import ssh_box
 from tests.sshd_harness import free_port
 from tests.tmux_harness import Tmux
 
@@ -56,7 +56,7 @@ def write_profile(folder: Path, name: str) -> Path:
 
 async def _launch_ready(sshd, path: Path):
     profile = load_profile(path)
-    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+    remote = ssh_box(sshd.alias, ssh_config=sshd.config_path)
     await remote.start()
     try:
         await remote.wait_connected(15)
@@ -71,7 +71,7 @@ async def _launch_ready(sshd, path: Path):
 
 
 async def _state_text(sshd, name: str) -> str:
-    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+    remote = ssh_box(sshd.alias, ssh_config=sshd.config_path)
     await remote.start()
     try:
         await remote.wait_connected(15)
@@ -83,7 +83,7 @@ async def _state_text(sshd, name: str) -> str:
 
 
 async def _cleanup(sshd, name: str) -> None:
-    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+    remote = ssh_box(sshd.alias, ssh_config=sshd.config_path)
     await remote.start()
     try:
         await remote.wait_connected(15)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from specdebug.core import startup  # noqa: E402
 from specdebug.core.profiles import Profile  # noqa: E402
 from specdebug.core.servers import forget_record  # noqa: E402
-from specdebug.remote.connection import SSHRemote  # noqa: E402
+from tests.boxes import ssh_box  # noqa: E402
 from tests.simprofiles import sim_profile as make_sim_profile  # noqa: E402
 from tests.simprofiles import sim_record  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402
@@ -97,7 +97,7 @@ async def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-startup-"))
     sshd = start_sshd(work / "sshd")
-    remote = SSHRemote(
+    remote = ssh_box(
         sshd.alias,
         ssh_config=sshd.config_path,
         keepalive_interval=1.0,

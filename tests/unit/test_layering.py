@@ -13,8 +13,8 @@ from tests.pyparse import parse_file
 def test_core_and_remote_do_not_import_textual():
     code = (
         "import importlib, pkgutil, sys\n"
-        "import specdebug.core, specdebug.remote\n"
-        "for pkg in (specdebug.core, specdebug.remote):\n"
+        "import specdebug.core, specdebug.remote, specdebug.transport\n"
+        "for pkg in (specdebug.core, specdebug.remote, specdebug.transport):\n"
         "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
         "        importlib.import_module(m.name)\n"
         "bad = sorted(n for n in sys.modules if n == 'textual' or n.startswith('textual.'))\n"
@@ -31,12 +31,32 @@ PKG = Path(__file__).resolve().parents[2] / "specdebug"
 # layer -> what it must never import.  The layering, one way:
 #   specdebug.capability (a leaf every layer may use: the write check) and specdebug.errors (the one
 #   error root, SpecdebugError: a leaf below it, which capability's ReadOnlyError derives from)
-#   remote (transport)  <-  core (services)  <-  tui / verbs (front ends);  sim is the simulated box.
+#   transport (the pipe to one machine)  <-  remote (the box client)  <-  core (services)
+#   <-  tui / verbs (front ends);  sim is the simulated box.
 # tui never reaches the verbs (the verbs are the headless twins, not a library for panes), core never
-# needs the simulator, remote never needs core, and neither core nor remote knows textual.
+# needs the simulator, remote never needs core, transport never needs the box client above it, core
+# reaches a transport only through the box client (specdebug.remote), and none of them knows textual.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "tui": ("specdebug.verbs",),
-    "core": ("specdebug.sim", "specdebug.tui", "specdebug.verbs", "specdebug.demo", "textual"),
+    "core": (
+        "specdebug.sim",
+        "specdebug.tui",
+        "specdebug.verbs",
+        "specdebug.demo",
+        "specdebug.transport",
+        "textual",
+    ),
+    "transport": (
+        "specdebug.remote",
+        "specdebug.core",
+        "specdebug.sim",
+        "specdebug.tui",
+        "specdebug.verbs",
+        "specdebug.demo",
+        "specdebug.agent",
+        "specdebug.engines",
+        "textual",
+    ),
     "remote": (
         "specdebug.core",
         "specdebug.sim",
@@ -48,6 +68,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "capability.py": (
         "specdebug.core",
         "specdebug.remote",
+        "specdebug.transport",
         "specdebug.sim",
         "specdebug.tui",
         "specdebug.verbs",
