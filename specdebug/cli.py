@@ -97,7 +97,7 @@ def mistyped_verb(word: str, argv: list[str]) -> str | None:
     close = difflib.get_close_matches(word, [v.name for v in VERBS], n=1, cutoff=0.75)
     if not close:
         return None
-    from specdebug.remote.known_host import host_is_known
+    from specdebug.transport.ssh.known_host import host_is_known
 
     return None if host_is_known(word, ssh_config_arg(argv)) else close[0]
 

@@ -19,9 +19,11 @@ HEAD = """# specdebug: the map of the code
 Generated from the module docstrings by `python -m tests.archmap` (tests/unit/test_architecture_doc.py
 fails when it is out of date). One line per module: the first sentence of its docstring. The design it
 follows is described in the project's DESIGN notes; the layering is enforced by tests/unit/test_layering.py
-(core, engines and remote never import Textual, the TUI never imports verbs, core never imports the sim,
-remote never imports core, engines import nothing above them and never meet remote, box/ is stdlib-only
-for the box's python3 >= 3.7); engine names are spelled only in engines/ and sim/ (test_engine_names.py).
+(core, engines, remote and transport never import Textual, the TUI never imports verbs, core never
+imports the sim, remote never imports core, transport never imports remote or core, core reaches
+transport only through remote, engines import nothing above them and never meet remote or transport,
+box/ is stdlib-only for the box's python3 >= 3.7); engine names are spelled only in engines/ and sim/
+(test_engine_names.py).
 """
 
 

@@ -112,14 +112,14 @@ def forget_records(sshd, names: list[str], sessions: list[Path] = ()) -> None:
     from specdebug.core.journal import Journal
     from specdebug.core.server_control import stop_record
     from specdebug.core.servers import forget_record, load_record
-    from specdebug.remote.connection import SSHRemote
+    from tests.boxes import ssh_box
 
     leftover = set()
     for session in sessions:
         leftover |= set(Book(BisectOptions(), None, ("", ""), "").load(Journal(session).events()).values())
 
     async def forget() -> None:
-        remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+        remote = ssh_box(sshd.alias, ssh_config=sshd.config_path)
         await remote.start()
         try:
             await remote.wait_connected(15)

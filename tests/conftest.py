@@ -1,4 +1,4 @@
-"""Shared fixtures: a real OpenSSH sshd on loopback and a connected SSHRemote to it."""
+"""Shared fixtures: a real OpenSSH sshd on loopback and a connected BoxClient to it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from specdebug.remote.connection import SSHRemote
 from tests import leakcheck
+from tests.boxes import ssh_box
 from tests.sshd_harness import SSHD, Sshd, start_sshd
 
 # CI (SPECDEBUG_REQUIRE_SSHD set by .ci/run) runs the property tests on a fixed set of examples, so a
@@ -71,7 +71,7 @@ def _own_data_dirs(tmp_path_factory):
 def box_state_dir(tmp_path_factory, monkeypatch):
     """This test's own folder for server records on the box (the box is this machine).
 
-    Every SSHRemote and every CLI run the test starts reads SPECDEBUG_STATE_DIR, so no test writes
+    Every BoxClient and every CLI run the test starts reads SPECDEBUG_STATE_DIR, so no test writes
     records into the box user's real home, and parallel runs never see each other's servers."""
     path = tmp_path_factory.mktemp("box-state") / "servers"
     monkeypatch.setenv("SPECDEBUG_STATE_DIR", str(path))
@@ -91,7 +91,7 @@ def sshd(tmp_path_factory) -> Sshd:
 
 @pytest.fixture
 async def remote(sshd: Sshd):
-    r = SSHRemote(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=1.0, connect_timeout=5.0)
+    r = ssh_box(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=1.0, connect_timeout=5.0)
     await r.start()
     await r.wait_connected(15)
     yield r

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
     Table = dict[int, Proc]
     Request = dict[str, Any]
 
-# the resident probe helper's boot line (specdebug.remote.probe): never signal its group
+# the resident probe helper's boot line (specdebug.remote.boxcode): never signal its group
 HELPER_MARK = "exec(zlib.decompress(base64.b64decode("
 SSHD_COMMS = ("sshd", "sshd-session", "sshd-auth")
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")

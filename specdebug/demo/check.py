@@ -41,10 +41,10 @@ async def _check(server: LoopbackSSHServer, profile: Profile, session: Path) -> 
     from specdebug.core.startup.events import Verdict
     from specdebug.core.startup.launch import launch
     from specdebug.core.startup.watch import watch
-    from specdebug.remote.factory import ConnectOptions, connect_host
+    from specdebug.remote.factory import ConnectOptions, SSHOptions, connect_host
 
     journal = Journal(session)
-    remote = connect_host(server.alias, ConnectOptions(ssh_config=server.config_path))
+    remote = connect_host(server.alias, ConnectOptions(ssh=SSHOptions(ssh_config=server.config_path)))
     try:
         t0 = time.monotonic()
         await remote.wait_connected(20)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from specdebug.core.profiles import Profile, load_profile
-from specdebug.remote.factory import ConnectOptions, connect_host
+from specdebug.remote.factory import ConnectOptions, SSHOptions, connect_host
 from specdebug.resources import data_dirs
 from specdebug.sim.box.loopback_sshd import LoopbackSSHServer
 
@@ -88,7 +88,7 @@ def demo_profile(
 async def _stop_server(config: Path, alias: str, profile: Profile, state_dir: Path) -> None:
     from specdebug.core.server_control import stop
 
-    remote = connect_host(alias, ConnectOptions(ssh_config=config, state_dir=str(state_dir)))
+    remote = connect_host(alias, ConnectOptions(ssh=SSHOptions(ssh_config=config), state_dir=str(state_dir)))
     try:
         await remote.wait_connected(5)
         await asyncio.wait_for(stop(remote, profile, grace_s=3.0), 15)
@@ -147,7 +147,7 @@ def run_demo(
     example_dir = find_example(profile_name).resolve().parent
     try:
         remote = connect_host(
-            "simbox", ConnectOptions(ssh_config=server.config_path, state_dir=str(state_dir))
+            "simbox", ConnectOptions(ssh=SSHOptions(ssh_config=server.config_path), state_dir=str(state_dir))
         )
         ctx = AppContext(
             remotes={"simbox": remote},

@@ -1,5 +1,1 @@
-"""Talking to the box: connections, remote commands (argv quoted in one place), streams and forwards."""
-
-from specdebug.remote.libsearch import install as _fast_library_lookup
-
-_fast_library_lookup()  # before any module here imports asyncssh (see libsearch.py)
+"""The box client: the Remote API services use (helper channel, one-shot fallback, streams), over a transport."""

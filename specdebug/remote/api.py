@@ -1,9 +1,11 @@
 """The remote API: the only way core code touches a box.
 
-Core services receive a `Remote` and never see asyncssh, channels or shell syntax.  Two
-implementations exist: `SSHRemote` (specdebug.remote.connection) for real hosts, and the same
-class pointed at the demo's in-process SSH server.  Commands are argv lists; quoting happens
-in one place (specdebug.remote.shell) so user text is never pasted into shell syntax.
+Core services receive a `Remote` and never see asyncssh, channels or shell syntax.  One
+implementation exists: `BoxClient` (specdebug.remote.client) over a Transport (specdebug.transport:
+SSH, a Slurm node, this machine).  Commands are argv lists; where a transport needs shell text it
+quotes in one place (specdebug.transport.ssh.quote), so user text is never pasted into shell syntax.
+The errors and connection states are the transport layer's (specdebug.transport.base), named here
+so services import them from the one API they use.
 
 `Remote` is what services use (commands, files, streams, forwards); `Connection` adds the
 lifecycle that front ends drive (start, restart, close, status listeners, the reconnect
@@ -16,59 +18,41 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from specdebug.errors import SpecdebugError
+from specdebug.transport.base import (
+    ConnectionDropped,
+    ConnState,
+    ConnStatus,
+    Forward,
+    HostKeyRefused,
+    HostSpecError,
+    NotConnected,
+    RemoteError,
+    RequestTimeout,
+    TransportFailed,
+)
 
-
-class RemoteError(SpecdebugError):
-    """Base class of every error the remote layer raises towards core code."""
-
-
-class NotConnected(RemoteError):
-    """The host is not connected right now (connecting, reconnecting or failed)."""
-
-
-class ConnectionDropped(RemoteError):
-    """The connection went away while a request or stream was in flight.
-
-    Streams raise this so the caller can resume (e.g. from a byte offset) once the
-    connection is back: `await remote.wait_connected()`.
-    """
-
-
-class HostKeyRefused(RemoteError):
-    """The host key was unknown and not accepted, or it changed (never accepted)."""
-
-    def __init__(self, message: str, *, host: str, key_type: str, fingerprint: str, changed: bool):
-        super().__init__(message)
-        self.host = host
-        self.key_type = key_type
-        self.fingerprint = fingerprint
-        self.changed = changed
-
-
-class RequestTimeout(RemoteError):
-    """A probe request took longer than its timeout; the channel stays usable."""
-
-
-class ConnState(StrEnum):
-    CONNECTING = "connecting"
-    CONNECTED = "connected"
-    RECONNECTING = "reconnecting"
-    FAILED = "failed"
-    CLOSED = "closed"
-
-
-@dataclass(frozen=True)
-class ConnStatus:
-    """What the UI shows about a host's connection."""
-
-    state: ConnState
-    rtt_ms: float | None = None
-    attempt: int = 0
-    last_error: str | None = None
+__all__ = [
+    "ConnState",
+    "ConnStatus",
+    "Connection",
+    "ConnectionDropped",
+    "FileRead",
+    "Forward",
+    "HostKeyRefused",
+    "HostSpecError",
+    "JobSteps",
+    "NotConnected",
+    "ProcInfo",
+    "Remote",
+    "RemoteError",
+    "RequestTimeout",
+    "RunResult",
+    "StatusListener",
+    "Stream",
+    "TransportFailed",
+]
 
 
 @dataclass
@@ -122,14 +106,6 @@ class ProcInfo:
         return " ".join(self.cmdline) if self.cmdline else f"[{self.comm}]"
 
 
-class Forward(Protocol):
-    """A local TCP port forwarded to host:port on the box; survives reconnects."""
-
-    local_port: int
-
-    async def close(self) -> None: ...
-
-
 class Stream(Protocol):
     """Output of a long-running remote command, line by line.
 
@@ -178,7 +154,7 @@ class Remote(Protocol):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
     ) -> RunResult:
-        """Run a short command through the probe channel (no new SSH channel)."""
+        """Run a short command through the probe channel (no new process on the box)."""
         ...
 
     async def read_files(self, paths: Sequence[str], *, max_bytes: int = 1 << 20) -> list[FileRead]:
@@ -222,7 +198,8 @@ class Remote(Protocol):
         binary: bool = False,
         stderr: bool = False,
     ) -> Stream:
-        """Start a long-running command on its own exec channel (queued under MaxSessions).
+        """Start a long-running command as its own process (over SSH: an exec channel, queued
+        under MaxSessions).
 
         stderr=True merges stderr into the lines (2>&1 on the box)."""
         ...

@@ -16,7 +16,6 @@ from importlib import resources
 from typing import Any
 
 from specdebug.remote.api import RemoteError, RunResult
-from specdebug.remote.shell import sh_join
 
 # box modules whose OPS the helper serves (and the one-shot fallback answers)
 OP_MODULES = ("procctl", "ports", "health")
@@ -70,14 +69,18 @@ def end_spawned_argv(pid: int) -> list[str]:
 
 
 @cache
-def helper_command() -> str:
-    """The resident helper's command line: python3 -c with the bundle compressed (short in `ps`).
+def _helper_argv() -> tuple[str, ...]:
+    packed = base64.b64encode(zlib.compress(_bundle("_helper.serve(_ops)").encode(), 9)).decode()
+    boot = f"import base64,zlib;exec(zlib.decompress(base64.b64decode('{packed}')))"
+    return ("sh", "-c", SPAWN_SH, "sh", "python3", "-u", "-c", boot)
+
+
+def helper_argv() -> list[str]:
+    """The resident helper's argv: python3 -c with the bundle compressed (short in `ps`).
 
     The boot text carries procctl.HELPER_MARK, by which process control recognizes (and never
     signals) a helper's group."""
-    packed = base64.b64encode(zlib.compress(_bundle("_helper.serve(_ops)").encode(), 9)).decode()
-    boot = f"import base64,zlib;exec(zlib.decompress(base64.b64decode('{packed}')))"
-    return sh_join(["sh", "-c", SPAWN_SH, "sh", "python3", "-u", "-c", boot])
+    return list(_helper_argv())
 
 
 @cache

@@ -15,12 +15,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import asyncssh
-
-from specdebug.remote.api import RemoteError
-from specdebug.remote.boxcode import end_spawned_argv, helper_command, noise_warning
+from specdebug.remote.boxcode import end_spawned_argv, helper_argv, noise_warning
 from specdebug.remote.probe import HELPER_START_S, HelperStartFailed, ProbeChannel
-from specdebug.remote.shell import sh_join
+from specdebug.transport.base import RemoteError, Transport
 
 log = logging.getLogger(__name__)
 
@@ -40,20 +37,27 @@ def helper_start_gate() -> asyncio.Semaphore:
 
 
 async def start_helper(
-    conn: asyncssh.SSHClientConnection, name: str, warn: Callable[[str], None]
+    transport: Transport,
+    name: str,
+    warn: Callable[[str], None],
+    *,
+    timeout: float | None = None,
+    quiet: bool = False,
 ) -> tuple[ProbeChannel | None, dict[str, Any] | None]:
     """(the helper channel, its greeting), or (None, None) after a warning saying why not; a python3 that
-    never greeted is ended on the box (OpenSSH would leave it running)."""
+    never greeted is ended on the box (OpenSSH would leave it running).  quiet: the caller treats no
+    helper as a failed connect, so the reason is raised (RemoteError) instead of warned about."""
+    wait_s = HELPER_START_S if timeout is None else timeout  # read now: tests shorten it
     why = ""
     for attempt in range(1, HELPER_ATTEMPTS + 1):
         proc = None
         timed_out = False
         try:
             async with helper_start_gate():
-                proc = await conn.create_process(helper_command(), encoding=None)
-                probe = ProbeChannel(proc, errors=(asyncssh.Error, OSError))
+                proc = await transport.exec(helper_argv())
+                probe = ProbeChannel(proc, errors=(OSError, ConnectionError, ValueError, RemoteError))
                 try:
-                    info = await probe.start(HELPER_START_S)
+                    info = await probe.start(wait_s)
                 finally:
                     if probe.noise:
                         warn(noise_warning(probe.noise))
@@ -62,8 +66,8 @@ async def start_helper(
             why = str(exc)
             timed_out = isinstance(exc.__cause__, TimeoutError)
             if exc.pid is not None:
-                why += await _end_spawned(conn, exc.pid)
-        except (RemoteError, asyncssh.Error, OSError, ValueError, TimeoutError) as exc:
+                why += await _end_spawned(transport, exc.pid)
+        except (RemoteError, OSError, ValueError, TimeoutError) as exc:
             why = str(exc) or type(exc).__name__
         if proc is not None:
             with contextlib.suppress(Exception):  # best effort: the channel may be gone already
@@ -71,15 +75,21 @@ async def start_helper(
         if not timed_out:
             break
         why += f" ({attempt} of {HELPER_ATTEMPTS} tries)"
+    if quiet:
+        raise RemoteError(f"{name}: the helper did not start: {why}")
     log.warning("%s: resident helper unavailable (%s); using one exec channel per request", name, why)
     warn(f"no python3 helper on the box ({why}); probes use exec channels (slower)")
     return None, None
 
 
-async def _end_spawned(conn: asyncssh.SSHClientConnection, pid: int) -> str:
+async def _end_spawned(transport: Transport, pid: int) -> str:
     """End a helper that never greeted; says what was done."""
     try:
-        done = await asyncio.wait_for(conn.run(sh_join(end_spawned_argv(pid))), 10)
-    except (asyncssh.Error, OSError, TimeoutError) as exc:
+        proc = await transport.exec(end_spawned_argv(pid), b"")
+        try:
+            status = await asyncio.wait_for(proc.wait(), 10)
+        finally:
+            proc.close()
+    except (RemoteError, OSError, TimeoutError) as exc:
         return f"; could not end it: {exc}"
-    return "; ended it" if done.exit_status == 0 else f"; ending it failed (exit {done.exit_status})"
+    return "; ended it" if status == 0 else f"; ending it failed (exit {status})"

@@ -1,7 +1,7 @@
 """The client of the resident probe helper (specdebug/box/helper.py), and the decoding of file reads.
 
-Transport-neutral: the channel talks to a reader/writer pair (an object with stdin, stdout, stderr
-and close, like an asyncssh process), so a `kubectl exec -i` or `srun` transport can reuse it.
+Transport-neutral: the channel talks to a transport's Process (stdin, stdout, stderr, close), so
+SSH, srun and this machine share it, as a later `kubectl exec -i` transport will.
 """
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from typing import Any, Protocol
+from typing import Any
 
 from specdebug.remote.api import ConnectionDropped, FileRead, RemoteError, RequestTimeout
 from specdebug.remote.boxcode import FRAME, source
-from specdebug.remote.boxcode import helper_command as helper_command  # the command that starts it
+from specdebug.remote.boxcode import helper_argv as helper_argv  # the argv that starts it
 from specdebug.remote.lines import BoundedLines, LineTooLong
-from specdebug.remote.teardown import best_effort
+from specdebug.transport.base import Process
+from specdebug.transport.teardown import best_effort
 
 HELPER_START_S = 10.0  # a python3 that has not greeted by then is ended (connects go on without it)
 PROBE_LINE_MAX = 96 << 20  # the helper's answers are bounded (runs 2 x 8 MiB, reads 64 MiB) in base64
@@ -32,27 +33,10 @@ class HelperStartFailed(RemoteError):
         self.pid = pid
 
 
-class ProbeTransport(Protocol):
-    """A reader/writer pair to the helper: an asyncssh process, or any other pipe to the box.
-
-    stdout/stderr need a `read(n)` coroutine, stdin `write(bytes)` and `write_eof()`."""
-
-    @property
-    def stdin(self) -> Any: ...
-
-    @property
-    def stdout(self) -> Any: ...
-
-    @property
-    def stderr(self) -> Any: ...
-
-    def close(self) -> None: ...
-
-
 class ProbeChannel:
     """The resident helper on one channel: JSON-line requests, answered by id, overlapping."""
 
-    def __init__(self, proc: ProbeTransport, errors: tuple[type[BaseException], ...] = (OSError,)) -> None:
+    def __init__(self, proc: Process, errors: tuple[type[BaseException], ...] = (OSError,)) -> None:
         self.proc = proc
         self._errors = errors  # what the transport raises when it breaks (asyncssh.Error for SSH)
         self._lines = BoundedLines(proc.stdout, PROBE_LINE_MAX, refuse=True)

@@ -1,13 +1,14 @@
-"""The one place where argv becomes shell text.
+"""Wrapping a box command as argv: extra env, a working folder, the stdin-EOF watchdog.
 
-Every remote command is an argv list; sshd hands the command string to the login shell, so it
-must be quoted.  User text (patterns, env names, paths) only ever appears as a quoted word.
+Every remote command is an argv list, and stays one here: user text (patterns, env names, paths)
+is only ever a word of it, never pasted into shell syntax (the scripts get it as positional
+parameters).  Where a transport needs shell text (SSH), it quotes in one place
+(specdebug.transport.ssh.quote).
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 
 # what a POSIX environment variable name may be: the one rule for profiles, --var and `env K=V`
@@ -17,13 +18,6 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 def is_env_name(name: str) -> bool:
     """True for a name `env NAME=value` and /proc/PID/environ can carry unambiguously."""
     return ENV_NAME_RE.match(name) is not None
-
-
-def sh_join(argv: Sequence[str]) -> str:
-    """Quote an argv list for a POSIX shell (each word survives byte for byte)."""
-    if not argv:
-        raise ValueError("empty argv")
-    return shlex.join(str(a) for a in argv)
 
 
 def env_assignments(env: Mapping[str, str] | None) -> list[str]:
@@ -69,7 +63,7 @@ _WATCHDOG = (
 _WATCHDOG_MERGED = "exec 2>&1; " + _WATCHDOG
 
 
-def watchdog_command(argv: Sequence[str], *, merge_stderr: bool = False) -> str:
-    """Shell text for a long-running stream: argv under the stdin-EOF watchdog."""
+def watchdog_argv(argv: Sequence[str], *, merge_stderr: bool = False) -> list[str]:
+    """argv for a long-running stream: argv under the stdin-EOF watchdog."""
     script = _WATCHDOG_MERGED if merge_stderr else _WATCHDOG
-    return sh_join(["sh", "-c", script, "sh", *argv])
+    return ["sh", "-c", script, "sh", *argv]

@@ -29,7 +29,7 @@ from textual.worker import Worker, WorkerState
 from specdebug.capability import hold_readonly
 from specdebug.core.profiles import Profile
 from specdebug.remote.api import ConnState, ConnStatus
-from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
+from specdebug.transport.ssh.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.tui.context import AppContext
 from specdebug.tui.palette import ActionsProvider
 from specdebug.tui.pane import Pane, RunningServer, describe_error

@@ -124,6 +124,7 @@ def make_remote(host: str, args: argparse.Namespace, *, helper: bool = True) -> 
     for nothing; a few exec channels are cheaper)."""
     from specdebug.remote.factory import (
         ConnectOptions,
+        SSHOptions,
         accept_and_save_keys,
         connect_host,
         refuse_unknown_keys,
@@ -131,8 +132,7 @@ def make_remote(host: str, args: argparse.Namespace, *, helper: bool = True) -> 
 
     policy = accept_and_save_keys if getattr(args, "accept_new_host_key", False) else refuse_unknown_keys
     options = ConnectOptions(
-        ssh_config=getattr(args, "ssh_config", None),
-        on_host_key=policy,
+        ssh=SSHOptions(ssh_config=getattr(args, "ssh_config", None), on_host_key=policy),
         state_dir=getattr(args, "state_dir", None),
         use_helper=helper,
     )
@@ -186,7 +186,7 @@ async def open_remote(
     args: argparse.Namespace, host: str | None = None, *, helper: bool = True
 ) -> AsyncIterator[Connection]:
     """Connected remote for a verb; failures print one clear line and raise VerbExit."""
-    from specdebug.remote.hostspec import HostSpecError
+    from specdebug.remote.api import HostSpecError
 
     host = host or args.host
     kept = KEPT.get()

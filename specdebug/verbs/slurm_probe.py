@@ -13,9 +13,8 @@ import asyncio
 from types import ModuleType
 from typing import Any
 
-from specdebug.remote.api import RemoteError
-from specdebug.remote.hostspec import HostSpecError
-from specdebug.remote.slurm_job import SlurmSpec, job_info
+from specdebug.remote.api import HostSpecError, RemoteError
+from specdebug.transport.slurm.job import SlurmSpec, job_info
 from specdebug.verbs.common import VerbExit, err, open_remote, out, print_json
 
 

@@ -152,8 +152,8 @@ def run_tui_from_argv(argv: list[str]) -> int:
         out(f"specdebug: {NO_TERMINAL}", file=sys.stderr)
         return 2
     from specdebug.core.profiles import ProfileError
-    from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, connect_host
-    from specdebug.remote.hostspec import HostSpecError
+    from specdebug.remote.api import HostSpecError
+    from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, SSHOptions, connect_host
 
     if args.readonly:  # default-deny for the whole process, before anything connects
         from specdebug.capability import enter_readonly_process
@@ -161,7 +161,9 @@ def run_tui_from_argv(argv: list[str]) -> int:
         enter_readonly_process()
     remotes = {}
     prompt = HostKeyPrompt()  # the app's host-key screen answers it once it is up
-    options = ConnectOptions(ssh_config=args.ssh_config, on_host_key=prompt, state_dir=args.state_dir)
+    options = ConnectOptions(
+        ssh=SSHOptions(ssh_config=args.ssh_config, on_host_key=prompt), state_dir=args.state_dir
+    )
     try:
         for host in args.hosts:
             remote = connect_host(host, options)

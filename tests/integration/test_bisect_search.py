@@ -42,8 +42,8 @@ from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile
 from specdebug.core.report import render_markdown
 from specdebug.core.servers import forget_record
-from specdebug.remote.connection import SSHRemote
 from tests.bisectprofiles import CULPRIT, HARMLESS_FLAGS, PAIR, forget_records, harmless_env, write_pair
+from tests.boxes import ssh_box
 
 SEVEN = [*HARMLESS_FLAGS[:4], CULPRIT, *HARMLESS_FLAGS[4:5]]  # 6 flags + 1 env var = 7 knobs
 OOM = ["--mem-fraction-static", "0.99"]  # no room for cuda graphs, fine without them
@@ -121,7 +121,7 @@ async def engine_run(remote, good: Path, bad: Path, options: BisectOptions, jour
 
 
 async def engine_scenarios(sshd, tmp: Path) -> dict:
-    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=1.0, connect_timeout=5.0)
+    remote = ssh_box(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=1.0, connect_timeout=5.0)
     await remote.start()
     await remote.wait_connected(15)
 

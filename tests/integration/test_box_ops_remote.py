@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from specdebug.core.servers import box_call, find_port_holder, health_on_box
-from specdebug.remote.connection import SSHRemote
+from specdebug.remote.client import BoxClient
+from tests.boxes import ssh_box
 
 
 class _Ok(http.server.BaseHTTPRequestHandler):
@@ -39,11 +40,11 @@ def http_port() -> Iterator[int]:
 
 
 @pytest.fixture(params=[True, False], ids=["helper", "exec"])
-async def box(request: pytest.FixtureRequest, sshd) -> AsyncIterator[SSHRemote]:
-    r = SSHRemote(sshd.alias, ssh_config=sshd.config_path, use_helper=request.param, connect_timeout=5.0)
+async def box(request: pytest.FixtureRequest, sshd) -> AsyncIterator[BoxClient]:
+    r = ssh_box(sshd.alias, ssh_config=sshd.config_path, use_helper=request.param, connect_timeout=5.0)
     await r.start()
     await r.wait_connected(15)
-    assert (r._probe is not None) is request.param  # noqa: SLF001 (which path is under test)
+    assert r.has_helper is request.param  # which path is under test
     yield r
     await r.close()
 
@@ -53,7 +54,7 @@ def start_ticks(pid: int) -> int:
     return int(raw[raw.rfind(")") + 2 :].split()[19])
 
 
-async def test_port_holder_and_health(box: SSHRemote, http_port: int) -> None:
+async def test_port_holder_and_health(box: BoxClient, http_port: int) -> None:
     holder = await find_port_holder(box, http_port)
     assert holder.listening and holder.pids  # this test's own process (same user as the box login)
     with socket.socket() as s:
@@ -65,7 +66,7 @@ async def test_port_holder_and_health(box: SSHRemote, http_port: int) -> None:
     assert await health_on_box(box, http_port, "/nope") == 404
 
 
-async def test_group_signal_keeps_its_identity_rules(box: SSHRemote) -> None:
+async def test_group_signal_keeps_its_identity_rules(box: BoxClient) -> None:
     p = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
         t = start_ticks(p.pid)

@@ -7,14 +7,14 @@ import subprocess
 import sys
 
 from specdebug.core.hosts import gather_host_info
-from specdebug.remote.connection import SSHRemote
+from tests.boxes import ssh_box
 
 PATHS = ["/proc/loadavg", "/proc/sys/kernel/hostname", "/nonexistent/file", "/proc/cpuinfo", "/"]
 
 
 async def test_files_without_helper_match_the_helper(sshd) -> None:
-    with_helper = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
-    without = SSHRemote(sshd.alias, ssh_config=sshd.config_path, use_helper=False)
+    with_helper = ssh_box(sshd.alias, ssh_config=sshd.config_path)
+    without = ssh_box(sshd.alias, ssh_config=sshd.config_path, use_helper=False)
     try:
         await with_helper.wait_connected(15)
         await without.wait_connected(15)

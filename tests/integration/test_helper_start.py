@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specdebug.remote import helperstart
-from specdebug.remote.connection import SSHRemote
+from tests.boxes import ssh_box
 from tests.sshd_harness import SSHD, start_sshd
 
 pytestmark = pytest.mark.skipif(SSHD is None, reason="OpenSSH sshd not installed")
@@ -22,7 +22,7 @@ async def test_a_helper_that_never_greets_is_retried_and_its_failure_named(tmp_p
     login.chmod(0o755)
     server = start_sshd(tmp_path / "sshd", extra_config=(f"ForceCommand {login}",))
     monkeypatch.setattr(helperstart, "HELPER_START_S", 1.0)
-    remote = SSHRemote(server.alias, ssh_config=server.config_path, connect_timeout=10.0)
+    remote = ssh_box(server.alias, ssh_config=server.config_path, connect_timeout=10.0)
     try:
         await remote.start()
         await remote.wait_connected(20)

@@ -17,9 +17,9 @@ import pytest
 
 from specdebug.core.bench.gpu import gpu_warnings
 from specdebug.core.hosts import NVIDIA_SMI_ARGV, gather_host_info, parse_nvidia_smi, query_gpus
-from specdebug.remote.connection import SSHRemote
 from specdebug.sim.box import nvidia_smi
 from specdebug.sim.box.loopback_sshd import LoopbackSSHServer
+from tests.boxes import ssh_box
 from tests.sshd_harness import free_port
 from tests.tmux_harness import Tmux
 
@@ -134,7 +134,7 @@ def demo_box():
 
 
 async def test_demo_box_gpus_follow_the_sim(demo_box, tmp_path: Path) -> None:
-    remote = SSHRemote("simbox", ssh_config=demo_box.config_path)
+    remote = ssh_box("simbox", ssh_config=demo_box.config_path)
     await remote.wait_connected(20)
     try:
         info = await gather_host_info(remote)

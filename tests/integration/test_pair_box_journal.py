@@ -17,10 +17,11 @@ from textual.widgets import DataTable
 
 from specdebug.core.bench.models import BenchConfig, BenchResult
 from specdebug.core.boxjournal import BoxJournal, box_path
-from specdebug.remote.connection import SSHRemote
+from specdebug.remote.client import BoxClient
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane
+from tests.boxes import ssh_box
 
 pytestmark = pytest.mark.slow
 
@@ -31,8 +32,8 @@ def result(name: str, tok_s: float, at: float) -> BenchResult:
     )
 
 
-async def other_remote(sshd) -> SSHRemote:
-    r = SSHRemote(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=1.0, connect_timeout=5.0)
+async def other_remote(sshd) -> BoxClient:
+    r = ssh_box(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=1.0, connect_timeout=5.0)
     await r.start()
     await r.wait_connected(15)
     return r

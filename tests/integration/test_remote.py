@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specdebug.remote.api import ConnState, HostKeyRefused
-from specdebug.remote.connection import SSHRemote, accept_and_save_keys
+from specdebug.remote.factory import accept_and_save_keys
+from tests.boxes import ssh_box
 from tests.sshd_harness import start_sshd
 
 
@@ -73,7 +74,7 @@ async def test_changed_host_key_refused_and_nothing_runs(sshd, tmp_path):
     assert r.returncode == 1
     assert "HOST KEY CHANGED" in r.stderr and "SHA256:" in r.stderr
     marker = tmp_path / "ran"
-    remote = SSHRemote("gpubox", ssh_config=cfg, on_host_key=accept_and_save_keys)
+    remote = ssh_box("gpubox", ssh_config=cfg, on_host_key=accept_and_save_keys)
     await remote.start()
     with pytest.raises(HostKeyRefused) as info:
         await remote.wait_connected(10)
@@ -148,7 +149,7 @@ async def test_task_cancel_ends_remote_stream(remote):
 
 async def test_max_sessions_2_ten_streams_complete(sshd, tmp_path):  # sshd: skip without OpenSSH
     server = start_sshd(tmp_path / "sshd2", max_sessions=2)
-    remote = SSHRemote("gpubox", ssh_config=server.config_path)
+    remote = ssh_box("gpubox", ssh_config=server.config_path)
     try:
         await remote.start()
         await remote.wait_connected(10)
@@ -233,7 +234,7 @@ def test_hostile_arguments_arrive_byte_for_byte(sshd, batch):
 
     async def check():
         for use_helper in (True, False):
-            r = SSHRemote("gpubox", ssh_config=sshd.config_path, use_helper=use_helper)
+            r = ssh_box("gpubox", ssh_config=sshd.config_path, use_helper=use_helper)
             try:
                 await r.wait_connected(15)
                 for args in batch:

@@ -21,7 +21,7 @@ from specdebug.core.profiles import load_profile
 from specdebug.core.servers import forget_record, group_members, load_record, state_dir_of
 from specdebug.core.startup.events import Verdict
 from specdebug.core.startup.watch import launch_and_watch
-from specdebug.remote.connection import SSHRemote
+from tests.boxes import ssh_box
 from tests.sshd_harness import free_port
 from tests.tmux_harness import Tmux
 
@@ -57,7 +57,7 @@ def write_profile(folder: Path, name: str) -> Path:
 
 async def _launch_ready(sshd, path: Path):
     profile = load_profile(path)
-    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+    remote = ssh_box(sshd.alias, ssh_config=sshd.config_path)
     await remote.start()
     try:
         await remote.wait_connected(15)
@@ -72,7 +72,7 @@ async def _launch_ready(sshd, path: Path):
 
 
 async def _state_text(sshd, name: str) -> str:
-    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+    remote = ssh_box(sshd.alias, ssh_config=sshd.config_path)
     await remote.start()
     try:
         await remote.wait_connected(15)
@@ -84,7 +84,7 @@ async def _state_text(sshd, name: str) -> str:
 
 
 async def _cleanup(sshd, name: str) -> None:
-    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+    remote = ssh_box(sshd.alias, ssh_config=sshd.config_path)
     await remote.start()
     try:
         await remote.wait_connected(15)

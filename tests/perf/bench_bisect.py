@@ -29,8 +29,8 @@ from specdebug.core.bisect.run import Bisection  # noqa: E402
 from specdebug.core.journal import Journal  # noqa: E402
 from specdebug.core.profiles import load_profile  # noqa: E402
 from specdebug.core.servers import forget_record  # noqa: E402
-from specdebug.remote.connection import SSHRemote  # noqa: E402
 from tests.bisectprofiles import CULPRIT, HARMLESS_FLAGS, PAIR, harmless_env, write_pair  # noqa: E402
+from tests.boxes import ssh_box  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402
 
 
@@ -82,7 +82,7 @@ async def main() -> None:
     sizes = [int(x) for x in args.sizes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="specdebug-bench-bisect-"))
     sshd = start_sshd(work / "sshd")
-    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path, connect_timeout=10)
+    remote = ssh_box(sshd.alias, ssh_config=sshd.config_path, connect_timeout=10)
     await remote.start()
     rows = []
     try:

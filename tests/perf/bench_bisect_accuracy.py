@@ -32,8 +32,8 @@ from specdebug.core.bisect.run import Bisection  # noqa: E402
 from specdebug.core.journal import Journal  # noqa: E402
 from specdebug.core.profiles import load_profile  # noqa: E402
 from specdebug.core.servers import forget_record  # noqa: E402
-from specdebug.remote.connection import SSHRemote  # noqa: E402
 from tests.bisectprofiles import CULPRIT, HARMLESS_FLAGS, NCCL, PAIR, drop_env, harmless_env, write_pair  # noqa: E402
+from tests.boxes import ssh_box  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402
 
 METRIC = "gen_throughput"  # the server's own decode rate: this loaded machine's stalls do not move it
@@ -161,7 +161,7 @@ async def main_async(runs: int, parallel: int, only: set[str]) -> int:
     chosen = [s for s in scenarios() if not only or s.name in only]
     sshd = start_sshd(Path(tempfile.mkdtemp(prefix="bxacc-sshd-")))
     work = Path(tempfile.mkdtemp(prefix="bxacc-"))
-    remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=2.0, connect_timeout=10.0)
+    remote = ssh_box(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=2.0, connect_timeout=10.0)
     rows: list[dict] = []
     try:
         await remote.start()

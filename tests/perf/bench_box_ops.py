@@ -32,7 +32,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specdebug.remote.boxcode import once_argv  # noqa: E402
-from specdebug.remote.connection import SSHRemote  # noqa: E402
+from specdebug.remote.client import BoxClient  # noqa: E402
+from tests.boxes import ssh_box  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402
 
 
@@ -69,16 +70,16 @@ async def main(n: int) -> None:
     got: dict[str, list[float]] = {op: [] for op in reqs}
     try:
         for use_helper in (True, False):
-            remote = SSHRemote(box.alias, ssh_config=box.config_path, use_helper=use_helper)
+            remote = ssh_box(box.alias, ssh_config=box.config_path, use_helper=use_helper)
             await remote.wait_connected(15)
             try:
                 for op, req in reqs.items():
 
-                    async def op_call(op: str = op, req: dict[str, Any] = req, r: SSHRemote = remote) -> Any:
+                    async def op_call(op: str = op, req: dict[str, Any] = req, r: BoxClient = remote) -> Any:
                         return await r.box_op(op, req)
 
                     async def process_call(
-                        op: str = op, req: dict[str, Any] = req, r: SSHRemote = remote
+                        op: str = op, req: dict[str, Any] = req, r: BoxClient = remote
                     ) -> Any:
                         return await r.run(once_argv(op), input=json.dumps(req).encode())
 

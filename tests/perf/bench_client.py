@@ -91,7 +91,7 @@ async def through_forward(port: int, tokens: int) -> tuple[float, float] | None:
     """(bare reader through an OpenSSH `ssh -L` forward, builtin client through specdebug's own forward),
     both to the same server through the same loopback sshd: the issue's "same forward" comparison."""
     try:
-        from specdebug.remote.connection import SSHRemote
+        from tests.boxes import ssh_box
         from tests.sshd_harness import free_port, start_sshd
     except ImportError:
         return None
@@ -125,7 +125,7 @@ async def through_forward(port: int, tokens: int) -> tuple[float, float] | None:
                 except OSError:
                     await asyncio.sleep(0.1)
             bare = max([await bare_reader(local, tokens) for _ in range(2)])
-            remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path)
+            remote = ssh_box(sshd.alias, ssh_config=sshd.config_path)
             await remote.start()
             await remote.wait_connected(15)
             fwd = await remote.forward_local_port(port)

@@ -35,7 +35,7 @@ from specdebug.core.servers import forget_record, load_record  # noqa: E402
 from specdebug.core.startup.events import ServerState, Verdict  # noqa: E402
 from specdebug.core.startup.monitor import ServerMonitor, watch_liveness  # noqa: E402
 from specdebug.core.startup.watch import launch_and_watch
-from specdebug.remote.connection import SSHRemote  # noqa: E402
+from tests.boxes import ssh_box  # noqa: E402
 from tests.simprofiles import sim_profile  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402
 
@@ -113,7 +113,7 @@ async def main() -> None:
         ControlPath=f"{work}/cm-%p",
         ControlPersist="60",
     )
-    remote = SSHRemote(
+    remote = ssh_box(
         sshd.alias, ssh_config=sshd.config_path, connect_timeout=5.0, state_dir=str(work / "servers")
     )
     names: list[str] = []

@@ -33,12 +33,13 @@ from specdebug.core.drift.snapshot import take_snapshot  # noqa: E402
 from specdebug.core.profiles import Profile  # noqa: E402
 from specdebug.core.stacks.collect import run_box_module  # noqa: E402
 from specdebug.core.stacks.group import Worker, group_workers, main_frames  # noqa: E402
-from specdebug.remote.connection import SSHRemote  # noqa: E402
+from specdebug.remote.client import BoxClient  # noqa: E402
 from specdebug.sim.box.local import start_local_sim  # noqa: E402
+from tests.boxes import ssh_box  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402
 
 
-async def stacks_once(remote: SSHRemote, launcher: int) -> int:
+async def stacks_once(remote: BoxClient, launcher: int) -> int:
     """The verb's path without a launch record: the tree under the launcher, then one py-spy per rank."""
     procs = await remote.processes(root_pid=launcher)
     ranks = [p for p in procs if any("scheduler_TP" in a for a in p.cmdline)]
@@ -75,7 +76,7 @@ async def main(n: int, count: int) -> None:
     sleepers = None
     try:
         sim.wait_ready(90)
-        remote = SSHRemote(box.alias, ssh_config=box.config_path, state_dir=str(tmp / "state" / "servers"))
+        remote = ssh_box(box.alias, ssh_config=box.config_path, state_dir=str(tmp / "state" / "servers"))
         await remote.wait_connected(15)
         profile = Profile.model_validate({"name": "perf", "server": {"argv": [sys.executable, "-m", "x"]}})
         t0 = time.perf_counter()

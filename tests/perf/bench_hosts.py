@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from textual.widgets import DataTable  # noqa: E402
 
 from specdebug.remote.api import ConnState  # noqa: E402
-from specdebug.remote.connection import SSHRemote  # noqa: E402
 from specdebug.tui.app import SpecdebugApp  # noqa: E402
 from specdebug.tui.context import AppContext  # noqa: E402
 from specdebug.tui.panes import hosts as hosts_pane  # noqa: E402
+from tests.boxes import ssh_box  # noqa: E402
 
 
 def write_config(server, path: Path, aliases: list[str]) -> Path:
@@ -50,7 +50,7 @@ def write_config(server, path: Path, aliases: list[str]) -> Path:
 
 async def run_tui(cfg: Path, aliases: list[str], seconds: float, presses: int) -> dict:
     hosts_pane.REFRESH_S = 1.0
-    remotes = {a: SSHRemote(a, ssh_config=cfg) for a in aliases}
+    remotes = {a: ssh_box(a, ssh_config=cfg) for a in aliases}
     app = SpecdebugApp(AppContext(remotes=remotes, selected=aliases[0]))
     out: dict = {}
     async with app.run_test(size=(160, 90)) as pilot:

@@ -4,7 +4,7 @@
 
 Without --host it starts its own loopback sshd and a box user whose shell does nothing at start
 (tests/perf/cleanbox.py). Each figure is
-measured for specdebug's follower (on-box python agent + SSHRemote + LogParser) and, in the same
+measured for specdebug's follower (on-box python agent + BoxClient + LogParser) and, in the same
 run on the same appended lines, for `ssh -F cfg HOST 'tail -F FILE | grep --line-buffered ...'`
 with the same parser applied to what it delivers. Lines are appended on the box by a small
 writer started over SSH that stamps each line with its wall-clock write time, so latency is
@@ -394,7 +394,7 @@ async def cli_compare(
 
 
 async def run(args: argparse.Namespace) -> dict[str, float]:
-    from specdebug.remote.connection import SSHRemote
+    from tests.boxes import ssh_box
 
     result: dict[str, float] = {}
     if not args.cli_only:
@@ -425,7 +425,7 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             cfg, host = str(box.config), box.alias
             print(describe(box), flush=True)
             res_dir = None  # the box user's own temp folder on the box
-        remote = SSHRemote(host, ssh_config=cfg, keepalive_interval=5.0, connect_timeout=10.0)
+        remote = ssh_box(host, ssh_config=cfg, keepalive_interval=5.0, connect_timeout=10.0)
         await remote.start()
         await remote.wait_connected(20)
         try:

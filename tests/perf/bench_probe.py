@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from specdebug.remote.connection import SSHRemote  # noqa: E402
+from tests.boxes import ssh_box  # noqa: E402
 
 
 def median_ms(samples: list[float]) -> float:
@@ -29,7 +29,7 @@ def median_ms(samples: list[float]) -> float:
 
 
 async def probe_channel(cfg: str, host: str, n: int) -> list[float]:
-    remote = SSHRemote(host, ssh_config=cfg)
+    remote = ssh_box(host, ssh_config=cfg)
     await remote.wait_connected(15)
     for _ in range(20):  # warm up
         await remote.read_files(["/proc/loadavg"])

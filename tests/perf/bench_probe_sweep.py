@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from specdebug.box.proclist import ProcCache  # noqa: E402
 from specdebug.core.env.model import EnvQuery
 from specdebug.core.env.probe import check_env
-from specdebug.remote.connection import SSHRemote  # noqa: E402
+from specdebug.remote.client import BoxClient  # noqa: E402
+from tests.boxes import ssh_box  # noqa: E402
 
 SETTLE_S = 11.0
 WORKERS = 8
@@ -92,7 +93,7 @@ def ms(samples: list[float]) -> float:
 class Unfiltered:
     """The remote as the probe used it before: every listing is the whole process table."""
 
-    def __init__(self, remote: SSHRemote) -> None:
+    def __init__(self, remote: BoxClient) -> None:
         self._remote = remote
 
     async def processes(self, **_filter: object):
@@ -118,7 +119,7 @@ def helper_side(tag: str, n: int) -> tuple[float, float]:
 async def measure(
     cfg: str, host: str, tag: str, n: int
 ) -> tuple[list[float], list[float], list[int], list[float]]:
-    remote = SSHRemote(host, ssh_config=cfg)
+    remote = ssh_box(host, ssh_config=cfg)
     await remote.wait_connected(15)
     query = EnvQuery(match=f"^benchworker-{tag}-")
     probe, full = [], []

@@ -32,7 +32,7 @@ from specdebug.core.servers import forget_record  # noqa: E402
 from specdebug.core.startup.events import Verdict
 from specdebug.core.startup.launch import launch
 from specdebug.core.startup.watch import launch_and_watch
-from specdebug.remote.connection import SSHRemote  # noqa: E402
+from tests.boxes import ssh_box  # noqa: E402
 from tests.simprofiles import sim_profile as make_sim_profile  # noqa: E402
 from tests.simprofiles import sim_record  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402
@@ -100,7 +100,7 @@ async def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-startup-"))
     sshd = start_sshd(work / "sshd")
-    remote = SSHRemote(
+    remote = ssh_box(
         sshd.alias,
         ssh_config=sshd.config_path,
         keepalive_interval=1.0,

@@ -21,7 +21,8 @@ import pytest
 
 from specdebug.core.hosts import query_gpus
 from specdebug.remote.api import RemoteError
-from specdebug.remote.connection import SSHRemote
+from specdebug.remote.client import BoxClient
+from tests.boxes import ssh_box
 from tests.security.boxkit import run, unique, write_profile
 from tests.sshd_harness import start_sshd
 
@@ -65,8 +66,8 @@ def _tagged(tag: str) -> list[int]:
     return out
 
 
-async def _connect(box, **kw) -> SSHRemote:
-    r = SSHRemote(box.alias, ssh_config=box.config_path, connect_timeout=5.0, **kw)
+async def _connect(box, **kw) -> BoxClient:
+    r = ssh_box(box.alias, ssh_config=box.config_path, connect_timeout=5.0, **kw)
     await r.start()
     await r.wait_connected(30)
     return r

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specdebug.core.logs.follow import Follower
-from specdebug.remote.connection import SSHRemote
+from tests.boxes import ssh_box
 from tests.security.cli_run import run_cli
 from tests.sshd_harness import SSHD, Sshd, start_sshd
 from tests.unit.test_log_follow_local import Pump
@@ -28,7 +28,7 @@ def sshd_one_session(tmp_path_factory) -> Sshd:
 
 @pytest.fixture
 async def remote_one(sshd_one_session: Sshd):
-    r = SSHRemote(
+    r = ssh_box(
         sshd_one_session.alias,
         ssh_config=sshd_one_session.config_path,
         keepalive_interval=1.0,

@@ -20,7 +20,8 @@ import pytest
 
 from specdebug.core.boxjournal import BoxJournal
 from specdebug.remote.api import RemoteError
-from specdebug.remote.connection import SSHRemote
+from specdebug.remote.client import BoxClient
+from tests.boxes import ssh_box
 from tests.security.boxusers import BoxUser, box_users, cli, shared_tmp, skip_reason, users_sshd
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))]
@@ -34,8 +35,8 @@ def sshd():
         yield server
 
 
-async def login_as(user: BoxUser) -> SSHRemote:
-    r = SSHRemote(user.alias, ssh_config=user.config, keepalive_interval=1.0, connect_timeout=10.0)
+async def login_as(user: BoxUser) -> BoxClient:
+    r = ssh_box(user.alias, ssh_config=user.config, keepalive_interval=1.0, connect_timeout=10.0)
     await r.start()
     await r.wait_connected(30)
     return r

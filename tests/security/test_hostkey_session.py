@@ -14,12 +14,12 @@ import shutil
 import pytest
 
 from specdebug.remote.api import ConnState, HostKeyRefused
-from specdebug.remote.connection import SSHRemote
-from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, connect_host
+from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, SSHOptions, connect_host
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.hosts import HostsPane
 from specdebug.tui.screens.hostkey import HostKeyScreen
+from tests.boxes import ssh_box
 from tests.sshd_harness import SSHD, start_sshd
 
 pytestmark = [
@@ -49,7 +49,9 @@ async def test_key_accepted_once_then_changed_is_refused(tmp_path) -> None:
     cfg = first.write_client_config(tmp_path / "ssh_config", kh)
     second = None
     prompt = HostKeyPrompt()  # the app answers it: the key screen
-    options = ConnectOptions(ssh_config=cfg, on_host_key=prompt, keepalive_interval=1.0, connect_timeout=5.0)
+    options = ConnectOptions(
+        ssh=SSHOptions(ssh_config=cfg, on_host_key=prompt, keepalive_interval=1.0, connect_timeout=5.0)
+    )
     remote = connect_host("gpubox", options)
     ctx = AppContext(remotes={"gpubox": remote}, selected="gpubox", host_key_prompt=prompt)
     app = SpecdebugApp(ctx, panes=[HostsPane])
@@ -86,7 +88,7 @@ async def test_key_accepted_once_then_changed_is_refused(tmp_path) -> None:
 
         # the same words as a headless verb whose known_hosts holds the first key
         headless_cfg = second.write_client_config(tmp_path / "headless_config", first.known_hosts)
-        headless = SSHRemote("gpubox", ssh_config=headless_cfg, connect_timeout=5.0)
+        headless = ssh_box("gpubox", ssh_config=headless_cfg, connect_timeout=5.0)
         try:
             with pytest.raises(HostKeyRefused) as info:
                 await headless.wait_connected(15)

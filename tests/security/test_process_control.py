@@ -28,7 +28,7 @@ from specdebug.core.profiles import Profile
 from specdebug.core.server_control import LaunchRefused
 from specdebug.core.servers import box_call, find_port_holder, load_record
 from specdebug.core.startup.launch import launch
-from specdebug.remote.connection import SSHRemote
+from tests.boxes import ssh_box
 from tests.sshd_harness import SSHD, free_port, start_sshd
 
 pytestmark = pytest.mark.slow
@@ -382,7 +382,7 @@ def _unshare_works() -> bool:
 )
 async def test_pid_1_of_a_pid_namespace(tmp_path_factory, tmp_path) -> None:
     box = start_sshd(tmp_path_factory.mktemp("nssshd"), wrap=["unshare", "--pid", "--fork", "--mount-proc"])
-    remote = SSHRemote(box.alias, ssh_config=box.config_path, connect_timeout=5.0)
+    remote = ssh_box(box.alias, ssh_config=box.config_path, connect_timeout=5.0)
     try:
         await remote.start()
         await remote.wait_connected(15)

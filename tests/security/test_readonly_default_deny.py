@@ -34,13 +34,14 @@ from specdebug.core.profiles import Profile
 from specdebug.core.servers import group_members, load_record
 from specdebug.core.startup.launch import launch
 from specdebug.core.startup.watch import launch_and_watch
-from specdebug.remote.connection import SSHRemote
-from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, connect_host
+from specdebug.remote.client import BoxClient
+from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, SSHOptions, connect_host
 from specdebug.tui.app import ActionsProvider, SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.widgets.seats import SeatsProvider
+from tests.boxes import ssh_box
 from tests.simprofiles import sim_profile
 
 pytestmark = pytest.mark.slow
@@ -102,8 +103,8 @@ class Launched:
     verdict: object
 
 
-def writer(sshd, state_dir: Path) -> SSHRemote:
-    return SSHRemote(
+def writer(sshd, state_dir: Path) -> BoxClient:
+    return ssh_box(
         sshd.alias,
         ssh_config=sshd.config_path,
         keepalive_interval=1.0,
@@ -160,7 +161,7 @@ async def test_no_action_mutates_in_readonly(
         journal_dir = tmp_path / "ro-session"
         before = snapshot(record_path, sshd.known_hosts, journal_dir)
 
-        ro_remote = SSHRemote(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=1.0)
+        ro_remote = ssh_box(sshd.alias, ssh_config=sshd.config_path, keepalive_interval=1.0)
         journal = Journal(journal_dir)
         ctx = AppContext(
             remotes={sshd.alias: ro_remote},
@@ -237,7 +238,9 @@ async def test_unknown_host_key_is_not_saved_from_a_readonly_app(sshd, tmp_path:
     known.write_text("")
     config = sshd.write_client_config(tmp_path / "ssh_config", known)
     prompt = HostKeyPrompt()  # the app's key screen decides, as `specdebug HOST` wires it
-    ro_remote = connect_host(sshd.alias, ConnectOptions(ssh_config=config, on_host_key=prompt))
+    ro_remote = connect_host(
+        sshd.alias, ConnectOptions(ssh=SSHOptions(ssh_config=config, on_host_key=prompt))
+    )
     ctx = AppContext(
         remotes={sshd.alias: ro_remote}, selected=sshd.alias, readonly=True, host_key_prompt=prompt
     )

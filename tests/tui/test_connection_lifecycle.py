@@ -7,7 +7,7 @@ import logging
 
 from specdebug.remote.api import Connection, ConnState, Remote
 from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, connect_host
-from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision
+from specdebug.transport.ssh.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.hosts import HostsPane

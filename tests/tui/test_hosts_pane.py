@@ -7,13 +7,13 @@ import asyncio
 from textual.widgets import DataTable
 
 from specdebug.remote.api import ConnState, ConnStatus
-from specdebug.remote.connection import SSHRemote
-from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, connect_host
+from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, SSHOptions, connect_host
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.hosts import HostsPane
 from specdebug.tui.screens.help import HelpScreen
 from specdebug.tui.screens.hostkey import HostKeyScreen
+from tests.boxes import ssh_box
 from tests.tui.fakes import StillRemote, sample_host_info
 
 
@@ -26,7 +26,7 @@ async def _wait_for(pilot, predicate, timeout=15.0):
 
 
 async def test_hosts_pane_shows_connected_host_and_gpus(sshd):
-    remote = SSHRemote("gpubox", ssh_config=sshd.config_path)
+    remote = ssh_box("gpubox", ssh_config=sshd.config_path)
     app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox"))
     async with app.run_test(size=(140, 40)) as pilot:
         pane = app.query_one(HostsPane)
@@ -41,7 +41,7 @@ async def test_hosts_pane_shows_connected_host_and_gpus(sshd):
 def _asking_remote(cfg):
     """A connection whose host-key decision is the app's key screen (as `specdebug HOST` builds it)."""
     prompt = HostKeyPrompt()
-    return connect_host("gpubox", ConnectOptions(ssh_config=cfg, on_host_key=prompt)), prompt
+    return connect_host("gpubox", ConnectOptions(ssh=SSHOptions(ssh_config=cfg, on_host_key=prompt))), prompt
 
 
 async def test_unknown_host_key_modal_accept_and_save(sshd, tmp_path):
@@ -93,8 +93,8 @@ async def test_silent_host_never_blocks_the_ui_or_the_other_host(sshd):
     silent.bind(("127.0.0.1", 0))
     silent.listen()
     port = silent.getsockname()[1]
-    slow = SSHRemote(f"nobody@127.0.0.1:{port}", connect_timeout=1.0)
-    good = SSHRemote("gpubox", ssh_config=sshd.config_path)
+    slow = ssh_box(f"nobody@127.0.0.1:{port}", connect_timeout=1.0)
+    good = ssh_box("gpubox", ssh_config=sshd.config_path)
     app = SpecdebugApp(
         AppContext(remotes={"slow": slow, "gpubox": good}, selected="gpubox"), panes=[HostsPane]
     )

@@ -11,7 +11,6 @@ import http.server
 import json
 import os
 import pwd
-import shlex
 import signal
 import socket
 import subprocess
@@ -27,7 +26,7 @@ import pytest
 from specdebug.box.procctl import HELPER_MARK
 from specdebug.core.startup.launch import LAUNCH_REPORT, LAUNCH_SCRIPT, parse_launch_report
 from specdebug.remote.api import RemoteError, RunResult
-from specdebug.remote.boxcode import helper_command, once_argv, once_reply, python_argv, source
+from specdebug.remote.boxcode import helper_argv, once_argv, once_reply, python_argv, source
 from specdebug.remote.probe import READ_FILES_SH, parse_read_files
 from tests.boxframes import read_frame
 
@@ -41,9 +40,7 @@ class Helper:
     """The resident helper bundle as the SSH exec channel starts it, spoken to over its pipes."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            local(shlex.split(helper_command())), stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
+        self.proc = subprocess.Popen(local(helper_argv()), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self.hello = read_frame(self.proc.stdout)
         self._id = 0
@@ -100,7 +97,7 @@ def own_group() -> Iterator[subprocess.Popen[bytes]]:
 
 def test_the_helper_boot_carries_the_mark_process_control_refuses() -> None:
     """procctl never signals a group holding a helper; it knows one by this text in its command line."""
-    assert HELPER_MARK in helper_command()
+    assert HELPER_MARK in " ".join(helper_argv())
     assert HELPER_MARK not in " ".join(once_argv("check"))  # the one-shot process is no resident helper
 
 

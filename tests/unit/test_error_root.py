@@ -50,7 +50,7 @@ def test_the_root_carries_message_and_hint_and_old_families_keep_their_bases() -
     assert str(e) == e.message == "journal full" and e.hint == "free some disk"
     from specdebug.capability import ReadOnlyError
     from specdebug.core.journal import JournalError
-    from specdebug.remote.hostspec import HostSpecError
+    from specdebug.remote.api import HostSpecError
 
     denied = ReadOnlyError("launch")
     assert isinstance(denied, PermissionError) and isinstance(denied, SpecdebugError)

@@ -1,8 +1,9 @@
 import pytest
 
 from specdebug.core.hosts import decode_throttle, parse_nvidia_smi
-from specdebug.remote.hostspec import HostSpec, HostSpecError
-from specdebug.remote.shell import sh_join, watchdog_command
+from specdebug.remote.shell import watchdog_argv
+from specdebug.transport.ssh.hostspec import HostSpec, HostSpecError
+from specdebug.transport.ssh.quote import sh_join
 
 
 def test_parse_rows_with_na_and_short_rows():
@@ -46,7 +47,7 @@ def test_bad_host_spec_and_missing_config():
 
 
 def test_watchdog_keeps_argv_as_positional_words():
-    cmd = watchdog_command(["echo", "$(id)", "a;b"])
+    cmd = sh_join(watchdog_argv(["echo", "$(id)", "a;b"]))
     assert "'$(id)'" in cmd and "'a;b'" in cmd
     assert sh_join(["x", "it's"]) == "x 'it'\"'\"'s'"
 

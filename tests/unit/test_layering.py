@@ -13,8 +13,8 @@ from tests.pyparse import parse_file
 def test_core_engines_and_remote_do_not_import_textual():
     code = (
         "import importlib, pkgutil, sys\n"
-        "import specdebug.core, specdebug.engines, specdebug.remote\n"
-        "for pkg in (specdebug.core, specdebug.engines, specdebug.remote):\n"
+        "import specdebug.core, specdebug.engines, specdebug.remote, specdebug.transport\n"
+        "for pkg in (specdebug.core, specdebug.engines, specdebug.remote, specdebug.transport):\n"
         "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
         "        importlib.import_module(m.name)\n"
         "bad = sorted(n for n in sys.modules if n == 'textual' or n.startswith('textual.'))\n"
@@ -31,20 +31,41 @@ PKG = Path(__file__).resolve().parents[2] / "specdebug"
 # layer -> what it must never import.  The layering, one way:
 #   specdebug.capability (a leaf every layer may use: the write check) and specdebug.errors (the one
 #   error root, SpecdebugError: a leaf below it, which capability's ReadOnlyError derives from)
-#   engines (what SGLang/vLLM do) and remote (transport), which never import each other
-#     <-  core (services)  <-  tui / verbs (front ends);  sim is the simulated box.
+#   engines (what SGLang/vLLM do) and transport (the pipe to one machine)  <-  remote (the box
+#   client)  <-  core (services)  <-  tui / verbs (front ends);  sim is the simulated box.
 # tui never reaches the verbs (the verbs are the headless twins, not a library for panes), core never
-# needs the simulator, remote never needs core, engines need nothing above them (pure data and pure
-# functions over it), and none of core, engines or remote knows textual.
+# needs the simulator, remote never needs core, transport never needs the box client above it, core
+# reaches a transport only through the box client (specdebug.remote), engines need nothing above them
+# (pure data and pure functions over it) and never meet remote or transport, and none of core,
+# engines, remote or transport knows textual.
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "tui": ("specdebug.verbs", "specdebug.cli"),
     # the command line sits above the verbs: they (and the agent) read the verb table in verbs/table.py
     "verbs": ("specdebug.cli",),
     "agent": ("specdebug.cli",),
-    "core": ("specdebug.sim", "specdebug.tui", "specdebug.verbs", "specdebug.demo", "textual"),
+    "core": (
+        "specdebug.sim",
+        "specdebug.tui",
+        "specdebug.verbs",
+        "specdebug.demo",
+        "specdebug.transport",
+        "textual",
+    ),
+    "transport": (
+        "specdebug.remote",
+        "specdebug.core",
+        "specdebug.sim",
+        "specdebug.tui",
+        "specdebug.verbs",
+        "specdebug.demo",
+        "specdebug.agent",
+        "specdebug.engines",
+        "textual",
+    ),
     "engines": (
         "specdebug.core",
         "specdebug.remote",
+        "specdebug.transport",
         "specdebug.sim",
         "specdebug.tui",
         "specdebug.verbs",
@@ -66,6 +87,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "specdebug.core",
         "specdebug.engines",
         "specdebug.remote",
+        "specdebug.transport",
         "specdebug.sim",
         "specdebug.tui",
         "specdebug.verbs",

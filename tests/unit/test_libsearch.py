@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from specdebug.remote.libsearch import find_in_folders
+from specdebug.transport.ssh.libsearch import find_in_folders
 
 SPY = """
 import subprocess
@@ -15,7 +15,7 @@ def spy(self, args, *a, **k):
     started.append(args)
     return real(self, args, *a, **k)
 subprocess.Popen.__init__ = spy
-import specdebug.remote.connection, specdebug.remote.factory
+import specdebug.transport.ssh.transport, specdebug.remote.factory
 print(started)
 """
 

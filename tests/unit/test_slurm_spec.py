@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from specdebug.remote.api import HostSpecError
 from specdebug.remote.factory import address_note
-from specdebug.remote.hostspec import HostSpecError
-from specdebug.remote.slurm_job import SlurmSpec, is_loopback, parse_record, srun_argv
-from specdebug.remote.slurm_steps import parse_step_output
+from specdebug.transport.local import is_loopback
+from specdebug.transport.slurm.job import SlurmSpec, parse_record, srun_argv
+from specdebug.transport.slurm.steps import parse_step_output
 
 
 def test_specs_name_a_job_and_maybe_a_node() -> None:

@@ -112,10 +112,14 @@ def default_leader_address(host: str, ssh_config: str | Path | None = None) -> s
     if host.startswith("slurm:"):
         parts = host.split(":")
         return parts[2] if len(parts) > 2 and parts[2] else parts[1]
-    from specdebug.remote.hostspec import HostSpec, HostSpecError, resolve
+    from specdebug.remote.api import HostSpecError
+    from specdebug.remote.factory import ssh_hostname
 
     try:
-        return resolve(HostSpec.parse(host, ssh_config)).hostname
+        name = ssh_hostname(host, ssh_config)
+        if name is None:
+            raise ValueError(f"{host}: not an ssh address")
+        return name
     except (HostSpecError, OSError, ValueError):
         m = re.fullmatch(r"(?:[^@]+@)?(\[[^\]]+\]|[^:]+)(?::\d+)?", host)
         return (m.group(1) if m else host).strip("[]")

@@ -9,7 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from specdebug.remote.hostkeys import HostKeyInfo, KeyDecision, known_hosts_name
+from specdebug.transport.ssh.hostkeys import HostKeyInfo, KeyDecision, known_hosts_name
 
 
 class HostKeyScreen(ModalScreen[KeyDecision]):

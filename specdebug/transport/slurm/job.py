@@ -9,23 +9,21 @@ argv and the parsing of their answers (scontrol's one-line records); the transpo
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specdebug.remote.api import RemoteError
-from specdebug.remote.hostspec import HostSpecError
+from specdebug.transport.base import HostSpecError, RemoteError, TransportFailed
 
 SCHEME = "slurm:"
 _SPEC_RE = re.compile(r"slurm:(?P<job>[0-9]{1,12})(?::(?P<node>[A-Za-z0-9][A-Za-z0-9._-]{0,199}))?")
 
 
-class SlurmMissing(RemoteError):
+class SlurmMissing(TransportFailed):
     """The Slurm client programs are not installed here: retrying cannot help."""
 
 
-class JobGone(RemoteError):
+class JobGone(TransportFailed):
     """The allocation is not running (ended, cancelled, pending, unknown): no node to run on."""
 
 
@@ -145,18 +143,6 @@ async def node_address(node: str) -> str | None:
     if rc != 0 or not out.strip():
         return None
     return parse_record(out.splitlines()[0]).get("NodeAddr") or None
-
-
-def is_loopback(address: str | None) -> bool:
-    """True when the node's address is this machine's loopback (its ports are ours to reach)."""
-    if not address:
-        return False
-    if address == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 async def job_steps(job: str) -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import asyncssh
 from asyncssh.config import SSHClientConfig
 
-from specdebug.errors import SpecdebugError
+from specdebug.transport.base import HostSpecError
 
 IGNORED_OPTIONS = {
     "stricthostkeychecking": "StrictHostKeyChecking (specdebug always verifies host keys itself)",
@@ -26,10 +26,6 @@ IGNORED_OPTIONS = {
     "remoteforward": "RemoteForward",
     "dynamicforward": "DynamicForward",
 }
-
-
-class HostSpecError(ValueError, SpecdebugError):
-    """A host spec or ssh config problem the user must fix (exit code 2)."""
 
 
 @dataclass

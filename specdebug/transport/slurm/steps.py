@@ -16,13 +16,13 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 
-from specdebug.remote.api import RemoteError, RunResult
-from specdebug.remote.boxcode import source
-from specdebug.remote.slurm_job import cancel_step, job_steps, srun_argv
+from specdebug.transport.base import RemoteError
+from specdebug.transport.slurm.job import cancel_step, job_steps, srun_argv
 
-STEP_HOLD = source("step_hold.sh")
+STEP_HOLD = resources.files("specdebug.box").joinpath("step_hold.sh").read_text(encoding="utf-8")
 # here, in the background of a throwaway sh: srun's output to a file, then its exit status
 _DETACH = 'out=$1; shift; { "$@" >"$out" 2>&1 </dev/null; echo "srun-exit $?" >>"$out"; } & exit 0'
 
@@ -49,8 +49,9 @@ def parse_step_output(text: str) -> tuple[int | None, str | None, str, str | Non
 
 async def launch_step(
     job: str, node: str, argv: Sequence[str], *, name: str, timeout: float = 30.0
-) -> tuple[RunResult, str]:
-    """Run `argv` (a launch) on NODE as a step held by step_hold.sh; returns its output and step id."""
+) -> tuple[int, bytes, str]:
+    """Run `argv` (a launch) on NODE as a step held by step_hold.sh: its exit status, its output
+    and the step id."""
     words = srun_argv(job, node, ["sh", "-c", STEP_HOLD, "sh", *argv], name=name)
     folder = Path(tempfile.mkdtemp(prefix="specdebug-step-"))
     out = folder / "srun.out"
@@ -74,7 +75,7 @@ async def launch_step(
             if failure is not None:
                 raise RemoteError(f"launch step on {node} failed: {failure}")
             if rc is not None and step is not None:
-                return RunResult(exit_status=rc, stdout=lines.encode()), step
+                return rc, lines.encode(), step
             if time.monotonic() > deadline:
                 raise RemoteError(
                     f"launch step on {node} did not report within {timeout:g} s: {text.strip()[-300:]!r}"

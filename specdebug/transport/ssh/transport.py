@@ -1,0 +1,265 @@
+"""SSHTransport: one asyncssh connection to a host, as a Transport.
+
+- `connect()` is one attempt: host keys are verified against known_hosts (see hostkeys.py), an
+  unknown key goes to the front end's decision, a changed one is refused.  The box client
+  (specdebug.remote.session) retries with backoff: asyncssh never reconnects and has keepalive off
+  by default; both are ours.
+- Each `exec` is an exec channel under a session-slot limiter that learns the server's MaxSessions
+  when an open fails, and queues the rest (slots.py).  The argv is quoted here, the one place where
+  it becomes shell text (sshd hands a command string to the login shell).
+- Forwards are bound again on the same local port after a reconnect (forward.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import asyncssh
+
+from specdebug.transport.base import (
+    AuthFailed,
+    ConnectionDropped,
+    HostKeyRefused,
+    NotConnected,
+    RemoteError,
+)
+from specdebug.transport.ssh import hostkeys
+from specdebug.transport.ssh.forward import SSHForward
+from specdebug.transport.ssh.hostkeys import KeyDecision
+from specdebug.transport.ssh.hostspec import HostSpec, ResolvedHost, resolve
+from specdebug.transport.ssh.options import HostKeyCallback, SSHOptions
+from specdebug.transport.ssh.process import SSHProcess
+from specdebug.transport.ssh.quote import sh_join
+from specdebug.transport.ssh.slots import SlotLimiter
+from specdebug.transport.teardown import best_effort
+
+_CONNECT_ERRORS = (OSError, asyncssh.Error, TimeoutError, asyncio.TimeoutError)
+
+
+class SSHTransport:
+    """One host over SSH.  `connect()`, `exec`/`forward`, `close()` (the box client drives it)."""
+
+    def __init__(self, spec: str | HostSpec, options: SSHOptions | None = None) -> None:
+        o = options or SSHOptions()
+        self.spec = spec if isinstance(spec, HostSpec) else HostSpec.parse(spec, o.ssh_config)
+        self.name = self.spec.text
+        self.resolved: ResolvedHost = resolve(self.spec)
+        self.warnings = list(self.resolved.warnings)
+        self._on_host_key: HostKeyCallback = o.on_host_key
+        self._connect_timeout = o.connect_timeout
+        self._keepalive = self.resolved.keepalive_interval or o.keepalive_interval
+        self._keepalive_count = o.keepalive_count_max
+        # every channel counts, the helper's included: MaxSessions in all
+        self._slots = SlotLimiter(o.max_sessions)
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._once_keys: list[asyncssh.SSHKey] = []
+        self._forwards: set[SSHForward] = set()
+
+    # ---- connecting --------------------------------------------------------------------------
+    def _connect_kwargs(self) -> dict[str, Any]:
+        r = self.resolved
+        kwargs: dict[str, Any] = dict(
+            config=r.config_paths or None,
+            connect_timeout=self._connect_timeout,
+            keepalive_interval=self._keepalive,
+            keepalive_count_max=self._keepalive_count,
+        )
+        if self.spec.user:
+            kwargs["username"] = self.spec.user
+        if self.spec.port:
+            kwargs["port"] = self.spec.port
+        known = [str(p) for p in r.known_hosts if p.is_file()]
+        if self._once_keys:
+            kwargs["known_hosts"] = (self._once_keys, [], [])
+        elif known:
+            kwargs["known_hosts"] = known
+        else:
+            kwargs["known_hosts"] = ([], [], [])  # nothing trusted yet: every key is unknown
+        return kwargs
+
+    async def _connect_checked(self) -> asyncssh.SSHClientConnection:
+        try:
+            return await asyncssh.connect(self.spec.host, **self._connect_kwargs())
+        except asyncssh.HostKeyNotVerifiable:
+            pass
+        # unknown or changed: fetch the key ourselves and tell the two apart
+        r = self.resolved
+        key = await asyncssh.get_server_host_key(
+            self.spec.host, self.spec.port or (), config=r.config_paths or None
+        )
+        if key is None:
+            raise RemoteError(f"{self.name}: server offered no host key")
+        changed = hostkeys.classify(key, r.hostname, r.port, r.known_hosts) or hostkeys.differs_from_session(
+            key, self._once_keys
+        )
+        info = hostkeys.describe(self.name, r.hostname, r.port, key, changed)
+        if changed:
+            raise HostKeyRefused(
+                hostkeys.refusal_message(info, r.known_hosts),
+                host=self.name,
+                key_type=info.key_type,
+                fingerprint=info.fingerprint,
+                changed=True,
+            )
+        decision = await self._on_host_key(info)
+        if decision is KeyDecision.REFUSE:
+            raise HostKeyRefused(
+                hostkeys.refusal_message(info),
+                host=self.name,
+                key_type=info.key_type,
+                fingerprint=info.fingerprint,
+                changed=False,
+            )
+        if decision is KeyDecision.SAVE:
+            hostkeys.save_key(info, r.known_hosts[0])
+        else:
+            # keys accepted "once" stay this session's keys for the host: a retry never turns a
+            # changed key into an "unknown" one that could be accepted again
+            self._once_keys = [key]
+        return await asyncssh.connect(self.spec.host, **self._connect_kwargs())
+
+    async def connect(self) -> None:
+        try:
+            conn = await self._connect_checked()
+        except asyncssh.PermissionDenied as exc:
+            raise AuthFailed(f"{self.name}: authentication failed ({exc})") from exc
+        except _CONNECT_ERRORS as exc:
+            raise RemoteError(_describe_error(exc)) from exc
+        self._conn = conn
+        self._slots.reset()
+        for fwd in list(self._forwards):
+            try:
+                await fwd.bind(conn)
+            except (asyncssh.Error, OSError) as exc:
+                self.warnings.append(f"forward to port {fwd.remote_port} could not be restored: {exc}")
+
+    async def wait_lost(self) -> None:
+        if self._conn is not None:
+            await self._conn.wait_closed()
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        for fwd in self._forwards:
+            fwd.unbind()
+        if conn is not None:
+            conn.close()
+
+    async def shut(self) -> None:
+        """The owner is done with the host: forwards go for good, then the link."""
+        for fwd in list(self._forwards):
+            await fwd.close()
+        await self.close()
+
+    def abort(self) -> None:
+        if self._conn is not None:
+            self._conn.abort()
+
+    def _live(self) -> asyncssh.SSHClientConnection:
+        if self._conn is None:
+            raise NotConnected(f"{self.name}: not connected")
+        return self._conn
+
+    async def _went_down(self, conn: asyncssh.SSHClientConnection) -> bool:
+        """Whether `conn` is closing (a request it refused was refused by the drop, not the box)."""
+        for _ in range(10):
+            if conn.is_closed() or self._conn is not conn:
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    # ---- exec ----------------------------------------------------------------------------------
+    async def exec(self, argv: Sequence[str], stdin: bytes | None = None) -> SSHProcess:
+        """An exec channel, queueing under the session limit (learns MaxSessions)."""
+        command = sh_join(argv)
+        await self._slots.acquire()
+        for attempt in range(200):
+            conn = self._conn
+            try:
+                if conn is None:
+                    raise NotConnected(f"{self.name}: not connected")
+                proc = await conn.create_process(command, encoding=None)
+            except asyncssh.ChannelOpenError as exc:
+                assert conn is not None
+                if exc.code != asyncssh.OPEN_CONNECT_FAILED:
+                    await self._slots.release()
+                    if await self._went_down(conn):  # refused because the link is going: a drop
+                        raise ConnectionDropped(f"{self.name}: connection lost opening a channel") from exc
+                    raise RemoteError(f"{self.name}: cannot open channel: {exc.reason}") from exc
+                # MaxSessions reached on the server (or a slot not yet released): wait our turn
+                await self._slots.server_refused()
+                await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
+                await self._slots.acquire()
+                continue
+            except (asyncssh.Error, OSError) as exc:
+                await self._slots.release()
+                raise ConnectionDropped(f"{self.name}: {exc}") from exc
+            except BaseException:
+                await self._slots.release()
+                raise
+            process = SSHProcess(proc, self._slots, functools.partial(self._conn_lost_since, proc), self.name)
+            if stdin is not None:
+                with best_effort("%s: write a command's input", self.name):
+                    proc.stdin.write(stdin)
+                    proc.stdin.write_eof()
+            return process
+        await self._slots.release()
+        raise RemoteError(f"{self.name}: no SSH session slot became free")
+
+    def _conn_lost_since(self, proc: asyncssh.SSHClientProcess[bytes]) -> bool:
+        return self._conn is None or self._conn is not proc.channel.get_connection()
+
+    # ---- forwards ------------------------------------------------------------------------------
+    async def forward(self, port: int, host: str = "127.0.0.1") -> SSHForward:
+        conn = self._live()
+        fwd = SSHForward(self.name, host, port, self._forwards.discard)
+        try:
+            await fwd.bind(conn)
+        except (asyncssh.Error, OSError) as exc:
+            if await self._went_down(conn):
+                raise ConnectionDropped(f"{self.name}: connection lost opening a forward") from exc
+            raise
+        if self._conn is not conn:  # bound on a link that went meanwhile: it would forward nothing
+            await fwd.close()
+            raise ConnectionDropped(f"{self.name}: connection lost opening a forward")
+        self._forwards.add(fwd)
+        return fwd
+
+    def no_forward_reason(self, host: str) -> str:
+        return "SSH always forwards"
+
+    # ---- round trips ---------------------------------------------------------------------------
+    async def ping(self) -> float | None:
+        """An SSH keepalive request, which the server answers itself (no process on the box)."""
+        if self._conn is None:
+            return None
+        try:
+            t0 = time.perf_counter()
+            await asyncio.wait_for(_keepalive_round_trip(self._conn), 5.0)
+            return (time.perf_counter() - t0) * 1000
+        except (asyncssh.Error, OSError, TimeoutError):
+            return None
+
+
+def _describe_error(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        return "connect timed out"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    return str(exc) or type(exc).__name__
+
+
+async def _keepalive_round_trip(conn: asyncssh.SSHClientConnection) -> None:
+    """An SSH `keepalive@openssh.com` global request and its reply (what OpenSSH's
+    ServerAliveInterval sends).  asyncssh keeps this request to itself, so it is reached by name;
+    on a release without it the RTT stays unknown rather than made up."""
+    request = getattr(conn, "_make_global_request", None)
+    if request is None:
+        raise OSError("this asyncssh cannot send a keepalive request")
+    await request(b"keepalive@openssh.com")
+
+
+__all__ = ["SSHTransport"]
