@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from specdebug.capability import require_write
-from specdebug.core.journal import BOX_PREFIX, EVENTS_FILE, _jsonable
+from specdebug.core.journal import BOX_PREFIX, EVENTS_FILE, _jsonable, read_record
+from specdebug.core.records import JournalRecord
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.remote.boxcode import python_argv
@@ -91,14 +92,15 @@ class BoxJournal:
         self.group = split_group(spec)[1]  # None: the folder must be ours and private
         self.session_dir = None  # nothing local: reports and `history` read it through the remote
         self.label = f"box:{spec}"
-        self._events: list[dict[str, Any]] = []
+        self._events: list[JournalRecord] = []
+        self.skipped: list[str] = []  # lines of the box file that are no record (said by the verbs)
         self._eids: set[str] = set()
         self._offset = 0
         self._tail = b""
         self._outbox: list[bytes] = []
         self._writer: asyncio.Task[None] | None = None
         self._expanded = False
-        self.listeners: list[Callable[[list[dict[str, Any]]], None]] = []
+        self.listeners: list[Callable[[list[JournalRecord]], None]] = []
         # who writes, as the box sees it (the SSH login): the box stamps every record with it; until
         # the first append answers, the local name (only ever shown here, never written)
         self.by = getpass.getuser()
@@ -106,21 +108,26 @@ class BoxJournal:
         self.last_error = ""
 
     # -- the Journal surface --------------------------------------------------------------------
-    def append(self, kind: str, data: dict[str, Any], *, sync: bool = False) -> dict[str, Any]:
+    def append(self, record: JournalRecord, *, sync: bool = False) -> JournalRecord:
         """Record one event: visible here now, on the box as soon as the writer sends it."""
-        require_write(f"journal {kind}", self, self.remote)
-        event = {**data, "ts": time.time(), "kind": kind, "eid": uuid.uuid4().hex, "by": self.by}
+        require_write(f"journal {record.kind}", self, self.remote)
+        stamps: dict[str, Any] = {"ts": time.time(), "eid": uuid.uuid4().hex, "by": self.by}
         seat = self.seat() if self.seat is not None else None
         if seat:
-            event["seat"] = seat
-        line = (json.dumps(event, default=_jsonable, ensure_ascii=False) + "\n").encode()
-        self._add([json.loads(line)])
+            stamps["seat"] = seat
+        record = record.model_copy(update=stamps)
+        line = (json.dumps(record.to_json(), default=_jsonable, ensure_ascii=False) + "\n").encode()
+        self._add([record])
         self._outbox.append(line)
         self._kick()
-        return event
+        return record
+
+    def records(self, kinds: set[str] | None = None) -> list[JournalRecord]:
+        return [e for e in self._events if kinds is None or e.kind in kinds]
 
     def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]:
-        return [e for e in self._events if kinds is None or e.get("kind") in kinds]
+        """The records as their JSON objects (as Journal.events)."""
+        return [r.to_json() for r in self.records(kinds)]
 
     # -- box side -------------------------------------------------------------------------------
     async def _resolve(self) -> str:
@@ -131,10 +138,11 @@ class BoxJournal:
             self._expanded = True
         return self.path
 
-    async def refresh(self) -> list[dict[str, Any]]:
-        """Read what was appended on the box since the last look; returns the others' new events."""
+    async def refresh(self) -> list[JournalRecord]:
+        """Read what was appended on the box since the last look; returns the others' new records
+        (a line that is no record is skipped and said in `skipped`)."""
         path = await self._resolve()
-        new: list[dict[str, Any]] = []
+        new: list[JournalRecord] = []
         while True:
             try:
                 chunk = await self.remote.read_file(path, offset=self._offset, max_bytes=READ_CHUNK)
@@ -149,10 +157,16 @@ class BoxJournal:
             lines = data.split(b"\n")
             self._tail = lines.pop()
             for raw in lines:
-                with contextlib.suppress(ValueError):
-                    ev = json.loads(raw)
-                    if isinstance(ev, dict) and ev.get("eid") not in self._eids:
-                        new.append(ev)
+                if not raw.strip():
+                    continue
+                try:
+                    got = read_record(json.loads(raw))
+                except ValueError:
+                    got = "not a JSON record"
+                if isinstance(got, str):
+                    self.skipped.append(f"{self.label} ({path}): {got} (skipped)")
+                elif got.eid is None or got.eid not in self._eids:
+                    new.append(got)
             if len(chunk) < READ_CHUNK:
                 break
         if new:
@@ -187,13 +201,13 @@ class BoxJournal:
         self.by = parts[1]
         eid = json.loads(line).get("eid")
         for ev in reversed(self._events):
-            if ev.get("eid") == eid:
-                ev["by"], ev["uid"] = parts[1], int(parts[2])
+            if ev.eid == eid:
+                ev.by, ev.uid = parts[1], int(parts[2])
                 break
 
-    def _add(self, events: list[dict[str, Any]]) -> None:
+    def _add(self, events: list[JournalRecord]) -> None:
         for ev in events:
-            eid = ev.get("eid")
+            eid = ev.eid
             if eid:
                 self._eids.add(eid)
             self._events.append(ev)

@@ -26,6 +26,7 @@ from specdebug.core.bench.parsing import EXPECTED, UnknownResult, parse_results
 from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
 from specdebug.core.journal import Journal, resolve_session
 from specdebug.core.logs.patterns import ANSI_RE
+from specdebug.core.records import BenchResultRecord
 from specdebug.core.report import fmt
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import (
@@ -155,7 +156,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     result = judge_failures(results[-1])  # a saved run with too many failed requests is failed too
     if args.session:
         Journal(resolve_session(args.session, for_writing=True, target=result.host or None)).append(
-            "bench_result", result.model_dump(mode="json"), sync=True
+            BenchResultRecord(result=result), sync=True
         )
     if args.json:
         print_json(result_json(result))
