@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from specdebug.capability import require_write
-from specdebug.core.journal import BOX_PREFIX, EVENTS_FILE, _jsonable
+from specdebug.core.journal import BOX_PREFIX, EVENTS_FILE, _jsonable, read_record
+from specdebug.core.records import JournalRecord
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.remote.boxcode import FRAME, python_argv
@@ -97,9 +98,8 @@ def attribute(ev: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
     return ev
 
 
-def _ts(ev: dict[str, Any]) -> float:
-    ts = ev.get("ts")
-    return float(ts) if isinstance(ts, int | float) and ts == ts else 0.0
+def _ts(rec: JournalRecord) -> float:
+    return rec.ts
 
 
 class BoxJournal:
@@ -112,7 +112,8 @@ class BoxJournal:
         self.group = split_group(spec)[1]  # None: the folder must be ours and private
         self.session_dir = None  # nothing local: reports and `history` read it through the remote
         self.label = f"box:{spec}"
-        self._events: list[dict[str, Any]] = []
+        self._events: list[JournalRecord] = []
+        self.skipped: list[str] = []  # lines of the box file that are no record (said by the verbs)
         self._eids: set[str] = set()
         self._offsets: dict[str, int] = {}  # per file of the journal folder (a group's: one per member)
         self._tails: dict[str, bytes] = {}
@@ -120,7 +121,7 @@ class BoxJournal:
         self._outbox: list[bytes] = []
         self._writer: asyncio.Task[None] | None = None
         self._expanded = False
-        self.listeners: list[Callable[[list[dict[str, Any]]], None]] = []
+        self.listeners: list[Callable[[list[JournalRecord]], None]] = []
         # who writes, as the box sees it (the SSH login): the box stamps every record with it; until
         # the first append answers, the local name (only ever shown here, never written)
         self.by = getpass.getuser()
@@ -128,21 +129,26 @@ class BoxJournal:
         self.last_error = ""
 
     # -- the Journal surface --------------------------------------------------------------------
-    def append(self, kind: str, data: dict[str, Any], *, sync: bool = False) -> dict[str, Any]:
+    def append(self, record: JournalRecord, *, sync: bool = False) -> JournalRecord:
         """Record one event: visible here now, on the box as soon as the writer sends it."""
-        require_write(f"journal {kind}", self, self.remote)
-        event = {**data, "ts": time.time(), "kind": kind, "eid": uuid.uuid4().hex, "by": self.by}
+        require_write(f"journal {record.kind}", self, self.remote)
+        stamps: dict[str, Any] = {"ts": time.time(), "eid": uuid.uuid4().hex, "by": self.by}
         seat = self.seat() if self.seat is not None else None
         if seat:
-            event["seat"] = seat
-        line = (json.dumps(event, default=_jsonable, ensure_ascii=False) + "\n").encode()
-        self._add([json.loads(line)])
+            stamps["seat"] = seat
+        record = record.model_copy(update=stamps)
+        line = (json.dumps(record.to_json(), default=_jsonable, ensure_ascii=False) + "\n").encode()
+        self._add([record])
         self._outbox.append(line)
         self._kick()
-        return event
+        return record
+
+    def records(self, kinds: set[str] | None = None) -> list[JournalRecord]:
+        return [e for e in self._events if kinds is None or e.kind in kinds]
 
     def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]:
-        return [e for e in self._events if kinds is None or e.get("kind") in kinds]
+        """The records as their JSON objects (as Journal.events)."""
+        return [r.to_json() for r in self.records(kinds)]
 
     # -- box side -------------------------------------------------------------------------------
     async def _resolve(self) -> str:
@@ -153,14 +159,15 @@ class BoxJournal:
             self._expanded = True
         return self.path
 
-    async def refresh(self) -> list[dict[str, Any]]:
-        """Read what was appended on the box since the last look; returns the others' new events.
+    async def refresh(self) -> list[JournalRecord]:
+        """Read what was appended on the box since the last look; returns the others' new records
+        (a line that is no record is skipped and said in `skipped`).
 
         Through specdebug/box/journal_append.py `--read`: no symlink followed, the folder ours and
         private (or the group's, when asked for), and each file's owner as the box sees it, which
         names the records in it (`attribute`)."""
         path = await self._resolve()
-        new: list[dict[str, Any]] = []
+        new: list[JournalRecord] = []
         while True:
             head, data = await self._read(path)
             got = 0
@@ -174,10 +181,17 @@ class BoxJournal:
                 lines = (self._tails.get(name, b"") + chunk).split(b"\n")
                 self._tails[name] = lines.pop()
                 for raw in lines:
-                    with contextlib.suppress(ValueError):
-                        ev = json.loads(raw)
-                        if isinstance(ev, dict) and ev.get("eid") not in self._eids:
-                            new.append(attribute(ev, info))
+                    if not raw.strip():
+                        continue
+                    try:
+                        obj = json.loads(raw)
+                    except ValueError:
+                        obj = None
+                    rec = read_record(attribute(obj, info)) if isinstance(obj, dict) else "not a JSON record"
+                    if isinstance(rec, str):
+                        self.skipped.append(f"{self.label} ({name}): {rec} (skipped)")
+                    elif rec.eid is None or rec.eid not in self._eids:
+                        new.append(rec)
             self.refused = [str(r) for r in head.get("refused", [])]
             if got < READ_CHUNK:
                 break
@@ -211,7 +225,7 @@ class BoxJournal:
         often: the pause doubles up to `idle_max` and is back to `interval` once events come."""
         pause = interval
         while True:
-            new: list[dict[str, Any]] = []
+            new: list[JournalRecord] = []
             with contextlib.suppress(RemoteError, OSError):
                 new = await self.refresh()
             pause = interval if new else min(pause * 2, max(interval, idle_max))
@@ -236,13 +250,13 @@ class BoxJournal:
         self.by = parts[1]
         eid = json.loads(line).get("eid")
         for ev in reversed(self._events):
-            if ev.get("eid") == eid:
-                ev["by"], ev["uid"] = parts[1], int(parts[2])
+            if ev.eid == eid:
+                ev.by, ev.uid = parts[1], int(parts[2])
                 break
 
-    def _add(self, events: list[dict[str, Any]]) -> None:
+    def _add(self, events: list[JournalRecord]) -> None:
         for ev in events:
-            eid = ev.get("eid")
+            eid = ev.eid
             if eid:
                 self._eids.add(eid)
             self._events.append(ev)

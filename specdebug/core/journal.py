@@ -26,25 +26,25 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, overload
 
 import platformdirs
+from pydantic import ValidationError
 
 from specdebug.capability import require_write
 from specdebug.core.limits import MAX_LINE, cap_text
+from specdebug.core.records import JournalRecord, parse_record, problem_of, shown
 from specdebug.errors import SpecdebugError
 
 EVENTS_FILE = "events.jsonl"
 BOX_PREFIX = "box:"  # `--session box:NAME`: the journal kept on the box (core.boxjournal)
 
-# The kinds other modules write; any other string is accepted too (forward compatible).
-KINDS = ("launch", "verdict", "stop", "mark", "bench_result", "note")
-
 
 class EventJournal(Protocol):
     """What the services need of a session journal: Journal (this machine) or core.boxjournal.BoxJournal
-    (kept on the box). Typed here so launch, stop, bench, bisection and env take either."""
+    (kept on the box). Typed here so launch, stop, bench, bisection and env take either. Records are
+    the models of core.records, written and read back through them."""
 
-    def append(self, kind: str, data: dict[str, Any], *, sync: bool = False) -> dict[str, Any]: ...
+    def append(self, record: JournalRecord, *, sync: bool = False) -> JournalRecord: ...
 
-    def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]: ...
+    def records(self, kinds: set[str] | None = None) -> list[JournalRecord]: ...
 
 
 class JournalError(OSError, SpecdebugError):
@@ -147,17 +147,15 @@ class Journal:
             return dirs[-1] if dirs else None
         return next((d for d in reversed(dirs) if session_hosts(d) <= {target}), None)
 
-    def append(self, kind: str, data: dict[str, Any], *, sync: bool = False) -> dict[str, Any]:
-        """Record one event; returns it with ``ts`` (unix seconds) and ``kind`` added.
+    def append(self, record: JournalRecord, *, sync: bool = False) -> JournalRecord:
+        """Record one event; returns it stamped with ``ts`` (unix seconds, now) and the seat.
 
         ``sync=True`` fsyncs the file (results): the event survives a crash of the machine too.
         """
-        require_write(f"journal {kind}", self)
-        event = {**data, "ts": time.time(), "kind": kind}
+        require_write(f"journal {record.kind}", self)
         seat = self.seat() if self.seat is not None else None
-        if seat:
-            event["seat"] = seat
-        line = (json.dumps(_capped(event), default=_jsonable, ensure_ascii=False) + "\n").encode()
+        record = record.model_copy(update={"ts": time.time(), **({"seat": seat} if seat else {})})
+        line = (json.dumps(_capped(record.to_json()), default=_jsonable, ensure_ascii=False) + "\n").encode()
         with self._lock:
             try:
                 self.session_dir.mkdir(parents=True, exist_ok=True)
@@ -180,20 +178,20 @@ class Journal:
                 ) from None
             finally:
                 os.close(fd)
-        return event
+        return record
 
-    def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]:
-        """All readable events in order, optionally only those of ``kinds``.
+    def records(self, kinds: set[str] | None = None) -> list[JournalRecord]:
+        """All readable records in order, optionally only those of ``kinds``.
 
         A line that does not decode (the torn tail of a killed writer) is skipped, never raised;
-        so is a record that cannot be used (record_problem): each such line is said in `skipped`.
+        so is a record that cannot be used (read_record): each such line is said in `skipped`.
         """
         self.skipped: list[str] = []
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
             return []
-        out: list[dict[str, Any]] = []
+        out: list[JournalRecord] = []
         lines = raw.split(b"\n")
         for n, chunk in enumerate(lines, 1):
             if not chunk.strip():
@@ -204,44 +202,41 @@ class Journal:
                 if n < len(lines):  # not the torn tail of a killed writer: say it
                     self.skipped.append(f"{self.path} line {n}: not a JSON record (skipped)")
                 continue
-            problem = record_problem(event)
-            if problem is not None:
-                self.skipped.append(f"{self.path} line {n}: {problem} (skipped)")
+            if isinstance(event, dict) and kinds is not None and event.get("kind") not in kinds:
+                continue  # not asked for: not validated either (the bench pane reads results only)
+            got = read_record(event)
+            if isinstance(got, str):
+                self.skipped.append(f"{self.path} line {n}: {got} (skipped)")
                 continue
-            if kinds is None or event.get("kind") in kinds:
-                out.append(event)
+            out.append(got)
         return out
 
-
-# Fields a kind's record must carry to be replayed (a bisection's --resume reads judgements back).
-REQUIRED_FIELDS: dict[str, dict[str, type]] = {
-    "bisect_judgement": {"bisect": str, "fingerprint": str, "judged": str},
-}
-JUDGED_VALUES = ("good", "bad", "skip", "unclear")  # core.bisect.models.Judged
+    def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]:
+        """The readable records as their JSON objects (read through the models, as `records`)."""
+        return [r.to_json() for r in self.records(kinds)]
 
 
-def record_problem(event: Any) -> str | None:
-    """Why a decoded journal record cannot be used (None when it can): every reader of a journal
-    (this file's, a box journal's) skips such a record and says which, never raises on it."""
+def read_record(event: Any) -> JournalRecord | str:
+    """A decoded journal line -> its record, or why it cannot be used: every reader of a journal (this
+    file's, a box journal's) skips such a line and says which, never raises on it."""
     if not isinstance(event, dict):
         return f"a JSON {type(event).__name__}, not a record"
     kind = event.get("kind")
     if not isinstance(kind, str):
-        return f"kind is {_shown(kind)}, not a name"
+        return f"kind is {shown(kind)}, not a name"
     ts = event.get("ts")
     if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts) or ts < 0:
-        return f"{kind} record: ts is {_shown(ts)}, not a time"
-    for name, typ in REQUIRED_FIELDS.get(kind, {}).items():
-        if not isinstance(event.get(name), typ):
-            return f"{kind} record: {name} is {_shown(event.get(name))}, not a {typ.__name__}"
-    if kind == "bisect_judgement" and event["judged"] not in JUDGED_VALUES:
-        return f"{kind} record: judged is {_shown(event['judged'])}, not one of {', '.join(JUDGED_VALUES)}"
-    return None
+        return f"{kind} record: ts is {shown(ts)}, not a time"
+    try:
+        return parse_record(event)
+    except ValidationError as exc:
+        return problem_of(kind, exc)
 
 
-def _shown(value: Any) -> str:
-    text = "missing" if value is None else json.dumps(value, default=str)
-    return text if len(text) <= 40 else text[:37] + "..."
+def record_problem(event: Any) -> str | None:
+    """Why a decoded journal record cannot be used (None when it can)."""
+    got = read_record(event)
+    return got if isinstance(got, str) else None
 
 
 def _ends_torn(path: Path) -> bool:

@@ -14,17 +14,17 @@ comparison unless the caller asks for it (`include_failed`, the verbs' `--includ
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from pydantic import ValidationError
 
 from specdebug.core.bench.headline import headline_of, result_json, settings_differ
 from specdebug.core.bench.models import BenchResult, LatencyStats, judge_failures
 from specdebug.core.bisect.report import bisect_markdown
 from specdebug.core.drift.report import drift_markdown
 from specdebug.core.fingerprint import PLUMBING_FLAGS, split_argv
+from specdebug.core.records import BenchResultRecord, JournalRecord, MarkRecord
 from specdebug.core.secrets import mask_text
 
 BASELINE_LABEL = "baseline"
@@ -42,28 +42,20 @@ class HistoryEntry:
         return {"id": self.id, "ts": self.ts, **result_json(self.result)}
 
 
-def history(events: list[dict[str, Any]]) -> list[HistoryEntry]:
-    """The session's bench results in order (a record that no longer validates is skipped)."""
+def history(events: Sequence[JournalRecord]) -> list[HistoryEntry]:
+    """The session's bench results in order (the journal skipped those that do not validate)."""
     out: list[HistoryEntry] = []
     for ev in events:
-        if ev.get("kind") != "bench_result":
-            continue
-        data = {k: v for k, v in ev.items() if k not in ("ts", "kind")}
-        try:
-            res = judge_failures(BenchResult.model_validate(data))  # journals older than the rule too
-        except ValidationError:
-            continue
-        out.append(HistoryEntry(id=len(out) + 1, ts=float(ev.get("ts") or 0.0), result=res))
+        if isinstance(ev, BenchResultRecord):
+            res = judge_failures(ev.result.model_copy(deep=True))  # journals older than the rule too
+            out.append(HistoryEntry(id=len(out) + 1, ts=ev.ts, result=res))
     return out
 
 
-def baseline_event(result_ts: float, *, include_failed: bool = False) -> dict[str, Any]:
+def baseline_event(result_ts: float, *, include_failed: bool = False) -> MarkRecord:
     """The journal "mark" that makes a result the session's baseline (a failed one only when the
     user asked for it, which the mark remembers)."""
-    ev: dict[str, Any] = {"label": BASELINE_LABEL, "result_ts": result_ts}
-    if include_failed:
-        ev["include_failed"] = True
-    return ev
+    return MarkRecord(label=BASELINE_LABEL, result_ts=result_ts, include_failed=include_failed)
 
 
 def comparable(entries: list[HistoryEntry], *, include_failed: bool = False) -> list[HistoryEntry]:
@@ -72,18 +64,18 @@ def comparable(entries: list[HistoryEntry], *, include_failed: bool = False) -> 
 
 
 def baseline_of(
-    events: list[dict[str, Any]], entries: list[HistoryEntry], *, include_failed: bool = False
+    events: Sequence[JournalRecord], entries: list[HistoryEntry], *, include_failed: bool = False
 ) -> HistoryEntry | None:
     """The result last marked as baseline, else the first result; failed runs are skipped unless
     `include_failed` (or the mark itself was set with it)."""
-    chosen: dict[str, Any] | None = None
+    chosen: MarkRecord | None = None
     for ev in events:
-        if ev.get("kind") == "mark" and ev.get("label") == BASELINE_LABEL and "result_ts" in ev:
+        if isinstance(ev, MarkRecord) and ev.label == BASELINE_LABEL and ev.result_ts is not None:
             chosen = ev
-    if chosen is not None:
+    if chosen is not None and chosen.result_ts is not None:
         for e in entries:
-            if abs(e.ts - float(chosen["result_ts"])) < 1e-6:
-                if e.result.usable() or include_failed or chosen.get("include_failed"):
+            if abs(e.ts - chosen.result_ts) < 1e-6:
+                if e.result.usable() or include_failed or chosen.include_failed:
                     return e
                 break
     usable = comparable(entries, include_failed=include_failed)
@@ -199,7 +191,7 @@ def _lat(s: LatencyStats) -> str:
 
 
 def render_markdown(
-    events: list[dict[str, Any]], *, title: str = "specdebug session", include_failed: bool = False
+    events: Sequence[JournalRecord], *, title: str = "specdebug session", include_failed: bool = False
 ) -> str:
     """The whole session as markdown: results table, config diffs, failed runs, warnings, notes.
 
@@ -211,9 +203,7 @@ def render_markdown(
     out = [f"# {title}", ""]
     if events:
         hosts = sorted({e.result.host for e in entries if e.result.host})
-        out.append(
-            f"- events: {len(events)}, from {fmt_time(events[0].get('ts'))} to {fmt_time(events[-1].get('ts'))}"
-        )
+        out.append(f"- events: {len(events)}, from {fmt_time(events[0].ts)} to {fmt_time(events[-1].ts)}")
         if hosts:
             out.append(f"- hosts: {', '.join(hosts)}")
         if base is not None:
@@ -325,48 +315,48 @@ def _warning_section(entries: list[HistoryEntry]) -> list[str]:
 _SUMMARY_KEYS = ("text", "label", "message", "verdict", "profile", "phase", "reason", "status")
 
 
-def report_title(session_name: str, events: list[dict[str, Any]]) -> str:
+def report_title(session_name: str, events: Sequence[JournalRecord]) -> str:
     """`specdebug session NAME`; a folder named just "session" (the demo's) gets its start time
     instead, never `specdebug session session`."""
     name = session_name.strip()
     if not name or name.lower() == "session":
-        start = fmt_time(events[0].get("ts")) if events else "-"
+        start = fmt_time(events[0].ts) if events else "-"
         return f"specdebug session of {start}" if start != "-" else "specdebug session"
     return f"specdebug session {name}"
 
 
-def _describe_mark(ev: dict[str, Any]) -> str:
+def _describe_mark(ev: MarkRecord) -> str:
     """A mark in words: its label, and where it was set (log position) when the logs pane set it."""
-    label = str(ev.get("label") or "").strip()
-    head = label or (f"mark {ev['n']}" if ev.get("n") is not None else "mark")
+    label = (ev.label or "").strip()
+    head = label or (f"mark {ev.n}" if ev.n is not None else "mark")
     where = []
-    if ev.get("path"):
-        where.append(f"in {ev['host']}:{ev['path']}" if ev.get("host") else f"in {ev['path']}")
-    if ev.get("offset") is not None:
-        where.append(f"at byte {ev['offset']}")
-    if ev.get("matches") is not None:
-        where.append(f"after {ev['matches']} matches")
-    if ev.get("source") == "cli":
+    if ev.path:
+        where.append(f"in {ev.host}:{ev.path}" if ev.host else f"in {ev.path}")
+    if ev.offset is not None:
+        where.append(f"at byte {ev.offset}")
+    if ev.matches is not None:
+        where.append(f"after {ev.matches} matches")
+    if ev.origin == "cli":
         where.append("(from the command line)")
     return " ".join([head, *where])
 
 
-def _notes_section(events: list[dict[str, Any]]) -> list[str]:
+def _notes_section(events: Sequence[JournalRecord]) -> list[str]:
     rows = []
     for ev in events:
-        kind = ev.get("kind")
-        if kind in ("bench_result", None) or str(kind).startswith("bisect_"):  # bisections have their section
+        kind = ev.kind
+        if kind == "bench_result" or kind.startswith("bisect_"):  # bisections have their section
             continue
-        if kind == "mark" and ev.get("label") == BASELINE_LABEL:
+        if isinstance(ev, MarkRecord):
+            if ev.label != BASELINE_LABEL:
+                rows.append(f"- {fmt_time(ev.ts)} **mark**: {_cell(_describe_mark(ev))}")
             continue
-        if kind == "mark":
-            rows.append(f"- {fmt_time(ev.get('ts'))} **mark**: {_cell(_describe_mark(ev))}")
-            continue
-        parts = [f"{k}={ev[k]}" for k in _SUMMARY_KEYS if ev.get(k) not in (None, "", [], {})]
+        line = ev.to_json()  # launch, verdict, stop, a note: summed up from the fields it has
+        parts = [f"{k}={line[k]}" for k in _SUMMARY_KEYS if line.get(k) not in (None, "", [], {})]
         if not parts:
-            rest = {k: v for k, v in ev.items() if k not in ("ts", "kind")}
+            rest = {k: v for k, v in line.items() if k not in ("ts", "kind")}
             parts = [json.dumps(rest, default=str)[:200]]
-        rows.append(f"- {fmt_time(ev.get('ts'))} **{kind}**: {_cell(', '.join(str(p) for p in parts))}")
+        rows.append(f"- {fmt_time(ev.ts)} **{kind}**: {_cell(', '.join(str(p) for p in parts))}")
     if not rows:
         return []
     return ["## Notes, marks and events", "", *rows, ""]

@@ -22,11 +22,13 @@ from specdebug.capability import require_write
 from specdebug.core.journal import EventJournal
 from specdebug.core.logs.follow import expand_remote_path
 from specdebug.core.profiles import Profile
+from specdebug.core.records import LaunchRecord, StopRecord
 from specdebug.core.secrets import mask_argv, profile_secrets
 from specdebug.core.servers import (
     PortHolder,
     ServerRecord,
     StateFileError,
+    StopResult,
     check_group,
     file_size,
     find_port_holder,
@@ -53,21 +55,6 @@ class LaunchRefused(SpecdebugError):
         self.record = record
 
 
-class StopResult(BaseModel):
-    type: Literal["stopped"] = "stopped"
-    profile: str
-    pid: int | None = None
-    pgid: int | None = None
-    was_running: bool = False
-    stopped: bool = False  # nothing of the group is left
-    refused: bool = False  # the record could not be trusted or the group not proven: nothing signalled
-    signals: list[str] = Field(default_factory=list)
-    remaining: list[int] = Field(default_factory=list)
-    elapsed_s: float = 0.0
-    message: str = ""
-    step: str | None = None  # the job step cancelled with the group (a Slurm node)
-
-
 async def stop_record(
     remote: Remote,
     record: ServerRecord,
@@ -85,7 +72,7 @@ async def stop_record(
     result = StopResult(profile=record.profile, pid=record.pid, pgid=record.pgid, stopped=True)
     if record.stopped_at is not None:
         result.message = f"{record.profile}: not running (already stopped)"
-        return _finish(result, journal, t0, clock)
+        return _finish(result, journal, t0, clock, record.host)
     for sig, wait_s in (("TERM", grace_s), ("KILL", 10.0)):
         verdict = await signal_group(remote, record, sig)
         state = verdict["state"]
@@ -99,7 +86,7 @@ async def stop_record(
             result.stopped, result.refused = False, True
             result.remaining = list(verdict.get("members") or [])
             result.message = f"{record.profile}: not stopped: {verdict['reason']}; nothing was signalled"
-            return _finish(result, journal, t0, clock)
+            return _finish(result, journal, t0, clock, record.host)
         result.was_running = True
         result.signals.append(sig)
         members = await _wait_gone(remote, record, clock() + wait_s, clock, poll_s)
@@ -119,7 +106,7 @@ async def stop_record(
     if result.stopped:
         with contextlib.suppress(RemoteError):
             await save_record(remote, record.model_copy(update={"stopped_at": clock()}))
-    return _finish(result, journal, t0, clock)
+    return _finish(result, journal, t0, clock, record.host)
 
 
 async def _cancel_step(remote: JobSteps, step: str, result: StopResult) -> None:
@@ -146,10 +133,12 @@ async def _wait_gone(
         await asyncio.sleep(poll_s)
 
 
-def _finish(result: StopResult, journal: EventJournal | None, t0: float, clock: Clock) -> StopResult:
+def _finish(
+    result: StopResult, journal: EventJournal | None, t0: float, clock: Clock, host: str
+) -> StopResult:
     result.elapsed_s = clock() - t0
     if journal is not None:
-        journal.append("stop", result.model_dump(mode="json"))
+        journal.append(StopRecord(stop=result, host=host or None))
     return result
 
 
@@ -161,7 +150,7 @@ async def stop(
     except StateFileError as exc:
         result = StopResult(profile=profile.name, refused=True, message=f"{profile.name}: not stopped: {exc}")
         if journal is not None:
-            journal.append("stop", result.model_dump(mode="json"))
+            journal.append(StopRecord(stop=result))
         return result
     if record is None:
         return StopResult(
@@ -295,7 +284,7 @@ async def attach(
     )
     await save_record(remote, record)
     if journal is not None:
-        journal.append("launch", {**record.model_dump(mode="json"), "attached": True}, sync=True)
+        journal.append(LaunchRecord(server=record), sync=True)  # record.attached: an attach
     return record
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
@@ -80,6 +80,23 @@ class ServerRecord(BaseModel):
             # launched with SPT_NOENV: the leader's /proc environ still holds the launch id
             "require_token": bool(self.launch_id) and self.env.get("SPT_NOENV") == "1",
         }
+
+
+class StopResult(BaseModel):
+    """What a stop did (server_control.stop_record): journaled as a `stop` record."""
+
+    type: Literal["stopped"] = "stopped"
+    profile: str
+    pid: int | None = None
+    pgid: int | None = None
+    was_running: bool = False
+    stopped: bool = False  # nothing of the group is left
+    refused: bool = False  # the record could not be trusted or the group not proven: nothing signalled
+    signals: list[str] = Field(default_factory=list)
+    remaining: list[int] = Field(default_factory=list)
+    elapsed_s: float = 0.0
+    message: str = ""
+    step: str | None = None  # the job step cancelled with the group (a Slurm node)
 
 
 class StateFileError(RemoteError):

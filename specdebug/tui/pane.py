@@ -36,6 +36,7 @@ from specdebug.tui.store import EndPick, JournalNews, ServerNews
 
 if TYPE_CHECKING:
     from specdebug.core.profiles import Profile
+    from specdebug.core.records import JournalRecord
     from specdebug.core.servers import ServerRecord
 
 READONLY_HINT = "read-only seat: {what} would change the box"
@@ -218,7 +219,7 @@ class Pane(Widget):
     class JournalChanged(Message):
         """Another seat wrote to the shared journal; the app puts the events in the store."""
 
-        def __init__(self, events: list[dict[str, Any]] | None = None) -> None:
+        def __init__(self, events: list[JournalRecord] | None = None) -> None:
             super().__init__()
             self.events = list(events or [])
 
@@ -243,7 +244,7 @@ class Pane(Widget):
     def profile_changed(self, profile: Profile) -> None:
         """Hook: another profile was picked (ctx.profile is it already)."""
 
-    def journal_changed(self, events: list[dict[str, Any]]) -> None:
+    def journal_changed(self, events: list[JournalRecord]) -> None:
         """Hook: the session journal got `events` from elsewhere (another seat, another app)."""
 
     def host_changed(self, host: str | None) -> None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from specdebug.core.startup.events import ServerState
 
 if TYPE_CHECKING:
+    from specdebug.core.records import JournalRecord
     from specdebug.core.servers import ServerRecord
 
 __all__ = ["BOUND", "EndPick", "JournalNews", "ServerNews", "next_seq"]
@@ -54,7 +55,7 @@ class EndPick:
 class JournalNews:
     """Events another seat (or instance) wrote to the shared journal, as read back from the box."""
 
-    events: tuple[dict[str, Any], ...]
+    events: tuple[JournalRecord, ...]
     seq: int = field(default_factory=next_seq)
 
 

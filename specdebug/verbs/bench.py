@@ -25,6 +25,7 @@ from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failur
 from specdebug.core.bench.parsing import EXPECTED, UnknownResult, parse_results
 from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
 from specdebug.core.journal import Journal, resolve_session
+from specdebug.core.records import BenchResultRecord
 from specdebug.core.report import fmt
 from specdebug.engines import ENGINES
 from specdebug.engines.primitives import ANSI_RE
@@ -161,7 +162,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     result = judge_failures(results[-1])  # a saved run with too many failed requests is failed too
     if args.session:
         Journal(resolve_session(args.session, for_writing=True, target=result.host or None)).append(
-            "bench_result", result.model_dump(mode="json"), sync=True
+            BenchResultRecord(result=result), sync=True
         )
     if args.json:
         print_json(result_json(result))

@@ -34,6 +34,7 @@ from specdebug.core.bisect.knobs import Candidates, GroupError
 from specdebug.core.bisect.run import Bisection
 from specdebug.core.bisect.trial import TrialError
 from specdebug.core.drift.report import ends_drift
+from specdebug.core.records import BisectStartRecord
 from specdebug.verbs.common import (
     VerbExit,
     add_host_args,
@@ -133,7 +134,7 @@ def _usage(message: str) -> VerbExit:
     return VerbExit(2, message)
 
 
-def _options(args: argparse.Namespace, previous: dict[str, Any] | None) -> bm.BisectOptions:
+def _options(args: argparse.Namespace, previous: BisectStartRecord | None) -> bm.BisectOptions:
     given = {
         "metric": args.metric,
         "threshold": args.threshold,
@@ -149,7 +150,7 @@ def _options(args: argparse.Namespace, previous: dict[str, Any] | None) -> bm.Bi
         "max_age_s": args.max_age,
     }
     if previous is not None and not (args.good or args.bad):
-        return bm.BisectOptions.model_validate(previous.get("options") or {})
+        return bm.BisectOptions.model_validate(previous.options)
     return bm.BisectOptions.model_validate(given)
 
 
@@ -164,12 +165,12 @@ async def cmd_bisect(args: argparse.Namespace) -> int:
 
 async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
     session = journal.label
-    previous = unfinished(journal.events()) if args.resume else None
+    previous = unfinished(journal.records()) if args.resume else None
     say_skipped(journal)
     if args.resume and previous is None and not (args.good and args.bad):
         raise _usage(f"--resume: no unfinished bisection in {session}; give --good and --bad")
-    good_file = args.good or (previous or {}).get("good", {}).get("file")
-    bad_file = args.bad or (previous or {}).get("bad", {}).get("file")
+    good_file = args.good or (previous.good.get("file") if previous is not None else None)
+    bad_file = args.bad or (previous.bad.get("file") if previous is not None else None)
     if not good_file or not bad_file:
         raise _usage("bisect needs --good A.toml and --bad B.toml")
     good, bad = load_profile_or_exit(good_file, "bisect"), load_profile_or_exit(bad_file, "bisect")
@@ -198,7 +199,7 @@ async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
             return 1
     assert result is not None
     ends = {t.role.value: t.fingerprint for t in result.trials if t.role.value in ("good", "bad")}
-    box = ends_drift(journal.events({"launch", "bench_result"}), ends.get("good", ""), ends.get("bad", ""))
+    box = ends_drift(journal.records({"launch", "bench_result"}), ends.get("good", ""), ends.get("bad", ""))
     if args.json:
         print_json({**result.model_dump(mode="json"), "session": session, "drift_between_ends": box})
     else:

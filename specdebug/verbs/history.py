@@ -26,6 +26,7 @@ from typing import Any
 from specdebug.core.bench.headline import headline_of, settings_differ
 from specdebug.core.drift.compare import drift_lines
 from specdebug.core.journal import resolve_session
+from specdebug.core.records import MarkRecord
 from specdebug.core.report import (
     HistoryEntry,
     baseline_event,
@@ -140,7 +141,7 @@ async def cmd_history(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace, journal: Any) -> int:
-    events = journal.events()
+    events = journal.records()
     say_skipped(journal)
     entries = history(events)
     if args.compare or args.baseline is not None:
@@ -159,9 +160,7 @@ def _history(args: argparse.Namespace, journal: Any) -> int:
             )
             return 2
         if args.baseline is not None:
-            journal.append(
-                "mark", baseline_event(by_id[args.baseline].ts, include_failed=args.include_failed)
-            )
+            journal.append(baseline_event(by_id[args.baseline].ts, include_failed=args.include_failed))
             out(f"baseline: #{args.baseline} {by_id[args.baseline].result.profile or ''}")
             return 0
         first, second = compare_order(
@@ -254,8 +253,8 @@ async def cmd_mark(args: argparse.Namespace) -> int:
     async with _opened(args, for_writing=True) as journal:
         if journal is None:
             return 2
-        ev = journal.append("mark", {"label": args.text, "source": "cli"}, sync=True)
-    out(f"marked {journal.label}: {ev['label']}")
+        ev = journal.append(MarkRecord(label=args.text, origin="cli"), sync=True)
+    out(f"marked {journal.label}: {ev.label}")
     return 0
 
 
@@ -264,7 +263,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
     async with _opened(args) as journal:
         if journal is None:
             return 2
-        events = journal.events()
+        events = journal.records()
         say_skipped(journal)
     text = render_markdown(
         events,

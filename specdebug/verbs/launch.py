@@ -10,10 +10,11 @@ import sys
 import time
 
 from specdebug.core import server_control
+from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.server_control import LaunchRefused
 from specdebug.core.servers import ServerRecord
-from specdebug.core.startup.events import ConnectionNote, EventJournal, ServerPhase, Verdict
+from specdebug.core.startup.events import ConnectionNote, ServerPhase, Verdict
 from specdebug.core.startup.launch import launch
 from specdebug.core.startup.watch import watch
 from specdebug.remote.api import Remote

@@ -106,7 +106,7 @@ async def cmd_spec(args: argparse.Namespace) -> int:
     live = None
     if box_session(args.session) is None:
         async with session_journal(args.session, None, for_writing=False) as journal:
-            events = journal.events() if journal is not None else []
+            events = journal.records() if journal is not None else []
             label = journal.label if journal is not None else None
         if _needs_live(args, history(events), fp):  # no result of it recorded: its log now
             async with open_remote(args, helper=False) as remote:
@@ -116,7 +116,7 @@ async def cmd_spec(args: argparse.Namespace) -> int:
             open_remote(args, helper=False) as remote,
             session_journal(args.session, remote) as journal,
         ):
-            events = journal.events() if journal is not None else []
+            events = journal.records() if journal is not None else []
             label = journal.label if journal is not None else None
             if _needs_live(args, history(events), fp):
                 live = await live_entry(remote, profile)

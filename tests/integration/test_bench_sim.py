@@ -127,7 +127,7 @@ async def test_three_configs_match_the_model_and_land_in_history(remote, sshd, t
             assert res.server.accept_len == pytest.approx(model["expected_accept_length"], rel=0.2)
             assert res.server.verify_ms == pytest.approx(model["verify_ms"], rel=0.1)
 
-    entries = history(journal.events())
+    entries = history(journal.records())
     assert [e.result.profile for e in entries] == list(CONFIGS)
     assert len({e.result.fingerprint for e in entries}) == 3
 
@@ -174,7 +174,7 @@ def test_bench_verb_and_kill_9_mid_run(sshd, baseline_sim) -> None:
         time.sleep(0.1)  # the third run is decoding: kill it now
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
-    entries = history(Journal(session).events())
+    entries = history(Journal(session).records())
     assert len(entries) == 2 and all(e.result.fingerprint for e in entries)
     out = specdebug("history", "--session", str(session), "--json")
     assert out.returncode == 0 and len(json.loads(out.stdout)["results"]) == 2

@@ -301,7 +301,7 @@ def test_failed_start_skip_then_bad(scenarios) -> None:
     verdicts = {e["fingerprint"] for e in journal.events({"verdict"}) if e["profile"] == good.name}
     trials = {e["fingerprint"] for e in journal.events({TRIAL_EVENT}) if e["config"] == good.name}
     assert verdicts == trials == {good.fingerprint()}
-    report = render_markdown(journal.events())  # the session report holds both bisections
+    report = render_markdown(journal.records())  # the session report holds both bisections
     assert report.count("### bxfault-good (good) vs bxfault-bad (bad): found") == 1
     assert report.count("### bxfault-good (good) vs bxfault-bad (bad): several") == 1
     assert "culprit: `--disable-cuda-graph`" in report

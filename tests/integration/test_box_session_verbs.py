@@ -67,7 +67,7 @@ async def test_bench_result_lands_in_the_box_journal_and_history_reads_it(
     # a BoxJournal opened separately (as another instance's TUI) sees the same result
     other = BoxJournal(remote, str(shared))
     await other.refresh()
-    (entry,) = history(other.events())
+    (entry,) = history(other.records())
     assert entry.result.fingerprint == data["fingerprint"] and entry.result.profile == "baseline"
 
     hist = specdebug(cwd, "history", "--session", spec, "--host", sshd.alias, *ssh, "--json")

@@ -17,6 +17,7 @@ from textual.widgets import DataTable
 
 from specdebug.core.bench.models import BenchConfig, BenchResult
 from specdebug.core.boxjournal import BoxJournal, box_path
+from specdebug.core.records import BenchResultRecord, MarkRecord, OtherRecord
 from specdebug.remote.client import BoxClient
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
@@ -64,11 +65,7 @@ async def test_result_recorded_by_one_instance_shows_in_the_other(sshd, remote, 
             assert table_b.row_count == 0
             for i, tok in enumerate((88.0, 93.5)):
                 t0 = time.monotonic()
-                ja.append(
-                    "bench_result",
-                    result(f"run{i}", tok, 1_700_000_000.0 + i).model_dump(mode="json"),
-                    sync=True,
-                )
+                ja.append(BenchResultRecord(result=result(f"run{i}", tok, 1_700_000_000.0 + i)), sync=True)
                 await wait_until(lambda n=i + 1: table_b.row_count == n, 10)
                 seen_after = time.monotonic() - t0
                 print(f"result {i} visible in the other instance after {seen_after:.2f} s")
@@ -82,7 +79,7 @@ async def test_result_recorded_by_one_instance_shows_in_the_other(sshd, remote, 
             assert Path(shared, "events.jsonl").stat().st_size == size
             # a mark by the driver reaches the viewer too
             driver.query_one(BenchPane).focus()
-            ja.append("mark", {"label": "regression seen", "source": "test"})
+            ja.append(MarkRecord(label="regression seen", origin="test"))
             await wait_until(lambda: any(e.get("label") == "regression seen" for e in jb.events()), 5)
         lines = Path(shared, "events.jsonl").read_bytes().splitlines()
         assert [json.loads(x)["kind"] for x in lines] == ["bench_result", "bench_result", "mark"]
@@ -97,8 +94,8 @@ async def test_concurrent_writers_append_whole_lines(sshd, remote, tmp_path: Pat
         ja, jb = BoxJournal(remote, shared), BoxJournal(remote_b, shared)
         big = "x" * 20000  # bigger than a pipe buffer: still one write
         for i in range(15):
-            ja.append("note", {"i": i, "who": "a", "pad": big})
-            jb.append("note", {"i": i, "who": "b", "pad": big})
+            ja.append(OtherRecord(kind="note", i=i, who="a", pad=big))
+            jb.append(OtherRecord(kind="note", i=i, who="b", pad=big))
         await asyncio.gather(ja.flush(), jb.flush())
         events = [json.loads(x) for x in Path(shared, "events.jsonl").read_bytes().splitlines()]
         assert sorted((e["who"], e["i"]) for e in events) == sorted((w, i) for w in "ab" for i in range(15))

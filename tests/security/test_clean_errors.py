@@ -15,6 +15,8 @@ import pytest
 
 from specdebug.core.journal import Journal, JournalError
 from specdebug.core.profiles import ProfileError, load_profile
+from specdebug.core.records import OtherRecord, VerdictRecord
+from specdebug.core.startup.events import Verdict
 from specdebug.tui.app import SpecdebugApp, load_keymap
 from specdebug.tui.context import AppContext
 from tests.security.cli_run import run_cli
@@ -64,7 +66,7 @@ async def test_bad_keymap_is_reported_and_ignored(tmp_path: Path, kind: str) -> 
 
 def test_journal_caps_long_strings(tmp_path: Path) -> None:
     j = Journal(tmp_path / "s")
-    j.append("verdict", {"excerpt": ["ok", "y" * 10_000_000]})
+    j.append(VerdictRecord(outcome=Verdict(verdict="failed", excerpt=["ok", "y" * 10_000_000])))
     raw = (tmp_path / "s" / "events.jsonl").read_bytes()
     assert len(raw) < 100_000
     ev = j.events()[0]
@@ -101,11 +103,11 @@ def test_full_disk_keeps_the_journal_whole(tmp_path: Path) -> None:
             pytest.skip("not root or tmpfs not mountable: the RLIMIT_FSIZE test covers this")
         session = disk / "session"
         j = Journal(session)
-        j.append("note", {"text": "first"})
+        j.append(OtherRecord(kind="note", text="first"))
         before = (session / "events.jsonl").read_bytes()
         (disk / "filler").write_bytes(b"f" * 40_000)  # leaves less room than the next record needs
         with pytest.raises(JournalError) as info:
-            j.append("bench_result", {"blob": ["z" * 30_000] * 2}, sync=True)
+            j.append(OtherRecord(kind="note", blob=["z" * 30_000] * 2), sync=True)
         assert "No space left" in str(info.value.strerror) and str(session) in str(info.value.strerror)
         _check_whole(session / "events.jsonl", before)
         res = run_cli("mark", "x" * 50_000, "--session", str(session), timeout=60)
@@ -116,13 +118,14 @@ def test_full_disk_keeps_the_journal_whole(tmp_path: Path) -> None:
 _FSIZE_CHILD = """
 import json, resource, signal, sys
 from specdebug.core.journal import Journal, JournalError
+from specdebug.core.records import OtherRecord
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 j = Journal(sys.argv[1])
-j.append("note", {"text": "first"})
+j.append(OtherRecord(kind="note", text="first"))
 size = (j.path).stat().st_size
 resource.setrlimit(resource.RLIMIT_FSIZE, (size + 100, size + 100))
 try:
-    j.append("note", {"text": "y" * 5000})
+    j.append(OtherRecord(kind="note", text="y" * 5000))
 except JournalError as exc:
     print(json.dumps({"error": exc.strerror}))
 """

@@ -16,6 +16,7 @@ import pytest
 
 from specdebug.core.bench.models import BenchConfig, BenchResult, judge_failures
 from specdebug.core.journal import Journal
+from specdebug.core.records import BenchResultRecord, JournalRecord, parse_record
 from specdebug.core.report import baseline_event, baseline_of, history, render_markdown
 from specdebug.sim.box import local as sim_local
 from specdebug.sim.server.common.faults import RequestFaults
@@ -58,13 +59,13 @@ def test_sim_fails_the_asked_share_of_requests() -> None:
     assert not any(RequestFaults(0.0).next_fails() for _ in range(10))
 
 
-def events_of(*results: BenchResult, marks: list[dict] | None = None) -> list[dict]:
-    # as Journal.append writes them: the event's ts and kind last
+def events_of(*results: BenchResult, marks: list[dict] | None = None) -> list[JournalRecord]:
+    # as a journal written before the typed records holds them: the event's ts and kind last
     out = [
         {**r.model_dump(mode="json"), "ts": float(i + 1), "kind": "bench_result"}
         for i, r in enumerate(results)
     ]
-    return out + [{"ts": 100.0, "kind": "mark", **m} for m in marks or []]
+    return [parse_record(x) for x in out + [{"ts": 100.0, "kind": "mark", **m} for m in marks or []]]
 
 
 def test_history_and_report_leave_failed_runs_out() -> None:
@@ -75,10 +76,10 @@ def test_history_and_report_leave_failed_runs_out() -> None:
     assert [e.result.status for e in entries] == ["done", "failed", "done"]
     assert baseline_of(events, entries).id == 1
     # a baseline mark on the failed run is not honoured ... unless it was set with include_failed
-    marked = [*events, {"ts": 100.0, "kind": "mark", **baseline_event(2.0)}]
+    marked = [*events, baseline_event(2.0).model_copy(update={"ts": 100.0})]
     assert baseline_of(marked, history(marked)).id == 1
     assert baseline_of(marked, history(marked), include_failed=True).id == 2
-    asked = [*events, {"ts": 100.0, "kind": "mark", **baseline_event(2.0, include_failed=True)}]
+    asked = [*events, baseline_event(2.0, include_failed=True).model_copy(update={"ts": 100.0})]
     assert baseline_of(asked, history(asked)).id == 2
     # the first run failing: the baseline is the first run that did not
     assert baseline_of(events[1:], history(events[1:])).result.profile == "good-2"
@@ -106,7 +107,7 @@ async def test_bench_pane_refuses_failed_runs_unless_asked(tmp_path: Path) -> No
         result(8, 32, profile="broken"),
         result(40, 0, profile="good-2"),
     ):
-        journal.append("bench_result", judge_failures(r).model_dump(mode="json"))
+        journal.append(BenchResultRecord(result=judge_failures(r)))
     ctx = AppContext(remotes={"gpubox": StillRemote("gpubox")}, selected="gpubox", journal=journal)
     app = SpecdebugApp(ctx, panes=[BenchPane])
     async with app.run_test(size=(150, 30)) as pilot:

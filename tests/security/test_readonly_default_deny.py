@@ -31,6 +31,7 @@ from specdebug.capability import ReadOnlyError
 from specdebug.core import pair, server_control
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import Profile
+from specdebug.core.records import MarkRecord
 from specdebug.core.servers import group_members, load_record
 from specdebug.core.startup.launch import launch
 from specdebug.core.startup.watch import launch_and_watch
@@ -219,7 +220,7 @@ def test_core_sinks_refuse_in_a_readonly_process(tmp_path: Path) -> None:
 
     with capability.readonly_process():
         with pytest.raises(ReadOnlyError):
-            Journal(tmp_path / "s").append("mark", {"label": "x"})
+            Journal(tmp_path / "s").append(MarkRecord(label="x"))
         with pytest.raises(ReadOnlyError):
             hostkeys.save_key(None, tmp_path / "known_hosts")  # type: ignore[arg-type]
         with pytest.raises(ReadOnlyError):

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Static
 from specdebug.core.bench.models import BenchConfig, BenchResult, LatencyStats, ServerMetrics
 from specdebug.core.hosts import GpuInfo
 from specdebug.core.journal import Journal
+from specdebug.core.records import BenchResultRecord
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane, bar, chart
@@ -104,7 +105,7 @@ def test_bench_pane_snapshot(snap_compare, utc) -> None:
 async def test_history_baseline_compare_from_journal(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "s")
     for res in fake_results():
-        journal.append("bench_result", res.model_dump(mode="json"), sync=True)
+        journal.append(BenchResultRecord(result=res), sync=True)
     ctx = AppContext(remotes={"gpubox": StillRemote("gpubox")}, selected="gpubox", journal=journal)
     app = SpecdebugApp(ctx, panes=[BenchPane])
     async with app.run_test(size=(150, 30)) as pilot:

@@ -10,6 +10,7 @@ from rich.console import Console
 from textual.widgets import DataTable, Static
 
 from specdebug.core.journal import Journal
+from specdebug.core.records import BenchResultRecord
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane
@@ -31,7 +32,7 @@ async def test_spec_panel_and_drift_in_compare(tmp_path: Path) -> None:
         if e.id >= 2:
             limit = "700.00" if e.id == 2 else "450.00"
             res = res.model_copy(update={"drift": {"packages": {}, "gpus": [{**gpu, "power.limit": limit}]}})
-        journal.append("bench_result", res.model_dump(mode="json"), sync=True)
+        journal.append(BenchResultRecord(result=res), sync=True)
     ctx = AppContext(remotes={"gpubox": StillRemote("gpubox")}, selected="gpubox", journal=journal)
     app = SpecdebugApp(ctx, panes=[BenchPane])
     async with app.run_test(size=(150, 40)) as pilot:

@@ -11,6 +11,7 @@ from textual.widgets import DataTable
 
 from specdebug.core.bench.models import BenchResult
 from specdebug.core.bisect import models as bm
+from specdebug.core.records import BisectStartRecord
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane
@@ -239,7 +240,7 @@ async def test_reopening_offers_the_unfinished_bisection(tmp_path: Path) -> None
     app = make_app(tmp_path)
     fast, slow = app.ctx.profile_choices
     journal = Journal(tmp_path / "session")
-    journal.append(bm.START_EVENT, {"bisect": "b1", "good": {"file": str(fast)}, "bad": {"file": str(slow)}})
+    journal.append(BisectStartRecord(bisect="b1", good={"file": str(fast)}, bad={"file": str(slow)}))
     app.ctx.journal = journal
     async with app.run_test(size=(150, 30)):
         pane = app.query_one(BisectPane)

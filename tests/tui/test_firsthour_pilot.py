@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Input, Static
 from specdebug.core.env.report import build_report
 from specdebug.core.logs.events import LogEvent
 from specdebug.core.profiles import load_profile
+from specdebug.core.records import BenchResultRecord, MarkRecord
 from specdebug.core.server_control import ServerStatus
 from specdebug.core.servers import ServerRecord
 from specdebug.core.startup.tracker import startup_history
@@ -149,7 +150,16 @@ async def test_found_server_still_starting_turns_ready_when_healthy(monkeypatch)
 # -- attaches do not feed the ETA ------------------------------------------------------------------
 
 ATTACH = [
-    {"kind": "launch", "profile": "eagle3-3step", "pid": 5000, "started_at": T0 + 100, "attached": True},
+    {
+        "kind": "launch",
+        "profile": "eagle3-3step",
+        "pid": 5000,
+        "pgid": 4990,
+        "port": 30000,
+        "log_file": "/var/log/sglang.log",
+        "started_at": T0 + 100,
+        "attached": True,
+    },
     {
         "kind": "verdict",
         "verdict": "ready",
@@ -157,7 +167,10 @@ ATTACH = [
         "pid": 5000,
         "at": T0 + 100.1,
         "elapsed_s": 0.1,
-        "phases": [{"name": "launch", "elapsed_s": 0}, {"name": "ready", "elapsed_s": 0.1}],
+        "phases": [
+            {"name": "launch", "at": 0.0, "elapsed_s": 0},
+            {"name": "ready", "at": 0.0, "elapsed_s": 0.1},
+        ],
     },
 ]
 
@@ -174,7 +187,7 @@ async def test_eta_counts_only_real_launches() -> None:
 
 def test_eta_keeps_a_real_launch_that_reuses_an_attached_pid() -> None:
     real = {**HISTORY[0], "pid": 5000, "at": T0 + 514.0}  # started at T0+500, long after the attach
-    hist = startup_history(ATTACH + [real], "eagle3-3step")
+    hist = startup_history(FakeJournal(ATTACH + [real]).records(), "eagle3-3step")
     assert hist is not None and hist.runs == 1 and hist.expected_total_s == 14.0
 
 
@@ -344,7 +357,7 @@ def test_history_compare_uses_the_same_direction(tmp_path: Path, capsys) -> None
 
     journal = Journal(tmp_path / "s")
     for res in fake_results():
-        journal.append("bench_result", res.model_dump(mode="json"), sync=True)
+        journal.append(BenchResultRecord(result=res), sync=True)
     assert main(["history", "--session", str(tmp_path / "s"), "--compare", "3", "2"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("from #2 eagle-2step-nccl -> to #3 eagle-3step")
@@ -444,11 +457,8 @@ def test_report_title_and_marks_read_as_text(tmp_path: Path, capsys) -> None:
 
     session = tmp_path / "session"  # the demo's folder name
     journal = Journal(session)
-    journal.append(
-        "mark",
-        {"pane": "logs", "n": 1, "label": "", "host": "simbox", "path": "/x.log", "offset": 10, "matches": 3},
-    )
-    journal.append("mark", {"label": "NCCL_PROTO exported", "source": "cli"})
+    journal.append(MarkRecord(pane="logs", n=1, label="", host="simbox", path="/x.log", offset=10, matches=3))
+    journal.append(MarkRecord(label="NCCL_PROTO exported", origin="cli"))
     assert main(["report", "--session", str(session)]) == 0
     out = capsys.readouterr().out
     first = out.splitlines()[0]

@@ -50,9 +50,9 @@ class FakeJournal:
     def __init__(self) -> None:
         self.items: list[tuple[str, dict]] = []
 
-    def append(self, kind: str, data: dict, *, sync: bool = False) -> dict:
-        self.items.append((kind, data))
-        return data
+    def append(self, record, *, sync: bool = False):
+        self.items.append((record.kind, record.to_json()))
+        return record
 
 
 def feed_lines(pane: LogsPane, lines: list[str], offset: int = 0) -> None:

@@ -5,6 +5,7 @@ specdebug", and a relaunch is picked up without pressing `a`."""
 from __future__ import annotations
 
 from specdebug.core.profiles import Profile
+from specdebug.core.records import parse_record
 from specdebug.core.startup.events import ServerState
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
@@ -34,7 +35,9 @@ async def test_the_drivers_stop_and_relaunch_reach_the_watchers_startup_pane() -
             "ts": 1.0,
         }
         other = {**stop, "profile": "someone-else", "by": "bob", "eid": "e2"}
-        app.post_message(Pane.JournalChanged([other, stop]))  # as the journal follower posts it
+        app.post_message(
+            Pane.JournalChanged([parse_record(other), parse_record(stop)])
+        )  # as the journal follower posts it
         for _ in range(50):
             await pilot.pause(0.02)
             if pane.state is ServerState.STOPPED:
@@ -43,8 +46,9 @@ async def test_the_drivers_stop_and_relaunch_reach_the_watchers_startup_pane() -
         assert "stopped by alice" in pane.message and "crashed" not in pane.message
         assert "stopped by alice" in pane.verdict_text().plain or "stopped by alice" in pane.head_text().plain
 
-        launch = {"kind": "launch", "profile": "base", "pid": 4242, "by": "alice", "eid": "e3", "ts": 2.0}
-        app.post_message(Pane.JournalChanged([launch]))
+        launch = {"kind": "launch", "profile": "base", "pid": 4242, "pgid": 4242, "port": 30000}
+        launch |= {"log_file": "/l", "by": "alice", "eid": "e3", "ts": 2.0}
+        app.post_message(Pane.JournalChanged([parse_record(launch)]))
         for _ in range(50):
             await pilot.pause(0.02)
             if pane.state is ServerState.CHECKING:

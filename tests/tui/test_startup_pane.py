@@ -7,6 +7,7 @@ from pathlib import Path
 from textual.app import App, ComposeResult
 
 from specdebug.core.profiles import load_profile
+from specdebug.core.records import parse_record
 from specdebug.core.servers import ServerRecord
 from specdebug.core.startup.events import GroupChange, HealthChange, Launched, LogLine
 from specdebug.core.startup.tracker import StartupTracker
@@ -38,11 +39,13 @@ LINES = [
 
 
 class FakeJournal:
-    def __init__(self, events):
-        self._events = events
+    """A journal holding these records (given as their JSON lines, read back as the journal does)."""
 
-    def events(self, kinds=None):
-        return [e for e in self._events if kinds is None or e["kind"] in kinds]
+    def __init__(self, events):
+        self._records = [parse_record({"ts": 1.0, **e}) for e in events]
+
+    def records(self, kinds=None):
+        return [e for e in self._records if kinds is None or e.kind in kinds]
 
 
 HISTORY = [
@@ -52,7 +55,7 @@ HISTORY = [
         "profile": "eagle3-3step",
         "elapsed_s": 14.0,
         "phases": [
-            {"name": n, "elapsed_s": s}
+            {"name": n, "at": 0.0, "elapsed_s": s}
             for n, s in [
                 ("launch", 0),
                 ("args", 0.5),

@@ -10,6 +10,7 @@ import pytest
 from specdebug.cli import main
 from specdebug.core.bench.models import BenchConfig, BenchResult, LatencyStats, ServerMetrics
 from specdebug.core.journal import Journal
+from specdebug.core.records import BenchResultRecord, LaunchRecord, MarkRecord, OtherRecord
 from specdebug.core.report import (
     baseline_event,
     baseline_of,
@@ -18,6 +19,7 @@ from specdebug.core.report import (
     metric_diff,
     render_markdown,
 )
+from specdebug.core.servers import ServerRecord
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
 ARGV = [
@@ -54,34 +56,25 @@ def result(name: str, tok_s: float, steps: str, env: dict[str, str], **kw) -> Be
 @pytest.fixture
 def session(tmp_path: Path) -> Path:
     j = Journal(tmp_path / "sess")
-    j.append("launch", {"profile": "base"})
-    j.append("bench_result", result("base", 89.0, "1", {}).model_dump(mode="json"), sync=True)
-    j.append("note", {"text": "now with NCCL env | 2 steps"})
-    j.append(
-        "bench_result", result("two", 94.0, "2", {"NCCL_PROTO": "Simple"}).model_dump(mode="json"), sync=True
+    j.append(LaunchRecord(server=ServerRecord(profile="base", pid=100, pgid=100, port=30000, log_file="/l")))
+    j.append(BenchResultRecord(result=result("base", 89.0, "1", {})), sync=True)
+    j.append(OtherRecord(kind="note", text="now with NCCL env | 2 steps"))
+    j.append(BenchResultRecord(result=result("two", 94.0, "2", {"NCCL_PROTO": "Simple"})), sync=True)
+    three = result(
+        "three", 60.0, "3", {"NCCL_PROTO": "Simple"}, warnings=["GPU 2 throttled after the run: hw_slowdown"]
     )
-    j.append(
-        "bench_result",
-        result(
-            "three",
-            60.0,
-            "3",
-            {"NCCL_PROTO": "Simple"},
-            warnings=["GPU 2 throttled after the run: hw_slowdown"],
-        ).model_dump(mode="json"),
-        sync=True,
-    )
-    j.append("mark", {"label": "regression seen"})
+    j.append(BenchResultRecord(result=three), sync=True)
+    j.append(MarkRecord(label="regression seen"))
     return j.session_dir
 
 
 def test_history_and_baseline(session: Path) -> None:
-    events = Journal(session).events()
+    events = Journal(session).records()
     entries = history(events)
     assert [e.result.profile for e in entries] == ["base", "two", "three"]
     assert baseline_of(events, entries).id == 1
-    Journal(session).append("mark", baseline_event(entries[1].ts))
-    events = Journal(session).events()
+    Journal(session).append(baseline_event(entries[1].ts))
+    events = Journal(session).records()
     assert baseline_of(events, history(events)).result.profile == "two"
 
 
@@ -98,7 +91,7 @@ def test_config_and_metric_diff() -> None:
 
 
 def test_markdown_report(session: Path) -> None:
-    md = render_markdown(Journal(session).events(), title="t")
+    md = render_markdown(Journal(session).records(), title="t")
     assert md.startswith("# t\n")
     assert "| 1 |" in md and "| 3 |" in md and "`fp-two`" in md
     assert "+5.6%" in md and "-32.6%" in md

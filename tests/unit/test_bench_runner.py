@@ -167,7 +167,7 @@ async def test_builtin_run_records_conditions(tmp_path: Path) -> None:
     assert len(res.gpu_before) == 4 and len(res.gpu_after) == 4
     assert any(w.startswith("GPU 2 throttled before") for w in res.warnings)
     assert not any("not ready" in w for w in res.warnings)
-    entries = history(journal.events())
+    entries = history(journal.records())
     assert len(entries) == 1 and entries[0].result.fingerprint == res.fingerprint
 
 

@@ -27,6 +27,7 @@ from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates, GroupError
 from specdebug.core.bisect.report import bisect_markdown
 from specdebug.core.bisect.trial import ARGS_REJECTED
 from specdebug.core.profiles import load_profile_text
+from specdebug.core.records import BisectResultRecord, BisectStartRecord
 
 GOOD = """\
 name = "good"
@@ -173,13 +174,13 @@ def test_report_section_and_unfinished_bisections() -> None:
         bad={"name": "slow"},
     )
     events = [
-        {"kind": bm.START_EVENT, "bisect": "b1", "good": {"file": "a.toml"}},
-        {"kind": bm.START_EVENT, "bisect": "b2", "good": {"file": "c.toml"}},
-        {"kind": bm.RESULT_EVENT, **result.model_dump(mode="json")},
+        BisectStartRecord(bisect="b1", good={"file": "a.toml"}),
+        BisectStartRecord(bisect="b2", good={"file": "c.toml"}),
+        BisectResultRecord(result=result),
     ]
     text = "\n".join(bisect_markdown(events))
     assert "## Bisection" in text and "fast (good) vs slow (bad): found" in text
     assert "culprit: `--disable-cuda-graph`" in text and "one knob at a time: 9, 5 saved" in text
     assert "| 2 | candidate | `--disable-cuda-graph` |" in text and "| yes |" in text
-    assert unfinished(events)["bisect"] == "b2"
+    assert unfinished(events).bisect == "b2"
     assert unfinished(events[2:]) is None and bisect_markdown([]) == []

@@ -16,6 +16,7 @@ from specdebug.core.bisect.knobs import Candidates
 from specdebug.core.bisect.run import Bisection, settings_for
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile_text
+from specdebug.core.records import BisectTrialRecord
 
 GOOD = """\
 name = "fast"
@@ -83,7 +84,7 @@ def session(
                     m.status, m.reason = bm.Status.FAILED_START, "failed to start: CUDA out of memory"
                 else:
                     m.metrics = {"output_tok_s": rate(set(names)) * (1 + 0.002 * run)}
-                journal.append(bm.TRIAL_EVENT, m.model_dump(mode="json"))
+                journal.append(BisectTrialRecord(trial=m))
     return journal, c
 
 
@@ -209,7 +210,7 @@ async def test_a_metric_missing_from_the_results_is_a_skip_not_a_loop(tmp_path: 
             started_at=time.time(),
             finished_at=time.time(),
         )
-        journal.append(bm.TRIAL_EVENT, m.model_dump(mode="json"))
+        journal.append(BisectTrialRecord(trial=m))
     result = await asyncio.wait_for(run(Bisection(NoRemote(), c.good, c.bad, options, journal=journal)), 10)
     assert result.verdict == "inconclusive" and result.launches == 0
     skipped = [t for t in result.trials if t.role == "candidate"]
@@ -225,7 +226,7 @@ async def test_a_bad_end_that_does_not_start_is_searched_by_start_or_no_start(tm
         role=bm.Role.CANDIDATE, applied=c.knob_names(frozenset({2})), status=bm.Status.FAILED_START,
         reason="failed to start: timed out after 60 s", finished_at=time.time(),
     )  # fmt: skip
-    journal.append(bm.TRIAL_EVENT, flake.model_dump(mode="json"))
+    journal.append(BisectTrialRecord(trial=flake))
     result = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))
     assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"] and result.confirmed
     assert result.metric_used == "failed_start" and result.launches == 0
@@ -238,17 +239,13 @@ async def test_journal_records_of_another_bisection_or_stale_are_not_replayed(tm
         bisect="someone-else", config="x", fingerprint=c.profile(frozenset({0}))[1], settings="s",
         role=bm.Role.CANDIDATE, metrics={"output_tok_s": 1.0}, finished_at=time.time(),
     )  # fmt: skip
-    journal.append(
-        bm.TRIAL_EVENT,
-        {**forged.model_dump(mode="json"), "settings": settings_for(c.good, bm.BisectOptions()).key()},
-    )
+    settings = settings_for(c.good, bm.BisectOptions()).key()
+    journal.append(BisectTrialRecord(trial=forged.model_copy(update={"settings": settings})))
     wrong = forged.model_copy(
         update={"bisect": Bisection(NoRemote(), c.good, c.bad).id, "applied": ["NCCL_PROTO"]}
     )
-    journal.append(
-        bm.TRIAL_EVENT,
-        {**wrong.model_dump(mode="json"), "settings": settings_for(c.good, bm.BisectOptions()).key()},
-    )
+    settings = settings_for(c.good, bm.BisectOptions()).key()
+    journal.append(BisectTrialRecord(trial=wrong.model_copy(update={"settings": settings})))
     engine = Bisection(NoRemote(), c.good, c.bad, journal=journal)
     assert engine.book.dropped == {
         "written by another bisection": 1,

@@ -88,11 +88,18 @@ def test_ends_drift_uses_the_latest_snapshot_of_each_end():
     from specdebug.core.drift.report import ends_drift
 
     good, bad = snap(), snap(gpus=[{**GPU, "power.limit": "450.00"}])
+    from specdebug.core.records import LaunchRecord
+    from specdebug.core.servers import ServerRecord
+
+    def launch(fingerprint: str, drift: dict) -> LaunchRecord:
+        server = ServerRecord(profile="p", fingerprint=fingerprint, pid=9, pgid=9, port=1, log_file="/l")
+        return LaunchRecord(server=server, drift=drift)
+
     events = [
-        {"kind": "launch", "fingerprint": "g", "drift": snap(gpus=[{**GPU, "power.limit": "300.00"}])},
-        {"kind": "launch", "fingerprint": "g", "drift": good},
-        {"kind": "launch", "fingerprint": "b", "drift": bad},
-        {"kind": "launch", "fingerprint": "b", "drift": {"error": "no python"}},
+        launch("g", snap(gpus=[{**GPU, "power.limit": "300.00"}])),
+        launch("g", good),
+        launch("b", bad),
+        launch("b", {"error": "no python"}),
     ]
     assert ends_drift(events, "g", "b") == ["GPU 0 power limit 700 -> 450 W"]
     assert ends_drift(events, "g", "x")[0].startswith("drift between the ends: cannot tell")

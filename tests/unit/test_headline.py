@@ -17,6 +17,7 @@ from specdebug.cli import main
 from specdebug.core.bench.headline import DECODE, OUTPUT, headline_of, headline_text, settings_differ
 from specdebug.core.bench.models import BenchConfig, BenchResult
 from specdebug.core.journal import Journal
+from specdebug.core.records import BenchResultRecord
 from specdebug.core.report import history, render_markdown
 from specdebug.tui.panes.bench_view import chart
 
@@ -50,7 +51,7 @@ def test_single_stream_headline_is_the_decode_rate_everywhere(tmp_path: Path, ca
     assert abs(parsed["headline"]["value"] - h.value) / h.value < 0.007  # the two clients agree
 
     # history: the journal's copy shows the same headline, in JSON and in the text row
-    Journal(session).append("bench_result", b.model_dump(mode="json"), sync=True)
+    Journal(session).append(BenchResultRecord(result=b), sync=True)
     assert main(["history", "--session", str(session), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["results"]
     assert [r["headline"]["metric"] for r in rows] == [DECODE, DECODE]
@@ -64,7 +65,7 @@ def test_single_stream_headline_is_the_decode_rate_everywhere(tmp_path: Path, ca
     )
 
     # the Bench pane's chart and notice use the same value and name
-    entries = history(Journal(session).events())
+    entries = history(Journal(session).records())
     assert [e.result.headline() for e in entries] == [parsed["headline"]["value"], 93.95]
     assert "94.0" in chart(entries).plain
     assert (
@@ -88,11 +89,11 @@ def test_unlike_benchmarks_are_named_in_comparisons(tmp_path: Path, capsys):
     assert settings_differ(headline_of(long), headline_of(builtin(8))) == []
     j = Journal(tmp_path / "s")
     for r in (long, short):
-        j.append("bench_result", r.model_dump(mode="json"), sync=True)
+        j.append(BenchResultRecord(result=r), sync=True)
     assert main(["history", "--session", str(tmp_path / "s"), "--compare", "1", "2", "--json"]) == 0
     cmp = json.loads(capsys.readouterr().out)
     assert cmp["not_alike"] == ["requests: 8 -> 2"] and cmp["headline"]["to"]["value"] == 80.7
     assert main(["history", "--session", str(tmp_path / "s"), "--compare", "1", "2"]) == 0
     assert "not measured alike: requests: 8 -> 2" in capsys.readouterr().out
-    md = render_markdown(j.events(), title="t")
+    md = render_markdown(j.records(), title="t")
     assert "1000 / TPOT mean" in md

@@ -6,18 +6,23 @@ import json
 from pathlib import Path
 
 from specdebug.core import journal as journal_mod
+from specdebug.core.bench.models import BenchResult
 from specdebug.core.journal import Journal
+from specdebug.core.records import BenchResultRecord, LaunchRecord, MarkRecord, OtherRecord
+from specdebug.core.servers import ServerRecord
 
 
 def test_append_and_read_back(tmp_path: Path) -> None:
     j = Journal(tmp_path / "s1")
-    ev = j.append("note", {"text": "hello"})
-    j.append("bench_result", {"output_tok_s": 89.1, "path": tmp_path}, sync=True)
-    assert ev["kind"] == "note" and isinstance(ev["ts"], float)
+    ev = j.append(OtherRecord(kind="note", text="hello"))
+    j.append(BenchResultRecord(result=BenchResult(output_tok_s=89.1, label=str(tmp_path))), sync=True)
+    assert ev.kind == "note" and isinstance(ev.ts, float)
     events = j.events()
     assert [e["kind"] for e in events] == ["note", "bench_result"]
-    assert events[1]["path"] == str(tmp_path)
+    assert events[0]["text"] == "hello" and events[1]["label"] == str(tmp_path)
     assert [e["kind"] for e in j.events({"bench_result"})] == ["bench_result"]
+    (read,) = j.records({"bench_result"})
+    assert isinstance(read, BenchResultRecord) and read.result.output_tok_s == 89.1
     lines = (tmp_path / "s1" / "events.jsonl").read_text().splitlines()
     assert all(json.loads(x) for x in lines) and len(lines) == 2
 
@@ -28,24 +33,27 @@ def test_missing_file_reads_empty(tmp_path: Path) -> None:
 
 def test_torn_last_line_is_skipped_and_next_append_starts_fresh(tmp_path: Path) -> None:
     j = Journal(tmp_path)
-    j.append("mark", {"label": "a"})
+    j.append(MarkRecord(label="a"))
     with open(j.path, "ab") as f:
         f.write(b'{"kind": "bench_result", "output_tok')  # writer killed mid-line
     assert [e["label"] for e in j.events()] == ["a"]
-    j.append("mark", {"label": "b"})
+    j.append(MarkRecord(label="b"))
     assert [e["label"] for e in j.events()] == ["a", "b"]
 
 
 def test_reopen_sees_history(tmp_path: Path) -> None:
-    Journal(tmp_path).append("launch", {"profile": "base"})
+    server = ServerRecord(profile="base", pid=100, pgid=100, port=30000, log_file="/l")
+    Journal(tmp_path).append(LaunchRecord(server=server))
     assert Journal(tmp_path).events()[0]["profile"] == "base"
+    (read,) = Journal(tmp_path).records()
+    assert isinstance(read, LaunchRecord) and read.server == server
 
 
 def test_default_dir_under_user_data(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(journal_mod, "sessions_root", lambda: tmp_path / "sessions")
     d1 = Journal.default_dir()
     assert d1.parent == tmp_path / "sessions"
-    Journal(d1).append("note", {})
+    Journal(d1).append(OtherRecord(kind="note"))
     d2 = Journal.default_dir()
     assert d2 != d1 or not d1.exists()
     assert Journal.latest_dir() is not None
@@ -53,6 +61,6 @@ def test_default_dir_under_user_data(tmp_path: Path, monkeypatch) -> None:
 
 def test_non_json_values_are_encoded(tmp_path: Path) -> None:
     j = Journal(tmp_path)
-    j.append("note", {"tags": {"x"}, "pair": (1, 2)})
+    j.append(OtherRecord(kind="note", tags={"x"}, pair=(1, 2)))
     e = j.events()[0]
     assert e["tags"] == ["x"] and e["pair"] == [1, 2]

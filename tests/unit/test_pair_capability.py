@@ -11,6 +11,7 @@ import pytest
 from specdebug import capability
 from specdebug.capability import ReadOnlyError
 from specdebug.core.journal import Journal
+from specdebug.core.records import MarkRecord
 
 
 class Thing:
@@ -21,8 +22,8 @@ def test_held_objects_refuse_others_do_not(tmp_path: Path) -> None:
     ro, rw = Journal(tmp_path / "ro"), Journal(tmp_path / "rw")
     capability.hold_readonly(ro, None)
     with pytest.raises(ReadOnlyError, match="read-only: journal mark"):
-        ro.append("mark", {"label": "x"})
-    rw.append("mark", {"label": "y"})
+        ro.append(MarkRecord(label="x"))
+    rw.append(MarkRecord(label="y"))
     assert not (tmp_path / "ro").exists()
     assert [e["label"] for e in rw.events()] == ["y"]
     remote = Thing()

@@ -10,6 +10,7 @@ import pytest
 
 from specdebug.cli import main
 from specdebug.core.journal import Journal, resolve_session, sessions_root
+from specdebug.core.records import BenchResultRecord
 from specdebug.core.report import config_diff, render_markdown
 from tests.unit.test_bench_report import result
 
@@ -23,7 +24,7 @@ def data_home(tmp_path: Path, monkeypatch) -> Path:
 
 def bench_into(session: Path, host: str, tok_s: float, name: str = "base") -> None:
     res = result(name, tok_s, "2", {}).model_copy(update={"host": host})
-    Journal(session).append("bench_result", res.model_dump(mode="json"))
+    Journal(session).append(BenchResultRecord(result=res))
 
 
 def test_the_latest_session_is_the_latest_of_the_target(data_home: Path, monkeypatch) -> None:
@@ -56,7 +57,7 @@ def test_a_comparison_across_hosts_says_so(data_home: Path, capsys) -> None:
     rb = BenchResult.model_validate({k: v for k, v in b.items() if k not in ("ts", "kind")})
     assert config_diff(ra, rb)[0] == "host: 'simbox' -> 't3box' (a comparison across hosts)"
     assert config_diff(ra, ra) == []
-    md = render_markdown(j.events())
+    md = render_markdown(j.records())
     assert "- baseline: run #1 (base, on simbox)" in md
     assert "(other host: t3box)" in md
     assert "`host: 'simbox' -> 't3box' (a comparison across hosts)`" in md  # the config diff names it

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from specdebug.core.server_control import ServerStatus, StopResult
-from specdebug.core.servers import ServerRecord
+from specdebug.core.server_control import ServerStatus
+from specdebug.core.servers import ServerRecord, StopResult
 from specdebug.core.startup.events import (
     GroupChange,
     HealthChange,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from specdebug.core.records import LaunchRecord, VerdictRecord
+from specdebug.core.servers import ServerRecord
 from specdebug.core.startup.events import GroupChange, HealthChange, ServerPhase, Verdict
 from specdebug.core.startup.tracker import StartupTracker, startup_history
 
@@ -203,25 +205,25 @@ def test_summary_shape() -> None:
     assert set(s["phases"][0]) == {"name", "at", "elapsed_s"}
 
 
+def _verdict(verdict: str, profile: str, elapsed_s: float, phases: dict[str, float] | None = None, **kw):
+    steps = [ServerPhase(name=n, at=0.0, elapsed_s=e) for n, e in (phases or {}).items()]
+    return VerdictRecord(
+        outcome=Verdict(verdict=verdict, profile=profile, elapsed_s=elapsed_s, phases=steps, **kw)
+    )
+
+
+def _launch(pid: int, *, attached: bool = False):
+    server = ServerRecord(profile="p", pid=pid, pgid=pid, port=1, log_file="/l", attached=attached)
+    return LaunchRecord(server=server)
+
+
 def test_history_eta() -> None:
     events = [
-        {
-            "kind": "verdict",
-            "verdict": "ready",
-            "profile": "p",
-            "elapsed_s": 10,
-            "phases": [{"name": "load_weights", "elapsed_s": 2}],
-        },
-        {
-            "kind": "verdict",
-            "verdict": "ready",
-            "profile": "p",
-            "elapsed_s": 14,
-            "phases": [{"name": "load_weights", "elapsed_s": 4}],
-        },
-        {"kind": "verdict", "verdict": "ready", "profile": "p", "elapsed_s": 12, "phases": []},
-        {"kind": "verdict", "verdict": "failed", "profile": "p", "elapsed_s": 99},
-        {"kind": "verdict", "verdict": "ready", "profile": "other", "elapsed_s": 99},
+        _verdict("ready", "p", 10, {"load_weights": 2}),
+        _verdict("ready", "p", 14, {"load_weights": 4}),
+        _verdict("ready", "p", 12),
+        _verdict("failed", "p", 99),
+        _verdict("ready", "other", 99),
     ]
     h = startup_history(events, "p")
     assert h is not None and h.runs == 3 and h.expected_total_s == 12
@@ -234,10 +236,10 @@ def test_history_leaves_out_attached_servers():
     from specdebug.core.startup.tracker import startup_history
 
     events = [
-        {"kind": "launch", "pid": 10},
-        {"kind": "verdict", "verdict": "ready", "profile": "p", "pid": 10, "elapsed_s": 300.0, "phases": []},
-        {"kind": "launch", "pid": 20, "attached": True},
-        {"kind": "verdict", "verdict": "ready", "profile": "p", "pid": 20, "elapsed_s": 0.1, "phases": []},
+        _launch(10),
+        _verdict("ready", "p", 300.0, pid=10),
+        _launch(20, attached=True),
+        _verdict("ready", "p", 0.1, pid=20),
     ]
     history = startup_history(events, "p")
     assert history.runs == 1 and history.expected_total_s == 300.0

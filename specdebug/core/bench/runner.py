@@ -34,6 +34,7 @@ from specdebug.core.drift.snapshot import snapshot_or_error
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.profiles.paths import box_path
+from specdebug.core.records import BenchResultRecord
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.core.servers import file_size, this_run_offset
 from specdebug.engines import ENGINES, engine_of
@@ -313,16 +314,16 @@ async def _measure(
         *result.warnings,
     ]
     if journal is not None and (
-        moved := drift_warning(journal.events({"bench_result"}), result.fingerprint, drift_snap)
+        moved := drift_warning(journal.records({"bench_result"}), result.fingerprint, drift_snap)
     ):
         result.warnings.append(moved)
     if result.status == "done" and not result.successful_requests and result.kind == "builtin":
         result.status = "failed"
     judge_failures(result)  # above 5 % failed requests: failed, with the reason, never a baseline
-    data = scrub_tree(result.model_dump(mode="json"), scrub)
+    scrubbed = BenchResult.model_validate(scrub_tree(result.model_dump(mode="json"), scrub))
     if journal is not None:
-        journal.append("bench_result", data, sync=True)
-    return BenchResult.model_validate(data)
+        journal.append(BenchResultRecord(result=scrubbed), sync=True)
+    return scrubbed
 
 
 async def _none() -> None:

@@ -9,24 +9,28 @@ failures per --failed-start, rejected arguments skipped, the gate, then the judg
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from specdebug.core.bisect.gate import Gate
 from specdebug.core.bisect.interleave import detrend, drift_slope
 from specdebug.core.bisect.judge import FULL, START_METRIC, ZERO, Judge, Reading, plausible
 from specdebug.core.bisect.models import (
-    LAUNCH_EVENT,
-    RESULT_EVENT,
-    START_EVENT,
-    STOP_EVENT,
-    TRIAL_EVENT,
     BisectOptions,
     Judged,
     Measurement,
     Role,
     Status,
     TrialRow,
+)
+from specdebug.core.records import (
+    BisectLaunchRecord,
+    BisectResultRecord,
+    BisectStartRecord,
+    BisectStopRecord,
+    BisectTrialRecord,
+    JournalRecord,
+    LaunchRecord,
+    StopRecord,
 )
 
 
@@ -62,29 +66,30 @@ class Book:
         self.start_mode = False  # the bad end fails to start: start / no start is the metric
         self.start_kind = ""  # how the bad end fails: exits | hangs | rejects its arguments
 
-    def load(self, events: list[dict[str, Any]]) -> dict[int, str]:
-        """Fill the cache from a session journal; returns launches (pid -> profile) never stopped."""
+    def load(self, events: Sequence[JournalRecord]) -> dict[int, str]:
+        """Fill the cache from a session journal; returns launches (pid -> profile) never stopped.
+        (A trial record that does not validate was skipped, and said, by the journal.)"""
         launched: dict[int, str] = {}
         for ev in events:
-            kind = ev.get("kind")
-            if kind == TRIAL_EVENT and ev.get("settings") == self.settings:
-                try:
-                    m = Measurement.model_validate({k: v for k, v in ev.items() if k not in ("ts", "kind")})
-                except ValueError:
-                    self._drop("not a valid trial record")
-                    continue
+            if isinstance(ev, BisectTrialRecord) and ev.trial.settings == self.settings:
+                m = ev.trial.model_copy(deep=True)
                 why = self._untrusted(m)
                 if why:
                     self._drop(why)
                     continue
                 self.cache.setdefault(m.fingerprint, []).append(m)
-            # judgements by hand (JUDGEMENT_EVENT) stay in the journal as a record; never replayed
-            elif kind in ("launch", LAUNCH_EVENT) and isinstance(ev.get("pid"), int):
-                launched[ev["pid"]] = str(ev.get("profile", ""))
-                if kind == LAUNCH_EVENT and (self.bisect is None or ev.get("bisect") in (self.bisect, None)):
-                    self.own_pids.add(ev["pid"])
-            elif kind in ("stop", STOP_EVENT):
-                launched.pop(ev.get("pid"), None)  # type: ignore[arg-type]
+            # judgements by hand (bisect_judgement) stay in the journal as a record; never replayed
+            elif isinstance(ev, LaunchRecord):
+                launched[ev.server.pid] = ev.server.profile
+            elif isinstance(ev, BisectLaunchRecord):
+                launched[ev.pid] = ev.profile
+                if self.bisect is None or ev.bisect in (self.bisect, None):
+                    self.own_pids.add(ev.pid)
+            elif isinstance(ev, StopRecord):
+                if ev.stop.pid is not None:
+                    launched.pop(ev.stop.pid, None)
+            elif isinstance(ev, BisectStopRecord):
+                launched.pop(ev.pid, None)
         return launched
 
     def _drop(self, why: str) -> None:
@@ -249,13 +254,13 @@ class Book:
         return statistics.median(starts) if starts else None
 
 
-def unfinished(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+def unfinished(events: Sequence[JournalRecord]) -> BisectStartRecord | None:
     """The session's last bisection with a start and no result: what --resume and a reopened TUI continue."""
-    started: dict[str, dict[str, Any]] = {}
+    started: dict[str, BisectStartRecord] = {}
     for ev in events:
-        if ev.get("kind") == START_EVENT:
-            started.pop(ev.get("bisect", ""), None)
-            started[ev.get("bisect", "")] = ev
-        elif ev.get("kind") == RESULT_EVENT:
-            started.pop(ev.get("bisect", ""), None)
+        if isinstance(ev, BisectStartRecord):
+            started.pop(ev.bisect, None)
+            started[ev.bisect] = ev
+        elif isinstance(ev, BisectResultRecord):
+            started.pop(ev.result.bisect, None)
     return list(started.values())[-1] if started else None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from specdebug.core.bisect.models import RESULT_EVENT, Result
+from specdebug.core.bisect.models import Result
+from specdebug.core.records import BisectResultRecord, JournalRecord
 
 
 def _cell(text: Any) -> str:
@@ -15,17 +17,9 @@ def _value(v: str | None) -> str:
     return "(absent)" if v is None else f"`{_cell(v)}`"
 
 
-def bisect_markdown(events: list[dict[str, Any]]) -> list[str]:
+def bisect_markdown(events: Sequence[JournalRecord]) -> list[str]:
     """Markdown lines for every finished bisection of the session (empty when there is none)."""
-    results: list[Result] = []
-    for ev in events:
-        if ev.get("kind") == RESULT_EVENT:
-            try:
-                results.append(
-                    Result.model_validate({k: v for k, v in ev.items() if k not in ("ts", "kind")})
-                )
-            except ValueError:
-                continue
+    results = [ev.result for ev in events if isinstance(ev, BisectResultRecord)]
     if not results:
         return []
     out = ["## Bisection", ""]

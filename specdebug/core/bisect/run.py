@@ -23,9 +23,6 @@ from specdebug.core.bisect.interleave import next_step, reference_end
 from specdebug.core.bisect.judge import START_METRIC, ZERO, Judge, Reading, plausible
 from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates, settings_for
 from specdebug.core.bisect.models import (
-    JUDGEMENT_EVENT,
-    RESULT_EVENT,
-    START_EVENT,
     AwaitJudgement,
     BisectOptions,
     Drift,
@@ -47,6 +44,7 @@ from specdebug.core.bisect.plan import Ask, Plan, decided
 from specdebug.core.bisect.trial import TrialError, TrialSpec, run_trial
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
+from specdebug.core.records import BisectJudgementRecord, BisectResultRecord, BisectStartRecord
 from specdebug.remote.api import Remote
 
 Clock = Callable[[], float]
@@ -98,7 +96,7 @@ class Bisection:
         self._mine: set[str] = set()  # profile names launched by this run
         self.current: Profile | None = None  # the config of the trial running now (front ends clean up)
         self.drift: Drift | None = None
-        launched = self.book.load(journal.events()) if journal is not None else {}
+        launched = self.book.load(journal.records()) if journal is not None else {}
         prefix = good.name + NAME_SUFFIX
         own = self.book.own_pids
         self._leftover = sorted({n for p, n in launched.items() if p in own or n.startswith(prefix)})
@@ -134,7 +132,7 @@ class Bisection:
         t0 = self.clock()
         c = self.cands
         if self.journal is not None:
-            self.journal.append(START_EVENT, self._start_record(), sync=True)
+            self.journal.append(self._start_record(), sync=True)
         yield Planned(
             bisect=self.id,
             knobs=c.rows,
@@ -293,8 +291,10 @@ class Bisection:
             self._judgement = None
             self.book.hand[fp] = verdict_by_hand
             if self.journal is not None:
-                data = {"bisect": self.id, "fingerprint": fp, "settings": self.settings.key()}
-                self.journal.append(JUDGEMENT_EVENT, {**data, "judged": verdict_by_hand.value}, sync=True)
+                judged = BisectJudgementRecord(
+                    bisect=self.id, fingerprint=fp, settings=self.settings.key(), judged=verdict_by_hand
+                )
+                self.journal.append(judged, sync=True)
             row = self.book.update_row(fp, judge)
         if role is Role.CANDIDATE:  # the ends' rows were shown when they were measured
             yield TrialDone(row=row)
@@ -389,16 +389,16 @@ class Bisection:
         """One knob at a time with the same care: each knob once, each end twice (the noise)."""
         return len(self.cands.units) + 2 * MIN_END_RUNS
 
-    def _start_record(self) -> dict[str, Any]:
+    def _start_record(self) -> BisectStartRecord:
         c = self.cands
-        return {
-            "bisect": self.id,
-            "good": {"name": c.good.name, "file": str(c.good.source or ""), "fingerprint": c.good_fp},
-            "bad": {"name": c.bad.name, "file": str(c.bad.source or ""), "fingerprint": c.bad_fp},
-            "settings": self.settings.key(),
-            "options": self.options.model_dump(mode="json"),
-            "knobs": [k.model_dump(mode="json") for k in c.rows],
-        }
+        return BisectStartRecord(
+            bisect=self.id,
+            good={"name": c.good.name, "file": str(c.good.source or ""), "fingerprint": c.good_fp},
+            bad={"name": c.bad.name, "file": str(c.bad.source or ""), "fingerprint": c.bad_fp},
+            settings=self.settings.key(),
+            options=self.options.model_dump(mode="json"),
+            knobs=[k.model_dump(mode="json") for k in c.rows],
+        )
 
     def _finish(
         self,
@@ -444,5 +444,5 @@ class Bisection:
             metric_used=START_METRIC if self.book.start_mode else self.options.metric,
         )
         if self.journal is not None:
-            self.journal.append(RESULT_EVENT, result.model_dump(mode="json"), sync=True)
+            self.journal.append(BisectResultRecord(result=result), sync=True)
         return Finished(result=result)

@@ -25,9 +25,6 @@ from specdebug.core.bisect.gate import Gate, check_gate
 from specdebug.core.bisect.judge import metrics_of
 from specdebug.core.bisect.knobs import NAME_SUFFIX
 from specdebug.core.bisect.models import (
-    LAUNCH_EVENT,
-    STOP_EVENT,
-    TRIAL_EVENT,
     Measurement,
     Phase,
     Role,
@@ -37,6 +34,7 @@ from specdebug.core.bisect.models import (
 )
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
+from specdebug.core.records import BisectLaunchRecord, BisectStopRecord, BisectTrialRecord
 from specdebug.core.servers import ServerRecord, find_port_holder, forget_record, group_members, load_record
 from specdebug.core.startup.events import ServerPhase, Verdict
 from specdebug.core.startup.launch import launch
@@ -151,11 +149,14 @@ async def run_trial(
         try:
             record = await launch(remote, profile, journal=own, clock=clock, check=False)
             if journal is not None:  # the ends' too: what a resume of this bisection may stop as its own
-                journal.append(
-                    LAUNCH_EVENT,
-                    {"profile": profile.name, "pid": record.pid, "port": record.port, "bisect": spec.bisect},
-                    sync=True,
+                launched = BisectLaunchRecord(
+                    profile=profile.name,
+                    pid=record.pid,
+                    port=record.port,
+                    bisect=spec.bisect,
+                    host=record.host or None,
                 )
+                journal.append(launched, sync=True)
         except RemoteError as exc:
             m.status, m.reason = Status.FAILED_START, f"launch failed: {exc}"
         if record is not None:
@@ -192,7 +193,7 @@ async def run_trial(
                     _take_result(m, item, spec.settings)
         m.finished_at = clock()
         if journal is not None:
-            journal.append(TRIAL_EVENT, m.model_dump(mode="json"), sync=True)
+            journal.append(BisectTrialRecord(trial=m), sync=True)
         yield progress(Phase.STOP, profile.name)
     finally:
         if record is not None:
@@ -201,7 +202,9 @@ async def run_trial(
                     remote, record, grace_s=STOP_GRACE_S, journal=own
                 )
                 if journal is not None and stop_result.stopped:
-                    journal.append(STOP_EVENT, {"profile": profile.name, "pid": record.pid})
+                    journal.append(
+                        BisectStopRecord(profile=profile.name, pid=record.pid, host=record.host or None)
+                    )
                 if spec.forget:
                     await forget_record(remote, profile.name)
     yield m

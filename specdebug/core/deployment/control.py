@@ -21,8 +21,9 @@ from pydantic import BaseModel, Field
 from specdebug.core.deployment.place import Deployment, Node
 from specdebug.core.deployment.tracker import DeploymentTracker, DeploymentVerdict, NodeSummary
 from specdebug.core.journal import EventJournal
-from specdebug.core.server_control import LaunchRefused, ServerStatus, StopResult
-from specdebug.core.servers import ServerRecord
+from specdebug.core.records import DeploymentVerdictRecord
+from specdebug.core.server_control import LaunchRefused, ServerStatus
+from specdebug.core.servers import ServerRecord, StopResult
 from specdebug.remote.api import Remote, RemoteError
 
 Remotes = Mapping[str, Remote]  # node host -> its connection
@@ -129,7 +130,7 @@ async def watch_deployment(
                 verdict = tracker.feed(node.host, ev, clock())
             if verdict is not None:
                 if journal is not None:
-                    journal.append("deployment_verdict", verdict.summary(), sync=True)
+                    journal.append(DeploymentVerdictRecord(outcome=verdict), sync=True)
                 yield verdict
                 return
     finally:

@@ -6,9 +6,11 @@ between consecutive results, failed runs already left out by the caller.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from specdebug.core.drift.compare import drift_lines, usable
+from specdebug.core.records import BenchResultRecord, JournalRecord, LaunchRecord
 
 if TYPE_CHECKING:
     from specdebug.core.report import HistoryEntry
@@ -37,15 +39,15 @@ def drift_markdown(entries: list[HistoryEntry]) -> list[str]:
     return [*out, ""]
 
 
-def drift_warning(events: list[dict[str, Any]], fingerprint: str | None, snap: Any) -> str | None:
+def drift_warning(events: Sequence[JournalRecord], fingerprint: str | None, snap: Any) -> str | None:
     """The bench warning: what changed on the box since the last result of the same config."""
     n, prev = 0, None
     for ev in events:
-        if ev.get("kind") != "bench_result":
+        if not isinstance(ev, BenchResultRecord):
             continue
         n += 1
-        if fingerprint and ev.get("fingerprint") == fingerprint and usable(ev.get("drift")):
-            prev = (n, ev["drift"])
+        if fingerprint and ev.result.fingerprint == fingerprint and usable(ev.result.drift):
+            prev = (n, ev.result.drift)
     if prev is None or not usable(snap):
         return None
     lines = drift_lines(prev[1], snap)
@@ -55,13 +57,15 @@ def drift_warning(events: list[dict[str, Any]], fingerprint: str | None, snap: A
     return f"box changed since result #{prev[0]} of this config: {', '.join(lines[:5])}{more}"
 
 
-def ends_drift(events: list[dict[str, Any]], good_fp: str, bad_fp: str) -> list[str]:
+def ends_drift(events: Sequence[JournalRecord], good_fp: str, bad_fp: str) -> list[str]:
     """What changed on the box between a bisection's ends: the snapshots of their latest launches
     (or benchmark results) in the journal, by fingerprint; one "cannot tell" line when one is missing."""
     last: dict[str, Any] = {}
     for ev in events:
-        if ev.get("kind") in ("launch", "bench_result") and usable(ev.get("drift")):
-            last[str(ev.get("fingerprint"))] = ev["drift"]
+        if isinstance(ev, LaunchRecord) and usable(ev.drift):
+            last[ev.server.fingerprint] = ev.drift
+        elif isinstance(ev, BenchResultRecord) and usable(ev.result.drift):
+            last[str(ev.result.fingerprint)] = ev.result.drift
     if good_fp not in last or bad_fp not in last:
         return ["drift between the ends: cannot tell (no snapshot of both ends in the journal)"]
     return drift_lines(last[good_fp], last[bad_fp])

@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from specdebug.core.journal import EventJournal as EventJournal  # re-exported: startup's callers name it here
 from specdebug.core.servers import ServerRecord
 
 Clock = Callable[[], float]

@@ -15,6 +15,7 @@ from specdebug.capability import require_write
 from specdebug.core.drift.snapshot import snapshot_or_error
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
+from specdebug.core.records import LaunchRecord
 from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
 from specdebug.core.server_control import LaunchRefused
 from specdebug.core.servers import (
@@ -211,5 +212,5 @@ async def launch(
     record = _record(remote, profile, got, launch_id, started, await read_source(remote, profile.server.cwd))
     await save_record(remote, record)
     if journal is not None:
-        journal.append("launch", {**record.model_dump(mode="json"), "drift": drift}, sync=True)
+        journal.append(LaunchRecord(server=record, drift=drift), sync=True)
     return record

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
-from specdebug.core.server_control import ServerStatus, StopResult
-from specdebug.core.servers import ServerRecord
+from specdebug.core.server_control import ServerStatus
+from specdebug.core.servers import ServerRecord, StopResult
 from specdebug.core.startup.events import (
     NOTHING_RUNNING,
     ConnectionNote,

@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 import statistics
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
 from specdebug.core.logs.hints import with_hint
+from specdebug.core.records import JournalRecord, LaunchRecord, VerdictRecord
 from specdebug.core.startup.events import GroupChange, HealthChange, LogLine, LogProblem, ServerPhase, Verdict
 
 if TYPE_CHECKING:
@@ -356,7 +358,7 @@ class StartupHistory(BaseModel):
 
 
 def startup_history(
-    events: list[dict[str, Any]], profile: str, fingerprint: str | None = None
+    events: Sequence[JournalRecord], profile: str, fingerprint: str | None = None
 ) -> StartupHistory | None:
     """Median startup time of earlier ready verdicts of `profile` (same fingerprint when given).
 
@@ -364,34 +366,31 @@ def startup_history(
     belongs to the launch with its PID and start time (verdict time - elapsed), so a later real
     launch that happens to get the same PID still counts."""
     attached = [
-        (e.get("pid"), e.get("started_at")) for e in events if e.get("kind") == "launch" and e.get("attached")
+        (e.server.pid, e.server.started_at)
+        for e in events
+        if isinstance(e, LaunchRecord) and e.server.attached
     ]
 
-    def was_attach(v: dict[str, Any]) -> bool:
-        if v.get("attached"):
-            return True
-        start = float(v["at"]) - float(v.get("elapsed_s") or 0) if v.get("at") else None
-        return any(
-            pid == v.get("pid") and (at is None or start is None or abs(float(at) - start) < 1.0)
-            for pid, at in attached
-        )
+    def was_attach(v: Verdict) -> bool:
+        start = v.at - v.elapsed_s if v.at else None
+        return any(pid == v.pid and (start is None or abs(at - start) < 1.0) for pid, at in attached)
 
     runs = [
-        e
+        e.outcome
         for e in events
-        if e.get("kind") == "verdict"
-        and e.get("verdict") == "ready"
-        and e.get("profile") == profile
-        and not was_attach(e)
-        and (fingerprint is None or e.get("fingerprint") in (None, "", fingerprint))
+        if isinstance(e, VerdictRecord)
+        and e.outcome.verdict == "ready"
+        and e.outcome.profile == profile
+        and not was_attach(e.outcome)
+        and (fingerprint is None or e.outcome.fingerprint in ("", fingerprint))
     ]
     if not runs:
         return None
-    totals = [float(e.get("elapsed_s") or 0) for e in runs]
+    totals = [e.elapsed_s for e in runs]
     starts: dict[str, list[float]] = {}
     for e in runs:
-        for p in e.get("phases") or []:
-            starts.setdefault(p["name"], []).append(float(p.get("elapsed_s") or 0))
+        for p in e.phases:
+            starts.setdefault(p.name, []).append(p.elapsed_s)
     return StartupHistory(
         profile=profile,
         runs=len(runs),

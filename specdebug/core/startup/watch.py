@@ -16,16 +16,17 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from specdebug.core.journal import EventJournal
 from specdebug.core.limits import cap_text
 from specdebug.core.logs.events import LogEvent
 from specdebug.core.logs.follow import Follower
 from specdebug.core.profiles import Profile
+from specdebug.core.records import VerdictRecord
 from specdebug.core.secrets import Scrubber
 from specdebug.core.servers import ServerRecord, group_members, health_on_box
 from specdebug.core.startup.events import (
     Clock,
     ConnectionNote,
-    EventJournal,
     Launched,
     StartupEvent,
     Verdict,
@@ -157,7 +158,7 @@ async def watch(
                     continue
             for ev in events:
                 if isinstance(ev, Verdict) and journal is not None:
-                    journal.append("verdict", ev.model_dump(mode="json"), sync=True)
+                    journal.append(VerdictRecord(outcome=ev, host=record.host or None), sync=True)
                 yield ev
                 if isinstance(ev, Verdict):
                     return

@@ -31,6 +31,7 @@ from specdebug.core.bench.headline import headline_text
 from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchRequest, bench_events
 from specdebug.core.profiles import Profile
+from specdebug.core.records import JournalRecord
 from specdebug.core.report import (
     HistoryEntry,
     baseline_event,
@@ -122,7 +123,7 @@ class BenchPane(Pane):
     def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
         self.entries: list[HistoryEntry] = []
-        self.events: list[dict[str, Any]] = []
+        self.events: list[JournalRecord] = []
         self.baseline_ts: float | None = None
         self.kind: Literal["builtin", "external"] = "builtin"
         self.progress: BenchProgress | None = None
@@ -153,7 +154,7 @@ class BenchPane(Pane):
         """Read the session journal again (a reopened session shows its history)."""
         journal = self.ctx.journal
         if journal is not None:
-            self.events = journal.events()
+            self.events = journal.records()
             self.entries = history(self.events)
             base = baseline_of(self.events, self.entries, include_failed=self.include_failed)
             self.baseline_ts = base.ts if base else None
@@ -350,7 +351,7 @@ class BenchPane(Pane):
             return
         self.baseline_ts = e.ts
         if self.ctx.journal is not None:
-            self.ctx.journal.append("mark", baseline_event(e.ts, include_failed=self.include_failed))
+            self.ctx.journal.append(baseline_event(e.ts, include_failed=self.include_failed))
         self._render_table()
         self.notify(f"baseline: #{e.id} {e.result.profile or ''}", markup=False)
 
@@ -408,7 +409,7 @@ class BenchPane(Pane):
             else "failed runs are left out of baselines and comparisons"
         )
 
-    def journal_changed(self, events: list[dict[str, Any]]) -> None:
+    def journal_changed(self, events: list[JournalRecord]) -> None:
         """Another instance wrote to the shared (box) journal."""
         self.reload()
 

@@ -136,9 +136,9 @@ class BisectPane(Pane):
             self.bench = dict(preset.bench)
             self.note = "the story's bisection is ready: a starts it"
         journal = self.ctx.journal
-        previous = unfinished(journal.events()) if journal is not None else None
+        previous = unfinished(journal.records()) if journal is not None else None
         if previous is not None:
-            good, bad = previous.get("good", {}).get("file"), previous.get("bad", {}).get("file")
+            good, bad = previous.good.get("file"), previous.bad.get("file")
             if good and bad:
                 self.good, self.bad = Path(good), Path(bad)
                 self.note = (

@@ -30,6 +30,7 @@ from specdebug.core.logs.parser import LogParser, PatternError
 from specdebug.core.logs.scan import Analyzer
 from specdebug.core.logs.viewbuffer import MAX_VIEW, ViewBuffer
 from specdebug.core.profiles import Profile
+from specdebug.core.records import MarkRecord
 from specdebug.core.secrets import Scrubber
 from specdebug.core.servers import ServerRecord, file_size, this_run_offset
 from specdebug.core.startup.events import ServerState
@@ -247,16 +248,15 @@ class LogsPane(LogsBoxes):
         if self.ctx.journal is not None:
             try:
                 self.ctx.journal.append(
-                    "mark",
-                    {
-                        "pane": "logs",
-                        "n": self.marks,
-                        "label": label,
-                        "host": self.host,
-                        "path": self.path,
-                        "offset": offset,
-                        "matches": self.matches,
-                    },
+                    MarkRecord(
+                        pane="logs",
+                        n=self.marks,
+                        label=label,
+                        host=self.host,
+                        path=self.path,
+                        offset=offset,
+                        matches=self.matches,
+                    )
                 )
             except Exception as exc:  # a full disk must not break the pane
                 self.app.notify(f"journal: {exc}", severity="error")

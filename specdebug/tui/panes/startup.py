@@ -26,8 +26,9 @@ from textual.widgets import Static
 from specdebug.core import server_control
 from specdebug.core.observe import observe
 from specdebug.core.profiles import Profile
-from specdebug.core.server_control import LaunchRefused, ServerStatus, StopResult
-from specdebug.core.servers import ServerRecord
+from specdebug.core.records import JournalRecord, LaunchRecord, StopRecord, VerdictRecord
+from specdebug.core.server_control import LaunchRefused, ServerStatus
+from specdebug.core.servers import ServerRecord, StopResult
 from specdebug.core.startup.events import Launched, ServerPhase, ServerState, StartupEvent, Verdict
 from specdebug.core.startup.monitor import ServerMonitor, StateChanged, watch_liveness
 from specdebug.core.startup.tracker import StartupHistory, startup_history
@@ -140,25 +141,25 @@ class StartupPane(StartupView, Pane):
             self.history = None
             return
         try:  # launches too: an attach's verdict is no startup and must not feed the ETA
-            events = journal.events({"verdict", "launch"})
+            events = journal.records({"verdict", "launch"})
         except (OSError, ValueError, RemoteError):  # no history, no ETA: the pane still works
             logger.debug("reading the journal for the ETA failed", exc_info=True)
             events = []
         rec = self.mon.record  # the run shown is not its own history ("usually X over 1 run")
         if rec is not None:
-            events = [e for e in events if not (e.get("kind") == "verdict" and self._is_run(e, rec))]
+            events = [
+                e for e in events if not (isinstance(e, VerdictRecord) and self._is_run(e.outcome, rec))
+            ]
         self.history = startup_history(events, self.profile.name)
 
     @staticmethod
-    def _is_run(verdict: dict[str, Any], rec: ServerRecord) -> bool:
+    def _is_run(verdict: Verdict, rec: ServerRecord) -> bool:
         """The verdict belongs to the run `rec` (its PID, started within a second of it)."""
-        if verdict.get("pid") != rec.pid:
+        if verdict.pid != rec.pid:
             return False
-        try:
-            start = float(verdict["at"]) - float(verdict.get("elapsed_s") or 0)
-        except (KeyError, TypeError, ValueError):
+        if not verdict.at:
             return True  # same PID, no time to tell them apart: leave it out rather than count it
-        return abs(start - rec.started_at) < 1.0
+        return abs(verdict.at - verdict.elapsed_s - rec.started_at) < 1.0
 
     def apply(self, ev: StartupEvent | StopResult) -> None:
         """Fold one core event into the pane's state (tests feed events here directly)."""
@@ -344,32 +345,27 @@ class StartupPane(StartupView, Pane):
         self.load_history()
         self.recognise()
 
-    def journal_changed(self, events: list[dict[str, Any]]) -> None:
+    def journal_changed(self, events: list[JournalRecord]) -> None:
         """Another seat acted on this profile's server (a `box:NAME` session's journal): show its
         stop as a stop by that seat, and pick a relaunch up at once (read-only: status, no attach)."""
         name = self.profile.name if self.profile is not None else None
         for ev in events:
-            if name is None or ev.get("profile") != name:
+            if name is None or _profile_of(ev) != name:
                 continue
-            by = str(ev.get("by") or "another seat")[:64]
-            if ev.get("kind") == "stop":
+            by = (ev.by or "another seat")[:64]
+            if isinstance(ev, StopRecord):
                 self.workers.cancel_group(self, "startup-run")  # its liveness watch would say "crashed"
-                try:
-                    result = StopResult.model_validate(
-                        {k: v for k, v in ev.items() if k in StopResult.model_fields}
-                    )
-                except ValueError:
-                    continue
+                result = ev.stop.model_copy()
                 self.apply(result)
                 self.mon.message = f"stopped by {by}" + (f": {result.message}" if result.message else "")
-            elif ev.get("kind") in ("launch", "verdict") and self.state not in (
+            elif isinstance(ev, LaunchRecord | VerdictRecord) and self.state not in (
                 ServerState.LAUNCHING,
                 ServerState.STARTING,
                 ServerState.CHECKING,
             ):
                 self.workers.cancel_group(self, "startup-run")
                 self.reset_run(ServerState.IDLE)
-                self.mon.message = f"launched by {by}" if ev.get("kind") == "launch" else ""
+                self.mon.message = f"launched by {by}" if isinstance(ev, LaunchRecord) else ""
                 self.recognise()
         self._dirty = True
 
@@ -434,3 +430,14 @@ class StartupPane(StartupView, Pane):
             self.notify(f"stop failed: {describe_error(exc)}", severity="error")
         finally:
             self._dirty = True
+
+
+def _profile_of(ev: JournalRecord) -> str | None:
+    """The profile a launch, verdict or stop record is about (None: another kind)."""
+    if isinstance(ev, LaunchRecord):
+        return ev.server.profile
+    if isinstance(ev, VerdictRecord):
+        return ev.outcome.profile
+    if isinstance(ev, StopRecord):
+        return ev.stop.profile
+    return None

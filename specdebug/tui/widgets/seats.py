@@ -32,6 +32,7 @@ from specdebug.capability import process_is_readonly
 from specdebug.core import pair, pair_view
 from specdebug.core.boxjournal import BoxJournal
 from specdebug.core.pair import Mode, Seat
+from specdebug.core.records import JournalRecord
 from specdebug.tui.context import AppContext
 
 
@@ -231,14 +232,14 @@ class JournalFollower(Widget):
     async def follow(self, journal: BoxJournal) -> None:
         await journal.follow(self.POLL_S)
 
-    def _new_events(self, events: list[dict[str, Any]]) -> None:
+    def _new_events(self, events: list[JournalRecord]) -> None:
         from specdebug.tui.pane import Pane
 
         self.post_message(Pane.JournalChanged(events))
         for ev in events:
-            if ev.get("kind") in ("bench_result", "mark") and ev.get("by"):
-                what = "a benchmark result" if ev["kind"] == "bench_result" else "a mark"
-                who = ev["by"] if not ev.get("seat") else f"{ev['seat']} (seat of {ev['by']})"
-                if ev.get("forged"):  # the box saw ev["by"] write it (core.boxjournal.attribute)
-                    who += f", forged as {str(ev.get('by_claimed'))[:64]}"
+            if ev.kind in ("bench_result", "mark") and ev.by:
+                what = "a benchmark result" if ev.kind == "bench_result" else "a mark"
+                who = ev.by if not ev.seat else f"{ev.seat} (seat of {ev.by})"
+                if ev.forged:  # the box saw ev.by write it (core.boxjournal.attribute)
+                    who += f", forged as {str(ev.by_claimed)[:64]}"
                 self.app.notify(f"{who} recorded {what}", title="shared journal", timeout=4)
