@@ -65,7 +65,11 @@ def spawned_pid(data: bytes) -> int | None:
 
 def end_spawned_argv(pid: int) -> list[str]:
     """argv ending a command started under SPAWN_SH: its process group when it leads one, and it."""
-    return ["sh", "-c", 'kill -KILL -- "-$1" 2>/dev/null; kill -KILL "$1" 2>/dev/null; true', "sh", str(pid)]
+    # dash's kill refuses `--` ("Illegal number: -"): the group form without it where that fails
+    script = (
+        'kill -KILL -- "-$1" 2>/dev/null || kill -KILL "-$1" 2>/dev/null; kill -KILL "$1" 2>/dev/null; true'
+    )
+    return ["sh", "-c", script, "sh", str(pid)]
 
 
 @cache

@@ -101,6 +101,7 @@ class LocalProcess:
         self._grace_s = grace_s
         self._group = group
         self._ending: asyncio.Task[None] | None = None
+        self.dropped = False  # killed because the transport dropped its link (not by the box)
 
     @property
     def stdin(self) -> asyncio.StreamWriter:
@@ -130,9 +131,10 @@ class LocalProcess:
         return rc if rc >= 0 else None  # killed by a signal: no exit status, as over SSH
 
     async def lost(self) -> bool:
-        return False
+        return self.dropped
 
     def kill(self) -> None:
+        """SIGKILL to the process (its group, where it leads one), as the box would."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             if self._group:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -189,13 +191,15 @@ class LocalTransport:
         self.warnings: list[str] = []
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
-        self.argvs: list[list[str]] = []  # what was run, in order (tests read it)
         self._up = False
         self._lost = asyncio.Event()
         self._procs: set[LocalProcess] = set()
         self._watchers: set[asyncio.Task[None]] = set()
+        self._held = False
 
     async def connect(self) -> None:
+        if self._held:
+            raise RemoteError(f"{self.name}: the link is held down")
         self._lost = asyncio.Event()
         self._up = True
 
@@ -203,22 +207,36 @@ class LocalTransport:
         await self._lost.wait()
 
     async def close(self) -> None:
+        """End every process started here (as a closed connection ends its channels), and wait."""
         self._up = False
-        for p in list(self._procs):
-            p.close()
+        procs = list(self._procs)
+        if procs:
+            await asyncio.gather(*(p.wait_closed(1.0) for p in procs), return_exceptions=True)
 
     def abort(self) -> None:
         """A lost link: every process of ours dies at once, as the channels of a dropped connection."""
         self._up = False
         for p in list(self._procs):
+            p.dropped = True
             p.kill()
         self._lost.set()
+
+    def hold(self) -> None:
+        """Drop the link and refuse to connect again until `release()` (a host that is down)."""
+        self._held = True
+        self.abort()
+
+    def release(self) -> None:
+        self._held = False
+
+    def running(self) -> list[LocalProcess]:
+        """The processes started here that still run."""
+        return [p for p in self._procs if p.proc.returncode is None]
 
     async def exec(self, argv: Sequence[str], stdin: bytes | None = None) -> LocalProcess:
         if not self._up:
             raise NotConnected(f"{self.name}: not connected")
         words = [str(a) for a in argv]
-        self.argvs.append(words)
         try:
             proc = LocalProcess(await spawn(words, env=self.env, cwd=self.cwd))
         except OSError as exc:

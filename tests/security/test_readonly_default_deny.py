@@ -216,7 +216,7 @@ async def test_no_action_mutates_in_readonly(
 
 def test_core_sinks_refuse_in_a_readonly_process(tmp_path: Path) -> None:
     """Each sink on its own, with no UI at all: the process flag is enough."""
-    from specdebug.remote import hostkeys
+    from specdebug.transport.ssh import hostkeys
 
     with capability.readonly_process():
         with pytest.raises(ReadOnlyError):

@@ -1,44 +1,13 @@
-"""Deterministic stand-ins for snapshot tests only (pure UI rendering, no network)."""
+"""Deterministic data for snapshot tests only (pure UI rendering, no network).
+
+The frozen box itself is tests/boxes.py's StillRemote (the one home of box stand-ins)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-
 from specdebug.core.hosts import GpuInfo, HostInfo
-from specdebug.remote.api import ConnState, ConnStatus
+from tests.boxes import StillRemote
 
-
-class FixedLifecycle:
-    """The Connection lifecycle of a stand-in whose state never changes (start, restart: nothing
-    to do; listeners are never called).  Mixed into the tests' fake remotes."""
-
-    warnings: list[str] = []
-    generation = 0
-    state_dir: str | None = None
-
-    async def start(self) -> None:
-        pass
-
-    async def restart(self) -> None:
-        pass
-
-    def subscribe(self, listener: Callable[[ConnStatus], None]) -> Callable[[], None]:
-        return lambda: None
-
-
-class StillRemote(FixedLifecycle):
-    """A remote frozen in one state: never answers, so panes render only what tests feed."""
-
-    def __init__(self, name: str, status: ConnStatus | None = None) -> None:
-        self.name = name
-        self.status = status or ConnStatus(ConnState.CONNECTED, rtt_ms=1.2)
-
-    async def wait_connected(self, timeout=None) -> None:
-        await asyncio.Event().wait()
-
-    async def close(self) -> None:
-        pass
+__all__ = ["StillRemote", "sample_host_info"]
 
 
 def sample_host_info(name: str = "gpubox") -> HostInfo:

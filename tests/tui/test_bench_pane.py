@@ -19,12 +19,10 @@ from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane, bar, chart
 from tests.fixtures.bench.fake_sse import FakeServerConfig, FakeSSEServer
-from tests.tui.fakes import FixedLifecycle, StillRemote
+from tests.tui.fakes import StillRemote
 from tests.unit.test_bench_runner import LocalRemote, make_profile
 
-
-class LocalConnection(FixedLifecycle, LocalRemote):
-    """The local stand-in with the lifecycle the app drives."""
+LocalConnection = LocalRemote  # this machine as the box, with the lifecycle the app drives
 
 
 ARGV = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--speculative-num-steps"]

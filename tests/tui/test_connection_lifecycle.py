@@ -71,24 +71,8 @@ async def test_host_key_prompt_refuses_until_someone_answers():
     assert await prompt(_info()) is KeyDecision.ONCE
 
 
-class CountingRemote(StillRemote):
-    """Counts its listeners: what the app and its panes leave behind."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.listeners: list = []
-        self.started = 0
-
-    async def start(self) -> None:
-        self.started += 1
-
-    def subscribe(self, listener):
-        self.listeners.append(listener)
-        return lambda: self.listeners.remove(listener) if listener in self.listeners else None
-
-
 async def test_app_and_panes_remove_their_listeners_when_they_go():
-    remote = CountingRemote("box")
+    remote = StillRemote("box")  # counts its starts and listeners
     prompt = HostKeyPrompt()
     app = SpecdebugApp(
         AppContext(remotes={"box": remote}, selected="box", host_key_prompt=prompt), panes=[HostsPane]

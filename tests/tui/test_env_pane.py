@@ -7,10 +7,10 @@ from textual.widgets import DataTable
 
 from specdebug.core.env.model import EnvQuery
 from specdebug.core.env.report import build_report
-from specdebug.remote.api import ConnState, ConnStatus, FileRead, ProcInfo, RemoteError, RunResult
+from specdebug.remote.api import FileRead, ProcInfo, RunResult
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.env import EnvPane, short_title
-from tests.tui.fakes import FixedLifecycle
+from tests.boxes import TableBox
 
 SECRET = "hf_PaneSecretValue0001"
 
@@ -157,26 +157,11 @@ async def test_mark_key_builds_diff():
         assert pane.marked == []
 
 
-class FakeRemote(FixedLifecycle):
-    name = "gpubox"
-    state_dir = None  # the default box folder of server records
-    status = ConnStatus(ConnState.CONNECTED)
-
-    async def wait_connected(self, timeout=None):
-        return None
-
-    async def processes(self, **_filter):
-        return PROCS
-
-    async def read_files(self, paths, *, max_bytes=1 << 20):
-        fs = files()
-        return [fs.get(p, FileRead(p, error="ENOENT")) for p in paths]
-
-    async def run(self, argv, *, timeout=30.0, input=None, env=None, cwd=None):
-        return RunResult(1, b"")
-
-    async def box_op(self, op, args, *, timeout=30.0):
-        raise RemoteError(f"box operation {op} failed: no python3")  # as `run` fails here
+def FakeRemote(**answers) -> TableBox:
+    """The box of these tests: PROCS and files(); `run` fails, box operations too unless answered."""
+    return TableBox(
+        "gpubox", PROCS, files(), run_answer=answers.pop("run_answer", RunResult(1, b"")), **answers
+    )
 
 
 async def test_refresh_runs_the_core_check():

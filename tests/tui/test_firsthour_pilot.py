@@ -28,6 +28,7 @@ from specdebug.tui.panes.env import EnvPane
 from specdebug.tui.panes.logs import LogsPane, LogView, entry_for_event
 from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.screens.help import HelpScreen
+from tests.boxes import TableBox
 from tests.tui.fakes import StillRemote
 from tests.tui.test_bench_pane import fake_results
 from tests.tui.test_env_pane import PROCS, QUERY, FakeRemote, files
@@ -194,14 +195,9 @@ def test_eta_keeps_a_real_launch_that_reuses_an_attached_pid() -> None:
 # -- the env pane follows the profile ---------------------------------------------------------------
 
 
-class NoRecordRemote(FakeRemote):
+def NoRecordRemote() -> TableBox:
     """The fake box of the env tests, with no server state files (box process control: "missing")."""
-
-    async def run(self, argv, *, timeout=30.0, input=None, env=None, cwd=None):
-        return RunResult(0, b'{"state": "missing"}')
-
-    async def box_op(self, op, args, *, timeout=30.0):
-        return {"state": "missing"}
+    return FakeRemote(run_answer=RunResult(0, b'{"state": "missing"}'), box_ops={"*": {"state": "missing"}})
 
 
 async def test_env_pane_follows_profile_switch() -> None:

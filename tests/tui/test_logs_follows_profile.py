@@ -9,13 +9,8 @@ from specdebug.core.profiles import Profile
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.logs import LogsPane
-from tests.tui.fakes import FixedLifecycle
 from tests.tui.test_logs_pane import READY, decode
 from tests.unit.test_log_follow_local import LocalRemote
-
-
-class LocalConnection(FixedLifecycle, LocalRemote):
-    """The local stand-in with the lifecycle the app drives."""
 
 
 def profile(name: str, log: Path) -> Profile:
@@ -37,7 +32,7 @@ async def test_picking_another_profile_follows_its_log(tmp_path: Path) -> None:
     for name, al in (("base", 2.0), ("spec3", 3.5)):
         logs[name] = tmp_path / f"{name}.log"
         logs[name].write_text(READY + "\n" + decode(12, al, 10.0) + "\n")
-    remote = LocalConnection()
+    remote = LocalRemote()
     remote.name = "box"
     remote.state_dir = str(tmp_path / "servers")  # no records: each log from its start
     ctx = AppContext(remotes={"box": remote}, selected="box", profile=profile("base", logs["base"]))
@@ -60,7 +55,7 @@ async def test_picking_another_profile_follows_its_log(tmp_path: Path) -> None:
 async def test_a_typed_path_stays_and_says_it_is_not_the_profiles_log(tmp_path: Path) -> None:
     log = tmp_path / "other.log"
     log.write_text(decode(3, 2.5, 10.0) + "\n")
-    remote = LocalConnection()
+    remote = LocalRemote()
     remote.name = "box"
     ctx = AppContext(remotes={"box": remote}, selected="box")
     app = SpecdebugApp(ctx, panes=[LogsPane])

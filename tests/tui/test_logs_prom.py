@@ -7,7 +7,6 @@ remote's forward, here a local port), and as SGLang without --enable-metrics (th
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import httpx
 from textual.widgets import Static
@@ -19,16 +18,6 @@ from tests.tui.test_logs_pane import LogsApp
 from tests.unit.test_log_follow_local import LocalRemote
 
 SPEC = '{"method": "eagle3", "model": "d", "num_speculative_tokens": 2}'
-
-
-class ForwardingRemote(LocalRemote):
-    """The box is this machine: a forward is the port itself."""
-
-    async def forward_local_port(self, remote_port: int, remote_host: str = "127.0.0.1"):
-        async def close() -> None:
-            return None
-
-        return SimpleNamespace(local_port=remote_port, close=close)
 
 
 def _profile(log_file: str, kind: str, port: int) -> Profile:
@@ -54,7 +43,7 @@ async def test_metrics_panel_shows_vllm_counters_with_their_source(tmp_path) -> 
         sim.wait_ready(60)
         body = {"model": "m", "prompt": "hi", "max_tokens": 48, "ignore_eos": True}
         httpx.post(sim.url + "/v1/completions", json=body, timeout=30).raise_for_status()
-        remote = ForwardingRemote()
+        remote = LocalRemote()  # the box is this machine: a forward is the port itself
         remote.state_dir = str(tmp_path / "servers")  # the box's server records: none here
         app = LogsApp(lines=[], remote=remote)
         app.ctx.profile = _profile(str(tmp_path / "out.log"), "vllm", sim.port)
@@ -73,7 +62,7 @@ async def test_metrics_panel_shows_vllm_counters_with_their_source(tmp_path) -> 
 async def test_metrics_panel_says_metrics_off_without_enable_metrics(tmp_path) -> None:
     with start_local_sim(["--tp", "1"], log_file=tmp_path / "s.log") as sim:
         sim.wait_ready(60)
-        remote = ForwardingRemote()
+        remote = LocalRemote()  # the box is this machine: a forward is the port itself
         remote.state_dir = str(tmp_path / "servers")  # the box's server records: none here
         app = LogsApp(lines=[], remote=remote)
         app.ctx.profile = _profile(str(tmp_path / "s.log"), "sglang", sim.port)

@@ -1,14 +1,10 @@
-"""bench_events / run_benchmark end to end on this machine: a Remote stand-in that runs commands locally, a fake SSE
+"""bench_events / run_benchmark end to end on this machine: a box client over LocalTransport, a fake SSE
 server, a log file the "server" appends to during the run, the fake nvidia-smi. Checks that a result
 carries fingerprint, server metrics from the log slice, GPU state and warnings, and lands in the journal."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -19,8 +15,8 @@ from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events, 
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile_text
 from specdebug.core.report import history
-from specdebug.remote.api import ConnState, ConnStatus, RemoteError, RunResult
-from specdebug.remote.boxcode import once_argv, once_reply
+from specdebug.remote.client import BoxClient
+from tests.boxes import local_box, local_env
 from tests.fixtures.bench.fake_sse import FakeServerConfig, FakeSSEServer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -30,91 +26,10 @@ DECODE = (
 )
 
 
-class _Forward:
-    def __init__(self, port: int) -> None:
-        self.local_port = port
-
-    async def close(self) -> None:
-        pass
-
-
-class _Stream:
-    def __init__(self, argv: Sequence[str], cwd: str | None, env: dict[str, str]) -> None:
-        self.argv, self.cwd, self.env = list(argv), cwd, env
-        self.exit_status: int | None = None
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def __aenter__(self):
-        self.proc = await asyncio.create_subprocess_exec(
-            *self.argv,
-            cwd=self.cwd,
-            env=self.env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        if self.proc and self.proc.returncode is None:
-            self.proc.kill()
-            await self.proc.wait()
-
-    async def __aiter__(self):
-        assert self.proc and self.proc.stdout
-        async for line in self.proc.stdout:
-            yield line.decode().rstrip("\n")
-        self.exit_status = await self.proc.wait()
-
-    async def chunks(self, size: int = 1 << 16):
-        assert self.proc and self.proc.stdout
-        while data := await self.proc.stdout.read(size):
-            yield data
-        self.exit_status = await self.proc.wait()
-
-    async def aclose(self) -> None:
-        await self.__aexit__()
-
-
-class LocalRemote:
-    """Just enough of the Remote protocol, run on this machine (the fake nvidia-smi first on PATH)."""
-
-    name = "local"
-    state_dir = None  # the default box folder of server records
-    status = ConnStatus(ConnState.CONNECTED, rtt_ms=0.1)
-
-    def __init__(self, gpus_csv: Path | None = None) -> None:
-        self.env = dict(os.environ, PATH=f"{FIXTURES / 'bin'}{os.pathsep}{os.environ['PATH']}")
-        if gpus_csv is not None:
-            self.env["SPECDEBUG_FAKE_GPUS"] = str(gpus_csv)
-
-    async def run(self, argv: Sequence[str], *, timeout: float | None = 30.0, **_: object) -> RunResult:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, env=self.env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-        )
-        out, err = await proc.communicate()
-        return RunResult(proc.returncode, out, err)
-
-    async def box_op(self, op: str, args: dict, *, timeout: float | None = 30.0) -> dict:
-        """The box modules run here, as on a box without a resident helper (one python3 per op)."""
-        proc = await asyncio.create_subprocess_exec(
-            *once_argv(op), env=self.env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
-        )
-        out, _ = await proc.communicate(json.dumps(args).encode())
-        return once_reply(op, RunResult(proc.returncode, out))
-
-    async def read_file(self, path: str, *, offset: int = 0, max_bytes: int = 1 << 20) -> bytes:
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                return f.read(max_bytes)
-        except OSError as exc:
-            raise RemoteError(str(exc)) from exc
-
-    async def forward_local_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> _Forward:
-        return _Forward(remote_port)
-
-    def stream(self, argv, *, env=None, cwd=None, binary=False, stderr=False) -> _Stream:
-        return _Stream(argv, cwd, self.env)
+def LocalRemote(gpus_csv: Path | None = None) -> BoxClient:
+    """This machine as the box (LocalTransport), the fake nvidia-smi first on PATH; no resident
+    helper, so each box operation is one python3, as on a box without one."""
+    return local_box(env=local_env(gpus_csv), use_helper=False)
 
 
 def make_profile(port: int, log: Path, *, command: list[str] | None = None, extra: str = ""):

@@ -19,6 +19,7 @@ from specdebug.core.bisect.interleave import detrend, drift_slope, next_step, re
 from specdebug.core.bisect.knobs import Candidates
 from specdebug.core.bisect.run import Bisection
 from specdebug.core.profiles import load_profile_text
+from tests.boxes import UntouchableBox
 
 GOOD = """\
 name = "fast"
@@ -35,12 +36,7 @@ argv = ["python3", "-m", "sglang.launch_server", "--port", "30001", "--speculati
 CULPRIT = "--disable-cuda-graph"
 
 
-class NoRemote:
-    name = "nobox"
-    state_dir = None
-
-    def __getattr__(self, item):
-        raise AssertionError(f"the test touched the box: {item}")
+NoRemote = UntouchableBox  # a replay never touches the box
 
 
 def test_next_step_alternates_candidate_and_end() -> None:

@@ -17,6 +17,7 @@ from specdebug.core.bisect.run import Bisection, settings_for
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile_text
 from specdebug.core.records import BisectTrialRecord
+from tests.boxes import UntouchableBox
 
 GOOD = """\
 name = "fast"
@@ -32,12 +33,7 @@ argv = ["python3", "-m", "sglang.launch_server", "--port", "30001", "--speculati
 """
 
 
-class NoRemote:
-    name = "nobox"
-    state_dir = None  # the default box folder of server records
-
-    def __getattr__(self, item):
-        raise AssertionError(f"the replay touched the box: {item}")
+NoRemote = UntouchableBox  # a replay never touches the box
 
 
 def session(

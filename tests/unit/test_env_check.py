@@ -8,12 +8,13 @@ from specdebug.core.env.model import EnvQuery, parse_nccl_env_line
 from specdebug.core.env.probe import check_env
 from specdebug.core.env.proc import classify_environ, parse_environ
 from specdebug.core.env.report import build_report
-from specdebug.remote.api import FileRead, ProcInfo, RunResult
+from specdebug.remote.api import FileRead, ProcInfo
+from tests.boxes import TableBox
 
 TOKEN = "hf_VerySecretTokenValue123"
 
 
-def P(pid, ppid, cmdline, *, uid=0, state="S"):  # noqa: N802
+def P(pid, ppid, cmdline, *, uid=0, state="S"):
     return ProcInfo(
         pid=pid,
         ppid=ppid,
@@ -301,27 +302,9 @@ def test_no_expectation_lists_only():
     assert rep.env_of(201) == {"NCCL_PROTO": "Simple"}
 
 
-class FakeRemote:
-    name = "fake"
-    state_dir = None  # the default box folder of server records
-
-    def __init__(self, files: dict[str, FileRead], log: str | None) -> None:
-        self.files, self.log, self.calls = files, log, []
-
-    async def processes(self, **_filter):
-        self.calls.append("ps")
-        return PROCS
-
-    async def read_files(self, paths, *, max_bytes=1 << 20):
-        self.calls.append(("read", tuple(paths)))
-        return [self.files.get(p, FileRead(p, error="ENOENT")) for p in paths]
-
-    async def run(self, argv, *, timeout=30.0, input=None, env=None, cwd=None):
-        self.calls.append(("run", tuple(argv)))
-        if self.log is None:
-            return RunResult(2, b"", b"grep: x.log: No such file or directory\n")
-        hits = [ln for ln in self.log.splitlines() if argv[argv.index("-e") + 1] in ln]
-        return RunResult(0 if hits else 1, "\n".join(hits).encode())
+def FakeRemote(files: dict[str, FileRead], log: str | None) -> TableBox:
+    """The box of these tests: PROCS and `files`, and a log to grep (None: no log)."""
+    return TableBox("fake", PROCS, files, log=log)
 
 
 async def test_check_env_reads_everything_in_one_probe():

@@ -238,3 +238,61 @@ def test_box_code_compiles_for_an_old_python(tmp_path):
             for n in tree.body
         )
         assert future or not annotated, f"{path.name}: annotations without the __future__ import"
+
+
+# --- tests use real box clients (LocalTransport, sshd) or the shared stand-ins of tests/boxes.py ---
+
+TESTS = PKG.parent / "tests"
+SHARED_BOXES = TESTS / "boxes.py"  # the one home of the box stand-ins (pure rendering, pure logic)
+REMOTE_API = {
+    "run",
+    "read_files",
+    "read_file",
+    "processes",
+    "box_op",
+    "stream",
+    "forward_local_port",
+    "wait_connected",
+}
+
+
+def _remote_stand_ins(root: Path) -> list[str]:
+    """Classes that act as a box: two or more Remote API methods, or one on top of another class
+    (a derived stand-in).  A proxy around a real client (one method, no base) is not one."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path == root / "boxes.py":
+            continue
+        for node in ast.walk(parse_file(path)):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            defined = {f.name for f in node.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+            api = defined & REMOTE_API
+            if len(api) >= 2 or (api and node.bases):
+                found.append(
+                    f"{path.relative_to(root.parent).as_posix()}: {node.name} ({', '.join(sorted(api))})"
+                )
+    return found
+
+
+def test_no_test_module_defines_its_own_remote_stand_in():
+    """A box in a test is a BoxClient over LocalTransport or a real sshd (tests/boxes.py), or one of
+    the shared stand-ins there: no test grows a private fake that drifts from the Remote API."""
+    assert SHARED_BOXES.is_file()
+    assert _remote_stand_ins(TESTS) == []
+
+
+def test_the_stand_in_checker_sees_one(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "class Fake:\n    async def run(self, argv): ...\n    async def box_op(self, op, args): ...\n"
+        "class Derived(Base):\n    def stream(self, argv): ...\n"
+        "class Proxy:\n    async def processes(self): ...\n"
+    )
+    (tmp_path / "tests" / "boxes.py").write_text(
+        "class Shared:\n    def run(self): ...\n    def stream(self): ...\n"
+    )
+    assert _remote_stand_ins(tmp_path / "tests") == [
+        "tests/test_x.py: Fake (box_op, run)",
+        "tests/test_x.py: Derived (stream)",
+    ]

@@ -1,4 +1,4 @@
-"""Follow logic against a local stand-in for the box: the real on-box agent runs as a local
+"""Follow logic with this machine as the box (LocalTransport): the real on-box agent runs as a local
 subprocess, so offsets, prefilter, truncation, rotation and resume are tested without sshd.
 
 `LocalRemote` is also used by the Logs pane tests."""
@@ -6,9 +6,7 @@ subprocess, so offsets, prefilter, truncation, rotation and resume are tested wi
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -17,138 +15,15 @@ from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import Follower, RawLine
 from specdebug.core.logs.matches import follow_matches
 from specdebug.core.logs.parser import LogParser
-from specdebug.remote.api import ConnectionDropped, ConnState, ConnStatus, RemoteError, RunResult
-from specdebug.remote.boxcode import once_argv, once_reply
+from specdebug.remote.client import BoxClient
+from tests.boxes import local_box
 
 
-class LocalStream:
-    def __init__(self, owner: LocalRemote, argv: Sequence[str], binary: bool) -> None:
-        self.owner = owner
-        self.argv = list(argv)
-        self.binary = binary
-        self.exit_status: int | None = None
-        self.proc: asyncio.subprocess.Process | None = None
-        self.dropped = False
-
-    async def __aenter__(self) -> LocalStream:
-        if not self.owner.connected.is_set():
-            raise ConnectionDropped("not connected")
-        try:
-            self.proc = await asyncio.create_subprocess_exec(
-                *self.argv,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-                stdin=asyncio.subprocess.DEVNULL,
-                limit=1 << 22,
-            )
-        except FileNotFoundError:
-            self.proc = None
-            self.exit_status = 127
-        self.owner.streams.append(self)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    def __aiter__(self):
-        return self._iter()
-
-    async def _iter(self):
-        if self.proc is None:
-            return
-        assert self.proc.stdout is not None
-        while True:
-            line = await self.proc.stdout.readline()
-            if self.dropped:
-                raise ConnectionDropped("dropped (test)")
-            if not line:
-                break
-            yield line if self.binary else line.decode("utf-8", "replace").rstrip("\n")
-        self.exit_status = await self.proc.wait()
-
-    def chunks(self, size: int = 1 << 16):
-        return self._iter_chunks(size)
-
-    async def _iter_chunks(self, size: int):
-        if self.proc is None:
-            return
-        assert self.proc.stdout is not None
-        while True:
-            data = await self.proc.stdout.read(size)
-            if self.dropped:
-                raise ConnectionDropped("dropped (test)")
-            if not data:
-                break
-            yield data
-        self.exit_status = await self.proc.wait()
-
-    async def aclose(self) -> None:
-        if self in self.owner.streams:
-            self.owner.streams.remove(self)
-        if self.proc is None:
-            return
-        transport = getattr(self.proc, "_transport", None)
-        try:
-            if self.proc.returncode is None:
-                self.proc.kill()
-                await self.proc.wait()
-        except ProcessLookupError:
-            pass
-        finally:
-            if transport is not None:
-                transport.close()  # also when cancelled mid-wait: no transport left for the GC
-
-
-class LocalRemote:
-    """Runs 'remote' commands on this machine; `drop()` simulates a lost connection."""
-
-    name = "local"
-    state_dir = None  # the default box folder of server records
-    status = ConnStatus(ConnState.CONNECTED)
-
-    def __init__(self) -> None:
-        self.connected = asyncio.Event()
-        self.connected.set()
-        self.streams: list[LocalStream] = []
-        self.argvs: list[list[str]] = []
-
-    async def wait_connected(self, timeout: float | None = None) -> None:
-        await asyncio.wait_for(self.connected.wait(), timeout)
-
-    def drop(self, reconnect_after: float | None = 0.05) -> None:
-        self.connected.clear()
-        for s in list(self.streams):
-            s.dropped = True
-            if s.proc is not None and s.proc.returncode is None:
-                s.proc.kill()
-        if reconnect_after is not None:
-            asyncio.get_running_loop().call_later(reconnect_after, self.connected.set)
-
-    async def run(self, argv, *, timeout=30.0, input=None, env=None, cwd=None) -> RunResult:
-        p = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE if input is not None else None,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await p.communicate(input)
-        return RunResult(exit_status=p.returncode, stdout=out, stderr=err)
-
-    async def box_op(self, op: str, args: dict, *, timeout: float | None = 30.0) -> dict:
-        """The box modules run here, as on a box without a resident helper (one python3 per op)."""
-        return once_reply(op, await self.run(once_argv(op), input=json.dumps(args).encode()))
-
-    async def read_file(self, path: str, *, offset: int = 0, max_bytes: int = 1 << 20) -> bytes:
-        try:
-            with open(os.path.expanduser(path), "rb") as f:
-                f.seek(offset)
-                return f.read(max_bytes)
-        except OSError as exc:
-            raise RemoteError(f"cannot read {path}: {exc.strerror}") from exc
-
-    def stream(self, argv, *, env=None, cwd=None, binary=False, stderr=False) -> LocalStream:
-        self.argvs.append(list(argv))
-        return LocalStream(self, argv, binary)
+def LocalRemote() -> BoxClient:
+    """This machine as the box (LocalTransport), without a resident helper: the follow agent's
+    streams are the only processes.  `drop_connection()` kills them as a lost link would, and the
+    client reconnects; `transport.hold()`/`release()` keep it down meanwhile."""
+    return local_box(use_helper=False)
 
 
 async def collect(it, want: int, *, timeout: float = 10.0, kinds: bool = False) -> list:
@@ -293,10 +168,10 @@ async def test_resume_after_drop_sees_every_line_once(tmp_path: Path) -> None:
         append(log, f"keep {i}\nskip {i}\n")
         if i == 40:
             await wait_until(lambda: len(pump.lines()) >= 30)
-            remote.drop(reconnect_after=0.2)
+            remote.drop_connection()
         if i == 60:
             await wait_until(lambda: len(pump.lines()) >= 50 and pump.events().count("opened") == 2)
-            remote.drop(reconnect_after=0.0)
+            remote.drop_connection()
     await wait_until(lambda: len(pump.lines()) >= 100)
     await asyncio.sleep(0.2)
     await pump.stop()
@@ -344,11 +219,11 @@ async def test_rotation_while_disconnected_is_detected_by_inode(tmp_path: Path) 
     remote = LocalRemote()
     pump = Pump(Follower(remote, str(log), offset=0).lines())
     await wait_until(lambda: len(pump.lines()) == 1)
-    remote.drop(reconnect_after=None)
+    remote.transport.hold()
     await wait_until(lambda: "reconnecting" in pump.events())
     os.rename(log, tmp_path / "a.log.1")
     log.write_text("n1\nn2\n")
-    remote.connected.set()
+    remote.transport.release()
     await wait_until(lambda: len(pump.lines()) == 3)
     await pump.stop()
     assert "rotated" in pump.events()
@@ -409,8 +284,8 @@ async def test_agent_killed_on_box_is_restarted_from_offset(tmp_path: Path) -> N
     remote = LocalRemote()
     pump = Pump(Follower(remote, str(log), offset=0).lines())
     await wait_until(lambda: len(pump.lines()) == 1)
-    for s in list(remote.streams):
-        s.proc.kill()  # killed on the box, connection still up
+    for p in remote.transport.running():
+        p.kill()  # killed on the box, connection still up
     await wait_until(lambda: pump.events().count("opened") == 2)
     append(log, "l1\n")
     await wait_until(lambda: len(pump.lines()) == 2)

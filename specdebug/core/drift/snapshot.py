@@ -50,7 +50,7 @@ async def interpreter(remote: Remote, profile: Profile) -> tuple[str, str]:
 
 def cache_path(remote: Remote) -> str:
     """Beside the box's server records: the remote's state dir, else $SPECDEBUG_STATE_DIR (what an
-    SSHRemote reads too; a stand-in remote in a test gets the test's folder), else ~/.specdebug."""
+    SSH box client reads too; a test box gets the test's folder), else ~/.specdebug."""
     state = remote.state_dir or os.environ.get("SPECDEBUG_STATE_DIR") or DEFAULT_STATE
     return posixpath.join(posixpath.dirname(state.rstrip("/")) or ".", "drift-cache.json")
 

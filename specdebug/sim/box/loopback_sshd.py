@@ -1,7 +1,7 @@
 """An in-process SSH server on 127.0.0.1 with throwaway keys, for the demo.
 
 Why SSH at all for a local demo: the demo must exercise the very code a real GPU box uses
-(SSHRemote, the probe helper, streams, forwards, host-key checks).  Why in-process rather than
+(the SSH transport, the probe helper, streams, forwards, host-key checks).  Why in-process rather than
 OpenSSH: `specdebug demo` must work with nothing installed.  It runs in its own thread and
 event loop so the TUI's loop never waits on it.  Commands run as local processes in their own
 session; a session's process group is killed when its channel closes, and every group still

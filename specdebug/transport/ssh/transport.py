@@ -200,7 +200,7 @@ class SSHTransport:
             except BaseException:
                 await self._slots.release()
                 raise
-            process = SSHProcess(proc, self._slots, functools.partial(self._conn_lost_since, proc), self.name)
+            process = SSHProcess(proc, self._slots, functools.partial(self._link_gone, conn), self.name)
             if stdin is not None:
                 with best_effort("%s: write a command's input", self.name):
                     proc.stdin.write(stdin)
@@ -209,8 +209,9 @@ class SSHTransport:
         await self._slots.release()
         raise RemoteError(f"{self.name}: no SSH session slot became free")
 
-    def _conn_lost_since(self, proc: asyncssh.SSHClientProcess[bytes]) -> bool:
-        return self._conn is None or self._conn is not proc.channel.get_connection()
+    def _link_gone(self, conn: asyncssh.SSHClientConnection) -> bool:
+        """Whether the link a process ran on is gone (closed, or replaced by a reconnect)."""
+        return self._conn is not conn or conn.is_closed()
 
     # ---- forwards ------------------------------------------------------------------------------
     async def forward(self, port: int, host: str = "127.0.0.1") -> SSHForward:

@@ -1,0 +1,133 @@
+"""The box client over LocalTransport: this machine as the box, the same helper, fallback and streams
+as over SSH (no sshd), and host addresses choosing their transport by scheme."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import pytest
+
+from specdebug.remote.api import ConnectionDropped, ConnState, HostSpecError, RemoteError
+from specdebug.remote.client import BoxClient, StepBoxClient
+from specdebug.remote.factory import connect_host
+from specdebug.transport.address import parse_address, transport_for
+from specdebug.transport.base import StepTransport
+from specdebug.transport.local import LocalTransport
+from specdebug.transport.slurm.transport import SlurmTransport
+from specdebug.transport.ssh.transport import SSHTransport
+from tests.boxes import local_box
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_the_helper_runs_here_and_ends_with_the_client(tmp_path) -> None:
+    (tmp_path / "a.txt").write_text("hello")
+    box = local_box("here")
+    try:
+        await box.wait_connected(30)
+        assert box.status.state is ConnState.CONNECTED and box.has_helper
+        helper = box.helper_info["pid"]
+        res = await box.run(["sh", "-c", 'echo "$1"; echo err >&2; exit 3', "sh", "a b"], cwd=str(tmp_path))
+        assert (res.exit_status, res.out, res.err) == (3, "a b\n", "err\n")
+        files = await box.read_files([str(tmp_path / "a.txt"), str(tmp_path / "none")])
+        assert files[0].data == b"hello" and files[1].error == "ENOENT"
+        procs = await box.processes(pids=[os.getpid()])
+        assert any(p.pid == os.getpid() for p in procs)
+        async with box.stream(["sh", "-c", "echo one; echo two >&2; exec sleep 60"], stderr=True) as stream:
+            got = []
+            async for line in stream:
+                got.append(line)
+                if len(got) == 2:
+                    break
+        assert sorted(got) == ["one", "two"]
+        fwd = await box.forward_local_port(4321)
+        assert fwd.local_port == 4321  # this machine's port: no tunnel
+        with pytest.raises(RemoteError, match="no forward"):
+            await box.forward_local_port(80, "10.0.0.5")
+    finally:
+        await box.close()
+    assert box.status.state is ConnState.CLOSED
+    for _ in range(100):
+        if not alive(helper):
+            break
+        await asyncio.sleep(0.05)
+    assert not alive(helper)  # closing the client ended the helper it started
+
+
+async def test_without_a_helper_each_request_is_one_process(tmp_path) -> None:
+    box = local_box(use_helper=False)
+    try:
+        res = await box.run(["cat"], input=b"in put")
+        assert res.ok and res.out == "in put"
+        slow = await box.run(["sh", "-c", "cat >/dev/null; sleep 60"], input=b"x", timeout=0.5)
+        assert slow.timed_out and slow.exit_status is None
+        assert (await box.read_file(__file__))[:3] == b'"""'
+        answer = await box.box_op("port_holder", {"port": 1})
+        assert isinstance(answer, dict)
+        with pytest.raises(RemoteError, match="needs python3"):
+            await box.processes()
+    finally:
+        await box.close()
+
+
+async def test_a_dropped_link_ends_streams_and_reconnects() -> None:
+    box = local_box(use_helper=False)
+    try:
+        await box.wait_connected(10)
+        stream = box.stream(["sh", "-c", "echo up; exec sleep 60"])
+        lines = stream.__aiter__()
+        assert await lines.__anext__() == "up"
+        box.drop_connection()
+        with pytest.raises(ConnectionDropped):
+            await lines.__anext__()
+        for _ in range(200):
+            if box.generation == 2 and box.status.state is ConnState.CONNECTED:
+                break
+            await asyncio.sleep(0.02)
+        assert box.generation == 2
+        assert (await box.run(["true"])).ok
+    finally:
+        await box.close()
+
+
+def test_addresses_pick_their_transport() -> None:
+    assert parse_address("gpubox").scheme == "ssh"
+    assert parse_address("ssh://gpubox").target == "gpubox"
+    assert parse_address("user@10.0.0.1:2222").scheme == "ssh"
+    assert parse_address("local:22").scheme == "ssh"  # a host named local, port 22
+    assert parse_address("slurm:12:n1").scheme == "slurm"
+    assert parse_address("local:").scheme == "local"
+    with pytest.raises(HostSpecError, match="k8s: transport is not there yet"):
+        parse_address("k8s:pod/x")
+    with pytest.raises(HostSpecError):
+        parse_address("ssh://")
+    ssh = transport_for("ssh://gpubox")
+    assert isinstance(ssh, SSHTransport) and ssh.name == "ssh://gpubox" and ssh.spec.host == "gpubox"
+    assert isinstance(transport_for("local:"), LocalTransport)
+    slurm = transport_for("slurm:12:n1")
+    assert isinstance(slurm, SlurmTransport) and isinstance(slurm, StepTransport)
+    assert not isinstance(transport_for("local:"), StepTransport)
+
+
+def test_the_factory_puts_one_box_client_over_each() -> None:
+    assert type(connect_host("local:")) is BoxClient
+    assert type(connect_host("ssh://gpubox")) is BoxClient
+    assert isinstance(connect_host("slurm:12"), StepBoxClient)
+
+
+async def test_local_processes_get_their_own_session() -> None:
+    """The watchdog's `kill 0` ends the command's group, never the test's."""
+    box = local_box(use_helper=False)
+    try:
+        res = await box.run([sys.executable, "-c", "import os; print(os.getsid(0))"])
+        assert int(res.out) != os.getsid(0)
+    finally:
+        await box.close()
