@@ -246,6 +246,9 @@ def test_vllm_two_nodes_head_serves_and_the_headless_node_runs_workers_only(tmp_
             f"{dist} for torch.distributed process group."
         ) in text1
         assert "Application startup complete." not in text1
+        assert (
+            "(APIServer pid=" not in text1 and "non-default args" not in text1
+        )  # run_headless decorates nothing
         titles0 = sorted(t for t in children_titles(n0.pid).values() if t.startswith("VLLM::"))
         titles1 = sorted(t for t in children_titles(n1.pid).values() if t.startswith("VLLM::"))
         assert titles0 == ["VLLM::EngineCore"] and titles1 == ["VLLM::Worker_TP2", "VLLM::Worker_TP3"]
