@@ -328,3 +328,22 @@ def test_attach_and_restart_act_on_every_node(cluster: Cluster, tmp_path: Path) 
     assert again.returncode == 0 and data["verdict"] == "ready", again.stderr
     assert not any(group_alive(n["pgid"]) for n in first["nodes"])  # the old ones are gone on both nodes
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+
+
+def test_an_nccl_watchdog_timeout_on_a_node_fails_the_deployment_in_status(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The node's group lives on (its dummy /health still says 200) after a rank's collective timed out:
+    status reads the watchdog's line of this run and names the node with how far its rank got."""
+    prof = dep_profile(tmp_path, "watchdog", node1_args=("--nccl-timeout-after", "1", "--dist-timeout", "5"))
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    deadline = time.monotonic() + 40
+    while True:
+        st = json.loads(cli(cluster, "status", "-c", str(prof), "--json").stdout)
+        if st["state"] != "running" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert st["state"] == "failed" and st["reason"].startswith("node1: failed (NCCL watchdog: "), st
+    assert "last completed NCCL work: 31" in st["reason"] and st["nodes"][0]["state"] == "running"
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
