@@ -66,12 +66,21 @@ def need_host(args: argparse.Namespace, profile: Profile, verb: str) -> None:
 
 
 @asynccontextmanager
-async def open_nodes(args: argparse.Namespace, dep: Deployment) -> AsyncIterator[dict[str, Remote]]:
-    """A connection to every node (each failure names its node: open_remote says `HOST: ...`)."""
+async def open_nodes(
+    args: argparse.Namespace, dep: Deployment, *, partial: bool = False
+) -> AsyncIterator[dict[str, Remote]]:
+    """A connection to every node (each failure names its node: open_remote says `HOST: ...`).
+
+    partial (stop, status): a node that cannot be reached is left out (its line is printed) and
+    the others are still acted on; the core reports it as not stopped / unverified."""
     async with AsyncExitStack() as stack:
         remotes: dict[str, Remote] = {}
         for node in dep.nodes:
-            remotes[node.host] = await stack.enter_async_context(open_remote(args, node.host))
+            try:
+                remotes[node.host] = await stack.enter_async_context(open_remote(args, node.host))
+            except VerbExit:
+                if not partial:
+                    raise
         yield remotes
 
 
@@ -186,8 +195,8 @@ async def launch(args: argparse.Namespace, profile: Profile, *, restart: bool = 
 async def stop(args: argparse.Namespace, profile: Profile) -> int:
     dep = placed(args, profile)
     async with (
-        open_nodes(args, dep) as remotes,
-        session_journal(args.session, remotes[dep.leader.host]) as journal,
+        open_nodes(args, dep, partial=True) as remotes,
+        session_journal(args.session, remotes.get(dep.leader.host)) as journal,
     ):
         result = await stop_deployment(remotes, dep, grace_s=args.grace, journal=journal)
     if args.json:
@@ -200,7 +209,7 @@ async def stop(args: argparse.Namespace, profile: Profile) -> int:
 
 async def status(args: argparse.Namespace, profile: Profile) -> int:
     dep = placed(args, profile)
-    async with open_nodes(args, dep) as remotes:
+    async with open_nodes(args, dep, partial=True) as remotes:
         st = await deployment_status(remotes, dep)
     if args.json:
         print_json(st)

@@ -347,3 +347,34 @@ def test_an_nccl_watchdog_timeout_on_a_node_fails_the_deployment_in_status(
     assert st["state"] == "failed" and st["reason"].startswith("node1: failed (NCCL watchdog: "), st
     assert "last completed NCCL work: 31" in st["reason"] and st["nodes"][0]["state"] == "running"
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+
+
+def test_an_unreachable_node_is_unverified_and_stop_still_stops_the_others(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    prof = dep_profile(tmp_path, "unreach")
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    nodes = json.loads(run.stdout)["nodes"]
+    broken = tmp_path / "ssh_config_node1_down"  # node1's port points nowhere: connection refused
+    text = cluster.config_path.read_text().split("Host node1")
+    broken.write_text(
+        text[0] + "Host node1" + text[1].replace(f"Port {cluster.sshd.port}", f"Port {free_port()}")
+    )
+    down = subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", "status", "-F", str(broken), "-c", str(prof), "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    st = json.loads(down.stdout)
+    assert down.returncode == 1 and st["state"] == "unverified", st
+    assert [n["state"] for n in st["nodes"]] == ["running", "unverified"] and "node1" in down.stderr
+    stop = subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", "stop", "-F", str(broken), "-c", str(prof), "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    res = json.loads(stop.stdout)
+    assert stop.returncode == 1 and not res["stopped"], res
+    assert [r["stopped"] for r in res["nodes"]] == [True, False]
+    assert not group_alive(nodes[0]["pgid"]) and group_alive(nodes[1]["pgid"])
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0  # reachable again: the rest stops
+    assert not group_alive(nodes[1]["pgid"])

@@ -165,6 +165,8 @@ async def stop_deployment(
     nodes = [n for n in deployment.nodes if only is None or n.host in only]
 
     async def one(node: Node) -> StopResult:
+        if node.host not in remotes:
+            return StopResult(profile=node.profile.name, refused=True, message="not stopped: not connected")
         try:
             return await startup.stop(remotes[node.host], node.profile, grace_s=grace_s, journal=journal)
         except RemoteError as exc:
@@ -206,6 +208,11 @@ async def deployment_status(remotes: Remotes, deployment: Deployment) -> Deploym
     from specdebug.core import startup
 
     async def one(node: Node) -> ServerStatus:
+        if node.host not in remotes:
+            port = node.profile.server.port
+            return ServerStatus(
+                profile=node.profile.name, state="unverified", reason="not connected", port=port
+            )
         try:
             return await startup.status(remotes[node.host], node.profile)
         except RemoteError as exc:
@@ -245,7 +252,8 @@ async def deployment_status(remotes: Remotes, deployment: Deployment) -> Deploym
     out.health = sts[0].health
     if states == {"running"}:
         return out
-    if "running" in states or "failed" in states:
+    down = states - {"running", "unverified"}
+    if down and ("running" in states or "failed" in states):  # an unreachable node is not a dead one
         bad = [n for n in nodes if n.state != "running"]
         out.state = "failed"
         still = [n.host for n in nodes if n.state == "running"]
