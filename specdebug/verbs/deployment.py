@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from specdebug.core.deployment import Deployment, DeploymentError, place
 from specdebug.core.deployment.control import (
@@ -160,36 +160,58 @@ async def _watch(
 
 async def launch(args: argparse.Namespace, profile: Profile, *, restart: bool = False) -> int:
     """Launch every node (restart: stop every node first), and with --wait watch them as one."""
-    from specdebug.core import startup
 
     dep = placed(args, profile)
-    async with (
-        open_nodes(args, dep) as remotes,
-        session_journal(args.session, remotes[dep.leader.host]) as journal,
-    ):
-        if restart:
-            stopped = await stop_deployment(remotes, dep, grace_s=args.grace, journal=journal)
-            _say(args, stopped.message)
-            if not stopped.stopped:
-                err(stopped.message)
-                return 1
-        try:
-            records = await launch_deployment(remotes, dep, journal=journal)
-        except (startup.LaunchRefused, startup.RemoteError) as exc:
-            err(str(exc))
-            if args.json:
-                print_json({"verdict": "refused", "profile": profile.name, "reason": str(exc), "nodes": []})
-            return 1
-        for n in sorted(_launched(dep, records), key=lambda n: list(records).index(str(n["host"]))):
-            _say(  # in launch order: workers first
-                args,
-                f"launched {profile.name} node {n['rank']} on {n['host']}: PID {n['pid']}, log {n['log_file']}",
+    started = False
+    try:
+        async with (
+            open_nodes(args, dep) as remotes,
+            session_journal(args.session, remotes[dep.leader.host]) as journal,
+        ):
+            started = True
+            return await _launch_on(args, profile, dep, remotes, journal, restart=restart)
+    except VerbExit as exc:  # a node that cannot be reached: nothing was started on any
+        if args.json and not started and exc.code == 1:
+            print_json(
+                {"verdict": "refused", "profile": profile.name, "reason": exc.message or "", "nodes": []}
             )
-        if not args.wait:
-            if args.json:
-                print_json({"verdict": "launched", "profile": profile.name, "nodes": _launched(dep, records)})
-            return 0
-        return await _watch(args, remotes, dep, records, journal)
+        raise
+
+
+async def _launch_on(
+    args: argparse.Namespace,
+    profile: Profile,
+    dep: Deployment,
+    remotes: dict[str, Remote],
+    journal: Any,
+    *,
+    restart: bool,
+) -> int:
+    from specdebug.core import startup
+
+    if restart:
+        stopped = await stop_deployment(remotes, dep, grace_s=args.grace, journal=journal)
+        _say(args, stopped.message)
+        if not stopped.stopped:
+            err(stopped.message)
+            return 1
+    try:
+        records = await launch_deployment(remotes, dep, journal=journal)
+    except (startup.LaunchRefused, startup.RemoteError) as exc:
+        err(str(exc))
+        if args.json:
+            print_json({"verdict": "refused", "profile": profile.name, "reason": str(exc), "nodes": []})
+        return 1
+    for n in sorted(_launched(dep, records), key=lambda n: list(records).index(str(n["host"]))):
+        _say(  # in launch order: workers first
+            args,
+            f"launched {profile.name} node {n['rank']} on {n['host']}: PID {n['pid']}, log {n['log_file']}",
+        )
+    if not args.wait:
+        if args.json:
+            print_json({"verdict": "launched", "profile": profile.name, "nodes": _launched(dep, records)})
+        return 0
+    return await _watch(args, remotes, dep, records, journal)
 
 
 async def stop(args: argparse.Namespace, profile: Profile) -> int:

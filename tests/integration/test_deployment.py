@@ -378,3 +378,13 @@ def test_an_unreachable_node_is_unverified_and_stop_still_stops_the_others(
     assert not group_alive(nodes[0]["pgid"]) and group_alive(nodes[1]["pgid"])
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0  # reachable again: the rest stops
     assert not group_alive(nodes[1]["pgid"])
+    launch = subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", "launch", "-F", str(broken), "-c", str(prof), "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    refused = json.loads(launch.stdout)
+    assert (
+        launch.returncode == 1 and refused["verdict"] == "refused" and refused["reason"].startswith("node1: ")
+    )
+    st = json.loads(cli(cluster, "status", "-c", str(prof), "--json").stdout)
+    assert st["state"] == "stopped", st  # nothing started on node0 either
