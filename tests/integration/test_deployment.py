@@ -282,6 +282,9 @@ def test_a_node_failing_at_the_rendezvous_is_named_within_seconds(
             "never reached the rendezvous at 127.0.0.2:" in data["reason"]
             and "node0 waiting at init" in data["reason"]
         )
+    else:  # NCCL's own warning and the node's pin, not only torch's "Internal check failed"
+        assert "NCCL WARN Bootstrap : no socket interface found" in data["reason"], data["reason"]
+        assert "NCCL_SOCKET_IFNAME==nosuchnic0" in data["reason"]
     assert [n["state"] for n in data["nodes"]][1] == "failed"
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
 
