@@ -253,6 +253,7 @@ def test_bench_targets_the_leader(cluster: Cluster, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
     assert data["host"] == "node0" and data["status"] == "done", data
+    assert list(data["node_gpus"]) == ["node1"] and data["node_gpus"]["node1"]["before"], data["node_gpus"]
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
 
 
