@@ -11,8 +11,9 @@ anything third-party (tests/unit/test_layering.py checks it).  The client ships 
     procctl.py         identity-checked process-group signals and the server records (state files)
     ports.py           who listens on a TCP port (/proc/net/tcp + /proc/*/fd)
     health.py          GET http://127.0.0.1:PORT/PATH from the box itself
-    journal_append.py  one whole line appended to a shared journal (O_APPEND, fsync)
+    journal_append.py  a shared journal: one whole line appended (O_APPEND, fsync), or read, checked
     follow.py          the log follow agent (exact offsets, rotation, truncation, prefilter)
+    follow_flow.py     its acknowledged flow control (a slow reader leaves the rest in the file)
     launch.sh          detached server launch (setsid) that reports the server's own identity
     launch_report.sh   the server side of that launch (runs after setsid, then execs the server)
     read_files.sh      reads files without python3 (the helper-less fallback)

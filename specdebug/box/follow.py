@@ -3,16 +3,9 @@
 Why an agent and not `tail -F | grep`: exact byte offsets (resume after a reconnect with no line
 lost or repeated), Python's regex dialect on both sides, truncation and rotation reported as
 records, and bounded memory and regex time.  The record format and the client side (argv, parsing)
-are in specdebug/core/logs/agent.py and follow.py; the client appends `run(LIMIT, RX_S)` to this
-source (its line and regex-time limits).
-
-Flow control (MODE `follow,ack,WINDOW` or `once,ack,WINDOW`): the agent never has more than WINDOW
-bytes of output out that the client has not acknowledged (`A<bytes read so far>` lines on stdin);
-at the limit it waits for an ack, so a slow reader leaves the rest in the file, not in buffers.
-Why not SSH's own window: asyncssh re-grants a paused channel's whole window each time it hands
-the reader one block, so a reader that keeps up at half the rate buffered without bound (RSS
-+100 MB a minute at 20k lines/s).  With acks, stdin is ours: there is no watchdog around us, so
-its EOF (the client closed the channel) ends the agent.  Stdlib only, Python >= 3.7.
+are in specdebug/core/logs/agent.py and follow.py; the client appends `run(LIMIT, RX_S, Flow)` to
+this source (its line and regex-time limits, and box/follow_flow.py's acknowledged flow control,
+loaded as a module of its own).  Stdlib only, Python >= 3.7.
 """
 
 from __future__ import annotations
@@ -20,33 +13,14 @@ from __future__ import annotations
 import base64
 import os
 import re
-import select
 import signal
 import stat
 import sys
 import time
 import zlib
-from typing import IO, Any
+from typing import Any
 
-
-class Counted:
-    """fd 1 with a large buffer, counting what went out (what the client acknowledges)."""
-
-    def __init__(self, f: IO[bytes]) -> None:
-        self.f = f
-        self.n = 0
-
-    def write(self, b: bytes) -> None:
-        self.n += len(b)
-        self.f.write(b)
-
-    def flush(self) -> None:
-        self.f.flush()
-
-
-out: Any = sys.stdout.buffer  # replaced by run(): a Counted
-ACK = {"win": 0, "acked": 0}  # the flow-control window (0: none) and the client's last ack
-_ackbuf = [b""]
+out: Any = sys.stdout.buffer  # replaced by run(): a follow_flow.Flow (counts, waits for acks)
 LIMIT = 1 << 20  # bytes of one line kept (the client passes core.limits.MAX_LINE)
 FLUSH_S = 0.01
 DENSE_S = 0.001
@@ -81,33 +55,6 @@ def on_alarm(signum: int, frame: Any) -> None:
     raise Slow()
 
 
-def read_acks(timeout: float, also: list[int] | None = None) -> bool:
-    """Wait up to `timeout` for stdin (acks) or `also`; take every ack that came.  True when one
-    of `also` is readable.  EOF on stdin: the client is gone, so we end (no watchdog around us)."""
-    fds = ([0] if ACK["win"] else []) + (also or [])
-    if not fds:
-        time.sleep(timeout)
-        return False
-    ready = select.select(fds, [], [], timeout)[0]
-    if 0 in ready:
-        data = os.read(0, 65536)
-        if not data:
-            raise SystemExit(0)
-        lines = (_ackbuf[0] + data).split(b"\n")
-        _ackbuf[0] = lines.pop()
-        for line in lines:
-            if line[:1] == b"A" and line[1:].isdigit():
-                ACK["acked"] = max(ACK["acked"], int(line[1:]))
-    return any(fd in ready for fd in also or [])
-
-
-def wait_credit() -> None:
-    """Hold further output while the client has WINDOW bytes or more unacknowledged."""
-    while ACK["win"] and out.n - ACK["acked"] >= ACK["win"]:
-        out.flush()  # what we hold must reach the client, or its ack never comes
-        read_acks(5.0)
-
-
 def open_regular(p: str) -> tuple[int, os.stat_result]:
     fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: opening a FIFO must not wait for a writer
     st = os.fstat(fd)
@@ -129,7 +76,7 @@ def main() -> None:
     poll_wait = float(mode[1]) if poll else 0.0
     poll_max = int(mode[2]) if poll else 0
     if not poll and len(mode) > 2 and mode[1] == "ack":
-        ACK["win"] = int(mode[2])
+        out.window = int(mode[2])
     args = [a.encode("utf-8", "surrogateescape") for a in sys.argv[6:]]
     lits = [a[1:] for a in args if a[:1] == b"="]
     srcs = [a[1:] for a in args if a[:1] == b"~"]
@@ -161,9 +108,9 @@ def main() -> None:
 
     def wait(t: float) -> None:
         if ifd is None:
-            read_acks(min(t, 0.05))
+            out.wait(min(t, 0.05))
             return
-        if read_acks(t, [ifd]):
+        if out.wait(t, [ifd]):
             try:
                 os.read(ifd, 65536)
             except OSError:
@@ -192,7 +139,7 @@ def main() -> None:
                 ctl("HB", -1)
                 out.flush()
                 last_out = time.time()
-            read_acks(0.1)
+            out.wait(0.1)
     ino = st.st_ino
     watch(path)
 
@@ -382,7 +329,7 @@ def main() -> None:
             ctl("END", S["pos"], chk(S["pos"]), 0)
             out.flush()
             return
-        wait_credit()
+        out.hold()
         data = read_some()
         if data is None:
             truncated(os.fstat(fd).st_size, "rewritten")
@@ -466,10 +413,10 @@ def main() -> None:
         wait(0.1 if not poll else min(0.1, max(0.0, deadline - now)))
 
 
-def run(limit: int, rx_s: float) -> None:
+def run(limit: int, rx_s: float, flow: Any) -> None:
     """The agent's entry point (the client's trailer calls it; see the module docstring)."""
     global out, LIMIT, RX_S
-    out = Counted(open(1, "wb", buffering=1 << 16, closefd=False))
+    out = flow(open(1, "wb", buffering=1 << 16, closefd=False))
     LIMIT, RX_S = limit, rx_s
     try:
         main()

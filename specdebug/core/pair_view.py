@@ -134,9 +134,10 @@ def fit_view(view: Path, size: tuple[int, int], *, tmux: str = "tmux") -> None:
 
 def fit_views(main_socket: str, session: str, folder: Path) -> None:
     """Every view to the driver's screen as it is now (the driver's app asks every second)."""
-    size = driver_size(main_socket, session)
+    seats = views(folder)
+    size = driver_size(main_socket, session) if seats else None  # no view: no tmux to ask
     if size is not None:
-        for view in views(folder).values():
+        for view in seats.values():
             fit_view(view, size)
 
 

@@ -40,8 +40,13 @@ ACK_WINDOW = 4 << 20  # bytes of agent output in flight, unacknowledged, at most
 _META = re.compile(r"[.^$*+?{}\[\]\\|()]")
 
 # The agent itself runs on the box (specdebug/box/follow.py, python3 -I -S, stdlib only); this
-# client's limits go in as the arguments of its entry point.
-AGENT = source("follow.py") + f"\nrun({MAX_LINE!r}, {BOX_REGEX_TIMEOUT_S!r})\n"
+# client's limits and the flow control (box/follow_flow.py, as a module) go in to its entry point.
+AGENT = (
+    source("follow.py")
+    + "\nimport types as _types\n_flow = _types.ModuleType('follow_flow')\n"
+    + f"exec(compile({source('follow_flow.py')!r}, '<specdebug.box.follow_flow>', 'exec'), _flow.__dict__)\n"
+    + f"run({MAX_LINE!r}, {BOX_REGEX_TIMEOUT_S!r}, _flow.Flow)\n"
+)
 
 
 def split_prefilter(prefilter: Sequence[str]) -> tuple[list[str], list[str]]:
