@@ -37,10 +37,12 @@ def test_clean():
 """
 
 
-def run_inner(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess:
+def run_inner(tmp_path: Path, body: str, *args: str, leak: bool = False) -> subprocess.CompletedProcess:
     (tmp_path / "test_inner.py").write_text(body)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["PYTHONPATH"] = str(REPO)
+    if leak:  # it never ends by itself: the full grace (for a server on its way out) would only wait
+        env["SPECDEBUG_LEAK_GRACE_S"] = "2"
     return subprocess.run(
         [
             sys.executable,
@@ -78,7 +80,7 @@ def alive(pid: int) -> bool:
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_a_process_left_running_fails_the_run_and_is_ended(tmp_path: Path, workers: str) -> None:
     pidfile = tmp_path / "leaked.pid"
-    r = run_inner(tmp_path, LEAKY.format(pidfile=str(pidfile)), "-n", workers)
+    r = run_inner(tmp_path, LEAKY.format(pidfile=str(pidfile)), "-n", workers, leak=True)
     out = r.stdout + r.stderr
     pid = int(pidfile.read_text())
     assert r.returncode == 1, out
