@@ -44,7 +44,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     tag = session.config.stash.get(_RUN_TAG, None)
     if tag is None or not _runs_the_session(session.config):
         return
-    left = leakcheck.left_running(tag)
+    root = session.config._tmp_path_factory.getbasetemp()  # noqa: SLF001 (the run's folder, workers' too)
+    left = leakcheck.left_running(tag, root=root)
     if not left:
         return
     survivors = leakcheck.end(left, tag)

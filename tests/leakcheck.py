@@ -7,6 +7,7 @@ the test sshd hands it to every session it opens (`SetEnv`, tests/sshd_harness.p
 test launches on the box carries it too.  A process found by that tag in /proc/PID/environ
 brings along the other members of its session and process group (a sim's workers, whose
 environ setproctitle overwrites), never the session of pytest itself.  Nothing is found by name.
+The test sshds are found by the pid files in the run's folder (`own_sshds`).
 At the session's end, after the workers have ended, what is still running is listed, ended
 (TERM, then KILL, by PID) and fails the run.
 """
@@ -21,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TAG_VAR = "SPECDEBUG_TEST_RUN"
-GRACE_S = 10.0  # a server a test stopped may still be on its way out
+# a server a test stopped may still be on its way out; the suite's own test of this check, whose
+# leak (`sleep 300`) never ends by itself, sets a short grace (tests/integration/test_suite_cleanup.py)
+GRACE_S = float(os.environ.get("SPECDEBUG_LEAK_GRACE_S", "10"))
 TERM_WAIT_S = 5.0
 
 
@@ -78,18 +81,37 @@ def tagged(tag: str) -> list[Proc]:
     return sorted(found.values(), key=lambda p: p.pid)
 
 
-def left_running(tag: str, grace_s: float = GRACE_S) -> list[Proc]:
+def own_sshds(root: Path | None) -> list[Proc]:
+    """This run's test sshds (tests/sshd_harness.py) still running, by the PidFile each writes in its
+    own folder under the run's `root`, checked against the config path in its title.  The tag cannot
+    find them: sshd writes its title over its environ.  A worker that crashed never stopped its own."""
+    found = []
+    for pidfile in root.rglob("sshd.pid") if root is not None else ():
+        try:
+            got = _read(int(pidfile.read_text().split()[0]))
+        except (OSError, ValueError, IndexError):
+            continue
+        if got is not None and f"-f {pidfile.parent / 'sshd_config'}" in got[0].cmdline:
+            found.append(got[0])
+    return found
+
+
+def left_running(tag: str, grace_s: float = GRACE_S, root: Path | None = None) -> list[Proc]:
     deadline = time.monotonic() + grace_s
     while True:
-        alive = tagged(tag)
+        alive = {p.pid: p for p in [*tagged(tag), *own_sshds(root)]}
         if not alive or time.monotonic() >= deadline:
-            return alive
+            return sorted(alive.values(), key=lambda p: p.pid)
         time.sleep(0.2)
+
+
+def _still(p: Proc) -> bool:
+    """It still runs (not a zombie; an sshd's title changes as it runs, so it is not compared)."""
+    return _read(p.pid) is not None
 
 
 def end(procs: list[Proc], tag: str) -> list[Proc]:
     """TERM each listed process by PID, KILL what is left after a wait; returns what survived."""
-    pids = {p.pid for p in procs}
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for p in procs:
             try:
@@ -98,7 +120,7 @@ def end(procs: list[Proc], tag: str) -> list[Proc]:
                 pass
         deadline = time.monotonic() + TERM_WAIT_S
         while time.monotonic() < deadline:
-            procs = [p for p in tagged(tag) if p.pid in pids]
+            procs = [p for p in procs if _still(p)]
             if not procs:
                 return []
             time.sleep(0.1)

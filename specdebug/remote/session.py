@@ -125,6 +125,8 @@ class Session:
 
         async def _wait() -> None:
             while not self._connected.is_set():
+                if self._closing:  # closed by its owner: it will not connect again
+                    raise NotConnected(f"{self.name}: closed")
                 if self._status.state is ConnState.FAILED:
                     raise self._failure or NotConnected(f"{self.name}: {self._status.last_error}")
                 waiter = asyncio.ensure_future(self._connected.wait())
@@ -160,6 +162,9 @@ class Session:
                 pass
             except Exception:  # the supervisor's own bug: closing goes on, the traceback is kept
                 log.debug("%s: supervisor ended with an error", self.name, exc_info=True)
+        # the supervisor was cancelled inside its watch, before it cleared this: left set, a closed
+        # remote said "connected" while every open failed, and a log follower retried in a hot loop
+        self._connected.clear()
         self._set_status(ConnStatus(ConnState.CLOSED))
 
     # ---- the supervisor ----------------------------------------------------------------------

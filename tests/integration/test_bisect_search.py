@@ -126,7 +126,9 @@ async def engine_scenarios(sshd, tmp: Path) -> dict:
     await remote.wait_connected(15)
 
     async def pair() -> dict:
-        good, bad = write_pair(tmp / "pair", bad_flags=PAIR, tag="bxpair-")
+        # one request per benchmark: with two, one log sample spans the gap between them, which is
+        # this loaded machine's client round trip, not the sim's clock (readings moved by ~3 %)
+        good, bad = write_pair(tmp / "pair", bad_flags=PAIR, tag="bxpair-", requests=1)
         return {
             "events": await engine_run(
                 remote, good, bad, BisectOptions(metric=METRIC), Journal(tmp / "pair" / "s")
@@ -250,9 +252,10 @@ def test_pair_only_hurting_together_found_by_ddmin(scenarios) -> None:
     assert len(alone) == 2 and all(t.judged == "good" for t in alone)  # each alone is harmless
     assert all(abs(result.effects[k].share) < 0.1 for k in result.culprits)  # shown by the numbers
     assert result.confirmed  # the good end measured again: the box did not drift meanwhile
-    # the ends twice + each knob alone + the good end again, plus repeats where a reading sits in the
-    # noise (a loaded machine adds some, within the --repeats budget)
-    assert 7 <= result.launches <= 14
+    # the ends twice + each knob alone + the good end again: 7 launches, nothing repeated.  Without
+    # --noise the sim's own figures do not move between launches (its clock leaves out the stalls of
+    # this loaded machine: specdebug/sim/engine.py), so a repeat here would be a judging bug
+    assert result.launches == 7, told(result)
 
 
 def test_noise_003_with_three_repeats_finds_the_right_culprit(scenarios) -> None:

@@ -27,6 +27,12 @@ def test_leaves_a_detached_process(tmp_path_factory):
 
 def test_clean():
     subprocess.run(["true"], check=True)
+
+def test_leaves_its_sshd(tmp_path_factory):
+    # as a worker that crashed would: sshd writes its title over its environ, so no tag finds it
+    from tests.sshd_harness import start_sshd
+    sshd = start_sshd(tmp_path_factory.mktemp("sshd"))
+    (Path({pidfile!r} + ".sshd")).write_text(str(sshd.proc.pid))
 """
 
 CLEAN = """
@@ -37,10 +43,12 @@ def test_clean():
 """
 
 
-def run_inner(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess:
+def run_inner(tmp_path: Path, body: str, *args: str, leak: bool = False) -> subprocess.CompletedProcess:
     (tmp_path / "test_inner.py").write_text(body)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["PYTHONPATH"] = str(REPO)
+    if leak:  # it never ends by itself: the full grace (for a server on its way out) would only wait
+        env["SPECDEBUG_LEAK_GRACE_S"] = "2"
     return subprocess.run(
         [
             sys.executable,
@@ -78,15 +86,18 @@ def alive(pid: int) -> bool:
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_a_process_left_running_fails_the_run_and_is_ended(tmp_path: Path, workers: str) -> None:
     pidfile = tmp_path / "leaked.pid"
-    r = run_inner(tmp_path, LEAKY.format(pidfile=str(pidfile)), "-n", workers)
+    r = run_inner(tmp_path, LEAKY.format(pidfile=str(pidfile)), "-n", workers, leak=True)
     out = r.stdout + r.stderr
     pid = int(pidfile.read_text())
     assert r.returncode == 1, out
-    assert "2 passed" in out  # the tests passed: the leak alone fails the run
+    sshd_pid = int(Path(f"{pidfile}.sshd").read_text())
+    assert "3 passed" in out  # the tests passed: the leaks alone fail the run
     # listed once (by the controller, not once per worker), with its PID and command line
     assert len(re.findall(r"process\(es\) the suite started still ran", out)) == 1, out
     assert f"PID {pid} " in out and "sleep 300" in out
+    assert f"PID {sshd_pid} " in out and "sshd" in out
     assert not alive(pid), "the leaked process was not ended"
+    assert not alive(sshd_pid), "the leaked sshd was not ended"
 
 
 def test_a_clean_run_passes(tmp_path: Path) -> None:

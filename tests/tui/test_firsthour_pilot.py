@@ -46,7 +46,23 @@ def rendered(widget: Static) -> str:
 
 
 def notes(app) -> list[str]:
-    return [str(n.message) for n in app._notifications]  # noqa: SLF001
+    """Every toast the app raised: those `recording` kept (a toast expires after 5 s, and a stall of
+    a loaded machine can be longer than that), else the ones still shown."""
+    said = getattr(app, "said_in_test", None)
+    return list(said) if said is not None else [str(n.message) for n in app._notifications]  # noqa: SLF001
+
+
+def recording(app: SpecdebugApp) -> SpecdebugApp:
+    said: list[str] = []
+    notify = app.notify
+
+    def record(message, **kw):
+        said.append(str(message))
+        return notify(message, **kw)
+
+    app.notify = record  # type: ignore[method-assign]
+    app.said_in_test = said  # type: ignore[attr-defined]
+    return app
 
 
 async def settle(pilot, n: int = 3) -> None:
@@ -75,7 +91,7 @@ def app_with_profile(**kw) -> SpecdebugApp:
         profile_path=PROFILE,
         **kw,
     )
-    return SpecdebugApp(ctx)
+    return recording(SpecdebugApp(ctx))
 
 
 # -- reopening while the server runs --------------------------------------------------------------
@@ -526,7 +542,11 @@ def test_logs_filter_box_with_prompt_snapshot(snap_compare) -> None:
     from tests.tui.test_logs_pane import LogsApp
 
     async def type_filter(pilot) -> None:
+        from textual.widgets import Input
+
         await pilot.press("slash", *"accept")
+        for box in pilot.app.query(Input):  # shown steadily: a blink that came due under load hid it
+            box.cursor_blink = False
         await settle(pilot)
 
     assert snap_compare(LogsApp(), run_before=type_filter, terminal_size=(150, 20))

@@ -157,9 +157,10 @@ class Engine:
         self._wake = asyncio.Event()
         self._ids = itertools.count(1)
         self._deadline = time.monotonic()
+        self._stalled = 0.0  # seconds this process fell behind beyond MAX_LAG_S (its host's load)
         self._forward_ct = 0
         self._decode_ct = 0
-        self._last_log = time.monotonic()
+        self._last_log = self._clock()
         self._tokens_since_log = 0
         self._spec_acc = 0
         self._spec_fwd = 0
@@ -231,8 +232,14 @@ class Engine:
 
     def _advance(self, duration_s: float) -> float:
         now = time.monotonic()
+        self._stalled += max(0.0, now - MAX_LAG_S - self._deadline)
         self._deadline = max(self._deadline, now - MAX_LAG_S) + duration_s
         return self._deadline
+
+    def _clock(self) -> float:
+        """The modelled box's time: the wall clock, less what this process lost to a stall of the
+        machine running it (a loaded CI host is not a slower GPU).  Idle time counts, as in SGLang."""
+        return self._deadline - self._stalled
 
     async def _run(self) -> None:
         while True:
@@ -331,7 +338,7 @@ class Engine:
         )
 
     def _log_decode(self, bs: int, used: int) -> None:
-        now = time.monotonic()
+        now = self._clock()  # the server's own figure: of the modelled GPUs, not of this host's stalls
         self.stats.last_gen_throughput = self._tokens_since_log / max(now - self._last_log, 1e-6)
         self._last_log, self._tokens_since_log = now, 0
         spec = None
