@@ -148,6 +148,7 @@ class BenchResultRecord(Record):
     PAYLOAD = ("result", BenchResult)
     kind: Literal["bench_result"] = "bench_result"
     result: BenchResult
+    source: ServerSource | None = None  # the measured server's source (its launch record), when proven
 
     @classmethod
     def _payload_in(cls, payload: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:

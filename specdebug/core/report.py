@@ -26,6 +26,7 @@ from specdebug.core.drift.report import drift_markdown
 from specdebug.core.fingerprint import PLUMBING_FLAGS, split_argv
 from specdebug.core.records import BenchResultRecord, JournalRecord, MarkRecord
 from specdebug.core.secrets import mask_text
+from specdebug.core.source import ServerSource
 
 BASELINE_LABEL = "baseline"
 
@@ -37,9 +38,11 @@ class HistoryEntry:
     id: int
     ts: float
     result: BenchResult
+    source: ServerSource | None = None  # the commit the measured server ran, when the run proved it
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "ts": self.ts, **result_json(self.result)}
+        source = self.source.model_dump(mode="json") if self.source is not None else None
+        return {"id": self.id, "ts": self.ts, **result_json(self.result), "source": source}
 
 
 def history(events: Sequence[JournalRecord]) -> list[HistoryEntry]:
@@ -48,7 +51,7 @@ def history(events: Sequence[JournalRecord]) -> list[HistoryEntry]:
     for ev in events:
         if isinstance(ev, BenchResultRecord):
             res = judge_failures(ev.result.model_copy(deep=True))  # journals older than the rule too
-            out.append(HistoryEntry(id=len(out) + 1, ts=ev.ts, result=res))
+            out.append(HistoryEntry(id=len(out) + 1, ts=ev.ts, result=res, source=ev.source))
     return out
 
 
@@ -252,6 +255,12 @@ def render_markdown(
             "1000 / TPOT mean for a parsed result) when concurrency is 1, else output tok/s.",
             "",
         ]
+        sources = [f"- #{e.id}: {_cell(e.source.describe())}" for e in entries if e.source is not None]
+        out += (
+            ["Sources measured (the server's working directory and commit):", "", *sources, ""]
+            if sources
+            else []
+        )
         out += _diff_section(comparable(entries, include_failed=include_failed))
         out += drift_markdown(comparable(entries, include_failed=include_failed))
         out += _failed_section(entries)

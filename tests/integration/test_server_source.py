@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from specdebug.core import server_control
+from specdebug.core.journal import Journal
 from specdebug.core.profiles import Profile
+from specdebug.core.records import LaunchRecord
 from specdebug.core.source import read_source
 from specdebug.core.startup.launch import launch
 from tests.sshd_harness import free_port
@@ -68,10 +70,13 @@ async def test_a_launch_records_which_commit_runs(remote, tmp_path: Path) -> Non
             },
         }
     )
-    record = await launch(remote, profile)
+    journal = Journal(tmp_path / "session")
+    record = await launch(remote, profile, journal=journal)
     try:
         assert record.source is not None and record.source.commit == head
         assert record.cwd == str(repo) and record.fingerprint == profile.fingerprint()
+        (launched,) = Journal(tmp_path / "session").records({"launch"})  # read back through the model
+        assert isinstance(launched, LaunchRecord) and launched.source == record.source
     finally:
         result = await server_control.stop(remote, profile, grace_s=0.5)
     assert result.stopped

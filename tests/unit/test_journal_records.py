@@ -33,6 +33,7 @@ from specdebug.core.records import (
 )
 from specdebug.core.report import baseline_of, history, render_markdown
 from specdebug.core.servers import ServerRecord, StopResult
+from specdebug.core.source import ServerSource
 from specdebug.core.startup.events import ServerPhase, Verdict
 from specdebug.core.startup.tracker import startup_history
 
@@ -176,3 +177,15 @@ def test_a_record_that_does_not_validate_is_skipped_with_its_field(tmp_path: Pat
     assert 'line 1: launch record: pid is "4242x", not an int (skipped)' in said
     assert 'line 3: bisect_trial record: role is "referee", not one of good, bad, candidate, drift' in said
     assert "line 4: stop record: profile is missing" in said
+
+
+def test_a_result_names_the_source_it_measured(tmp_path: Path) -> None:
+    source = ServerSource(cwd="/srv/wt-b", worktree="/srv/wt-b", commit="a" * 40, dirty=False)
+    journal = Journal(tmp_path / "s")
+    journal.append(BenchResultRecord(result=RESULT, source=source))
+    journal.append(BenchResultRecord(result=RESULT.model_copy(update={"profile": "unproven"})))
+    first, second = history(journal.records())
+    assert first.source == source and second.source is None
+    assert first.to_json()["source"]["commit"] == "a" * 40 and second.to_json()["source"] is None
+    md = render_markdown(journal.records())
+    assert f"- #1: /srv/wt-b @ {'a' * 12}" in md and "- #2:" not in md

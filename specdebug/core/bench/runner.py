@@ -237,7 +237,7 @@ async def _measure(
     started = time.time()
     log_file = await box_path(remote, srv.log_file)  # `~/...` as every verb reads it (core.profiles.paths)
     try:  # the listener must be the recorded server, not whoever took the port (core/bench/holder.py)
-        holder_note = await check_port_holder(remote, profile)
+        holder_note, measured = await check_port_holder(remote, profile)
     except NotOurServer as exc:
         raise BenchError(str(exc)) from None
     fwd = await remote.forward_local_port(srv.port)
@@ -322,7 +322,8 @@ async def _measure(
     judge_failures(result)  # above 5 % failed requests: failed, with the reason, never a baseline
     scrubbed = BenchResult.model_validate(scrub_tree(result.model_dump(mode="json"), scrub))
     if journal is not None:
-        journal.append(BenchResultRecord(result=scrubbed), sync=True)
+        source = measured.source if measured is not None else None  # the commit proven measured
+        journal.append(BenchResultRecord(result=scrubbed, source=source), sync=True)
     return scrubbed
 
 
