@@ -23,6 +23,8 @@ def expected_phases(kind: str) -> list[str]:
     return list(engine.phases if engine is not None else NO_ENGINE_PHASES)
 
 
+LOG_LINES_SHOWN = 14  # the last lines of the server's log under the checklist
+
 STATE_STYLE = {
     ServerState.READY: "bold green",
     ServerState.FAILED: "bold red",
