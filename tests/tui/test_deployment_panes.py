@@ -181,3 +181,39 @@ def test_the_tui_on_a_deployment_connects_every_node_without_a_host(tmp_path):
     assert tui_hosts(tui_parser().parse_args(["-c", str(path), "spare"])) == ["spare", "node0", "node1"]
     with pytest.raises(ValueError, match="give a HOST"):
         tui_hosts(tui_parser().parse_args([]))
+
+
+async def test_env_pane_has_a_node_row_per_process_and_the_transport_verdict(tmp_path):
+    from specdebug.core.deployment.nccl import TransportProof
+    from specdebug.core.deployment.node_env import NodeEnv
+    from specdebug.tui.panes.env import EnvPane
+    from tests.tui.test_env_pane import report
+
+    app = SpecdebugApp(deployment_ctx(tmp_path), panes=[EnvPane])
+    async with app.run_test(size=(160, 45)) as pilot:
+        pane = app.query_one(EnvPane)
+        pane.workers.cancel_group(pane, "env-check")  # the hosts never answer: the test feeds the check
+        dep = app.ctx.deployment()
+        proof = TransportProof(
+            verdict="socket",
+            reason="1 of 4 inter-node edges via NET/Socket (as node1 printed them)",
+            findings=["node1: NCCL_IB_DISABLE=1 in the workers' environ: IB off by intent"],
+        )
+        # the same PIDs on both nodes (two boxes): every column stays its own
+        pane.show_nodes([NodeEnv(dep.nodes[0], report(), []), NodeEnv(dep.nodes[1], report(), [])], proof)
+        await pilot.pause()
+        table = app.query_one("#env-matrix", DataTable)
+        keys = [k.value for k in table.columns]
+        assert keys[:4] == ["var", "expected", "node0:p200", "node0:p201"] and "node1:p201" in keys
+        assert str(table.get_cell("__node__", "node1:p203")) == "node1"
+        assert str(table.get_cell("__environ__", "node1:p203")) == "clobbered"
+        verdict = str(app.query_one("#env-verdict", Static).render())
+        assert verdict.splitlines()[0] == "FAILED  2 nodes"
+        assert verdict.splitlines()[1].startswith("node0: FAILED, 4 workers: ")
+        assert "transport: socket (1 of 4 inter-node edges via NET/Socket (as node1 printed them))" in verdict
+        assert "finding: node1: NCCL_IB_DISABLE=1" in verdict
+        pane.mark(("node0", 202))
+        pane.mark(("node1", 201))
+        await pilot.pause()
+        title = str(app.query_one("#env-diff-title", Static).render())
+        assert title.startswith("diff node0 TP1 202 vs node1 TP0 201: 2 differing")

@@ -32,7 +32,7 @@ from specdebug.core.startup.events import ServerState
 from specdebug.core.startup.monitor import StateChanged
 from specdebug.remote.api import Remote
 from specdebug.tui.pane import Pane, RunningServer, describe_error
-from specdebug.tui.panes.startup_view import STATE_STYLE, _fmt_s
+from specdebug.tui.panes.startup_view import STATE_STYLE, fmt_s
 
 if TYPE_CHECKING:
     from specdebug.core.startup.events import Clock
@@ -178,7 +178,7 @@ class StartupNodes(Pane):
         if mon.found is not None:
             text.append("  (found running, not launched from this screen)")
         elif elapsed is not None:
-            text.append(f"  elapsed {_fmt_s(elapsed)}")
+            text.append(f"  elapsed {fmt_s(elapsed)}")
         rec = mon.leader_record
         port = rec.port if rec is not None else dep.leader.profile.server.port
         text.append(f"\nleader {dep.leader.host} port {port}", style="dim")
@@ -206,7 +206,7 @@ class StartupNodes(Pane):
                 name,
                 Text(row.state.value, style=STATE_STYLE.get(row.state, "dim")),
                 Text(row.phase or "-", style="" if row.phase else "dim"),
-                _fmt_s(row.phase_at),
+                fmt_s(row.phase_at),
                 str(row.pid or ""),
                 str(row.processes or ""),
             )
@@ -216,10 +216,10 @@ class StartupNodes(Pane):
         text = Text(no_wrap=False)
         v = mon.verdict
         if mon.state is ServerState.READY:
-            after = f" after {_fmt_s(v.elapsed_s)}" if v is not None else ""
+            after = f" after {fmt_s(v.elapsed_s)}" if v is not None else ""
             text.append(f"READY as one{after} on {len(mon.deployment.nodes)} nodes", style="bold green")
         elif mon.state is ServerState.FAILED:
-            after = f" after {_fmt_s(v.elapsed_s)}" if v is not None else ""
+            after = f" after {fmt_s(v.elapsed_s)}" if v is not None else ""
             who = f": {mon.failed_node}" if mon.failed_node else ""
             text.append(f"FAILED{after}{who}", style="bold red")
         if mon.message:
