@@ -217,3 +217,32 @@ async def test_env_pane_has_a_node_row_per_process_and_the_transport_verdict(tmp
         await pilot.pause()
         title = str(app.query_one("#env-diff-title", Static).render())
         assert title.startswith("diff node0 TP1 202 vs node1 TP0 201: 2 differing")
+
+
+async def test_logs_pane_merges_every_nodes_lines_with_a_node_column_and_filters_by_node(tmp_path):
+    from specdebug.core.logs.events import LogEvent, LogMatch
+    from specdebug.tui.panes.logs import LogsPane
+    from specdebug.tui.widgets.logview import LogView
+
+    app = SpecdebugApp(deployment_ctx(tmp_path), panes=[LogsPane])
+    async with app.run_test(size=(160, 45)) as pilot:
+        pane = app.query_one(LogsPane)
+        pane.feed_event(LogEvent(kind="opened", path="/l/node1.log", offset=0), "node1", 5)
+        pane.feed_match(LogMatch(line="Init torch distributed begin.", event="startup", offset=0), "node0", 5)
+        line = "Decode batch. #running-req: 1, gen throughput (token/s): 42.0"
+        pane.feed_match(
+            LogMatch(line=line, event="decode_batch", spans=[(56, 60, "x")], offset=9), "node1", 5
+        )
+        pane.flush()
+        await pilot.pause()
+        view = app.query_one(LogView)
+        assert [e.text for e in view.entries] == [
+            "node1 │ ── following at byte 0 ──",
+            "node0 │ Init torch distributed begin.",
+            f"node1 │ {line}",
+        ]
+        assert view.entries[2].spans[-1][:2] == (64, 68)  # the value's highlight moved with the text
+        assert view.entries[2].node == "node1" and pane.matches == 2
+        assert pane.apply_filter("^node1", hide=True)
+        await pilot.pause()
+        assert [view.entries[i].text[:5] for i in view.rows if view.entries[i].kind == "match"] == ["node1"]
