@@ -235,7 +235,8 @@ class EnvPane(EnvNodes):
         self.report = report
         self.reports = [(node, report)] if node is None else self.reports
         s = report.summary
-        how = Text(f"{report.selection}; ", style="dim")
+        how = Text(f"{node}: " if node else "", style="dim")
+        how.append(f"{report.selection}; ", style="dim")
         how.append(s.method, style="dim")
         if report.expected:
             how.append(f"; expected from {report.expected_source}", style="dim")
@@ -292,11 +293,9 @@ class EnvPane(EnvNodes):
 
     def expected_by_name(self) -> dict[str, str]:
         """The expected column: each variable's expected value (`by node` where the nodes differ)."""
-        out: dict[str, str] = {}
-        for _, report in self.reports:
-            for name, value in report.expected.items():
-                out[name] = value if out.get(name, value) == value else "(by node)"
-        return out
+        names = dict.fromkeys(n for _, report in self.reports for n in report.expected)
+        values = {n: {report.expected.get(n) for _, report in self.reports} for n in names}
+        return {n: str(next(iter(v))) if len(v) == 1 else "(by node)" for n, v in values.items()}
 
     def diff_rows(self, a: int | Column, b: int | Column) -> list[tuple[str, str | None, str | None]]:
         """Variables whose visible (masked) values differ between two processes."""

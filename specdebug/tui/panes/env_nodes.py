@@ -30,6 +30,14 @@ FINDINGS_SHOWN = 2
 class EnvNodes(Pane):
     """A deployment's env check for the Env pane (its base: EnvPane draws the matrix)."""
 
+    # a line per node and the transport take rows: the how line is one row, and on a small terminal
+    # the verdict's lines are one row each and the evidence gives its room to the matrix
+    DEFAULT_CSS = """
+    EnvNodes.-nodes #env-how { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    EnvNodes.-nodes.-narrow #env-verdict { max-height: 6; text-wrap: nowrap; text-overflow: ellipsis; }
+    EnvNodes.-nodes.-narrow #env-evidence-title, EnvNodes.-nodes.-narrow #env-evidence { display: none; }
+    """
+
     node_envs: list[NodeEnv]
     transport: TransportProof | None = None
     reports: list[tuple[str | None, EnvReport]]

@@ -51,6 +51,13 @@ class StartupNodes(Pane):
 
     clock: Clock
     MONITOR_S = 0.5
+    # a row per node needs room: the table is wider, and on a narrow terminal the verdict goes below it
+    DEFAULT_CSS = """
+    StartupNodes.-nodes #startup-phases { width: 74; }
+    StartupNodes.-nodes #startup-verdict-text { text-wrap: wrap; }
+    StartupNodes.-nodes.-narrow #startup-body { layout: vertical; }
+    StartupNodes.-nodes.-narrow #startup-phases { width: 1fr; }
+    """
     _dmon: DeploymentMonitor | None = None
 
     def nodes_monitor(self) -> DeploymentMonitor | None:
@@ -60,6 +67,7 @@ class StartupNodes(Pane):
             self._dmon = None
         elif self._dmon is None or self._dmon.deployment is not dep:
             self._dmon = DeploymentMonitor(dep)
+        self.set_class(self._dmon is not None, "-nodes")
         return self._dmon
 
     def _node_remotes(self, dep: Deployment) -> Mapping[str, Remote]:
@@ -191,7 +199,7 @@ class StartupNodes(Pane):
     def nodes_table(self, mon: DeploymentMonitor) -> Table:
         table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, expand=False)
         table.add_column("", width=1)
-        table.add_column("node", min_width=8)
+        table.add_column("node", min_width=8, no_wrap=True)
         table.add_column("state", min_width=8)
         table.add_column("phase", min_width=14)
         table.add_column("at", justify="right", min_width=6)
@@ -222,6 +230,6 @@ class StartupNodes(Pane):
             after = f" after {fmt_s(v.elapsed_s)}" if v is not None else ""
             who = f": {mon.failed_node}" if mon.failed_node else ""
             text.append(f"FAILED{after}{who}", style="bold red")
-        if mon.message:
-            text.append(("\n" if text else "") + visible(mon.message, newlines=True))
+        if mon.message:  # one line per node's part (`node0: ...; node1: ...`)
+            text.append(("\n" if text else "") + visible(mon.message, newlines=True).replace("; ", "\n"))
         return text
