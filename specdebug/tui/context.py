@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from specdebug.core.boxjournal import BoxJournal
+from specdebug.core.deployment import Deployment, DeploymentError, place
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import Profile
 from specdebug.remote.api import Connection
@@ -51,6 +52,8 @@ class AppContext:
     bisect_preset: BisectPreset | None = None  # the demo offers the story's bisection in pane 6
     # every profile whose server this session may have started (the demo stops them at exit); None: not tracked
     launched_profiles: list[Profile] | None = None
+    ssh_config: str | None = None  # where a deployment's leader address is read from (-F)
+    _placed: tuple[Profile, Deployment | None] | None = field(default=None, repr=False)
 
     def keys_of(self, binding: Binding) -> list[str]:
         """The keys that run `binding` now (the user's keymap first, then its default)."""
@@ -61,3 +64,20 @@ class AppContext:
         if self.selected and self.selected in self.remotes:
             return self.remotes[self.selected]
         return next(iter(self.remotes.values()), None)
+
+    def deployment(self) -> Deployment | None:
+        """The profile placed on its nodes when it has `[deployment]` and every node is a host here
+        (the panes then act on the deployment as one); None for a one-box profile."""
+        profile = self.profile
+        if profile is None or profile.deployment is None:
+            return None
+        if self._placed is not None and self._placed[0] is profile:
+            return self._placed[1]
+        try:
+            dep: Deployment | None = place(profile, ssh_config=self.ssh_config)
+        except DeploymentError:
+            dep = None
+        if dep is not None and any(n.host not in self.remotes for n in dep.nodes):
+            dep = None  # a node the app has no connection to: the panes cannot act on it
+        self._placed = (profile, dep)
+        return dep

@@ -13,6 +13,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from specdebug.core.deployment.nccl import TransportProof, prove_transport
+from specdebug.core.deployment.node_env import nccl_lines
+from specdebug.core.deployment.node_env import worker_environ as _environ
 from specdebug.core.env.events import EnvDone
 from specdebug.core.env.model import EnvReport
 from specdebug.core.env.probe import env_events, query_for_profile
@@ -25,38 +27,6 @@ if TYPE_CHECKING:
     from specdebug.core.deployment import Node
     from specdebug.core.profiles import Profile
     from specdebug.remote.api import Remote
-
-NCCL_RX = r"NCCL (?:INFO|WARN) "
-MAX_NCCL_LINES = 20000  # per node: a comm init prints tens of lines per rank
-
-
-async def nccl_lines(remote: Remote, node: Node) -> list[str]:
-    """This run's NCCL lines in the node's log (from its record's offset), selected on the box."""
-    from specdebug.core.logs.matches import follow_match_batches
-    from specdebug.core.logs.parser import LogParser
-    from specdebug.core.profiles.paths import box_path
-    from specdebug.core.servers import this_run_offset
-
-    path = await box_path(remote, node.profile.server.log_file)
-    offset = await this_run_offset(remote, node.profile.name, path)
-    parser = LogParser("none", grep=[NCCL_RX], from_start=True)
-    lines: list[str] = []
-    async for batch in follow_match_batches(remote, path, parser, offset=offset, once=True):
-        lines += [m.line for m in batch if hasattr(m, "line")]
-        if len(lines) >= MAX_NCCL_LINES:
-            break
-    return lines[:MAX_NCCL_LINES]
-
-
-def _environ(report: EnvReport) -> dict[int, dict[str, str]]:
-    """PID -> the NCCL-ish variables the worker really has (its checked vars and the shown extras)."""
-    out: dict[int, dict[str, str]] = {}
-    for w in report.workers:
-        if w.environ_state != "readable" and not w.extra:
-            continue
-        env = {k: v.actual for k, v in w.vars.items() if v.actual is not None and v.source == "environ"}
-        out[w.pid] = {**env, **w.extra}
-    return out
 
 
 async def run_env_nodes(

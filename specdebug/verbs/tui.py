@@ -44,7 +44,11 @@ def tui_parser() -> argparse.ArgumentParser:
 
     add_state_dir_arg(p)
     p.add_argument(
-        "hosts", nargs="+", metavar="HOST", help="HOST, user@HOST, user@HOST:PORT or an ssh config alias"
+        "hosts",
+        nargs="*",
+        metavar="HOST",
+        help="HOST, user@HOST, user@HOST:PORT or an ssh config alias "
+        "(none with a -c PROFILE whose [deployment] names its nodes)",
     )
     return p
 
@@ -53,16 +57,14 @@ def build_context(args: argparse.Namespace, remotes: dict[str, Connection]) -> A
     from specdebug.tui.context import AppContext
 
     ctx = AppContext(remotes=remotes, selected=next(iter(remotes), None), readonly=args.readonly)
+    ctx.ssh_config = args.ssh_config
     if args.profile:
         from specdebug.core.profiles import load_profile
 
         ctx.profile_path = Path(args.profile)
         ctx.profile = load_profile(ctx.profile_path)
-        if ctx.profile.deployment is not None:  # the panes act on one box: refuse rather than act on one node
-            raise ValueError(
-                f"{ctx.profile_path}: the TUI does not watch a [deployment] (several nodes) yet; "
-                "use `specdebug launch|status|stop|grep|env -c PROFILE` for it"
-            )
+        if ctx.profile.deployment is not None:  # the panes act on the deployment, from its leader
+            ctx.selected = ctx.profile.deployment.nodes[0]
         ctx.profile_choices = sorted(ctx.profile_path.resolve().parent.glob("*.toml"))
     from specdebug.core.boxjournal import BoxJournal, box_spec
     from specdebug.core.journal import Journal, resolve_session
@@ -84,6 +86,20 @@ def build_context(args: argparse.Namespace, remotes: dict[str, Connection]) -> A
     ctx.session_dir = session_dir
     ctx.journal = Journal(session_dir)
     return ctx
+
+
+def tui_hosts(args: argparse.Namespace) -> list[str]:
+    """The hosts to connect: those given, then every node of the profile's `[deployment]` not among
+    them (the leader first when none was given).  No host at all is one clear line."""
+    hosts = list(args.hosts)
+    if args.profile:
+        from specdebug.core.profiles import load_profile
+
+        spec = load_profile(Path(args.profile)).deployment
+        hosts += [n for n in (spec.nodes if spec is not None else []) if n not in hosts]
+    if not hosts:
+        raise ValueError("give a HOST (or -c PROFILE with a [deployment] naming its nodes)")
+    return hosts
 
 
 def run_app(ctx: AppContext, layout: str, ssh_config: str | None = None) -> int:
@@ -165,7 +181,7 @@ def run_tui_from_argv(argv: list[str]) -> int:
         ssh=SSHOptions(ssh_config=args.ssh_config, on_host_key=prompt), state_dir=args.state_dir
     )
     try:
-        for host in args.hosts:
+        for host in tui_hosts(args):
             remote = connect_host(host, options)
             for w in remote.warnings:
                 out(f"specdebug: warning: {w}", file=sys.stderr)

@@ -149,7 +149,7 @@ async def test_mark_key_builds_diff():
         await pilot.press("m")
         table.cursor_coordinate = (1, 4)  # TP1 column
         await pilot.press("m")
-        assert pane.marked == [201, 202]
+        assert pane.marked == [(None, 201), (None, 202)]
         diff = app.query_one("#env-diff", DataTable)
         names = [str(diff.get_cell_at((r, 0))) for r in range(diff.row_count)]
         assert names == ["NCCL_DEBUG", "NCCL_PROTO"]

@@ -3,7 +3,8 @@ status, with the evidence behind it and a diff of two chosen processes.
 
 The check itself is `specdebug.core.env.probe.env_events`, the same stream the `env` verb reads; this
 pane shows its progress and renders the report.  Every value shown comes from the box, so every cell is plain
-`Text` with a style, never markup.
+`Text` with a style, never markup.  On a deployment every node's workers are columns (a node row
+says whose), and the verdict carries the NCCL transport proof (env_nodes.py).
 """
 
 from __future__ import annotations
@@ -27,101 +28,28 @@ from specdebug.core.startup.events import ServerState
 from specdebug.engines import worker_match
 from specdebug.remote.api import RemoteError
 from specdebug.tui.context import AppContext
-from specdebug.tui.pane import Pane
+from specdebug.tui.panes.env_nodes import EnvNodes
+from specdebug.tui.panes.env_view import (
+    ENVIRON_STYLE,
+    LEGEND,
+    clip,
+    col_key,
+    short_title,
+    tui_warnings,
+    var_cell,
+)
 from specdebug.tui.stacks_action import open_stacks
 
-STATUS_STYLE = {
-    "ok": "green",
-    "missing": "bold red",
-    "different": "bold yellow",
-    "unverifiable": "magenta",
-}
-ENVIRON_STYLE = {"readable": "green", "clobbered": "bold yellow", "denied": "bold red", "gone": "dim"}
-LEGEND = (  # every mark is a word or a sign, colour only repeats it (a monochrome terminal reads it too)
-    ("✓ ok", "green"),
-    ("missing", "bold red"),
-    ("≠ different", "bold yellow"),
-    ("? unverifiable (~launcher's value)", "magenta"),
-    ("[nccl] proven by NCCL log", "dim"),
-    ("! set by the server itself", "bold red"),
-)
+__all__ = ["EnvPane", "short_title", "tui_warnings", "var_cell"]
+
 DEFAULT_MATCH = worker_match()  # every engine's worker titles
-MAX_VALUE = 40
 CONNECT_WAIT_S = 30.0
 
 
-def _clip(value: str, limit: int = MAX_VALUE) -> str:
-    """A value from the box for one cell: controls shown as escapes (never sent), then clipped."""
-    value = visible(value, tab=" ")
-    return value if len(value) <= limit else value[: limit - 1] + "…"
+Column = tuple[str | None, int]  # a process column: (its node on a deployment, else None; its PID)
 
 
-def _col_key(pid: int) -> str:
-    return f"p{pid}"
-
-
-def short_title(proc: ProcEnv) -> str:
-    """`sglang::scheduler_TP0` -> `TP0`; other titles: first word's basename."""
-    head = proc.title.split(" ")[0] if proc.title else ""
-    if "::" in head:
-        head = head.split("::", 1)[1].removeprefix("scheduler_")
-    return _clip(head.rsplit("/", 1)[-1] or "?", 18)
-
-
-def var_cell(proc: ProcEnv, name: str) -> Text:
-    """One matrix cell: the checked status/value of an expected var, or an extra's plain value."""
-    vc = proc.vars.get(name)
-    if vc is not None:
-        style = STATUS_STYLE[vc.status]
-        if vc.status == "ok":
-            text = Text(_clip(vc.actual or ""), style=style)
-            text.append(" ✓", style=style)
-        elif vc.status == "missing":
-            text = Text("missing", style=style)
-        elif vc.status == "different":
-            text = Text(_clip(vc.actual or ""), style=style)
-            text.append(" ≠", style=style)
-        else:
-            text = Text("?", style=style)
-            if vc.actual is not None:  # the launcher's value: inference, not proof
-                text.append(f" ~{_clip(vc.actual, 20)}", style="dim")
-        if vc.source == "nccl_log":
-            text.append(" [nccl]", style="dim")
-        if vc.overwritten_by_server and vc.status != "ok":
-            text.append(" !", style="bold red")
-        return text
-    if name in proc.extra:
-        return Text(_clip(proc.extra[name]))
-    if proc.environ_state != "readable":
-        return Text("?", style="dim")
-    return Text("-", style="dim")
-
-
-NO_EXPECTED_HINT = (
-    "no expected variables: the profile sets no [server] env (P picks another profile); "
-    "showing what the workers have"
-)
-
-
-def tui_warnings(report: EnvReport) -> list[str]:
-    """The report's warnings in TUI words: the core's hint names command-line flags (-c,
-    --expect) that a TUI user cannot type, so it is replaced by what to do here."""
-    out = []
-    for line in report.summary.warnings:
-        if not report.expected and line.startswith("no expected variables"):
-            line = (
-                NO_EXPECTED_HINT
-                if report.expected_source.startswith("profile")
-                else (
-                    "no expected variables: pick a profile with P (its [server] env is what the workers "
-                    "should have); showing what the workers have"
-                )
-            )
-        out.append(line)
-    return out
-
-
-class EnvPane(Pane):
+class EnvPane(EnvNodes):
     PANE_ID = "env"
     TITLE = "Env"
     BINDINGS = [
@@ -135,6 +63,7 @@ class EnvPane(Pane):
     EnvPane { layout: vertical; }
     EnvPane #env-how { height: auto; color: $text-muted; }
     EnvPane #env-verdict { height: auto; max-height: 6; }
+    EnvPane.-nodes #env-verdict { max-height: 9; }
     EnvPane #env-matrix { height: 1fr; }
     EnvPane #env-legend { height: 1; }
     EnvPane #env-diff-title { height: 1; margin-top: 1; color: $text-muted; }
@@ -150,9 +79,11 @@ class EnvPane(Pane):
 
     def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
-        self.report: EnvReport | None = None
-        self.marked: list[int] = []
-        self._columns: list[int] = []  # pid of each process column, in order
+        self.report: EnvReport | None = None  # one box's (on a deployment: the leader's)
+        self.reports: list[tuple[str | None, EnvReport]] = []  # (node, its report); one box: (None, it)
+        self.marked: list[Column] = []
+        self._columns: list[Column] = []  # each process column, in order
+        self.clear_nodes()  # a deployment's node checks and transport proof (env_nodes.py)
 
     def compose(self) -> ComposeResult:
         yield Static(Text("press r to check the workers' environment"), id="env-how")
@@ -201,9 +132,10 @@ class EnvPane(Pane):
     def clear_report(self) -> None:
         """Forget the shown report (it described another profile's server)."""
         self.workers.cancel_group(self, "env-check")
-        self.report = None
+        self.report, self.reports = None, []
         self.marked = []
         self._columns = []
+        self.clear_nodes()
         self.query_one("#env-verdict", Static).update(Text(""))
         self.query_one("#env-matrix", DataTable).clear(columns=True)
         self.query_one("#env-diff", DataTable).clear()
@@ -226,6 +158,8 @@ class EnvPane(Pane):
         remote = self.ctx.remote()
         if remote is None:
             return
+        if (dep := self.ctx.deployment()) is not None:
+            return await self.check_nodes(dep, quiet)
         try:
             await remote.wait_connected(CONNECT_WAIT_S)
             if self.ctx.profile is not None:
@@ -261,17 +195,16 @@ class EnvPane(Pane):
         self.mark(self._columns[col])
 
     def action_stacks(self) -> None:
-        """py-spy the worker of the highlighted process column (tui.stacks_action)."""
+        """py-spy the worker of the highlighted process column (tui.stacks_action), on its node."""
         col = self.query_one("#env-matrix", DataTable).cursor_coordinate.column - 2
-        remote, profile = self.ctx.remote(), self.ctx.profile
-        if not 0 <= col < len(self._columns) or remote is None or profile is None:
+        node, pid = self._columns[col] if 0 <= col < len(self._columns) else (None, 0)
+        remote, profile = self.node_target(node)
+        if not pid or remote is None or profile is None:
             self.notify(
                 "move to a worker's column (with a host and a profile) to see its stack", severity="warning"
             )
             return
-        self.run_worker(
-            open_stacks(self.app, remote, profile, [self._columns[col]]), group="env-stacks", exclusive=True
-        )
+        self.run_worker(open_stacks(self.app, remote, profile, [pid]), group="env-stacks", exclusive=True)
 
     def action_clear_marks(self) -> None:
         self.marked.clear()
@@ -279,24 +212,31 @@ class EnvPane(Pane):
 
     # -- rendering (also called directly by tests) -------------------------------------------
 
-    def mark(self, pid: int) -> None:
+    def mark(self, pid: int | Column) -> None:
         """Choose a process for the diff; the two most recent choices are compared."""
-        if pid in self.marked:
-            self.marked.remove(pid)
+        key = pid if isinstance(pid, tuple) else (None, pid)
+        if key in self.marked:
+            self.marked.remove(key)
         else:
-            self.marked = (self.marked + [pid])[-2:]
+            self.marked = (self.marked + [key])[-2:]
         self._render_diff()
 
-    def _procs(self) -> list[tuple[str, ProcEnv]]:
-        if self.report is None:
-            return []
-        out = [("launcher", self.report.launcher)] if self.report.launcher else []
-        return out + [("worker", w) for w in self.report.workers]
+    def _procs(self) -> list[tuple[str, ProcEnv, str | None]]:
+        out: list[tuple[str, ProcEnv, str | None]] = []
+        for node, report in self.reports:
+            out += [("launcher", report.launcher, node)] if report.launcher else []
+            out += [("worker", w, node) for w in report.workers]
+        return out
 
-    def show_report(self, report: EnvReport) -> None:
+    def _proc(self, key: Column) -> ProcEnv | None:
+        return next((p for _, p, n in self._procs() if (n, p.pid) == key), None)
+
+    def show_report(self, report: EnvReport, node: str | None = None) -> None:
         self.report = report
+        self.reports = [(node, report)] if node is None else self.reports
         s = report.summary
-        how = Text(f"{report.selection}; ", style="dim")
+        how = Text(f"{node}: " if node else "", style="dim")
+        how.append(f"{report.selection}; ", style="dim")
         how.append(s.method, style="dim")
         if report.expected:
             how.append(f"; expected from {report.expected_source}", style="dim")
@@ -311,9 +251,9 @@ class EnvPane(Pane):
             verdict.append(f"\n… {len(s.reasons) - 4} more", style="red")
         for line in tui_warnings(report)[:2]:
             verdict.append("\n" + line, style="yellow")
-        self.query_one("#env-verdict", Static).update(verdict)
+        self.query_one("#env-verdict", Static).update(verdict if node is None else self.nodes_verdict())
         self._render_matrix()
-        self.marked = [pid for pid in self.marked if any(p.pid == pid for _, p in self._procs())]
+        self.marked = [key for key in self.marked if self._proc(key) is not None]
         self._render_diff()
         self._render_evidence()
 
@@ -322,33 +262,46 @@ class EnvPane(Pane):
         table.clear(columns=True)
         assert self.report is not None
         procs = self._procs()
-        self._columns = [p.pid for _, p in procs]
+        self._columns = [(n, p.pid) for _, p, n in procs]
         table.add_column("variable", key="var")
         table.add_column("expected", key="expected")
-        for role, proc in procs:
+        for role, proc, node in procs:
             label = Text(
                 f"{'launcher' if role == 'launcher' else short_title(proc)} {proc.pid}",
                 style="bold" if role == "launcher" else "",
             )
-            table.add_column(label, key=_col_key(proc.pid))
+            table.add_column(label, key=col_key(proc.pid, node))
+        if self.node_envs:  # the node column of every process, first
+            row = [Text("node", style="italic"), Text("")]
+            table.add_row(
+                *row, *(Text(visible(n or ""), style="bold cyan") for _, _, n in procs), key="__node__"
+            )
         row = [Text("environ", style="italic"), Text("")]
-        for _, proc in procs:
+        for _, proc, _ in procs:
             row.append(Text(proc.environ_state, style=ENVIRON_STYLE[proc.environ_state]))
         table.add_row(*row, key="__environ__")
-        extras = sorted({n for _, p in procs for n in p.extra} - set(self.report.expected))
-        for name in list(self.report.expected) + extras:
-            expected = self.report.expected.get(name)
+        expect = self.expected_by_name()
+        extras = sorted({n for _, p, _ in procs for n in p.extra} - set(expect))
+        for name in list(expect) + extras:
+            expected = expect.get(name)
             row = [
                 Text(name),
-                Text(_clip(expected), style="bold") if expected is not None else Text("-", style="dim"),
+                Text(clip(expected), style="bold") if expected is not None else Text("-", style="dim"),
             ]
-            row += [var_cell(proc, name) for _, proc in procs]
+            row += [var_cell(proc, name) for _, proc, _ in procs]
             table.add_row(*row, key=name)
 
-    def diff_rows(self, a: int, b: int) -> list[tuple[str, str | None, str | None]]:
+    def expected_by_name(self) -> dict[str, str]:
+        """The expected column: each variable's expected value (`by node` where the nodes differ)."""
+        names = dict.fromkeys(n for _, report in self.reports for n in report.expected)
+        values = {n: {report.expected.get(n) for _, report in self.reports} for n in names}
+        return {n: str(next(iter(v))) if len(v) == 1 else "(by node)" for n, v in values.items()}
+
+    def diff_rows(self, a: int | Column, b: int | Column) -> list[tuple[str, str | None, str | None]]:
         """Variables whose visible (masked) values differ between two processes."""
-        assert self.report is not None
-        ea, eb = self.report.env_of(a), self.report.env_of(b)
+        ka, kb = (k if isinstance(k, tuple) else (None, k) for k in (a, b))
+        reports = dict(self.reports)
+        ea, eb = (reports[k[0]].env_of(k[1]) if k[0] in reports else {} for k in (ka, kb))
         names = sorted(set(ea) | set(eb))
         return [(n, ea.get(n), eb.get(n)) for n in names if ea.get(n) != eb.get(n)]
 
@@ -357,15 +310,17 @@ class EnvPane(Pane):
         table = self.query_one("#env-diff", DataTable)
         table.clear()
         if self.report is None or len(self.marked) < 2:
-            chosen = ", ".join(str(p) for p in self.marked)
+            chosen = ", ".join(str(p) for _, p in self.marked)
             title.update(
                 Text("diff: mark two process columns with m" + (f" (marked {chosen})" if chosen else ""))
             )
             return
         a, b = self.marked
-        pa, pb = (next(p for _, p in self._procs() if p.pid == pid) for pid in (a, b))
+        pa, pb = self._proc(a), self._proc(b)
+        assert pa is not None and pb is not None  # show_report keeps only marks it has
         rows = self.diff_rows(a, b)
-        head = Text(f"diff {short_title(pa)} {a} vs {short_title(pb)} {b}: ")
+        on = [f"{k[0]} " if k[0] else "" for k in (a, b)]
+        head = Text(f"diff {on[0]}{short_title(pa)} {a[1]} vs {on[1]}{short_title(pb)} {b[1]}: ")
         head.append(f"{len(rows)} differing" if rows else "same visible env", style="bold")
         unreadable = [p.pid for p in (pa, pb) if p.environ_state != "readable"]
         if unreadable:
@@ -374,28 +329,28 @@ class EnvPane(Pane):
         for name, va, vb in rows:
             table.add_row(
                 Text(name),
-                Text(_clip(va, 60)) if va is not None else Text("(unset)", style="dim"),
-                Text(_clip(vb, 60)) if vb is not None else Text("(unset)", style="dim"),
+                Text(clip(va, 60)) if va is not None else Text("(unset)", style="dim"),
+                Text(clip(vb, 60)) if vb is not None else Text("(unset)", style="dim"),
             )
 
     def _render_evidence(self) -> None:
-        assert self.report is not None
         table = self.query_one("#env-evidence", DataTable)
         title = self.query_one("#env-evidence-title", Static)
         table.clear()
+        evidence = [(node, e) for node, report in self.reports for e in report.evidence]
         title.update(
             Text(
-                f"evidence: {len(self.report.evidence)} item(s)"
-                if self.report.evidence
+                f"evidence: {len(evidence)} item(s)"
+                if evidence
                 else "evidence: none besides the workers' own environ"
             )
         )
-        for e in self.report.evidence:
+        for node, e in evidence:
             table.add_row(
-                Text(e.source),
+                Text(f"{node}: {e.source}" if node else e.source),
                 str(e.pid if e.pid is not None else ""),
                 str(e.rank if e.rank is not None else ""),
                 Text(e.name),
-                Text(_clip(e.value, 40)),
+                Text(clip(e.value, 40)),
                 Text(visible(e.line or "", tab=" "), style="dim"),
             )

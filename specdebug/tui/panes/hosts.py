@@ -1,5 +1,8 @@
 """Hosts pane: one row per host with its connection state, and the selected host's GPU table.
 
+A profile with `[deployment]` groups its nodes: a row naming the deployment (its GPUs over every
+node), then its nodes in rank order under it (the leader first), then the other hosts.
+
 Host facts refresh every few seconds in a worker per host, so a slow or dead host only
 delays its own row.  All remote text goes into cells as plain Text.
 """
@@ -142,14 +145,72 @@ class HostsPane(Pane):
         self._unsubscribe.clear()
 
     def on_mount(self) -> None:
-        table = self.query_one("#hosts-table", DataTable)
         for name, remote in self.ctx.remotes.items():
-            self._shown[name] = self._row(name)
-            table.add_row(*self._shown[name], key=name)
             self._unsubscribe.append(remote.subscribe(partial(self._post_status, name)))
             self.statuses[name] = remote.status
             self.poll_host(name)
+        self._build_rows()
         self._render_gpus()
+
+    GROUP_KEY = "__deployment__"
+
+    def _order(self) -> list[str]:
+        """The hosts in table order: a deployment's nodes first (rank order), then the others."""
+        dep = self.ctx.deployment()
+        nodes = [n.host for n in dep.nodes] if dep is not None else []
+        return nodes + [h for h in self.ctx.remotes if h not in nodes]
+
+    def _build_rows(self) -> None:
+        """(Re)build the table: the deployment's group row and its nodes, then the other hosts."""
+        table = self.query_one("#hosts-table", DataTable)
+        table.clear()
+        self._shown.clear()
+        if self.ctx.deployment() is not None:
+            self._shown[self.GROUP_KEY] = self._group_row()
+            table.add_row(*self._shown[self.GROUP_KEY], key=self.GROUP_KEY)
+        for name in self._order():
+            self._shown[name] = self._row(name)
+            table.add_row(*self._shown[name], key=name)
+        selected = self.ctx.selected
+        if selected is not None and selected in table.rows:
+            table.move_cursor(row=table.get_row_index(selected))
+
+    def _group_row(self) -> list[str | Text]:
+        dep = self.ctx.deployment()
+        assert dep is not None
+        connected = sum(
+            1
+            for n in dep.nodes
+            if (s := self.statuses.get(n.host)) is not None and s.state is ConnState.CONNECTED
+        )
+        gpus = [len(i.gpus) for n in dep.nodes if (i := self.infos.get(n.host)) is not None]
+        state = Text(
+            f"{connected}/{len(dep.nodes)} connected",
+            style="green" if connected == len(dep.nodes) else "yellow",
+        )
+        return [
+            Text(f"▾ {dep.profile.name}", style="bold cyan"),
+            state,
+            Text(f"{sum(gpus)} over {len(gpus)} nodes" if gpus else ""),
+            Text(f"deployment: {len(dep.nodes)} nodes", style="dim"),
+            *[""] * (len(HOST_COLUMNS) - 4),
+        ]
+
+    def _host_cell(self, name: str) -> Text:
+        dep = self.ctx.deployment()
+        node = dep.node(name) if dep is not None else None
+        if dep is None or node is None:
+            return Text(name, style="bold")
+        text = Text("└ " if node is dep.nodes[-1] else "├ ", style="dim")
+        text.append(name, style="bold")
+        text.append(
+            " leader" if node.is_leader else f" rank {node.rank}", style="cyan" if node.is_leader else "dim"
+        )
+        return text
+
+    def profile_changed(self, profile: Any) -> None:
+        """Another profile: its deployment (or none) groups the hosts."""
+        self._build_rows()
 
     def _post_status(self, host: str, status: ConnStatus) -> None:
         self.post_message(self.StatusChanged(host, status))
@@ -182,14 +243,14 @@ class HostsPane(Pane):
         info = self.infos.get(name)
         status = self.statuses.get(name) or ConnStatus(ConnState.CONNECTING)
         if info is None:
-            return [Text(name, style="bold"), status_text(status), "", "", "", "", "", "", ""]
+            return [self._host_cell(name), status_text(status), "", "", "", "", "", "", ""]
         throttled = sum(1 for g in info.gpus if g.throttled)
         gpus = Text(str(len(info.gpus)) if info.gpus else (info.gpu_error and "none" or "0"))
         if throttled:
             gpus.append(f" ({throttled} throttled)", style="bold red")
         up = _uptime(info.uptime_s)
         return [
-            Text(name, style="bold"),
+            self._host_cell(name),
             status_text(status),
             gpus,
             Text(visible(info.hostname or "", tab=" ")),
@@ -202,7 +263,9 @@ class HostsPane(Pane):
 
     def _update_row(self, name: str) -> None:
         table = self.query_one("#hosts-table", DataTable)
-        row = self._row(name)
+        if name != self.GROUP_KEY and self.GROUP_KEY in table.rows:
+            self._update_row(self.GROUP_KEY)  # its counts are its nodes'
+        row = self._group_row() if name == self.GROUP_KEY else self._row(name)
         if name not in table.rows:
             self._shown[name] = row
             table.add_row(*row, key=name)

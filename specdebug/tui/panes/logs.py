@@ -6,7 +6,8 @@ path is separate and bounded: matches wait in a ViewBuffer (specdebug.core.logs.
 80 ms timer moves them into the line view (widgets/logview.py, at most MAX_VIEW lines, rendering
 only the visible rows), and a flood only raises the "dropped from view" counter. The numbers
 beside the log are widgets/metrics_panel.py; the lines around a match, screens/log_context.py.
-This module is the glue: which file to follow, from where, and what the keys do.
+This module is the glue: which file to follow, from where, and what the keys do.  On a deployment
+every node's log is followed at once, each line with its node column (logs_nodes.py).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from specdebug.core.startup.events import ServerState
 from specdebug.engines import ENGINES
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
-from specdebug.tui.panes.logs_boxes import LogsBoxes
+from specdebug.tui.panes.logs_nodes import LogsNodes, tagged
 from specdebug.tui.screens.log_context import ContextScreen
 from specdebug.tui.widgets.logs_status import FOLLOW_STATE, FollowState, LogsStatus, status_text
 from specdebug.tui.widgets.logview import Entry, LogView, entry_for_event, entry_for_mark, entry_for_match
@@ -53,7 +54,7 @@ def as_entries(items: list[Entry | LogMatch]) -> list[Entry]:
     return [x if isinstance(x, Entry) else entry_for_match(x) for x in items]
 
 
-class LogsPane(LogsBoxes):
+class LogsPane(LogsNodes):
     PANE_ID = "logs"
     TITLE = "Logs"
     MUTATING_ACTIONS = frozenset()  # reading logs and writing local marks never changes the box
@@ -108,6 +109,7 @@ class LogsPane(LogsBoxes):
         self._stats_dirty = False
         self.file_size_seen: int | None = None  # the followed file's size, asked while lines flow
         self._size_at = 0.0
+        self.node_followers: dict[str, Follower] = {}  # on a deployment: each node's follower
 
     @property
     def following(self) -> bool:
@@ -133,23 +135,23 @@ class LogsPane(LogsBoxes):
         self.render_status()
 
     # -- feeding (the worker and tests call these) -----------------------------------------------------
-    def feed_match(self, m: LogMatch) -> None:
-        """Account for a match (stats at once) and queue it for display."""
+    def feed_match(self, m: LogMatch, node: str | None = None, width: int = 0) -> None:
+        """Account for a match (stats at once) and queue it for display (a node's: with its column)."""
         self.analyzer.add(m)
         self.matches += 1
         self._stats_dirty = True
-        self.buffer.push(m)
+        self.buffer.push(m if node is None else tagged(entry_for_match(m), node, width))
         if self._redraw_timer is None:
             self._dirty = True  # one flush FLUSH_S from now takes everything that came meanwhile
 
-    def feed_event(self, ev: LogEvent) -> None:
+    def feed_event(self, ev: LogEvent, node: str | None = None, width: int = 0) -> None:
         self.state = FOLLOW_STATE.get(ev.kind, self.state)
         if ev.kind in ("truncated", "rotated", "fallback", "error"):
             self.notice = f"{ev.kind}: {ev.detail}" if ev.detail else ev.kind
-            self.app.notify(
-                f"{self.path}: {self.notice}", severity="error" if ev.kind == "error" else "warning"
-            )
-        self.buffer.push(entry_for_event(ev))
+            where = f"{node}:{ev.path}" if node else self.path
+            self.app.notify(f"{where}: {self.notice}", severity="error" if ev.kind == "error" else "warning")
+        entry = entry_for_event(ev)
+        self.buffer.push(entry if node is None else tagged(entry, node, width))
         self._dirty = True
 
     REDRAW_S = FLUSH_S
@@ -196,6 +198,8 @@ class LogsPane(LogsBoxes):
         """host:path, and whose log it is when it is a profile's (None: nothing followed)."""
         if not self.path:
             return None
+        if self.node_followers and (dep := self.ctx.deployment()) is not None:
+            return f"{self.nodes_where(dep)} ({self.source}'s log)"
         where = f"{self.host}:{self.path}" if self.host else self.path
         return where + (f" ({self.source}'s log)" if self.source else "")
 
@@ -342,10 +346,11 @@ class LogsPane(LogsBoxes):
         self.query_one(LogView).clear()
         self.state = FollowState.STARTING
         self.render_status()
+        self.node_followers = {}
         self._follow(remote, path, this_run)
-        profile: Profile | None = self.ctx.profile
+        target, profile = self.prom_target(remote, self.ctx.profile)  # a deployment's: the leader's
         if this_run and profile is not None and profile.server.port:
-            self._watch_prom(remote, profile.server.port, profile.server.kind)
+            self._watch_prom(target, profile.server.port, profile.server.kind)
 
     def action_stop(self) -> None:
         self.workers.cancel_group(self, "logs-follow")
@@ -356,6 +361,9 @@ class LogsPane(LogsBoxes):
 
     @work(exclusive=True, group="logs-follow", exit_on_error=False)
     async def _follow(self, remote: Remote, path: str, this_run: bool = False) -> None:
+        if this_run and (dep := self.ctx.deployment()) is not None:  # every node's log at once
+            await self.follow_nodes(dep)
+            return self.render_status()
         parser = self.analyzer.parser
         profile: Profile | None = self.ctx.profile
         offset = await this_run_offset(remote, profile.name) if this_run and profile is not None else 0
@@ -408,20 +416,21 @@ class LogsPane(LogsBoxes):
         if entry is None or entry.match is None or entry.match.offset is None:
             self.app.notify("select a log line first (up/down)", severity="warning")
             return
-        remote = self.ctx.remote()
+        remote = self.ctx.remotes.get(entry.node) if entry.node else self.ctx.remote()
+        follower = self.node_followers.get(entry.node) if entry.node else self.follower
         if remote is None or self.path is None:
             self.app.notify("no host connected", severity="error")
             return
         m = entry.match
-        if self.follower is not None and m.inode is not None and self.follower.inode not in (None, m.inode):
+        if follower is not None and m.inode is not None and follower.inode not in (None, m.inode):
             self.app.notify(
                 "that line is from a file that was rotated away; showing the current file", severity="warning"
             )
-        self._fetch_context(remote, m.offset)
+        path = (follower.resolved_path or follower.path) if follower is not None else self.path
+        self._fetch_context(remote, m.offset, path or "")
 
     @work(exclusive=True, group="logs-context", exit_on_error=False)
-    async def _fetch_context(self, remote: Remote, offset: int) -> None:
-        path = (self.follower.resolved_path if self.follower else None) or self.path or ""
+    async def _fetch_context(self, remote: Remote, offset: int, path: str) -> None:
         try:
             lines = await read_context(remote, path, offset)
         except RemoteError as exc:
@@ -429,7 +438,7 @@ class LogsPane(LogsBoxes):
             return
         scrub = Scrubber.for_profile(self.ctx.profile)
         lines = [cl.model_copy(update={"text": scrub(cl.text)}) for cl in lines]
-        self.app.push_screen(ContextScreen(f"{self.host}:{path} around byte {offset}", lines))
+        self.app.push_screen(ContextScreen(f"{remote.name}:{path} around byte {offset}", lines))
 
 
 __all__ = ["MAX_VIEW", "ContextScreen", "Entry", "LogView", "LogsPane", "entry_for_event"]

@@ -5,7 +5,8 @@ startups of the same profile (journal verdicts), the last log lines, and the ver
 reason (rendering: startup_view.py).  On open it recognises the profile's server if it already
 runs.  All the work is `specdebug.core.startup` (the same calls as the headless verbs); the pane
 only applies the events it streams: its state is a `core.startup.monitor.ServerMonitor` (the same
-machine a bisection run uses without a screen).
+machine a bisection run uses without a screen).  A profile with `[deployment]` is launched,
+watched and stopped on every node as one, a phase row per node (startup_nodes.py).
 """
 
 from __future__ import annotations
@@ -35,17 +36,17 @@ from specdebug.core.startup.tracker import StartupHistory, startup_history
 from specdebug.core.startup.watch import launch_and_watch, watch
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
-from specdebug.tui.pane import Pane, RunningServer, describe_error
-from specdebug.tui.panes.startup_view import StartupView
+from specdebug.tui.pane import RunningServer, describe_error
+from specdebug.tui.panes.startup_nodes import StartupNodes
+from specdebug.tui.panes.startup_view import LOG_LINES_SHOWN, StartupView
 from specdebug.tui.stacks_action import open_stacks
 
-LOG_LINES_SHOWN = 14
 CONNECT_WAIT_S = 30.0
 
 logger = logging.getLogger(__name__)
 
 
-class StartupPane(StartupView, Pane):
+class StartupPane(StartupView, StartupNodes):
     PANE_ID = "startup"
     TITLE = "Startup"
     BINDINGS = [
@@ -81,7 +82,7 @@ class StartupPane(StartupView, Pane):
     # the monitor's state, read by the view (startup_view.py) and the tests
     @property
     def state(self) -> ServerState:
-        return self.mon.state
+        return (self.nodes_monitor() or self.mon).state
 
     @property
     def record(self) -> ServerRecord | None:
@@ -193,6 +194,8 @@ class StartupPane(StartupView, Pane):
         """Servers this pane saw running and did not see stop (the current profile's: by its state)."""
         current = self.profile.name if self.profile is not None else None
         out = [srv for name, srv in self.known.items() if name != current]
+        if (dmon := self.nodes_monitor()) is not None:
+            return out + self.nodes_running(dmon)
         if current in self.known and self.server_alive():
             out.append(self.known[current])
         return out
@@ -222,11 +225,16 @@ class StartupPane(StartupView, Pane):
         if (self.state is ServerState.STARTING or self.found is not None) and self._clock is None:
             # elapsed / uptime move on: one redraw CLOCK_S from now, only while a clock is shown
             self._clock = self.set_timer(self.CLOCK_S, self._clock_tick)
+        if (dmon := self.nodes_monitor()) is not None:  # a deployment: a phase row per node
+            return self._show(*self.nodes_views(dmon, LOG_LINES_SHOWN))
+        views = (self.head_text(), self.phases_view(), self.verdict_text())
+        self._show(*views, self.log_lines[-LOG_LINES_SHOWN:])
+
+    def _show(self, head: Text, phases: Any, verdict: Text, lines: list[str]) -> None:
         try:
-            self.query_one("#startup-head", Static).update(self.head_text())
-            self.query_one("#startup-phases", Static).update(self.phases_view())
-            self.query_one("#startup-verdict-text", Static).update(self.verdict_text())
-            lines = list(self.log_lines)[-LOG_LINES_SHOWN:]
+            self.query_one("#startup-head", Static).update(head)
+            self.query_one("#startup-phases", Static).update(phases)
+            self.query_one("#startup-verdict-text", Static).update(verdict)
             self.query_one("#startup-log", Static).update(
                 Text("\n".join(lines), no_wrap=True, overflow="ellipsis")
             )
@@ -254,7 +262,7 @@ class StartupPane(StartupView, Pane):
     def _confirmed(self, action: str, what: str) -> bool:
         """A running server costs minutes to bring back: stop/restart need a second press within
         CONFIRM_S (the key, or the palette entry again; the palette goes through here too)."""
-        if self.mon.nothing_running():
+        if (self.nodes_monitor() or self.mon).nothing_running():
             return True
         now = time.monotonic()
         last = self._armed.get(action)
@@ -292,6 +300,8 @@ class StartupPane(StartupView, Pane):
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _run(self, mode: str) -> None:
+        if (dmon := self.nodes_monitor()) is not None:
+            return await self.run_nodes(dmon, mode)
         remote = self.ctx.remote()
         if remote is None:  # _ready_to_act said so already
             return
@@ -380,6 +390,8 @@ class StartupPane(StartupView, Pane):
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _recognise(self) -> None:
+        if (dmon := self.nodes_monitor()) is not None:
+            return await self.recognise_nodes(dmon)
         remote, profile = self.ctx.remote(), self.profile
         if remote is None or profile is None:
             return
@@ -416,6 +428,8 @@ class StartupPane(StartupView, Pane):
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _stop(self) -> None:
+        if (dmon := self.nodes_monitor()) is not None:
+            return await self.stop_nodes(dmon)
         self.mon.state = ServerState.STOPPING
         self._dirty = True
         try:

@@ -23,6 +23,8 @@ def expected_phases(kind: str) -> list[str]:
     return list(engine.phases if engine is not None else NO_ENGINE_PHASES)
 
 
+LOG_LINES_SHOWN = 14  # the last lines of the server's log under the checklist
+
 STATE_STYLE = {
     ServerState.READY: "bold green",
     ServerState.FAILED: "bold red",
@@ -36,7 +38,7 @@ STATE_STYLE = {
 }
 
 
-def _fmt_s(seconds: float | None) -> str:
+def fmt_s(seconds: float | None) -> str:
     if seconds is None:
         return ""
     if seconds < 60:
@@ -71,14 +73,14 @@ class StartupView:
         text.append(self.mon.state.upper(), style=style)
         elapsed = self.elapsed()
         if self.mon.found is not None and elapsed is not None:
-            text.append(f"  up {_fmt_s(elapsed)}  (found running, not launched from this screen)")
+            text.append(f"  up {fmt_s(elapsed)}  (found running, not launched from this screen)")
         elif elapsed is not None:
-            text.append(f"  elapsed {_fmt_s(elapsed)}")
+            text.append(f"  elapsed {fmt_s(elapsed)}")
         if self.history is not None:
             if self.mon.state is ServerState.STARTING and elapsed is not None:
-                text.append(f"  ETA {_fmt_s(self.history.eta(elapsed))}", style="cyan")
+                text.append(f"  ETA {fmt_s(self.history.eta(elapsed))}", style="cyan")
             text.append(
-                f"  (usually {_fmt_s(self.history.expected_total_s)} over {self.history.runs} "
+                f"  (usually {fmt_s(self.history.expected_total_s)} over {self.history.runs} "
                 f"run{'s' if self.history.runs != 1 else ''})",
                 style="dim",
             )
@@ -126,7 +128,7 @@ class StartupView:
                 if self.mon.verdict is not None and self.mon.verdict.verdict == "ready":
                     continue  # this server never printed that milestone
                 table.add_row(
-                    Text("·", style="dim"), Text(name, style="dim"), "", "", Text(_fmt_s(usual), style="dim")
+                    Text("·", style="dim"), Text(name, style="dim"), "", "", Text(fmt_s(usual), style="dim")
                 )
                 continue
             nxt = next((seen[n] for n in names[i + 1 :] if n in seen), None)
@@ -145,9 +147,7 @@ class StartupView:
                 mark = Text("▶", style="bold yellow")
             else:
                 mark = Text("✓", style="green")
-            table.add_row(
-                mark, Text(name), _fmt_s(p.elapsed_s), _fmt_s(took), Text(_fmt_s(usual), style="dim")
-            )
+            table.add_row(mark, Text(name), fmt_s(p.elapsed_s), fmt_s(took), Text(fmt_s(usual), style="dim"))
         return table
 
     def _stalling(self) -> bool:
@@ -186,9 +186,9 @@ class StartupView:
                 text.append(visible(self.mon.log_problem))
             return text
         if v.verdict == "ready":
-            text.append(f"READY after {_fmt_s(v.elapsed_s)}", style="bold green")
+            text.append(f"READY after {fmt_s(v.elapsed_s)}", style="bold green")
             return text
-        text.append(f"FAILED after {_fmt_s(v.elapsed_s)} in phase {v.last_phase}", style="bold red")
+        text.append(f"FAILED after {fmt_s(v.elapsed_s)} in phase {v.last_phase}", style="bold red")
         if v.error_kind:
             text.append(f"  [{v.error_kind}]", style="red")
         text.append("\n")

@@ -63,6 +63,7 @@ class Entry:
     match: LogMatch | None = None
     style: Style | None = None
     spans: list[tuple[int, int, Style]] = field(default_factory=list)
+    node: str | None = None  # on a deployment: the node whose log it is (its column leads the text)
 
 
 def entry_for_match(m: LogMatch) -> Entry:

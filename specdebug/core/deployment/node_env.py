@@ -1,0 +1,94 @@
+"""One node's half of `env` on a deployment: its workers' env check and this run's NCCL lines.
+
+Why in the core: the `env` verb (verbs/env_nodes.py) and the TUI's Env pane both join, per node,
+the one-box env check (on that node's connection, with its node profile: the node's own env is what
+is expected there) with that node's NCCL lines of this run (from the record's log offset on), which
+together with the workers' environ give the transport verdict (core.deployment.nccl).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from specdebug.core.deployment.nccl import TransportProof, prove_transport
+from specdebug.core.deployment.place import Deployment, Node
+from specdebug.core.env.events import EnvDone
+from specdebug.core.env.model import EnvReport
+from specdebug.core.env.probe import env_events, query_for_profile
+from specdebug.remote.api import Remote, RemoteError
+
+NCCL_RX = r"NCCL (?:INFO|WARN) "
+MAX_NCCL_LINES = 20000  # per node: a comm init prints tens of lines per rank
+
+
+async def nccl_lines(remote: Remote, node: Node) -> list[str]:
+    """This run's NCCL lines in the node's log (from its record's offset), selected on the box."""
+    from specdebug.core.logs.matches import follow_match_batches
+    from specdebug.core.logs.parser import LogParser
+    from specdebug.core.profiles.paths import box_path
+    from specdebug.core.servers import this_run_offset
+
+    path = await box_path(remote, node.profile.server.log_file)
+    offset = await this_run_offset(remote, node.profile.name, path)
+    parser = LogParser("none", grep=[NCCL_RX], from_start=True)
+    lines: list[str] = []
+    async for batch in follow_match_batches(remote, path, parser, offset=offset, once=True):
+        lines += [m.line for m in batch if hasattr(m, "line")]
+        if len(lines) >= MAX_NCCL_LINES:
+            break
+    return lines[:MAX_NCCL_LINES]
+
+
+def worker_environ(report: EnvReport) -> dict[int, dict[str, str]]:
+    """PID -> the NCCL-ish variables the worker really has (its checked vars and the shown extras)."""
+    out: dict[int, dict[str, str]] = {}
+    for w in report.workers:
+        if w.environ_state != "readable" and not w.extra:
+            continue
+        env = {k: v.actual for k, v in w.vars.items() if v.actual is not None and v.source == "environ"}
+        out[w.pid] = {**env, **w.extra}
+    return out
+
+
+@dataclass(frozen=True)
+class NodeEnv:
+    """One node's env check: its report (None when it could not run), its NCCL lines, the problem."""
+
+    node: Node
+    report: EnvReport | None
+    nccl: list[str]
+    problem: str | None = None
+
+
+async def node_env(remote: Remote, node: Node) -> NodeEnv:
+    """The node's env check with its node profile, then its NCCL lines of this run."""
+    try:
+        query = await query_for_profile(remote, node.profile, log_path=None)
+    except LookupError as exc:
+        return NodeEnv(node, None, [], str(exc))
+    report: EnvReport | None = None
+    async for ev in env_events(remote, query):
+        if isinstance(ev, EnvDone):
+            report = ev.report
+    try:
+        lines = await nccl_lines(remote, node)
+    except RemoteError as exc:
+        return NodeEnv(node, report, [], f"NCCL lines not read: {exc}")
+    return NodeEnv(node, report, lines)
+
+
+async def deployment_env(
+    remotes: Mapping[str, Remote], deployment: Deployment
+) -> tuple[list[NodeEnv], TransportProof]:
+    """Every node's env check at once, and the transport proof from all of them."""
+    got = await asyncio.gather(*(node_env(remotes[n.host], n) for n in deployment.nodes))
+    return list(got), transport_of(got)
+
+
+def transport_of(got: list[NodeEnv]) -> TransportProof:
+    return prove_transport(
+        {g.node.host: g.nccl for g in got},
+        {g.node.host: worker_environ(g.report) for g in got if g.report is not None},
+    )
