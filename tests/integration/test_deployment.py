@@ -59,6 +59,8 @@ def dep_profile(
     node1_env: dict | None = None,
     node1_args: tuple[str, ...] = (),
     extra: tuple[str, ...] = (),
+    nodes: tuple[str, str] = ("node0", "node1"),
+    leader_address: str | None = None,
 ) -> Path:
     """A two-node deployment of the sim; each node its own port and sidecar (the nodes share a machine)."""
     name = f"dep-{stem}-{uuid.uuid4().hex[:6]}"
@@ -73,12 +75,13 @@ def dep_profile(
         f"log_file = {json.dumps(str(tmp_path / f'{name}.log'))}\nport = {p0}\n"
         + "".join(f"env.{k} = {json.dumps(v)}\n" for k, v in (env or {}).items())
         + "[ready]\ntimeout_s = 60\n"
-        '[deployment]\nnodes = ["node0", "node1"]\ndist_init_port = ' + str(free_port()) + "\n"
-        "[deployment.node_args]\n"
-        f"node1 = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log'), *node1_args])}\n"
+        f"[deployment]\nnodes = {json.dumps(list(nodes))}\ndist_init_port = {free_port()}\n"
+        + (f"leader_address = {json.dumps(leader_address)}\n" if leader_address else "")
+        + "[deployment.node_args]\n"
+        f"{json.dumps(nodes[1])} = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log'), *node1_args])}\n"
     )
     if node1_env:
-        text += "[deployment.node_env.node1]\n" + "".join(
+        text += f"[deployment.node_env.{json.dumps(nodes[1])}]\n" + "".join(
             f"{k} = {json.dumps(v)}\n" for k, v in node1_env.items()
         )
     path = tmp_path / f"{name}.toml"
@@ -161,7 +164,7 @@ def test_a_host_other_than_the_leader_is_refused_and_one_node_needs_a_host(
 def test_a_node_that_cannot_launch_refuses_the_whole_deployment(cluster: Cluster, tmp_path: Path) -> None:
     prof = dep_profile(tmp_path, "busy")
     text = prof.read_text()
-    p1 = int(text.split('node1 = ["--port", "')[1].split('"')[0])
+    p1 = int(text.split('"node1" = ["--port", "')[1].split('"')[0])
     import socket
 
     with socket.socket() as s:  # node1's port is taken (on 127.0.0.1, as the box checks it)

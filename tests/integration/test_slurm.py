@@ -345,3 +345,32 @@ async def test_the_hosts_pane_shows_a_slurm_node_connected(cluster: Slurm, job: 
         cell = dict(zip(keys, row, strict=False))
         assert cell["state"].startswith("connected") and cell["hostname"] == pane.infos[host].hostname
     assert settled_steps(cluster, job, before) == before  # leaving the app ended the helper's step
+
+
+def test_a_two_node_deployment_on_the_allocation(
+    cluster: Slurm, job: str, slurm_env, tmp_path: Path, box_state_dir: Path
+) -> None:
+    """`[deployment]` over the allocation's two nodes (slurm:JOB:n1 leads): a job step per node, READY
+    as one, both nodes' workers in env, stop ends every step."""
+    from tests.cluster_harness import kill_recorded
+    from tests.integration.test_deployment import dep_profile
+
+    nodes = (f"slurm:{job}:n1", f"slurm:{job}:n2")
+    prof = dep_profile(tmp_path, "slurm", env={"NCCL_DEBUG": "INFO"}, nodes=nodes, leader_address="127.0.0.1")
+    before = set(cluster.steps(job))
+    try:
+        launch = cli(slurm_env, tmp_path, "launch", "-c", str(prof), "--wait", "--json")
+        assert launch.returncode == 0, launch.stderr
+        data = json.loads(launch.stdout)
+        assert data["verdict"] == "ready" and [n["host"] for n in data["nodes"]] == list(nodes), data
+        steps = set(cluster.steps(job)) - before
+        assert len(steps) >= 2, steps  # one launch step per node (the helpers' steps besides)
+        env = json.loads(cli(slurm_env, tmp_path, "env", "-c", str(prof), "--json").stdout)
+        assert all(n["workers"] for n in env["nodes"]) and env["transport"]["verdict"] == "ib-gdrdma"
+        stop = cli(slurm_env, tmp_path, "stop", "-c", str(prof), "--json")
+        result = json.loads(stop.stdout)
+        assert stop.returncode == 0 and result["stopped"], stop.stdout
+        launched = {r["step"] for r in result["nodes"]}
+        assert None not in launched and not launched & set(settled_steps(cluster, job, sorted(before)))
+    finally:
+        kill_recorded(box_state_dir, "dep-")
