@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 from specdebug.core.bench.events import BenchDone, BenchLine
@@ -87,11 +88,12 @@ async def cmd_bench(args: argparse.Namespace) -> int:
     if args.parse:
         return _cmd_parse(args)
     profile = load_profile_or_exit(args.profile, "bench") if args.profile else None
+    dep = None
     if profile is not None and profile.deployment is not None:  # a deployment: bench targets its leader
         from specdebug.verbs.deployment import placed
 
-        leader = placed(args, profile).leader
-        args.host, profile = leader.host, leader.profile
+        dep = placed(args, profile)
+        args.host, profile = dep.leader.host, dep.leader.profile
     if not args.host or profile is None:
         err("bench needs HOST and -c PROFILE (or --parse FILE)")
         return 2
@@ -107,10 +109,20 @@ async def cmd_bench(args: argparse.Namespace) -> int:
     )
     show_progress = sys.stderr.isatty()
     result: BenchResult | None = None
-    async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
+    async with AsyncExitStack() as stack:
+        if dep is not None:  # every node's GPUs are recorded: a throttled worker slows the leader
+            from specdebug.verbs.deployment import open_nodes
+
+            nodes = await stack.enter_async_context(open_nodes(args, dep))
+            remote = nodes[dep.leader.host]
+        else:
+            nodes, remote = None, await stack.enter_async_context(open_remote(args))
+        journal = await stack.enter_async_context(session_journal(args.session, remote))
         session = journal.label if journal is not None else None
         try:
-            async for ev in bench_events(remote, profile, request, journal=journal, host=args.host):
+            async for ev in bench_events(
+                remote, profile, request, journal=journal, host=args.host, nodes=nodes
+            ):
                 if isinstance(ev, BenchProgress) and show_progress:
                     rate = f"{ev.tok_s:.1f} tok/s" if ev.tok_s else ""
                     progress(f"{ev.phase}: {ev.done_requests}/{ev.total_requests} requests {rate}   ")
@@ -203,6 +215,10 @@ def summary(r: BenchResult) -> str:
             f"  server: accept len {fmt(s.accept_len, 2)}, verify {fmt(s.verify_ms, 2)} ms, "
             f"gen {fmt(s.gen_throughput)} tok/s ({s.samples} log samples)"
         )
+    for node, g in r.gpus_by_node.items():  # a deployment: every node's GPUs after the run
+        hot = [f"GPU {x.index}" for x in g.after or g.before if x.throttled]
+        state = f"{len(g.after or g.before)} GPU(s)" if g.after or g.before else f"no GPU state ({g.error})"
+        lines.append(f"  {node}: {state}" + (f", throttled: {', '.join(hot)}" if hot else ""))
     lines += [f"  warning: {w}" for w in r.warnings]
     if r.unparsed_lines:
         lines.append(f"  {len(r.unparsed_lines)} unrecognised line(s) kept as text")

@@ -14,13 +14,13 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.cluster_harness import Cluster, kill_recorded, start_cluster
-from tests.sshd_harness import SSHD, free_port
+from tests.deployprofiles import cli, dep_profile, group_alive
+from tests.sshd_harness import SSHD
 
 pytestmark = pytest.mark.slow
 
@@ -38,67 +38,6 @@ def cluster(tmp_path_factory) -> Cluster:
 def _leftovers(box_state_dir: Path):
     yield
     kill_recorded(box_state_dir, "dep-")
-
-
-def cli(cluster: Cluster, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    verb, rest = args[0], args[1:]
-    return subprocess.run(
-        [sys.executable, "-m", "specdebug.cli", verb, "-F", str(cluster.config_path), *rest],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def dep_profile(
-    tmp_path: Path,
-    stem: str,
-    *,
-    kind: str = "sglang",
-    env: dict | None = None,
-    node1_env: dict | None = None,
-    node1_args: tuple[str, ...] = (),
-    extra: tuple[str, ...] = (),
-    nodes: tuple[str, str] = ("node0", "node1"),
-    leader_address: str | None = None,
-) -> Path:
-    """A two-node deployment of the sim; each node its own port and sidecar (the nodes share a machine)."""
-    name = f"dep-{stem}-{uuid.uuid4().hex[:6]}"
-    p0, p1 = free_port(), free_port()
-    argv = [sys.executable, "-m", "specdebug.sim", "--tp", "2", "--port", str(p0), "--time-scale", "0.02"]
-    if kind == "vllm":  # vLLM's multiprocessing mode: the engine adds --master-addr/--master-port, --headless
-        argv = [sys.executable, "-m", "specdebug.sim", "--engine", "vllm", "serve", "m", "-tp", "2"]
-        argv += ["--port", str(p0), "--time-scale", "0.02"]
-    argv += ["--log-file", str(tmp_path / f"{name}.n0.sim.log"), *extra]
-    text = (
-        f"name = {json.dumps(name)}\n[server]\nkind = {json.dumps(kind)}\nargv = {json.dumps(argv)}\n"
-        f"log_file = {json.dumps(str(tmp_path / f'{name}.log'))}\nport = {p0}\n"
-        + "".join(f"env.{k} = {json.dumps(v)}\n" for k, v in (env or {}).items())
-        + "[ready]\ntimeout_s = 60\n"
-        f"[deployment]\nnodes = {json.dumps(list(nodes))}\ndist_init_port = {free_port()}\n"
-        + (f"leader_address = {json.dumps(leader_address)}\n" if leader_address else "")
-        + "[deployment.node_args]\n"
-        f"{json.dumps(nodes[1])} = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log'), *node1_args])}\n"
-    )
-    if node1_env:
-        text += f"[deployment.node_env.{json.dumps(nodes[1])}]\n" + "".join(
-            f"{k} = {json.dumps(v)}\n" for k, v in node1_env.items()
-        )
-    path = tmp_path / f"{name}.toml"
-    path.write_text(text)
-    return path
-
-
-def group_alive(pgid: int) -> bool:
-    """A live (not zombie) process in the group: a killed one waits a moment for its reaper."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
 
 
 def test_launch_as_one_status_and_stop_leave_nothing(cluster: Cluster, tmp_path: Path) -> None:
