@@ -31,8 +31,19 @@ class Cluster:
         self.sshd.stop()
 
 
-def start_cluster(workdir: Path, nodes: dict[str, str] = NODES) -> Cluster:
-    sshd = start_sshd(workdir, listen=tuple(nodes.values()), max_sessions=30)
+def start_cluster(workdir: Path, nodes: dict[str, str] = NODES, *, gpus: bool = False) -> Cluster:
+    """`gpus`: each node its own 8 simulated GPUs (the sim's nvidia-smi first on that node's PATH,
+    its own load folder), so what a node's sim does to its GPUs shows on that node only."""
+    address_env: dict[str, dict[str, str]] = {}
+    if gpus:
+        from specdebug.sim.box.nvidia_smi import ENV_DIR, write_shim
+
+        for alias, addr in nodes.items():
+            bin_dir, gpu_dir = workdir / f"bin-{alias}", workdir / f"gpus-{alias}"
+            gpu_dir.mkdir(parents=True, exist_ok=True)
+            write_shim(bin_dir)
+            address_env[addr] = {"PATH": str(bin_dir), ENV_DIR: str(gpu_dir)}
+    sshd = start_sshd(workdir, listen=tuple(nodes.values()), max_sessions=30, address_env=address_env)
     lines: list[str] = []
     for alias, addr in nodes.items():
         lines += [

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,10 +98,13 @@ def start_sshd(
     wrap: Sequence[str] = (),
     extra_config: tuple[str, ...] = (),
     listen: Sequence[str] = ("127.0.0.1",),
+    address_env: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Sshd:
     """Start sshd; `wrap` prefixes its command (e.g. unshare: a box whose sshd is PID 1 of a namespace);
     `extra_config` lines go first (sshd keeps the first value of a keyword); `listen`: its loopback
-    addresses (several: one sshd answers as several hosts, tests/cluster_harness.py)."""
+    addresses (several: one sshd answers as several hosts, tests/cluster_harness.py); `address_env`:
+    listen address -> extra session env (`PATH` goes before the sessions' own), so each "host"
+    can have its own box (its own simulated GPUs)."""
     if SSHD is None:
         raise RuntimeError("sshd not found: install openssh-server (apt-get install openssh-server)")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -116,6 +119,12 @@ def start_sshd(
     session_path = ":".join(
         [str(FIXTURES / "bin"), os.path.dirname(sys.executable), "/usr/local/bin:/usr/bin:/bin"]
     )
+    tag = f" {TAG_VAR}={os.environ[TAG_VAR]}" if os.environ.get(TAG_VAR) else ""
+    matches: list[str] = []
+    for addr, env in (address_env or {}).items():  # a Match block's SetEnv replaces the global one
+        path = ":".join([env["PATH"], session_path]) if env.get("PATH") else session_path
+        extra = "".join(f" {k}={v}" for k, v in env.items() if k != "PATH")
+        matches += [f"Match LocalAddress {addr}", f"  SetEnv PATH={path} SPECDEBUG_TEST_SSHD=1{tag}{extra}"]
     base = [
         f"Port {port}",
         *(f"ListenAddress {addr}" for addr in listen),
@@ -131,15 +140,14 @@ def start_sshd(
         f"MaxSessions {max_sessions}",
         "MaxStartups 100:30:200",
         # the run's tag reaches what a test starts on the box (tests/leakcheck.py)
-        f"SetEnv PATH={session_path} SPECDEBUG_TEST_SSHD=1"
-        + (f" {TAG_VAR}={os.environ[TAG_VAR]}" if os.environ.get(TAG_VAR) else ""),
+        f"SetEnv PATH={session_path} SPECDEBUG_TEST_SSHD=1{tag}",
         "Subsystem sftp internal-sftp",
     ]
     cfg = workdir / "sshd_config"
     base = [*extra_config, *base]
-    cfg.write_text("\n".join(base + ["PerSourcePenalties no"]) + "\n")
+    cfg.write_text("\n".join([*base, "PerSourcePenalties no", *matches]) + "\n")  # Match blocks last
     if subprocess.run([SSHD, "-t", "-f", str(cfg)], capture_output=True).returncode != 0:
-        cfg.write_text("\n".join(base) + "\n")  # OpenSSH < 9.8 does not know PerSourcePenalties
+        cfg.write_text("\n".join([*base, *matches]) + "\n")  # OpenSSH < 9.8 does not know PerSourcePenalties
         check = subprocess.run([SSHD, "-t", "-f", str(cfg)], capture_output=True, text=True)
         if check.returncode != 0:
             raise RuntimeError(f"sshd config rejected: {check.stderr}")

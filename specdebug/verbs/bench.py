@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
 
 from specdebug.core.bench.events import BenchDone, BenchLine
 from specdebug.core.bench.external import read_output_file
@@ -45,7 +45,6 @@ from specdebug.verbs.common import (
     run_verb,
     session_journal,
 )
-from specdebug.verbs.deployment import placed, worker_gpu_report, worker_gpus
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -92,9 +91,10 @@ async def cmd_bench(args: argparse.Namespace) -> int:
     profile = load_profile_or_exit(args.profile, "bench") if args.profile else None
     dep = None
     if profile is not None and profile.deployment is not None:  # a deployment: bench targets its leader
+        from specdebug.verbs.deployment import placed
+
         dep = placed(args, profile)
-        leader = dep.leader
-        args.host, profile = leader.host, leader.profile
+        args.host, profile = dep.leader.host, dep.leader.profile
     if not args.host or profile is None:
         err("bench needs HOST and -c PROFILE (or --parse FILE)")
         return 2
@@ -110,11 +110,20 @@ async def cmd_bench(args: argparse.Namespace) -> int:
     )
     show_progress = sys.stderr.isatty()
     result: BenchResult | None = None
-    before = await worker_gpus(args, dep) if dep is not None and len(dep.nodes) > 1 else None
-    async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
+    async with AsyncExitStack() as stack:
+        if dep is not None:  # every node's GPUs are recorded: a throttled worker slows the leader
+            from specdebug.verbs.deployment import open_nodes
+
+            nodes = await stack.enter_async_context(open_nodes(args, dep))
+            remote = nodes[dep.leader.host]
+        else:
+            nodes, remote = None, await stack.enter_async_context(open_remote(args))
+        journal = await stack.enter_async_context(session_journal(args.session, remote))
         session = journal.label if journal is not None else None
         try:
-            async for ev in bench_events(remote, profile, request, journal=journal, host=args.host):
+            async for ev in bench_events(
+                remote, profile, request, journal=journal, host=args.host, nodes=nodes
+            ):
                 if isinstance(ev, BenchProgress) and show_progress:
                     rate = f"{ev.tok_s:.1f} tok/s" if ev.tok_s else ""
                     progress(f"{ev.phase}: {ev.done_requests}/{ev.total_requests} requests {rate}   ")
@@ -133,12 +142,8 @@ async def cmd_bench(args: argparse.Namespace) -> int:
             if show_progress:
                 out(file=sys.stderr)
     assert result is not None  # bench_events ends in BenchDone or raises
-    extra: dict[str, Any] = {}
-    if before is not None and dep is not None:  # the workers' GPUs, before and after (not in the journal)
-        extra["node_gpus"], warnings = worker_gpu_report(before, await worker_gpus(args, dep))
-        result.warnings += warnings
     if args.json:
-        print_json({**result_json(result), "session": session, **extra})
+        print_json({**result_json(result), "session": session})
     else:
         out(summary(result))
         if session:
@@ -211,6 +216,10 @@ def summary(r: BenchResult) -> str:
             f"  server: accept len {fmt(s.accept_len, 2)}, verify {fmt(s.verify_ms, 2)} ms, "
             f"gen {fmt(s.gen_throughput)} tok/s ({s.samples} log samples)"
         )
+    for node, g in r.gpus_by_node.items():  # a deployment: every node's GPUs after the run
+        hot = [f"GPU {x.index}" for x in g.after or g.before if x.throttled]
+        state = f"{len(g.after or g.before)} GPU(s)" if g.after or g.before else f"no GPU state ({g.error})"
+        lines.append(f"  {node}: {state}" + (f", throttled: {', '.join(hot)}" if hot else ""))
     lines += [f"  warning: {w}" for w in r.warnings]
     if r.unparsed_lines:
         lines.append(f"  {len(r.unparsed_lines)} unrecognised line(s) kept as text")

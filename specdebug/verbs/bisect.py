@@ -24,15 +24,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 from specdebug.core.bisect import models as bm
 from specdebug.core.bisect.book import unfinished
+from specdebug.core.bisect.deploytrial import refusal
 from specdebug.core.bisect.gate import GateError, parse_gate
 from specdebug.core.bisect.judge import known_metrics
 from specdebug.core.bisect.knobs import Candidates, GroupError
 from specdebug.core.bisect.run import Bisection
-from specdebug.core.bisect.trial import TrialError
+from specdebug.core.bisect.trial import Nodes, TrialError
 from specdebug.core.drift.report import ends_drift
 from specdebug.core.records import BisectStartRecord
 from specdebug.verbs.common import (
@@ -57,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_host_args(p)
+    add_host_args(p, required=False)  # a deployment's profiles name their nodes
     p.add_argument("--good", metavar="A.toml", help="the good profile (the fast one)")
     p.add_argument("--bad", metavar="B.toml", help="the bad profile (the slow one)")
     p.add_argument("--metric", default="output_tok_s", help="what to judge by (default output_tok_s)")
@@ -156,6 +158,11 @@ def _options(args: argparse.Namespace, previous: BisectStartRecord | None) -> bm
 
 @run_verb
 async def cmd_bisect(args: argparse.Namespace) -> int:
+    if not args.host and args.good:  # a deployment: HOST is its leader
+        spec = load_profile_or_exit(args.good, "bisect").deployment
+        args.host = spec.nodes[0] if spec is not None else None
+    if not args.host and not args.resume:
+        raise _usage("bisect: give the HOST (the good profile has no [deployment] naming its nodes)")
     if box_session(args.session) is None:  # a local journal: usage errors are found before connecting
         async with session_journal(args.session, None, target=args.host) as journal:
             return await _bisect(args, journal, None)
@@ -174,8 +181,13 @@ async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
     if not good_file or not bad_file:
         raise _usage("bisect needs --good A.toml and --bad B.toml")
     good, bad = load_profile_or_exit(good_file, "bisect"), load_profile_or_exit(bad_file, "bisect")
-    if good.deployment is not None or bad.deployment is not None:  # a trial launches one box
-        raise _usage("bisect: profiles with [deployment] (several nodes) cannot be bisected yet")
+    why = refusal(good, bad)
+    if why is not None:
+        raise _usage(f"bisect: {why}")
+    if not args.host and good.deployment is not None:  # --resume of a deployment's bisection
+        args.host = good.deployment.nodes[0]
+    if not args.host:
+        raise _usage("bisect: give the HOST (the good profile has no [deployment] naming its nodes)")
     options = _options(args, previous)
     if options.metric not in known_metrics() and options.metric not in good.patterns:
         raise _usage(f"--metric {options.metric!r}: unknown (known: {', '.join(known_metrics())})")
@@ -185,8 +197,8 @@ async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
             parse_gate(options.gate)
     except (GroupError, GateError) as exc:
         raise _usage(str(exc)) from exc
-    async with contextlib.nullcontext(remote) if remote is not None else open_remote(args) as remote:
-        engine = Bisection(remote, good, bad, options, journal=journal)
+    async with _targets(args, good, remote) as (remote, nodes):
+        engine = Bisection(remote, good, bad, options, journal=journal, nodes=nodes)
         result = None
         shown: dict[str, Any] = {}
         try:
@@ -207,6 +219,27 @@ async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
         out("box between the ends: " + ("; ".join(box) if box else "nothing compared changed"))
         out(f"recorded in {session}")
     return 0 if result.verdict in ("found", "several", "interaction") and result.confirmed else 1
+
+
+@contextlib.asynccontextmanager
+async def _targets(
+    args: argparse.Namespace, good: Any, remote: Any
+) -> AsyncIterator[tuple[Any, Nodes | None]]:
+    """(the leader's connection, every node's) for a deployment; (the HOST's, None) for one box."""
+    if good.deployment is None:
+        async with contextlib.nullcontext(remote) if remote is not None else open_remote(args) as remote:
+            yield remote, None
+        return
+    from specdebug.core.deployment import place
+    from specdebug.verbs.deployment import open_nodes, placed
+
+    dep = placed(args, good)  # a HOST other than the leader is refused here
+
+    def placer(profile: Any) -> Any:
+        return place(profile, ssh_config=getattr(args, "ssh_config", None))
+
+    async with open_nodes(args, dep) as remotes:
+        yield remotes[dep.leader.host], Nodes(remotes=remotes, place=placer)
 
 
 def _say(text: str) -> None:

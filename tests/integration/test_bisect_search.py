@@ -254,7 +254,7 @@ def test_pair_only_hurting_together_found_by_ddmin(scenarios) -> None:
     assert result.confirmed  # the good end measured again: the box did not drift meanwhile
     # the ends twice + each knob alone + the good end again: 7 launches, nothing repeated.  Without
     # --noise the sim's own figures do not move between launches (its clock leaves out the stalls of
-    # this loaded machine: specdebug/sim/engine.py), so a repeat here would be a judging bug
+    # this loaded machine: specdebug/sim/server/common/engine.py), so a repeat here would be a judging bug
     assert result.launches == 7, told(result)
 
 

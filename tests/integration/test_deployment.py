@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster_harness import Cluster, dep_profile, kill_recorded, start_cluster
+from tests.cluster_harness import Cluster, kill_recorded, start_cluster
+from tests.deployprofiles import cli, dep_profile, group_alive
 from tests.sshd_harness import SSHD, free_port
 
 pytestmark = pytest.mark.slow
@@ -37,28 +38,6 @@ def cluster(tmp_path_factory) -> Cluster:
 def _leftovers(box_state_dir: Path):
     yield
     kill_recorded(box_state_dir, "dep-")
-
-
-def cli(cluster: Cluster, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    verb, rest = args[0], args[1:]
-    return subprocess.run(
-        [sys.executable, "-m", "specdebug.cli", verb, "-F", str(cluster.config_path), *rest],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def group_alive(pgid: int) -> bool:
-    """A live (not zombie) process in the group: a killed one waits a moment for its reaper."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
 
 
 def test_launch_as_one_status_and_stop_leave_nothing(cluster: Cluster, tmp_path: Path) -> None:
@@ -215,7 +194,7 @@ def test_bench_targets_the_leader(cluster: Cluster, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
     assert data["host"] == "node0" and data["status"] == "done", data
-    assert list(data["node_gpus"]) == ["node1"] and data["node_gpus"]["node1"]["before"], data["node_gpus"]
+    assert sorted(data["gpus_by_node"]) == ["node0", "node1"], data["gpus_by_node"]  # every node's GPUs
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
 
 

@@ -92,7 +92,7 @@ def box_model(slope: float, mild: float, wobble: list[float], order: list[tuple[
     """run_trial's stand-in: slow (60) with the culprit (the bad end has it); --speculative-num-steps
     alone costs a little (`mild`, on the good side of the midpoint 77); every launch drifts by `slope`."""
 
-    async def fake_trial(remote, spec, *, journal=None, clock=None):
+    async def fake_trial(remote, spec, *, journal=None, clock=None, nodes=None):
         t = len(order)
         applied = list(spec.applied) if spec.role is bm.Role.CANDIDATE else []
         has_culprit = spec.role is bm.Role.BAD or CULPRIT in applied

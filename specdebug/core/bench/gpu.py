@@ -7,6 +7,9 @@ with the result. A box without nvidia-smi yields no snapshot and no warning (onl
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
+
 from specdebug.core.hosts import GpuInfo, parse_nvidia_smi, query_gpus
 from specdebug.remote.api import Remote
 
@@ -22,17 +25,25 @@ async def snapshot(remote: Remote) -> tuple[list[GpuInfo], str | None]:
         return [], f"nvidia-smi failed: {exc}"
 
 
+async def snapshot_nodes(nodes: Mapping[str, Remote]) -> dict[str, tuple[list[GpuInfo], str | None]]:
+    """Every node's GPUs now (a deployment: node host -> its snapshot), all at once; never raises."""
+    shots = await asyncio.gather(*(snapshot(r) for r in nodes.values()))
+    return dict(zip(nodes, shots, strict=True))
+
+
 def parse(text: str) -> list[GpuInfo]:
     """Rows of the hosts service's nvidia-smi query (kept here so bench tests need not know hosts)."""
     return parse_nvidia_smi(text)
 
 
-def gpu_warnings(before: list[GpuInfo], after: list[GpuInfo]) -> list[str]:
-    """Warnings for throttling, heat and low clocks, each naming the GPU and when it was seen."""
+def gpu_warnings(before: list[GpuInfo], after: list[GpuInfo], node: str | None = None) -> list[str]:
+    """Warnings for throttling, heat and low clocks, each naming the GPU (and its node, in a
+    deployment: `GPU 1 on node1 throttled ...`) and when it was seen."""
     out: list[str] = []
+    where = f" on {node}" if node else ""
     for when, gpus in (("before", before), ("after", after)):
         for g in gpus:
-            name = f"GPU {g.index if g.index is not None else '?'}"
+            name = f"GPU {g.index if g.index is not None else '?'}{where}"
             if g.throttled:
                 reasons = ", ".join(
                     r for r in g.throttle_reasons if r not in ("gpu_idle", "applications_clocks_setting")

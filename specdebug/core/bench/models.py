@@ -101,6 +101,15 @@ class BenchConfig(BaseModel):
     request_deadline_s: float | None = None  # built-in: the whole-request deadline
 
 
+class NodeGpus(BaseModel):
+    """One node's GPUs around a benchmark of a deployment (its leader is benchmarked, every node's
+    GPUs can slow it): the same snapshot as `gpu_before`/`gpu_after`, and why there is none."""
+
+    before: list[GpuInfo] = Field(default_factory=list)
+    after: list[GpuInfo] = Field(default_factory=list)
+    error: str | None = None  # no snapshot: nvidia-smi failed or is missing on that node
+
+
 BenchKind = Literal["builtin", "external", "parsed"]
 SourceFormat = Literal["builtin", EngineName, "aiperf", "guidellm", "unknown"]  # an engine: its own client
 
@@ -154,6 +163,7 @@ class BenchResult(BaseModel):
     server_prom: ServerProm | None = None  # the server's /metrics over the run's window
     gpu_before: list[GpuInfo] = Field(default_factory=list)
     gpu_after: list[GpuInfo] = Field(default_factory=list)
+    gpus_by_node: dict[str, NodeGpus] = Field(default_factory=dict)  # a deployment: every node's (host ->)
     warnings: list[str] = Field(default_factory=list)
     drift: dict[str, Any] | None = None  # what the box looked like before the run (core.drift), or {"error"}
 

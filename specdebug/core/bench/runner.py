@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Literal
 
 import httpx
@@ -28,7 +28,7 @@ from specdebug.core.bench import external, gpu, prom, serverlog
 from specdebug.core.bench.builtin import BuiltinParams, run_builtin
 from specdebug.core.bench.events import BenchDone, BenchEvent, BenchLine
 from specdebug.core.bench.holder import NotOurServer, check_port_holder
-from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
+from specdebug.core.bench.models import BenchProgress, BenchResult, NodeGpus, judge_failures
 from specdebug.core.drift.report import drift_warning
 from specdebug.core.drift.snapshot import snapshot_or_error
 from specdebug.core.journal import EventJournal
@@ -175,15 +175,17 @@ async def bench_events(
     *,
     journal: EventJournal | None = None,
     host: str | None = None,
+    nodes: Mapping[str, Remote] | None = None,
 ) -> AsyncGenerator[BenchEvent, None]:
     """Measure, record the conditions, append the result to the journal (fsync): BenchProgress and
     BenchLine events while it runs, then one BenchDone.  BenchError / RemoteError propagate.
 
     Closing the iterator (or cancelling its consumer) stops the run (HTTP streams or the remote
-    command end) and records nothing."""
+    command end) and records nothing.  `nodes`: a deployment's every node (host -> connection,
+    the benchmarked leader `remote` among them): their GPUs are recorded too (`gpus_by_node`)."""
     require_write("benchmark", remote, journal)
     queue: asyncio.Queue[BenchEvent] = asyncio.Queue()
-    task = asyncio.create_task(_measure(remote, profile, request, journal, queue.put_nowait, host))
+    task = asyncio.create_task(_measure(remote, profile, request, journal, queue.put_nowait, host, nodes))
     try:
         while True:
             getter = asyncio.ensure_future(queue.get())
@@ -214,9 +216,10 @@ async def run_benchmark(
     *,
     journal: EventJournal | None = None,
     host: str | None = None,
+    nodes: Mapping[str, Remote] | None = None,
 ) -> BenchResult:
     """`bench_events` for callers that only want the result."""
-    async for ev in bench_events(remote, profile, request, journal=journal, host=host):
+    async for ev in bench_events(remote, profile, request, journal=journal, host=host, nodes=nodes):
         if isinstance(ev, BenchDone):
             return ev.result
     raise BenchError("the benchmark ended without a result")  # pragma: no cover - bench_events ends in one
@@ -229,9 +232,11 @@ async def _measure(
     journal: EventJournal | None,
     emit: EmitFn,
     host: str | None,
+    nodes: Mapping[str, Remote] | None = None,
 ) -> BenchResult:
     """The run itself; what it reports goes to `emit` (bench_events' queue)."""
     request = request or BenchRequest()
+    others = {h: r for h, r in (nodes or {}).items() if r is not remote}  # the leader is `remote`
     srv = profile.server
     scrub = Scrubber.for_profile(profile)  # output lines, errors and warnings are shown and stored
     started = time.time()
@@ -245,8 +250,16 @@ async def _measure(
     window = None
     try:
         async with httpx.AsyncClient(base_url=base_url, trust_env=False) as client:
-            (gpus_before, gpu_err), size_before, state, ready, drift_snap = await asyncio.gather(
+            (
+                (gpus_before, gpu_err),
+                others_before,
+                size_before,
+                state,
+                ready,
+                drift_snap,
+            ) = await asyncio.gather(
                 gpu.snapshot(remote),
+                gpu.snapshot_nodes(others),
                 file_size(remote, log_file),
                 server_state(client, profile.ready.health),
                 has_ready_line(remote, log_file, srv.kind, profile.name)
@@ -281,8 +294,11 @@ async def _measure(
             )
             result = await run_builtin(base_url, params, progress=emit)
 
-        (gpus_after, _), size_after, _ = await asyncio.gather(
-            gpu.snapshot(remote), file_size(remote, log_file), prom.attach(result, window)
+        (gpus_after, _), others_after, size_after, _ = await asyncio.gather(
+            gpu.snapshot(remote),
+            gpu.snapshot_nodes(others),
+            file_size(remote, log_file),
+            prom.attach(result, window),
         )
         log_slice = await read_slice(remote, log_file, size_before, size_after)
     finally:
@@ -303,6 +319,12 @@ async def _measure(
     result.env = mask_env(dict(srv.env), scrub.values)
     result.gpu_before = gpus_before
     result.gpu_after = gpus_after
+    leader = result.host if nodes else None  # in a deployment every GPU warning names its node
+    if nodes:
+        result.gpus_by_node = {result.host: NodeGpus(before=gpus_before, after=gpus_after, error=gpu_err)}
+        for h in others:
+            (before, err), (after, _) = others_before[h], others_after[h]
+            result.gpus_by_node[h] = NodeGpus(before=before, after=after, error=err)
     result.drift = drift_snap
     log_errors: list[str] = []
     if size_before is not None and size_after is not None:
@@ -310,7 +332,8 @@ async def _measure(
     prom.fill_server(result)
     result.warnings = [
         *([holder_note] if holder_note else []),
-        *_warnings(state, gpus_before, gpus_after, gpu_err, log_errors, size_before, size_after),
+        *_warnings(state, gpus_before, gpus_after, gpu_err, log_errors, size_before, size_after, leader),
+        *_node_warnings(result.gpus_by_node, leader),
         *result.warnings,
     ]
     if journal is not None and (
@@ -327,6 +350,18 @@ async def _measure(
     return scrubbed
 
 
+def _node_warnings(by_node: dict[str, NodeGpus], leader: str | None) -> list[str]:
+    """The other nodes' GPU warnings (the leader's are _warnings'), each naming its node."""
+    out: list[str] = []
+    for h, g in by_node.items():
+        if h == leader:
+            continue
+        out += gpu.gpu_warnings(g.before, g.after, h)
+        if g.error:
+            out.append(f"no GPU state on {h}: {g.error}")
+    return out
+
+
 async def _none() -> None:
     return None
 
@@ -339,15 +374,16 @@ def _warnings(
     log_errors: list[str],
     size_before: int | None,
     size_after: int | None,
+    node: str | None = None,
 ) -> list[str]:
     out: list[str] = []
     if state.health_status != 200:
         out.append(f"server not ready: health answered HTTP {state.health_status} (still in warmup?)")
     if state.ready_line is False:
         out.append("server not ready: no ready line in the log yet (still in warmup?)")
-    out += gpu.gpu_warnings(before, after)
+    out += gpu.gpu_warnings(before, after, node)
     if gpu_err:
-        out.append(f"no GPU state: {gpu_err}")
+        out.append(f"no GPU state{f' on {node}' if node else ''}: {gpu_err}")
     if size_before is None:
         out.append("server log not readable: no server-side metrics")
     elif size_after is not None and size_after < size_before:

@@ -11,19 +11,28 @@ import statistics
 from specdebug.core.bisect.book import Book
 from specdebug.core.bisect.judge import Judge
 from specdebug.core.bisect.models import Drift
+from specdebug.core.bisect.trial import Nodes
 from specdebug.core.servers import group_members, load_record
 from specdebug.remote.api import Remote
 
 
-async def busy_server(remote: Remote, names: list[str]) -> str | None:
-    """The first of these recorded servers still running, described (None: none is)."""
+async def busy_server(remote: Remote, names: list[str], nodes: Nodes | None = None) -> str | None:
+    """The first of these recorded servers still running, described (None: none is); a
+    deployment's (`nodes`): on any node, by that node's record of it."""
     if not names:
         return None
-    procs = await remote.processes()
-    for name in names:
-        record = await load_record(remote, name)
-        if record is not None and record.stopped_at is None and group_members(procs, record):
-            return f"{name} (pid {record.pid}, port {record.port})"
+    where = [(remote, names, "")]
+    if nodes is not None:
+        where = [
+            (r, nodes.record_names(names, rank), f" on {host}")
+            for rank, (host, r) in enumerate(nodes.remotes.items())
+        ]
+    for box, records, on in where:
+        procs = await box.processes()
+        for name in records:
+            record = await load_record(box, name)
+            if record is not None and record.stopped_at is None and group_members(procs, record):
+                return f"{name}{on} (pid {record.pid}, port {record.port})"
     return None
 
 

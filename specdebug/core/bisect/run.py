@@ -41,7 +41,7 @@ from specdebug.core.bisect.models import (
 )
 from specdebug.core.bisect.outcome import closing_notes, effects_of, sets_of
 from specdebug.core.bisect.plan import Ask, Plan, decided
-from specdebug.core.bisect.trial import TrialError, TrialSpec, run_trial
+from specdebug.core.bisect.trial import Nodes, TrialError, TrialSpec, run_trial
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import BisectJudgementRecord, BisectResultRecord, BisectStartRecord
@@ -64,8 +64,9 @@ class Bisection:
         journal: EventJournal | None = None,
         clock: Clock = time.time,
         remeasure: set[str] | None = None,
+        nodes: Nodes | None = None,  # a deployment's: every trial launches, waits for and stops all
     ) -> None:
-        self.remote, self.journal, self.clock = remote, journal, clock
+        self.remote, self.journal, self.clock, self.nodes = remote, journal, clock, nodes
         self.options = options or BisectOptions()
         self.cands = Candidates(good, bad, self.options.groups)  # GroupError on a bad --group
         self.gate: Gate | None = parse_gate(self.options.gate) if self.options.gate else None
@@ -214,7 +215,7 @@ class Bisection:
 
     async def _refuse_if_busy(self) -> None:
         """Refuse to start while a server of this session that this bisection did not launch runs."""
-        busy = await busy_server(self.remote, self._others)
+        busy = await busy_server(self.remote, self._others, self.nodes)
         if busy is not None:
             raise TrialError(
                 f"{busy} of this session is running and holds the GPUs; the bisection stops only servers "
@@ -341,7 +342,8 @@ class Bisection:
         self.current = profile
         row.launches += 1
         row.cached = False
-        async for item in run_trial(self.remote, spec, journal=self.journal, clock=self.clock):
+        trial = run_trial(self.remote, spec, journal=self.journal, clock=self.clock, nodes=self.nodes)
+        async for item in trial:
             if isinstance(item, Measurement):
                 self.book.add(item)
                 self._durations.append(item.finished_at - item.started_at)

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from specdebug.core.bisect.models import (
     Status,
     TrialProgress,
 )
+from specdebug.core.deployment.place import Deployment, node_record_name
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import BisectLaunchRecord, BisectStopRecord, BisectTrialRecord
@@ -72,6 +73,20 @@ class TrialSpec:
     ours: list[str] = field(default_factory=list)  # profile names this bisection may have left running
     expected_startup_s: float | None = None
     forget: bool = False  # remove the server record after the stop (candidates)
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """Where a deployment's trials run: every node's connection (host -> Remote, in rank order)
+    and how a profile is placed on its nodes (the verb's `place`, with its ssh config for the
+    leader's address)."""
+
+    remotes: Mapping[str, Remote]
+    place: Callable[[Profile], Deployment]
+
+    def record_names(self, names: list[str], rank: int) -> list[str]:
+        """The records these bisection profiles left on the node of this rank."""
+        return [node_record_name(n, rank) for n in names]
 
 
 def gpu_summary(gpus: list[Any]) -> list[dict[str, Any]]:
@@ -116,9 +131,21 @@ async def clear_port(remote: Remote, profile: Profile, ours: list[str]) -> list[
 
 
 async def run_trial(
-    remote: Remote, spec: TrialSpec, *, journal: EventJournal | None = None, clock: Clock = time.time
+    remote: Remote,
+    spec: TrialSpec,
+    *,
+    journal: EventJournal | None = None,
+    clock: Clock = time.time,
+    nodes: Nodes | None = None,
 ) -> AsyncIterator[TrialProgress | Measurement]:
-    """Measure one config once; yields progress, then the Measurement (already journaled)."""
+    """Measure one config once; yields progress, then the Measurement (already journaled).
+    A deployment's config (`nodes` given) is measured on every node: core.bisect.deploytrial."""
+    if nodes is not None and spec.profile.deployment is not None:
+        from specdebug.core.bisect.deploytrial import run_deployment_trial  # it builds on this module
+
+        async for item in run_deployment_trial(nodes, spec, journal=journal, clock=clock):
+            yield item
+        return
     profile = spec.profile
     m = Measurement(
         bisect=spec.bisect,
@@ -186,11 +213,11 @@ async def run_trial(
                     f"gate {spec.gate.expr}: no {spec.gate.name} in the log, benchmarked instead"
                 )
         if m.status is Status.OK:
-            async for item in _bench(remote, spec, progress):
+            async for item in bench(remote, spec, progress):
                 if isinstance(item, TrialProgress):
                     yield item
                 else:
-                    _take_result(m, item, spec.settings)
+                    take_result(m, item)
         m.finished_at = clock()
         if journal is not None:
             journal.append(BisectTrialRecord(trial=m), sync=True)
@@ -210,11 +237,15 @@ async def run_trial(
     yield m
 
 
-async def _bench(
-    remote: Remote, spec: TrialSpec, progress: Callable[..., TrialProgress]
+async def bench(
+    remote: Remote,
+    spec: TrialSpec,
+    progress: Callable[..., TrialProgress],
+    profile: Profile | None = None,
+    nodes: Mapping[str, Remote] | None = None,
 ) -> AsyncIterator[TrialProgress | BenchResult | Exception]:
     """The bench stream: its progress becomes TrialProgress events, then the result (or the error
-    that kept it from running)."""
+    that kept it from running).  A deployment: `profile` is its leader's, `nodes` every node's."""
     total = spec.settings.requests
     request = BenchRequest(
         requests=spec.settings.requests,
@@ -223,7 +254,7 @@ async def _bench(
         input_len=spec.settings.input_len,
     )
     yield progress(Phase.BENCH, f"0/{total} requests", 0.0)
-    events = bench_events(remote, spec.profile, request, journal=None)
+    events = bench_events(remote, profile or spec.profile, request, journal=None, nodes=nodes)
     result: BenchResult | Exception | None = None
     try:
         async for ev in events:
@@ -242,7 +273,7 @@ async def _bench(
         yield result
 
 
-def _take_result(m: Measurement, item: BenchResult | Exception, settings: Settings) -> None:
+def take_result(m: Measurement, item: BenchResult | Exception) -> None:
     if isinstance(item, Exception):
         m.status, m.reason = Status.BENCH_FAILED, f"benchmark failed: {item}"
         return

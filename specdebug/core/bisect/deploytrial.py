@@ -1,0 +1,204 @@
+"""One trial of a deployment (a profile with `[deployment]`): the whole deployment is the config.
+
+A knob of the bisection is the profile's (an env var or flag in `[server]`), so placing the
+candidate on its nodes applies it on every node at once.  A trial is what `specdebug launch
+--wait; bench; stop` do on a deployment: clear every node's port of this bisection's leftovers,
+launch every node (workers first, core.deployment.control), wait until the deployment is READY as
+one, optionally gate on the leader's log, benchmark the leader with every node's GPUs recorded,
+and stop every node whatever happens.  A node that never joins or dies is a failed start whose
+reason names the node (the deployment tracker's reason); so is one that dies during the bench.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+
+from specdebug.core.bisect.gate import check_gate
+from specdebug.core.bisect.models import (
+    LAUNCH_EVENT,
+    STOP_EVENT,
+    TRIAL_EVENT,
+    Measurement,
+    Phase,
+    Role,
+    Status,
+    TrialProgress,
+)
+from specdebug.core.bisect.trial import (
+    ARGS_REJECTED,
+    STOP_GRACE_S,
+    Nodes,
+    TrialError,
+    TrialSpec,
+    bench,
+    clear_port,
+    take_result,
+)
+from specdebug.core.deployment.control import (
+    NodeEvent,
+    deployment_status,
+    launch_deployment,
+    stop_deployment,
+    watch_deployment,
+)
+from specdebug.core.deployment.place import Deployment
+from specdebug.core.deployment.tracker import DeploymentVerdict
+from specdebug.core.fingerprint import PLUMBING_FLAGS, split_argv
+from specdebug.core.journal import EventJournal
+from specdebug.core.profiles import Profile
+from specdebug.core.server_control import LaunchRefused
+from specdebug.core.servers import ServerRecord, forget_record
+from specdebug.core.startup.events import ServerPhase
+from specdebug.remote.api import Remote, RemoteError
+
+Clock = Callable[[], float]
+
+
+def refusal(good: Profile, bad: Profile) -> str | None:
+    """Why these two profiles cannot be bisected as deployments (None: they can).  A bisection
+    moves knobs, not placement: both ends on the same nodes, rendezvous and per-node tables.
+    Per-node env and flags (`node_env`, `node_args`) are placement here: they must be equal on both
+    sides (a knob in `[server]` is moved on every node at once)."""
+    a, b = good.deployment, bad.deployment
+    if a is None and b is None:
+        return None
+    if a is None or b is None:
+        has, lacks = ("bad", "good") if a is None else ("good", "bad")
+        return f"the {has} profile has [deployment] and the {lacks} one does not: both must run on the same nodes"
+    if a.nodes != b.nodes:
+        return (
+            f"the deployments' nodes differ (good: {', '.join(a.nodes)}; bad: {', '.join(b.nodes)}): "
+            "a bisection moves knobs on the same nodes, not nodes"
+        )
+    for field in ("dist_init_port", "leader_address"):
+        if getattr(a, field) != getattr(b, field):
+            return f"[deployment].{field} differs ({getattr(a, field)} vs {getattr(b, field)}): make it equal"
+    for node in a.nodes:
+        env_a, env_b = a.node_env.get(node, {}), b.node_env.get(node, {})
+        keys = sorted(k for k in {*env_a, *env_b} if env_a.get(k) != env_b.get(k))
+        flags_a, flags_b = _node_flags(a.node_args.get(node, [])), _node_flags(b.node_args.get(node, []))
+        keys += sorted(k for k in {*flags_a, *flags_b} if flags_a.get(k) != flags_b.get(k))
+        if keys:
+            return (
+                f"[deployment] node_env/node_args differ for {node} ({', '.join(keys)}): per-node "
+                "differences are not bisected; make them equal (a knob in [server] moves on every node)"
+            )
+    return None
+
+
+def _node_flags(args: list[str]) -> dict[str, list[str]]:
+    """A node's extra flags without the plumbing ones (its port, log file: per profile anyway)."""
+    return {k: v for k, v in split_argv(["_", *args])[1] if k not in PLUMBING_FLAGS}
+
+
+async def run_deployment_trial(
+    nodes: Nodes, spec: TrialSpec, *, journal: EventJournal | None = None, clock: Clock = time.time
+) -> AsyncIterator[TrialProgress | Measurement]:
+    """Measure one config of a deployment once; yields progress, then the Measurement (journaled)."""
+    dep = nodes.place(spec.profile)
+    leader = dep.leader
+    remotes = nodes.remotes
+    m = Measurement(
+        bisect=spec.bisect,
+        config=spec.profile.name,
+        fingerprint=spec.fingerprint,
+        settings=spec.settings.key(),
+        role=spec.role,
+        applied=list(spec.applied),
+        started_at=clock(),
+    )
+    t0 = clock()
+
+    def progress(phase: Phase, detail: str = "", fraction: float | None = None) -> TrialProgress:
+        return TrialProgress(
+            index=spec.index, phase=phase, detail=detail, fraction=fraction, elapsed_s=clock() - t0
+        )
+
+    own = journal if spec.role in (Role.GOOD, Role.BAD, Role.DRIFT) else None
+    records: dict[str, ServerRecord] = {}
+    try:
+        for node in dep.nodes:  # this bisection's leftovers stopped; anything else on a port refuses
+            yield progress(Phase.PORT, f"{node.host}: port {node.profile.server.port}")
+            try:
+                stopped = await clear_port(
+                    remotes[node.host], node.profile, nodes.record_names(spec.ours, node.rank)
+                )
+            except TrialError as exc:
+                raise TrialError(f"{node.host}: {exc}") from None
+            if stopped:
+                yield progress(Phase.PORT, f"stopped {node.host}: {', '.join(stopped)}")
+        yield progress(Phase.LAUNCH, spec.profile.name, 0.0)
+        try:
+            records = await launch_deployment(remotes, dep, journal=own)
+        except (RemoteError, LaunchRefused) as exc:  # the message names the node
+            m.status, m.reason = Status.FAILED_START, f"launch failed: {exc}"
+        if records and journal is not None:
+            pid = records[leader.host].pid
+            data = {"profile": spec.profile.name, "pid": pid, "port": leader.profile.server.port}
+            journal.append(LAUNCH_EVENT, {**data, "bisect": spec.bisect}, sync=True)
+        if records:
+            verdict = None
+            async for ev in watch_deployment(remotes, dep, records, journal=own, clock=clock):
+                if isinstance(ev, NodeEvent) and isinstance(ev.event, ServerPhase):
+                    frac = None
+                    if spec.expected_startup_s:
+                        frac = min(0.99, ev.event.elapsed_s / spec.expected_startup_s)
+                    yield progress(Phase.READY, f"{ev.host}: {ev.event.name}", frac)
+                elif isinstance(ev, DeploymentVerdict):
+                    verdict = ev
+            assert verdict is not None
+            m.startup_s = verdict.elapsed_s
+            if verdict.verdict == "ready":
+                yield progress(Phase.READY, "ready")
+            else:
+                excerpt = (verdict.leader or {}).get("excerpt") or []
+                rejected = any(ARGS_REJECTED.search(str(line)) for line in excerpt)
+                m.status = Status.INVALID if rejected else Status.FAILED_START
+                m.reason = f"{'rejected its arguments' if rejected else 'failed to start'}: {verdict.reason}"
+        if m.status is Status.OK and spec.gate is not None:
+            yield progress(Phase.GATE, spec.gate.expr)
+            m.gate = await check_gate(remotes[leader.host], leader.profile, records[leader.host], spec.gate)
+            if m.gate.passed is False and spec.gate_judges:
+                m.status = Status.GATED
+                m.reason = f"gate {spec.gate.expr}: {m.gate.name} = {m.gate.value:.2f}"
+            elif m.gate.passed is None:
+                m.warnings.append(
+                    f"gate {spec.gate.expr}: no {spec.gate.name} in the log, benchmarked instead"
+                )
+        if m.status is Status.OK:
+            async for item in bench(remotes[leader.host], spec, progress, leader.profile, remotes):
+                if isinstance(item, TrialProgress):
+                    yield item
+                else:
+                    take_result(m, item)
+            await _still_one(remotes, dep, m)
+        m.finished_at = clock()
+        if journal is not None:
+            journal.append(TRIAL_EVENT, m.model_dump(mode="json"), sync=True)
+        yield progress(Phase.STOP, spec.profile.name)
+    finally:
+        if records:
+            with contextlib.suppress(RemoteError, OSError):
+                res = await stop_deployment(remotes, dep, grace_s=STOP_GRACE_S, journal=own)
+                if journal is not None and res.stopped:
+                    journal.append(
+                        STOP_EVENT, {"profile": spec.profile.name, "pid": records[leader.host].pid}
+                    )
+                if spec.forget:
+                    for node in dep.nodes:
+                        await forget_record(remotes[node.host], node.profile.name)
+    yield m
+
+
+async def _still_one(remotes: Mapping[str, Remote], dep: Deployment, m: Measurement) -> None:
+    """A node that died during the benchmark makes the figure not the deployment's: a failed start
+    naming the node (the leader of SGLang keeps serving when a worker node dies)."""
+    try:
+        st = await deployment_status(remotes, dep)
+    except RemoteError:
+        return
+    if st.state != "running":
+        m.status = Status.FAILED_START
+        m.reason = f"a node died during the benchmark: {st.reason or st.state}"

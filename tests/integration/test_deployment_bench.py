@@ -1,0 +1,169 @@
+"""Bench and bisect on a deployment over two loopback sshd hosts (node0 = 127.0.0.2, node1 =
+127.0.0.3), each node with its own simulated GPUs: bench targets the leader and records every
+node's GPUs (a throttled GPU on node1 is in the result, its warnings, `history`); a bisection
+moves each knob on every node at once and launches, waits for and stops the whole deployment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from specdebug.core.bisect.deploytrial import run_deployment_trial
+from specdebug.core.bisect.models import Measurement, Role, Settings, Status
+from specdebug.core.bisect.trial import Nodes, TrialSpec
+from specdebug.core.deployment import place
+from specdebug.core.deployment.control import deployment_status
+from specdebug.core.profiles import load_profile
+from tests.bisectprofiles import BASE, NCCL
+from tests.boxes import ssh_box
+from tests.cluster_harness import Cluster, kill_recorded, start_cluster
+from tests.deployprofiles import cli, dep_profile, group_alive
+from tests.sshd_harness import SSHD, free_port
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Cluster:
+    if SSHD is None:
+        pytest.skip("OpenSSH sshd not installed")
+    c = start_cluster(tmp_path_factory.mktemp("gpucluster"), gpus=True)
+    yield c
+    c.stop()
+
+
+@pytest.fixture(autouse=True)
+def _leftovers(box_state_dir: Path):
+    yield
+    kill_recorded(box_state_dir, "dep-")
+
+
+def test_bench_records_every_nodes_gpus_and_names_node1s_throttled_gpu(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    prof = dep_profile(tmp_path, "gpus", node1_args=("--throttle-gpu", "0", "--throttle-after", "0"))
+    session = tmp_path / "session"
+    assert cli(cluster, "launch", "-c", str(prof), "--wait").returncode == 0
+    try:
+        run = cli(
+            cluster, "bench", "-c", str(prof), "--requests", "2", "--output-len", "16",
+            "--session", str(session), "--json",
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        data = json.loads(run.stdout)
+    finally:
+        assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+    assert data["host"] == "node0" and data["status"] == "done", data
+    by_node = data["gpus_by_node"]
+    assert list(by_node) == ["node0", "node1"], by_node
+    hot = {
+        (node, g["index"]) for node, s in by_node.items() for g in s["before"] + s["after"]
+        if "sw_thermal_slowdown" in g["throttle_reasons"]
+    }  # fmt: skip
+    assert hot == {("node1", 0)}, by_node  # tp 2 over 2 nodes: GPU 0 of each
+    assert data["gpu_before"] == by_node["node0"]["before"]  # the leader's, under the one-box keys
+    assert any(w.startswith("GPU 0 on node1 throttled") for w in data["warnings"]), data["warnings"]
+    assert not any("on node0" in w for w in data["warnings"]), data["warnings"]
+    hist = cli(cluster, "history", "--session", str(session), "--json")
+    assert hist.returncode == 0, hist.stderr
+    assert "GPU 0 on node1 throttled" in hist.stdout
+
+
+BENCH = "[bench]\nrequests = 2\noutput_len = 48\ninput_len = 32\nwarmup_requests = 0\n"
+# the sim's cost model: a missing NCCL tuning var slows every verify (bisectprofiles' NCCL env)
+SIM = ("--tp", "2", "--time-scale", "0", *BASE[4:])
+
+
+def dep_pair(tmp_path: Path, *, bad_env: dict, bad_flags: tuple[str, ...]) -> tuple[Path, Path]:
+    """good and bad 2-node deployments on the same ports and rendezvous (one experiment's two sides)."""
+    ports = (free_port(), free_port(), free_port())
+    tag = uuid.uuid4().hex[:6]
+    good = dep_profile(
+        tmp_path, "g", name=f"dep-bxgood-{tag}", ports=ports, sim_args=SIM, env=NCCL, tail=BENCH
+    )
+    bad = dep_profile(
+        tmp_path,
+        "b",
+        name=f"dep-bxbad-{tag}",
+        ports=ports,
+        sim_args=SIM,
+        env=bad_env,
+        extra=bad_flags,
+        tail=BENCH,
+    )
+    return good, bad
+
+
+def test_bisect_moves_each_knob_on_every_node_and_finds_the_nccl_var(
+    cluster: Cluster, tmp_path: Path, box_state_dir: Path
+) -> None:
+    env = {k: v for k, v in NCCL.items() if k != "NCCL_ALGO"}  # the bad side lost NCCL_ALGO
+    good, bad = dep_pair(tmp_path, bad_env=env, bad_flags=("--schedule-policy", "lpm"))
+    session = tmp_path / "session"
+    run = cli(
+        cluster, "bisect", "--good", str(good), "--bad", str(bad), "--session", str(session),
+        "--metric", "gen_throughput", "--json", timeout=400,
+    )  # fmt: skip
+    data = json.loads(run.stdout)
+    assert data["verdict"] == "found" and data["culprits"] == ["NCCL_ALGO"], (data, run.stderr[-3000:])
+    assert run.returncode == 0 and data["confirmed"], data
+    assert {k["name"] for k in data["knobs"]} == {"NCCL_ALGO", "--schedule-policy"}
+    # every trial launched both nodes and stopped both: no record of the bisection left running
+    status = [cli(cluster, "status", "-c", str(p), "--json") for p in (good, bad)]
+    for st in status:
+        assert json.loads(st.stdout)["state"] in ("stopped", "not_launched"), st.stdout
+    for node in ("node0", "node1"):  # the candidate ran on both nodes, each with its own log
+        assert list(tmp_path.glob(f"dep-bxgood-*.bx-*.{node}.log")), sorted(tmp_path.iterdir())
+    records = [json.loads(p.read_text()) for p in box_state_dir.glob("*.json")]
+    assert records and not [r for r in records if group_alive(r["pgid"])], records  # nothing left
+
+
+def test_bisect_refuses_deployments_on_different_nodes(cluster: Cluster, tmp_path: Path) -> None:
+    good, bad = dep_pair(tmp_path, bad_env=NCCL, bad_flags=("--schedule-policy", "lpm"))
+    bad.write_text(bad.read_text().replace('nodes = ["node0", "node1"]', 'nodes = ["node0", "node2"]'))
+    bad.write_text(bad.read_text().replace("node1 = [", "node2 = ["))
+    run = cli(cluster, "bisect", "--good", str(good), "--bad", str(bad), "--json")
+    assert run.returncode == 2, run.stderr
+    assert (
+        run.stderr.strip().splitlines()
+        == [
+            "specdebug: bisect: the deployments' nodes differ (good: node0, node1; bad: node0, node2): "
+            "a bisection moves knobs on the same nodes, not nodes"
+        ]
+        or "the deployments' nodes differ" in run.stderr
+    ), run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_a_trial_whose_node_never_joins_is_a_failed_start_naming_it(cluster: Cluster, tmp_path: Path) -> None:
+    prof = load_profile(
+        dep_profile(tmp_path, "nj", sim_args=SIM, env=NCCL, node1_args=("--never-join",), tail=BENCH)
+    )
+
+    async def run() -> list:
+        remotes = {n: ssh_box(n, ssh_config=cluster.config_path) for n in ("node0", "node1")}
+        for r in remotes.values():
+            await r.start()
+            await r.wait_connected(15)
+        try:
+            nodes = Nodes(remotes=remotes, place=lambda p: place(p, ssh_config=cluster.config_path))
+            spec = TrialSpec(
+                bisect="t", index=1, role=Role.BAD, profile=prof, fingerprint=prof.fingerprint(),
+                applied=[], settings=Settings(requests=2, output_len=16, concurrency=1, input_len=32),
+            )  # fmt: skip
+            out = [x async for x in run_deployment_trial(nodes, spec)]
+            st = await deployment_status(remotes, nodes.place(prof))
+            return [*out, st]
+        finally:
+            for r in remotes.values():
+                await r.close()
+
+    *events, m, st = asyncio.run(run())
+    assert isinstance(m, Measurement) and m.status is Status.FAILED_START, m
+    assert m.reason.startswith("failed to start: node1: "), m.reason
+    assert st.state == "stopped" and [n.state for n in st.nodes] == ["stopped", "stopped"], st
