@@ -17,9 +17,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 
 from specdebug.core.bisect.gate import check_gate
 from specdebug.core.bisect.models import (
-    LAUNCH_EVENT,
-    STOP_EVENT,
-    TRIAL_EVENT,
     Measurement,
     Phase,
     Role,
@@ -48,6 +45,7 @@ from specdebug.core.deployment.tracker import DeploymentVerdict
 from specdebug.core.fingerprint import PLUMBING_FLAGS, split_argv
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
+from specdebug.core.records import BisectLaunchRecord, BisectStopRecord, BisectTrialRecord
 from specdebug.core.server_control import LaunchRefused
 from specdebug.core.servers import ServerRecord, forget_record
 from specdebug.core.startup.events import ServerPhase
@@ -135,9 +133,14 @@ async def run_deployment_trial(
         except (RemoteError, LaunchRefused) as exc:  # the message names the node
             m.status, m.reason = Status.FAILED_START, f"launch failed: {exc}"
         if records and journal is not None:
-            pid = records[leader.host].pid
-            data = {"profile": spec.profile.name, "pid": pid, "port": leader.profile.server.port}
-            journal.append(LAUNCH_EVENT, {**data, "bisect": spec.bisect}, sync=True)
+            launched = BisectLaunchRecord(
+                profile=spec.profile.name,
+                pid=records[leader.host].pid,
+                port=leader.profile.server.port,
+                bisect=spec.bisect,
+                host=leader.host,
+            )
+            journal.append(launched, sync=True)
         if records:
             verdict = None
             async for ev in watch_deployment(remotes, dep, records, journal=own, clock=clock):
@@ -176,7 +179,7 @@ async def run_deployment_trial(
             await _still_one(remotes, dep, m)
         m.finished_at = clock()
         if journal is not None:
-            journal.append(TRIAL_EVENT, m.model_dump(mode="json"), sync=True)
+            journal.append(BisectTrialRecord(trial=m), sync=True)
         yield progress(Phase.STOP, spec.profile.name)
     finally:
         if records:
@@ -184,7 +187,9 @@ async def run_deployment_trial(
                 res = await stop_deployment(remotes, dep, grace_s=STOP_GRACE_S, journal=own)
                 if journal is not None and res.stopped:
                     journal.append(
-                        STOP_EVENT, {"profile": spec.profile.name, "pid": records[leader.host].pid}
+                        BisectStopRecord(
+                            profile=spec.profile.name, pid=records[leader.host].pid, host=leader.host
+                        )
                     )
                 if spec.forget:
                     for node in dep.nodes:

@@ -213,11 +213,11 @@ async def run_trial(
                     f"gate {spec.gate.expr}: no {spec.gate.name} in the log, benchmarked instead"
                 )
         if m.status is Status.OK:
-            async for item in bench(remote, spec, progress):
-                if isinstance(item, TrialProgress):
-                    yield item
+            async for got in bench(remote, spec, progress):
+                if isinstance(got, TrialProgress):
+                    yield got
                 else:
-                    take_result(m, item)
+                    take_result(m, got)
         m.finished_at = clock()
         if journal is not None:
             journal.append(BisectTrialRecord(trial=m), sync=True)

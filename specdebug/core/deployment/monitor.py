@@ -19,8 +19,7 @@ from specdebug.core.deployment.control import DeploymentStatus, DeploymentStop, 
 from specdebug.core.deployment.place import Deployment
 from specdebug.core.deployment.tracker import DeploymentVerdict
 from specdebug.core.sanitize import visible
-from specdebug.core.server_control import StopResult
-from specdebug.core.servers import ServerRecord
+from specdebug.core.servers import ServerRecord, StopResult
 from specdebug.core.startup.events import NOTHING_RUNNING, Launched, LogLine, ServerState
 from specdebug.core.startup.monitor import LOG_LINES_KEPT, Liveness, ServerMonitor, StateChanged
 from specdebug.remote.api import Remote, RemoteError
