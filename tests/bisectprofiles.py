@@ -116,7 +116,7 @@ def forget_records(sshd, names: list[str], sessions: list[Path] = ()) -> None:
 
     leftover = set()
     for session in sessions:
-        leftover |= set(Book(BisectOptions(), None, ("", ""), "").load(Journal(session).events()).values())
+        leftover |= set(Book(BisectOptions(), None, ("", ""), "").load(Journal(session).records()).values())
 
     async def forget() -> None:
         remote = ssh_box(sshd.alias, ssh_config=sshd.config_path)

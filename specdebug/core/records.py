@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from specdebug.core.bench.models import BenchResult
-from specdebug.core.bisect.models import Judged, Measurement, Result
+from specdebug.core.bisect.models import BisectOptions, Judged, KnobRow, Measurement, Result
 from specdebug.core.deployment.tracker import DeploymentVerdict
 from specdebug.core.servers import ServerRecord, StopResult
 from specdebug.core.source import ServerSource
@@ -194,16 +194,24 @@ class MarkRecord(Record):
         return data
 
 
+class BisectEnd(BaseModel):
+    """One end of a bisection as its start record names it (the profile file: what --resume loads)."""
+
+    name: str = ""
+    file: str = ""
+    fingerprint: str = ""
+
+
 class BisectStartRecord(Record):
     """A bisection began: its ends, settings, options and knobs (what --resume continues)."""
 
     kind: Literal["bisect_start"] = "bisect_start"
     bisect: str = ""
-    good: dict[str, Any] = Field(default_factory=dict)  # name, file, fingerprint
-    bad: dict[str, Any] = Field(default_factory=dict)
+    good: BisectEnd = Field(default_factory=BisectEnd)
+    bad: BisectEnd = Field(default_factory=BisectEnd)
     settings: str = ""
-    options: dict[str, Any] = Field(default_factory=dict)
-    knobs: list[dict[str, Any]] = Field(default_factory=list)
+    options: BisectOptions = Field(default_factory=BisectOptions)
+    knobs: list[KnobRow] = Field(default_factory=list)
 
 
 class BisectTrialRecord(Record):

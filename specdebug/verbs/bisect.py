@@ -152,7 +152,7 @@ def _options(args: argparse.Namespace, previous: BisectStartRecord | None) -> bm
         "max_age_s": args.max_age,
     }
     if previous is not None and not (args.good or args.bad):
-        return bm.BisectOptions.model_validate(previous.options)
+        return previous.options.model_copy()
     return bm.BisectOptions.model_validate(given)
 
 
@@ -176,8 +176,8 @@ async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
     say_skipped(journal)
     if args.resume and previous is None and not (args.good and args.bad):
         raise _usage(f"--resume: no unfinished bisection in {session}; give --good and --bad")
-    good_file = args.good or (previous.good.get("file") if previous is not None else None)
-    bad_file = args.bad or (previous.bad.get("file") if previous is not None else None)
+    good_file = args.good or (previous.good.file if previous is not None else None)
+    bad_file = args.bad or (previous.bad.file if previous is not None else None)
     if not good_file or not bad_file:
         raise _usage("bisect needs --good A.toml and --bad B.toml")
     good, bad = load_profile_or_exit(good_file, "bisect"), load_profile_or_exit(bad_file, "bisect")

@@ -117,7 +117,7 @@ def test_an_old_journal_feeds_history_report_resume_and_eta(tmp_path: Path) -> N
     assert "NCCL_PROTO exported (from the command line)" in md and "**note**: text=now with 2 steps" in md
     assert "deployment_placed" in md
     previous = unfinished(records)
-    assert previous is not None and previous.bisect == "b1" and previous.good["file"] == "a.toml"
+    assert previous is not None and previous.bisect == "b1" and previous.good.file == "a.toml"
     eta = startup_history(records, "base")
     assert eta is not None and eta.runs == 1 and eta.expected_total_s == 14.0
 

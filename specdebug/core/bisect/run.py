@@ -44,7 +44,7 @@ from specdebug.core.bisect.plan import Ask, Plan, decided
 from specdebug.core.bisect.trial import Nodes, TrialError, TrialSpec, run_trial
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
-from specdebug.core.records import BisectJudgementRecord, BisectResultRecord, BisectStartRecord
+from specdebug.core.records import BisectEnd, BisectJudgementRecord, BisectResultRecord, BisectStartRecord
 from specdebug.remote.api import Remote
 
 Clock = Callable[[], float]
@@ -395,11 +395,11 @@ class Bisection:
         c = self.cands
         return BisectStartRecord(
             bisect=self.id,
-            good={"name": c.good.name, "file": str(c.good.source or ""), "fingerprint": c.good_fp},
-            bad={"name": c.bad.name, "file": str(c.bad.source or ""), "fingerprint": c.bad_fp},
+            good=BisectEnd(name=c.good.name, file=str(c.good.source or ""), fingerprint=c.good_fp),
+            bad=BisectEnd(name=c.bad.name, file=str(c.bad.source or ""), fingerprint=c.bad_fp),
             settings=self.settings.key(),
-            options=self.options.model_dump(mode="json"),
-            knobs=[k.model_dump(mode="json") for k in c.rows],
+            options=self.options.model_copy(),
+            knobs=list(c.rows),
         )
 
     def _finish(

@@ -138,7 +138,7 @@ class BisectPane(Pane):
         journal = self.ctx.journal
         previous = unfinished(journal.records()) if journal is not None else None
         if previous is not None:
-            good, bad = previous.good.get("file"), previous.bad.get("file")
+            good, bad = previous.good.file, previous.bad.file
             if good and bad:
                 self.good, self.bad = Path(good), Path(bad)
                 self.note = (
