@@ -1,0 +1,81 @@
+"""The real TUI in tmux on a deployment over two loopback sshd hosts (node0 = 127.0.0.2, node1 =
+127.0.0.3): `specdebug -c PROFILE` with no HOST opens on both nodes, the hosts pane groups them, the
+Startup pane launches both and shows each node's phase row reach ready, the Env pane has a node row
+and the transport verdict (socket: NCCL_IB_DISABLE=1 on node1), the Logs pane a node column, and
+stop leaves nothing on either node.  Read off the screen as a user would."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster_harness import Cluster, dep_profile, kill_recorded, start_cluster
+from tests.sshd_harness import SSHD
+from tests.tmux_harness import Tmux
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Cluster:
+    if SSHD is None:
+        pytest.skip("OpenSSH sshd not installed")
+    c = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield c
+    c.stop()
+
+
+def _rows(screen: str, *starts: str) -> list[str]:
+    return [line for line in screen.splitlines() if line.strip(" ✓▶✗·").startswith(starts)]
+
+
+def _press(tmux: Tmux, *keys: str) -> None:
+    for key in keys:  # at a person's pace: the confirmation's second x is a second press
+        tmux("send-keys", "-t", "tui", key)
+        time.sleep(0.3)
+
+
+def test_tui_launches_a_deployment_on_two_nodes_and_shows_every_node(
+    cluster: Cluster, tmp_path: Path, box_state_dir: Path
+) -> None:
+    prof = dep_profile(tmp_path, "tui", env={"NCCL_DEBUG": "INFO"}, node1_env={"NCCL_IB_DISABLE": "1"})
+    tmux = Tmux("specdebug-test-tui-dep")
+    tmux.kill()
+    cmd = f"{sys.executable} -m specdebug.cli -F {cluster.config_path} -c {prof} --session {tmp_path / 's'}"
+    tmux.new_session("tui", f"{cmd}; sleep 30", 160, 45)
+    try:
+        screen = tmux.wait_screen(
+            "tui", lambda s: "├ node0 leader    connected" in s and "└ node1 rank 1    connected" in s, 60
+        )
+        assert "▾ dep-tui-" in screen and "2/2 connected" in screen
+
+        _press(tmux, "2")
+        tmux.wait_screen("tui", lambda s: "deployment of 2 nodes  IDLE" in s, 30)
+        _press(tmux, "l")
+        screen = tmux.wait_screen("tui", lambda s: "READY as one after" in s, 120)
+        rows = _rows(screen, "node0 leader", "node1 #1")
+        assert len(rows) == 2 and all(" ready " in r for r in rows), screen
+
+        _press(tmux, "4")  # the READY news made the Env pane check every node
+        screen = tmux.wait_screen("tui", lambda s: "transport: socket" in s and "node1: OK" in s, 60)
+        node_row = _rows(screen, "node ")
+        assert node_row and "node0" in node_row[0] and "node1" in node_row[0], screen
+        assert "node0: OK" in screen
+
+        _press(tmux, "3")
+        screen = tmux.wait_screen("tui", lambda s: "node0 │" in s and "node1 │" in s, 30)
+        assert "2 nodes' logs (node0, node1)" in screen
+
+        _press(tmux, "2", "x", "x")
+        screen = tmux.wait_screen("tui", lambda s: "deployment of 2 nodes  STOPPED" in s, 60)
+        assert "node0: " in screen and "node1: " in screen
+    finally:
+        tmux.kill()
+    assert kill_recorded(box_state_dir, "dep-tui-") == 0  # nothing left running on either node
