@@ -1,12 +1,16 @@
 """The real TUI in tmux on a deployment over two loopback sshd hosts (node0 = 127.0.0.2, node1 =
 127.0.0.3): `specdebug -c PROFILE` with no HOST opens on both nodes, the hosts pane groups them, the
 Startup pane launches both and shows each node's phase row reach ready, the Env pane has a node row
-and the transport verdict (socket: NCCL_IB_DISABLE=1 on node1), the Logs pane a node column, and
-stop leaves nothing on either node.  Read off the screen as a user would."""
+and the transport verdict (socket: NCCL_IB_DISABLE=1 on node1), the Logs pane a node column, node1
+killed after ready fails the deployment naming it, and stop leaves nothing on either node.  Read off the screen as a user would."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -73,9 +77,15 @@ def test_tui_launches_a_deployment_on_two_nodes_and_shows_every_node(
         screen = tmux.wait_screen("tui", lambda s: "node0 │" in s and "node1 │" in s, 30)
         assert "2 nodes' logs (node0, node1)" in screen
 
-        _press(tmux, "2", "x", "x")
-        screen = tmux.wait_screen("tui", lambda s: "deployment of 2 nodes  STOPPED" in s, 60)
-        assert "node0: " in screen and "node1: " in screen
+        # a worker node dying after ready fails the deployment naming it, while the leader still serves
+        node1 = json.loads(next(box_state_dir.glob("dep-tui-*.node1.json")).read_text())
+        os.killpg(node1["pgid"], signal.SIGKILL)
+        _press(tmux, "2")
+        screen = tmux.wait_screen("tui", lambda s: re.search(r"FAILED after [0-9.]+s: node1\b", s), 30)
+        assert "node0 still running" in screen and _rows(screen, "node1 #1")[0].split()[3] == "exited"
+
+        _press(tmux, "x", "x")
+        screen = tmux.wait_screen("tui", lambda s: " stopped " in "".join(_rows(s, "node0 leader")), 60)
     finally:
         tmux.kill()
     assert kill_recorded(box_state_dir, "dep-tui-") == 0  # nothing left running on either node
