@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -89,3 +90,43 @@ def test_tui_launches_a_deployment_on_two_nodes_and_shows_every_node(
     finally:
         tmux.kill()
     assert kill_recorded(box_state_dir, "dep-tui-") == 0  # nothing left running on either node
+
+
+def test_tui_finds_a_deployment_launched_headless_and_names_the_stop_command_at_quit(
+    cluster: Cluster, tmp_path: Path, box_state_dir: Path
+) -> None:
+    """The headless twin first (`launch -c PROFILE --wait`), then the TUI at 80x24: the Startup pane
+    recognises the running deployment on both nodes; quitting leaves it running and says how to stop it."""
+    prof = dep_profile(tmp_path, "tuifound")
+    base = [sys.executable, "-m", "specdebug.cli"]
+    run = subprocess.run(
+        [*base, "launch", "-F", str(cluster.config_path), "-c", str(prof), "--wait"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    tmux = Tmux("specdebug-test-tui-dep-found")
+    tmux.kill()
+    cmd = f"{sys.executable} -m specdebug.cli -F {cluster.config_path} -c {prof} --session {tmp_path / 's'}"
+    tmux.new_session("tui", f"{cmd}; sleep 30", 80, 24)
+    try:
+        _press(tmux, "2")
+        screen = tmux.wait_screen("tui", lambda s: "found running" in s and "READY" in s, 60)
+        rows = _rows(screen, "node0 leader", "node1 #1")
+        assert len(rows) == 2 and all(" ready " in r for r in rows), screen
+        _press(tmux, "q")
+        screen = tmux.wait_screen("tui", lambda s: "stop it with:" in s, 30)
+        note = "".join(screen.split())  # the line wraps at 80 columns, inside words too
+        assert f"{prof.stem}isstillrunningonnode0" in note, screen
+        assert f"stopitwith:specdebugstop-F{cluster.config_path}node0-c{prof}" in note, screen
+    finally:
+        tmux.kill()
+    stop = subprocess.run(
+        [*base, "stop", "-F", str(cluster.config_path), "node0", "-c", str(prof)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert stop.returncode == 0, stop.stderr  # the note's command: the leader's HOST stops every node
+    assert kill_recorded(box_state_dir, "dep-tuifound-") == 0
