@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from specdebug.core.bench.events import BenchDone, BenchLine
 from specdebug.core.bench.external import read_output_file
@@ -43,6 +44,7 @@ from specdebug.verbs.common import (
     run_verb,
     session_journal,
 )
+from specdebug.verbs.deployment import placed, worker_gpu_report, worker_gpus
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -87,10 +89,10 @@ async def cmd_bench(args: argparse.Namespace) -> int:
     if args.parse:
         return _cmd_parse(args)
     profile = load_profile_or_exit(args.profile, "bench") if args.profile else None
+    dep = None
     if profile is not None and profile.deployment is not None:  # a deployment: bench targets its leader
-        from specdebug.verbs.deployment import placed
-
-        leader = placed(args, profile).leader
+        dep = placed(args, profile)
+        leader = dep.leader
         args.host, profile = leader.host, leader.profile
     if not args.host or profile is None:
         err("bench needs HOST and -c PROFILE (or --parse FILE)")
@@ -107,6 +109,7 @@ async def cmd_bench(args: argparse.Namespace) -> int:
     )
     show_progress = sys.stderr.isatty()
     result: BenchResult | None = None
+    before = await worker_gpus(args, dep) if dep is not None and len(dep.nodes) > 1 else None
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
         session = journal.label if journal is not None else None
         try:
@@ -129,8 +132,12 @@ async def cmd_bench(args: argparse.Namespace) -> int:
             if show_progress:
                 out(file=sys.stderr)
     assert result is not None  # bench_events ends in BenchDone or raises
+    extra: dict[str, Any] = {}
+    if before is not None and dep is not None:  # the workers' GPUs, before and after (not in the journal)
+        extra["node_gpus"], warnings = worker_gpu_report(before, await worker_gpus(args, dep))
+        result.warnings += warnings
     if args.json:
-        print_json({**result_json(result), "session": session})
+        print_json({**result_json(result), "session": session, **extra})
     else:
         out(summary(result))
         if session:

@@ -265,3 +265,31 @@ async def attach(args: argparse.Namespace, profile: Profile) -> int:
             )
         deadline = time.time() + (args.timeout or profile.ready.timeout_s)
         return await _watch(args, remotes, dep, records, journal, deadline=deadline)
+
+
+async def worker_gpus(args: argparse.Namespace, dep: Deployment) -> dict[str, list[Any]]:
+    """Every worker node's GPUs now (bench runs on the leader; a throttling worker slows it too)."""
+    from specdebug.core.bench import gpu
+
+    workers = Deployment(profile=dep.profile, nodes=dep.nodes[1:], leader_address=dep.leader_address)
+    async with open_nodes(args, workers, partial=True) as remotes:
+        snaps = {host: (await gpu.snapshot(remote))[0] for host, remote in remotes.items()}
+    return snaps
+
+
+def worker_gpu_report(
+    before: dict[str, list[Any]], after: dict[str, list[Any]]
+) -> tuple[dict[str, Any], list[str]]:
+    """JSON `node_gpus` (host -> before/after) and each worker's GPU warnings, named by node."""
+    from specdebug.core.bench.gpu import gpu_warnings
+
+    table: dict[str, Any] = {}
+    warnings: list[str] = []
+    for host in dict.fromkeys([*before, *after]):
+        b, a = before.get(host, []), after.get(host, [])
+        table[host] = {
+            "before": [g.model_dump(mode="json") for g in b],
+            "after": [g.model_dump(mode="json") for g in a],
+        }
+        warnings += [f"{host}: {w}" for w in gpu_warnings(b, a)]
+    return table, warnings
