@@ -130,6 +130,9 @@ class DeploymentMonitor:
             self.state = ServerState.FAILED
             self.failed_node = next((n.host for n in st.nodes if n.state != "running"), None)
             self.message = st.reason
+            for n in st.nodes:  # its group is gone (or unproven) while another node runs
+                if n.state != "running" and n.host in self.nodes:
+                    self.nodes[n.host].state = ServerState.EXITED
         elif st.state in ("exited", "unverified"):
             self.message = st.reason
         return StateChanged(self.state, self.leader_record) if self.state is ServerState.READY else None
