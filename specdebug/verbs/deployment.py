@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from specdebug.core.deployment import Deployment, DeploymentError, place
 from specdebug.core.deployment.control import (
@@ -66,12 +66,21 @@ def need_host(args: argparse.Namespace, profile: Profile, verb: str) -> None:
 
 
 @asynccontextmanager
-async def open_nodes(args: argparse.Namespace, dep: Deployment) -> AsyncIterator[dict[str, Remote]]:
-    """A connection to every node (each failure names its node: open_remote says `HOST: ...`)."""
+async def open_nodes(
+    args: argparse.Namespace, dep: Deployment, *, partial: bool = False
+) -> AsyncIterator[dict[str, Remote]]:
+    """A connection to every node (each failure names its node: open_remote says `HOST: ...`).
+
+    partial (stop, status): a node that cannot be reached is left out (its line is printed) and
+    the others are still acted on; the core reports it as not stopped / unverified."""
     async with AsyncExitStack() as stack:
         remotes: dict[str, Remote] = {}
         for node in dep.nodes:
-            remotes[node.host] = await stack.enter_async_context(open_remote(args, node.host))
+            try:
+                remotes[node.host] = await stack.enter_async_context(open_remote(args, node.host))
+            except VerbExit:
+                if not partial:
+                    raise
         yield remotes
 
 
@@ -149,44 +158,66 @@ async def _watch(
 
 async def launch(args: argparse.Namespace, profile: Profile, *, restart: bool = False) -> int:
     """Launch every node (restart: stop every node first), and with --wait watch them as one."""
+
+    dep = placed(args, profile)
+    started = False
+    try:
+        async with (
+            open_nodes(args, dep) as remotes,
+            session_journal(args.session, remotes[dep.leader.host]) as journal,
+        ):
+            started = True
+            return await _launch_on(args, profile, dep, remotes, journal, restart=restart)
+    except VerbExit as exc:  # a node that cannot be reached: nothing was started on any
+        if args.json and not started and exc.code == 1:
+            print_json(
+                {"verdict": "refused", "profile": profile.name, "reason": exc.message or "", "nodes": []}
+            )
+        raise
+
+
+async def _launch_on(
+    args: argparse.Namespace,
+    profile: Profile,
+    dep: Deployment,
+    remotes: dict[str, Remote],
+    journal: Any,
+    *,
+    restart: bool,
+) -> int:
     from specdebug.core.server_control import LaunchRefused
     from specdebug.remote.api import RemoteError
 
-    dep = placed(args, profile)
-    async with (
-        open_nodes(args, dep) as remotes,
-        session_journal(args.session, remotes[dep.leader.host]) as journal,
-    ):
-        if restart:
-            stopped = await stop_deployment(remotes, dep, grace_s=args.grace, journal=journal)
-            _say(args, stopped.message)
-            if not stopped.stopped:
-                err(stopped.message)
-                return 1
-        try:
-            records = await launch_deployment(remotes, dep, journal=journal)
-        except (LaunchRefused, RemoteError) as exc:
-            err(str(exc))
-            if args.json:
-                print_json({"verdict": "refused", "profile": profile.name, "reason": str(exc), "nodes": []})
+    if restart:
+        stopped = await stop_deployment(remotes, dep, grace_s=args.grace, journal=journal)
+        _say(args, stopped.message)
+        if not stopped.stopped:
+            err(stopped.message)
             return 1
-        for n in sorted(_launched(dep, records), key=lambda n: list(records).index(str(n["host"]))):
-            _say(  # in launch order: workers first
-                args,
-                f"launched {profile.name} node {n['rank']} on {n['host']}: PID {n['pid']}, log {n['log_file']}",
-            )
-        if not args.wait:
-            if args.json:
-                print_json({"verdict": "launched", "profile": profile.name, "nodes": _launched(dep, records)})
-            return 0
-        return await _watch(args, remotes, dep, records, journal)
+    try:
+        records = await launch_deployment(remotes, dep, journal=journal)
+    except (LaunchRefused, RemoteError) as exc:
+        err(str(exc))
+        if args.json:
+            print_json({"verdict": "refused", "profile": profile.name, "reason": str(exc), "nodes": []})
+        return 1
+    for n in sorted(_launched(dep, records), key=lambda n: list(records).index(str(n["host"]))):
+        _say(  # in launch order: workers first
+            args,
+            f"launched {profile.name} node {n['rank']} on {n['host']}: PID {n['pid']}, log {n['log_file']}",
+        )
+    if not args.wait:
+        if args.json:
+            print_json({"verdict": "launched", "profile": profile.name, "nodes": _launched(dep, records)})
+        return 0
+    return await _watch(args, remotes, dep, records, journal)
 
 
 async def stop(args: argparse.Namespace, profile: Profile) -> int:
     dep = placed(args, profile)
     async with (
-        open_nodes(args, dep) as remotes,
-        session_journal(args.session, remotes[dep.leader.host]) as journal,
+        open_nodes(args, dep, partial=True) as remotes,
+        session_journal(args.session, remotes.get(dep.leader.host)) as journal,
     ):
         result = await stop_deployment(remotes, dep, grace_s=args.grace, journal=journal)
     if args.json:
@@ -199,7 +230,7 @@ async def stop(args: argparse.Namespace, profile: Profile) -> int:
 
 async def status(args: argparse.Namespace, profile: Profile) -> int:
     dep = placed(args, profile)
-    async with open_nodes(args, dep) as remotes:
+    async with open_nodes(args, dep, partial=True) as remotes:
         st = await deployment_status(remotes, dep)
     if args.json:
         print_json(st)

@@ -20,7 +20,7 @@ import pytest
 
 from tests.cluster_harness import Cluster, kill_recorded, start_cluster
 from tests.deployprofiles import cli, dep_profile, group_alive
-from tests.sshd_harness import SSHD
+from tests.sshd_harness import SSHD, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -267,3 +267,63 @@ def test_attach_and_restart_act_on_every_node(cluster: Cluster, tmp_path: Path) 
     assert again.returncode == 0 and data["verdict"] == "ready", again.stderr
     assert not any(group_alive(n["pgid"]) for n in first["nodes"])  # the old ones are gone on both nodes
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+
+
+def test_an_nccl_watchdog_timeout_on_a_node_fails_the_deployment_in_status(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The node's group lives on (its dummy /health still says 200) after a rank's collective timed out:
+    status reads the watchdog's line of this run and names the node with how far its rank got."""
+    prof = dep_profile(tmp_path, "watchdog", node1_args=("--nccl-timeout-after", "1", "--dist-timeout", "5"))
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    deadline = time.monotonic() + 40
+    while True:
+        st = json.loads(cli(cluster, "status", "-c", str(prof), "--json").stdout)
+        if st["state"] != "running" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert st["state"] == "failed" and st["reason"].startswith("node1: failed (NCCL watchdog: "), st
+    assert "last completed NCCL work: 31" in st["reason"] and st["nodes"][0]["state"] == "running"
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
+
+
+def test_an_unreachable_node_is_unverified_and_stop_still_stops_the_others(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    prof = dep_profile(tmp_path, "unreach")
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    nodes = json.loads(run.stdout)["nodes"]
+    broken = tmp_path / "ssh_config_node1_down"  # node1's port points nowhere: connection refused
+    text = cluster.config_path.read_text().split("Host node1")
+    broken.write_text(
+        text[0] + "Host node1" + text[1].replace(f"Port {cluster.sshd.port}", f"Port {free_port()}")
+    )
+    down = subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", "status", "-F", str(broken), "-c", str(prof), "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    st = json.loads(down.stdout)
+    assert down.returncode == 1 and st["state"] == "unverified", st
+    assert [n["state"] for n in st["nodes"]] == ["running", "unverified"] and "node1" in down.stderr
+    stop = subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", "stop", "-F", str(broken), "-c", str(prof), "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    res = json.loads(stop.stdout)
+    assert stop.returncode == 1 and not res["stopped"], res
+    assert [r["stopped"] for r in res["nodes"]] == [True, False]
+    assert not group_alive(nodes[0]["pgid"]) and group_alive(nodes[1]["pgid"])
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0  # reachable again: the rest stops
+    assert not group_alive(nodes[1]["pgid"])
+    launch = subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", "launch", "-F", str(broken), "-c", str(prof), "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    refused = json.loads(launch.stdout)
+    assert (
+        launch.returncode == 1 and refused["verdict"] == "refused" and refused["reason"].startswith("node1: ")
+    )
+    st = json.loads(cli(cluster, "status", "-c", str(prof), "--json").stdout)
+    assert st["state"] == "stopped", st  # nothing started on node0 either

@@ -246,6 +246,9 @@ def test_vllm_two_nodes_head_serves_and_the_headless_node_runs_workers_only(tmp_
             f"{dist} for torch.distributed process group."
         ) in text1
         assert "Application startup complete." not in text1
+        assert (
+            "(APIServer pid=" not in text1 and "non-default args" not in text1
+        )  # run_headless decorates nothing
         titles0 = sorted(t for t in children_titles(n0.pid).values() if t.startswith("VLLM::"))
         titles1 = sorted(t for t in children_titles(n1.pid).values() if t.startswith("VLLM::"))
         assert titles0 == ["VLLM::EngineCore"] and titles1 == ["VLLM::Worker_TP2", "VLLM::Worker_TP3"]
@@ -280,3 +283,17 @@ def test_vllm_a_headless_node_that_dies_after_ready_leaves_the_head_serving(tmp_
         assert side1["state"] == "ready"
         n1.wait_for(lambda: not any(pid_alive(p) for p in side1["workers"].values()), 10)
         assert status(n0.url + "/health") == 200 and n0.proc.poll() is None
+
+
+def test_vllm_a_headless_node_that_never_joins_fails_the_head_after_the_timeout(tmp_path: Path) -> None:
+    args0 = ("--dist-timeout", "2")
+    with cluster(tmp_path, engine="vllm", args0=args0, args1=("--never-join",)) as (n0, n1, _):
+        assert n0 is not None
+        assert n0.wait_exit(40) != 0
+        text = n0.log_text()
+        assert "WorkerProc failed to start." in text
+        assert (
+            "torch.distributed.DistStoreError: Timed out after 3 seconds waiting for clients. 1/2 clients joined."
+            in text
+        )
+        assert n1.proc.poll() is None and "Starting to load model" not in n1.log_text()

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from specdebug.core.deployment.place import Deployment, Node
 from specdebug.core.deployment.tracker import DeploymentTracker, DeploymentVerdict, NodeSummary
 from specdebug.core.journal import EventJournal
+from specdebug.core.limits import cap_text
 from specdebug.core.server_control import LaunchRefused, ServerStatus, StopResult
 from specdebug.core.servers import ServerRecord
 from specdebug.remote.api import Remote, RemoteError
@@ -162,6 +163,8 @@ async def stop_deployment(
     nodes = [n for n in deployment.nodes if only is None or n.host in only]
 
     async def one(node: Node) -> StopResult:
+        if node.host not in remotes:
+            return StopResult(profile=node.profile.name, refused=True, message="not stopped: not connected")
         try:
             return await stop(remotes[node.host], node.profile, grace_s=grace_s, journal=journal)
         except RemoteError as exc:
@@ -203,6 +206,11 @@ async def deployment_status(remotes: Remotes, deployment: Deployment) -> Deploym
     from specdebug.core.server_control import status
 
     async def one(node: Node) -> ServerStatus:
+        if node.host not in remotes:
+            port = node.profile.server.port
+            return ServerStatus(
+                profile=node.profile.name, state="unverified", reason="not connected", port=port
+            )
         try:
             return await status(remotes[node.host], node.profile)
         except RemoteError as exc:
@@ -224,20 +232,31 @@ async def deployment_status(remotes: Remotes, deployment: Deployment) -> Deploym
         )
         for n, s in zip(deployment.nodes, sts, strict=True)
     ]
-    states = {s.state for s in sts}
+    lines = await asyncio.gather(
+        *(
+            watchdog_line(remotes[n.host], s.record)
+            for n, s in zip(deployment.nodes, sts, strict=True)
+            if s.state == "running" and s.record is not None
+        )
+    )
+    running = [n for n, s in zip(nodes, sts, strict=True) if s.state == "running" and s.record is not None]
+    for summary, line in zip(running, lines, strict=True):
+        if line is not None:  # its group lives, but a rank's collective timed out: the group is broken
+            summary.state, summary.reason = "failed", f"NCCL watchdog: {line}"
+    states = {n.state for n in nodes}
     out = DeploymentStatus(
         profile=deployment.profile.name, state="running", nodes=nodes, node_status=list(sts)
     )
     out.health = sts[0].health
     if states == {"running"}:
         return out
-    if "running" in states:
+    down = states - {"running", "unverified"}
+    if down and ("running" in states or "failed" in states):  # an unreachable node is not a dead one
         bad = [n for n in nodes if n.state != "running"]
         out.state = "failed"
-        out.reason = (
-            "; ".join(f"{n.host}: {n.state}" + (f" ({n.reason})" if n.reason else "") for n in bad)
-            + f"; {', '.join(n.host for n in nodes if n.state == 'running')} still running"
-        )
+        still = [n.host for n in nodes if n.state == "running"]
+        out.reason = "; ".join(f"{n.host}: {n.state}" + (f" ({n.reason})" if n.reason else "") for n in bad)
+        out.reason += f"; {', '.join(still)} still running" if still else ""
         return out
     for state in ("unverified", "exited", "stopped", "not_launched"):
         if state in states:
@@ -245,3 +264,34 @@ async def deployment_status(remotes: Remotes, deployment: Deployment) -> Deploym
             break
     out.reason = "; ".join(f"{n.host}: {n.state}" for n in nodes)
     return out
+
+
+# ProcessGroupNCCL's watchdog (shared/notes/multinode.md 1.4, 1.8: sglang#3932, vllm#13535): the line
+# with "last completed NCCL work" names how far the rank got (compare it across ranks: the laggard)
+WATCHDOG_RX = (
+    r"ProcessGroupNCCL\.cpp:\d+\] .*(?:Watchdog caught collective operation timeout|last completed NCCL work)"
+)
+
+
+async def watchdog_line(remote: Remote, record: ServerRecord) -> str | None:
+    """The last NCCL watchdog line of this run in the node's log (None: none, or the log unreadable)."""
+    from specdebug.core.logs.matches import follow_match_batches
+    from specdebug.core.logs.parser import LogParser
+
+    parser = LogParser("none", grep=[WATCHDOG_RX], from_start=True)
+    progress: str | None = None  # the last line saying how far the rank got
+    other: str | None = None
+    try:
+        async for batch in follow_match_batches(
+            remote, record.log_file, parser, offset=record.log_offset, once=True
+        ):
+            for m in batch:
+                text = getattr(m, "line", None)
+                if isinstance(text, str) and "last completed" in text:
+                    progress = text
+                elif isinstance(text, str):
+                    other = text
+    except RemoteError:
+        return None
+    last = progress or other
+    return cap_text(last, 300) if last is not None else None

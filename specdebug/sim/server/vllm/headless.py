@@ -3,7 +3,9 @@
 As vllm/entrypoints/cli/serve.py `run_headless` with `node_rank_within_dp > 0`: it logs `Launching vLLM
 (vX) headless multiproc executor, with head node address ADDR:PORT for torch.distributed process
 group.`, starts a MultiprocExecutor with this node's TP workers (`VLLM::Worker_TP{r}`, global ranks)
-and monitors them inline: no EngineCore, no API server, no HTTP port.  A worker that dies makes it
+and monitors them inline: no EngineCore, no API server, no HTTP port; its own lines carry no
+`(APIServer pid=N)` prefix and it logs neither the version nor the non-default args (those are
+run_server's / setup_server's).  A worker that dies makes it
 log `Worker proc VllmWorker-{r} died unexpectedly, shutting down executor.` and exit.
 """
 
@@ -19,12 +21,13 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from specdebug.sim.server.vllm.args import VllmConfig
-from specdebug.sim.server.vllm.procs import run_workers
+from specdebug.sim.server.vllm.procs import VllmLog, run_workers
 
 
 def run_headless(server: Any) -> int:
     """The headless node's life in the `vllm serve --headless` process (server: the VllmServer)."""
-    cfg, log, sidecar = server.cfg, server.log, server.sidecar
+    cfg, sidecar = server.cfg, server.sidecar
+    log = VllmLog(server.sink, "")  # run_headless never calls decorate_logs: no `(APIServer pid=N)`
     a = cfg.args
     when = log.info(
         "serve.py:216",

@@ -46,7 +46,8 @@ WORKER_FAILED = "WorkerProc initialization failed due to an exception in a backg
 def vllm_line(proc: str, level: str, fileinfo: str, msg: str) -> str:
     """`(proc pid=N) LEVEL MM-DD HH:MM:SS [file.py:line] msg`, the prefix repeated on every line
     of a multi-line message (vLLM's NewLineFormatter)."""
-    head = f"({proc} pid={os.getpid()}) {level} {time.strftime('%m-%d %H:%M:%S')} [{fileinfo}] "
+    head = f"({proc} pid={os.getpid()}) " if proc else ""  # "": a process vLLM does not decorate
+    head += f"{level} {time.strftime('%m-%d %H:%M:%S')} [{fileinfo}] "
     return "\n".join(head + part for part in msg.split("\n"))
 
 

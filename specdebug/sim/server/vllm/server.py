@@ -277,6 +277,9 @@ class VllmServer:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
+        if self.cfg.args.headless:  # serve.py run_headless: no API server, so no version / args lines
+            self._env_override()
+            return headless.run_headless(self)
         version, model = self.cfg.sim.server_version, self.cfg.args.model
         if version_tuple(version) >= (0, 13):
             self.log.info("utils.py:233", f"vLLM server version {version}, serving model {model}")
@@ -284,8 +287,6 @@ class VllmServer:
             self.log.info("api_server.py:1880", f"vLLM API server version {version}")
         self.log.info("utils.py:253", f"non-default args: {non_default_args(self.cfg.args)}")
         self._env_override()
-        if self.cfg.args.headless:
-            return headless.run_headless(self)
         if not self._start_core():
             return self._fail_start()
         threading.Thread(target=self._watch_core, name="core-watch", daemon=True).start()
