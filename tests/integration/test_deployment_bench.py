@@ -72,6 +72,8 @@ def test_bench_records_every_nodes_gpus_and_names_node1s_throttled_gpu(
     hist = cli(cluster, "history", "--session", str(session), "--json")
     assert hist.returncode == 0, hist.stderr
     assert "GPU 0 on node1 throttled" in hist.stdout
+    report = cli(cluster, "report", "--session", str(session))
+    assert report.returncode == 0 and "GPU 0 on node1 throttled" in report.stdout, report.stderr
 
 
 BENCH = "[bench]\nrequests = 2\noutput_len = 48\ninput_len = 32\nwarmup_requests = 0\n"
