@@ -93,6 +93,17 @@ async def run_env_nodes(
         {n.host: lines for n, (_, lines, _) in zip(dep.nodes, got, strict=True)},
         {n.host: _environ(r) for n, (r, _, _) in zip(dep.nodes, got, strict=True) if r is not None},
     )
+    for node, (report, _, _) in zip(dep.nodes, got, strict=True):
+        files = (
+            sorted({env["NCCL_DEBUG_FILE"] for env in _environ(report).values() if "NCCL_DEBUG_FILE" in env})
+            if report
+            else []
+        )
+        if files:  # NCCL writes its lines there, not to the server log this proof reads
+            proof.findings.append(
+                f"{node.host}: NCCL_DEBUG_FILE={files[0]} sends its NCCL lines to those files, not the server log "
+                "(not read here: the proof of that node is incomplete)"
+            )
     rows: list[dict[str, Any]] = []
     code = 0
     for node, (report, _, problem) in zip(dep.nodes, got, strict=True):

@@ -158,7 +158,8 @@ def test_grep_follows_every_nodes_log_tagged_by_node(cluster: Cluster, tmp_path:
 def test_env_shows_every_nodes_workers_and_the_transport_verdict(cluster: Cluster, tmp_path: Path) -> None:
     """Both nodes' workers with their env, and the transport verdict from every rank's NCCL lines:
     socket when one node has NCCL_IB_DISABLE=1, IB with GPUDirect RDMA by default (the sim)."""
-    prof = dep_profile(tmp_path, "env", env={"NCCL_DEBUG": "INFO"}, node1_env={"NCCL_IB_DISABLE": "1"})
+    node1_env = {"NCCL_IB_DISABLE": "1", "NCCL_DEBUG_FILE": str(tmp_path / "nccl.%h.%p")}
+    prof = dep_profile(tmp_path, "env", env={"NCCL_DEBUG": "INFO"}, node1_env=node1_env)
     plain = dep_profile(tmp_path, "envib", env={"NCCL_DEBUG": "INFO"})
     for p in (prof, plain):
         run = cli(cluster, "launch", "-c", str(p), "--wait", "--json")
@@ -177,6 +178,7 @@ def test_env_shows_every_nodes_workers_and_the_transport_verdict(cluster: Cluste
         ("node1", "node0"),
     }
     assert any(e["node"] == "node1" and e["via"] == "NET/Socket/0" for e in proof["edges"])
+    assert any(f.startswith("node1: NCCL_DEBUG_FILE=") for f in proof["findings"]), proof["findings"]
     ib = json.loads(cli(cluster, "env", "-c", str(plain), "--json").stdout)["transport"]
     assert ib["verdict"] == "ib-gdrdma" and ib["findings"] == [], ib["reason"]
     text = cli(cluster, "env", "-c", str(prof))
@@ -192,6 +194,8 @@ def test_bench_targets_the_leader(cluster: Cluster, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
     assert data["host"] == "node0" and data["status"] == "done", data
+    gpus = data["gpus_by_node"]  # every node's GPUs, the leader's also under gpu_before/gpu_after
+    assert list(gpus) == ["node0", "node1"] and gpus["node1"]["before"], gpus
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
 
 
@@ -221,6 +225,9 @@ def test_a_node_failing_at_the_rendezvous_is_named_within_seconds(
             "never reached the rendezvous at 127.0.0.2:" in data["reason"]
             and "node0 waiting at init" in data["reason"]
         )
+    else:  # NCCL's own warning and the node's pin, not only torch's "Internal check failed"
+        assert "NCCL WARN Bootstrap : no socket interface found" in data["reason"], data["reason"]
+        assert "NCCL_SOCKET_IFNAME==nosuchnic0" in data["reason"]
     assert [n["state"] for n in data["nodes"]][1] == "failed"
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
 

@@ -77,3 +77,29 @@ def test_no_connection_to_the_rendezvous_while_another_node_joined_fails_that_no
 def test_nobody_connected_is_no_verdict():
     t = DeploymentTracker(deployment(), started_at=0.0)
     assert t.rendezvous("n1", False, 1) is None and t.rendezvous("n1", False, 100) is None
+
+
+def test_an_nccl_warning_and_the_nodes_interface_pin_explain_a_failure():
+    profile = Profile.model_validate(
+        {
+            "name": "big",
+            "server": {"argv": ["python3", "-m", "sglang.launch_server", "--port", "30000"]},
+            "deployment": {
+                "nodes": ["n0", "n1"],
+                "dist_init_port": 20000,
+                "leader_address": "10.0.0.1",
+                "node_env": {"n1": {"NCCL_SOCKET_IFNAME": "=eth9"}},
+            },
+        }
+    )
+    t = DeploymentTracker(place(profile), started_at=0.0)
+    excerpt = ["vm:1:1 [0] bootstrap.cc:66 NCCL WARN Bootstrap : no socket interface found", "Traceback ..."]
+    v = t.feed(
+        "n1",
+        Verdict(verdict="failed", reason="ncclInternalError: Internal check failed.", excerpt=excerpt),
+        3,
+    )
+    assert v is not None and v.reason == (
+        "n1: ncclInternalError: Internal check failed.; NCCL WARN Bootstrap : no socket interface found "
+        "(the profile gives n1 NCCL_SOCKET_IFNAME==eth9)"
+    )

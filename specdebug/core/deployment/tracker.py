@@ -117,10 +117,27 @@ class DeploymentTracker:
         elif isinstance(event, Verdict):
             w.verdict = event
             if event.verdict == "failed":
-                return self._fail(host, event.reason or event.error_kind or "failed", at)
+                return self._fail(host, self._why(w, event), at)
         return self._check_ready(at)
 
     # -- verdicts ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _why(w: _NodeWatch, verdict: Verdict) -> str:
+        """The node's reason, with NCCL's own warning from its excerpt (torch's exception alone says
+        `Internal check failed`) and, for an interface problem, the pins the node was given."""
+        reason = verdict.reason or verdict.error_kind or "failed"
+        warn = next((line for line in reversed(verdict.excerpt) if " NCCL WARN " in line), None)
+        if warn is not None:
+            said = warn.split(" NCCL WARN ", 1)[1].strip()
+            if said and said not in reason:
+                reason += f"; NCCL WARN {said}"
+            if "interface" in said.lower():
+                env = w.node.profile.server.env
+                pins = [f"{k}={env[k]}" for k in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") if k in env]
+                if pins:
+                    reason += f" (the profile gives {w.node.host} {', '.join(pins)})"
+        return reason
 
     def _worker_up(self, w: _NodeWatch) -> bool:
         if w.verdict is not None and w.verdict.verdict == "ready":

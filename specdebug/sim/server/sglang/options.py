@@ -270,6 +270,10 @@ def check_nodes(server: ServerArgs) -> None:
         raise ValueError(f"node_rank={server.node_rank} must be in [0, nnodes={server.nnodes})")
     if server.tp_size % server.nnodes:
         raise ValueError(f"tp_size={server.tp_size} must be divisible by nnodes={server.nnodes}")
+    if server.dist_init_addr is not None:
+        _, _, port = server.dist_init_addr.rpartition(":")
+        if not port.isdigit():
+            raise ValueError(f"dist_init_addr={server.dist_init_addr!r} must be HOST:PORT")
 
 
 def cluster_of(server: ServerArgs) -> ClusterArgs | None:

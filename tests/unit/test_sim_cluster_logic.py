@@ -1,7 +1,9 @@
-"""The simulated cluster's NCCL/Gloo lines: which network and interface a rank's env chooses, and the
-errors a wrong pin gives (pure logic: sim.server.common.nccl_net, on made-up interface lists)."""
+"""The simulated cluster's pure logic: its multi-node flags (both engines' forms), and the NCCL/Gloo lines
+a rank's env chooses with the errors a wrong pin gives (sim.server.common.nccl_net, on made-up interfaces)."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -110,3 +112,52 @@ def test_watchdog_lines_name_the_rank_and_the_work() -> None:
     assert got[0].startswith("[rank3]:[E") and "ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught" in got[0]
     assert "Timeout(ms)=600000) ran for 600031 milliseconds before timing out." in got[0]
     assert "last enqueued NCCL work: 32, last completed NCCL work: 31." in got[1]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tp", "3", "--nnodes", "2"], "tp_size=3 must be divisible by nnodes=2"),
+        (["--tp", "2", "--nnodes", "2", "--node-rank", "2"], "node_rank=2 must be in [0, nnodes=2)"),
+        (["--tp", "2", "--nnodes", "2", "--dist-init-addr", "10.0.0.1"], "must be HOST:PORT"),
+    ],
+)
+def test_bad_multi_node_flags_fail_at_startup(argv: list[str], message: str) -> None:
+    from specdebug.sim.server.sglang.options import parse_args
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_args(argv)
+
+
+def test_cluster_of_reads_sglangs_and_vllms_forms() -> None:
+    from specdebug.sim.server.sglang.options import cluster_of, parse_args
+    from specdebug.sim.server.vllm.args import cluster_of as vllm_cluster_of
+    from specdebug.sim.server.vllm.args import local_ranks, parse_vllm_args
+
+    s = parse_args(
+        ["--tp", "4", "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "127.0.0.2:5000"]
+    ).server
+    c = cluster_of(s)
+    assert c is not None and (c.host, c.port, c.world, c.local, c.global_rank(1), c.timeout_s) == (
+        "127.0.0.2", 5000, 4, 2, 3, 600.0,
+    )  # fmt: skip
+    assert cluster_of(parse_args(["--tp", "2"]).server) is None
+    v = parse_vllm_args(
+        [
+            "serve",
+            "m",
+            "-tp",
+            "4",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            "1",
+            "--headless",
+            "--master-addr",
+            "127.0.0.2",
+        ]
+    )
+    vc = vllm_cluster_of(v)
+    assert vc is not None and (vc.host, vc.port) == ("127.0.0.2", 29501) and local_ranks(v) == [2, 3]
+    with pytest.raises(ValueError, match="--headless"):
+        parse_vllm_args(["serve", "m", "-tp", "2", "--nnodes", "2", "--node-rank", "1"])
