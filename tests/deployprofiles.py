@@ -36,6 +36,8 @@ def dep_profile(
     ports: tuple[int, int, int] | None = None,
     sim_args: tuple[str, ...] = ("--tp", "2", "--time-scale", "0.02"),
     tail: str = "",
+    nodes: tuple[str, str] = ("node0", "node1"),
+    leader_address: str | None = None,
 ) -> Path:
     """A two-node deployment of the sim; each node its own port and sidecar (the nodes share a machine).
     `ports` (node0, node1, rendezvous) and `name` let two profiles be one experiment's two sides
@@ -52,12 +54,13 @@ def dep_profile(
         f"log_file = {json.dumps(str(tmp_path / f'{name}.log'))}\nport = {p0}\n"
         + "".join(f"env.{k} = {json.dumps(v)}\n" for k, v in (env or {}).items())
         + "[ready]\ntimeout_s = 60\n"
-        '[deployment]\nnodes = ["node0", "node1"]\ndist_init_port = ' + str(dist) + "\n"
-        "[deployment.node_args]\n"
-        f"node1 = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log'), *node1_args])}\n"
+        f"[deployment]\nnodes = {json.dumps(list(nodes))}\ndist_init_port = {dist}\n"
+        + (f"leader_address = {json.dumps(leader_address)}\n" if leader_address else "")
+        + "[deployment.node_args]\n"
+        f"{json.dumps(nodes[1])} = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log'), *node1_args])}\n"
     )
     if node1_env:
-        text += "[deployment.node_env.node1]\n" + "".join(
+        text += f"[deployment.node_env.{json.dumps(nodes[1])}]\n" + "".join(
             f"{k} = {json.dumps(v)}\n" for k, v in node1_env.items()
         )
     path = tmp_path / f"{name}.toml"

@@ -1,6 +1,6 @@
 """`specdebug bisect`: find the knob(s) that make the bad profile slower, in the fewest launches.
 
-    specdebug bisect [-F FILE] HOST --good A.toml --bad B.toml [--metric NAME] [--threshold V]
+    specdebug bisect [-F FILE] [HOST] --good A.toml --bad B.toml [--metric NAME] [--threshold V]
         [--min-gap PCT] [--repeats R] [--interleave] [--gate EXPR] [--group GLOB] [--failed-start bad|skip]
         [--requests N] [--output-len L] [--concurrency C] [--max-age S] [--session DIR] [--resume] [--json]
 
@@ -15,6 +15,12 @@ from the journal when not given) and says which leftover server of it it stops.
 Verdicts: found (one knob or set), several (independent contributors, each with its share of the gap),
 interaction (only together), cannot-tell (within the noise, or the box drifted), no-difference,
 inconclusive (an end or the confirmation could not be measured, or the knobs do not close the gap).
+Deployments (profiles with `[deployment]` on the same nodes and rendezvous; HOST may be left out,
+else it must be the leader): every trial launches every node with the knobs applied (a knob of
+[server] on every node; what node_env/node_args set differently on one node is the knob
+`[NODE] NAME`, moved on that node only), waits until the deployment is ready as one, benchmarks the
+leader with every node's GPUs recorded, and stops every node; a node that never joins or dies makes
+the trial a failed start naming it.  Profiles on different nodes are refused (exit 2).
 Exit codes: 0 found / several / interaction confirmed by a launch of the bad profile with the
 culprits restored, 1 anything else, 2 usage or profile error.
 """

@@ -194,7 +194,8 @@ def test_bench_targets_the_leader(cluster: Cluster, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
     assert data["host"] == "node0" and data["status"] == "done", data
-    assert sorted(data["gpus_by_node"]) == ["node0", "node1"], data["gpus_by_node"]  # every node's GPUs
+    gpus = data["gpus_by_node"]  # every node's GPUs, the leader's also under gpu_before/gpu_after
+    assert list(gpus) == ["node0", "node1"] and gpus["node1"]["before"], gpus
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
 
 

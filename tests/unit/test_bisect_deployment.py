@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from specdebug.core.bisect.deploytrial import refusal
 from specdebug.core.bisect.knobs import Candidates
 from specdebug.core.deployment import place
@@ -50,31 +48,38 @@ def test_same_nodes_can_be_bisected_plumbing_per_node_ignored(tmp_path: Path) ->
     assert refusal(good, bad) is None
 
 
-@pytest.mark.parametrize(
-    ("bad", "says"),
-    [
-        (
-            {"nodes": '["node0", "node2"]'},
-            "the deployments' nodes differ (good: node0, node1; bad: node0, node2)",
-        ),
-        (
-            {"node_env": '[deployment.node_env.node1]\nNCCL_IB_DISABLE = "1"'},
-            "differ for node1 (NCCL_IB_DISABLE)",
-        ),
-    ],
-)
-def test_different_placement_is_refused_in_one_line(tmp_path: Path, bad: dict, says: str) -> None:
-    kw = dict(bad)
-    if "node2" in kw.get("nodes", ""):
-        text = BASE.replace("node1 = [", "node2 = [")
-        path = tmp_path / "b.toml"
-        fields = {"name": "b", "flags": "", "algo": "Ring", "port1": "30001", "node_env": "", **kw}
-        path.write_text(text.format(**fields))
-        b = load_profile(path)
-    else:
-        b = prof(tmp_path, "b", **kw)
-    why = refusal(prof(tmp_path, "g"), b)
-    assert why is not None and says in why and "\n" not in why, why
+def test_different_nodes_are_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "b.toml"
+    fields = {"name": "b", "flags": "", "algo": "Ring", "port1": "30001", "node_env": ""}
+    path.write_text(BASE.replace("node1 = [", "node2 = [").format(nodes='["node0", "node2"]', **fields))
+    why = refusal(prof(tmp_path, "g"), load_profile(path))
+    assert why is not None and "\n" not in why, why
+    assert "the deployments' nodes differ (good: node0, node1; bad: node0, node2)" in why
+
+
+def test_a_per_node_difference_is_a_knob_of_that_node_only(tmp_path: Path) -> None:
+    """`node_env` / `node_args` that differ on node1 are knobs named [node1] ..., moved on node1 only."""
+    good = prof(tmp_path, "g")
+    env1 = '[deployment.node_env.node1]\nNCCL_IB_DISABLE = "1"'
+    bad = prof(tmp_path, "b", algo="Tree", node_env=env1)
+    assert refusal(good, bad) is None
+    c = Candidates(good, bad)
+    assert [k.name for k in c.knobs] == ["NCCL_ALGO", "[node1] NCCL_IB_DISABLE"]
+    assert c.good_fp != c.bad_fp and c.profile(frozenset({0, 1}))[1] == c.bad_fp
+    c.tag = "abcdef123"
+    cand, fp = c.profile(frozenset({1}))
+    assert fp not in (c.good_fp, c.bad_fp)
+    dep = place(cand)
+    assert [n.profile.server.env.get("NCCL_IB_DISABLE") for n in dep.nodes] == [None, "1"]
+    assert [n.profile.server.env["NCCL_ALGO"] for n in dep.nodes] == ["Ring", "Ring"]
+    # a per-node flag, the node's port and log file (plumbing) left out
+    bad = prof(tmp_path, "b2", port1="30009")
+    bad.deployment.node_args["node1"] += ["--enable-dp-attention"]
+    c = Candidates(good, bad)
+    assert [(k.name, k.value_b) for k in c.knobs] == [("[node1] --enable-dp-attention", "(set)")]
+    cand, fp = c.profile(frozenset({0}))
+    assert fp == c.bad_fp
+    assert "--enable-dp-attention" in place(cand).nodes[1].profile.server.argv
 
 
 def test_one_side_without_deployment_is_refused(tmp_path: Path) -> None:

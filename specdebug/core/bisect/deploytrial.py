@@ -42,7 +42,6 @@ from specdebug.core.deployment.control import (
 )
 from specdebug.core.deployment.place import Deployment
 from specdebug.core.deployment.tracker import DeploymentVerdict
-from specdebug.core.fingerprint import PLUMBING_FLAGS, split_argv
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import BisectLaunchRecord, BisectStopRecord, BisectTrialRecord
@@ -56,9 +55,8 @@ Clock = Callable[[], float]
 
 def refusal(good: Profile, bad: Profile) -> str | None:
     """Why these two profiles cannot be bisected as deployments (None: they can).  A bisection
-    moves knobs, not placement: both ends on the same nodes, rendezvous and per-node tables.
-    Per-node env and flags (`node_env`, `node_args`) are placement here: they must be equal on both
-    sides (a knob in `[server]` is moved on every node at once)."""
+    moves knobs, not placement: both ends on the same nodes with the same rendezvous.  What
+    `node_env` / `node_args` set differently on a node is a knob of that node (core.bisect.nodeknobs)."""
     a, b = good.deployment, bad.deployment
     if a is None and b is None:
         return None
@@ -73,22 +71,7 @@ def refusal(good: Profile, bad: Profile) -> str | None:
     for field in ("dist_init_port", "leader_address"):
         if getattr(a, field) != getattr(b, field):
             return f"[deployment].{field} differs ({getattr(a, field)} vs {getattr(b, field)}): make it equal"
-    for node in a.nodes:
-        env_a, env_b = a.node_env.get(node, {}), b.node_env.get(node, {})
-        keys = sorted(k for k in {*env_a, *env_b} if env_a.get(k) != env_b.get(k))
-        flags_a, flags_b = _node_flags(a.node_args.get(node, [])), _node_flags(b.node_args.get(node, []))
-        keys += sorted(k for k in {*flags_a, *flags_b} if flags_a.get(k) != flags_b.get(k))
-        if keys:
-            return (
-                f"[deployment] node_env/node_args differ for {node} ({', '.join(keys)}): per-node "
-                "differences are not bisected; make them equal (a knob in [server] moves on every node)"
-            )
     return None
-
-
-def _node_flags(args: list[str]) -> dict[str, list[str]]:
-    """A node's extra flags without the plumbing ones (its port, log file: per profile anyway)."""
-    return {k: v for k, v in split_argv(["_", *args])[1] if k not in PLUMBING_FLAGS}
 
 
 async def run_deployment_trial(

@@ -13,6 +13,7 @@ import fnmatch
 from pathlib import PurePosixPath
 
 from specdebug.core.bisect.models import BisectOptions, KnobRow, Settings, Unit
+from specdebug.core.bisect.nodeknobs import config_fingerprint, node_knobs, split_name, with_node_knobs
 from specdebug.core.profiles import Knob, Profile, diff_profiles
 from specdebug.errors import SpecdebugError
 
@@ -65,10 +66,10 @@ class Candidates:
 
     def __init__(self, good: Profile, bad: Profile, groups: list[str] | None = None) -> None:
         self.good, self.bad = good, bad
-        self.knobs = diff_profiles(good, bad)
+        self.knobs = diff_profiles(good, bad) + node_knobs(good, bad)  # a deployment's per-node ones too
         self.units = make_units(self.knobs, list(groups or []))
         self.rows = knob_rows(self.knobs, self.units)
-        self.good_fp, self.bad_fp = good.fingerprint(), bad.fingerprint()
+        self.good_fp, self.bad_fp = config_fingerprint(good), config_fingerprint(bad)
         self._by_name = {k.name: k for k in self.knobs}
         self.tag = ""  # the bisection's id, set by the engine: part of every candidate's name
 
@@ -78,8 +79,9 @@ class Candidates:
     def profile(self, units: frozenset[int]) -> tuple[Profile, str]:
         """(profile to launch, fingerprint): the ends themselves when the set is empty or all."""
         chosen = [self._by_name[n] for n in self.knob_names(units)]
-        cand = self.good.with_knobs(chosen)
-        fp = cand.fingerprint()
+        per_node = [k for k in chosen if split_name(k.name) is not None]
+        cand = with_node_knobs(self.good.with_knobs([k for k in chosen if k not in per_node]), per_node)
+        fp = config_fingerprint(cand)
         if fp == self.good_fp:
             return self.good, fp
         if fp == self.bad_fp:

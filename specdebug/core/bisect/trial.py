@@ -143,8 +143,8 @@ async def run_trial(
     if nodes is not None and spec.profile.deployment is not None:
         from specdebug.core.bisect.deploytrial import run_deployment_trial  # it builds on this module
 
-        async for item in run_deployment_trial(nodes, spec, journal=journal, clock=clock):
-            yield item
+        async for step in run_deployment_trial(nodes, spec, journal=journal, clock=clock):
+            yield step
         return
     profile = spec.profile
     m = Measurement(
