@@ -37,7 +37,13 @@ class BoxStream:
         self._name = transport.name
         # with_input: the command reads its stdin itself (`send`) and must end at its EOF; no
         # watchdog then (it would read stdin): the follow agent's acknowledged flow control
-        self._argv = list(argv) if with_input else watchdog_argv(argv, merge_stderr=merge_stderr)
+        # (under sh all the same, so a missing program is exit status 127 on every transport, as
+        # the follower's no-python3 fallback expects)
+        self._argv = (
+            ["sh", "-c", 'exec "$@"', "sh", *argv]
+            if with_input
+            else watchdog_argv(argv, merge_stderr=merge_stderr)
+        )
         self._binary = binary
         self._proc: Process | None = None
         self._closed = False
