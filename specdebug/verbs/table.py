@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 
 class Verb(NamedTuple):
@@ -75,16 +75,15 @@ def verb_named(name: str) -> Verb | None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that remembers its sub-commands, which argparse keeps to itself."""
+    """An ArgumentParser that tells its sub-commands, which argparse keeps to itself."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.subcommands: dict[str, argparse.ArgumentParser] = {}
-
-    def add_subparsers(self, **kwargs: Any) -> Any:  # typeshed types it by overloads on parser_class
-        action = super().add_subparsers(**kwargs)
-        self.subcommands = action.choices  # name -> parser, filled as sub-commands are added
-        return action
+    @property
+    def subcommands(self) -> dict[str, argparse.ArgumentParser]:
+        """Name -> parser of the sub-commands added so far (none: {})."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action.choices
+        return {}
 
 
 def verb_parser(name: str) -> argparse.ArgumentParser:
@@ -94,9 +93,7 @@ def verb_parser(name: str) -> argparse.ArgumentParser:
         raise KeyError(name)
     module = importlib.import_module(f"specdebug.verbs.{verb.module}")
     holder = _Parser(prog="specdebug")  # sub-parsers made under it are _Parsers too
-    sub: argparse._SubParsersAction[argparse.ArgumentParser] = holder.add_subparsers(
-        dest="verb", metavar="VERB"
-    )
+    sub = holder.add_subparsers(dest="verb", metavar="VERB")
     module.register(sub)
     return sub.choices[name]
 

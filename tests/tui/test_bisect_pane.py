@@ -285,3 +285,25 @@ async def test_down_then_g_typed_at_once_marks_the_row_moved_to(tmp_path: Path) 
                 await asyncio.sleep(0.02)
             assert pane.good is not None and pane.good.stem == "slow", pane.good
             pane.good = None
+
+
+async def test_bench_rows_picked_as_ends_with_keys_typed_at_once(tmp_path: Path) -> None:
+    """B, Down, g queued together on the Bench history: each end is the row under the cursor when
+    its key comes (B: the first run, g: the one Down moved to)."""
+    app = make_app(tmp_path, panes=[BenchPane, BisectPane])
+    async with app.run_test(size=(150, 30)) as pilot:
+        bench = app.query_one(BenchPane)
+        bench.show_results(
+            [BenchResult(profile="slow", output_tok_s=60.0), BenchResult(profile="fast", output_tok_s=94.0)]
+        )
+        app.query_one("#bench-table", DataTable).focus()
+        await pilot.pause()
+        for name, char in (("B", "B"), ("down", None), ("g", "g")):
+            app.post_message(events.Key(name, char))
+        pane = app.query_one(BisectPane)
+        for _ in range(200):  # under load the app may need a while: wait for both ends, not a time
+            if pane.good is not None and pane.bad is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert pane.bad is not None and pane.bad.stem == "slow"
+        assert pane.good is not None and pane.good.stem == "fast"
