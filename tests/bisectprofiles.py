@@ -109,9 +109,9 @@ def forget_records(sshd, names: list[str], sessions: list[Path] = ()) -> None:
     the box user's home (through the box, not our HOME)."""
     from specdebug.core.bisect.book import Book
     from specdebug.core.bisect.models import BisectOptions
+    from specdebug.core.control.actions import stop_record
+    from specdebug.core.control.records import forget_record, load_record
     from specdebug.core.journal import Journal
-    from specdebug.core.server_control import stop_record
-    from specdebug.core.servers import forget_record, load_record
     from tests.boxes import ssh_box
 
     leftover = set()

@@ -125,7 +125,7 @@ class BoxJournal:
         # who writes, as the box sees it (the SSH login): the box stamps every record with it; until
         # the first append answers, the local name (only ever shown here, never written)
         self.by = getpass.getuser()
-        self.seat: Callable[[], str | None] | None = None  # pairing: the seat that typed (core.pair)
+        self.seat: Callable[[], str | None] | None = None  # pairing: the seat that typed (core.pair.session)
         self.last_error = ""
 
     # -- the Journal surface --------------------------------------------------------------------

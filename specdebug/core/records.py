@@ -32,10 +32,10 @@ from pydantic import (
 
 from specdebug.core.bench.models import BenchResult
 from specdebug.core.bisect.models import BisectOptions, Judged, KnobRow, Measurement, Result
+from specdebug.core.control.events import Verdict
+from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.deployment.tracker import DeploymentVerdict
-from specdebug.core.servers import ServerRecord, StopResult
 from specdebug.core.source import ServerSource
-from specdebug.core.startup.events import Verdict
 
 # what the journal adds to every record it writes (never a payload's field)
 STAMPS = ("eid", "by", "uid", "seat", "node")
@@ -52,7 +52,7 @@ class Record(BaseModel):
     eid: str | None = None  # box journal: the writer's id of this record (core.boxjournal)
     by: str | None = None  # box journal: the login that wrote it, as the box saw it
     uid: int | None = None
-    seat: str | None = None  # pairing: the seat that typed it (core.pair)
+    seat: str | None = None  # pairing: the seat that typed it (core.pair.session)
     node: str | None = None  # the deployment node it concerns (None: a one-node server, today)
     # box journal, set by the reader (core.boxjournal.attribute), never written: the record claims
     # another writer than its file's owner (what it claimed is kept), or its file is shared and the

@@ -33,14 +33,14 @@ def say(text: str) -> None:
 
 
 async def _check(server: LoopbackSSHServer, profile: Profile, session: Path) -> None:
-    from specdebug.core import server_control
     from specdebug.core.bench.runner import BenchRequest, run_benchmark
+    from specdebug.core.control import actions as server_control
+    from specdebug.core.control.events import Verdict
+    from specdebug.core.control.launch import launch
+    from specdebug.core.control.records import forget_record
+    from specdebug.core.control.watch import watch
     from specdebug.core.hosts import gather_host_info
     from specdebug.core.journal import Journal
-    from specdebug.core.servers import forget_record
-    from specdebug.core.startup.events import Verdict
-    from specdebug.core.startup.launch import launch
-    from specdebug.core.startup.watch import watch
     from specdebug.remote.factory import ConnectOptions, SSHOptions, connect_host
 
     journal = Journal(session)

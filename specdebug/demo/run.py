@@ -86,7 +86,7 @@ def demo_profile(
 
 
 async def _stop_server(config: Path, alias: str, profile: Profile, state_dir: Path) -> None:
-    from specdebug.core.server_control import stop
+    from specdebug.core.control.actions import stop
 
     remote = connect_host(alias, ConnectOptions(ssh=SSHOptions(ssh_config=config), state_dir=str(state_dir)))
     try:
@@ -99,7 +99,7 @@ async def _stop_server(config: Path, alias: str, profile: Profile, state_dir: Pa
 def _kill_recorded_group(profile: Profile, since: float, state_dir: Path) -> None:
     """Last resort when the SSH path fails (the demo box is this machine): kill the group this
     run launched, and only if its leader is still the very process recorded (no reused PID)."""
-    from specdebug.core.servers import ServerRecord
+    from specdebug.core.control.records import ServerRecord
 
     state = state_dir / f"{profile.name}.json"
     try:

@@ -30,14 +30,14 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from specdebug.capability import ReadOnlyError
-from specdebug.core.startup.events import ServerState
+from specdebug.core.control.events import ServerState
 from specdebug.tui.context import AppContext
 from specdebug.tui.store import EndPick, JournalNews, ServerNews
 
 if TYPE_CHECKING:
+    from specdebug.core.control.records import ServerRecord
     from specdebug.core.profiles import Profile
     from specdebug.core.records import JournalRecord
-    from specdebug.core.servers import ServerRecord
 
 READONLY_HINT = "read-only seat: {what} would change the box"
 

@@ -17,11 +17,11 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from specdebug.core.startup.events import ServerState
+from specdebug.core.control.events import ServerState
 
 if TYPE_CHECKING:
+    from specdebug.core.control.records import ServerRecord
     from specdebug.core.records import JournalRecord
-    from specdebug.core.servers import ServerRecord
 
 __all__ = ["BOUND", "EndPick", "JournalNews", "ServerNews", "next_seq"]
 

@@ -26,8 +26,8 @@ from specdebug.core.deployment.tracker import DeploymentVerdict
 from specdebug.verbs.common import VerbExit, err, open_remote, out, print_json, session_journal
 
 if TYPE_CHECKING:
+    from specdebug.core.control.records import ServerRecord
     from specdebug.core.profiles import Profile
-    from specdebug.core.servers import ServerRecord
     from specdebug.remote.api import Remote
 
 
@@ -112,7 +112,7 @@ async def _watch(
     journal: object,
     deadline: float | None = None,
 ) -> int:
-    from specdebug.core.startup.events import ConnectionNote, ServerPhase, Verdict
+    from specdebug.core.control.events import ConnectionNote, ServerPhase, Verdict
 
     verdict: DeploymentVerdict | None = None
     said_ready: set[str] = set()
@@ -185,7 +185,7 @@ async def _launch_on(
     *,
     restart: bool,
 ) -> int:
-    from specdebug.core.server_control import LaunchRefused
+    from specdebug.core.control.actions import LaunchRefused
     from specdebug.remote.api import RemoteError
 
     if restart:
@@ -241,8 +241,8 @@ async def status(args: argparse.Namespace, profile: Profile) -> int:
 
 async def attach(args: argparse.Namespace, profile: Profile) -> int:
     """Adopt every node's server (each by the PID on its node's port) and watch them as one."""
-    from specdebug.core.server_control import LaunchRefused
-    from specdebug.core.server_control import attach as attach_server
+    from specdebug.core.control.actions import LaunchRefused
+    from specdebug.core.control.actions import attach as attach_server
 
     if args.pid is not None or args.port is not None or args.log is not None:
         err("attach: --pid, --port and --log name one server; a deployment's nodes come from its profile")

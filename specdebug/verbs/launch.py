@@ -9,14 +9,14 @@ import argparse
 import sys
 import time
 
-from specdebug.core import server_control
+from specdebug.core.control import actions as server_control
+from specdebug.core.control.actions import LaunchRefused
+from specdebug.core.control.events import ConnectionNote, ServerPhase, Verdict
+from specdebug.core.control.launch import launch
+from specdebug.core.control.records import ServerRecord
+from specdebug.core.control.watch import watch
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
-from specdebug.core.server_control import LaunchRefused
-from specdebug.core.servers import ServerRecord
-from specdebug.core.startup.events import ConnectionNote, ServerPhase, Verdict
-from specdebug.core.startup.launch import launch
-from specdebug.core.startup.watch import watch
 from specdebug.remote.api import Remote
 from specdebug.verbs import deployment
 from specdebug.verbs.common import (

@@ -7,7 +7,7 @@
     specdebug pair --grant USER [--rw] | --revoke USER  [--name NAME] [--json]
     specdebug pair --web [HOST... [-c PROFILE] [--session box:NAME]] [--name NAME] [--port N]
 
-Read-only is tmux's (server-access, tmux >= 3.3); see specdebug/core/pair.py for the folder.
+Read-only is tmux's (server-access, tmux >= 3.3); see specdebug/core/pair/session.py for the folder.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from specdebug.core import pair, pair_find, pair_view
-from specdebug.core.pair import Mode, PairError
-from specdebug.core.pair_owner import user_name
+from specdebug.core.pair import find as pair_find
+from specdebug.core.pair import session as pair
+from specdebug.core.pair import view as pair_view
+from specdebug.core.pair.owner import user_name
+from specdebug.core.pair.session import Mode, PairError
 from specdebug.verbs.common import err, out, print_json
 
 

@@ -38,10 +38,10 @@ from specdebug.core.bisect.models import (
     TrialStarted,
 )
 from specdebug.core.bisect.run import Bisection
+from specdebug.core.control.records import forget_record
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile
 from specdebug.core.report import render_markdown
-from specdebug.core.servers import forget_record
 from tests.bisectprofiles import CULPRIT, HARMLESS_FLAGS, PAIR, forget_records, harmless_env, write_pair
 from tests.boxes import ssh_box
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core.servers import box_call, find_port_holder, health_on_box
+from specdebug.core.control.records import box_call, find_port_holder, health_on_box
 from specdebug.remote.client import BoxClient
 from tests.boxes import ssh_box
 

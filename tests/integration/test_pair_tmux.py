@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core import pair_acl
+from specdebug.core.pair import acl as pair_acl
 from tests.pair_harness import Terminal, can_make_users, pid_alive, shared_root, tmux, unix_users, wait_for
 
 pytestmark = [
@@ -64,7 +64,7 @@ def test_pair_seats_enforced_by_tmux_and_shown_live(sshd) -> None:
                 assert set(pair_acl.named_users(folder)) == {pwd.getpwnam(viewer).pw_uid}
             else:  # a filesystem without ACLs: reachable, not listable; tmux's list is the gate
                 assert info["access"] == "tmux-only" and st.st_mode & 0o777 == 0o711
-            # a read-only seat joins a view of its own (core/pair_view.py), never the session's server
+            # a read-only seat joins a view of its own (core/pair/view.py), never the session's server
             view = str(folder / f"v.{pwd.getpwnam(viewer).pw_uid}.sock")
             view_join = f"tmux -S {view} attach-session -t =view"
             assert info["seats"] == [{"user": viewer, "mode": "ro", "attached": 0, "join": view_join}]

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core import server_control
+from specdebug.core.control import actions as server_control
+from specdebug.core.control.launch import launch
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import LaunchRecord
 from specdebug.core.source import read_source
-from specdebug.core.startup.launch import launch
 from tests.sshd_harness import free_port
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")

@@ -19,13 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specdebug.core import server_control
+from specdebug.core.control import actions as server_control
+from specdebug.core.control.actions import LaunchRefused
+from specdebug.core.control.events import LogLine, ServerPhase, Verdict
+from specdebug.core.control.launch import launch
+from specdebug.core.control.records import group_members, load_record
+from specdebug.core.control.watch import _clean_line, launch_and_watch, watch
 from specdebug.core.profiles import Profile, load_profile
-from specdebug.core.server_control import LaunchRefused
-from specdebug.core.servers import group_members, load_record
-from specdebug.core.startup.events import LogLine, ServerPhase, Verdict
-from specdebug.core.startup.launch import launch
-from specdebug.core.startup.watch import _clean_line, launch_and_watch, watch
 from tests.simprofiles import sim_profile as make_sim_profile
 from tests.simprofiles import sim_record
 from tests.sshd_harness import free_port

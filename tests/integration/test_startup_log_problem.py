@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core.servers import ServerRecord
-from specdebug.core.startup.events import LogProblem, Verdict
-from specdebug.core.startup.watch import watch
+from specdebug.core.control.events import LogProblem, Verdict
+from specdebug.core.control.records import ServerRecord
+from specdebug.core.control.watch import watch
 from tests.simprofiles import sim_profile
 
 pytestmark = pytest.mark.slow

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from specdebug.core.control.events import Verdict
+from specdebug.core.control.records import forget_record, group_members, load_record, state_dir_of
+from specdebug.core.control.watch import launch_and_watch
 from specdebug.core.profiles import load_profile
-from specdebug.core.servers import forget_record, group_members, load_record, state_dir_of
-from specdebug.core.startup.events import Verdict
-from specdebug.core.startup.watch import launch_and_watch
 from tests.boxes import ssh_box
 from tests.sshd_harness import free_port
 from tests.tmux_harness import Tmux

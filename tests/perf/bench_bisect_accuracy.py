@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from specdebug.core.bisect.models import TRIAL_EVENT, BisectOptions, Finished, TrialStarted  # noqa: E402
 from specdebug.core.bisect.run import Bisection  # noqa: E402
+from specdebug.core.control.records import forget_record  # noqa: E402
 from specdebug.core.journal import Journal  # noqa: E402
 from specdebug.core.profiles import load_profile  # noqa: E402
-from specdebug.core.servers import forget_record  # noqa: E402
 from tests.bisectprofiles import CULPRIT, HARMLESS_FLAGS, NCCL, PAIR, drop_env, harmless_env, write_pair  # noqa: E402
 from tests.boxes import ssh_box  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402

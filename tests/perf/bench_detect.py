@@ -30,11 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from specdebug.core.server_control import liveness  # noqa: E402
-from specdebug.core.servers import forget_record, load_record  # noqa: E402
-from specdebug.core.startup.events import ServerState, Verdict  # noqa: E402
-from specdebug.core.startup.monitor import ServerMonitor, watch_liveness  # noqa: E402
-from specdebug.core.startup.watch import launch_and_watch
+from specdebug.core.control.actions import liveness  # noqa: E402
+from specdebug.core.control.events import ServerState, Verdict  # noqa: E402
+from specdebug.core.control.monitor import ServerMonitor, watch_liveness  # noqa: E402
+from specdebug.core.control.records import forget_record, load_record  # noqa: E402
+from specdebug.core.control.watch import launch_and_watch
 from tests.boxes import ssh_box  # noqa: E402
 from tests.simprofiles import sim_profile  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402

@@ -26,12 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from specdebug.core import server_control
+from specdebug.core.control import actions as server_control
+from specdebug.core.control.events import Verdict
+from specdebug.core.control.launch import launch
+from specdebug.core.control.records import forget_record  # noqa: E402
+from specdebug.core.control.watch import launch_and_watch
 from specdebug.core.profiles import Profile  # noqa: E402
-from specdebug.core.servers import forget_record  # noqa: E402
-from specdebug.core.startup.events import Verdict
-from specdebug.core.startup.launch import launch
-from specdebug.core.startup.watch import launch_and_watch
 from tests.boxes import ssh_box  # noqa: E402
 from tests.simprofiles import sim_profile as make_sim_profile  # noqa: E402
 from tests.simprofiles import sim_record  # noqa: E402

@@ -150,7 +150,7 @@ def test_scan_progress_only_on_a_terminal(tmp_path: Path) -> None:
 
 
 def test_startup_excerpt_lines_are_capped() -> None:
-    from specdebug.core.startup.watch import _clean_line
+    from specdebug.core.control.watch import _clean_line
 
     text = _clean_line(b"E" * 10_000_000 + b"\n")
     assert len(text) < MAX_LINE + 100 and text.endswith("more characters cut]")

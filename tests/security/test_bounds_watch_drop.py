@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core import server_control
-from specdebug.core.startup.events import ConnectionNote, Launched, LogProblem, Verdict
-from specdebug.core.startup.monitor import ServerMonitor
-from specdebug.core.startup.watch import launch_and_watch
+from specdebug.core.control import actions as server_control
+from specdebug.core.control.events import ConnectionNote, Launched, LogProblem, Verdict
+from specdebug.core.control.monitor import ServerMonitor
+from specdebug.core.control.watch import launch_and_watch
 from tests.integration.test_startup import sim_profile
 
 pytestmark = pytest.mark.slow

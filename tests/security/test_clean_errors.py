@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from specdebug.core.control.events import Verdict
 from specdebug.core.journal import Journal, JournalError
 from specdebug.core.profiles import ProfileError, load_profile
 from specdebug.core.records import OtherRecord, VerdictRecord
-from specdebug.core.startup.events import Verdict
 from specdebug.tui.app import SpecdebugApp, load_keymap
 from specdebug.tui.context import AppContext
 from tests.security.cli_run import run_cli

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from specdebug.core.control.launch import launch, parse_launch_report, start_detached
+from specdebug.core.control.records import load_record
 from specdebug.core.profiles import Profile
-from specdebug.core.servers import load_record
-from specdebug.core.startup.launch import launch, parse_launch_report, start_detached
 from specdebug.remote.api import RemoteError
 from tests.sshd_harness import free_port
 

@@ -5,7 +5,7 @@ target client or act on every client: before, the seat's `detach-client -s/-a` d
 driver again and again, `detach-client -P` sent SIGHUP to the driver's shell, `attach -c` changed
 the session's directory, `attach -d/-x` detached or hung up the others, `switch-client -c` moved
 the driver, and its small terminal shrank the driver's window.  Now a read-only seat watches
-through a view of its own (core/pair_view.py).  Here the seat (a real user, in a real small
+through a view of its own (core/pair/view.py).  Here the seat (a real user, in a real small
 terminal) runs every tmux command that takes a target client, aimed at the driver, at the session
 and at all clients, through the session's socket and through its own view; the driver's terminal,
 shell, window size, directory and mode stay as they were.  Real tmux, the app against the sshd.

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core import pair_view
-from specdebug.core.pair_owner import user_name
-from specdebug.core.pair_seats import Mode
+from specdebug.core.pair import view as pair_view
+from specdebug.core.pair.owner import user_name
+from specdebug.core.pair.seats import Mode
 from tests.pair_harness import Terminal, can_make_users, shared_root, tmux, unix_users, wait_for
 
 pytestmark = [

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core.pair_owner import user_name
+from specdebug.core.pair.owner import user_name
 from tests.pair_harness import Terminal, can_make_users, shared_root, tmux, unix_users, wait_for
 
 pytestmark = [

@@ -1,6 +1,6 @@
 """A read-only seat with a smaller terminal than the driver's is told so, and its view holds the whole screen.
 
-Before: a read-only seat's view (core/pair_view.py, a tmux server of its own) took the seat's
+Before: a read-only seat's view (core/pair/view.py, a tmux server of its own) took the seat's
 terminal size, its inner client ignored its size, so a small seat saw the driver's screen cut to
 its own size with no word of it.  Now the view's window is the driver's size (and follows it when
 the driver resizes), and the view's status line tells a smaller seat the driver's size, its own,

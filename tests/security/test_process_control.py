@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from specdebug.box.procctl import judge
-from specdebug.core import server_control
+from specdebug.core.control import actions as server_control
+from specdebug.core.control.actions import LaunchRefused
+from specdebug.core.control.launch import launch
+from specdebug.core.control.records import box_call, find_port_holder, load_record
 from specdebug.core.profiles import Profile
-from specdebug.core.server_control import LaunchRefused
-from specdebug.core.servers import box_call, find_port_holder, load_record
-from specdebug.core.startup.launch import launch
 from tests.boxes import ssh_box
 from tests.sshd_harness import SSHD, free_port, start_sshd
 

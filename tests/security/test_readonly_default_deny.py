@@ -28,13 +28,14 @@ from textual.binding import Binding
 
 from specdebug import capability
 from specdebug.capability import ReadOnlyError
-from specdebug.core import pair, server_control
+from specdebug.core.control import actions as server_control
+from specdebug.core.control.launch import launch
+from specdebug.core.control.records import group_members, load_record
+from specdebug.core.control.watch import launch_and_watch
 from specdebug.core.journal import Journal
+from specdebug.core.pair import session as pair
 from specdebug.core.profiles import Profile
 from specdebug.core.records import MarkRecord
-from specdebug.core.servers import group_members, load_record
-from specdebug.core.startup.launch import launch
-from specdebug.core.startup.watch import launch_and_watch
 from specdebug.remote.client import BoxClient
 from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, SSHOptions, connect_host
 from specdebug.tui.app import ActionsProvider, SpecdebugApp

@@ -9,11 +9,11 @@ from pathlib import Path
 from rich.console import Console
 from textual.widgets import DataTable, Static
 
+from specdebug.core.control.events import GroupChange, LogLine, ServerPhase, ServerState, Verdict
+from specdebug.core.control.records import ServerRecord
 from specdebug.core.deployment.control import DeploymentStop, NodeEvent
 from specdebug.core.deployment.tracker import DeploymentVerdict, NodeSummary
 from specdebug.core.profiles import load_profile
-from specdebug.core.servers import ServerRecord
-from specdebug.core.startup.events import GroupChange, LogLine, ServerPhase, ServerState, Verdict
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.hosts import HostsPane

@@ -12,13 +12,13 @@ from rich.console import Console
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Input, Static
 
+from specdebug.core.control.actions import ServerStatus
+from specdebug.core.control.records import ServerRecord
+from specdebug.core.control.tracker import startup_history
 from specdebug.core.env.report import build_report
 from specdebug.core.logs.events import LogEvent
 from specdebug.core.profiles import load_profile
 from specdebug.core.records import BenchResultRecord, MarkRecord
-from specdebug.core.server_control import ServerStatus
-from specdebug.core.servers import ServerRecord
-from specdebug.core.startup.tracker import startup_history
 from specdebug.remote.api import RunResult
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext

@@ -9,10 +9,10 @@ from pathlib import Path
 from textual.app import App, ComposeResult
 from textual.widgets import Input
 
+from specdebug.core.control.events import ServerState
 from specdebug.core.logs.events import LogEvent
 from specdebug.core.logs.parser import LogParser
 from specdebug.core.profiles import Profile
-from specdebug.core.startup.events import ServerState
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.logs import MAX_VIEW, ContextScreen, LogsPane, LogView
 from specdebug.tui.widgets.metrics_panel import MetricsPanel

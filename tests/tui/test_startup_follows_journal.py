@@ -4,9 +4,9 @@ specdebug", and a relaunch is picked up without pressing `a`."""
 
 from __future__ import annotations
 
+from specdebug.core.control.events import ServerState
 from specdebug.core.profiles import Profile
 from specdebug.core.records import parse_record
-from specdebug.core.startup.events import ServerState
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane

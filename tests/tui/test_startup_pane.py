@@ -6,11 +6,11 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 
+from specdebug.core.control.events import GroupChange, HealthChange, Launched, LogLine
+from specdebug.core.control.records import ServerRecord
+from specdebug.core.control.tracker import StartupTracker
 from specdebug.core.profiles import load_profile
 from specdebug.core.records import parse_record
-from specdebug.core.servers import ServerRecord
-from specdebug.core.startup.events import GroupChange, HealthChange, Launched, LogLine
-from specdebug.core.startup.tracker import StartupTracker
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.startup import StartupPane
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from textual.app import App, ComposeResult
 
-from specdebug.core.servers import forget_record, group_members, load_record
+from specdebug.core.control.records import forget_record, group_members, load_record
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.startup import StartupPane
 from tests.simprofiles import sim_profile

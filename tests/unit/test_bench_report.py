@@ -9,6 +9,7 @@ import pytest
 
 from specdebug.cli import main
 from specdebug.core.bench.models import BenchConfig, BenchResult, LatencyStats, ServerMetrics
+from specdebug.core.control.records import ServerRecord
 from specdebug.core.journal import Journal
 from specdebug.core.records import BenchResultRecord, LaunchRecord, MarkRecord, OtherRecord
 from specdebug.core.report import (
@@ -19,7 +20,6 @@ from specdebug.core.report import (
     metric_diff,
     render_markdown,
 )
-from specdebug.core.servers import ServerRecord
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
 ARGV = [

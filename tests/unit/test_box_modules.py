@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from specdebug.box.procctl import HELPER_MARK
-from specdebug.core.startup.launch import LAUNCH_REPORT, LAUNCH_SCRIPT, parse_launch_report
+from specdebug.core.control.launch import LAUNCH_REPORT, LAUNCH_SCRIPT, parse_launch_report
 from specdebug.remote.api import RemoteError, RunResult
 from specdebug.remote.boxcode import helper_argv, once_argv, once_reply, python_argv, source
 from specdebug.remote.probe import READ_FILES_SH, parse_read_files

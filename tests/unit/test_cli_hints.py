@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from specdebug.core.control.events import Verdict
+from specdebug.core.control.tracker import StartupTracker
 from specdebug.core.logs.hints import SPECDEBUG_MISSING, hint_for, with_hint
-from specdebug.core.startup.events import Verdict
-from specdebug.core.startup.tracker import StartupTracker
 
 T0 = 1000.0
 LINE = (

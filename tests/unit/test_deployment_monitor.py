@@ -3,14 +3,14 @@ status and liveness answers, without a screen (pure: no I/O)."""
 
 from __future__ import annotations
 
+from specdebug.core.control.actions import ServerStatus
+from specdebug.core.control.events import ServerState
+from specdebug.core.control.records import ServerRecord
 from specdebug.core.deployment import place
 from specdebug.core.deployment.control import DeploymentStatus
 from specdebug.core.deployment.monitor import DeploymentMonitor
 from specdebug.core.deployment.tracker import NodeSummary
 from specdebug.core.profiles import load_profile
-from specdebug.core.server_control import ServerStatus
-from specdebug.core.servers import ServerRecord
-from specdebug.core.startup.events import ServerState
 
 PROFILE = """name = "d2"
 [server]

@@ -3,10 +3,10 @@ never reached the rendezvous told apart from the ones waiting there."""
 
 from __future__ import annotations
 
+from specdebug.core.control.events import GroupChange, HealthChange, ServerPhase, Verdict
 from specdebug.core.deployment import place
 from specdebug.core.deployment.tracker import RENDEZVOUS_GRACE_S, DeploymentTracker
 from specdebug.core.profiles import Profile
-from specdebug.core.startup.events import GroupChange, HealthChange, ServerPhase, Verdict
 
 
 def deployment(kind: str = "sglang"):

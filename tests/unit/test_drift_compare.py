@@ -88,8 +88,8 @@ def test_ends_drift_uses_the_latest_snapshot_of_each_end():
     from specdebug.core.drift.report import ends_drift
 
     good, bad = snap(), snap(gpus=[{**GPU, "power.limit": "450.00"}])
+    from specdebug.core.control.records import ServerRecord
     from specdebug.core.records import LaunchRecord
-    from specdebug.core.servers import ServerRecord
 
     def launch(fingerprint: str, drift: dict) -> LaunchRecord:
         server = ServerRecord(profile="p", fingerprint=fingerprint, pid=9, pgid=9, port=1, log_file="/l")

@@ -1,6 +1,12 @@
 """Finding workers in a /proc snapshot: process tree, cmdline regex (never comm), explicit pids."""
 
-from specdebug.core.workers import common_launcher, descendants, match_cmdline, select_workers, server_kind
+from specdebug.core.control.workers import (
+    common_launcher,
+    descendants,
+    match_cmdline,
+    select_workers,
+    server_kind,
+)
 from specdebug.remote.api import ProcInfo
 
 

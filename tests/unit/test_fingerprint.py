@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from specdebug.core.control.tracker import StartupTracker
 from specdebug.core.fingerprint import PLUMBING_FLAGS, config_fingerprint
 from specdebug.core.profiles import load_profile
-from specdebug.core.startup.tracker import StartupTracker
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from specdebug.core import journal as journal_mod
 from specdebug.core.bench.models import BenchResult
+from specdebug.core.control.records import ServerRecord
 from specdebug.core.journal import Journal
 from specdebug.core.records import BenchResultRecord, LaunchRecord, MarkRecord, OtherRecord
-from specdebug.core.servers import ServerRecord
 
 
 def test_append_and_read_back(tmp_path: Path) -> None:

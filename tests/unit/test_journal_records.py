@@ -15,6 +15,9 @@ from pathlib import Path
 from specdebug.core.bench.models import BenchConfig, BenchResult
 from specdebug.core.bisect import models as bm
 from specdebug.core.bisect.book import unfinished
+from specdebug.core.control.events import ServerPhase, Verdict
+from specdebug.core.control.records import ServerRecord, StopResult
+from specdebug.core.control.tracker import startup_history
 from specdebug.core.journal import Journal
 from specdebug.core.records import (
     BenchResultRecord,
@@ -32,10 +35,7 @@ from specdebug.core.records import (
     parse_record,
 )
 from specdebug.core.report import baseline_of, history, render_markdown
-from specdebug.core.servers import ServerRecord, StopResult
 from specdebug.core.source import ServerSource
-from specdebug.core.startup.events import ServerPhase, Verdict
-from specdebug.core.startup.tracker import startup_history
 
 RESULT = BenchResult(
     profile="base",
@@ -46,7 +46,7 @@ RESULT = BenchResult(
     config=BenchConfig(concurrency=1),
 )
 OLD_LINES = [
-    # a launch as core/startup/launch.py wrote it before ServerRecord had source/step/launch_id
+    # a launch as core/control/launch.py wrote it before ServerRecord had source/step/launch_id
     {
         "profile": "base", "host": "gpu-box", "fingerprint": "178b89b24adb", "pid": 4242, "pgid": 4242,
         "start_ticks": 77, "port": 30000, "log_file": "/var/log/sglang.log", "log_offset": 0,

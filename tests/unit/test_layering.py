@@ -156,7 +156,7 @@ def test_the_contract_checker_sees_a_violation(tmp_path):
     try:
         assert _violations("remote") == [
             "specdebug.remote.x imports specdebug.core",
-            "specdebug.remote.x imports specdebug.core.startup",
+            "specdebug.remote.x imports specdebug.core.control",
         ]
     finally:
         PKG = saved

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core import pair, pair_acl, pair_find
-from specdebug.core.pair import Client, Mode, PairError, Seat
+from specdebug.core.pair import acl as pair_acl
+from specdebug.core.pair import find as pair_find
+from specdebug.core.pair import session as pair
+from specdebug.core.pair.session import Client, Mode, PairError, Seat
 
 
 def test_parse_version() -> None:

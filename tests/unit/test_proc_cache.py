@@ -8,7 +8,7 @@ import sys
 import time
 
 from specdebug.box.proclist import ProcCache
-from specdebug.core.workers import listing_filter, select_workers
+from specdebug.core.control.workers import listing_filter, select_workers
 from specdebug.remote.api import ProcInfo
 
 BOOT_UPTIME = 100000.0  # seconds since boot in the fake /proc

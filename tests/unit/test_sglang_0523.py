@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from specdebug.core.control.actions import _last_run_offset
+from specdebug.core.control.events import ServerPhase
+from specdebug.core.control.tracker import StartupTracker
 from specdebug.core.logs.acceptrate import (
     DEFINITIONS,
     OWN,
@@ -22,9 +25,6 @@ from specdebug.core.logs.acceptrate import (
 )
 from specdebug.core.logs.parser import LogParser
 from specdebug.core.logs.scan import scan_file
-from specdebug.core.server_control import _last_run_offset
-from specdebug.core.startup.events import ServerPhase
-from specdebug.core.startup.tracker import StartupTracker
 from specdebug.engines.detect import detect_pack
 from specdebug.engines.sglang_pack import SGLANG
 from specdebug.sim.server.sglang.shapes import DEFAULT_VERSION, Shapes, version_tuple

@@ -1,13 +1,12 @@
-"""The pure server monitor (core.startup.monitor) and the tracker's log-problem rule: events in,
+"""The pure server monitor (core.control.monitor) and the tracker's log-problem rule: events in,
 state and announced changes out, time passed in."""
 
 from __future__ import annotations
 
 import asyncio
 
-from specdebug.core.server_control import ServerStatus
-from specdebug.core.servers import ServerRecord, StopResult
-from specdebug.core.startup.events import (
+from specdebug.core.control.actions import ServerStatus
+from specdebug.core.control.events import (
     GroupChange,
     HealthChange,
     Launched,
@@ -17,8 +16,9 @@ from specdebug.core.startup.events import (
     ServerState,
     Verdict,
 )
-from specdebug.core.startup.monitor import EXITED_MESSAGE, ServerMonitor, watch_liveness
-from specdebug.core.startup.tracker import StartupTracker
+from specdebug.core.control.monitor import EXITED_MESSAGE, ServerMonitor, watch_liveness
+from specdebug.core.control.records import ServerRecord, StopResult
+from specdebug.core.control.tracker import StartupTracker
 
 T0 = 1_700_000_000.0
 
@@ -171,8 +171,8 @@ def test_startup_view_names_an_unreadable_log_before_the_verdict() -> None:
 
 
 def test_after_ready_a_dead_main_process_is_exited_while_children_remain():
-    from specdebug.core.startup.events import ServerState
-    from specdebug.core.startup.monitor import ServerMonitor
+    from specdebug.core.control.events import ServerState
+    from specdebug.core.control.monitor import ServerMonitor
 
     mon = ServerMonitor()
     mon.state = ServerState.READY

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from specdebug.core.control.launch import LAUNCH_REPORT, LAUNCH_SCRIPT, launch_argv
+from specdebug.core.control.records import ServerRecord, group_members
 from specdebug.core.profiles import Profile
-from specdebug.core.servers import ServerRecord, group_members
-from specdebug.core.startup.launch import LAUNCH_REPORT, LAUNCH_SCRIPT, launch_argv
 from specdebug.remote.api import ProcInfo
 
 

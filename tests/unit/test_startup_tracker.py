@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from specdebug.core.control.events import GroupChange, HealthChange, ServerPhase, Verdict
+from specdebug.core.control.records import ServerRecord
+from specdebug.core.control.tracker import StartupTracker, startup_history
 from specdebug.core.records import LaunchRecord, VerdictRecord
-from specdebug.core.servers import ServerRecord
-from specdebug.core.startup.events import GroupChange, HealthChange, ServerPhase, Verdict
-from specdebug.core.startup.tracker import StartupTracker, startup_history
 
 T0 = 1000.0
 P = "[2026-01-01 10:00:00 TP0] "
@@ -233,7 +233,7 @@ def test_history_eta() -> None:
 
 
 def test_history_leaves_out_attached_servers():
-    from specdebug.core.startup.tracker import startup_history
+    from specdebug.core.control.tracker import startup_history
 
     events = [
         _launch(10),

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from specdebug.core.control.records import ServerRecord, find_port_holder, group_members, load_record
+from specdebug.core.control.workers import group_filter
 from specdebug.core.profiles import Profile
-from specdebug.core.servers import ServerRecord, find_port_holder, group_members, load_record
-from specdebug.core.workers import group_filter
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import ConnectionDropped, NotConnected, Remote, RemoteError
 

@@ -29,6 +29,7 @@ from specdebug.core.bench.builtin import BuiltinParams, run_builtin
 from specdebug.core.bench.events import BenchDone, BenchEvent, BenchLine
 from specdebug.core.bench.holder import NotOurServer, check_port_holder
 from specdebug.core.bench.models import BenchProgress, BenchResult, NodeGpus, judge_failures
+from specdebug.core.control.records import file_size, this_run_offset
 from specdebug.core.drift.report import drift_warning
 from specdebug.core.drift.snapshot import snapshot_or_error
 from specdebug.core.journal import EventJournal
@@ -36,7 +37,6 @@ from specdebug.core.profiles import Profile
 from specdebug.core.profiles.paths import box_path
 from specdebug.core.records import BenchResultRecord
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
-from specdebug.core.servers import file_size, this_run_offset
 from specdebug.engines import ENGINES, engine_of
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError

@@ -12,7 +12,7 @@ from specdebug.core.bisect.book import Book
 from specdebug.core.bisect.judge import Judge
 from specdebug.core.bisect.models import Drift
 from specdebug.core.bisect.trial import Nodes
-from specdebug.core.servers import group_members, load_record
+from specdebug.core.control.records import group_members, load_record
 from specdebug.remote.api import Remote
 
 

@@ -33,6 +33,9 @@ from specdebug.core.bisect.trial import (
     clear_port,
     take_result,
 )
+from specdebug.core.control.actions import LaunchRefused
+from specdebug.core.control.events import ServerPhase
+from specdebug.core.control.records import ServerRecord, forget_record
 from specdebug.core.deployment.control import (
     NodeEvent,
     deployment_status,
@@ -45,9 +48,6 @@ from specdebug.core.deployment.tracker import DeploymentVerdict
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import BisectLaunchRecord, BisectStopRecord, BisectTrialRecord
-from specdebug.core.server_control import LaunchRefused
-from specdebug.core.servers import ServerRecord, forget_record
-from specdebug.core.startup.events import ServerPhase
 from specdebug.remote.api import Remote, RemoteError
 
 Clock = Callable[[], float]

@@ -18,8 +18,8 @@ from specdebug.core.bench.builtin import BuiltinParams, run_builtin
 from specdebug.core.bench.runner import read_slice
 from specdebug.core.bench.serverlog import KNOWN, server_metrics
 from specdebug.core.bisect.models import GateCheck
+from specdebug.core.control.records import ServerRecord, file_size
 from specdebug.core.profiles import Profile
-from specdebug.core.servers import ServerRecord, file_size
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 

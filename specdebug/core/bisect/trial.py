@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specdebug.core import server_control
 from specdebug.core.bench.events import BenchDone
 from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
@@ -32,14 +31,21 @@ from specdebug.core.bisect.models import (
     Status,
     TrialProgress,
 )
+from specdebug.core.control import actions as server_control
+from specdebug.core.control.events import ServerPhase, Verdict
+from specdebug.core.control.launch import launch
+from specdebug.core.control.records import (
+    ServerRecord,
+    find_port_holder,
+    forget_record,
+    group_members,
+    load_record,
+)
+from specdebug.core.control.watch import watch
 from specdebug.core.deployment.place import Deployment, node_record_name
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import BisectLaunchRecord, BisectStopRecord, BisectTrialRecord
-from specdebug.core.servers import ServerRecord, find_port_holder, forget_record, group_members, load_record
-from specdebug.core.startup.events import ServerPhase, Verdict
-from specdebug.core.startup.launch import launch
-from specdebug.core.startup.watch import watch
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 

@@ -18,13 +18,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from specdebug.core.control.actions import LaunchRefused, ServerStatus
+from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.deployment.place import Deployment, Node
 from specdebug.core.deployment.tracker import DeploymentTracker, DeploymentVerdict, NodeSummary
 from specdebug.core.journal import EventJournal
 from specdebug.core.limits import cap_text
 from specdebug.core.records import DeploymentVerdictRecord
-from specdebug.core.server_control import LaunchRefused, ServerStatus
-from specdebug.core.servers import ServerRecord, StopResult
 from specdebug.remote.api import Remote, RemoteError
 
 Remotes = Mapping[str, Remote]  # node host -> its connection
@@ -53,7 +53,7 @@ async def launch_deployment(
     Every node is checked first (its record, its port): one that cannot launch refuses the whole
     deployment, naming the node, before anything starts.  A launch that fails midway stops the
     nodes already started, so no half deployment is left behind."""
-    from specdebug.core.startup.launch import check_can_launch, launch
+    from specdebug.core.control.launch import check_can_launch, launch
 
     async def check(node: Node) -> None:
         try:
@@ -83,7 +83,7 @@ async def watch_deployment(
     clock: Any = time.time,
 ) -> AsyncIterator[NodeEvent | DeploymentVerdict]:
     """Every node's startup events (tagged with the node) and, last, the deployment's verdict."""
-    from specdebug.core.startup.watch import watch
+    from specdebug.core.control.watch import watch
 
     started = min(r.started_at for r in records.values())
     tracker = DeploymentTracker(deployment, started_at=started)
@@ -159,7 +159,7 @@ async def stop_deployment(
     only: set[str] | None = None,
 ) -> DeploymentStop:
     """Stop every node at once, each by its proven process group (`only`: these hosts)."""
-    from specdebug.core.server_control import stop
+    from specdebug.core.control.actions import stop
 
     nodes = [n for n in deployment.nodes if only is None or n.host in only]
 
@@ -204,7 +204,7 @@ class DeploymentStatus(BaseModel):
 
 
 async def deployment_status(remotes: Remotes, deployment: Deployment) -> DeploymentStatus:
-    from specdebug.core.server_control import status
+    from specdebug.core.control.actions import status
 
     async def one(node: Node) -> ServerStatus:
         if node.host not in remotes:

@@ -1,7 +1,7 @@
 """What a front end knows about a deployment: one ServerMonitor per node, and the deployment's state.
 
 Why apart from control.py: the TUI (and any other front end) folds the deployment's stream here,
-without a screen and without I/O (time passed in), the way `core.startup.monitor.ServerMonitor`
+without a screen and without I/O (time passed in), the way `core.control.monitor.ServerMonitor`
 does for one box.  Each node keeps its own phases, PIDs, health and log lines; the deployment's
 state is the tracker's verdict while starting, and after ready a node whose group is gone turns the
 whole deployment FAILED naming that node, even while the leader still answers (a worker that died
@@ -15,13 +15,13 @@ from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
+from specdebug.core.control.events import NOTHING_RUNNING, Launched, LogLine, ServerState
+from specdebug.core.control.monitor import LOG_LINES_KEPT, Liveness, ServerMonitor, StateChanged
+from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.deployment.control import DeploymentStatus, DeploymentStop, NodeEvent
 from specdebug.core.deployment.place import Deployment
 from specdebug.core.deployment.tracker import DeploymentVerdict
 from specdebug.core.sanitize import visible
-from specdebug.core.servers import ServerRecord, StopResult
-from specdebug.core.startup.events import NOTHING_RUNNING, Launched, LogLine, ServerState
-from specdebug.core.startup.monitor import LOG_LINES_KEPT, Liveness, ServerMonitor, StateChanged
 from specdebug.remote.api import Remote, RemoteError
 
 _SUMMARY_STATE = {

@@ -25,10 +25,10 @@ MAX_NCCL_LINES = 20000  # per node: a comm init prints tens of lines per rank
 
 async def nccl_lines(remote: Remote, node: Node) -> list[str]:
     """This run's NCCL lines in the node's log (from its record's offset), selected on the box."""
+    from specdebug.core.control.records import this_run_offset
     from specdebug.core.logs.matches import follow_match_batches
     from specdebug.core.logs.parser import LogParser
     from specdebug.core.profiles.paths import box_path
-    from specdebug.core.servers import this_run_offset
 
     path = await box_path(remote, node.profile.server.log_file)
     offset = await this_run_offset(remote, node.profile.name, path)

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from specdebug.core.control.events import GroupChange, HealthChange, ServerPhase, Verdict
 from specdebug.core.deployment.place import Deployment, Node
-from specdebug.core.startup.events import GroupChange, HealthChange, ServerPhase, Verdict
 
 INIT_PHASE = "init_distributed"  # both packs' rendezvous milestone (SGLang `Init torch distributed begin`)
 RENDEZVOUS_GRACE_S = 5.0  # a node at init with no connection to the rendezvous this long, others joined

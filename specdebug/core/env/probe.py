@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
+from specdebug.core.control.workers import listing_filter, select_workers
 from specdebug.core.env.events import EnvDone, EnvEvent, EnvFilesRead, EnvLogRead, EnvProcessesFound
 from specdebug.core.env.model import DEFAULT_PREFIXES, NCCL_ENV_MARKER, EnvQuery, EnvReport
 from specdebug.core.env.report import build_report
 from specdebug.core.profiles import Profile
 from specdebug.core.profiles.paths import login_relative
-from specdebug.core.workers import listing_filter, select_workers
 from specdebug.remote.api import Remote
 
 # ---------------------------------------------------------------------------------------------
@@ -94,7 +94,7 @@ async def query_for_profile(
 
     Raises LookupError when neither exists (nothing tells which processes are the server's).
     """
-    from specdebug.core.servers import group_members, load_record
+    from specdebug.core.control.records import group_members, load_record
 
     record = await load_record(remote, profile.name)
     server = profile.server

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from specdebug.core.control.workers import Selection, select_workers, server_kind
 from specdebug.core.env.model import (
     CLK_TCK,
     SPT_ADVICE,
@@ -21,7 +22,6 @@ from specdebug.core.env.model import (
 )
 from specdebug.core.env.proc import classify_environ, parse_btime, parse_passwd, parse_status
 from specdebug.core.secrets import mask_argv, mask_value, same_value, scrub, secret_values
-from specdebug.core.workers import Selection, select_workers, server_kind
 from specdebug.engines import server_env_rules
 from specdebug.engines.envrules import EnvRule
 from specdebug.remote.api import FileRead, ProcInfo

@@ -12,9 +12,9 @@ import time
 
 from specdebug.core.bench.models import BenchConfig, BenchResult
 from specdebug.core.bench.serverlog import server_metrics
+from specdebug.core.control.records import file_size
 from specdebug.core.profiles import Profile
 from specdebug.core.report import HistoryEntry
-from specdebug.core.servers import file_size
 from specdebug.remote.api import Remote, RemoteError
 
 TAIL_BYTES = 512 << 10

@@ -11,11 +11,11 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from specdebug.core.control.workers import cmdline_text, listing_filter, select_workers
 from specdebug.core.env.probe import query_for_profile
 from specdebug.core.profiles import Profile
 from specdebug.core.stacks.group import Worker, group_workers, main_frames, rank_of, summary
 from specdebug.core.stacks.record import summarize
-from specdebug.core.workers import cmdline_text, listing_filter, select_workers
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.remote.boxcode import python_argv
 

@@ -25,11 +25,11 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Log, Static
 
-from specdebug.core import server_control
 from specdebug.core.bench.events import BenchLine
 from specdebug.core.bench.headline import headline_text
 from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchRequest, bench_events
+from specdebug.core.control import actions as server_control
 from specdebug.core.profiles import Profile
 from specdebug.core.records import JournalRecord
 from specdebug.core.report import (

@@ -18,13 +18,13 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from specdebug.core.control.events import ServerState
+from specdebug.core.control.records import ServerRecord
 from specdebug.core.env.events import EnvDone, EnvProcessesFound
 from specdebug.core.env.model import DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv
 from specdebug.core.env.probe import env_events, query_for_profile
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
-from specdebug.core.servers import ServerRecord
-from specdebug.core.startup.events import ServerState
 from specdebug.engines import worker_match
 from specdebug.remote.api import RemoteError
 from specdebug.tui.context import AppContext

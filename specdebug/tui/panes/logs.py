@@ -23,6 +23,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Input, Static
 
+from specdebug.core.control.events import ServerState
+from specdebug.core.control.records import ServerRecord, file_size, this_run_offset
 from specdebug.core.logs.context import read_context
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import Follower
@@ -33,8 +35,6 @@ from specdebug.core.logs.viewbuffer import MAX_VIEW, ViewBuffer
 from specdebug.core.profiles import Profile
 from specdebug.core.records import MarkRecord
 from specdebug.core.secrets import Scrubber
-from specdebug.core.servers import ServerRecord, file_size, this_run_offset
-from specdebug.core.startup.events import ServerState
 from specdebug.engines import ENGINES
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext

@@ -13,6 +13,7 @@ import asyncio
 
 from rich.style import Style
 
+from specdebug.core.control.records import this_run_offset
 from specdebug.core.deployment import Deployment, Node
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import Follower
@@ -20,7 +21,6 @@ from specdebug.core.logs.matches import follow_matches
 from specdebug.core.logs.parser import LogParser
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
-from specdebug.core.servers import this_run_offset
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.panes.logs_boxes import LogsBoxes
 from specdebug.tui.widgets.logview import Entry

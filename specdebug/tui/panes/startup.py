@@ -3,8 +3,8 @@
 Shows the startup phases as a checklist with durations, elapsed time and an ETA from earlier
 startups of the same profile (journal verdicts), the last log lines, and the verdict with its
 reason (rendering: startup_view.py).  On open it recognises the profile's server if it already
-runs.  All the work is `specdebug.core.startup` (the same calls as the headless verbs); the pane
-only applies the events it streams: its state is a `core.startup.monitor.ServerMonitor` (the same
+runs.  All the work is `specdebug.core.control` (the same calls as the headless verbs); the pane
+only applies the events it streams: its state is a `core.control.monitor.ServerMonitor` (the same
 machine a bisection run uses without a screen).  A profile with `[deployment]` is launched,
 watched and stopped on every node as one, a phase row per node (startup_nodes.py).
 """
@@ -24,16 +24,16 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Static
 
-from specdebug.core import server_control
-from specdebug.core.observe import observe
+from specdebug.core.control import actions as server_control
+from specdebug.core.control.actions import LaunchRefused, ServerStatus
+from specdebug.core.control.events import Launched, ServerPhase, ServerState, StartupEvent, Verdict
+from specdebug.core.control.monitor import ServerMonitor, StateChanged, watch_liveness
+from specdebug.core.control.observe import observe
+from specdebug.core.control.records import ServerRecord, StopResult
+from specdebug.core.control.tracker import StartupHistory, startup_history
+from specdebug.core.control.watch import launch_and_watch, watch
 from specdebug.core.profiles import Profile
 from specdebug.core.records import JournalRecord, LaunchRecord, StopRecord, VerdictRecord
-from specdebug.core.server_control import LaunchRefused, ServerStatus
-from specdebug.core.servers import ServerRecord, StopResult
-from specdebug.core.startup.events import Launched, ServerPhase, ServerState, StartupEvent, Verdict
-from specdebug.core.startup.monitor import ServerMonitor, StateChanged, watch_liveness
-from specdebug.core.startup.tracker import StartupHistory, startup_history
-from specdebug.core.startup.watch import launch_and_watch, watch
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import RunningServer, describe_error

@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 from rich.text import Text
 
-from specdebug.core import server_control
+from specdebug.core.control import actions as server_control
+from specdebug.core.control.actions import LaunchRefused
+from specdebug.core.control.events import ServerState
+from specdebug.core.control.monitor import StateChanged
+from specdebug.core.control.records import ServerRecord
 from specdebug.core.deployment import Deployment
 from specdebug.core.deployment.control import (
     deployment_status,
@@ -26,16 +30,12 @@ from specdebug.core.deployment.control import (
 )
 from specdebug.core.deployment.monitor import DeploymentMonitor, watch_deployment_liveness
 from specdebug.core.sanitize import visible
-from specdebug.core.server_control import LaunchRefused
-from specdebug.core.servers import ServerRecord
-from specdebug.core.startup.events import ServerState
-from specdebug.core.startup.monitor import StateChanged
 from specdebug.remote.api import Remote
 from specdebug.tui.pane import Pane, RunningServer, describe_error
 from specdebug.tui.panes.startup_view import STATE_STYLE, fmt_s
 
 if TYPE_CHECKING:
-    from specdebug.core.startup.events import Clock
+    from specdebug.core.control.events import Clock
 
 MARK = {
     ServerState.READY: ("✓", "green"),

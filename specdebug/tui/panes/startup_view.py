@@ -9,11 +9,11 @@ import time
 from rich.table import Table
 from rich.text import Text
 
+from specdebug.core.control.events import Clock, ServerState
+from specdebug.core.control.monitor import ServerMonitor
+from specdebug.core.control.tracker import StartupHistory
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
-from specdebug.core.startup.events import Clock, ServerState
-from specdebug.core.startup.monitor import ServerMonitor
-from specdebug.core.startup.tracker import StartupHistory
 from specdebug.engines import NO_ENGINE_PHASES, engine_of
 
 

@@ -5,7 +5,7 @@ Inside a `specdebug pair` session (SPECDEBUG_PAIR_SOCKET set) the bar polls tmux
 with ro/rw and attached or not; a toast says who joined, left or changed mode.  The command
 palette gets "Seat: ..." commands for the driver (the socket's owner, whose app this is) to grant
 write, make read-only or revoke a seat; they refuse when the last key came from someone else's
-seat, and in a read-only app (the capability check in core.pair refuses them too).
+seat, and in a read-only app (the capability check in core.pair.session refuses them too).
 
 Also here: JournalFollower, which follows a journal kept on the box (`--session box:NAME`) and tells
 the panes when another instance wrote to it.
@@ -29,9 +29,10 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from specdebug.capability import process_is_readonly
-from specdebug.core import pair, pair_view
 from specdebug.core.boxjournal import BoxJournal
-from specdebug.core.pair import Mode, Seat
+from specdebug.core.pair import session as pair
+from specdebug.core.pair import view as pair_view
+from specdebug.core.pair.session import Mode, Seat
 from specdebug.core.records import JournalRecord
 from specdebug.tui.context import AppContext
 
@@ -81,7 +82,7 @@ class SeatsBar(Static):
     async def _ask_tmux(self) -> None:
         socket = self.socket
         assert socket is not None
-        folder = Path(socket).parent  # read-only seats are on views of their own (core/pair_view.py)
+        folder = Path(socket).parent  # read-only seats are on views of their own (core/pair/view.py)
         acl, attached, _ = await asyncio.gather(
             asyncio.to_thread(pair_view.seat_modes, socket, folder),
             asyncio.to_thread(pair_view.seat_clients, socket, folder, pair.CLIENT_FORMAT),

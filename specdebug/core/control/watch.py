@@ -16,6 +16,17 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from specdebug.core.control.events import (
+    Clock,
+    ConnectionNote,
+    Launched,
+    StartupEvent,
+    Verdict,
+)
+from specdebug.core.control.launch import launch
+from specdebug.core.control.records import ServerRecord, group_members, health_on_box
+from specdebug.core.control.tracker import StartupTracker, TrackerEvent
+from specdebug.core.control.workers import group_filter
 from specdebug.core.journal import EventJournal
 from specdebug.core.limits import cap_text
 from specdebug.core.logs.events import LogEvent
@@ -23,17 +34,6 @@ from specdebug.core.logs.follow import Follower
 from specdebug.core.profiles import Profile
 from specdebug.core.records import VerdictRecord
 from specdebug.core.secrets import Scrubber
-from specdebug.core.servers import ServerRecord, group_members, health_on_box
-from specdebug.core.startup.events import (
-    Clock,
-    ConnectionNote,
-    Launched,
-    StartupEvent,
-    Verdict,
-)
-from specdebug.core.startup.launch import launch
-from specdebug.core.startup.tracker import StartupTracker, TrackerEvent
-from specdebug.core.workers import group_filter
 from specdebug.remote.api import ConnectionDropped, ConnState, ConnStatus, Remote, RemoteError
 
 logger = logging.getLogger(__name__)

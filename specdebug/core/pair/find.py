@@ -1,8 +1,8 @@
 """Finding a pairing session to join: only those whose folder and socket are their claimed owner's.
 
 `pair --list` and `pair --join NAME` (specdebug/verbs/pair.py) read the pairing root
-(core/pair.py) through here; a look-alike folder (core/pair_owner.py) is refused, with why.  A
-seat with a view of its own (core/pair_view.py) joins the view, never the session's server.
+(core/pair/session.py) through here; a look-alike folder (core/pair/owner.py) is refused, with why.  A
+seat with a view of its own (core/pair/view.py) joins the view, never the session's server.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import re
 import stat
 from pathlib import Path
 
-from specdebug.core import pair, pair_view
-from specdebug.core.pair_owner import ownership_problem, user_name
+from specdebug.core.pair import session as pair
+from specdebug.core.pair import view as pair_view
+from specdebug.core.pair.owner import ownership_problem, user_name
 
 
 def discover(root: Path | None = None, refused: list[str] | None = None) -> list[pair.PairInfo]:

@@ -8,10 +8,10 @@ same log from the same offset, and the same health endpoint, without a single wr
 
 from __future__ import annotations
 
+from specdebug.core.control.actions import LaunchRefused
+from specdebug.core.control.records import ServerRecord, group_members, load_record
+from specdebug.core.control.workers import group_filter
 from specdebug.core.profiles import Profile
-from specdebug.core.server_control import LaunchRefused
-from specdebug.core.servers import ServerRecord, group_members, load_record
-from specdebug.core.workers import group_filter
 from specdebug.remote.api import Remote
 
 

@@ -13,11 +13,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
-from specdebug.core.profiles import Profile
-from specdebug.core.sanitize import visible
-from specdebug.core.server_control import ServerStatus
-from specdebug.core.servers import ServerRecord, StopResult
-from specdebug.core.startup.events import (
+from specdebug.core.control.actions import ServerStatus
+from specdebug.core.control.events import (
     NOTHING_RUNNING,
     ConnectionNote,
     GroupChange,
@@ -30,7 +27,10 @@ from specdebug.core.startup.events import (
     StartupEvent,
     Verdict,
 )
-from specdebug.core.startup.tracker import leader_died
+from specdebug.core.control.records import ServerRecord, StopResult
+from specdebug.core.control.tracker import leader_died
+from specdebug.core.profiles import Profile
+from specdebug.core.sanitize import visible
 from specdebug.remote.api import Remote, RemoteError
 
 LOG_LINES_KEPT = 500

@@ -1,6 +1,6 @@
 """Whose pairing session this is: the folder and the socket must be owned by the uid its name claims.
 
-A pairing folder is `<root>/specdebug-pair.<uid>.<name>/` (core/pair.py); anyone who can write to
+A pairing folder is `<root>/specdebug-pair.<uid>.<name>/` (core/pair/session.py); anyone who can write to
 the root can make one with any uid in its name.  `pair --join` and `--list` take only sessions
 whose folder and socket lstat() as that uid, and say whose session it is before attaching.
 """

@@ -23,8 +23,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from specdebug.core.pair_owner import user_name
-from specdebug.core.pair_seats import Client, Mode, parse_access_list, parse_clients
+from specdebug.core.pair.owner import user_name
+from specdebug.core.pair.seats import Client, Mode, parse_access_list, parse_clients
 from specdebug.errors import SpecdebugError
 
 VIEW_SESSION = "view"

@@ -5,7 +5,7 @@ name several users without a group made for them (root only), so the folder gets
 one ACL entry per granted user: `--x` on the folder (reach a known name, never list it), `rw-` on
 the tmux socket (connect), `r--` on the seat list.  The xattr format is the kernel's
 `system.posix_acl_access` (version 2, entries sorted by tag then id); a filesystem without ACL
-support answers EOPNOTSUPP and the caller falls back (see core/pair.py).
+support answers EOPNOTSUPP and the caller falls back (see core/pair/session.py).
 """
 
 from __future__ import annotations

@@ -12,13 +12,9 @@ import uuid
 from dataclasses import dataclass, replace
 
 from specdebug.capability import require_write
-from specdebug.core.drift.snapshot import snapshot_or_error
-from specdebug.core.journal import EventJournal
-from specdebug.core.profiles import Profile
-from specdebug.core.records import LaunchRecord
-from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
-from specdebug.core.server_control import LaunchRefused
-from specdebug.core.servers import (
+from specdebug.core.control.actions import LaunchRefused
+from specdebug.core.control.events import Clock
+from specdebug.core.control.records import (
     MAX_RECORD_BYTES,
     ServerRecord,
     find_port_holder,
@@ -26,9 +22,13 @@ from specdebug.core.servers import (
     load_record,
     save_record,
 )
+from specdebug.core.control.workers import group_filter
+from specdebug.core.drift.snapshot import snapshot_or_error
+from specdebug.core.journal import EventJournal
+from specdebug.core.profiles import Profile
+from specdebug.core.records import LaunchRecord
+from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
 from specdebug.core.source import ServerSource, read_source
-from specdebug.core.startup.events import Clock
-from specdebug.core.workers import group_filter
 from specdebug.remote.api import JobSteps, Remote, RemoteError
 from specdebug.remote.boxcode import source
 from specdebug.remote.shell import env_assignments

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
+from specdebug.core.control.events import GroupChange, HealthChange, LogLine, LogProblem, ServerPhase, Verdict
 from specdebug.core.logs.hints import with_hint
 from specdebug.core.records import JournalRecord, LaunchRecord, VerdictRecord
-from specdebug.core.startup.events import GroupChange, HealthChange, LogLine, LogProblem, ServerPhase, Verdict
 
 if TYPE_CHECKING:
     from specdebug.engines.pack import Pack

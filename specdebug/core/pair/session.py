@@ -7,7 +7,7 @@ marked read-only ("client is read-only"), in the server, whatever the client ask
 
 The socket lives in a folder only its owner and the granted users can reach:
 `<root>/specdebug-pair.<uid>.<name>/` (root = $SPECDEBUG_PAIR_DIR or /tmp, one place every user
-agrees on), mode 0700 plus POSIX ACL entries for the granted users (core/pair_acl.py): search on
+agrees on), mode 0700 plus POSIX ACL entries for the granted users (core/pair/acl.py): search on
 the folder, read-write on the socket, read on the seat list.  On a filesystem without ACLs the
 folder is 0711 (reachable, not listable) and the socket 0666: access then rests on tmux's list
 alone, which still refuses everyone not granted; `access` in the result says which.
@@ -29,17 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from specdebug.capability import require_write
-from specdebug.core import pair_acl, pair_view
-from specdebug.core.pair_owner import user_name as user_name  # the pairing API in one place
-from specdebug.core.pair_seats import CLIENT_FORMAT as CLIENT_FORMAT  # the pairing API in one place
-from specdebug.core.pair_seats import Client as Client
-from specdebug.core.pair_seats import Mode as Mode
-from specdebug.core.pair_seats import Seat as Seat
-from specdebug.core.pair_seats import acting_client as acting_client
-from specdebug.core.pair_seats import parse_access_list as parse_access_list
-from specdebug.core.pair_seats import parse_clients as parse_clients
-from specdebug.core.pair_seats import seat_changes as seat_changes
-from specdebug.core.pair_seats import seats_now as seats_now
+from specdebug.core.pair import acl as pair_acl
+from specdebug.core.pair import view as pair_view
+from specdebug.core.pair.owner import user_name as user_name  # the pairing API in one place
+from specdebug.core.pair.seats import CLIENT_FORMAT as CLIENT_FORMAT  # the pairing API in one place
+from specdebug.core.pair.seats import Client as Client
+from specdebug.core.pair.seats import Mode as Mode
+from specdebug.core.pair.seats import Seat as Seat
+from specdebug.core.pair.seats import acting_client as acting_client
+from specdebug.core.pair.seats import parse_access_list as parse_access_list
+from specdebug.core.pair.seats import parse_clients as parse_clients
+from specdebug.core.pair.seats import seat_changes as seat_changes
+from specdebug.core.pair.seats import seats_now as seats_now
 from specdebug.errors import SpecdebugError
 
 ENV_SOCKET = "SPECDEBUG_PAIR_SOCKET"  # set in the session: the app shows seats when it finds these
@@ -290,7 +291,7 @@ def start(
         for user, mode in seats.items():
             if mode is Mode.RW:
                 _grant_tmux(sock, user, mode)
-            else:  # a view of their own (core/pair_view.py): nothing they run reaches the others
+            else:  # a view of their own (core/pair/view.py): nothing they run reaches the others
                 pair_view.start_view(folder, sock, name, user_uid(user), conf, size=size, tmux=tmux)
         info = PairInfo(
             name=name, socket=sock, session=name, owner=user_name(me), folder=str(folder), owner_uid=me

@@ -19,12 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from specdebug.capability import require_write
-from specdebug.core.journal import EventJournal
-from specdebug.core.logs.follow import expand_remote_path
-from specdebug.core.profiles import Profile
-from specdebug.core.records import LaunchRecord, StopRecord
-from specdebug.core.secrets import mask_argv, profile_secrets
-from specdebug.core.servers import (
+from specdebug.core.control.records import (
     PortHolder,
     ServerRecord,
     StateFileError,
@@ -39,7 +34,12 @@ from specdebug.core.servers import (
     save_record,
     signal_group,
 )
-from specdebug.core.workers import group_filter
+from specdebug.core.control.workers import group_filter
+from specdebug.core.journal import EventJournal
+from specdebug.core.logs.follow import expand_remote_path
+from specdebug.core.profiles import Profile
+from specdebug.core.records import LaunchRecord, StopRecord
+from specdebug.core.secrets import mask_argv, profile_secrets
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import JobSteps, Remote, RemoteError
 

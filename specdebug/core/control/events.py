@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from specdebug.core.servers import ServerRecord
+from specdebug.core.control.records import ServerRecord
 
 Clock = Callable[[], float]
 
