@@ -143,9 +143,19 @@ def test_bisect_refuses_deployments_on_different_nodes(cluster: Cluster, tmp_pat
     )
 
 
-def test_a_trial_whose_node_never_joins_is_a_failed_start_naming_it(cluster: Cluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("case", "node1_args"),
+    [
+        ("never-joins", ("--never-join",)),
+        # dies 1 s after its ready: before the deployment is ready, or during the ~3 s benchmark
+        ("dies", ("--die-after-ready", "1")),
+    ],
+)
+def test_a_trial_whose_node_fails_is_a_failed_start_naming_it(
+    cluster: Cluster, tmp_path: Path, case: str, node1_args: tuple[str, ...]
+) -> None:
     prof = load_profile(
-        dep_profile(tmp_path, "nj", sim_args=SIM, env=NCCL, node1_args=("--never-join",), tail=BENCH)
+        dep_profile(tmp_path, case, sim_args=SIM, env=NCCL, node1_args=node1_args, tail=BENCH)
     )
 
     async def run() -> list:
@@ -157,7 +167,7 @@ def test_a_trial_whose_node_never_joins_is_a_failed_start_naming_it(cluster: Clu
             nodes = Nodes(remotes=remotes, place=lambda p: place(p, ssh_config=cluster.config_path))
             spec = TrialSpec(
                 bisect="t", index=1, role=Role.BAD, profile=prof, fingerprint=prof.fingerprint(),
-                applied=[], settings=Settings(requests=2, output_len=16, concurrency=1, input_len=32),
+                applied=[], settings=Settings(requests=2, output_len=150, concurrency=1, input_len=32),
             )  # fmt: skip
             out = [x async for x in run_deployment_trial(nodes, spec)]
             st = await deployment_status(remotes, nodes.place(prof))
@@ -168,5 +178,10 @@ def test_a_trial_whose_node_never_joins_is_a_failed_start_naming_it(cluster: Clu
 
     *events, m, st = asyncio.run(run())
     assert isinstance(m, Measurement) and m.status is Status.FAILED_START, m
-    assert m.reason.startswith("failed to start: node1: "), m.reason
+    if case == "never-joins":
+        assert m.reason.startswith("failed to start: node1: never reached the rendezvous"), m.reason
+    else:
+        assert m.reason.startswith(
+            ("failed to start: node1: ", "a node died during the benchmark: node1: ")
+        ), m.reason
     assert st.state == "stopped" and [n.state for n in st.nodes] == ["stopped", "stopped"], st
