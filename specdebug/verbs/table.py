@@ -81,7 +81,8 @@ class _Parser(argparse.ArgumentParser):
     def subcommands(self) -> dict[str, argparse.ArgumentParser]:
         """Name -> parser of the sub-commands added so far (none: {})."""
         for action in self._actions:
-            if isinstance(action, argparse._SubParsersAction):
+            # the sub-parsers action (argparse.PARSER nargs), not named: its class is private
+            if action.nargs == argparse.PARSER and isinstance(action.choices, dict):
                 return action.choices
         return {}
 

@@ -150,7 +150,7 @@ def test_the_contract_checker_sees_a_violation(tmp_path):
     """The checker itself can fail: a planted import is reported."""
     fake = tmp_path / "specdebug" / "remote"
     fake.mkdir(parents=True)
-    (fake / "x.py").write_text("def f():\n    from ..core import startup\n")
+    (fake / "x.py").write_text("def f():\n    from ..core import control\n")
     global PKG
     saved, PKG = PKG, tmp_path / "specdebug"
     try:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from specdebug.box.proclist import ProcCache
 from specdebug.core.control.workers import listing_filter, select_workers
@@ -122,6 +123,12 @@ def test_real_proc_filter_finds_own_child_and_drops_the_rest() -> None:
         [sys.executable, "-c", "import time; time.sleep(30)", tag], start_new_session=True
     )
     try:
+        # until the child has exec'd, /proc shows the forked pytest's cmdline (a loaded machine can
+        # take a while): the filter is what is tested here, not how fast a child starts
+        deadline = time.monotonic() + 30
+        while tag.encode() not in Path(f"/proc/{child.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline, "the child never exec'd"
+            time.sleep(0.01)
         cache = ProcCache()
         full = cache.listing()
         rows = cache.listing(match=tag)
