@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from specdebug.core import server_control
-from specdebug.core.deployment import Deployment
+from specdebug.core.deployment import Deployment, Node
 from specdebug.core.deployment.control import (
     deployment_status,
     launch_deployment,
@@ -25,6 +25,7 @@ from specdebug.core.deployment.control import (
     watch_deployment,
 )
 from specdebug.core.deployment.monitor import DeploymentMonitor, watch_deployment_liveness
+from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
 from specdebug.core.server_control import LaunchRefused
 from specdebug.core.servers import ServerRecord
@@ -69,6 +70,20 @@ class StartupNodes(Pane):
             self._dmon = DeploymentMonitor(dep)
         self.set_class(self._dmon is not None, "-nodes")
         return self._dmon
+
+    def _stacks_node(self) -> Node | None:
+        dep = self.ctx.deployment()
+        if dep is None:
+            return None
+        return dep.node(self.ctx.selected or "") or dep.leader
+
+    def stacks_target(self, remote: Remote) -> tuple[Remote, Profile] | None:
+        """Whose workers `k` shows: the profile's on the host, or on a deployment the selected node's
+        (its own connection and node profile, so its record is found)."""
+        node = self._stacks_node()
+        if node is not None:
+            return self.ctx.remotes[node.host], node.profile
+        return (remote, self.ctx.profile) if self.ctx.profile is not None else None
 
     def _node_remotes(self, dep: Deployment) -> Mapping[str, Remote]:
         return {n.host: self.ctx.remotes[n.host] for n in dep.nodes}
