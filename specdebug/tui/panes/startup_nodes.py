@@ -25,6 +25,7 @@ from specdebug.core.deployment.control import (
     watch_deployment,
 )
 from specdebug.core.deployment.monitor import DeploymentMonitor, watch_deployment_liveness
+from specdebug.core.observe import observe
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
 from specdebug.core.server_control import LaunchRefused
@@ -104,12 +105,17 @@ class StartupNodes(Pane):
                 self._announce_nodes(mon.stopped(await stop_deployment(remotes, dep, journal=journal)))
             mon.reset_run(ServerState.LAUNCHING)
             self._dirty = True
-            if mode == "attach":
+            if (
+                mode == "attach"
+            ):  # a read-only seat observes the driver's servers: records read, nothing written
+                journal = None if self.ctx.readonly else journal
                 records: dict[str, ServerRecord] = {}
                 for node in dep.nodes:
                     try:
-                        records[node.host] = await server_control.attach(
-                            remotes[node.host], node.profile, journal=journal
+                        records[node.host] = await (
+                            observe(remotes[node.host], node.profile)
+                            if self.ctx.readonly
+                            else server_control.attach(remotes[node.host], node.profile, journal=journal)
                         )
                     except LaunchRefused as exc:
                         raise LaunchRefused(f"{node.host}: {exc}") from None
