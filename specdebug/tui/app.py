@@ -271,6 +271,16 @@ class SpecdebugApp(App[None]):
         except (ProfileError, OSError, ValueError) as exc:
             self.notify(f"{path.name}: {exc}", severity="error")
             return
+        missing = [
+            h for h in (profile.deployment.nodes if profile.deployment else []) if h not in self.ctx.remotes
+        ]
+        if missing:  # the panes would act on one box for a server that spans several: refuse
+            self.notify(
+                f"{profile.name}: its [deployment] nodes {', '.join(missing)} are not connected here; "
+                f"open it with `specdebug -c {path}`",
+                severity="error",
+            )
+            return
         self.ctx.profile, self.ctx.profile_path = profile, path
         self.profile = profile  # every pane's profile_changed runs (bound reactives)
         self.notify(f"profile: {profile.name}")

@@ -246,3 +246,28 @@ async def test_logs_pane_merges_every_nodes_lines_with_a_node_column_and_filters
         assert pane.apply_filter("^node1", hide=True)
         await pilot.pause()
         assert [view.entries[i].text[:5] for i in view.rows if view.entries[i].kind == "match"] == ["node1"]
+
+
+def test_a_node_whose_nccl_lines_go_to_a_debug_file_is_a_finding(tmp_path):
+    from specdebug.core.deployment.node_env import NodeEnv, transport_of
+    from tests.tui.test_env_pane import report
+
+    dep = deployment_ctx(tmp_path).deployment()
+    rep = report()
+    rep.workers[0].extra["NCCL_DEBUG_FILE"] = "/tmp/nccl.%h.%p"
+    proof = transport_of([NodeEnv(dep.nodes[0], report(), []), NodeEnv(dep.nodes[1], rep, [])])
+    assert proof.verdict == "unproven"
+    assert proof.findings[-1].startswith("node1: NCCL_DEBUG_FILE=/tmp/nccl.%h.%p sends its NCCL lines")
+
+
+async def test_picking_a_deployment_whose_nodes_are_not_connected_is_refused(tmp_path):
+    path = deployment_ctx(tmp_path).profile_path
+    app = SpecdebugApp(
+        AppContext(remotes={"gpubox": StillRemote("gpubox")}, selected="gpubox"), panes=[HostsPane]
+    )
+    async with app.run_test(size=(120, 30)) as pilot:
+        app._profile_picked(path)  # what the profile picker calls with the chosen file
+        await pilot.pause()
+        assert app.ctx.profile is None and app.ctx.deployment() is None
+        said = [n.message for n in app._notifications]
+        assert any("its [deployment] nodes node0, node1 are not connected here" in m for m in said)

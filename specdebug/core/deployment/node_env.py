@@ -88,7 +88,25 @@ async def deployment_env(
 
 
 def transport_of(got: list[NodeEnv]) -> TransportProof:
-    return prove_transport(
+    """The proof from every node's NCCL lines and workers' environ, with what it could not read."""
+    proof = prove_transport(
         {g.node.host: g.nccl for g in got},
         {g.node.host: worker_environ(g.report) for g in got if g.report is not None},
     )
+    proof.findings += debug_file_findings(got)
+    return proof
+
+
+def debug_file_findings(got: list[NodeEnv]) -> list[str]:
+    """A node whose workers have NCCL_DEBUG_FILE: NCCL writes its lines there, not to the server log
+    the proof reads, so that node's part of the proof is incomplete."""
+    out = []
+    for g in got:
+        env = worker_environ(g.report) if g.report is not None else {}
+        files = sorted({e["NCCL_DEBUG_FILE"] for e in env.values() if "NCCL_DEBUG_FILE" in e})
+        if files:
+            out.append(
+                f"{g.node.host}: NCCL_DEBUG_FILE={files[0]} sends its NCCL lines to those files, not the "
+                "server log (not read here: the proof of that node is incomplete)"
+            )
+    return out

@@ -292,11 +292,9 @@ class StartupPane(StartupView, StartupNodes):
         if self._ready_to_act() is not None and self._confirmed("stop", "stop"):
             self._stop()
 
-    def action_stacks(self) -> None:
-        if (remote := self._ready_to_act()) is not None and self.profile is not None:
-            self.run_worker(
-                open_stacks(self.app, remote, self.profile), group="startup-stacks", exclusive=True
-            )
+    def action_stacks(self) -> None:  # a deployment's: the selected node's (the leader's by default)
+        if (remote := self._ready_to_act()) is not None and (target := self.stacks_target(remote)):
+            self.run_worker(open_stacks(self.app, *target), group="startup-stacks", exclusive=True)
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _run(self, mode: str) -> None:

@@ -20,8 +20,9 @@ from specdebug.core.control import actions as server_control
 from specdebug.core.control.actions import LaunchRefused
 from specdebug.core.control.events import ServerState
 from specdebug.core.control.monitor import StateChanged
+from specdebug.core.control.observe import observe
 from specdebug.core.control.records import ServerRecord
-from specdebug.core.deployment import Deployment
+from specdebug.core.deployment import Deployment, Node
 from specdebug.core.deployment.control import (
     deployment_status,
     launch_deployment,
@@ -29,6 +30,7 @@ from specdebug.core.deployment.control import (
     watch_deployment,
 )
 from specdebug.core.deployment.monitor import DeploymentMonitor, watch_deployment_liveness
+from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
 from specdebug.remote.api import Remote
 from specdebug.tui.pane import Pane, RunningServer, describe_error
@@ -70,6 +72,20 @@ class StartupNodes(Pane):
         self.set_class(self._dmon is not None, "-nodes")
         return self._dmon
 
+    def _stacks_node(self) -> Node | None:
+        dep = self.ctx.deployment()
+        if dep is None:
+            return None
+        return dep.node(self.ctx.selected or "") or dep.leader
+
+    def stacks_target(self, remote: Remote) -> tuple[Remote, Profile] | None:
+        """Whose workers `k` shows: the profile's on the host, or on a deployment the selected node's
+        (its own connection and node profile, so its record is found)."""
+        node = self._stacks_node()
+        if node is not None:
+            return self.ctx.remotes[node.host], node.profile
+        return (remote, self.ctx.profile) if self.ctx.profile is not None else None
+
     def _node_remotes(self, dep: Deployment) -> Mapping[str, Remote]:
         return {n.host: self.ctx.remotes[n.host] for n in dep.nodes}
 
@@ -89,12 +105,17 @@ class StartupNodes(Pane):
                 self._announce_nodes(mon.stopped(await stop_deployment(remotes, dep, journal=journal)))
             mon.reset_run(ServerState.LAUNCHING)
             self._dirty = True
-            if mode == "attach":
+            if (
+                mode == "attach"
+            ):  # a read-only seat observes the driver's servers: records read, nothing written
+                journal = None if self.ctx.readonly else journal
                 records: dict[str, ServerRecord] = {}
                 for node in dep.nodes:
                     try:
-                        records[node.host] = await server_control.attach(
-                            remotes[node.host], node.profile, journal=journal
+                        records[node.host] = await (
+                            observe(remotes[node.host], node.profile)
+                            if self.ctx.readonly
+                            else server_control.attach(remotes[node.host], node.profile, journal=journal)
                         )
                     except LaunchRefused as exc:
                         raise LaunchRefused(f"{node.host}: {exc}") from None
