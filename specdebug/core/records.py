@@ -355,3 +355,14 @@ _TYPES = {
 def shown(value: Any) -> str:
     text = "missing" if value is None else json.dumps(value, default=str)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def profile_of(rec: JournalRecord) -> str | None:
+    """The profile a launch, verdict or stop record is about (None: another kind)."""
+    if isinstance(rec, LaunchRecord):
+        return rec.server.profile
+    if isinstance(rec, VerdictRecord):
+        return rec.outcome.profile
+    if isinstance(rec, StopRecord):
+        return rec.stop.profile
+    return None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel
 
 from specdebug.core.control.events import GroupChange, HealthChange, LogLine, LogProblem, ServerPhase, Verdict
+from specdebug.core.control.records import ServerRecord
 from specdebug.core.logs.hints import with_hint
 from specdebug.core.records import JournalRecord, LaunchRecord, VerdictRecord
 
@@ -397,3 +398,12 @@ def startup_history(
         expected_total_s=statistics.median(totals),
         phase_starts={k: statistics.median(v) for k, v in starts.items()},
     )
+
+
+def verdict_of_run(verdict: Verdict, rec: ServerRecord) -> bool:
+    """The verdict belongs to the run `rec` (its PID, started within a second of it)."""
+    if verdict.pid != rec.pid:
+        return False
+    if not verdict.at:
+        return True  # same PID, no time to tell them apart: leave it out rather than count it
+    return abs(verdict.at - verdict.elapsed_s - rec.started_at) < 1.0

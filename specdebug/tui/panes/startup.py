@@ -30,10 +30,10 @@ from specdebug.core.control.events import Launched, ServerPhase, ServerState, St
 from specdebug.core.control.monitor import ServerMonitor, StateChanged, watch_liveness
 from specdebug.core.control.observe import observe
 from specdebug.core.control.records import ServerRecord, StopResult
-from specdebug.core.control.tracker import StartupHistory, startup_history
+from specdebug.core.control.tracker import StartupHistory, startup_history, verdict_of_run
 from specdebug.core.control.watch import launch_and_watch, watch
 from specdebug.core.profiles import Profile
-from specdebug.core.records import JournalRecord, LaunchRecord, StopRecord, VerdictRecord
+from specdebug.core.records import JournalRecord, LaunchRecord, StopRecord, VerdictRecord, profile_of
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import RunningServer, describe_error
@@ -149,18 +149,9 @@ class StartupPane(StartupView, StartupNodes):
         rec = self.mon.record  # the run shown is not its own history ("usually X over 1 run")
         if rec is not None:
             events = [
-                e for e in events if not (isinstance(e, VerdictRecord) and self._is_run(e.outcome, rec))
+                e for e in events if not (isinstance(e, VerdictRecord) and verdict_of_run(e.outcome, rec))
             ]
         self.history = startup_history(events, self.profile.name)
-
-    @staticmethod
-    def _is_run(verdict: Verdict, rec: ServerRecord) -> bool:
-        """The verdict belongs to the run `rec` (its PID, started within a second of it)."""
-        if verdict.pid != rec.pid:
-            return False
-        if not verdict.at:
-            return True  # same PID, no time to tell them apart: leave it out rather than count it
-        return abs(verdict.at - verdict.elapsed_s - rec.started_at) < 1.0
 
     def apply(self, ev: StartupEvent | StopResult) -> None:
         """Fold one core event into the pane's state (tests feed events here directly)."""
@@ -358,7 +349,7 @@ class StartupPane(StartupView, StartupNodes):
         stop as a stop by that seat, and pick a relaunch up at once (read-only: status, no attach)."""
         name = self.profile.name if self.profile is not None else None
         for ev in events:
-            if name is None or _profile_of(ev) != name:
+            if name is None or profile_of(ev) != name:
                 continue
             by = (ev.by or "another seat")[:64]
             if isinstance(ev, StopRecord):
@@ -442,14 +433,3 @@ class StartupPane(StartupView, StartupNodes):
             self.notify(f"stop failed: {describe_error(exc)}", severity="error")
         finally:
             self._dirty = True
-
-
-def _profile_of(ev: JournalRecord) -> str | None:
-    """The profile a launch, verdict or stop record is about (None: another kind)."""
-    if isinstance(ev, LaunchRecord):
-        return ev.server.profile
-    if isinstance(ev, VerdictRecord):
-        return ev.outcome.profile
-    if isinstance(ev, StopRecord):
-        return ev.stop.profile
-    return None
