@@ -52,3 +52,24 @@ def free_port(host: str = "127.0.0.1") -> int:
             if _bindable(port, host) and _bindable(port, "0.0.0.0"):
                 return port
     raise RuntimeError(f"no free port in {start}-{start + BLOCK - 1}")
+
+
+def port_range(n: int, host: str = "127.0.0.1") -> int:
+    """The first of `n` consecutive ports in this worker's block, free now and never handed out by
+    `free_port` afterwards (a range a server takes later, e.g. Slurm's SrunPortRange: a port of it
+    given to a test server made the server refuse "port in use by srun")."""
+    global _next
+    start = BASE + (worker_index() % BLOCKS) * BLOCK
+    with _lock:
+        if _next is None:
+            _next = random.randrange(BLOCK)
+        for _ in range(BLOCK):
+            first = _next % BLOCK
+            if first + n > BLOCK:  # no wrap inside a range
+                _next += BLOCK - first
+                continue
+            _next += n
+            ports = range(start + first, start + first + n)
+            if all(_bindable(p, host) and _bindable(p, "0.0.0.0") for p in ports):
+                return start + first
+    raise RuntimeError(f"no {n} free ports in a row in {start}-{start + BLOCK - 1}")

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.ports import port_range
 from tests.sshd_harness import free_port
 
 SLURM_BINARIES = ("slurmctld", "slurmd", "munged", "srun", "salloc", "squeue", "scancel", "sinfo")
@@ -130,7 +131,7 @@ def _end_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _conf_text(work: Path, nodes: Sequence[str], ports: dict[str, int], cpus: int) -> str:
-    srun_low = free_port()
+    srun_low = port_range(41)  # srun's own listening ports: never handed to a test server
     lines = [
         "ClusterName=specdebugtest",
         "SlurmctldHost=localhost(127.0.0.1)",
