@@ -11,12 +11,10 @@ import getpass
 import json
 import os
 import signal
-import sys
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.sshd_harness import Sshd, free_port, start_sshd
+from tests.sshd_harness import Sshd, start_sshd
 
 NODES = {"node0": "127.0.0.2", "node1": "127.0.0.3"}
 
@@ -76,42 +74,3 @@ def kill_recorded(state_dir: Path, marker: str) -> int:
             killed += 1
         path.unlink(missing_ok=True)
     return killed
-
-
-def dep_profile(
-    tmp_path: Path,
-    stem: str,
-    *,
-    kind: str = "sglang",
-    env: dict | None = None,
-    node1_env: dict | None = None,
-    node1_args: tuple[str, ...] = (),
-    extra: tuple[str, ...] = (),
-    nodes: tuple[str, str] = ("node0", "node1"),
-    leader_address: str | None = None,
-) -> Path:
-    """A two-node deployment of the sim; each node its own port and sidecar (the nodes share a machine)."""
-    name = f"dep-{stem}-{uuid.uuid4().hex[:6]}"
-    p0, p1 = free_port(), free_port()
-    argv = [sys.executable, "-m", "specdebug.sim", "--tp", "2", "--port", str(p0), "--time-scale", "0.02"]
-    if kind == "vllm":  # vLLM's multiprocessing mode: the engine adds --master-addr/--master-port, --headless
-        argv = [sys.executable, "-m", "specdebug.sim", "--engine", "vllm", "serve", "m", "-tp", "2"]
-        argv += ["--port", str(p0), "--time-scale", "0.02"]
-    argv += ["--log-file", str(tmp_path / f"{name}.n0.sim.log"), *extra]
-    text = (
-        f"name = {json.dumps(name)}\n[server]\nkind = {json.dumps(kind)}\nargv = {json.dumps(argv)}\n"
-        f"log_file = {json.dumps(str(tmp_path / f'{name}.log'))}\nport = {p0}\n"
-        + "".join(f"env.{k} = {json.dumps(v)}\n" for k, v in (env or {}).items())
-        + "[ready]\ntimeout_s = 60\n"
-        f"[deployment]\nnodes = {json.dumps(list(nodes))}\ndist_init_port = {free_port()}\n"
-        + (f"leader_address = {json.dumps(leader_address)}\n" if leader_address else "")
-        + "[deployment.node_args]\n"
-        f"{json.dumps(nodes[1])} = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log'), *node1_args])}\n"
-    )
-    if node1_env:
-        text += f"[deployment.node_env.{json.dumps(nodes[1])}]\n" + "".join(
-            f"{k} = {json.dumps(v)}\n" for k, v in node1_env.items()
-        )
-    path = tmp_path / f"{name}.toml"
-    path.write_text(text)
-    return path

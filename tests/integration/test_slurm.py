@@ -353,7 +353,7 @@ def test_a_two_node_deployment_on_the_allocation(
     """`[deployment]` over the allocation's two nodes (slurm:JOB:n1 leads): a job step per node, READY
     as one, both nodes' workers in env, stop ends every step."""
     from tests.cluster_harness import kill_recorded
-    from tests.integration.test_deployment import dep_profile
+    from tests.deployprofiles import dep_profile
 
     nodes = (f"slurm:{job}:n1", f"slurm:{job}:n2")
     prof = dep_profile(tmp_path, "slurm", env={"NCCL_DEBUG": "INFO"}, nodes=nodes, leader_address="127.0.0.1")

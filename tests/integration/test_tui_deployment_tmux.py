@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster_harness import Cluster, dep_profile, kill_recorded, start_cluster
+from tests.cluster_harness import Cluster, kill_recorded, start_cluster
+from tests.deployprofiles import dep_profile
 from tests.sshd_harness import SSHD
 from tests.tmux_harness import Tmux
 
