@@ -12,68 +12,36 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from specdebug.core.deployment.nccl import TransportProof, prove_transport
-from specdebug.core.deployment.node_env import nccl_lines
-from specdebug.core.deployment.node_env import worker_environ as _environ
-from specdebug.core.env.events import EnvDone
-from specdebug.core.env.model import EnvReport
-from specdebug.core.env.probe import env_events, query_for_profile
+from specdebug.core.deployment.nccl import TransportProof
+from specdebug.core.deployment.node_env import node_env, transport_of
 from specdebug.core.sanitize import visible
-from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import VerbExit, err, out, print_json
 from specdebug.verbs.deployment import open_nodes, placed
 
 if TYPE_CHECKING:
-    from specdebug.core.deployment import Node
     from specdebug.core.profiles import Profile
-    from specdebug.remote.api import Remote
 
 
 async def run_env_nodes(
     args: argparse.Namespace, profile: Profile, expect: dict[str, str], prefixes: list[str]
 ) -> int:
     dep = placed(args, profile)
-
-    async def one(node: Node, remote: Remote) -> tuple[EnvReport | None, list[str], str | None]:
-        try:
-            query = await query_for_profile(
-                remote,
-                node.profile,
-                expect=expect,
-                expect_from_launcher=args.expect_from_launcher,
-                prefixes=prefixes,
-                log_path=None,  # each node's own log, from its record
-                show_secrets=args.show_secrets,
-            )
-        except LookupError as exc:
-            return None, [], str(exc)
-        report: EnvReport | None = None
-        async for ev in env_events(remote, query):
-            if isinstance(ev, EnvDone):
-                report = ev.report
-        try:
-            lines = await nccl_lines(remote, node)
-        except RemoteError as exc:
-            return report, [], f"NCCL lines not read: {exc}"
-        return report, lines, None
-
     async with open_nodes(args, dep) as remotes:
-        got = await asyncio.gather(*(one(n, remotes[n.host]) for n in dep.nodes))
-    proof = prove_transport(
-        {n.host: lines for n, (_, lines, _) in zip(dep.nodes, got, strict=True)},
-        {n.host: _environ(r) for n, (r, _, _) in zip(dep.nodes, got, strict=True) if r is not None},
-    )
-    for node, (report, _, _) in zip(dep.nodes, got, strict=True):
-        files = (
-            sorted({env["NCCL_DEBUG_FILE"] for env in _environ(report).values() if "NCCL_DEBUG_FILE" in env})
-            if report
-            else []
-        )
-        if files:  # NCCL writes its lines there, not to the server log this proof reads
-            proof.findings.append(
-                f"{node.host}: NCCL_DEBUG_FILE={files[0]} sends its NCCL lines to those files, not the server log "
-                "(not read here: the proof of that node is incomplete)"
+        envs = await asyncio.gather(
+            *(
+                node_env(
+                    remotes[n.host],
+                    n,
+                    expect=expect,
+                    expect_from_launcher=args.expect_from_launcher,
+                    prefixes=prefixes,
+                    show_secrets=args.show_secrets,
+                )
+                for n in dep.nodes
             )
+        )
+    proof = transport_of(list(envs))
+    got = [(g.report, g.nccl, g.problem) for g in envs]
     rows: list[dict[str, Any]] = []
     code = 0
     for node, (report, _, problem) in zip(dep.nodes, got, strict=True):

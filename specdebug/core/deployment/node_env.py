@@ -9,7 +9,7 @@ together with the workers' environ give the transport verdict (core.deployment.n
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from specdebug.core.deployment.nccl import TransportProof, prove_transport
@@ -62,10 +62,27 @@ class NodeEnv:
     problem: str | None = None
 
 
-async def node_env(remote: Remote, node: Node) -> NodeEnv:
-    """The node's env check with its node profile, then its NCCL lines of this run."""
+async def node_env(
+    remote: Remote,
+    node: Node,
+    *,
+    expect: Mapping[str, str] | None = None,
+    expect_from_launcher: bool = False,
+    prefixes: Sequence[str] | None = None,
+    show_secrets: bool = False,
+) -> NodeEnv:
+    """The node's env check with its node profile (the options are query_for_profile's; the log is
+    the node's own, from its record), then its NCCL lines of this run."""
     try:
-        query = await query_for_profile(remote, node.profile, log_path=None)
+        query = await query_for_profile(
+            remote,
+            node.profile,
+            expect=expect,
+            expect_from_launcher=expect_from_launcher,
+            prefixes=prefixes,
+            log_path=None,
+            show_secrets=show_secrets,
+        )
     except LookupError as exc:
         return NodeEnv(node, None, [], str(exc))
     report: EnvReport | None = None
