@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specdebug.remote.api import Connection
 from specdebug.remote.client import BoxClient, StepBoxClient
@@ -34,6 +35,9 @@ __all__ = [
     "ssh_hostname",
     "refuse_unknown_keys",
 ]
+
+if TYPE_CHECKING:
+    from specdebug.transport.ssh.hostspec import HostSpec, ResolvedHost
 
 SLURM_HELPER_START_S = 30.0  # a helper step waits for the controller and the node's slurmd: slower than ssh
 
@@ -65,16 +69,24 @@ def connect_host(spec: str, options: ConnectOptions | None = None) -> Connection
     return BoxClient(transport, state_dir=o.state_dir, use_helper=o.use_helper)
 
 
+def _resolved_ssh(spec: str, ssh_config: str | Path | None) -> tuple[HostSpec, ResolvedHost] | None:
+    """An SSH spec as typed and as ssh config resolves it; None for other schemes."""
+    address = parse_address(spec)
+    if address.scheme != "ssh":
+        return None
+    from specdebug.transport.ssh.hostspec import HostSpec, resolve  # ssh config only when asked
+
+    parsed = HostSpec.parse(address.target, ssh_config)
+    return parsed, resolve(parsed)
+
+
 def address_note(spec: str, ssh_config: str | Path | None = None) -> str:
     """` (HOSTNAME port N)` when `spec` is an alias for another address, else empty: error
     messages then say where a failed connect really went."""
-    address = parse_address(spec)
-    if address.scheme != "ssh":
+    got = _resolved_ssh(spec, ssh_config)
+    if got is None:
         return ""
-    from specdebug.transport.ssh.hostspec import HostSpec, resolve
-
-    parsed = HostSpec.parse(address.target, ssh_config)
-    r = resolve(parsed)
+    parsed, r = got
     aliased = r.hostname != parsed.host or (parsed.port or r.port) != r.port
     return f" ({r.hostname} port {r.port})" if aliased else ""
 
@@ -83,9 +95,5 @@ def ssh_hostname(spec: str, ssh_config: str | Path | None = None) -> str | None:
     """The address an SSH host spec reaches (ssh config's HostName for an alias, the host of
     `user@host:port`); None for other schemes.  Raises HostSpecError or OSError when the spec or
     the config cannot be read."""
-    address = parse_address(spec)
-    if address.scheme != "ssh":
-        return None
-    from specdebug.transport.ssh.hostspec import HostSpec, resolve
-
-    return resolve(HostSpec.parse(address.target, ssh_config)).hostname
+    got = _resolved_ssh(spec, ssh_config)
+    return got[1].hostname if got is not None else None
