@@ -10,6 +10,8 @@ import ast
 import sys
 from pathlib import Path
 
+from tests.pyparse import parse_file
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "specdebug"
 DOC = ROOT / "docs" / "architecture.md"
@@ -38,7 +40,7 @@ def first_sentence(doc: str) -> str:
 
 
 def _doc(path: Path) -> str:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parse_file(path)
     return ast.get_docstring(tree) or "(no docstring)"
 
 

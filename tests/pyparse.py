@@ -14,11 +14,17 @@ from pathlib import Path
 
 def parse_file(path: Path, feature_version: tuple[int, int] | None = None) -> ast.Module:
     """The module's tree; feature_version: parse as that Python would (its grammar)."""
-    source = path.read_text(encoding="utf-8")
+    return parse_source(path.read_text(encoding="utf-8"), str(path), feature_version)
+
+
+def parse_source(
+    source: str, filename: str = "<test>", feature_version: tuple[int, int] | None = None
+) -> ast.Module:
+    """`ast.parse` with the collector paused (see above); every test parses through here."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return ast.parse(source, filename=str(path), feature_version=feature_version)
+        return ast.parse(source, filename=filename, feature_version=feature_version)
     finally:
         if was_enabled:
             gc.enable()

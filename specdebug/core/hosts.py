@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 
-from pydantic import BaseModel
-
+from specdebug.core.model import Model
 from specdebug.remote.api import Remote, RemoteError
 
 GPU_FIELDS = [
@@ -52,7 +51,7 @@ PERFORMANCE_THROTTLES = {
 }
 
 
-class GpuInfo(BaseModel):
+class GpuInfo(Model):
     index: int | None = None
     name: str | None = None
     uuid: str | None = None
@@ -78,7 +77,7 @@ class GpuInfo(BaseModel):
         return used is not None and total is not None and total > 0 and used > total
 
 
-class HostInfo(BaseModel):
+class HostInfo(Model):
     host: str
     connected: bool
     hostname: str | None = None

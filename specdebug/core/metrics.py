@@ -29,14 +29,17 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import httpx
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from specdebug.core.logs.acceptrate import DEFINITIONS, own_rate, which_definition
+from specdebug.core.model import Model
 from specdebug.core.promparse import REPLICA_LABELS as REPLICA_LABELS  # re-exported
 from specdebug.core.promparse import PromSnapshot, is_mean
+
+if TYPE_CHECKING:
+    import httpx  # imported where a request is made: it costs ~70 ms, and most verbs make none
 from specdebug.core.promparse import parse_metrics as parse_metrics  # re-exported
 from specdebug.engines import ENGINES, EngineName, get_engine
 from specdebug.engines.base import PromNames
@@ -54,7 +57,7 @@ DEFAULT_OFF_HINT = (
 )
 
 
-class PromRates(BaseModel):
+class PromRates(Model):
     """What the server said over a window (or since start when there is one scrape); None = not exported."""
 
     engine: EngineName | None = None
@@ -79,7 +82,7 @@ class PromRates(BaseModel):
     notes: list[str] = Field(default_factory=list)  # e.g. a gauge that was NaN (shown as null)
 
 
-class MetricsEvent(BaseModel):
+class MetricsEvent(Model):
     """What `watch_metrics` yields: a sample, or a state change ("off", "error") with a message."""
 
     kind: Literal["sample", "off", "error"]
@@ -258,6 +261,8 @@ async def scrape(
     client: httpx.AsyncClient, *, path: str = "/metrics", clock: Callable[[], float] = time.monotonic
 ) -> PromSnapshot:
     """One GET /metrics on the keep-alive client; MetricsOff on 404 (not exported)."""
+    import httpx
+
     t = clock()
     body = bytearray()
     cut = False
@@ -298,6 +303,8 @@ async def watch_metrics(
     """Scrape every `interval` s through one forward and one keep-alive client; yield rates over each
     interval (the first sample: counters since server start).  "off" ends the watch; errors are
     reported and retried.  `count` limits the number of samples (None: until cancelled)."""
+    import httpx
+
     fwd = await remote.forward_local_port(port)
     prev: PromSnapshot | None = None
     n = 0
@@ -338,7 +345,7 @@ def window_rates(before: PromSnapshot | None, after: PromSnapshot | None) -> Pro
     return compute_rates(before, after)
 
 
-class ServerProm(BaseModel):
+class ServerProm(Model):
     """/metrics over one benchmark's window, as stored in its result."""
 
     status: Literal["ok", "off", "error"]
@@ -369,6 +376,8 @@ class MetricsWindow:
         return self
 
     async def _run(self) -> None:
+        import httpx
+
         async with httpx.AsyncClient(base_url=self.base_url, trust_env=False) as client:
             while True:
                 stopping = self._stop.is_set()  # the last scrape starts after the run ended

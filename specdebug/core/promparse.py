@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 
-from prometheus_client.parser import text_string_to_metric_families
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from specdebug.core.model import Model
 from specdebug.engines import ENGINES, EngineName
 
 REPLICA_LABELS = ("tp_rank", "moe_ep_rank")
@@ -29,7 +29,7 @@ REPLICA_LABELS = ("tp_rank", "moe_ep_rank")
 _MEAN = ("accept_length", "accept_rate", "token_usage", "usage_perc", "cache_hit_rate")
 
 
-class PromSnapshot(BaseModel):
+class PromSnapshot(Model):
     """One scrape: every sample name -> combined value; vLLM's per-position counter by position."""
 
     t: float  # seconds on the caller's clock (monotonic)
@@ -62,6 +62,9 @@ def _rank(labels: dict[str, str]) -> tuple[int, ...]:
 
 def parse_metrics(text: str, t: float = 0.0) -> PromSnapshot:
     """Parse a /metrics page; a malformed line stops parsing with `error` set (values so far kept)."""
+    # here, not at the top: the package's __init__ loads its HTTP exposition too (~30 ms a verb)
+    from prometheus_client.parser import text_string_to_metric_families
+
     snap = PromSnapshot(t=t)
     # (name, labels without the replica labels) -> (rank, value) of the lowest-ranked replica
     groups: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[tuple[int, ...], float]] = {}

@@ -15,6 +15,7 @@ version does not know reads as OtherRecord with its fields kept (a newer writer'
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Annotated, Any, ClassVar, Literal
@@ -35,6 +36,7 @@ from specdebug.core.bisect.models import BisectOptions, Judged, KnobRow, Measure
 from specdebug.core.control.events import Verdict
 from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.deployment.tracker import DeploymentVerdict
+from specdebug.core.model import Model
 from specdebug.core.source import ServerSource
 
 # what the journal adds to every record it writes (never a payload's field)
@@ -42,7 +44,7 @@ STAMPS = ("eid", "by", "uid", "seat", "node")
 READ_ONLY = ("forged", "by_claimed", "by_verified")  # set by a box journal's reader, never written
 
 
-class Record(BaseModel):
+class Record(Model):
     """The envelope every journal record carries."""
 
     model_config = ConfigDict(extra="ignore")
@@ -194,7 +196,7 @@ class MarkRecord(Record):
         return data
 
 
-class BisectEnd(BaseModel):
+class BisectEnd(Model):
     """One end of a bisection as its start record names it (the profile file: what --resume loads)."""
 
     name: str = ""
@@ -308,12 +310,16 @@ JournalRecord = Annotated[
 ]
 """One journal record: the union of the kinds, told apart by `kind` (any other kind: OtherRecord)."""
 
-RECORD: TypeAdapter[JournalRecord] = TypeAdapter(JournalRecord)
+
+@functools.cache
+def _record_adapter() -> TypeAdapter[JournalRecord]:
+    """Built on the first record read (building it builds every kind's model: see core/model.py)."""
+    return TypeAdapter(JournalRecord)
 
 
 def parse_record(data: Any) -> JournalRecord:
     """A decoded line -> its record (pydantic.ValidationError: it is not one; see problem_of)."""
-    return RECORD.validate_python(data)
+    return _record_adapter().validate_python(data)
 
 
 def problem_of(kind: str, exc: ValidationError) -> str:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel
-
+from specdebug.core.model import Model
 from specdebug.remote.api import Remote, RemoteError
 
 # `~` and `~/x` as the launch script reads them (the box user's home); the cwd is "$1"
@@ -35,7 +34,7 @@ _STATES = {
 }
 
 
-class ServerSource(BaseModel):
+class ServerSource(Model):
     """What a server runs from.  `commit` only when the cwd is a git worktree; `note` says why not."""
 
     cwd: str

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from specdebug import cli
 from specdebug.core.sanitize import visible, visible_spans
 from specdebug.verbs.common import err, out, progress
+from tests.pyparse import parse_file
 
 FORBIDDEN = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
@@ -107,7 +108,7 @@ def test_verbs_print_only_through_the_helpers() -> None:
     for path in sorted(verbs.glob("*.py")):
         if path.name == "common.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse_file(path)):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print":
                 offenders.append(f"{path.name}:{node.lineno}")
             if isinstance(node, ast.Attribute) and node.attr == "write" and "stdout" in ast.unparse(node):

@@ -29,6 +29,7 @@ from specdebug.core.logs.follow import RawLine
 from specdebug.core.logs.parser import LogParser
 from specdebug.core.logs.shapelearn import same
 from specdebug.core.logs.stats import MetricStore, Series
+from tests.pyparse import parse_file
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ["test_log_patterns.py", "test_format_gaps.py", "test_log_stats_scan.py"]
@@ -47,7 +48,7 @@ def _corpus() -> list[str]:
     """Every string constant of the log tests (their real-format lines among them) + the fixture."""
     lines: list[str] = []
     for name in SOURCES:
-        tree = ast.parse((HERE / name).read_text())
+        tree = parse_file(HERE / name)
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 lines.extend(node.value.splitlines())

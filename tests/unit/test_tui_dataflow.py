@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.pyparse import parse_file
+from tests.pyparse import parse_file, parse_source
 
 TUI = Path(__file__).resolve().parents[2] / "specdebug" / "tui"
 PANES = TUI / "panes"
@@ -65,6 +65,6 @@ def test_no_pane_module_imports_another_pane_module():
 
 def test_the_checks_see_what_they_look_for(tmp_path):
     """The walkers above find a set_interval call and a pane import when there is one."""
-    tree = ast.parse("from specdebug.tui.panes.bisect import pick_end\nself.set_interval(0.1, f)\n")
+    tree = parse_source("from specdebug.tui.panes.bisect import pick_end\nself.set_interval(0.1, f)\n")
     assert "specdebug.tui.panes.bisect" in imported(tree)
     assert any(isinstance(n, ast.Attribute) and n.attr == "set_interval" for n in ast.walk(tree))

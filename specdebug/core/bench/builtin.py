@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from specdebug.core.bench.models import BenchConfig, BenchProgress, BenchResult, LatencyStats
 from specdebug.core.bench.stream_guard import (
@@ -38,6 +38,7 @@ from specdebug.core.bench.stream_guard import (
     check_usage,
     token_slack,
 )
+from specdebug.core.model import Model
 
 ProgressFn = Callable[[BenchProgress], None]
 
@@ -50,7 +51,7 @@ _WORDS = (
 MAX_ERRORS_KEPT = 10
 
 
-class BuiltinParams(BaseModel):
+class BuiltinParams(Model):
     """Knobs of one built-in run (defaults = one stream, the user's single-request tok/s)."""
 
     requests: int = Field(default=4, ge=1)

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
-
 from specdebug.core.bench.models import BenchProgress, BenchResult
+from specdebug.core.model import Model
 
 
-class BenchLine(BaseModel):
+class BenchLine(Model):
     """One line of an external benchmark command's output (secrets masked)."""
 
     type: Literal["line"] = "line"
     text: str
 
 
-class BenchDone(BaseModel):
+class BenchDone(Model):
     """The run is over: its result, already judged and journaled (fsync)."""
 
     type: Literal["done"] = "done"

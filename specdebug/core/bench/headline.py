@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from specdebug.core.model import Model
 
 if TYPE_CHECKING:
     from specdebug.core.bench.models import BenchResult
@@ -23,7 +23,7 @@ OUTPUT = "output_tok_s"
 LABELS = {DECODE: "decode rate", OUTPUT: "output throughput"}
 
 
-class BenchSettings(BaseModel):
+class BenchSettings(Model):
     """What the benchmark was asked to do (a headline is only comparable under the same settings)."""
 
     client: str  # builtin, external, or the parsed tool (sglang, vllm, aiperf, guidellm)
@@ -46,7 +46,7 @@ class BenchSettings(BaseModel):
         return ", ".join(parts)
 
 
-class Headline(BaseModel):
+class Headline(Model):
     """The figure a result is compared by."""
 
     metric: str  # the BenchResult field: decode_tok_s or output_tok_s

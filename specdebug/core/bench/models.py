@@ -11,14 +11,15 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from specdebug.core.hosts import GpuInfo
 from specdebug.core.metrics import ServerProm
+from specdebug.core.model import Model
 from specdebug.engines import EngineName
 
 
-class LatencyStats(BaseModel):
+class LatencyStats(Model):
     """Distribution of one latency in milliseconds; a field is None when the source did not have it."""
 
     mean: float | None = None
@@ -63,7 +64,7 @@ def percentile(sorted_xs: Sequence[float], q: float) -> float:
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * frac
 
 
-class ServerMetrics(BaseModel):
+class ServerMetrics(Model):
     """Server-side figures from the log lines the server wrote during the run (means over the samples)."""
 
     accept_len: float | None = None
@@ -75,7 +76,7 @@ class ServerMetrics(BaseModel):
     sources: dict[str, str] = Field(default_factory=dict)  # field -> "log" or "/metrics" when not the log
 
 
-class SpecDecoding(BaseModel):
+class SpecDecoding(Model):
     """vLLM bench serve's "Speculative Decoding" section (computed by the client from /metrics deltas)."""
 
     acceptance_rate_pct: float | None = None
@@ -86,7 +87,7 @@ class SpecDecoding(BaseModel):
     per_position_acceptance_pct: list[float] = Field(default_factory=list)
 
 
-class BenchConfig(BaseModel):
+class BenchConfig(Model):
     """What was asked of the benchmark (the built-in client's knobs, or what an external block printed)."""
 
     requests: int | None = None
@@ -101,7 +102,7 @@ class BenchConfig(BaseModel):
     request_deadline_s: float | None = None  # built-in: the whole-request deadline
 
 
-class NodeGpus(BaseModel):
+class NodeGpus(Model):
     """One node's GPUs around a benchmark of a deployment (its leader is benchmarked, every node's
     GPUs can slow it): the same snapshot as `gpu_before`/`gpu_after`, and why there is none."""
 
@@ -114,7 +115,7 @@ BenchKind = Literal["builtin", "external", "parsed"]
 SourceFormat = Literal["builtin", EngineName, "aiperf", "guidellm", "unknown"]  # an engine: its own client
 
 
-class BenchResult(BaseModel):
+class BenchResult(Model):
     """One benchmark run (or one parsed result block) with everything needed to trust it later."""
 
     kind: BenchKind = "builtin"
@@ -221,7 +222,7 @@ def judge_failures(result: BenchResult, max_fraction: float = MAX_FAILED_FRACTIO
     return result
 
 
-class BenchProgress(BaseModel):
+class BenchProgress(Model):
     """Progress report while a benchmark runs (requests and tokens; an external run's output lines
     are BenchLine events of their own: core.bench.events)."""
 

@@ -21,7 +21,6 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel
 
 from specdebug.capability import require_write
 from specdebug.core.bench import external, gpu, prom, serverlog
@@ -33,6 +32,7 @@ from specdebug.core.control.records import file_size, this_run_offset
 from specdebug.core.drift.report import drift_warning
 from specdebug.core.drift.snapshot import snapshot_or_error
 from specdebug.core.journal import EventJournal
+from specdebug.core.model import Model
 from specdebug.core.profiles import Profile
 from specdebug.core.profiles.paths import box_path
 from specdebug.core.records import BenchResultRecord
@@ -55,7 +55,7 @@ class BenchError(SpecdebugError):
     """The benchmark could not run at all (no profile command, server unreachable...)."""
 
 
-class BenchRequest(BaseModel):
+class BenchRequest(Model):
     """What the user asked for; None fields come from the profile's [bench] table."""
 
     kind: Literal["builtin", "external"] = "builtin"
@@ -67,7 +67,7 @@ class BenchRequest(BaseModel):
     label: str | None = None
 
 
-class ServerState(BaseModel):
+class ServerState(Model):
     health_status: int | None = None  # None: no answer at all
     health_error: str | None = None
     version: str | None = None

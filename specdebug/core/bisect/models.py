@@ -9,7 +9,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from specdebug.core.model import Model
 
 # journal event kinds
 START_EVENT = "bisect_start"
@@ -51,7 +53,7 @@ class Status(StrEnum):
     BENCH_FAILED = "bench_failed"
 
 
-class BisectOptions(BaseModel):
+class BisectOptions(Model):
     """What the user asked for; None bench fields come from the good profile's [bench] table."""
 
     metric: str = "output_tok_s"
@@ -72,7 +74,7 @@ class BisectOptions(BaseModel):
     )  # journaled measurements older than this are measured again
 
 
-class Settings(BaseModel):
+class Settings(Model):
     """The bench settings a measurement was taken with: part of the cache key."""
 
     requests: int
@@ -84,14 +86,14 @@ class Settings(BaseModel):
         return f"requests={self.requests},output_len={self.output_len},concurrency={self.concurrency},input_len={self.input_len}"
 
 
-class Unit(BaseModel):
+class Unit(Model):
     """What the search moves: one knob, or a --group of knobs that move together."""
 
     name: str
     knobs: list[str]
 
 
-class KnobRow(BaseModel):
+class KnobRow(Model):
     name: str
     kind: str
     good: str | None
@@ -99,7 +101,7 @@ class KnobRow(BaseModel):
     unit: str
 
 
-class GateCheck(BaseModel):
+class GateCheck(Model):
     expr: str
     name: str
     value: float | None = None
@@ -107,7 +109,7 @@ class GateCheck(BaseModel):
     probed: bool = False  # a short request had to make the server print it
 
 
-class Measurement(BaseModel):
+class Measurement(Model):
     """One launch of one config, journaled (fsync) as it finishes: the trial cache's unit."""
 
     bisect: str
@@ -129,7 +131,7 @@ class Measurement(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class TrialRow(BaseModel):
+class TrialRow(Model):
     """One config as judged in this run (the trial table's row; ends are rows 0 and 1)."""
 
     index: int
@@ -150,7 +152,7 @@ class TrialRow(BaseModel):
     gate_value: float | None = None
 
 
-class Drift(BaseModel):
+class Drift(Model):
     before: float
     after: float
     beyond_noise: bool
@@ -158,7 +160,7 @@ class Drift(BaseModel):
     gpu_after: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class Evidence(BaseModel):
+class Evidence(Model):
     """Why the ends can (or cannot) be told apart, and what every judgement was measured against."""
 
     metric: str
@@ -179,7 +181,7 @@ class Evidence(BaseModel):
     noise_dof: int = 0  # degrees of freedom behind the noise estimate (0: a floor, not measured)
 
 
-class Effect(BaseModel):
+class Effect(Model):
     """A knob's (or a set's) effect as a share of the good-bad gap, low/high at 99 % from the noise."""
 
     share: float | None
@@ -193,7 +195,7 @@ class SetEffect(Effect):
     knobs: list[str] = Field(default_factory=list)
 
 
-class Result(BaseModel):
+class Result(Model):
     """The verb's JSON object (issue 13) plus the evidence behind it."""
 
     verdict: Literal[
@@ -223,7 +225,7 @@ class Result(BaseModel):
 # -- events (the async iterator's items) ---------------------------------------------------------
 
 
-class Planned(BaseModel):
+class Planned(Model):
     type: Literal["planned"] = "planned"
     bisect: str
     knobs: list[KnobRow]
@@ -234,7 +236,7 @@ class Planned(BaseModel):
     bad: str
 
 
-class TrialStarted(BaseModel):
+class TrialStarted(Model):
     type: Literal["trial_started"] = "trial_started"
     index: int
     role: Role
@@ -244,7 +246,7 @@ class TrialStarted(BaseModel):
     sample: int  # 1-based: which measurement of this config
 
 
-class TrialProgress(BaseModel):
+class TrialProgress(Model):
     type: Literal["progress"] = "progress"
     index: int
     phase: Phase
@@ -253,41 +255,41 @@ class TrialProgress(BaseModel):
     elapsed_s: float = 0.0
 
 
-class TrialDone(BaseModel):
+class TrialDone(Model):
     type: Literal["trial"] = "trial"
     row: TrialRow
 
 
-class EndsJudged(BaseModel):
+class EndsJudged(Model):
     type: Literal["ends"] = "ends"
     evidence: Evidence
 
 
-class KnobStates(BaseModel):
+class KnobStates(Model):
     type: Literal["knobs"] = "knobs"
     stage: str
     states: dict[str, Literal["suspect", "cleared", "culprit"]]
 
 
-class Estimate(BaseModel):
+class Estimate(Model):
     type: Literal["estimate"] = "estimate"
     launches_left: int
     seconds_left: float | None = None
 
 
-class AwaitJudgement(BaseModel):
+class AwaitJudgement(Model):
     type: Literal["await"] = "await"
     index: int
     metric: float | None
     suggestion: Judged | None
 
 
-class Paused(BaseModel):
+class Paused(Model):
     type: Literal["paused"] = "paused"
     paused: bool = True
 
 
-class Finished(BaseModel):
+class Finished(Model):
     type: Literal["finished"] = "finished"
     result: Result
 

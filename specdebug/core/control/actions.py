@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from specdebug.capability import require_write
 from specdebug.core.control.records import (
@@ -37,6 +37,7 @@ from specdebug.core.control.records import (
 from specdebug.core.control.workers import group_filter
 from specdebug.core.journal import EventJournal
 from specdebug.core.logs.follow import expand_remote_path
+from specdebug.core.model import Model
 from specdebug.core.profiles import Profile
 from specdebug.core.records import LaunchRecord, StopRecord
 from specdebug.core.secrets import mask_argv, profile_secrets
@@ -159,7 +160,7 @@ async def stop(
     return await stop_record(remote, record, grace_s=grace_s, journal=journal)
 
 
-class ServerStatus(BaseModel):
+class ServerStatus(Model):
     type: Literal["status"] = "status"
     profile: str
     state: Literal["running", "stopped", "not_launched", "exited", "unverified"]

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from specdebug.core.control.records import ServerRecord
+from specdebug.core.model import Model
 
 Clock = Callable[[], float]
 
@@ -38,7 +39,7 @@ NOTHING_RUNNING = frozenset({ServerState.IDLE, ServerState.STOPPED, ServerState.
 # -- events --------------------------------------------------------------------------------
 
 
-class ServerPhase(BaseModel):
+class ServerPhase(Model):
     """A startup phase entered (first milestone line of it), with the time we saw it."""
 
     type: Literal["phase"] = "phase"
@@ -48,25 +49,25 @@ class ServerPhase(BaseModel):
     line: str | None = None
 
 
-class LogLine(BaseModel):
+class LogLine(Model):
     type: Literal["log"] = "log"
     text: str
     at: float
 
 
-class HealthChange(BaseModel):
+class HealthChange(Model):
     type: Literal["health"] = "health"
     status: int | None  # HTTP status; None = no answer (refused, timeout)
     at: float
 
 
-class GroupChange(BaseModel):
+class GroupChange(Model):
     type: Literal["group"] = "group"
     pids: list[int]
     at: float
 
 
-class LogProblem(BaseModel):
+class LogProblem(Model):
     """The server log cannot be followed (missing, unreadable, its follower ended): the detail says why."""
 
     type: Literal["log_problem"] = "log_problem"
@@ -75,7 +76,7 @@ class LogProblem(BaseModel):
     at: float
 
 
-class ConnectionNote(BaseModel):
+class ConnectionNote(Model):
     """The SSH link dropped while watching (`reconnecting`), or the watch picked up again after
     the reconnect (`resumed`): a verdict is never decided by a drop."""
 
@@ -85,12 +86,12 @@ class ConnectionNote(BaseModel):
     at: float
 
 
-class Launched(BaseModel):
+class Launched(Model):
     type: Literal["launched"] = "launched"
     record: ServerRecord
 
 
-class Verdict(BaseModel):
+class Verdict(Model):
     """How a startup ended: ready, or failed with the reason and the log lines around it."""
 
     type: Literal["verdict"] = "verdict"

@@ -14,9 +14,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from specdebug.capability import require_write
+from specdebug.core.model import Model
 from specdebug.core.secrets import mask_argv
 from specdebug.core.source import ServerSource
 from specdebug.remote.api import (
@@ -34,7 +35,7 @@ DEFAULT_STATE_DIR = "~/.specdebug/servers"  # on the box; `~` is the box user's 
 MAX_RECORD_BYTES = 1 << 20  # box/procctl.py's MAX_STATE: what read_state (stop, status) accepts
 
 
-class ServerRecord(BaseModel):
+class ServerRecord(Model):
     """One server launched (or attached) by specdebug."""
 
     profile: str = Field(pattern=r"^[A-Za-z0-9._-]{1,200}$")
@@ -82,7 +83,7 @@ class ServerRecord(BaseModel):
         }
 
 
-class StopResult(BaseModel):
+class StopResult(Model):
     """What a stop did (server_control.stop_record): journaled as a `stop` record."""
 
     type: Literal["stopped"] = "stopped"
@@ -103,7 +104,7 @@ class StateFileError(RemoteError):
     """A server record on the box that is not safe to act on (owner, mode, type or content)."""
 
 
-class PortHolder(BaseModel):
+class PortHolder(Model):
     """Who listens on a TCP port on the box (pids empty when not visible, e.g. another user's)."""
 
     port: int

@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel
-
 from specdebug.core.control.events import GroupChange, HealthChange, LogLine, LogProblem, ServerPhase, Verdict
 from specdebug.core.control.records import ServerRecord
 from specdebug.core.logs.hints import with_hint
+from specdebug.core.model import Model
 from specdebug.core.records import JournalRecord, LaunchRecord, VerdictRecord
 
 if TYPE_CHECKING:
@@ -346,7 +345,7 @@ class StartupTracker:
 # -- history (ETA) ---------------------------------------------------------------------------
 
 
-class StartupHistory(BaseModel):
+class StartupHistory(Model):
     """What earlier successful startups of a profile took (from the journal's verdict events)."""
 
     profile: str

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from specdebug.core.control.actions import LaunchRefused, ServerStatus
 from specdebug.core.control.records import ServerRecord, StopResult
@@ -24,6 +24,7 @@ from specdebug.core.deployment.place import Deployment, Node
 from specdebug.core.deployment.tracker import DeploymentTracker, DeploymentVerdict, NodeSummary
 from specdebug.core.journal import EventJournal
 from specdebug.core.limits import cap_text
+from specdebug.core.model import Model
 from specdebug.core.records import DeploymentVerdictRecord
 from specdebug.remote.api import Remote, RemoteError
 
@@ -36,7 +37,7 @@ class _Joined:
     connected: bool
 
 
-class NodeEvent(BaseModel):
+class NodeEvent(Model):
     """A startup event of one node (events carry their node)."""
 
     type: Literal["node_event"] = "node_event"
@@ -140,7 +141,7 @@ async def watch_deployment(
         await asyncio.wait(tasks, timeout=5)
 
 
-class DeploymentStop(BaseModel):
+class DeploymentStop(Model):
     """`stop` on a deployment: every node's StopResult; stopped only when nothing is left on any."""
 
     type: Literal["deployment_stopped"] = "deployment_stopped"
@@ -181,7 +182,7 @@ async def stop_deployment(
     return DeploymentStop(profile=deployment.profile.name, stopped=ok, nodes=rows, message="; ".join(lines))
 
 
-class DeploymentStatus(BaseModel):
+class DeploymentStatus(Model):
     """`status` on a deployment: running only when every node's group runs; FAILED naming the node
     whose group is gone (or unproven) while another still runs."""
 

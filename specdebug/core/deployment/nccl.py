@@ -17,7 +17,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from specdebug.core.model import Model
 
 Transport = Literal["ib-gdrdma", "ib", "socket", "other", "p2p", "shm"]
 Verdict = Literal["ib-gdrdma", "ib", "socket", "other", "unproven"]
@@ -53,7 +55,7 @@ def classify(via: str) -> Transport:
     return "shm" if parts[0] == "SHM" else "other"
 
 
-class NcclEdge(BaseModel):
+class NcclEdge(Model):
     """One channel connection as a rank printed it."""
 
     comm: str | None = None  # commId (or the comm pointer) of the communicator it belongs to
@@ -70,7 +72,7 @@ class NcclEdge(BaseModel):
     inter_node: bool | None  # None: a peer's node is not known
 
 
-class NodeNccl(BaseModel):
+class NodeNccl(Model):
     """What one node's NCCL lines say."""
 
     node: str
@@ -85,7 +87,7 @@ class NodeNccl(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class TransportProof(BaseModel):
+class TransportProof(Model):
     """The verdict per deployment with every inter-node edge and the findings that back or doubt it."""
 
     verdict: Verdict
@@ -97,7 +99,7 @@ class TransportProof(BaseModel):
     source: str = "NCCL INFO lines in each node's server log"
 
 
-class _Pending(BaseModel):
+class _Pending(Model):
     edges: list[NcclEdge] = Field(default_factory=list)
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from specdebug.core.control.events import GroupChange, HealthChange, ServerPhase, Verdict
 from specdebug.core.deployment.place import Deployment, Node
+from specdebug.core.model import Model
 
 INIT_PHASE = "init_distributed"  # both packs' rendezvous milestone (SGLang `Init torch distributed begin`)
 RENDEZVOUS_GRACE_S = 5.0  # a node at init with no connection to the rendezvous this long, others joined
@@ -25,7 +26,7 @@ NodeState = Literal[
 ]
 
 
-class NodeSummary(BaseModel):
+class NodeSummary(Model):
     """One node as the verbs report it (JSON `nodes`)."""
 
     host: str
@@ -40,7 +41,7 @@ class NodeSummary(BaseModel):
     phases: dict[str, float] = Field(default_factory=dict)  # phase -> seconds after the deployment's launch
 
 
-class DeploymentVerdict(BaseModel):
+class DeploymentVerdict(Model):
     """How a deployment's startup ended: ready as one, or failed naming the node and its reason."""
 
     type: Literal["deployment_verdict"] = "deployment_verdict"

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from specdebug.core.env.model import EnvReport
+from specdebug.core.model import Model
 
 
-class EnvProcessesFound(BaseModel):
+class EnvProcessesFound(Model):
     """The process table was listed and the workers chosen from it."""
 
     type: Literal["processes"] = "processes"
@@ -28,7 +29,7 @@ class EnvProcessesFound(BaseModel):
         return f"found {self.workers} worker(s) among {self.processes} processes{launcher}; reading /proc…"
 
 
-class EnvFilesRead(BaseModel):
+class EnvFilesRead(Model):
     """The workers' /proc files were read (one probe)."""
 
     type: Literal["files"] = "files"
@@ -36,7 +37,7 @@ class EnvFilesRead(BaseModel):
     unreadable: int  # files the probe could not read (gone, denied)
 
 
-class EnvLogRead(BaseModel):
+class EnvLogRead(Model):
     """The server log was searched for NCCL's own 'set by environment' lines."""
 
     type: Literal["log"] = "log"
@@ -45,7 +46,7 @@ class EnvLogRead(BaseModel):
     error: str | None = None
 
 
-class EnvDone(BaseModel):
+class EnvDone(Model):
     """The check is over: the report (masked unless show_secrets was asked)."""
 
     type: Literal["done"] = "done"

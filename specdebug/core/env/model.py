@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from specdebug.core.model import Model
 from specdebug.engines import ENGINES
 from specdebug.engines.primitives import parse_nccl_env_line as _parse_nccl_fields
 
@@ -32,7 +33,7 @@ NCCL_ENV_MARKER = "set by environment to"
 SPT_ADVICE = "relaunch with SPT_NOENV=1 (specdebug launch sets it by default)"
 
 
-class NcclEnvLine(BaseModel):
+class NcclEnvLine(Model):
     """One `HOST:PID:TID [RANK] NCCL INFO NAME set by environment to VALUE` line."""
 
     host: str
@@ -52,7 +53,7 @@ def parse_nccl_env_line(line: str) -> NcclEnvLine | None:
     return NcclEnvLine(**fields, line=line.rstrip("\r\n"))
 
 
-class VarCheck(BaseModel):
+class VarCheck(Model):
     """One variable on one process: status, the expected and actual values (masked), and the source."""
 
     status: VarStatus
@@ -63,7 +64,7 @@ class VarCheck(BaseModel):
     note: str | None = None
 
 
-class ProcEnv(BaseModel):
+class ProcEnv(Model):
     """A worker (or the launcher) with its environ state and per-variable checks."""
 
     pid: int
@@ -81,7 +82,7 @@ class ProcEnv(BaseModel):
     extra: dict[str, str] = Field(default_factory=dict)  # prefix-matching vars not expected (masked)
 
 
-class Evidence(BaseModel):
+class Evidence(Model):
     """Proof other than the worker's own environ: an NCCL log line, or the launcher's environ."""
 
     source: Literal["nccl_log", "launcher"]
@@ -93,7 +94,7 @@ class Evidence(BaseModel):
     is_worker: bool = True
 
 
-class EnvSummary(BaseModel):
+class EnvSummary(Model):
     workers: int
     ok: bool
     exit_code: int
@@ -105,7 +106,7 @@ class EnvSummary(BaseModel):
     server_kind: str | None = None
 
 
-class EnvReport(BaseModel):
+class EnvReport(Model):
     selection: str
     expected: dict[str, str] = Field(default_factory=dict)  # masked
     expected_source: str = ""
@@ -130,7 +131,7 @@ class EnvReport(BaseModel):
         return dict(sorted(out.items()))
 
 
-class EnvQuery(BaseModel):
+class EnvQuery(Model):
     """What to check: how to find the workers and what env they should have."""
 
     pids: list[int] = Field(default_factory=list)

@@ -6,14 +6,13 @@ the window) is separate so it can be tested without a box.
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
+from specdebug.core.model import Model
 from specdebug.remote.api import Remote
 
 WINDOW = 64 * 1024
 
 
-class ContextLine(BaseModel):
+class ContextLine(Model):
     offset: int
     text: str
     target: bool = False

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from specdebug.core.model import Model
 
 MetricValue = float | list[float]
 
 
-class MetricSample(BaseModel):
+class MetricSample(Model):
     """One number taken from one log line."""
 
     name: str
@@ -24,7 +26,7 @@ class MetricSample(BaseModel):
     warmup: bool = False  # seen before the ready/warmup-done marker
 
 
-class LogMatch(BaseModel):
+class LogMatch(Model):
     """A log line that meant something: a batch line, an error, a milestone, a profile pattern."""
 
     offset: int | None = None  # byte offset of the line start (exact; used for resume and context)
@@ -128,7 +130,7 @@ FollowEventKind = Literal[
 ]
 
 
-class LogEvent(BaseModel):
+class LogEvent(Model):
     """Something that happened to the followed file or to the follow itself (not a log line)."""
 
     kind: FollowEventKind

@@ -14,20 +14,21 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from specdebug.core.limits import MAX_LINE, open_regular_file
 from specdebug.core.logs.acceptrate import OWN, AcceptRates
 from specdebug.core.logs.events import LogMatch
 from specdebug.core.logs.parser import LogParser, PlainMatch
 from specdebug.core.logs.stats import MetricStore
+from specdebug.core.model import Model
 from specdebug.remote.api import Remote, RemoteError
 
 CHUNK = 1 << 20
 Progress = Callable[[int, int | None], None]  # (bytes read, total bytes or None)
 
 
-class ScanResult(BaseModel):
+class ScanResult(Model):
     """What `specdebug scan --json` prints."""
 
     pack: str | None

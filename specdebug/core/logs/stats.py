@@ -17,9 +17,8 @@ from functools import reduce
 from itertools import chain, groupby
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from specdebug.core.logs.events import LogMatch
+from specdebug.core.model import Model
 
 if TYPE_CHECKING:
     from specdebug.core.logs.parser import PlainMatch
@@ -55,7 +54,7 @@ def metric_rank(name: str) -> tuple[int, str]:
     return (METRIC_ORDER.index(base) if base in METRIC_ORDER else len(METRIC_ORDER), name)
 
 
-class SeriesStats(BaseModel):
+class SeriesStats(Model):
     n: int
     mean: float | None
     p50: float | None

@@ -8,14 +8,15 @@ How a profile is placed on its nodes is specdebug.core.deployment; this only val
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from specdebug.core.model import Model
 from specdebug.remote.shell import is_env_name
 
 MAX_NODES = 256
 
 
-class DeploymentSpec(BaseModel):
+class DeploymentSpec(Model):
     """Where the server runs when it spans several nodes (absent: one box, the verb's HOST)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)

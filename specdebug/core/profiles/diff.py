@@ -7,15 +7,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from specdebug.core.fingerprint import PLUMBING_FLAGS
+from specdebug.core.model import Model
 
 if TYPE_CHECKING:
     from specdebug.core.profiles.model import Profile
 
 
-class KnobValue(BaseModel):
+class KnobValue(Model):
     """One CLI flag or env var of a profile; `tokens` are the flag's argv values (none for a switch)."""
 
     name: str
@@ -25,7 +26,7 @@ class KnobValue(BaseModel):
     switch: bool = False
 
 
-class Knob(BaseModel):
+class Knob(Model):
     """One difference between two profiles: a flag or env var with A's and B's value (None = absent).
 
     A boolean flag present shows as value "(set)" with `switch_*` true; `tokens_*` hold the argv

@@ -11,9 +11,10 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from specdebug.core.fingerprint import config_fingerprint, normal_cwd, split_argv
+from specdebug.core.model import Model
 from specdebug.core.profiles.deployment import DeploymentSpec
 from specdebug.core.profiles.diff import SWITCH_SHOWN, Knob, KnobValue
 from specdebug.engines import DEFAULT_ENGINE, ENGINES, EngineName
@@ -56,7 +57,7 @@ def default_log_dir() -> str:
     return f"{state.rstrip('/')}/logs"
 
 
-class _Strict(BaseModel):
+class _Strict(Model):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
