@@ -141,7 +141,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 def _shares_state_across_tests(item: pytest.Item) -> bool:
     """The test uses a module/class/package fixture: its file must run on one worker, so that the
-    fixture (a sim, a bisection) is set up once, not once per worker that gets one of its tests."""
+    fixture (a sim, a bisection) is set up once, not once per worker that gets one of its tests.
+
+    A file marked `spread` says its module fixture is cheap and may be set up on every worker that
+    runs one of its tests (two loopback sshds: 0.2 s); its long tests then run side by side instead
+    of one after another on one worker (test_deployment.py alone was 250 s of one worker's time)."""
+    if item.get_closest_marker("spread") is not None:
+        return False
     defs = item._fixtureinfo.name2fixturedefs  # noqa: SLF001 (pytest's own record of the item's fixtures)
     return any(d.scope in ("module", "class", "package") for fixdefs in defs.values() for d in fixdefs)
 

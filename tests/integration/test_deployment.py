@@ -22,7 +22,7 @@ from tests.cluster_harness import Cluster, kill_recorded, start_cluster
 from tests.deployprofiles import cli, dep_profile, group_alive
 from tests.sshd_harness import SSHD, free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spread]  # the cluster fixture is two loopback sshds
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import time
 import httpx
 import pytest
 
+from specdebug.sim.box.local import decode_rate
 from specdebug.sim.server.sglang.launcher import READY_LINE, SIGQUIT_LINE
 from tests.sshd_harness import free_port
 
@@ -39,9 +40,8 @@ async def stream_rate(base: str, max_tokens: int) -> float:
                 text = json.loads(line[6:])["choices"][0]["text"]
                 if text:
                     times.append((time.monotonic(), len(text.split())))
-    tokens = sum(n for _, n in times)
-    assert tokens == max_tokens
-    return (tokens - times[0][1]) / (times[-1][0] - times[0][0])
+    assert sum(n for _, n in times) == max_tokens
+    return decode_rate(times)
 
 
 async def test_sim_over_ssh(remote, tmp_path) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from specdebug.engines.primitives import parse_nccl_env_line
 from specdebug.engines.sglang_pack import SGLANG
+from specdebug.sim.box.local import decode_rate
 from specdebug.sim.server.common import faults
 from specdebug.sim.server.common.costmodel import SpecConfig, expected_rate
 from specdebug.sim.server.common.engine import Engine, Finish, count_tokens
@@ -144,3 +145,14 @@ def test_batches_beyond_cuda_graph_max_bs_run_eager() -> None:
     engine = make_engine([], cuda_graph_max_bs=2)
     assert engine.graph_used(2) and not engine.graph_used(3)
     assert engine.step_cost(3).total_ms > engine.step_cost(2).total_ms * 1.3
+
+
+def test_decode_rate_is_the_slope_so_one_late_chunk_barely_moves_it() -> None:
+    """A client on a loaded machine gets one chunk 80 ms late: first-to-last would read 8 % slow."""
+    even = [(i / 94.0, 1) for i in range(97)]
+    assert decode_rate(even) == pytest.approx(94.0, rel=1e-9)
+    late_last = [*even[:-1], (even[-1][0] + 0.08, 1)]
+    first_to_last = (len(late_last) - 1) / (late_last[-1][0] - late_last[0][0])
+    assert first_to_last < 94.0 * 0.93
+    assert decode_rate(late_last) == pytest.approx(94.0, rel=0.02)
+    assert decode_rate(even[:1]) == 0.0

@@ -173,8 +173,8 @@ def stream_completion_rate(
 ) -> tuple[float, int, dict]:
     """Stream one /v1/completions request (ignore_eos); returns (decode tok/s, tokens, usage).
 
-    Rate = tokens after the first chunk / time from the first to the last chunk: the decode rate a
-    client sees, which the sim's cost model predicts (`model.expected_single_stream_tok_s`)."""
+    Rate: the decode rate a client sees (see decode_rate), which the sim's cost model predicts
+    (`model.expected_single_stream_tok_s`)."""
     import httpx
 
     times: list[tuple[float, int]] = []
@@ -195,7 +195,28 @@ def stream_completion_rate(
                 usage = obj["usage"]
         else:
             raise RuntimeError("stream ended without data: [DONE]")
-    tokens = sum(n for _, n in times)
-    if len(times) < 2:
-        return 0.0, tokens, usage
-    return (tokens - times[0][1]) / (times[-1][0] - times[0][0]), tokens, usage
+    return decode_rate(times), sum(n for _, n in times), usage
+
+
+def decode_rate(arrivals: Sequence[tuple[float, int]]) -> float:
+    """Tokens per second from (arrival time, tokens in the chunk) of a stream's chunks: the slope of
+    the tokens received so far against time (least squares, over every chunk after the first).
+
+    Why not (tokens after the first) / (last - first): one chunk held up on a loaded client or in
+    the SSH forward moves that ratio by the whole delay (80 ms on a 1 s stream: -8 %), while the
+    slope over ~100 chunks moves by a small part of it."""
+    if len(arrivals) < 2:
+        return 0.0
+    t0 = arrivals[0][0]
+    xs, ys, total = [], [], 0
+    for t, n in arrivals[1:]:
+        total += n
+        xs.append(t - t0)
+        ys.append(float(total))
+    xs.insert(0, 0.0)
+    ys.insert(0, 0.0)
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx <= 0:
+        return 0.0
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
