@@ -61,16 +61,20 @@ def start_cluster(workdir: Path, nodes: dict[str, str] = NODES, *, gpus: bool = 
 def kill_recorded(state_dir: Path, marker: str) -> int:
     """Kill every process group a record in `state_dir` names whose leader still runs our `marker`
     (a test's own name in its command line: never a reused PID); the records are removed."""
-    killed = 0
-    for path in state_dir.glob("*.json") if state_dir.is_dir() else []:
-        try:
-            pgid = json.loads(path.read_text())["pgid"]
-            leader = Path(f"/proc/{pgid}/cmdline").read_bytes()
-        except (OSError, ValueError, KeyError):
-            path.unlink(missing_ok=True)
-            continue
-        if marker.encode() in leader:
-            os.killpg(pgid, signal.SIGKILL)
-            killed += 1
+    return sum(kill_record(path, marker) for path in (state_dir.glob("*.json") if state_dir.is_dir() else []))
+
+
+def kill_record(path: Path, marker: str) -> bool:
+    """Kill the process group one server record names if its leader still runs our `marker`; the
+    record is removed either way.  True: a group was killed."""
+    try:
+        pgid = json.loads(path.read_text())["pgid"]
+        leader = Path(f"/proc/{pgid}/cmdline").read_bytes()
+    except (OSError, ValueError, KeyError):
         path.unlink(missing_ok=True)
+        return False
+    killed = marker.encode() in leader
+    if killed:
+        os.killpg(pgid, signal.SIGKILL)
+    path.unlink(missing_ok=True)
     return killed

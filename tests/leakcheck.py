@@ -64,13 +64,22 @@ def _read(pid: int) -> tuple[Proc, bytes] | None:
     return proc, environ
 
 
+def _living() -> list[tuple[Proc, bytes]]:
+    return [r for d in os.listdir("/proc") if d.isdigit() and (r := _read(int(d))) is not None]
+
+
+def group_members(pgid: int) -> list[Proc]:
+    """The living (not zombie) processes of one process group: a test's or a script's own."""
+    return [p for p, _ in _living() if p.pgid == pgid]
+
+
 def tagged(tag: str) -> list[Proc]:
     """Living processes of this run: those with the tag, and the members of their sessions and
     groups (except pytest's own session and group: the user's shell is there)."""
     me = os.getpid()
     own_sid, own_pgid = os.getsid(me), os.getpgid(me)
     marker = f"{TAG_VAR}={tag}".encode()
-    table = [r for d in os.listdir("/proc") if d.isdigit() and (r := _read(int(d))) is not None]
+    table = _living()
     hits = [p for p, env in table if marker in env.split(b"\0") and p.pid != me]
     sids = {p.sid for p in hits} - {own_sid}
     pgids = {p.pgid for p in hits} - {own_pgid}

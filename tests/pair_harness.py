@@ -15,6 +15,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 import tempfile
 import termios
 import threading
@@ -133,6 +134,19 @@ def tmux(sock: str, *args: str, user: str | None = None) -> subprocess.Completed
     if user is not None:
         argv = ["runuser", "-u", user, "--", *argv]
     return subprocess.run(argv, capture_output=True, text=True, timeout=20)
+
+
+def pair_cli(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """`specdebug pair ARGS` with the pair registry in `root`, outside any tmux the suite runs in."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")}
+    env["SPECDEBUG_PAIR_DIR"] = str(root)
+    return subprocess.run(
+        [sys.executable, "-m", "specdebug.cli", "pair", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.1, what: str = "condition"):

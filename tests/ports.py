@@ -39,14 +39,21 @@ def _bindable(port: int, host: str) -> bool:
     return True
 
 
+def _own_block() -> int:
+    """The first port of this worker's block; the walk starts at a random offset (hold _lock)."""
+    global _next
+    if _next is None:
+        _next = random.randrange(BLOCK)
+    return BASE + (worker_index() % BLOCKS) * BLOCK
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port in this worker's own block, free now, never handed out twice by this process."""
     global _next
-    start = BASE + (worker_index() % BLOCKS) * BLOCK
     with _lock:
-        if _next is None:
-            _next = random.randrange(BLOCK)
+        start = _own_block()
         for _ in range(BLOCK):
+            assert _next is not None
             port = start + _next % BLOCK
             _next += 1
             if _bindable(port, host) and _bindable(port, "0.0.0.0"):
@@ -59,11 +66,10 @@ def port_range(n: int, host: str = "127.0.0.1") -> int:
     `free_port` afterwards (a range a server takes later, e.g. Slurm's SrunPortRange: a port of it
     given to a test server made the server refuse "port in use by srun")."""
     global _next
-    start = BASE + (worker_index() % BLOCKS) * BLOCK
     with _lock:
-        if _next is None:
-            _next = random.randrange(BLOCK)
+        start = _own_block()
         for _ in range(BLOCK):
+            assert _next is not None
             first = _next % BLOCK
             if first + n > BLOCK:  # no wrap inside a range
                 _next += BLOCK - first

@@ -16,7 +16,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 LISTEN = "0A"  # the st column of /proc/net/tcp for a listening socket
 ESTABLISHED = "01"
@@ -29,19 +29,24 @@ def listening_inodes(
     """fd link texts (`socket:[INODE]`) of the sockets listening on `port` (their owners' uids,
     which /proc/net/tcp shows for every user's socket, go into `uids`)."""
     inodes = set()
+    for f in _tcp_rows(tables):
+        if f[3] == LISTEN and int(f[1].rsplit(":", 1)[1], 16) == port:
+            inodes.add(f"socket:[{f[9]}]")
+            if uids is not None and f[7].isdigit():
+                uids.add(int(f[7]))
+    return inodes
+
+
+def _tcp_rows(tables: tuple[str, ...]) -> Iterator[list[str]]:
+    """The split lines of the socket tables (header skipped); an unreadable table has none."""
     for name in tables:
         try:
             with open(name) as fh:
                 next(fh)
-                for line in fh:
-                    f = line.split()
-                    if len(f) > 9 and f[3] == LISTEN and int(f[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(f"socket:[{f[9]}]")
-                        if uids is not None and f[7].isdigit():
-                            uids.add(int(f[7]))
+                rows = [f for f in (line.split() for line in fh) if len(f) > 9]
         except (OSError, StopIteration):
-            pass
-    return inodes
+            continue
+        yield from rows
 
 
 def holders(inodes: set[str]) -> list[int]:
@@ -105,14 +110,11 @@ def connected_inodes(port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/pr
     inodes = set()
     for name in tables:
         try:
-            with open(name) as fh:
-                next(fh)
-                for line in fh:
-                    f = line.split()
-                    if len(f) > 9 and f[3] == ESTABLISHED and int(f[2].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(f"socket:[{f[9]}]")
-        except (OSError, StopIteration, ValueError):
-            pass
+            for f in _tcp_rows((name,)):
+                if f[3] == ESTABLISHED and int(f[2].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{f[9]}]")
+        except ValueError:
+            pass  # the rest of that table, as before: a malformed line ends its reading
     return inodes
 
 

@@ -37,14 +37,14 @@ from specdebug.core.logs.acceptrate import DEFINITIONS, own_rate, which_definiti
 from specdebug.core.model import Model
 from specdebug.core.promparse import REPLICA_LABELS as REPLICA_LABELS  # re-exported
 from specdebug.core.promparse import PromSnapshot, is_mean
-
-if TYPE_CHECKING:
-    import httpx  # imported where a request is made: it costs ~70 ms, and most verbs make none
 from specdebug.core.promparse import parse_metrics as parse_metrics  # re-exported
 from specdebug.engines import ENGINES, EngineName, get_engine
 from specdebug.engines.base import PromNames
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote
+
+if TYPE_CHECKING:
+    import httpx  # imported where a request is made: it costs ~70 ms, and most verbs make none
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,16 @@ from pathlib import Path
 import pytest
 
 from specdebug.core.pair import acl as pair_acl
-from tests.pair_harness import Terminal, can_make_users, pid_alive, shared_root, tmux, unix_users, wait_for
+from tests.pair_harness import (
+    Terminal,
+    can_make_users,
+    pair_cli,
+    pid_alive,
+    shared_root,
+    tmux,
+    unix_users,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -31,16 +40,7 @@ pytestmark = [
 
 
 def start_pair(sshd, root: Path, name: str, *extra: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")}
-    env["SPECDEBUG_PAIR_DIR"] = str(root)
-    res = subprocess.run(
-        [sys.executable, "-m", "specdebug.cli", "pair", "-F", str(sshd.config_path), "gpubox"]
-        + ["--name", name, "--detach", "--json", *extra],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = pair_cli(root, "-F", str(sshd.config_path), "gpubox", "--name", name, "--detach", "--json", *extra)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 

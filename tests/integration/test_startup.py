@@ -26,6 +26,7 @@ from specdebug.core.control.launch import launch
 from specdebug.core.control.records import group_members, load_record
 from specdebug.core.control.watch import _clean_line, launch_and_watch, watch
 from specdebug.core.profiles import Profile, load_profile
+from tests.cluster_harness import kill_record
 from tests.simprofiles import sim_profile as make_sim_profile
 from tests.simprofiles import sim_record
 from tests.sshd_harness import free_port
@@ -39,19 +40,9 @@ LAUNCHED: list[str] = []  # profile names whose servers the teardown makes sure 
 def kill_leftovers(box_state_dir: Path):
     """Whatever a failing test left running is killed by its recorded process group (the box is this machine)."""
     yield
-    state_dir = box_state_dir
-    while LAUNCHED:
+    while LAUNCHED:  # still our sim (its --log-file names the profile), not a reused PID
         name = LAUNCHED.pop()
-        path = state_dir / f"{name}.json"
-        try:
-            pgid = json.loads(path.read_text())["pgid"]
-            leader = Path(f"/proc/{pgid}/cmdline").read_bytes()
-        except (OSError, ValueError, KeyError):
-            path.unlink(missing_ok=True)
-            continue
-        if name.encode() in leader:  # still our sim (its --log-file names the profile), not a reused PID
-            os.killpg(pgid, signal.SIGKILL)
-        path.unlink(missing_ok=True)
+        kill_record(box_state_dir / f"{name}.json", name)
 
 
 def sim_profile(

@@ -36,22 +36,14 @@ from specdebug.core.control.monitor import ServerMonitor, watch_liveness  # noqa
 from specdebug.core.control.records import forget_record, load_record  # noqa: E402
 from specdebug.core.control.watch import launch_and_watch
 from tests.boxes import ssh_box  # noqa: E402
+from tests.leakcheck import group_members  # noqa: E402
 from tests.simprofiles import sim_profile  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402
 
 
 def _group_alive(pgid: int) -> bool:
     """Any live (not zombie) process in our own group: a container's PID 1 may reap zombies late."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat.rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
+    return bool(group_members(pgid))
 
 
 async def _ready(remote, profile) -> None:

@@ -36,6 +36,7 @@ from specdebug.core.stacks.group import Worker, group_workers, main_frames  # no
 from specdebug.remote.client import BoxClient  # noqa: E402
 from specdebug.sim.box.local import start_local_sim  # noqa: E402
 from tests.boxes import ssh_box  # noqa: E402
+from tests.leakcheck import group_members  # noqa: E402
 from tests.sshd_harness import start_sshd  # noqa: E402
 
 
@@ -90,7 +91,7 @@ async def main(n: int, count: int) -> None:
         ranks = await stacks_once(remote, sim.pid)
         plain = statistics.median(await timed(lambda: stacks_once(remote, sim.pid), n))
         sleepers = spawn_sleepers(count)
-        while len(os.listdir("/proc")) < count:  # the shell forks them in a moment
+        while len(group_members(sleepers.pid)) < count + 1:  # the shell forks them in a moment
             await asyncio.sleep(0.1)
         await asyncio.sleep(1.0)
         loaded = statistics.median(await timed(lambda: stacks_once(remote, sim.pid), n))

@@ -14,16 +14,22 @@ shell, window size, directory and mode stay as they were.  Real tmux, the app ag
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shlex
-import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.pair_harness import Terminal, can_make_users, pid_alive, shared_root, tmux, unix_users, wait_for
+from tests.pair_harness import (
+    Terminal,
+    can_make_users,
+    pair_cli,
+    pid_alive,
+    shared_root,
+    tmux,
+    unix_users,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -72,12 +78,9 @@ ATTACH = [["-c", "/"], ["-d"], ["-x"], ["-r"], ["-f", "!read-only"]]
 def test_readonly_seat_reaches_nothing_but_its_own_view(sshd) -> None:
     with unix_users(1) as (viewer,), shared_root() as root:
         name = f"v{secrets.token_hex(3)}"
-        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")}
-        env["SPECDEBUG_PAIR_DIR"] = str(root)
-        res = subprocess.run(
-            [sys.executable, "-m", "specdebug.cli", "pair", "-F", str(sshd.config_path), "gpubox",
-             "--name", name, "--detach", "--json", "--allow-ro", viewer],
-            env=env, capture_output=True, text=True, timeout=60,
+        res = pair_cli(
+            root, "-F", str(sshd.config_path), "gpubox",
+            "--name", name, "--detach", "--json", "--allow-ro", viewer,
         )  # fmt: skip
         assert res.returncode == 0, res.stderr
         info = json.loads(res.stdout)

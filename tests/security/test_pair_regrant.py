@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,24 +18,12 @@ import pytest
 from specdebug.core.pair import view as pair_view
 from specdebug.core.pair.owner import user_name
 from specdebug.core.pair.seats import Mode
-from tests.pair_harness import Terminal, can_make_users, shared_root, tmux, unix_users, wait_for
+from tests.pair_harness import Terminal, can_make_users, pair_cli, shared_root, tmux, unix_users, wait_for
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(can_make_users() is not None, reason=str(can_make_users())),
 ]
-
-
-def pair_cli(sshd, root: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")}
-    env["SPECDEBUG_PAIR_DIR"] = str(root)
-    return subprocess.run(
-        [sys.executable, "-m", "specdebug.cli", "pair", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def screen(sock: str, name: str) -> str:
@@ -70,7 +56,7 @@ def access(sock: str) -> str:
 def test_revoked_seat_is_granted_again_and_the_driver_is_never_offered(sshd) -> None:
     with unix_users(1) as (viewer,), shared_root() as root:
         name = f"g{secrets.token_hex(3)}"
-        r = pair_cli(sshd, root, "-F", str(sshd.config_path), "gpubox", "--name", name, "--detach", "--json",
+        r = pair_cli(root, "-F", str(sshd.config_path), "gpubox", "--name", name, "--detach", "--json",
                      "--allow-ro", viewer)  # fmt: skip
         assert r.returncode == 0, r.stderr
         info = json.loads(r.stdout)
@@ -81,7 +67,7 @@ def test_revoked_seat_is_granted_again_and_the_driver_is_never_offered(sshd) -> 
             wait_for(lambda: "gpubox" in (s := screen(sock, name)) and "pairing" in s, 90, what="app up")
 
             # headless: revoke, then grant again (read-only, then write)
-            r = pair_cli(sshd, root, "--revoke", viewer, "--name", name)
+            r = pair_cli(root, "--revoke", viewer, "--name", name)
             assert r.returncode == 0 and "revoked" in r.stdout, r.stderr
             assert viewer not in access(sock)
             seats = json.loads((Path(info["folder"]) / "seats.json").read_text())
@@ -110,14 +96,14 @@ def test_revoked_seat_is_granted_again_and_the_driver_is_never_offered(sshd) -> 
             wait_for(lambda: f"{viewer} (R)" in access(sock), 20, what="seat granted again from the palette")
             wait_for(lambda: f"{viewer} ro" in screen(sock, name), 20, what="seat shown again")
 
-            r = pair_cli(sshd, root, "--revoke", viewer, "--name", name)
+            r = pair_cli(root, "--revoke", viewer, "--name", name)
             assert r.returncode == 0 and viewer not in access(sock)
-            r = pair_cli(sshd, root, "--grant", viewer, "--rw", "--name", name, "--json")
+            r = pair_cli(root, "--grant", viewer, "--rw", "--name", name, "--json")
             assert r.returncode == 0, r.stderr
             assert json.loads(r.stdout)["seats"] == {viewer: "rw"} and f"{viewer} (W)" in access(sock)
 
             # the driver's own seat is not one to grant or revoke
-            r = pair_cli(sshd, root, "--grant", me, "--name", name)
+            r = pair_cli(root, "--grant", me, "--name", name)
             assert r.returncode == 2 and "always has full access" in r.stderr and "Traceback" not in r.stderr
         finally:
             if driver is not None:

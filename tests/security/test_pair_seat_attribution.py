@@ -12,15 +12,13 @@ import json
 import os
 import secrets
 import shlex
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from specdebug.core.pair.owner import user_name
-from tests.pair_harness import Terminal, can_make_users, shared_root, tmux, unix_users, wait_for
+from tests.pair_harness import Terminal, can_make_users, pair_cli, shared_root, tmux, unix_users, wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -43,12 +41,9 @@ def test_marks_name_the_seat_that_typed_them(sshd, tmp_path: Path) -> None:
     with unix_users(1) as (writer,), shared_root() as root:
         name = f"a{secrets.token_hex(3)}"
         session = tmp_path / "session"
-        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")}
-        env["SPECDEBUG_PAIR_DIR"] = str(root)
-        res = subprocess.run(
-            [sys.executable, "-m", "specdebug.cli", "pair", "-F", str(sshd.config_path), "gpubox",
-             "--name", name, "--detach", "--json", "--allow", writer, "--session", str(session)],
-            env=env, capture_output=True, text=True, timeout=60,
+        res = pair_cli(
+            root, "-F", str(sshd.config_path), "gpubox",
+            "--name", name, "--detach", "--json", "--allow", writer, "--session", str(session),
         )  # fmt: skip
         assert res.returncode == 0, res.stderr
         info = json.loads(res.stdout)

@@ -17,13 +17,11 @@ import secrets
 import shlex
 import signal
 import struct
-import subprocess
-import sys
 import termios
 
 import pytest
 
-from tests.pair_harness import Terminal, can_make_users, shared_root, tmux, unix_users, wait_for
+from tests.pair_harness import Terminal, can_make_users, pair_cli, shared_root, tmux, unix_users, wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -56,12 +54,9 @@ def resize(term: Terminal, cols: int, rows: int) -> None:
 def test_small_readonly_seat_is_told_and_sees_the_whole_screen(sshd) -> None:
     with unix_users(1) as (viewer,), shared_root() as root:
         name = f"z{secrets.token_hex(3)}"
-        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")}
-        env["SPECDEBUG_PAIR_DIR"] = str(root)
-        res = subprocess.run(
-            [sys.executable, "-m", "specdebug.cli", "pair", "-F", str(sshd.config_path), "gpubox",
-             "--name", name, "--detach", "--json", "--allow-ro", viewer],
-            env=env, capture_output=True, text=True, timeout=60,
+        res = pair_cli(
+            root, "-F", str(sshd.config_path), "gpubox",
+            "--name", name, "--detach", "--json", "--allow-ro", viewer,
         )  # fmt: skip
         assert res.returncode == 0, res.stderr
         info = json.loads(res.stdout)

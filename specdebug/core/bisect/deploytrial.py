@@ -19,7 +19,6 @@ from specdebug.core.bisect.gate import check_gate
 from specdebug.core.bisect.models import (
     Measurement,
     Phase,
-    Role,
     Status,
     TrialProgress,
 )
@@ -29,8 +28,10 @@ from specdebug.core.bisect.trial import (
     Nodes,
     TrialError,
     TrialSpec,
+    begin,
     bench,
     clear_port,
+    launch_journal,
     take_result,
 )
 from specdebug.core.control.actions import LaunchRefused
@@ -81,23 +82,8 @@ async def run_deployment_trial(
     dep = nodes.place(spec.profile)
     leader = dep.leader
     remotes = nodes.remotes
-    m = Measurement(
-        bisect=spec.bisect,
-        config=spec.profile.name,
-        fingerprint=spec.fingerprint,
-        settings=spec.settings.key(),
-        role=spec.role,
-        applied=list(spec.applied),
-        started_at=clock(),
-    )
-    t0 = clock()
-
-    def progress(phase: Phase, detail: str = "", fraction: float | None = None) -> TrialProgress:
-        return TrialProgress(
-            index=spec.index, phase=phase, detail=detail, fraction=fraction, elapsed_s=clock() - t0
-        )
-
-    own = journal if spec.role in (Role.GOOD, Role.BAD, Role.DRIFT) else None
+    m, progress = begin(spec, clock)
+    own = launch_journal(spec, journal)
     records: dict[str, ServerRecord] = {}
     try:
         for node in dep.nodes:  # this bisection's leftovers stopped; anything else on a port refuses

@@ -107,6 +107,35 @@ def gpu_summary(gpus: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
+def begin(spec: TrialSpec, clock: Clock) -> tuple[Measurement, Callable[..., TrialProgress]]:
+    """A trial's Measurement, stamped with its config and start, and its progress events (elapsed
+    since then); one trial or a deployment's (core.bisect.deploytrial)."""
+    m = Measurement(
+        bisect=spec.bisect,
+        config=spec.profile.name,
+        fingerprint=spec.fingerprint,
+        settings=spec.settings.key(),
+        role=spec.role,
+        applied=list(spec.applied),
+        started_at=clock(),
+    )
+    t0 = clock()
+
+    def progress(phase: Phase, detail: str = "", fraction: float | None = None) -> TrialProgress:
+        return TrialProgress(
+            index=spec.index, phase=phase, detail=detail, fraction=fraction, elapsed_s=clock() - t0
+        )
+
+    return m, progress
+
+
+def launch_journal(spec: TrialSpec, journal: EventJournal | None) -> EventJournal | None:
+    """Where a trial's launch, verdict and stop are journaled.  The ends are the user's profiles: as
+    any launch's (they feed the startup ETA); a candidate's are the bisection's own business
+    (bisect_launch/stop), so None."""
+    return journal if spec.role in (Role.GOOD, Role.BAD, Role.DRIFT) else None
+
+
 async def clear_port(remote: Remote, profile: Profile, ours: list[str]) -> list[str]:
     """Stop servers this bisection launched that are still up (`ours`: by profile name); refuse when
     anything else holds the port, the profile's own server launched by hand included (never stopped
@@ -153,26 +182,9 @@ async def run_trial(
             yield step
         return
     profile = spec.profile
-    m = Measurement(
-        bisect=spec.bisect,
-        config=profile.name,
-        fingerprint=spec.fingerprint,
-        settings=spec.settings.key(),
-        role=spec.role,
-        applied=list(spec.applied),
-        started_at=clock(),
-    )
-    t0 = clock()
-
-    def progress(phase: Phase, detail: str = "", fraction: float | None = None) -> TrialProgress:
-        return TrialProgress(
-            index=spec.index, phase=phase, detail=detail, fraction=fraction, elapsed_s=clock() - t0
-        )
-
+    m, progress = begin(spec, clock)
     record: ServerRecord | None = None
-    # the ends are the user's profiles: their launch, verdict and stop go to the journal as any launch's
-    # (they feed the startup ETA); a candidate's are the bisection's own business (bisect_launch/stop)
-    own = journal if spec.role in (Role.GOOD, Role.BAD, Role.DRIFT) else None
+    own = launch_journal(spec, journal)
     try:
         yield progress(Phase.PORT, f"port {profile.server.port}")
         stopped = await clear_port(remote, profile, spec.ours)

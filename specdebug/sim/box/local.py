@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specdebug.core.spec.arith import fit_line
 from specdebug.sim.server.sglang.launcher import SIDECAR_SUFFIX
 
 
@@ -205,18 +206,11 @@ def decode_rate(arrivals: Sequence[tuple[float, int]]) -> float:
     Why not (tokens after the first) / (last - first): one chunk held up on a loaded client or in
     the SSH forward moves that ratio by the whole delay (80 ms on a 1 s stream: -8 %), while the
     slope over ~100 chunks moves by a small part of it."""
-    if len(arrivals) < 2:
+    if not arrivals:
         return 0.0
-    t0 = arrivals[0][0]
-    xs, ys, total = [], [], 0
+    t0, points, total = arrivals[0][0], [(0.0, 0.0)], 0
     for t, n in arrivals[1:]:
         total += n
-        xs.append(t - t0)
-        ys.append(float(total))
-    xs.insert(0, 0.0)
-    ys.insert(0, 0.0)
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx <= 0:
-        return 0.0
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+        points.append((t - t0, float(total)))
+    line = fit_line(points)
+    return line.slope if line is not None else 0.0

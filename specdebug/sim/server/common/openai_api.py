@@ -123,6 +123,17 @@ async def texts(
             return
 
 
+async def whole_text(engine: Engine, req: Request, scanner: StopScanner) -> tuple[str, Finish | None]:
+    """A non-streamed answer: all of the request's text (stop strings applied) and its Finish."""
+    out, finish = "", None
+    async for item in texts(engine, req, scanner):
+        if isinstance(item, Finish):
+            finish = item
+        else:
+            out += item
+    return out, finish
+
+
 def refused_param(body: dict[str, Any], *, chat: bool) -> tuple[str, str] | None:
     """(param, message) for a parameter the sim refuses rather than ignore."""
     n = body.get("n", 1)
@@ -253,12 +264,7 @@ async def openai_response(
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
-    out, finish = "", None
-    async for item in texts(engine, req, scanner):
-        if isinstance(item, Finish):
-            finish = item
-        else:
-            out += item
+    out, finish = await whole_text(engine, req, scanner)
     c = choice(out, finish)
     if chat:
         c.pop("delta")

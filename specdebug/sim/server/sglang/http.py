@@ -31,6 +31,7 @@ from specdebug.sim.server.common.openai_api import (
     sse,
     stop_list,
     texts,
+    whole_text,
 )
 from specdebug.sim.server.sglang.options import SimConfig
 from specdebug.sim.server.sglang.shapes import Shapes
@@ -206,12 +207,7 @@ def build_app(state: ServerState) -> Starlette:
                 yield b"data: [DONE]\n\n"
 
             return StreamingResponse(stream(), media_type="text/event-stream")
-        out, finish = "", None
-        async for item in texts(engine, req, scanner):
-            if isinstance(item, Finish):
-                finish = item
-            else:
-                out += item
+        out, finish = await whole_text(engine, req, scanner)
         return JSONResponse({"text": out, "meta_info": meta(finish)})
 
     async def openai(request: HttpRequest, chat: bool) -> Response:

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from specdebug.sim.server.common.engine import MAX_LAG_S
+
 STUCK_ENV = "SPECDEBUG_SIM_STUCK_RANK"
 FEED_INTERVAL_S = 0.05
 
@@ -97,16 +99,15 @@ class _Schedule:
     model's.  With a sleep each, a wake-up 4 ms late per frame reads the 3-step verify share (batch
     3, by the cost model's numbers) as 81 % instead of 87 %, under the 2-step's 83 % on a quiet
     host: `stacks --compare` read the host's load, not the configs (the stacks test failed so under
-    load).  A gap longer than MAX_LAG_S (idle on the pipe, a stalled host) starts afresh."""
-
-    MAX_LAG_S = 0.25
+    load).  A gap longer than MAX_LAG_S (idle on the pipe, a stalled host; the engine's own bound
+    on catching up) starts afresh."""
 
     def __init__(self) -> None:
         self.due: float | None = None
 
     def hold(self, seconds: float) -> None:
         now = time.monotonic()
-        if self.due is None or now - self.due > self.MAX_LAG_S:
+        if self.due is None or now - self.due > MAX_LAG_S:
             self.due = now
         self.due += max(seconds, 0.0)
         delay = self.due - now

@@ -427,6 +427,11 @@ def run_detokenizer_process(
     if conn is None:
         while True:
             time.sleep(3600)
+    idle_until_exit(conn)
+
+
+def idle_until_exit(conn: Connection) -> None:
+    """A process with nothing to do (detokenizer, a vLLM worker): until "exit" or the pipe closes."""
     while True:
         try:
             msg = conn.recv()

@@ -29,6 +29,7 @@ from specdebug.sim.server.sglang.shapes import version_tuple
 from specdebug.sim.server.sglang.worker import (
     REPORTED_PREFIXES,
     die_with_parent,
+    idle_until_exit,
     nccl_debug_on,
     nccl_init_lines,
 )
@@ -196,16 +197,6 @@ def _pipe_send(conn: Connection):
     return send
 
 
-def _idle(conn: Connection) -> None:
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg == "exit":
-            return
-
-
 def run_worker(cfg_dict: dict[str, Any], rank: int, conn: Connection) -> None:
     """A TP worker process (multiproc_executor WorkerProc)."""
     die_with_parent()
@@ -229,7 +220,7 @@ def run_worker(cfg_dict: dict[str, Any], rank: int, conn: Connection) -> None:
     send(("ready", info))
     if runner.rank_init is not None and runner.last_local:
         start_watchdog_fault(runner.rank_init, cfg.sim.nccl_timeout_after)
-    _idle(conn)
+    idle_until_exit(conn)
 
 
 def engine_core_name(cfg: VllmConfig) -> str:
@@ -281,7 +272,7 @@ def run_engine_core(cfg_dict: dict[str, Any], conn: Connection) -> None:
         send(("failed", "core"))
         os._exit(1)
     send(("ready", {"workers": infos, "kv_tokens": tokens, "pid": os.getpid()}))
-    _idle(conn)
+    idle_until_exit(conn)
 
 
 def _stop_workers(keep: list[Any]) -> None:
