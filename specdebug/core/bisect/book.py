@@ -33,6 +33,8 @@ from specdebug.core.records import (
     StopRecord,
 )
 
+END_FAILURES = 2  # runs of an end with no figure before it is taken as failing (end_needs_run)
+
 
 def failure_kind(m: Measurement) -> str:
     """How a start failed: the server rejected its arguments, hung (timed out), or exited."""
@@ -119,6 +121,13 @@ class Book:
             return 1.0 if failure_kind(m) == self.start_kind else None
         return m.metrics.get(self.options.metric) if m.status is Status.OK else None
 
+    def end_needs_run(self, fp: str, runs: int) -> bool:
+        """An end with at most `runs` figures needs a run, unless it failed END_FAILURES times with none.
+        Why not once: one failed start may be the box (a port, a timeout under load); taken as the
+        end's behaviour, it turned a bisection into start / no start that blamed every knob."""
+        failures = sum(1 for m in self.measurements(fp) if self.metric(m) is None)
+        return len(self.values(fp)) <= runs and not (self.end_failed(fp) and failures >= END_FAILURES)
+
     def failed_to_start(self, fp: str) -> bool:
         return any(m.status in (Status.FAILED_START, Status.INVALID) for m in self.measurements(fp))
 
@@ -192,8 +201,10 @@ class Book:
         for m in ms:
             if m.status is Status.INVALID:
                 return "skip", m.reason, False, gate_value
+        # an end that started when launched again is judged by its figures (see run.Bisection._ends)
+        retried_end = fp in self.ends and bool(self.values(fp))
         for m in ms:
-            if m.status is Status.FAILED_START:
+            if m.status is Status.FAILED_START and not retried_end:
                 return ("bad" if self.options.failed_start == "bad" else "skip"), m.reason, False, gate_value
         if self.gate is not None and fp not in self.ends:
             for m in ms:

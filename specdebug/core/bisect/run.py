@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from specdebug.core.bisect.book import Book, failure_kind
+from specdebug.core.bisect.book import END_FAILURES, Book, failure_kind
 from specdebug.core.bisect.checks import busy_server, drift_of
 from specdebug.core.bisect.gate import Gate, parse_gate
 from specdebug.core.bisect.interleave import next_step, reference_end
@@ -180,9 +180,8 @@ class Bisection:
                 async for ev in self._measure_again():
                     yield ev
                 judge = self.book.judge()
-                self.plan = Plan(
-                    len(c.units), [u.name for u in c.units]
-                )  # replay: answered questions come from the cache
+                # replay: answered questions come from the cache
+                self.plan = Plan(len(c.units), [u.name for u in c.units])
             yield self._states()
             yield self._estimate()
             if self._paused:
@@ -224,14 +223,15 @@ class Bisection:
 
     async def _ends(self) -> AsyncIterator[Any]:
         """good, bad, good, bad ... at least twice each (the noise is measured, not assumed), more up to
-        --repeats while the gap is within the noise; an end that fails to start is not retried."""
+        --repeats while the gap is within the noise; an end that fails is launched once more (book)."""
         c = self.cands
         for i in range(max(MIN_END_RUNS, self.options.repeats)):
             for fp, role, profile in ((c.good_fp, Role.GOOD, c.good), (c.bad_fp, Role.BAD, c.bad)):
                 self.book.row(fp, role, profile.name, [])
-                if len(self.book.values(fp)) <= i and not self.book.end_failed(fp):
-                    async for ev in self._measure(profile, fp, role, frozenset()):
-                        yield ev
+                for _ in range(END_FAILURES):  # a run that gave no figure is tried once more
+                    if self.book.end_needs_run(fp, i):
+                        async for ev in self._measure(profile, fp, role, frozenset()):
+                            yield ev
                 yield TrialDone(row=self.book.update_row(fp, self.book.judge()))
             if any(self.book.end_failed(fp) for fp in (c.good_fp, c.bad_fp)):
                 return
