@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-
-def run(*args: str, root: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SPECDEBUG_PAIR_DIR": str(root)}
-    return subprocess.run(
-        [sys.executable, "-m", "specdebug.cli", "pair", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+from tests.pair_harness import pair_cli
 
 
 @pytest.mark.parametrize(
@@ -37,7 +25,7 @@ def run(*args: str, root: Path) -> subprocess.CompletedProcess:
     ],
 )
 def test_usage_errors_exit_2(args, message, tmp_path: Path) -> None:
-    res = run(*args, root=tmp_path)
+    res = pair_cli(tmp_path, *args)
     assert res.returncode == 2, res.stderr
     assert message in res.stderr
     assert "Traceback" not in res.stderr
@@ -47,11 +35,11 @@ def test_usage_errors_exit_2(args, message, tmp_path: Path) -> None:
 def test_own_user_is_not_a_seat(tmp_path: Path) -> None:
     import getpass
 
-    res = run("gpubox", "--allow-ro", getpass.getuser(), root=tmp_path)
+    res = pair_cli(tmp_path, "gpubox", "--allow-ro", getpass.getuser())
     assert res.returncode == 2 and "always has full access" in res.stderr
 
 
 def test_list_json_when_there_is_nothing(tmp_path: Path) -> None:
-    res = run("--list", "--json", root=tmp_path)
+    res = pair_cli(tmp_path, "--list", "--json")
     assert res.returncode == 0
     assert json.loads(res.stdout) == {"sessions": [], "refused": []}
