@@ -64,6 +64,7 @@ class RunResult:
     stderr: bytes = b""
     timed_out: bool = False
     truncated: bool = False  # it printed more than the bound (RUN_OUTPUT_MAX): ended, output cut
+    end_note: str = ""  # what was done about a command past its bound ("ended it", or why not)
 
     @property
     def ok(self) -> bool:

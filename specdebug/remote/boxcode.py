@@ -63,13 +63,32 @@ def spawned_pid(data: bytes) -> int | None:
     return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 1 else None
 
 
+SPAWN_WAIT_S = 15.0  # a session slow to start (a loaded box) is given this long to tell its PID
+ENDED_GONE, ENDED_STILL_THERE = 0, 3  # end_spawned_argv's exit statuses
+
+
 def end_spawned_argv(pid: int) -> list[str]:
-    """argv ending a command started under SPAWN_SH: its process group when it leads one, and it."""
+    """argv ending a command started under SPAWN_SH: its process group when it leads one, and it.
+    Exits ENDED_GONE once the PID is gone (or only a zombie waits for its parent), else
+    ENDED_STILL_THERE after ~5 s: "ended it" is said only when it is true."""
     # dash's kill refuses `--` ("Illegal number: -"): the group form without it where that fails
     script = (
-        'kill -KILL -- "-$1" 2>/dev/null || kill -KILL "-$1" 2>/dev/null; kill -KILL "$1" 2>/dev/null; true'
+        'kill -KILL -- "-$1" 2>/dev/null || kill -KILL "-$1" 2>/dev/null; kill -KILL "$1" 2>/dev/null; '
+        "i=0; while [ $i -lt 50 ]; do "
+        'kill -0 "$1" 2>/dev/null || exit 0; '
+        "case $(sed 's/.*) //;s/ .*//' \"/proc/$1/stat\" 2>/dev/null) in ''|Z|X) exit 0;; esac; "
+        "sleep 0.1 2>/dev/null || sleep 1; i=$((i+1)); done; exit 3"
     )
     return ["sh", "-c", script, "sh", str(pid)]
+
+
+def ended_note(status: int | None) -> str:
+    """What end_spawned_argv's exit status says was done."""
+    if status == ENDED_GONE:
+        return "ended it"
+    if status == ENDED_STILL_THERE:
+        return "tried to end it: it still runs on the box"
+    return f"ending it failed (exit {status})"
 
 
 @cache

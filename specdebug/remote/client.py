@@ -204,7 +204,7 @@ class BoxClient:
         )
         if r.timed_out:
             raise RemoteError(
-                f"box operation {op}: python3 on the box did not answer within {timeout} s (ended it)"
+                f"box operation {op}: python3 on the box did not answer within {timeout} s ({r.end_note})"
             )
         _, noise = framed_reply(r.stdout)
         if noise:

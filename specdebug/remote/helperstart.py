@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from specdebug.remote.boxcode import end_spawned_argv, helper_argv, noise_warning
+from specdebug.remote.boxcode import end_spawned_argv, ended_note, helper_argv, noise_warning
 from specdebug.remote.probe import HELPER_START_S, HelperStartFailed, ProbeChannel
 from specdebug.transport.base import RemoteError, Transport
 
@@ -92,4 +92,4 @@ async def _end_spawned(transport: Transport, pid: int) -> str:
             proc.close()
     except (RemoteError, OSError, TimeoutError) as exc:
         return f"; could not end it: {exc}"
-    return "; ended it" if status == 0 else f"; ending it failed (exit {status})"
+    return "; " + ended_note(status)

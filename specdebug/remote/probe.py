@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from specdebug.remote.api import ConnectionDropped, FileRead, RemoteError, RequestTimeout
-from specdebug.remote.boxcode import FRAME, source
+from specdebug.remote.boxcode import FRAME, SPAWN_WAIT_S, source
 from specdebug.remote.boxcode import helper_argv as helper_argv  # the argv that starts it
 from specdebug.remote.lines import BoundedLines, LineTooLong
 from specdebug.transport.base import Process
@@ -20,7 +20,6 @@ from specdebug.transport.teardown import best_effort
 
 HELPER_START_S = 10.0  # a python3 that has not greeted by then is ended (connects go on without it)
 PROBE_LINE_MAX = 96 << 20  # the helper's answers are bounded (runs 2 x 8 MiB, reads 64 MiB) in base64
-SPAWN_WAIT_S = 10.0  # after a silent start, how long to wait for the PID to end
 NOISE_KEPT = 3
 NOISE_MAX_BYTES = 1 << 20
 

@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from specdebug.remote.api import RunResult
-from specdebug.remote.boxcode import FRAME, SPAWN_ERR_SH, end_spawned_argv, spawned_pid
+from specdebug.remote.api import RemoteError, RunResult
+from specdebug.remote.boxcode import (
+    FRAME,
+    SPAWN_ERR_SH,
+    SPAWN_WAIT_S,
+    end_spawned_argv,
+    ended_note,
+    spawned_pid,
+)
 from specdebug.remote.shell import watchdog_argv
 from specdebug.transport.base import Process, Transport
 from specdebug.transport.teardown import best_effort
@@ -36,31 +44,32 @@ async def run_exec(
     words = ["sh", "-c", SPAWN_ERR_SH, "sh", *argv] if input is not None else watchdog_argv(argv)
     proc = await transport.exec(words, input)
     out, err = bytearray(), bytearray()
-    ended = False
+    outcome: RunResult | None = None
     try:
         try:
             over = await asyncio.wait_for(_read_both(proc, out, err, cap or RUN_OUTPUT_MAX), timeout)
         except TimeoutError:
-            ended = True
-            return RunResult(exit_status=None, timed_out=True, stdout=bytes(out), stderr=_unspawn(err))
-        if over:
-            ended = True
-            return RunResult(exit_status=None, stdout=bytes(out), stderr=_unspawn(err), truncated=True)
-        status = await proc.wait()
-        return RunResult(exit_status=status, stdout=bytes(out), stderr=_unspawn(err))
+            outcome = RunResult(exit_status=None, timed_out=True)
+        else:
+            if over:
+                outcome = RunResult(exit_status=None, truncated=True)
+            else:
+                status = await proc.wait()
+                return RunResult(exit_status=status, stdout=bytes(out), stderr=_unspawn(err))
+        # past its bound: with input, ended by its PID; else closing the channel ends the watchdog
+        note = await _end_timed_out(transport, proc, err) if input is not None else ""
+        return replace(outcome, stdout=bytes(out), stderr=_unspawn(err), end_note=note)
     finally:
-        if ended and input is not None:
-            await _end_timed_out(transport, proc, err)
         with best_effort("%s: close a finished command", name):
             proc.close()
 
 
-async def _end_timed_out(transport: Transport, proc: Process, err: bytearray) -> None:
+async def _end_timed_out(transport: Transport, proc: Process, err: bytearray) -> str:
     """End a command that outran its timeout or its output bound (its PID is on stderr; a
-    session slow to start is given a few seconds to tell it)."""
+    session slow to start is given SPAWN_WAIT_S to tell it); says what was done."""
     name = transport.name
     with best_effort("%s: wait for a command's PID", name):
-        async with asyncio.timeout(5.0):
+        async with asyncio.timeout(SPAWN_WAIT_S):
             while spawned_pid(bytes(err)) is None:
                 data = await proc.stderr.read(1 << 16)
                 if not data:
@@ -68,13 +77,16 @@ async def _end_timed_out(transport: Transport, proc: Process, err: bytearray) ->
                 err += data[: RUN_OUTPUT_MAX - len(err)]
     pid = spawned_pid(bytes(err))
     if pid is None:
-        return
-    with best_effort("%s: end a command past its bound (PID %s)", name, pid):
+        return f"could not end it: it did not tell its PID within {SPAWN_WAIT_S:g} s more"
+    try:
         killer = await asyncio.wait_for(transport.exec(end_spawned_argv(pid), b""), 10)
         try:
-            await asyncio.wait_for(killer.wait(), 10)
+            status = await asyncio.wait_for(killer.wait(), 10)
         finally:
             killer.close()
+    except (RemoteError, OSError, TimeoutError) as exc:
+        return f"could not end it (PID {pid}): {exc or type(exc).__name__}"
+    return f"{ended_note(status)} (PID {pid})"
 
 
 async def _read_capped(stream: Any, sink: bytearray, cap: int = RUN_OUTPUT_MAX) -> bool:

@@ -31,10 +31,10 @@ pytestmark = pytest.mark.slow
 REAL_PY = sys.executable
 
 
-def _box(tmp_path: Path, scripts: dict[str, str], login_echo: str = ""):
+def _box(tmp_path: Path, scripts: dict[str, str], login_echo: str = "", login_delay: str = ""):
     """An sshd whose sessions see `scripts` (name -> sh body) first on PATH (set after the login
     shell's own start-up files, by a ForceCommand), and print `login_echo` first as a ~/.bashrc
-    echo would."""
+    echo would; `login_delay` is sh run first (a session slow to start, as on a loaded box)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name, body in scripts.items():
@@ -44,7 +44,7 @@ def _box(tmp_path: Path, scripts: dict[str, str], login_echo: str = ""):
     wrap = tmp_path / "login.sh"
     echo = f"echo {shlex.quote(login_echo)}\n" if login_echo else ""
     wrap.write_text(
-        f'#!/bin/sh\n{echo}PATH={bin_dir}:$PATH; export PATH\nexec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n'
+        f'#!/bin/sh\n{login_delay}\n{echo}PATH={bin_dir}:$PATH; export PATH\nexec /bin/sh -c "$SSH_ORIGINAL_COMMAND"\n'
     )
     wrap.chmod(0o755)
     return start_sshd(tmp_path / "sshd", extra_config=(f"ForceCommand {wrap}",))
@@ -105,23 +105,40 @@ async def test_a_banner_around_the_protocol_is_skipped_and_said(tmp_path: Path, 
         box.stop()
 
 
-async def test_a_hung_python3_is_ended_and_said(tmp_path: Path) -> None:
+async def _hung_op_is_ended(tmp_path: Path, *, use_helper: bool, slow_sessions: bool) -> None:
+    """A box whose python3 hangs (sleeps): the helper's start and a one-shot op past its timeout
+    both end what they started, and say so only when it is true.  `slow_sessions`: sessions after
+    the connect start 9 s late (a loaded box), past the op's timeout before the PID is told."""
     tag = f"3{uuid.uuid4().int % 10**6}.5"
-    box = _box(tmp_path, {"python3": f"exec sleep {tag}"})
+    slow = tmp_path / "slow"
+    box = _box(tmp_path, {"python3": f"exec sleep {tag}"}, login_delay=f'[ -e "{slow}" ] && sleep 9')
     try:
-        r = await _connect(box)
+        r = await _connect(box, use_helper=use_helper)
         try:
-            assert r.helper_info is None
-            said = [w for w in r.warnings if "did not answer within" in w]
-            assert said and "ended it" in said[0], r.warnings
-            assert _tagged(f"sleep\0{tag}") == []  # nothing left behind
-            with pytest.raises(RemoteError, match="did not answer within 2"):
+            if use_helper:
+                assert r.helper_info is None
+                said = [w for w in r.warnings if "did not answer within" in w]
+                assert said and "ended it" in said[0], r.warnings
+                assert _tagged(f"sleep\0{tag}") == []  # nothing left behind
+            if slow_sessions:
+                slow.touch()
+            with pytest.raises(RemoteError, match=r"did not answer within 2 s \(ended it \(PID \d+\)\)"):
                 await r.box_op("port_holder", {"port": 1}, timeout=2)
             assert _tagged(f"sleep\0{tag}") == []
         finally:
             await r.close()
     finally:
         box.stop()
+
+
+async def test_a_hung_python3_is_ended_and_said(tmp_path: Path) -> None:
+    await _hung_op_is_ended(tmp_path, use_helper=True, slow_sessions=False)
+
+
+async def test_a_request_whose_session_starts_late_is_still_ended(tmp_path: Path) -> None:
+    """A loaded box starts a session seconds after the channel opens: the request's timeout passes
+    before the command has told its PID.  It is still ended, and "ended it" is said only then."""
+    await _hung_op_is_ended(tmp_path, use_helper=False, slow_sessions=True)
 
 
 async def test_nvidia_smi_flood_and_garbage_are_bounded(tmp_path: Path) -> None:
