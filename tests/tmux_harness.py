@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -50,21 +51,29 @@ class Tmux:
             time.sleep(0.3)
         raise AssertionError(f"screen never matched; last screen:\n{screen}")
 
-    def kill(self) -> None:
+    def kill(self, *, check: bool = True) -> list[int]:
         """Stop the server, then what ran in its panes: an app that ignores the SIGHUP of kill-server
         (seen under load: a demo left running for minutes) gets SIGTERM, then SIGKILL, by its group
         (tmux starts each pane in its own session: the pane's PID is its group's ID).  The whole
         group is waited for, not the pane's shell alone: the shell ends at once on SIGHUP while the
-        app it ran may still be stopping its own server (a KILL then left that server running)."""
+        app it ran may still be stopping its own server (a KILL then left that server running).
+
+        An app must end by itself when its terminal goes away: a pane group that had to be ended so
+        fails the test (unless it failed already, or `check` is off: the groups are returned)."""
         panes = [int(p) for p in self("list-panes", "-a", "-F", "#{pane_pid}").stdout.split()]
         self("kill-server")
+        forced: list[int] = []
         for sig, wait_s in ((signal.SIGTERM, HANGUP_GRACE_S), (signal.SIGKILL, 5.0)):
             deadline = time.monotonic() + wait_s
             while _groups_running(panes) and time.monotonic() < deadline:
                 time.sleep(0.1)
             for pgid in _groups_running(panes):  # also what the pane's process left behind in its group
+                forced.append(pgid)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pgid, sig)
+        if check and forced and sys.exc_info()[0] is None:  # a failed test keeps its own error
+            raise AssertionError(f"what ran in the panes outlived its terminal (groups {forced} were killed)")
+        return sorted(set(forced))
 
 
 HANGUP_GRACE_S = 30.0  # the demo's own cleanup (stop its server, then kill its group) is bounded by ~20 s

@@ -20,6 +20,7 @@ from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -31,6 +32,7 @@ from specdebug.core.profiles import Profile
 from specdebug.remote.api import ConnState, ConnStatus
 from specdebug.transport.ssh.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.tui.context import AppContext
+from specdebug.tui.driver import terminal_driver
 from specdebug.tui.palette import ActionsProvider
 from specdebug.tui.pane import Pane, RunningServer, describe_error
 from specdebug.tui.panes.bench import BenchPane
@@ -101,6 +103,9 @@ class SpecdebugApp(App[None]):
     server_news: reactive[ServerNews | None] = reactive(None, init=False)
     journal_news: reactive[JournalNews | None] = reactive(None, init=False)
     end_pick: reactive[EndPick | None] = reactive(None, init=False)
+
+    def get_driver_class(self) -> type[Driver]:
+        return terminal_driver(super().get_driver_class())  # a hangup's SIGCONT restarts nothing
 
     def __init__(
         self,

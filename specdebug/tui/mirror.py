@@ -17,9 +17,11 @@ import sys
 
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.driver import Driver
 from textual.widgets import Static
 
 from specdebug.capability import enter_readonly_process
+from specdebug.tui.driver import terminal_driver
 
 REFRESH_S = 0.25
 MAX_SCREEN = 1 << 20  # a pane's screen with its colours is far smaller; more is not a screen
@@ -49,6 +51,9 @@ class MirrorApp(App[None]):
         self.socket, self.target = socket, target
         self.title = title
         self.last = ""
+
+    def get_driver_class(self) -> type[Driver]:
+        return terminal_driver(super().get_driver_class())
 
     def compose(self) -> ComposeResult:
         yield Static(Text(self.title, style="bold reverse"), id="title")
