@@ -36,30 +36,38 @@ def _runs_the_session(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     if _runs_the_session(config):  # before any worker or test starts: all of them inherit it
         config.stash[_RUN_TAG] = leakcheck.tag_this_run()
-        config.stash[_BYTECODE] = _share_bytecode()
+        config.stash[_RUN_FOLDER] = _run_folder()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    folder = config.stash.get(_BYTECODE, None)
+    folder = config.stash.get(_RUN_FOLDER, None)
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _share_bytecode() -> str:
-    """One bytecode cache for the run's own Python processes, in a folder of its own.
+_BOX_STATES = "SPECDEBUG_SUITE_BOX_STATES"  # the run's parent of every test's box-side state folder
 
-    The suite starts some 1,500 Python processes (verbs, sims, their spawned workers); with
-    PYTHONDONTWRITEBYTECODE in the caller's environment each compiled all of specdebug again
-    (about 0.25 s of CPU a verb).  The cache is the run's: nothing is written into the tree or the
-    home, and it is removed when the run ends."""
-    folder = tempfile.mkdtemp(prefix="specdebug-suite-bytecode-")
-    os.environ["PYTHONPYCACHEPREFIX"] = folder
+
+def _run_folder() -> str:
+    """A folder of the run's own (removed when it ends; nothing goes into the tree or the home):
+
+    - one bytecode cache for the run's Python processes.  The suite starts some 1,500 (verbs, sims,
+      their spawned workers); with PYTHONDONTWRITEBYTECODE in the caller's environment each
+      compiled all of specdebug again (about 0.25 s of CPU a verb);
+    - one parent for every test's box-side state folder.  The box's drift hash cache sits beside
+      the state folder (core.drift.snapshot.cache_path), keyed by path, size and mtime, so the
+      suite's ~240 snapshots hash the venv's files once instead of once a test (0.35 CPU-s cold,
+      0.07 warm), as on a real box where one user's snapshots share it."""
+    folder = tempfile.mkdtemp(prefix="specdebug-suite-")
+    os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(folder, "bytecode")
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ[_BOX_STATES] = os.path.join(folder, "box-states")
+    os.makedirs(os.environ[_BOX_STATES], mode=0o700)
     return folder
 
 
 _RUN_TAG = pytest.StashKey[str]()
-_BYTECODE = pytest.StashKey[str]()
+_RUN_FOLDER = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(trylast=True)  # after xdist's own sessionfinish has ended the workers
@@ -96,8 +104,13 @@ def box_state_dir(tmp_path_factory, monkeypatch):
     """This test's own folder for server records on the box (the box is this machine).
 
     Every BoxClient and every CLI run the test starts reads SPECDEBUG_STATE_DIR, so no test writes
-    records into the box user's real home, and parallel runs never see each other's servers."""
-    path = tmp_path_factory.mktemp("box-state") / "servers"
+    records into the box user's real home, and parallel runs never see each other's servers.  The
+    folders are siblings in the run's folder (_run_folder: the drift hash cache beside them is one)."""
+    shared = os.environ.get(_BOX_STATES)
+    if shared and os.path.isdir(shared):
+        path = Path(tempfile.mkdtemp(prefix="servers-", dir=shared))
+    else:  # a run whose conftest configure did not make it (a plugin-less import): the test's own
+        path = tmp_path_factory.mktemp("box-state") / "servers"
     monkeypatch.setenv("SPECDEBUG_STATE_DIR", str(path))
     return path
 
