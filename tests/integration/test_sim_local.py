@@ -76,7 +76,8 @@ def box(request, tmp_path_factory) -> LocalSim:
 def test_health_503_until_the_ready_line(box: LocalSim) -> None:
     history = box.health_history  # type: ignore[attr-defined]
     statuses = [s for s, _ in history]
-    assert 503 in statuses, "health never answered 503 while starting"
+    # no "503 was seen" here: at this time scale the warmup's 503 window is tens of ms, which a
+    # loaded machine's poller can miss; test_sim_faults' hang at warmup holds it open and checks it
     first_200 = statuses.index(200)
     assert all(s in (503, "refused") for s in statuses[:first_200])
     assert history[first_200][1], "health said 200 before the ready line was in the log"

@@ -67,7 +67,10 @@ async def test_k_shows_the_stuck_rank(remote, tmp_path: Path) -> None:
         try:
             for _ in range(5):  # on a loaded box a rank may still be on its way into the event loop
                 await pilot.press("k")
-                await wait_for(lambda: isinstance(app.screen, StacksScreen))
+                # the screen is app.screen once pushed, its body once composed (later, under load)
+                await wait_for(
+                    lambda: isinstance(app.screen, StacksScreen) and bool(app.screen.query("#stacks-body"))
+                )
                 shown = text_of(app.screen.query_one("#stacks-body", Static))
                 if shown.count("(pids") == 2:
                     break
