@@ -76,7 +76,8 @@ class Tmux:
         return sorted(set(forced))
 
 
-HANGUP_GRACE_S = 30.0  # the demo's own cleanup (stop its server, then kill its group) is bounded by ~20 s
+HANGUP_GRACE_S = 45.0  # the demo's own cleanup (stop its server, then kill its group) is bounded by ~20 s;
+# the margin is for a loaded machine: waiting costs nothing when the panes end at once
 
 
 def _groups_running(pgids: list[int]) -> list[int]:
