@@ -193,12 +193,14 @@ class Session:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_CAP_S)
                 continue
-            self._generation += 1
             attempt = 0
             delay = BACKOFF_START_S
             # the first RTT is measured before anyone is told "connected": a status without it
             # printed `rtt 0.0 ms` / `"rtt_ms": null` for a one-shot probe
             rtt = await self._measure_rtt()
+            # a new generation and "connected" at one moment (no await between): counted before
+            # the RTT, a watcher saw generation 2 while the status still said reconnecting
+            self._generation += 1
             self._set_status(ConnStatus(ConnState.CONNECTED, rtt_ms=rtt))
             self._connected.set()
             last_error = await self._watch()

@@ -131,3 +131,30 @@ async def test_local_processes_get_their_own_session() -> None:
         assert int(res.out) != os.getsid(0)
     finally:
         await box.close()
+
+
+async def test_a_new_generation_is_counted_with_connected(monkeypatch) -> None:
+    """The first RTT is measured before "connected" is said; the generation counted before it let a
+    watcher see a new connection while the status still said reconnecting (a Slurm test, loaded)."""
+    from specdebug.remote.session import Session
+
+    measure = Session._measure_rtt
+
+    async def slow_rtt(self):  # a loaded box: the first ping takes a while
+        await asyncio.sleep(0.3)
+        return await measure(self)
+
+    monkeypatch.setattr(Session, "_measure_rtt", slow_rtt)
+    box = local_box(use_helper=False)
+    seen: list[tuple[int, ConnState]] = []
+    try:
+        await box.start()
+        for _ in range(300):
+            seen.append((box.generation, box.status.state))
+            if box.generation:
+                break
+            await asyncio.sleep(0.01)
+        assert all(state is ConnState.CONNECTED for gen, state in seen if gen), seen
+        assert box.generation == 1
+    finally:
+        await box.close()
