@@ -15,8 +15,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from specdebug.remote.boxcode import end_spawned_argv, ended_note, helper_argv, noise_warning
+from specdebug.remote.boxcode import helper_argv, noise_warning
 from specdebug.remote.probe import HELPER_START_S, HelperStartFailed, ProbeChannel
+from specdebug.remote.requests import end_spawned
 from specdebug.transport.base import RemoteError, Transport
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ async def start_helper(
             why = str(exc)
             timed_out = isinstance(exc.__cause__, TimeoutError)
             if exc.pid is not None:
-                why += await _end_spawned(transport, exc.pid)
+                why += "; " + await end_spawned(transport, exc.pid)
         except (RemoteError, OSError, ValueError, TimeoutError) as exc:
             why = str(exc) or type(exc).__name__
         if proc is not None:
@@ -80,16 +81,3 @@ async def start_helper(
     log.warning("%s: resident helper unavailable (%s); using one exec channel per request", name, why)
     warn(f"no python3 helper on the box ({why}); probes use exec channels (slower)")
     return None, None
-
-
-async def _end_spawned(transport: Transport, pid: int) -> str:
-    """End a helper that never greeted; says what was done."""
-    try:
-        proc = await transport.exec(end_spawned_argv(pid), b"")
-        try:
-            status = await asyncio.wait_for(proc.wait(), 10)
-        finally:
-            proc.close()
-    except (RemoteError, OSError, TimeoutError) as exc:
-        return f"; could not end it: {exc}"
-    return "; " + ended_note(status)

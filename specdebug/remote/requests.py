@@ -44,18 +44,16 @@ async def run_exec(
     words = ["sh", "-c", SPAWN_ERR_SH, "sh", *argv] if input is not None else watchdog_argv(argv)
     proc = await transport.exec(words, input)
     out, err = bytearray(), bytearray()
-    outcome: RunResult | None = None
     try:
         try:
             over = await asyncio.wait_for(_read_both(proc, out, err, cap or RUN_OUTPUT_MAX), timeout)
         except TimeoutError:
             outcome = RunResult(exit_status=None, timed_out=True)
         else:
-            if over:
-                outcome = RunResult(exit_status=None, truncated=True)
-            else:
+            if not over:
                 status = await proc.wait()
                 return RunResult(exit_status=status, stdout=bytes(out), stderr=_unspawn(err))
+            outcome = RunResult(exit_status=None, truncated=True)
         # past its bound: with input, ended by its PID; else closing the channel ends the watchdog
         note = await _end_timed_out(transport, proc, err) if input is not None else ""
         return replace(outcome, stdout=bytes(out), stderr=_unspawn(err), end_note=note)
@@ -78,6 +76,12 @@ async def _end_timed_out(transport: Transport, proc: Process, err: bytearray) ->
     pid = spawned_pid(bytes(err))
     if pid is None:
         return f"could not end it: it did not tell its PID within {SPAWN_WAIT_S:g} s more"
+    return f"{await end_spawned(transport, pid)} (PID {pid})"
+
+
+async def end_spawned(transport: Transport, pid: int) -> str:
+    """End a command started under SPAWN_SH / SPAWN_ERR_SH by its PID (a helper that never greeted,
+    a request past its bound); says what was done, "ended it" only once the PID is gone."""
     try:
         killer = await asyncio.wait_for(transport.exec(end_spawned_argv(pid), b""), 10)
         try:
@@ -85,8 +89,8 @@ async def _end_timed_out(transport: Transport, proc: Process, err: bytearray) ->
         finally:
             killer.close()
     except (RemoteError, OSError, TimeoutError) as exc:
-        return f"could not end it (PID {pid}): {exc or type(exc).__name__}"
-    return f"{ended_note(status)} (PID {pid})"
+        return f"could not end it: {exc or type(exc).__name__}"
+    return ended_note(status)
 
 
 async def _read_capped(stream: Any, sink: bytearray, cap: int = RUN_OUTPUT_MAX) -> bool:
