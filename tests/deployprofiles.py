@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 from tests.cluster_harness import Cluster
+from tests.leakcheck import living_groups
 from tests.sshd_harness import free_port
 
 
@@ -70,11 +71,4 @@ def dep_profile(
 
 def group_alive(pgid: int) -> bool:
     """A live (not zombie) process in the group: a killed one waits a moment for its reaper."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+    return bool(living_groups([pgid]))

@@ -68,6 +68,23 @@ def _living() -> list[tuple[Proc, bytes]]:
     return [r for d in os.listdir("/proc") if d.isdigit() and (r := _read(int(d))) is not None]
 
 
+def living_groups(pgids: list[int]) -> list[int]:
+    """The groups among `pgids` with a living member (zombies do not count), from each process's
+    stat alone (another user's process counts too: its environ need not be readable)."""
+    wanted, found = set(pgids), set()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[2]) in wanted and fields[0] not in ("Z", "X"):
+            found.add(int(fields[2]))
+    return sorted(found)
+
+
 def group_members(pgid: int) -> list[Proc]:
     """The living (not zombie) processes of one process group: a test's or a script's own."""
     return [p for p, _ in _living() if p.pgid == pgid]

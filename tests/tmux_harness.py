@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from tests.leakcheck import living_groups
 
 
 class Tmux:
@@ -65,9 +66,9 @@ class Tmux:
         forced: list[int] = []
         for sig, wait_s in ((signal.SIGTERM, HANGUP_GRACE_S), (signal.SIGKILL, 5.0)):
             deadline = time.monotonic() + wait_s
-            while _groups_running(panes) and time.monotonic() < deadline:
+            while living_groups(panes) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            for pgid in _groups_running(panes):  # also what the pane's process left behind in its group
+            for pgid in living_groups(panes):  # also what the pane's process left behind in its group
                 forced.append(pgid)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pgid, sig)
@@ -78,19 +79,3 @@ class Tmux:
 
 HANGUP_GRACE_S = 45.0  # the demo's own cleanup (stop its server, then kill its group) is bounded by ~20 s;
 # the margin is for a loaded machine: waiting costs nothing when the panes end at once
-
-
-def _groups_running(pgids: list[int]) -> list[int]:
-    """The groups among `pgids` with a living member (zombies do not count), read from /proc by group."""
-    wanted, found = set(pgids), set()
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{d}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if int(fields[2]) in wanted and fields[0] not in ("Z", "X"):
-            found.add(int(fields[2]))
-    return sorted(found)
