@@ -100,17 +100,13 @@ def _own_data_dirs(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def box_state_dir(tmp_path_factory, monkeypatch):
+def box_state_dir(monkeypatch):
     """This test's own folder for server records on the box (the box is this machine).
 
     Every BoxClient and every CLI run the test starts reads SPECDEBUG_STATE_DIR, so no test writes
     records into the box user's real home, and parallel runs never see each other's servers.  The
     folders are siblings in the run's folder (_run_folder: the drift hash cache beside them is one)."""
-    shared = os.environ.get(_BOX_STATES)
-    if shared and os.path.isdir(shared):
-        path = Path(tempfile.mkdtemp(prefix="servers-", dir=shared))
-    else:  # a run whose conftest configure did not make it (a plugin-less import): the test's own
-        path = tmp_path_factory.mktemp("box-state") / "servers"
+    path = Path(tempfile.mkdtemp(prefix="servers-", dir=os.environ[_BOX_STATES]))  # made at configure
     monkeypatch.setenv("SPECDEBUG_STATE_DIR", str(path))
     return path
 
