@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests import leakcheck
+from tests import clifork, leakcheck
 from tests.boxes import ssh_box
 from tests.sshd_harness import SSHD, Sshd, start_sshd
 
@@ -72,6 +72,7 @@ _RUN_FOLDER = pytest.StashKey[str]()
 
 @pytest.hookimpl(trylast=True)  # after xdist's own sessionfinish has ended the workers
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    clifork.close()  # this process's CLI fork server (tests/clifork.py), in every process
     tag = session.config.stash.get(_RUN_TAG, None)
     if tag is None or not _runs_the_session(session.config):
         return

@@ -9,6 +9,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from tests import clifork
 from tests.cluster_harness import Cluster
 from tests.leakcheck import living_groups
 from tests.sshd_harness import free_port
@@ -16,7 +17,7 @@ from tests.sshd_harness import free_port
 
 def cli(cluster: Cluster, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     verb, rest = args[0], args[1:]
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", verb, "-F", str(cluster.config_path), *rest],
         capture_output=True,
         text=True,

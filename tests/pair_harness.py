@@ -23,6 +23,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests import clifork
+
 
 def can_make_users() -> str | None:
     """None when this run may create users; else why not (the skip reason)."""
@@ -140,7 +142,7 @@ def pair_cli(root: Path, *args: str) -> subprocess.CompletedProcess:
     """`specdebug pair ARGS` with the pair registry in `root`, outside any tmux the suite runs in."""
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "COLUMNS", "LINES")}
     env["SPECDEBUG_PAIR_DIR"] = str(root)
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", "pair", *args],
         env=env,
         capture_output=True,

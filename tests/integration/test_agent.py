@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import clifork
+
 pytestmark = pytest.mark.slow
 
 
@@ -38,7 +40,7 @@ def agent_env():
 
 
 def _sd(env, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *argv], env=env, capture_output=True, text=True, timeout=60
     )
 

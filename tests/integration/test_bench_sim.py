@@ -26,6 +26,7 @@ from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile
 from specdebug.core.report import history
 from specdebug.sim.box import local as sim_local
+from tests import clifork
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bench"
 NCCL = {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "NVL"}
@@ -100,7 +101,7 @@ def start_sim(tmp: Path, name: str):
 
 
 def specdebug(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args], capture_output=True, text=True, timeout=timeout
     )
 

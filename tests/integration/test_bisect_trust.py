@@ -15,6 +15,7 @@ from pathlib import Path
 
 from specdebug.core.bisect.models import LAUNCH_EVENT
 from specdebug.core.journal import Journal
+from tests import clifork
 from tests.bisectprofiles import CULPRIT, HARMLESS_FLAGS, forget_records, write_pair
 
 TAG = "bxtrust-"
@@ -22,7 +23,7 @@ TAG = "bxtrust-"
 
 def cli(sshd, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "specdebug.cli", args[0], "-F", str(sshd.config_path), "gpubox", *args[1:]]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return clifork.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 def test_a_hand_launched_server_is_never_stopped_and_blocks_the_bisection(sshd, tmp_path: Path) -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import clifork
 from tests.bisectprofiles import NCCL, forget_records
 from tests.sshd_harness import free_port
 
@@ -75,7 +75,7 @@ def test_bisect_finds_the_knob_that_slows_the_vllm_sim(sshd, tmp_path: Path) -> 
     cmd = [sys.executable, "-m", "specdebug.cli", "bisect", "-F", str(sshd.config_path), "gpubox",
            "--good", str(good), "--bad", str(bad), "--session", str(session), "--json"]  # fmt: skip
     try:
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+        run = clifork.run(cmd, capture_output=True, text=True, timeout=400)
     finally:
         forget_records(sshd, [f"{TAG}good", f"{TAG}bad"], [session])
     assert run.returncode == 0, run.stderr[-3000:]

@@ -21,6 +21,7 @@ import pytest
 from specdebug.core.boxjournal import BoxJournal
 from specdebug.core.journal import resolve_session
 from specdebug.core.report import history
+from tests import clifork
 from tests.integration.test_bench_sim import start_sim, write_profile
 from tests.integration.test_startup import kill_leftovers, sim_profile, write_profile_toml  # noqa: F401
 
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.slow
 def specdebug(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """The CLI run from `cwd` (a folder of its own: a stray local `box:...` folder would show there)."""
     cwd.mkdir(exist_ok=True)
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args],
         capture_output=True,
         text=True,

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests import clifork
 from tests.sshd_harness import free_port
 
 # the connect timeout these runs could wait for; failing fast means well under it, even on a loaded
@@ -18,7 +19,7 @@ TIMEOUT_S = 30
 
 def specdebug(*args: str) -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.monotonic()
-    r = subprocess.run(
+    r = clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args],
         capture_output=True,
         text=True,

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from specdebug.core.hosts import gather_host_info
+from tests import clifork
 from tests.boxes import ssh_box
 
 PATHS = ["/proc/loadavg", "/proc/sys/kernel/hostname", "/nonexistent/file", "/proc/cpuinfo", "/"]
@@ -39,7 +40,7 @@ async def test_files_without_helper_match_the_helper(sshd) -> None:
 
 
 def test_probe_verb_is_one_shot(sshd) -> None:
-    r = subprocess.run(
+    r = clifork.run(
         [sys.executable, "-m", "specdebug.cli", "-F", str(sshd.config_path), "probe", "gpubox", "--json"],
         capture_output=True,
         text=True,
@@ -56,13 +57,11 @@ def test_probe_reports_a_measured_rtt(sshd) -> None:
     """The RTT is measured before the status says connected: a one-shot probe printed
     `rtt 0.0 ms` and `"rtt_ms": null` (issue 26)."""
     base = [sys.executable, "-m", "specdebug.cli", "-F", str(sshd.config_path), "probe", "gpubox"]
-    r = subprocess.run(
-        [*base, "--json"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
-    )
+    r = clifork.run([*base, "--json"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
     rtt = json.loads(r.stdout)["rtt_ms"]
     assert isinstance(rtt, float) and rtt > 0
-    text = subprocess.run(base, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    text = clifork.run(base, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert text.returncode == 0, text.stderr
     head = text.stdout.splitlines()[0]
     assert " rtt " in head and " rtt 0.0 ms" not in head and "rtt unknown" not in head

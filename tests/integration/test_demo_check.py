@@ -8,9 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import clifork
+
 
 def specdebug(*args: str, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args],
         capture_output=True,
         text=True,

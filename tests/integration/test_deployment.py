@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import clifork
 from tests.cluster_harness import Cluster, kill_recorded, start_cluster
 from tests.deployprofiles import cli, dep_profile, group_alive
 from tests.sshd_harness import SSHD, free_port
@@ -218,8 +219,10 @@ def test_a_node_failing_at_the_rendezvous_is_named_within_seconds(
     data = json.loads(run.stdout)
     assert run.returncode == 1 and data["verdict"] == "failed", data
     assert data["failed_node"] == "node1" and data["reason"].startswith("node1: "), data["reason"]
-    at_init = data["nodes"][0]["phases"]["init_distributed"]
-    assert data["elapsed_s"] - at_init < 20, data  # seconds after the rendezvous began, not a timeout
+    # seconds after the rendezvous began, not a timeout; a node slow to start may not have logged its
+    # init line yet when the other's failure decides the deployment (then: seconds after the launch)
+    began = min((n["phases"]["init_distributed"] for n in data["nodes"] if "init_distributed" in n["phases"]), default=0.0)
+    assert data["elapsed_s"] - began < 20, data
     if case == "never-joins":
         assert (
             "never reached the rendezvous at 127.0.0.2:" in data["reason"]
@@ -307,14 +310,14 @@ def test_an_unreachable_node_is_unverified_and_stop_still_stops_the_others(
     broken.write_text(
         text[0] + "Host node1" + text[1].replace(f"Port {cluster.sshd.port}", f"Port {free_port()}")
     )
-    down = subprocess.run(
+    down = clifork.run(
         [sys.executable, "-m", "specdebug.cli", "status", "-F", str(broken), "-c", str(prof), "--json"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     st = json.loads(down.stdout)
     assert down.returncode == 1 and st["state"] == "unverified", st
     assert [n["state"] for n in st["nodes"]] == ["running", "unverified"] and "node1" in down.stderr
-    stop = subprocess.run(
+    stop = clifork.run(
         [sys.executable, "-m", "specdebug.cli", "stop", "-F", str(broken), "-c", str(prof), "--json"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -324,7 +327,7 @@ def test_an_unreachable_node_is_unverified_and_stop_still_stops_the_others(
     assert not group_alive(nodes[0]["pgid"]) and group_alive(nodes[1]["pgid"])
     assert cli(cluster, "stop", "-c", str(prof)).returncode == 0  # reachable again: the rest stops
     assert not group_alive(nodes[1]["pgid"])
-    launch = subprocess.run(
+    launch = clifork.run(
         [sys.executable, "-m", "specdebug.cli", "launch", "-F", str(broken), "-c", str(prof), "--json"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip

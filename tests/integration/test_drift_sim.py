@@ -19,6 +19,7 @@ from pathlib import Path
 
 from specdebug.sim.box import local as sim_local
 from specdebug.sim.box.nvidia_smi import write_shim
+from tests import clifork
 
 SCHEDULER = "sglang/srt/managers/scheduler.py"
 FILES = {
@@ -47,7 +48,7 @@ def fake_install(site: Path) -> None:
 
 
 def specdebug(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args], capture_output=True, text=True, timeout=90
     )
 

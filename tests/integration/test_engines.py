@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from specdebug.sim.box.local import start_local_sim
+from tests import clifork
 from tests.sshd_harness import free_port
 
 pytestmark = pytest.mark.slow
@@ -29,7 +30,7 @@ LAUNCHED: list[Path] = []
 
 
 def specdebug(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args], capture_output=True, text=True, timeout=timeout
     )
 

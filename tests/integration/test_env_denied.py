@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import clifork
 from tests.sshd_harness import start_sshd
 
 pytestmark = pytest.mark.skipif(
@@ -71,7 +72,7 @@ def test_other_users_process_is_denied_on_its_row_only(user_sshd, throwaway_user
     roots = _sleeper("1")
     try:
         time.sleep(0.2)  # let env exec sleep
-        r = subprocess.run(
+        r = clifork.run(
             [
                 sys.executable,
                 "-m",

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from specdebug.sim.box.local import children_titles
+from tests import clifork
 from tests.sshd_harness import free_port
 
 pytestmark = pytest.mark.skipif(
@@ -33,7 +34,7 @@ TP = 2
 
 
 def specdebug(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args], capture_output=True, text=True, timeout=timeout
     )
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import clifork
 from tests.sshd_harness import FIXTURES, free_port, start_sshd
 
 pytestmark = pytest.mark.slow
@@ -25,7 +26,7 @@ NCCL = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS"}
 
 
 def specdebug(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args], capture_output=True, text=True, timeout=timeout
     )
 

@@ -14,7 +14,6 @@ import os
 import pwd
 import secrets
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from specdebug.core.pair import acl as pair_acl
+from tests import clifork
 from tests.pair_harness import (
     Terminal,
     can_make_users,
@@ -183,7 +183,7 @@ def test_pair_attaches_its_creator_lists_and_q_leaves_nothing(sshd) -> None:
             server_pid = int(tmux(sock, "display-message", "-p", "#{pid}").stdout)
 
             def cli(*args: str) -> dict:
-                res = subprocess.run(
+                res = clifork.run(
                     [sys.executable, "-m", "specdebug.cli", "pair", *args],
                     env=env,
                     capture_output=True,

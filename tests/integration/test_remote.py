@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 
 from specdebug.remote.api import ConnState, HostKeyRefused
 from specdebug.remote.factory import accept_and_save_keys
+from tests import clifork
 from tests.boxes import ssh_box
 from tests.sshd_harness import start_sshd
 
 
 def specdebug(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args], capture_output=True, text=True, timeout=timeout
     )
 

@@ -23,6 +23,7 @@ import pytest
 
 from specdebug.remote.api import ConnState
 from specdebug.remote.factory import ConnectOptions, connect_host
+from tests import clifork
 from tests.integration.test_startup import write_profile_toml
 from tests.simprofiles import sim_profile
 from tests.slurm_harness import Slurm, missing_binaries, start_slurm
@@ -61,7 +62,7 @@ def slurm_env(cluster: Slurm, monkeypatch) -> dict[str, str]:
 
 
 def cli(env: dict[str, str], cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args],
         capture_output=True,
         text=True,

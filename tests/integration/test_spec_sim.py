@@ -17,6 +17,7 @@ from specdebug.core.bench.runner import BenchRequest, run_benchmark
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import Profile, load_profile
 from specdebug.sim.box import local as sim_local
+from tests import clifork
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STORY = ("baseline", "eagle3-2step-nccl", "eagle3-3step")
@@ -40,7 +41,7 @@ def sim_args(profile: Profile) -> list[str]:
 
 
 def specdebug(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args], capture_output=True, text=True, timeout=60
     )
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import clifork
 from tests.sshd_harness import free_port
 
 pytestmark = pytest.mark.skipif(
@@ -53,7 +54,7 @@ NCCL = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS"}
 
 
 def specdebug(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args], capture_output=True, text=True, timeout=timeout
     )
 

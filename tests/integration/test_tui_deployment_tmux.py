@@ -11,13 +11,13 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests import clifork
 from tests.cluster_harness import Cluster, kill_recorded, start_cluster
 from tests.deployprofiles import dep_profile
 from tests.sshd_harness import SSHD
@@ -100,7 +100,7 @@ def test_tui_finds_a_deployment_launched_headless_and_names_the_stop_command_at_
     recognises the running deployment on both nodes; quitting leaves it running and says how to stop it."""
     prof = dep_profile(tmp_path, "tuifound")
     base = [sys.executable, "-m", "specdebug.cli"]
-    run = subprocess.run(
+    run = clifork.run(
         [*base, "launch", "-F", str(cluster.config_path), "-c", str(prof), "--wait"],
         capture_output=True,
         text=True,
@@ -123,7 +123,7 @@ def test_tui_finds_a_deployment_launched_headless_and_names_the_stop_command_at_
         assert f"stopitwith:specdebugstop-F{cluster.config_path}node0-c{prof}" in note, screen
     finally:
         tmux.kill()
-    stop = subprocess.run(
+    stop = clifork.run(
         [*base, "stop", "-F", str(cluster.config_path), "node0", "-c", str(prof)],
         capture_output=True,
         text=True,

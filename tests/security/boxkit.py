@@ -12,6 +12,8 @@ import sys
 import uuid
 from pathlib import Path
 
+from tests import clifork
+
 # what a terminal could act on: C0 except \n and \t (ESC included), DEL, C1, bidi controls
 FORBIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -29,7 +31,7 @@ def run(
     if verb not in ("history", "report", "mark"):  # the local verbs take no ssh options
         cmd += ["-F", str(sshd.config_path)]
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([*cmd, *args], capture_output=True, timeout=timeout, env=full_env)
+    return clifork.run([*cmd, *args], capture_output=True, timeout=timeout, env=full_env)
 
 
 def assert_terminal_safe(data: bytes, what: str) -> str:

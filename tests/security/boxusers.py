@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import clifork
 from tests.pair_harness import _users_db, can_make_users
 from tests.sshd_harness import start_sshd
 
@@ -131,4 +132,4 @@ def cli(user: BoxUser, verb: str, *args: str, timeout: float = 120, env: dict | 
     full = {k: v for k, v in os.environ.items() if k != "SPECDEBUG_STATE_DIR"}
     full.update(env or {})
     cmd = [sys.executable, "-m", "specdebug.cli", verb, "-F", str(user.config), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full)
+    return clifork.run(cmd, capture_output=True, text=True, timeout=timeout, env=full)

@@ -14,6 +14,7 @@ import pytest
 from specdebug.core.limits import MAX_LINE
 from specdebug.core.logs.events import LogEvent
 from specdebug.core.logs.follow import Follower, RawLine
+from tests import clifork
 from tests.security.cli_run import run_cli
 from tests.unit.test_log_follow_local import Pump
 
@@ -145,7 +146,7 @@ def test_scan_progress_only_on_a_terminal(tmp_path: Path) -> None:
     os.close(master)
     assert proc.returncode == 0 and b"lines: 40000" in out
     assert b"scanned" in seen and b"MB/s" in seen  # progress on the terminal...
-    piped = subprocess.run(cmd, capture_output=True, timeout=120)
+    piped = clifork.run(cmd, capture_output=True, timeout=120)
     assert piped.returncode == 0 and b"scanned" not in piped.stderr  # ...and not into a pipe
 
 

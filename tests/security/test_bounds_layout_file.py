@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from specdebug.tui.settings import find_layout, load_keymap
+from tests import clifork
 
 
 def test_a_huge_layout_is_refused_by_name(tmp_path: Path) -> None:
@@ -20,7 +21,7 @@ def test_a_huge_layout_is_refused_by_name(tmp_path: Path) -> None:
         find_layout(str(big))
     main, seat = pty.openpty()  # the TUI needs a terminal before it looks at its layout
     try:
-        res = subprocess.run(
+        res = clifork.run(
             [sys.executable, "-m", "specdebug.cli", "tui", "--layout", str(big)],
             stdin=seat,
             stdout=seat,

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import clifork
+
 
 def check(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", "profile", "check", str(path)],
         capture_output=True,
         timeout=30,  # the FIFO used to hang here forever

@@ -5,16 +5,17 @@ asyncssh follows Include until RecursionError; the CLI must say where the loop i
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
+
+from tests import clifork
 
 
 def test_an_include_loop_is_one_line_naming_the_file(tmp_path: Path) -> None:
     a, b = tmp_path / "a.conf", tmp_path / "b.conf"
     a.write_text(f"Host gpubox\n  HostName 127.0.0.1\nInclude {b}\n")
     b.write_text(f"Include {a}\n")
-    res = subprocess.run(
+    res = clifork.run(
         [sys.executable, "-m", "specdebug.cli", "probe", "-F", str(a), "gpubox"],
         capture_output=True,
         timeout=60,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import clifork
 from tests.pair_harness import can_make_users, shared_root, tmux, unix_users
 
 pytestmark = [
@@ -30,7 +31,7 @@ pytestmark = [
 def specdebug_pair(root: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
     env["SPECDEBUG_PAIR_DIR"] = str(root)
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", "pair", *args],
         capture_output=True,
         text=True,

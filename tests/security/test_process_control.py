@@ -28,6 +28,7 @@ from specdebug.core.control.actions import LaunchRefused
 from specdebug.core.control.launch import launch
 from specdebug.core.control.records import box_call, find_port_holder, load_record
 from specdebug.core.profiles import Profile
+from tests import clifork
 from tests.boxes import ssh_box
 from tests.sshd_harness import SSHD, free_port, start_sshd
 
@@ -146,7 +147,7 @@ async def server(remote, tmp_path):
 
 def specdebug(sshd, *args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "specdebug.cli", args[0], "-F", str(sshd.config_path), sshd.alias, *args[1:]]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return clifork.run(cmd, capture_output=True, text=True, timeout=120)
 
 
 def write_toml(tmp_path: Path, profile: Profile) -> Path:

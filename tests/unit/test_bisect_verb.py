@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import clifork
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 GOOD, BAD = str(EXAMPLES / "eagle3-2step-nccl.toml"), str(EXAMPLES / "eagle3-3step.toml")
 
@@ -23,7 +25,7 @@ def bisect(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         "--session",
         str(tmp_path / "s"),
     ]
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60)
+    return clifork.run([*cmd, *args], capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,11 @@ import pytest
 from specdebug.sim.server.sglang.options import build_parser as sim_parser
 from specdebug.verbs.table import VERBS, verb_parser
 from specdebug.verbs.tui import tui_parser
+from tests import clifork
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args],
         capture_output=True,
         text=True,

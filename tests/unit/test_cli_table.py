@@ -13,12 +13,13 @@ import pytest
 from specdebug.cli import main, split_leading_options
 from specdebug.verbs.table import VALUE_OPTIONS, VERBS, verb_parser
 from specdebug.verbs.tui import tui_parser
+from tests import clifork
 
 HEAVY = ("asyncssh", "httpx", "textual", "pydantic", "uvicorn")
 
 
 def run_cli(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return clifork.run(
         [sys.executable, "-m", "specdebug.cli", *args],
         capture_output=True,
         text=True,

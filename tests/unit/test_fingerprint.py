@@ -4,20 +4,20 @@ bisection cache all use specdebug.core.fingerprint (knobs + kind; placement and 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from specdebug.core.control.tracker import StartupTracker
 from specdebug.core.fingerprint import PLUMBING_FLAGS, config_fingerprint
 from specdebug.core.profiles import load_profile
+from tests import clifork
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_profile_check_prints_the_one_fingerprint() -> None:
     path = EXAMPLES / "eagle3-2step-nccl.toml"
-    out = subprocess.run(
+    out = clifork.run(
         [sys.executable, "-m", "specdebug.cli", "profile", "check", str(path), "--json"],
         capture_output=True,
         text=True,

@@ -4,10 +4,11 @@ before any connection; the host given is loopback all the same)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
+
+from tests import clifork
 
 VERBS = ["launch", "restart", "stop", "status", "attach", "bench", "metrics", "env"]
 
@@ -21,7 +22,7 @@ def bad_profile(tmp_path_factory):
 
 @pytest.mark.parametrize("verb", VERBS)
 def test_bad_profile_is_one_line_and_exit_2(verb, bad_profile):
-    r = subprocess.run(
+    r = clifork.run(
         [sys.executable, "-m", "specdebug.cli", verb, "127.0.0.1", "-c", str(bad_profile)],
         capture_output=True,
         text=True,
@@ -49,7 +50,7 @@ def test_verbs_with_other_arguments_read_a_bad_profile_the_same_way(argv, bad_pr
     words = [w.format(log=log, bad=bad_profile) for w in argv]
     if argv[0] != "bisect":
         words += ["-c", str(bad_profile)]
-    r = subprocess.run(
+    r = clifork.run(
         [sys.executable, "-m", "specdebug.cli", *words], capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 2, (r.stdout, r.stderr)
@@ -61,7 +62,7 @@ def test_verbs_with_other_arguments_read_a_bad_profile_the_same_way(argv, bad_pr
 @pytest.mark.parametrize("verb", ["launch", "metrics", "env"])
 def test_missing_profile_file_is_named(verb, tmp_path):
     missing = tmp_path / "nowhere.toml"
-    r = subprocess.run(
+    r = clifork.run(
         [sys.executable, "-m", "specdebug.cli", verb, "127.0.0.1", "-c", str(missing)],
         capture_output=True,
         text=True,

@@ -15,9 +15,6 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pydantic import ConfigDict
-from pydantic.dataclasses import dataclass as pydantic_dataclass
-
 from specdebug.sim.server.common.cluster import DEFAULT_TIMEOUT_S, ClusterArgs, bind_address
 from specdebug.sim.server.common.costmodel import SpecConfig
 from specdebug.sim.server.common.simonly import CommonSimOptions, add_common_flags, pop_common
@@ -33,44 +30,6 @@ SIM_METHODS = {
     "ngram": "NGRAM",
 }
 VLLM_FAULT_PHASES = ("init", "load_weights", "kv_cache", "cuda_graph")
-
-
-@pydantic_dataclass(config=ConfigDict(extra="forbid"))
-class SpeculativeConfig:
-    """The keys vLLM's SpeculativeConfig takes (a subset; unknown keys fail as they do there)."""
-
-    num_speculative_tokens: int | None = None
-    model: str | None = None
-    method: str | None = None
-    draft_tensor_parallel_size: int | None = None
-    quantization: str | None = None
-    max_model_len: int | None = None
-    revision: str | None = None
-    code_revision: str | None = None
-    disable_by_batch_size: int | None = None
-    disable_padded_drafter_batch: bool = False
-    prompt_lookup_max: int | None = None
-    prompt_lookup_min: int | None = None
-    speculative_token_tree: str | None = None
-    enforce_eager: bool | None = None
-
-    def __post_init__(self) -> None:
-        if self.method is None and self.model is not None:
-            name = self.model.lower()
-            self.method = "eagle3" if "eagle3" in name else "eagle" if "eagle" in name else "draft_model"
-        if self.method is None:
-            raise ValueError("num_speculative_tokens was provided but without speculative model.")
-        if self.method not in SPEC_METHODS:
-            raise ValueError(f"Unsupported speculative method: '{self.method}'")
-        if self.method == "ngram":
-            self.prompt_lookup_min = self.prompt_lookup_min or self.prompt_lookup_max or 5
-            self.prompt_lookup_max = self.prompt_lookup_max or self.prompt_lookup_min
-        elif self.method in ("eagle", "eagle3", "draft_model", "medusa", "mlp_speculator") and not self.model:
-            raise ValueError(f"speculative model is required for method '{self.method}'")
-        if self.num_speculative_tokens is None:
-            raise ValueError("num_speculative_tokens must be provided with speculative model.")
-        if self.num_speculative_tokens < 1:
-            raise ValueError("Expected num_speculative_tokens to be greater than zero")
 
 
 @dataclass
@@ -220,6 +179,8 @@ def spec_config(raw: dict[str, Any] | None) -> tuple[SpecConfig, str | None]:
         return SpecConfig(), None
     if not isinstance(raw, dict):
         raise ValueError(f"--speculative-config must be a JSON object, got {type(raw).__name__}")
+    from specdebug.sim.server.vllm.specconfig import SpeculativeConfig  # pydantic: here, not in workers
+
     cfg = SpeculativeConfig(**raw)
     k = int(cfg.num_speculative_tokens or 0)
     algo = SIM_METHODS.get(cfg.method or "", "EAGLE")
