@@ -43,6 +43,7 @@ _KILL_DRAIN_S = 5.0  # after a timeout's kill: how long output still held by a g
 _SERVER_ENV = dict(os.environ)
 _lock = threading.Lock()
 _server: _Server | None = None
+_unavailable = False
 
 
 def run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess:
@@ -78,13 +79,15 @@ def _servable(cmd: list[str], kw: dict[str, Any]) -> bool:
 
 
 def _get_server() -> _Server | None:
-    global _server
+    """This process's server, started on first use; None (and never tried again) where it cannot
+    start, so every run is a real `python -m` there."""
+    global _server, _unavailable
     with _lock:
-        if _server is None or not _server.alive():
+        if not _unavailable and (_server is None or not _server.alive()):
             try:
                 _server = _Server.start()
             except (OSError, RuntimeError):
-                _server = None
+                _server, _unavailable = None, True
         return _server
 
 
@@ -242,6 +245,7 @@ def _preload() -> None:
 
 
 def _serve(path: str) -> None:
+    os.close(os.pidfd_open(os.getpid()))  # needs Linux 5.3: else no "ready", and the caller runs `python -m`
     _preload()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -37,6 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if _runs_the_session(config):  # before any worker or test starts: all of them inherit it
         config.stash[_RUN_TAG] = leakcheck.tag_this_run()
         config.stash[_RUN_FOLDER] = _run_folder()
+        _compile_the_tree()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -45,22 +47,32 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _compile_the_tree() -> None:
+    """Bytecode for specdebug and the tests, written once before any worker starts, where the
+    caller's PYTHONDONTWRITEBYTECODE would have every one of the suite's ~1,500 Python processes
+    (verbs, sims, their spawned workers) compile them again: about 0.25 CPU-s a verb.  Into the
+    checkout's own (git-ignored) __pycache__ folders, as Python itself writes them without that
+    setting; the stdlib's and the venv's are there from their install.  (A PYTHONPYCACHEPREFIX
+    instead, as until stop 30, also hid those, so each test process compiled them all again.)"""
+    if not sys.flags.dont_write_bytecode and not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return
+    import compileall
+
+    root = Path(__file__).resolve().parent.parent
+    for package in ("specdebug", "tests"):
+        compileall.compile_dir(root / package, quiet=2)
+
+
 _BOX_STATES = "SPECDEBUG_SUITE_BOX_STATES"  # the run's parent of every test's box-side state folder
 
 
 def _run_folder() -> str:
-    """A folder of the run's own (removed when it ends; nothing goes into the tree or the home):
-
-    - one bytecode cache for the run's Python processes.  The suite starts some 1,500 (verbs, sims,
-      their spawned workers); with PYTHONDONTWRITEBYTECODE in the caller's environment each
-      compiled all of specdebug again (about 0.25 s of CPU a verb);
-    - one parent for every test's box-side state folder.  The box's drift hash cache sits beside
-      the state folder (core.drift.snapshot.cache_path), keyed by path, size and mtime, so the
-      suite's ~240 snapshots hash the venv's files once instead of once a test (0.35 CPU-s cold,
-      0.07 warm), as on a real box where one user's snapshots share it."""
+    """A folder of the run's own (removed when it ends; nothing goes into the home): one parent for
+    every test's box-side state folder.  The box's drift hash cache sits beside the state folder
+    (core.drift.snapshot.cache_path), keyed by path, size and mtime, so the suite's ~240 snapshots
+    hash the venv's files once instead of once a test (0.35 CPU-s cold, 0.07 warm), as on a real
+    box where one user's snapshots share it."""
     folder = tempfile.mkdtemp(prefix="specdebug-suite-")
-    os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(folder, "bytecode")
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ[_BOX_STATES] = os.path.join(folder, "box-states")
     os.makedirs(os.environ[_BOX_STATES], mode=0o700)
     return folder
