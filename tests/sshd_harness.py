@@ -23,6 +23,11 @@ from tests.leakcheck import TAG_VAR
 from tests.ports import free_port as free_port  # re-exported: tests take it with the harness
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# The box user's shell does nothing at start (as the perf scripts' baseline box user): bash sources
+# ~/.bashrc for a command sshd runs only as the first shell level, so SHLVL=1 makes the session's
+# bash the second.  Else the machine user's dotfiles ran in every session (a pyenv init there: ~95
+# processes and 0.17 s a session) and put their PATH before the one set here (python3 was pyenv's shim).
+QUIET_SHELL = "SHLVL=1"
 SSHD = next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
 
 
@@ -124,7 +129,10 @@ def start_sshd(
     for addr, env in (address_env or {}).items():  # a Match block's SetEnv replaces the global one
         path = ":".join([env["PATH"], session_path]) if env.get("PATH") else session_path
         extra = "".join(f" {k}={v}" for k, v in env.items() if k != "PATH")
-        matches += [f"Match LocalAddress {addr}", f"  SetEnv PATH={path} SPECDEBUG_TEST_SSHD=1{tag}{extra}"]
+        matches += [
+            f"Match LocalAddress {addr}",
+            f"  SetEnv PATH={path} {QUIET_SHELL} SPECDEBUG_TEST_SSHD=1{tag}{extra}",
+        ]
     base = [
         f"Port {port}",
         *(f"ListenAddress {addr}" for addr in listen),
@@ -140,7 +148,7 @@ def start_sshd(
         f"MaxSessions {max_sessions}",
         "MaxStartups 100:30:200",
         # the run's tag reaches what a test starts on the box (tests/leakcheck.py)
-        f"SetEnv PATH={session_path} SPECDEBUG_TEST_SSHD=1{tag}",
+        f"SetEnv PATH={session_path} {QUIET_SHELL} SPECDEBUG_TEST_SSHD=1{tag}",
         "Subsystem sftp internal-sftp",
     ]
     cfg = workdir / "sshd_config"

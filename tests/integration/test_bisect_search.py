@@ -42,6 +42,7 @@ from specdebug.core.control.records import forget_record
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile
 from specdebug.core.report import render_markdown
+from tests import clifork
 from tests.bisectprofiles import CULPRIT, HARMLESS_FLAGS, PAIR, forget_records, harmless_env, write_pair
 from tests.boxes import ssh_box
 
@@ -101,11 +102,11 @@ def cli_scenario(sshd, tmp: Path) -> dict:
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=30)
     out = {"before": trial_events(session), "session": session}
-    out["resumed"] = subprocess.run(
+    out["resumed"] = clifork.run(
         bisect_cmd(sshd, good, bad, session, "--resume"), capture_output=True, text=True, timeout=200
     )
     out["after_resume"] = trial_events(session)
-    out["again"] = subprocess.run(
+    out["again"] = clifork.run(
         bisect_cmd(sshd, good, bad, session), capture_output=True, text=True, timeout=120
     )
     return out

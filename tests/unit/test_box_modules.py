@@ -350,6 +350,34 @@ def test_launch_script_reports_the_servers_own_identity(tmp_path: Path) -> None:
         os.killpg(started.pgid, signal.SIGKILL)
 
 
+def test_the_server_side_carries_the_launch_id_before_it_runs_the_server(tmp_path: Path) -> None:
+    """The window between the report and the exec of the server: the group's leader is then the
+    report's shell, whose /proc environ must already carry the launch's id (else a `status` right
+    after `launch` said "unverified" on a loaded box).  A stand-in report shows that shell's own
+    environ on fd 3, where the real one writes its `server` line."""
+    own = 'tr "\\0" "\\n" </proc/$$/environ | grep "^SPECDEBUG_LAUNCH_ID=" >&3'
+    argv = ["sh", "-c", LAUNCH_SCRIPT, "sh", str(tmp_path / "s.log"), str(tmp_path), own]
+    argv += ["env", "A=1", "SPECDEBUG_LAUNCH_ID=abc123", "true"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "SPECDEBUG_LAUNCH_ID=abc123" in r.stdout.splitlines(), r.stdout
+    plain = [
+        "sh",
+        "-c",
+        LAUNCH_SCRIPT,
+        "sh",
+        str(tmp_path / "p.log"),
+        str(tmp_path),
+        own,
+        "env",
+        "A=1",
+        "true",
+    ]
+    assert (
+        "SPECDEBUG_LAUNCH_ID" not in subprocess.run(plain, capture_output=True, text=True, timeout=60).stdout
+    )
+
+
 def test_launch_script_exit_codes(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
