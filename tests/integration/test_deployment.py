@@ -221,7 +221,10 @@ def test_a_node_failing_at_the_rendezvous_is_named_within_seconds(
     assert data["failed_node"] == "node1" and data["reason"].startswith("node1: "), data["reason"]
     # seconds after the rendezvous began, not a timeout; a node slow to start may not have logged its
     # init line yet when the other's failure decides the deployment (then: seconds after the launch)
-    began = min((n["phases"]["init_distributed"] for n in data["nodes"] if "init_distributed" in n["phases"]), default=0.0)
+    began = min(
+        (n["phases"]["init_distributed"] for n in data["nodes"] if "init_distributed" in n["phases"]),
+        default=0.0,
+    )
     assert data["elapsed_s"] - began < 20, data
     if case == "never-joins":
         assert (
