@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.leakcheck import TAG_VAR
+
 CLI = "specdebug.cli"
 ENABLED = os.environ.get("SPECDEBUG_TEST_CLI_FORK", "1") != "0"
 _HEADER = struct.Struct("!I")
@@ -102,10 +104,13 @@ class _Server:
         folder = tempfile.mkdtemp(prefix="specdebug-clifork-")
         path = os.path.join(folder, "sock")
         root = str(Path(__file__).resolve().parent.parent)
+        env = dict(_SERVER_ENV)
+        if TAG_VAR in os.environ:  # the run's tag (tests/leakcheck.py), set after this module's import
+            env[TAG_VAR] = os.environ[TAG_VAR]
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.clifork", path],
             cwd=root,
-            env=_SERVER_ENV,
+            env=env,
             stdin=subprocess.PIPE,  # its end of life: EOF here when this process is gone
             stdout=subprocess.PIPE,
             start_new_session=True,
@@ -158,9 +163,14 @@ class _Server:
                 os.close(fd)
         reply = conn.makefile("rb")
         pid = int(json.loads(reply.readline())["pid"])
-        outputs, timed_out = _collect(pid, out_r, err_r, deadline)
-        status = _status(reply, pid, timed_out)
-        conn.close()
+        try:
+            outputs, timed_out = _collect(pid, out_r, err_r, deadline)
+            status = _status(reply, pid, timed_out)
+        except BaseException:  # the test ended meanwhile (its timeout, ^C): so does the command
+            _kill(pid)
+            raise
+        finally:
+            conn.close()
         out, err = outputs[out_r], (b"" if merged else outputs[err_r])
         if kw.get("text"):
             out, err = _text(out), _text(err)
@@ -174,30 +184,31 @@ class _Server:
 
 def _collect(pid: int, out_r: int, err_r: int, deadline: float | None) -> tuple[dict[int, bytes], bool]:
     """Read the child's output to EOF, as `communicate` does; on the deadline kill its process group
-    and read what is left for a short while."""
+    and read what is left for a short while.  (output by fd, whether the deadline passed)"""
     chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
     sel = selectors.DefaultSelector()
     for fd in {out_r, err_r}:
         sel.register(fd, selectors.EVENT_READ)
     timed_out = False
-    while sel.get_map():
-        now = time.monotonic()
-        if deadline is not None and now >= deadline and not timed_out:
-            timed_out = True
-            _kill(pid)
-            deadline = now + _KILL_DRAIN_S
-        elif deadline is not None and now >= deadline:
-            break
-        for key, _ in sel.select(None if deadline is None else max(0.0, deadline - now)):
-            fd = key.fd
-            block = os.read(fd, 65536)
-            if block:
-                chunks[fd].append(block)
-            else:
-                sel.unregister(fd)
-    sel.close()
-    for fd in {out_r, err_r}:
-        os.close(fd)
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                if timed_out:
+                    break  # a grandchild still holds the pipes: what came is kept
+                timed_out = True
+                _kill(pid)
+                deadline = now + _KILL_DRAIN_S
+            for key, _ in sel.select(None if deadline is None else max(0.0, deadline - now)):
+                block = os.read(key.fd, 65536)
+                if block:
+                    chunks[key.fd].append(block)
+                else:
+                    sel.unregister(key.fd)
+    finally:
+        sel.close()
+        for fd in {out_r, err_r}:
+            os.close(fd)
     return {fd: b"".join(parts) for fd, parts in chunks.items()}, timed_out
 
 

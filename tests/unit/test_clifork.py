@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests import clifork
-from tests.leakcheck import living_groups
+from tests.leakcheck import TAG_VAR, living_groups
 from tests.sshd_harness import free_port
 
 CLI = [sys.executable, "-m", "specdebug.cli"]
@@ -92,5 +92,7 @@ def test_the_server_is_its_own_group_and_ends_with_close() -> None:
     assert server is not None and server.alive()
     pgid = os.getpgid(server.proc.pid)
     assert pgid != os.getpgrp()
+    tag = f"{TAG_VAR}={os.environ[TAG_VAR]}".encode()  # found by the suite's end check if left
+    assert tag in Path(f"/proc/{server.proc.pid}/environ").read_bytes().split(b"\0")
     clifork.close()
     assert not server.alive() and living_groups([pgid]) == []
