@@ -9,6 +9,7 @@ verify path's share of the ranks' time grows.  Without py-spy the verb says how 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -85,11 +86,14 @@ def write_profile(tmp: Path, name: str, extra: list[str], env: dict[str, str], t
     return path
 
 
-def wait_decoding(log: Path, load: subprocess.Popen) -> None:
-    """Until the server logs decode batches of the load (record what it does, not the client's start)."""
+def wait_decoding(log: Path, load: subprocess.Popen, running: int = 3) -> None:
+    """Until the server logs decode batches of all the load's requests (record what it does at the
+    batch size the cost model's shares are for, not the client's start nor a batch still filling:
+    a loaded client starts its requests late, and the 3-step share at batch 1 is not the one at 3)."""
     size = log.stat().st_size
     deadline = time.monotonic() + 60
-    while b"Decode batch" not in log.read_bytes()[size:]:
+    want = re.compile(rb"Decode batch[^\n]*#running-req: %d," % running)
+    while not want.search(log.read_bytes()[size:]):
         assert time.monotonic() < deadline and load.poll() is None, "the load never started decoding"
         time.sleep(0.1)
 
@@ -144,8 +148,10 @@ def test_records_of_2step_and_3step_show_the_verify_share_growing(sshd, tmp_path
                     *srv.ssh,
                     "--requests",
                     "3",
+                    "--concurrency",
+                    "3",
                     "--output-len",
-                    "400",
+                    "2000",  # all 3 still decoding when the 4 s record ends (the load is killed then)
                     "--session",
                     str(tmp_path / "s"),
                 ],
