@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -24,6 +22,7 @@ from specdebug.core.profiles import Profile, load_profile
 from specdebug.remote.factory import ConnectOptions, SSHOptions, connect_host
 from specdebug.resources import data_dirs
 from specdebug.sim.box.loopback_sshd import LoopbackSSHServer
+from specdebug.sim.box.ports import free_port
 
 logger = logging.getLogger(__name__)
 
@@ -53,29 +52,6 @@ def demo_session(session: str | None) -> Path:
         return Path(session).expanduser()
     env = os.environ.get("SPECDEBUG_SESSION")
     return Path(env).expanduser() if env else Journal.default_dir()
-
-
-# The demo's sim listens on a port below the kernel's ephemeral range: `bind(0)` hands out a port
-# of that range, which any outgoing connection may take as its local port before the user presses
-# `l` (seen under load: "port ... is in use by PID ..."). Below it only an explicit bind can.
-DEMO_PORTS = (10000, 20000)
-
-
-def free_port(tries: int = 64) -> int:
-    """A port of DEMO_PORTS that can be bound now (random, so two demos rarely meet); bind(0)'s
-    if none of `tries` can."""
-    rng = random.SystemRandom()
-    for _ in range(tries):
-        port = rng.randrange(*DEMO_PORTS)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))  # no SO_REUSEADDR: a port in TIME_WAIT counts as taken
-            except OSError:
-                continue
-            return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def demo_profile(

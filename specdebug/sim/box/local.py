@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,14 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from specdebug.core.spec.arith import fit_line
+from specdebug.sim.box.ports import free_port
 from specdebug.sim.server.sglang.launcher import SIDECAR_SUFFIX
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago (bind port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def sim_argv(args: Sequence[str]) -> list[str]:

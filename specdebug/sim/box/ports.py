@@ -1,0 +1,31 @@
+"""A port for a simulated server, chosen here and bound by the server a moment later (the demo's
+sim, a local sim).
+
+Why not `bind(0)`: it hands out a port of the kernel's ephemeral range, which any outgoing
+connection may take as its local port before the server binds it (a demo test found "its" port
+"in use by PID ..."). Below that range only an explicit bind can take it.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+
+SIM_PORTS = (10000, 20000)  # below Linux's default ephemeral range (32768-60999) and the tests' blocks
+
+
+def free_port(host: str = "127.0.0.1", tries: int = 64) -> int:
+    """A port of SIM_PORTS that can be bound on `host` now (random, so two sims rarely meet);
+    bind(0)'s if none of `tries` can."""
+    rng = random.SystemRandom()
+    for _ in range(tries):
+        port = rng.randrange(*SIM_PORTS)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))  # no SO_REUSEADDR: a port in TIME_WAIT counts as taken
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
