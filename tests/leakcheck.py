@@ -47,19 +47,29 @@ def tag_this_run() -> str:
     return os.environ[TAG_VAR]
 
 
-def _read(pid: int) -> tuple[Proc, bytes] | None:
-    """(the process, its environ) for a living process; None for a zombie or one that is gone."""
+def _stat(pid: int | str) -> tuple[str, list[str]] | None:
+    """(its comm, the fields after it: state, ppid, pgid, sid, ...) of a living process; None for a
+    zombie or one that is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return None
     head, _, rest = stat.rpartition(")")
     fields = rest.split()
-    if fields[0] in ("Z", "X"):
+    return None if fields[0] in ("Z", "X") else (head.partition("(")[2], fields)
+
+
+def _read(pid: int) -> tuple[Proc, bytes] | None:
+    """(the process, its environ) for a living process; None for a zombie or one that is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
         return None
-    cmd = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip() or head.partition("(")[2]
+    if (stat := _stat(pid)) is None:
+        return None
+    comm, fields = stat
+    cmd = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip() or comm
     proc = Proc(pid=pid, ppid=int(fields[1]), pgid=int(fields[2]), sid=int(fields[3]), cmdline=cmd)
     return proc, environ
 
@@ -73,15 +83,8 @@ def living_groups(pgids: list[int]) -> list[int]:
     stat alone (another user's process counts too: its environ need not be readable)."""
     wanted, found = set(pgids), set()
     for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{d}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if int(fields[2]) in wanted and fields[0] not in ("Z", "X"):
-            found.add(int(fields[2]))
+        if d.isdigit() and (stat := _stat(d)) is not None and int(stat[1][2]) in wanted:
+            found.add(int(stat[1][2]))
     return sorted(found)
 
 
