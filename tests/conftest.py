@@ -63,6 +63,35 @@ def _compile_the_tree() -> None:
         compileall.compile_dir(root / package, quiet=2)
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before xdist starts its workers (its own hook runs last)."""
+    if session.config.pluginmanager.getplugin("dsession") is not None:
+        _rewrite_the_tests(session.config)
+
+
+def _rewrite_the_tests(config: pytest.Config) -> None:
+    """pytest's assert-rewritten bytecode of every test module, written once by the controller where
+    PYTHONDONTWRITEBYTECODE would have each worker rewrite all of them again as it collects (2.9 of
+    its 4.4 CPU-s, times 5 workers on 2 cores).  Through pytest's own (private) rewrite functions:
+    where they differ in another pytest, each worker rewrites as before."""
+    if not sys.flags.dont_write_bytecode and not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return  # the first worker to import a test module writes it
+    try:
+        from _pytest.assertion import rewrite
+
+        state = config.stash[rewrite.assertstate_key]
+        for path in sorted((Path(__file__).resolve().parent).rglob("*.py")):
+            if not (path.name.startswith("test_") or path.name == "conftest.py"):
+                continue
+            pyc = rewrite.get_cache_dir(path) / (path.name[:-3] + rewrite.PYC_TAIL)
+            if rewrite._read_pyc(path, pyc, state.trace) is None:  # noqa: SLF001
+                source_stat, code = rewrite._rewrite_test(path, config)  # noqa: SLF001
+                if rewrite.try_makedirs(pyc.parent):
+                    rewrite._write_pyc(state, code, source_stat, pyc)  # noqa: SLF001
+    except Exception:  # noqa: BLE001 (an optimisation only: any failure leaves the workers to it)
+        return
+
+
 _BOX_STATES = "SPECDEBUG_SUITE_BOX_STATES"  # the run's parent of every test's box-side state folder
 
 
@@ -148,7 +177,16 @@ async def remote(sshd: Sshd):
 # Each worker is its own process: its own session fixtures (sshd on a free port, SPECDEBUG_SESSION),
 # its own tmp_path_factory folder (basetemp/gwN) and its own tmux socket (named with its PID).
 
-WORKERS = 4  # most tests wait on servers, sshd and tmux, not on a CPU: twice the 2 cores of CI
+
+def _workers() -> int:
+    """Most tests wait on servers, sshd and tmux, not on a CPU: 2.5 workers a core (5 on the 2 cores
+    of CI), at most 8.  On the idle 2-core machine 4 workers left the CPUs 20% idle and took 320-330 s;
+    5 took 277 s at 12% idle; 6 took 269 s at 5% idle, with no headroom left for a load spike."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
+    return max(2, min(8, round(2.5 * cpus)))
+
+
+WORKERS = _workers()
 
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook
