@@ -22,6 +22,7 @@ import os
 import re
 import signal
 import stat
+import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
@@ -37,6 +38,7 @@ SSHD_COMMS = ("sshd", "sshd-session", "sshd-auth")
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 MAX_STATE = 1 << 20
 LAUNCH_VAR = "SPECDEBUG_LAUNCH_ID"
+SETTLE_S = 2.0  # how long a leaderless, unproven group is given to finish exiting (_judge_now)
 
 
 def proc_stat(pid: int) -> Proc | None:
@@ -193,8 +195,19 @@ def judge(
 
 
 def _judge_now(req: Request) -> dict[str, Any]:
-    table = proc_table()
-    return judge(req, table, os.getuid(), own_groups(table))
+    """judge() on the table of now; a group whose leader is gone and whose other members cannot be
+    proven is looked at again for up to SETTLE_S: a server killed as a whole (a lost node, kill -9)
+    leaves members still exiting, whose /proc environ is already empty, and "cannot be proven" would
+    be said of a group that is a moment from "gone" (seen under load in a deployment's status)."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        table = proc_table()
+        out = judge(req, table, os.getuid(), own_groups(table))
+        leader = table.get(out["pgid"])
+        leader_lives = leader is not None and leader["pgid"] == out["pgid"]
+        if out["state"] != "unproven" or leader_lives or time.monotonic() >= deadline:
+            return out
+        time.sleep(0.1)
 
 
 def op_check(req: Request) -> dict[str, Any]:

@@ -252,6 +252,15 @@ def test_signal_without_a_helper_reaches_the_proven_group(own_group: subprocess.
     assert own_group.wait(10) == -signal.SIGTERM
 
 
+def test_a_group_still_exiting_after_its_leader_is_gone_not_unproven(helper: Helper) -> None:
+    """A server killed as a whole leaves members a moment from exit: the check waits for them
+    instead of saying the group cannot be proven (a deployment's status said "unverified")."""
+    group = subprocess.Popen(["sh", "-c", "sleep 0.7 & exit 0"], start_new_session=True)
+    ident = identity(group)  # read while the leader lives
+    group.wait(10)  # the leader is gone (reaped); its sleep is still in the group for a moment
+    assert helper.op("check", **ident)["state"] == "gone"
+
+
 def test_state_files_round_trip_and_refuse_a_group_writable_one(helper: Helper, tmp_path: Path) -> None:
     d = tmp_path / "servers"
     assert helper.op("read_state", dir=str(d), name="p")["state"] == "missing"
