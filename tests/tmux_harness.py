@@ -18,6 +18,10 @@ class Tmux:
     def __init__(self, socket: str) -> None:
         self.socket = f"{socket}-{os.getpid()}"  # two test runs on one machine never share a server
 
+    def socket_path(self) -> str:
+        """Where tmux puts a -L socket (tmux(1): $TMUX_TMPDIR or /tmp, then tmux-UID)."""
+        return os.path.join(os.environ.get("TMUX_TMPDIR") or "/tmp", f"tmux-{os.getuid()}", self.socket)
+
     def __call__(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             ["tmux", "-L", self.socket, "-f", "/dev/null", *args], capture_output=True, text=True
@@ -63,6 +67,8 @@ class Tmux:
         fails the test (unless it failed already, or `check` is off: the groups are returned)."""
         panes = [int(p) for p in self("list-panes", "-a", "-F", "#{pane_pid}").stdout.split()]
         self("kill-server")
+        with contextlib.suppress(FileNotFoundError):  # tmux 3.3 leaves it: ~10 files in /tmp a run
+            os.unlink(self.socket_path())
         forced: list[int] = []
         for sig, wait_s in ((signal.SIGTERM, HANGUP_GRACE_S), (signal.SIGKILL, 5.0)):
             deadline = time.monotonic() + wait_s

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.tmux_harness import Tmux
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,3 +107,15 @@ def test_a_clean_run_passes(tmp_path: Path) -> None:
     r = run_inner(tmp_path, CLEAN, "-n", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "still ran" not in r.stdout
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+def test_a_tmux_server_of_a_test_leaves_no_socket_file() -> None:
+    """tmux 3.3 keeps its -L socket after kill-server: the harness removes it (a run left ~10 in /tmp)."""
+    tmux = Tmux("specdebug-test-socket")
+    try:
+        tmux.new_session("s", "sleep 30")
+        assert os.path.exists(tmux.socket_path())
+    finally:
+        tmux.kill(check=False)
+    assert not os.path.exists(tmux.socket_path())
