@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -177,6 +178,10 @@ def run_demo(
                 logger.debug("stopping %s failed", picked.name, exc_info=True)
             _kill_recorded_group(picked, started, state_dir)
         server.stop()
+        # the demo box's log, records and throwaway ssh keys: nothing of it stays in the temp folder
+        # (the journal, in the user's data folder, is what the demo keeps)
+        for folder in (workdir, server.dir):
+            shutil.rmtree(folder, ignore_errors=True)
         for s, handler in old.items():
             signal.signal(s, handler)
     if (ctx.session_dir / "events.jsonl").is_file():

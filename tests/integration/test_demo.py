@@ -63,6 +63,11 @@ def test_demo_runs_and_quits_clean(quit_key, tmp_path):
             time.sleep(0.2)
         assert [g for g in groups if alive(g)] == []
         tmux.wait_screen("demo", lambda s: "simbox" not in s, 10)  # the app has left the screen
+        # its box folder and its sshd's (throwaway keys) go with it: each demo left two in /tmp
+        deadline = time.monotonic() + 20
+        while list(box_tmp.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert list(box_tmp.iterdir()) == []
     finally:
         tmux.kill()
 
