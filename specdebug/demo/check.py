@@ -113,6 +113,7 @@ def run_check(
         # its own name: a demo running beside the check (same box user) keeps its server
         profile = profile.model_copy(update={"name": f"{profile.name}-check{os.getpid()}"})
     except (FileNotFoundError, ProfileError) as exc:
+        shutil.rmtree(workdir, ignore_errors=True)
         say(f"FAIL {exc}")
         return 1
     say(f"ok   profile {path}")

@@ -124,7 +124,11 @@ def run_demo(
     started = time.time()
     workdir = Path(tempfile.mkdtemp(prefix="specdebug-demo-box-"))
     state_dir = workdir / "servers"  # the demo box's own server records (the box is this machine)
-    profile = demo_profile(find_example(profile_name), workdir, time_scale, sim_args=sim_args)
+    try:
+        profile = demo_profile(find_example(profile_name), workdir, time_scale, sim_args=sim_args)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     server = LoopbackSSHServer(alias="simbox")
     server.start()
 

@@ -49,7 +49,10 @@ def test_demo_check_passes_and_history_finds_its_journal(tmp_path: Path) -> None
 
 
 def test_demo_check_fails_with_the_step(tmp_path: Path) -> None:
-    env = dict(os.environ, SPECDEBUG_SESSION=str(tmp_path / "session"))
+    box_tmp = tmp_path / "tmp"
+    box_tmp.mkdir()
+    env = dict(os.environ, SPECDEBUG_SESSION=str(tmp_path / "session"), TMPDIR=str(box_tmp))
     r = specdebug("demo", "--check", "-c", "no-such-profile", env=env, timeout=60)
     assert r.returncode == 1
     assert "FAIL demo profile 'no-such-profile' not found" in r.stdout
+    assert list(box_tmp.iterdir()) == []  # its box folder was made before the profile was looked up
