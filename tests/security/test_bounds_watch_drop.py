@@ -40,7 +40,10 @@ async def test_a_drop_while_the_watch_starts_is_resumed(remote, tmp_path: Path, 
                 dropper = asyncio.create_task(drop_soon())
         verdict = events[-1]
         assert isinstance(verdict, Verdict)
-        assert verdict.verdict == "ready", verdict.reason
+        # every event in the message: a rare failure under heavy load (1 in ~50, stop 32) ended at
+        # "no progress for 60 s, health 200, ready line not seen", and what the watch saw is the clue
+        seen = [f"{type(e).__name__}: {e!r}"[:300] for e in events]
+        assert verdict.verdict == "ready", (verdict.reason, seen)
         notes = [e.state for e in events if isinstance(e, ConnectionNote)]
         assert notes[:2] == ["reconnecting", "resumed"], notes
         assert not [e for e in events if isinstance(e, LogProblem)]
