@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import fnmatch
 import os
 import shutil
 import sys
@@ -47,6 +48,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _bytecode_off() -> bool:
+    """The caller's PYTHONDONTWRITEBYTECODE (or -B): no Python process of the run writes bytecode."""
+    return sys.flags.dont_write_bytecode or bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+
+
 def _compile_the_tree() -> None:
     """Bytecode for specdebug and the tests, written once before any worker starts, where the
     caller's PYTHONDONTWRITEBYTECODE would have every one of the suite's ~1,500 Python processes
@@ -54,7 +60,7 @@ def _compile_the_tree() -> None:
     checkout's own (git-ignored) __pycache__ folders, as Python itself writes them without that
     setting; the stdlib's and the venv's are there from their install.  (A PYTHONPYCACHEPREFIX
     instead, as until stop 30, also hid those, so each test process compiled them all again.)"""
-    if not sys.flags.dont_write_bytecode and not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    if not _bytecode_off():
         return
     import compileall
 
@@ -74,14 +80,15 @@ def _rewrite_the_tests(config: pytest.Config) -> None:
     PYTHONDONTWRITEBYTECODE would have each worker rewrite all of them again as it collects (2.9 of
     its 4.4 CPU-s, times 5 workers on 2 cores).  Through pytest's own (private) rewrite functions:
     where they differ in another pytest, each worker rewrites as before."""
-    if not sys.flags.dont_write_bytecode and not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    if not _bytecode_off():
         return  # the first worker to import a test module writes it
+    patterns = [*config.getini("python_files"), "conftest.py"]  # what pytest rewrites
     try:
         from _pytest.assertion import rewrite
 
         state = config.stash[rewrite.assertstate_key]
         for path in sorted((Path(__file__).resolve().parent).rglob("*.py")):
-            if not (path.name.startswith("test_") or path.name == "conftest.py"):
+            if not any(fnmatch.fnmatch(path.name, pattern) for pattern in patterns):
                 continue
             pyc = rewrite.get_cache_dir(path) / (path.name[:-3] + rewrite.PYC_TAIL)
             if rewrite._read_pyc(path, pyc, state.trace) is None:  # noqa: SLF001
