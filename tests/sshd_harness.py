@@ -28,7 +28,15 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # bash the second.  Else the machine user's dotfiles ran in every session (a pyenv init there: ~95
 # processes and 0.17 s a session) and put their PATH before the one set here (python3 was pyenv's shim).
 QUIET_SHELL = "SHLVL=1"
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"  # the sessions' PATH after the fixtures' and the venv's bin
 SSHD = next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
+
+
+def on_session_path(tool: str) -> bool:
+    """Whether the box's sessions find `tool`: their PATH has this interpreter's bin folder (the
+    venv's, where `pip install py-spy` puts it) before the system's, also where the venv is not
+    activated (the README's `.venv/bin/python -m pytest`, so CI's run)."""
+    return shutil.which(tool, path=f"{os.path.dirname(sys.executable)}:{SYSTEM_PATH}") is not None
 
 
 @dataclass
@@ -121,9 +129,7 @@ def start_sshd(
     shutil.copy(f"{client}.pub", workdir / "authorized_keys")
     Path("/run/sshd").mkdir(exist_ok=True) if os.geteuid() == 0 else None
     port = port or free_port()
-    session_path = ":".join(
-        [str(FIXTURES / "bin"), os.path.dirname(sys.executable), "/usr/local/bin:/usr/bin:/bin"]
-    )
+    session_path = ":".join([str(FIXTURES / "bin"), os.path.dirname(sys.executable), SYSTEM_PATH])
     tag = f" {TAG_VAR}={os.environ[TAG_VAR]}" if os.environ.get(TAG_VAR) else ""
     matches: list[str] = []
     for addr, env in (address_env or {}).items():  # a Match block's SetEnv replaces the global one

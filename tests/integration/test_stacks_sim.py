@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -19,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests import clifork
-from tests.sshd_harness import free_port
+from tests.sshd_harness import free_port, on_session_path
 
 pytestmark = pytest.mark.skipif(
-    shutil.which("py-spy") is None, reason="py-spy not installed (pip install py-spy)"
+    not on_session_path("py-spy"), reason="py-spy not installed (pip install py-spy)"
 )
 
 SPEC = {

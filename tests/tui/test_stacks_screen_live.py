@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import shutil
 import time
 import uuid
 from pathlib import Path
@@ -20,10 +19,11 @@ from specdebug.tui.context import AppContext
 from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.screens.stacks import StacksScreen
 from tests.simprofiles import sim_profile
+from tests.sshd_harness import on_session_path
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("py-spy") is None, reason="py-spy not installed (pip install py-spy)"),
+    pytest.mark.skipif(not on_session_path("py-spy"), reason="py-spy not installed (pip install py-spy)"),
 ]
 
 
