@@ -73,3 +73,34 @@ def test_grep_verb_reads_once_with_max_sessions_1(sshd_one_session: Sshd, tmp_pa
     assert res.rc == 0, res.err
     assert res.out.splitlines() == [f"keep {i}" for i in range(100)]
     assert "MaxSessions" in res.err
+
+
+async def test_opens_cut_by_a_drop_are_a_drop_and_keep_the_session_limit(remote) -> None:
+    """asyncssh fails the opens of a dropped link with sshd's MaxSessions code: they must read as a
+    drop (what the log follower and every stream retry on), not shrink the learned session limit."""
+    from specdebug.transport.base import ConnectionDropped
+
+    transport = remote.transport
+    limit = transport._slots.limit  # noqa: SLF001
+    opens = [asyncio.ensure_future(transport.exec(["sleep", "30"])) for _ in range(6)]
+    await asyncio.sleep(0)  # their channel opens are on their way, sshd has not answered yet
+    remote.drop_connection()
+    results = await asyncio.gather(*opens, return_exceptions=True)
+    # an open must not land silently on the next link (until stop 33 it retried on the dead one as if
+    # sshd had said MaxSessions, for up to ~20 s, then opened on the reconnected link)
+    for r in results:
+        if not isinstance(r, BaseException):
+            await r.wait_closed(2.0)
+    wrong = [r for r in results if not isinstance(r, ConnectionDropped) and not _on_a_gone_link(r)]
+    assert not wrong, [repr(r) for r in results]
+    assert transport._slots.limit == limit  # noqa: SLF001
+    await remote.wait_connected(30)
+    more = await asyncio.gather(*(transport.exec(["true"]) for _ in range(3)))
+    for p in more:
+        await p.wait_closed(2.0)
+
+
+def _on_a_gone_link(r: object) -> bool:
+    """A process that opened on the link before it dropped (sshd answered within one loop turn)."""
+    lost = getattr(r, "_lost", None)
+    return callable(lost) and bool(lost())

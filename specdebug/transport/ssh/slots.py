@@ -43,5 +43,8 @@ class SlotLimiter:
                 self.limit = max(1, min(self.limit, self.open))
             self._cond.notify_all()
 
-    def reset(self) -> None:
-        self.limit = self.initial
+    async def reset(self) -> None:
+        """A new connection: the limit starts over, and an open waiting under the old one goes on."""
+        async with self._cond:
+            self.limit = self.initial
+            self._cond.notify_all()

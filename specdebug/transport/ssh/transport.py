@@ -130,7 +130,7 @@ class SSHTransport:
         except _CONNECT_ERRORS as exc:
             raise RemoteError(_describe_error(exc)) from exc
         self._conn = conn
-        self._slots.reset()
+        await self._slots.reset()
         for fwd in list(self._forwards):
             try:
                 await fwd.bind(conn)
@@ -184,7 +184,7 @@ class SSHTransport:
                 proc = await conn.create_process(command, encoding=None)
             except asyncssh.ChannelOpenError as exc:
                 assert conn is not None
-                if exc.code != asyncssh.OPEN_CONNECT_FAILED:
+                if exc.code != asyncssh.OPEN_CONNECT_FAILED or _closed_under_us(exc, conn):
                     await self._slots.release()
                     if await self._went_down(conn):  # refused because the link is going: a drop
                         raise ConnectionDropped(f"{self.name}: connection lost opening a channel") from exc
@@ -243,6 +243,14 @@ class SSHTransport:
             return (time.perf_counter() - t0) * 1000
         except (asyncssh.Error, OSError, TimeoutError):
             return None
+
+
+def _closed_under_us(exc: asyncssh.ChannelOpenError, conn: asyncssh.SSHClientConnection) -> bool:
+    """An open that failed because our side of the link closed: asyncssh fails every pending and
+    later open of a closed connection with the same code sshd uses for MaxSessions, and only its
+    reason tells them apart.  Read as a refusal, a drop shrank the learned session limit and the
+    open retried on the dead link for up to a minute."""
+    return exc.reason == "SSH connection closed" or conn.is_closed()
 
 
 def _describe_error(exc: BaseException) -> str:
