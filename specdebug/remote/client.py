@@ -80,6 +80,12 @@ class BoxClient:
     async def close(self) -> None:
         await self.session.close()
 
+    def sessions_full(self) -> bool:
+        """Whether a process open waits for a session slot now (SSH's MaxSessions reached); a
+        transport without such a limit never says so."""
+        full = getattr(self.transport, "sessions_full", None)
+        return bool(full()) if callable(full) else False
+
     def drop_connection(self) -> None:
         """Abort the link as a network fault would (used by tests and the demo)."""
         self.transport.abort()

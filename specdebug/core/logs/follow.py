@@ -16,6 +16,7 @@ import base64
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from specdebug.core.limits import BOX_REGEX_TIMEOUT_S, cap_bytes
 from specdebug.core.logs.agent import (
@@ -39,7 +40,8 @@ __all__ = [
 
 MAX_RESTARTS = 5  # consecutive agent restarts without any output before giving up
 RESTART_DELAY_S = 0.5
-OPEN_WAIT_S = 5.0  # no SSH session within this long while connected: follow through the probe channel
+OPEN_WAIT_S = 5.0  # an open queued this long for an SSH session slot: follow through the probe channel
+OPEN_SLOW_S = 60.0  # an open not queued but not done after this long: the same
 MISSING_POLL_S = 0.5
 
 
@@ -134,19 +136,14 @@ class Follower:
                 stream = (
                     opener(argv, binary=True) if callable(opener) else self.remote.stream(argv, binary=True)
                 )
-                try:
-                    await asyncio.wait_for(stream.__aenter__(), OPEN_WAIT_S)
-                except TimeoutError:
-                    if not _connected(self.remote):
-                        continue  # the link is down: opening waits for it, so just try again
+                why = await _open_stream(self.remote, stream)
+                if why == "down":
+                    continue  # the link went while opening: opening waits for it, so just try again
+                if why is not None:
                     self.polling = True
                     yield [
                         self._event(
-                            "fallback",
-                            f"no SSH session became free within {OPEN_WAIT_S:g} s (the server's "
-                            "MaxSessions is used up; `MaxSessions 1` in sshd_config leaves none beside the "
-                            "probe channel: set it to 4 or more); following through the probe channel "
-                            "instead, polling",
+                            "fallback", why + "; following through the probe channel instead, polling"
                         )
                     ]
                     continue
@@ -372,6 +369,48 @@ class Follower:
 
 def _connected(remote: Remote) -> bool:
     return remote.status.state is ConnState.CONNECTED
+
+
+def _sessions_full(remote: Remote) -> bool:
+    full = getattr(remote, "sessions_full", None)
+    return bool(full()) if callable(full) else False
+
+
+async def _open_stream(remote: Remote, stream: Any) -> str | None:
+    """Open the agent's stream: None once open, "down" when the link is down, or why the follow
+    should go through the probe channel instead.  A slow open is waited for (a loaded box, a Slurm
+    step that takes seconds): only one queued for a session slot (MaxSessions used up) turns to
+    polling after OPEN_WAIT_S, any other after OPEN_SLOW_S.  Until stop 33 any open slower than
+    5 s fell back, saying MaxSessions was used up where it was not."""
+    opening = asyncio.ensure_future(stream.__aenter__())
+    waited = 0.0
+    why: str | None = None
+    used = False
+    try:
+        while why is None:
+            done, _ = await asyncio.wait({opening}, timeout=OPEN_WAIT_S)
+            if done:
+                opening.result()  # a drop or a refusal raises here, as before
+                used = True
+                return None
+            waited += OPEN_WAIT_S
+            if not _connected(remote):
+                why = "down"
+            elif _sessions_full(remote):
+                why = (
+                    f"no SSH session became free within {waited:g} s (the server's MaxSessions is used "
+                    "up; `MaxSessions 1` in sshd_config leaves none beside the probe channel: set it to "
+                    "4 or more)"
+                )
+            elif waited >= OPEN_SLOW_S:
+                why = f"the box started no process for the follower within {waited:g} s"
+    finally:
+        if not used:
+            opening.cancel()
+            await asyncio.wait({opening})
+            if not opening.cancelled() and opening.exception() is None:
+                await stream.__aexit__(None, None, None)  # it opened all the same: close it
+    return why
 
 
 def _check_field(parts: list[bytes], i: int) -> str | None:

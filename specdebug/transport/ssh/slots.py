@@ -24,10 +24,13 @@ class SlotLimiter:
         self._last_release = 0.0
         self._cond = asyncio.Condition()
 
-    async def acquire(self) -> None:
+    async def acquire(self) -> bool:
+        """Take a slot; True when it had to wait for one (every slot was taken)."""
         async with self._cond:
+            waited = self.open >= self.limit
             await self._cond.wait_for(lambda: self.open < self.limit)
             self.open += 1
+            return waited
 
     async def release(self) -> None:
         async with self._cond:

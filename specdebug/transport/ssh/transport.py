@@ -55,6 +55,7 @@ class SSHTransport:
         self._keepalive_count = o.keepalive_count_max
         # every channel counts, the helper's included: MaxSessions in all
         self._slots = SlotLimiter(o.max_sessions)
+        self._queued = 0  # opens now waiting for a session slot (all taken, or sshd refused one)
         self._conn: asyncssh.SSHClientConnection | None = None
         self._once_keys: list[asyncssh.SSHKey] = []
         self._forwards: set[SSHForward] = set()
@@ -175,39 +176,53 @@ class SSHTransport:
     async def exec(self, argv: Sequence[str], stdin: bytes | None = None) -> SSHProcess:
         """An exec channel, queueing under the session limit (learns MaxSessions)."""
         command = sh_join(argv)
-        await self._slots.acquire()
-        for attempt in range(200):
-            conn = self._conn
-            try:
-                if conn is None:
-                    raise NotConnected(f"{self.name}: not connected")
-                proc = await conn.create_process(command, encoding=None)
-            except asyncssh.ChannelOpenError as exc:
-                assert conn is not None
-                if exc.code != asyncssh.OPEN_CONNECT_FAILED or _closed_under_us(exc, conn):
+        queued = await self._slots.acquire()  # an open waiting its turn: sessions_full() says so
+        self._queued += queued
+        try:
+            for attempt in range(200):
+                conn = self._conn
+                try:
+                    if conn is None:
+                        raise NotConnected(f"{self.name}: not connected")
+                    proc = await conn.create_process(command, encoding=None)
+                except asyncssh.ChannelOpenError as exc:
+                    assert conn is not None
+                    if exc.code != asyncssh.OPEN_CONNECT_FAILED or _closed_under_us(exc, conn):
+                        await self._slots.release()
+                        if await self._went_down(conn):  # refused because the link is going: a drop
+                            raise ConnectionDropped(
+                                f"{self.name}: connection lost opening a channel"
+                            ) from exc
+                        raise RemoteError(f"{self.name}: cannot open channel: {exc.reason}") from exc
+                    # MaxSessions reached on the server (or a slot not yet released): wait our turn
+                    if not queued:
+                        queued = True
+                        self._queued += 1
+                    await self._slots.server_refused()
+                    await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
+                    await self._slots.acquire()
+                    continue
+                except (asyncssh.Error, OSError) as exc:
                     await self._slots.release()
-                    if await self._went_down(conn):  # refused because the link is going: a drop
-                        raise ConnectionDropped(f"{self.name}: connection lost opening a channel") from exc
-                    raise RemoteError(f"{self.name}: cannot open channel: {exc.reason}") from exc
-                # MaxSessions reached on the server (or a slot not yet released): wait our turn
-                await self._slots.server_refused()
-                await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
-                await self._slots.acquire()
-                continue
-            except (asyncssh.Error, OSError) as exc:
-                await self._slots.release()
-                raise ConnectionDropped(f"{self.name}: {exc}") from exc
-            except BaseException:
-                await self._slots.release()
-                raise
-            process = SSHProcess(proc, self._slots, functools.partial(self._link_gone, conn), self.name)
-            if stdin is not None:
-                with best_effort("%s: write a command's input", self.name):
-                    proc.stdin.write(stdin)
-                    proc.stdin.write_eof()
-            return process
-        await self._slots.release()
-        raise RemoteError(f"{self.name}: no SSH session slot became free")
+                    raise ConnectionDropped(f"{self.name}: {exc}") from exc
+                except BaseException:
+                    await self._slots.release()
+                    raise
+                process = SSHProcess(proc, self._slots, functools.partial(self._link_gone, conn), self.name)
+                if stdin is not None:
+                    with best_effort("%s: write a command's input", self.name):
+                        proc.stdin.write(stdin)
+                        proc.stdin.write_eof()
+                return process
+            await self._slots.release()
+            raise RemoteError(f"{self.name}: no SSH session slot became free")
+        finally:
+            self._queued -= queued
+
+    def sessions_full(self) -> bool:
+        """Whether an open is waiting for a session slot now (MaxSessions reached): a caller that
+        cannot wait (the log follower) turns to the helper's channel instead."""
+        return self._queued > 0
 
     def _link_gone(self, conn: asyncssh.SSHClientConnection) -> bool:
         """Whether the link a process ran on is gone (closed, or replaced by a reconnect)."""
