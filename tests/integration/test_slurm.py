@@ -280,7 +280,14 @@ def test_grep_follow_reads_a_nodes_log_and_ends_its_step_on_ctrl_c(
             f.write("fired again\n")
         assert json.loads(lines.get(timeout=30))["line"] == "fired again"  # followed, not re-read
         follow.send_signal(signal.SIGINT)
-        follow.wait(30)
+        # the CLI's own bound: the follow's step and the helper's step each get EOF, then TERM, then
+        # KILL, 5 s apart (STEP_END_GRACE_S), one after the other: up to 30 s under load (the suite's
+        # 5 workers at 95% CPU once took longer than a 30 s wait here)
+        try:
+            follow.wait(45)
+        except subprocess.TimeoutExpired:
+            follow.kill()
+            pytest.fail(f"grep --follow still ran 45 s after ^C; stderr: {follow.communicate()[1][-2000:]}")
     finally:
         if follow.poll() is None:
             follow.kill()
