@@ -255,6 +255,11 @@ def test_grep_follow_reads_a_nodes_log_and_ends_its_step_on_ctrl_c(
     before = cluster.steps(job)
     follow = subprocess.Popen(
         [
+            # ^C at a terminal reaches a process whose SIGINT is at its default; one inherited ignored
+            # (a suite started with `&` from a script: POSIX has background jobs ignore SIGINT, and
+            # every worker and child inherits that) would have the CLI never see the signal below
+            "env",
+            "--default-signal=INT",
             sys.executable,
             "-m",
             "specdebug.cli",
