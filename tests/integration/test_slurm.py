@@ -286,8 +286,7 @@ def test_grep_follow_reads_a_nodes_log_and_ends_its_step_on_ctrl_c(
         assert json.loads(lines.get(timeout=30))["line"] == "fired again"  # followed, not re-read
         follow.send_signal(signal.SIGINT)
         # the CLI's own bound: the follow's step and the helper's step each get EOF, then TERM, then
-        # KILL, 5 s apart (STEP_END_GRACE_S), one after the other: up to 30 s under load (the suite's
-        # 5 workers at 95% CPU once took longer than a 30 s wait here)
+        # KILL, 5 s apart (STEP_END_GRACE_S), one after the other: at most 30 s; 45 s leaves a margin
         try:
             follow.wait(45)
         except subprocess.TimeoutExpired:
