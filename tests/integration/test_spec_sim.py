@@ -56,7 +56,10 @@ async def test_spec_predicts_the_story_and_flags_the_3step_verify(remote, sshd, 
             sim.wait_ready(90)
             server = example.server.model_copy(update={"port": sim.port, "log_file": str(log)})
             profile = example.model_copy(update={"server": server})
-            req = BenchRequest(requests=2, output_len=96, input_len=32)
+            # a decode window of seconds, not ~1.6 s: the rate is tokens / (last - first token) per request,
+            # and one ~150 ms scheduling delay of this loaded host at the last token took 9% off it (the
+            # --live check below, against the log's model times, failed once so in a full run)
+            req = BenchRequest(requests=2, output_len=320, input_len=32)
             res = await run_benchmark(remote, profile, req, journal=journal, host="gpubox")
             assert res.status == "done", res.errors
             if name == "eagle3-3step":  # --live: the same arithmetic from the running server's log now
