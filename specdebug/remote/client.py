@@ -81,10 +81,8 @@ class BoxClient:
         await self.session.close()
 
     def sessions_full(self) -> bool:
-        """Whether a process open waits for a session slot now (SSH's MaxSessions reached); a
-        transport without such a limit never says so."""
-        full = getattr(self.transport, "sessions_full", None)
-        return bool(full()) if callable(full) else False
+        """Whether a process open waits for a session slot now (SSH's MaxSessions reached)."""
+        return self.transport.sessions_full()
 
     def drop_connection(self) -> None:
         """Abort the link as a network fault would (used by tests and the demo)."""

@@ -165,6 +165,11 @@ class Transport(Protocol):
         """One round trip in ms without the helper (None where the transport cannot tell)."""
         ...
 
+    def sessions_full(self) -> bool:
+        """Whether an `exec` waits now for a free session (SSH's MaxSessions reached); False where
+        the transport has no such limit."""
+        ...
+
 
 @runtime_checkable
 class StepTransport(Transport, Protocol):

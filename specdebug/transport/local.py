@@ -264,3 +264,6 @@ class LocalTransport:
 
     async def ping(self) -> float | None:
         return None
+
+    def sessions_full(self) -> bool:
+        return False  # no session limit: every exec starts at once

@@ -90,6 +90,9 @@ class SlurmTransport:
     async def ping(self) -> float | None:
         return None
 
+    def sessions_full(self) -> bool:
+        return False  # no session limit: every exec starts at once
+
     # ---- job steps -------------------------------------------------------------------------------
     async def launch_step(
         self, argv: Sequence[str], *, name: str, timeout: float = 30.0
