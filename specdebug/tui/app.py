@@ -374,9 +374,17 @@ class SpecdebugApp(App[None]):
     NARROW_COLUMNS = 140
 
     def on_resize(self, event: events.Resize) -> None:
-        """Panes give side panels less room on small terminals (tmux splits, laptops)."""
+        """Panes give side panels less room on small terminals (tmux splits, laptops).
+
+        A resize to the size the app already has still repaints every cell: a terminal shrunk and
+        grown back (tmux zoom twice, a window dragged) while the app was too busy to run its SIGWINCH
+        handler in between sends one signal, and Textual drops a same-size resize, yet tmux has cut
+        the rows below the cursor and grown blank ones: the footer stayed blank until a redraw.
+        """
         for pane in self.query(Pane):
             pane.set_class(event.size.width < self.NARROW_COLUMNS, "-narrow")
+        if event.size == self.size and self.screen_stack:
+            self.screen.refresh()  # the whole screen's region is dirty: a full update
 
     # ---- messages up, into the store ---------------------------------------------------------------
     def on_pane_server_state_changed(self, event: Pane.ServerStateChanged) -> None:
