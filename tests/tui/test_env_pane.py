@@ -11,6 +11,7 @@ from specdebug.remote.api import FileRead, ProcInfo, RunResult
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.env import EnvPane, short_title
 from tests.boxes import TableBox
+from tests.tui.pilotwait import until
 
 SECRET = "hf_PaneSecretValue0001"
 
@@ -197,13 +198,15 @@ async def test_variable_column_stays_and_legend_is_not_colour_only():
 
     app = EnvApp()
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
         table = app.query_one("#env-matrix", DataTable)
-        assert table.max_scroll_x > 0  # more columns than fit
+        assert await until(pilot, lambda: table.max_scroll_x > 0)  # more columns than fit
         table.scroll_x = table.max_scroll_x
-        await pilot.pause()
-        shown = "".join(s.text for y in range(1, 6) for s in table.render_line(y))
-        assert "NCCL_PROTO" in shown, shown
+
+        def shown() -> str:
+            return "".join(s.text for y in range(1, 6) for s in table.render_line(y))
+
+        # scrolled on a later idle
+        assert await until(pilot, lambda: table.scroll_x > 0 and "NCCL_PROTO" in shown()), shown()
         legend = str(app.query_one("#env-legend").render())
         assert "✓ ok" in legend
         assert any("✓" in str(c) for row in table.rows for c in table.get_row(row))

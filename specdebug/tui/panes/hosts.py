@@ -26,6 +26,7 @@ from specdebug.core.sanitize import visible
 from specdebug.remote.api import ConnState, ConnStatus, RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
+from specdebug.tui.widgets.measured_table import MeasuredTable
 
 STATE_STYLE = {
     ConnState.CONNECTING: "yellow",
@@ -120,7 +121,7 @@ class HostsPane(Pane):
         self.cell_updates = 0  # cells written since mount (tests: an unchanged refresh writes none)
 
     def compose(self) -> ComposeResult:
-        hosts: DataTable[Any] = DataTable(id="hosts-table", cursor_type="row", zebra_stripes=True)
+        hosts: DataTable[Any] = MeasuredTable(id="hosts-table", cursor_type="row", zebra_stripes=True)
         for label, key in HOST_COLUMNS:
             hosts.add_column(label, key=key)
         yield hosts

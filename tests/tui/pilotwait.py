@@ -1,0 +1,18 @@
+"""Waiting for an in-process app to settle: one `pilot.pause()` is not enough on a loaded machine
+(a table measures and scrolls on later idles)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+async def until(pilot: Any, cond: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Pause until `cond()` holds, at most `timeout_s` (a bound, not an expected time): whether it held."""
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        await pilot.pause(0.02)
+    return True
