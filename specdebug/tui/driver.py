@@ -7,16 +7,55 @@ process never exited (the thread is not a daemon): a demo whose pane closed whil
 server spun until it was killed.  Here SIGCONT resumes only a driver that was suspended and whose
 terminal is still there, and once the app has closed the driver the process's SIGTSTP/SIGCONT go
 back to their defaults.
+
+A hangup does not always bring a signal: the kernel sends SIGHUP to the terminal's session leader,
+and to the foreground group only when that leader exits, so an app whose shell ended first, or that
+ignores SIGHUP (nohup), saw its terminal vanish with no signal at all.  It then spun at 100% CPU
+(the input thread reads EOF in a loop), or hung for good (the output thread died on EIO and the
+next write waited on its full queue).  So the driver watches its terminal: output to a dead one is
+dropped, and a terminal that stops being one ends the app as `q` would.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from textual.driver import Driver
+from textual.drivers import linux_driver
+from textual.drivers._writer_thread import WriterThread
 from textual.drivers.linux_driver import LinuxDriver
+
+WATCH_S = 1.0  # how often the driver asks whether its terminal is still there (one ioctl)
+HANGUP_EXIT_CODE = 128 + signal.SIGHUP  # what a shell reports for a process ended by SIGHUP
+
+
+class HangupSafeWriter(WriterThread):
+    """Textual's output thread, which keeps emptying its queue after the terminal answers EIO:
+    a dead thread would leave the app's next write (or its exit) waiting on a full queue forever."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except OSError:  # the terminal hung up: nothing more can be shown, nobody may block
+            while self._queue.get() is not None:
+                pass
+
+
+@contextlib.contextmanager
+def _writer_class(cls: type[WriterThread]) -> Iterator[None]:
+    """LinuxDriver builds its writer inside start_application_mode: have it build ours."""
+    before = linux_driver.WriterThread
+    linux_driver.WriterThread = cls  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        linux_driver.WriterThread = before  # type: ignore[misc]
 
 
 class TerminalDriver(LinuxDriver):
@@ -25,6 +64,29 @@ class TerminalDriver(LinuxDriver):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._suspended = False
+        self._watching: threading.Event | None = None  # set to stop the terminal watch
+
+    def start_application_mode(self) -> None:
+        with _writer_class(HangupSafeWriter):
+            super().start_application_mode()  # type: ignore[no-untyped-call]
+        self._watching = threading.Event()
+        loop = asyncio.get_running_loop()
+        threading.Thread(
+            target=self._watch_terminal, args=(self._watching, loop), name="specdebug-tty-watch", daemon=True
+        ).start()
+
+    def stop_application_mode(self) -> None:
+        if self._watching is not None:
+            self._watching.set()
+        super().stop_application_mode()
+
+    def _watch_terminal(self, stop: threading.Event, loop: asyncio.AbstractEventLoop) -> None:
+        """Until application mode ends: a terminal that is gone ends the app as `q` would."""
+        while not stop.wait(WATCH_S):
+            if not terminal_alive(self.fileno):
+                with contextlib.suppress(RuntimeError):  # the loop already closed: the app is leaving
+                    loop.call_soon_threadsafe(self._app.exit, None, HANGUP_EXIT_CODE)
+                return
 
     def suspend_application_mode(self) -> None:
         self._suspended = True  # before close(), which the suspend calls

@@ -104,6 +104,7 @@ def tui_hosts(args: argparse.Namespace) -> list[str]:
 
 def run_app(ctx: AppContext, layout: str, ssh_config: str | None = None) -> int:
     from specdebug.tui.app import KeymapFile, SpecdebugApp, load_keymap
+    from specdebug.tui.driver import HANGUP_EXIT_CODE
 
     try:
         keymap = load_keymap()
@@ -113,9 +114,11 @@ def run_app(ctx: AppContext, layout: str, ssh_config: str | None = None) -> int:
     app = SpecdebugApp(ctx, layout=layout, keymap=keymap)
     app.run()
     lines = still_running_lines(app.still_running, ssh_config)
+    save_quit_note(lines)
+    if app.return_code == HANGUP_EXIT_CODE:
+        return HANGUP_EXIT_CODE  # the terminal is gone: nothing can be printed, as after a SIGHUP
     for line in lines:
         out(line)
-    save_quit_note(lines)
     return 0
 
 

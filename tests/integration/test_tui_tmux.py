@@ -97,3 +97,19 @@ def test_a_resize_and_back_while_the_app_is_busy_repaints_the_whole_screen(sshd)
         assert "connected" in screen
     finally:
         tmux.kill()
+
+
+def test_a_tui_that_gets_no_sighup_still_leaves_when_its_terminal_goes(sshd, tmp_path: Path):
+    """A hangup reaches the terminal's session leader, and the foreground group only when that
+    leader exits: a TUI whose shell ended first, or run under nohup, sees its terminal vanish with
+    no signal.  It used to spin at 100% CPU (input thread reading EOF) or hang on a full output queue,
+    for good; it now notices the dead terminal and leaves as `q` would, with a hangup's status."""
+    tmux = Tmux("specdebug-test-tui-nohup")
+    tmux.kill()
+    rc = tmp_path / "rc"
+    app = f"{sys.executable} -m specdebug.cli -F {sshd.config_path} gpubox"
+    tmux.new_session("tui", f"env --ignore-signal=HUP sh -c '{app}; echo $? > {rc}'", 150, 40)
+    tmux.wait_screen("tui", lambda s: "connected" in s and "q Quit" in s, 30)
+    tmux("send-keys", "-t", "tui", "3")  # a pane that keeps drawing: output is under way at the hangup
+    assert tmux.kill(check=False) == [], "the TUI outlived its terminal (its group had to be killed)"
+    assert rc.read_text().strip() == "129"  # 128 + SIGHUP, as a shell reports a hangup
