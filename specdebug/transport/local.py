@@ -71,13 +71,17 @@ class TailReader:
 async def end_process(proc: asyncio.subprocess.Process, grace_s: float, *, group: bool) -> None:
     """EOF first (a watched command ends its group), then TERM, then KILL, `grace_s` apart.
 
-    group: signal the process's whole group (it leads its own session), not only it."""
+    group: signal the process's whole group (it leads its own session), not only it.
+
+    Once it has ended, its pipes are closed here: output a reader left unread (reading paused at
+    the buffer's limit) never reaches EOF, and asyncio keeps such a process's transport open until
+    the garbage collector closes it, after its loop is gone ("Event loop is closed")."""
     if proc.stdin is not None:
         with best_effort("EOF to a local process"):
             proc.stdin.close()
     for step in ("wait", "terminate", "kill"):
         if proc.returncode is not None:
-            return
+            break
         if step != "wait":
             sig = signal.SIGTERM if step == "terminate" else signal.SIGKILL
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -87,6 +91,9 @@ async def end_process(proc: asyncio.subprocess.Process, grace_s: float, *, group
                     proc.send_signal(sig)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), grace_s)
+    transport = getattr(proc, "_transport", None)  # asyncio's Process has no public close
+    if proc.returncode is not None and transport is not None:
+        transport.close()
 
 
 class LocalProcess:

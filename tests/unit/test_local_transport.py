@@ -158,3 +158,29 @@ async def test_a_new_generation_is_counted_with_connected(monkeypatch) -> None:
         assert box.generation == 1
     finally:
         await box.close()
+
+
+def test_a_stream_closed_before_its_output_ended_leaves_no_transport_behind() -> None:
+    """A reader that stops early leaves output unread (the pipe's reading paused at the buffer's
+    limit), so asyncio never saw EOF and kept the subprocess transport open; garbage-collected after
+    its loop closed it said "Event loop is closed" (2-4 unraisable warnings a full run)."""
+    import gc
+
+    unraisable: list[str] = []
+    before = sys.unraisablehook
+    sys.unraisablehook = lambda u: unraisable.append(f"{u.exc_type.__name__}: {u.exc_value} in {u.object!r}")
+
+    async def stream_and_stop() -> None:
+        transport = LocalTransport("here")
+        await transport.connect()
+        proc = await transport.exec(["sh", "-c", "yes specdebug | head -c 4000000; exec sleep 60"])
+        await proc.stdout.readline()  # one line of ~4 MB: reading pauses with the rest unread
+        await proc.wait_closed(1.0)
+        await transport.close()
+
+    try:
+        asyncio.run(stream_and_stop())
+        gc.collect()
+    finally:
+        sys.unraisablehook = before
+    assert unraisable == []
