@@ -127,11 +127,22 @@ class LocalProcess:
             self._ending = asyncio.ensure_future(end_process(self.proc, self._grace_s, group=self._group))
 
     async def wait_closed(self, timeout: float) -> None:
-        """The process is ended (EOF, TERM, KILL: each step's grace is its own bound)."""
+        """The process is ended (EOF, TERM, KILL: each step's grace is its own bound).
+
+        A caller that gives up waiting (a follower cancelled as the app leaves) ends it at once:
+        left to its grace, it would outlive a loop about to close, and its transport with it."""
         self.close()
         assert self._ending is not None
-        await asyncio.shield(self._ending)
-        self._stderr.cancel()
+        try:
+            await asyncio.shield(self._ending)
+        except asyncio.CancelledError:
+            self.kill()
+            transport = getattr(self.proc, "_transport", None)  # asyncio's Process has no public close
+            if transport is not None:
+                transport.close()
+            raise
+        finally:
+            self._stderr.cancel()
 
     async def wait(self) -> int | None:
         rc = await self.proc.wait()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 
 import pytest
 
@@ -184,3 +185,46 @@ def test_a_stream_closed_before_its_output_ended_leaves_no_transport_behind() ->
     finally:
         sys.unraisablehook = before
     assert unraisable == []
+
+
+def test_a_close_given_up_ends_the_process_and_its_transport_at_once() -> None:
+    """A follower cancelled while its stream closes (the app leaving): the process is still within
+    its EOF grace, and the loop closes next; it is ended then, and no transport outlives the loop."""
+    import gc
+
+    unraisable: list[str] = []
+    before = sys.unraisablehook
+    sys.unraisablehook = lambda u: unraisable.append(f"{u.exc_type.__name__}: {u.exc_value} in {u.object!r}")
+    pids: list[int] = []
+
+    async def close_and_give_up() -> None:
+        transport = LocalTransport("here")
+        await transport.connect()
+        proc = await transport.exec(["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"])
+        pids.append(proc.proc.pid)
+        waiting = asyncio.ensure_future(proc.wait_closed(1.0))
+        await asyncio.sleep(0.2)  # EOF sent; the shell ignores it and TERM: it has seconds of grace left
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    try:
+        asyncio.run(close_and_give_up())
+        gc.collect()
+    finally:
+        sys.unraisablehook = before
+    assert unraisable == []
+
+    def group_alive() -> bool:
+        try:
+            os.killpg(pids[0], 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    # killed with its group, not left to finish its grace after the loop (reaped by asyncio's
+    # waitpid thread: a loaded machine takes a moment)
+    deadline = time.monotonic() + 10
+    while group_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not group_alive()
