@@ -7,6 +7,8 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 
@@ -161,15 +163,26 @@ async def test_a_new_generation_is_counted_with_connected(monkeypatch) -> None:
         await box.close()
 
 
-def test_a_stream_closed_before_its_output_ended_leaves_no_transport_behind() -> None:
-    """A reader that stops early leaves output unread (the pipe's reading paused at the buffer's
-    limit), so asyncio never saw EOF and kept the subprocess transport open; garbage-collected after
-    its loop closed it said "Event loop is closed" (2-4 unraisable warnings a full run)."""
+def run_collecting_unraisable(main: Coroutine[Any, Any, None]) -> list[str]:
+    """asyncio.run(main), then a garbage collection: what Python reported as unraisable meanwhile
+    (a transport collected after its loop closed says "Event loop is closed" there)."""
     import gc
 
     unraisable: list[str] = []
     before = sys.unraisablehook
     sys.unraisablehook = lambda u: unraisable.append(f"{u.exc_type.__name__}: {u.exc_value} in {u.object!r}")
+    try:
+        asyncio.run(main)
+        gc.collect()
+    finally:
+        sys.unraisablehook = before
+    return unraisable
+
+
+def test_a_stream_closed_before_its_output_ended_leaves_no_transport_behind() -> None:
+    """A reader that stops early leaves output unread (the pipe's reading paused at the buffer's
+    limit), so asyncio never saw EOF and kept the subprocess transport open; garbage-collected after
+    its loop closed it said "Event loop is closed" (2-4 unraisable warnings a full run)."""
 
     async def stream_and_stop() -> None:
         transport = LocalTransport("here")
@@ -179,22 +192,12 @@ def test_a_stream_closed_before_its_output_ended_leaves_no_transport_behind() ->
         await proc.wait_closed(1.0)
         await transport.close()
 
-    try:
-        asyncio.run(stream_and_stop())
-        gc.collect()
-    finally:
-        sys.unraisablehook = before
-    assert unraisable == []
+    assert run_collecting_unraisable(stream_and_stop()) == []
 
 
 def test_a_close_given_up_ends_the_process_and_its_transport_at_once() -> None:
     """A follower cancelled while its stream closes (the app leaving): the process is still within
     its EOF grace, and the loop closes next; it is ended then, and no transport outlives the loop."""
-    import gc
-
-    unraisable: list[str] = []
-    before = sys.unraisablehook
-    sys.unraisablehook = lambda u: unraisable.append(f"{u.exc_type.__name__}: {u.exc_value} in {u.object!r}")
     pids: list[int] = []
 
     async def close_and_give_up() -> None:
@@ -208,12 +211,7 @@ def test_a_close_given_up_ends_the_process_and_its_transport_at_once() -> None:
         with pytest.raises(asyncio.CancelledError):
             await waiting
 
-    try:
-        asyncio.run(close_and_give_up())
-        gc.collect()
-    finally:
-        sys.unraisablehook = before
-    assert unraisable == []
+    assert run_collecting_unraisable(close_and_give_up()) == []
 
     def group_alive() -> bool:
         try:
