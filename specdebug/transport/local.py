@@ -91,8 +91,14 @@ async def end_process(proc: asyncio.subprocess.Process, grace_s: float, *, group
                     proc.send_signal(sig)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), grace_s)
+    if proc.returncode is not None:
+        close_pipes(proc)
+
+
+def close_pipes(proc: asyncio.subprocess.Process) -> None:
+    """Close the process's transport (its pipes; a process still running is killed by it)."""
     transport = getattr(proc, "_transport", None)  # asyncio's Process has no public close
-    if proc.returncode is not None and transport is not None:
+    if transport is not None:
         transport.close()
 
 
@@ -137,9 +143,7 @@ class LocalProcess:
             await asyncio.shield(self._ending)
         except asyncio.CancelledError:
             self.kill()
-            transport = getattr(self.proc, "_transport", None)  # asyncio's Process has no public close
-            if transport is not None:
-                transport.close()
+            close_pipes(self.proc)
             raise
         finally:
             self._stderr.cancel()

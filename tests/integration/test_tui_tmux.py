@@ -9,11 +9,11 @@ import signal
 import struct
 import sys
 import termios
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.pair_harness import wait_for
 from tests.tmux_harness import Tmux
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
@@ -60,13 +60,6 @@ def _tty_size(pid: int) -> tuple[int, int]:
     return cols, rows
 
 
-def _wait(predicate, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_a_resize_and_back_while_the_app_is_busy_repaints_the_whole_screen(sshd):
     """tmux cuts the rows below the cursor when a pane shrinks and adds blank ones when it grows back.
     An app too busy to run its SIGWINCH handler between the two (a loaded box, a zoom toggled twice)
@@ -87,10 +80,10 @@ def test_a_resize_and_back_while_the_app_is_busy_repaints_the_whole_screen(sshd)
         os.kill(pid, signal.SIGSTOP)  # busy: the two SIGWINCHs coalesce into one
         try:
             tmux("resize-window", "-t", "tui", "-x", "120", "-y", "30")
-            _wait(lambda: _tty_size(pid) == (120, 30), 10)
+            wait_for(lambda: _tty_size(pid) == (120, 30), 10, 0.05, "the shrunk size")
             assert "q Quit" not in tmux.screen("tui")  # the footer row is gone
             tmux("resize-window", "-t", "tui", "-x", "150", "-y", "40")
-            _wait(lambda: _tty_size(pid) == (150, 40), 10)
+            wait_for(lambda: _tty_size(pid) == (150, 40), 10, 0.05, "the size back")
         finally:
             os.kill(pid, signal.SIGCONT)
         screen = tmux.wait_screen("tui", lambda s: "q Quit" in s, 10)

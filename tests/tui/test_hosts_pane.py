@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from textual.widgets import DataTable
 
 from specdebug.remote.api import ConnState, ConnStatus
@@ -18,20 +16,12 @@ from tests.tui.fakes import StillRemote, sample_host_info
 from tests.tui.pilotwait import until
 
 
-async def _wait_for(pilot, predicate, timeout=15.0):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "condition not reached"
-        await pilot.pause(0.05)
-
-
 async def test_hosts_pane_shows_connected_host_and_gpus(sshd):
     remote = ssh_box("gpubox", ssh_config=sshd.config_path)
     app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox"))
     async with app.run_test(size=(140, 40)) as pilot:
         pane = app.query_one(HostsPane)
-        await _wait_for(pilot, lambda: "gpubox" in pane.infos)
+        assert await until(pilot, lambda: "gpubox" in pane.infos, 15.0), "condition not reached"
         table = app.query_one("#hosts-table", DataTable)
         row = [str(c) for c in table.get_row("gpubox")]
         assert row[1].startswith("connected")
@@ -51,10 +41,14 @@ async def test_unknown_host_key_modal_accept_and_save(sshd, tmp_path):
     remote, prompt = _asking_remote(cfg)
     app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox", host_key_prompt=prompt))
     async with app.run_test(size=(140, 40)) as pilot:
-        await _wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen))
+        assert await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 15.0), (
+            "condition not reached"
+        )
         assert "SHA256:" in app.screen.info.fingerprint
         await pilot.press("s")
-        await _wait_for(pilot, lambda: remote.status.state is ConnState.CONNECTED)
+        assert await until(pilot, lambda: remote.status.state is ConnState.CONNECTED, 15.0), (
+            "condition not reached"
+        )
     assert f"[127.0.0.1]:{sshd.port}" in kh.read_text()
 
 
@@ -102,10 +96,12 @@ async def test_silent_host_never_blocks_the_ui_or_the_other_host(sshd):
     try:
         async with app.run_test(size=(140, 40)) as pilot:
             pane = app.query_one(HostsPane)
-            await _wait_for(pilot, lambda: "gpubox" in pane.infos)
-            await _wait_for(
-                pilot, lambda: slow.status.state is ConnState.RECONNECTING and slow.status.last_error
-            )
+            assert await until(pilot, lambda: "gpubox" in pane.infos, 15.0), "condition not reached"
+            assert await until(
+                pilot,
+                lambda: slow.status.state is ConnState.RECONNECTING and bool(slow.status.last_error),
+                15.0,
+            ), "condition not reached"
             assert "timed out" in slow.status.last_error
             await pilot.press("question_mark")  # the UI still answers keys
             await pilot.pause()
@@ -123,13 +119,21 @@ async def test_refused_key_can_be_retried_from_the_hosts_pane(sshd, tmp_path):
     async with app.run_test(size=(140, 40)) as pilot:
         # the ignored ssh option is said in the TUI, not lost behind the screen
         assert any("StrictHostKeyChecking" in str(n.message) for n in app._notifications)
-        await _wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen))
+        assert await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 15.0), (
+            "condition not reached"
+        )
         await pilot.press("r")  # refuse
-        await _wait_for(pilot, lambda: remote.status.state is ConnState.FAILED)
+        assert await until(pilot, lambda: remote.status.state is ConnState.FAILED, 15.0), (
+            "condition not reached"
+        )
         await pilot.press("r")  # refresh the hosts pane: asks again
-        await _wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen))
+        assert await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 15.0), (
+            "condition not reached"
+        )
         await pilot.press("o")  # accept once: nothing saved
-        await _wait_for(pilot, lambda: remote.status.state is ConnState.CONNECTED)
+        assert await until(pilot, lambda: remote.status.state is ConnState.CONNECTED, 15.0), (
+            "condition not reached"
+        )
     assert not kh.exists() or kh.read_text() == ""
 
 
