@@ -75,24 +75,37 @@ async def end_process(proc: asyncio.subprocess.Process, grace_s: float, *, group
 
     Once it has ended, its pipes are closed here: output a reader left unread (reading paused at
     the buffer's limit) never reaches EOF, and asyncio keeps such a process's transport open until
-    the garbage collector closes it, after its loop is gone ("Event loop is closed")."""
+    the garbage collector closes it, after its loop is gone ("Event loop is closed").
+
+    Cancelled within its graces (the loop shutting down while a closed command still ends: the
+    app leaving), it kills at once and closes the pipes: left alone, the process outlived its
+    loop, and its transport said "Event loop is closed" when collected."""
     if proc.stdin is not None:
         with best_effort("EOF to a local process"):
             proc.stdin.close()
-    for step in ("wait", "terminate", "kill"):
-        if proc.returncode is not None:
-            break
-        if step != "wait":
-            sig = signal.SIGTERM if step == "terminate" else signal.SIGKILL
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                if group:
-                    os.killpg(proc.pid, sig)
-                else:
-                    proc.send_signal(sig)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), grace_s)
+    try:
+        for step in ("wait", "terminate", "kill"):
+            if proc.returncode is not None:
+                break
+            if step != "wait":
+                _signal(proc, signal.SIGTERM if step == "terminate" else signal.SIGKILL, group=group)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), grace_s)
+    except asyncio.CancelledError:
+        _signal(proc, signal.SIGKILL, group=group)
+        close_pipes(proc)
+        raise
     if proc.returncode is not None:
         close_pipes(proc)
+
+
+def _signal(proc: asyncio.subprocess.Process, sig: signal.Signals, *, group: bool) -> None:
+    """sig to the process (its whole group, where it leads one); one already gone is no error."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
 
 
 def close_pipes(proc: asyncio.subprocess.Process) -> None:
@@ -157,11 +170,7 @@ class LocalProcess:
 
     def kill(self) -> None:
         """SIGKILL to the process (its group, where it leads one), as the box would."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if self._group:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            else:
-                self.proc.kill()
+        _signal(self.proc, signal.SIGKILL, group=self._group)
 
 
 async def spawn(
