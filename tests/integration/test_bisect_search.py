@@ -141,7 +141,8 @@ async def engine_scenarios(sshd, tmp: Path) -> dict:
             tmp / "noise",
             bad_flags=[CULPRIT, HARMLESS_FLAGS[0]],
             sim_extra=["--noise", "0.03"],
-            output_len=128,  # the sim's noise, not this machine's load, must dominate
+            requests=1,  # as pair(): no client round trip inside a log sample
+            output_len=256,  # the sim's noise, not this machine's load, must dominate
             tag="bxnoise-",
         )
         journal = Journal(tmp / "noise" / "s")
@@ -150,7 +151,11 @@ async def engine_scenarios(sshd, tmp: Path) -> dict:
         }
 
     async def faults() -> dict:
-        good, bad = write_pair(tmp / "faults", bad_flags=[OOM, HARMLESS_FLAGS[0], CULPRIT], tag="bxfault-")
+        # one request of 128 tokens, as pair(): two put this machine's client round trip in a log
+        # sample, and the drift check once read the good end 3 % lower under load (cannot-tell)
+        good, bad = write_pair(
+            tmp / "faults", bad_flags=[OOM, HARMLESS_FLAGS[0], CULPRIT], tag="bxfault-", requests=1, output_len=128
+        )
         journal = Journal(tmp / "faults" / "s")
         skip = await engine_run(remote, good, bad, BisectOptions(metric=METRIC, gate=GATE), journal)
         as_bad = await engine_run(

@@ -76,7 +76,9 @@ def test_bench_records_every_nodes_gpus_and_names_node1s_throttled_gpu(
     assert report.returncode == 0 and "GPU 0 on node1 throttled" in report.stdout, report.stderr
 
 
-BENCH = "[bench]\nrequests = 2\noutput_len = 48\ninput_len = 32\nwarmup_requests = 0\n"
+# one request: the bisection judges by the server's gen_throughput, and with two a log sample spans
+# the client's round trip between them (this loaded machine's, not the sim's clock: cannot-tell once)
+BENCH = "[bench]\nrequests = 1\noutput_len = 96\ninput_len = 32\nwarmup_requests = 0\n"
 # the sim's cost model: a missing NCCL tuning var slows every verify (bisectprofiles' NCCL env)
 SIM = ("--tp", "2", "--time-scale", "0", *BASE[4:])
 

@@ -207,9 +207,22 @@ async def test_readonly_turns_every_bisect_key_off(tmp_path: Path) -> None:
     async with app.run_test(size=(150, 30)) as pilot:
         pane = app.query_one(BisectPane)
         app.query_one("#bisect-ends", DataTable).focus()
-        await pilot.press("g", "down", "b", "a", "h")
+        await pilot.press("g", "down", "b", "a", "h", "j")
         assert pane.good is None and pane.bad is None and pane.engine is None and not pane.hand
-        for action in ("start", "good", "bad", "skip", "pause", "measure_again", "abort", "toggle_hand"):
+        assert pane.metric is None
+        for action in (
+            *(
+                "start",
+                "good",
+                "bad",
+                "skip",
+                "pause",
+                "measure_again",
+                "abort",
+                "toggle_hand",
+                "next_metric",
+            ),
+        ):
             assert pane.check_action(action, ()) is False
 
 
@@ -234,17 +247,50 @@ def test_profile_for_accepts_a_loader_prefix(tmp_path: Path) -> None:
     assert profile_for("other", choices) is None
 
 
+async def test_j_picks_the_metric_the_bisection_judges_by(tmp_path: Path, monkeypatch) -> None:
+    """The TUI judged by the client's tok/s only; `specdebug bisect --metric` could pick any.  On a
+    loaded machine that client's own stalls moved its tok/s by 20 % (a harmless knob was named)."""
+    asked: list[bm.BisectOptions] = []
+
+    def no_bisection(remote, good, bad, options, **kw):
+        asked.append(options)
+        raise ValueError("not started in this test")
+
+    monkeypatch.setattr("specdebug.tui.panes.bisect.Bisection", no_bisection)
+    app = make_app(tmp_path)
+    async with app.run_test(size=(150, 30)) as pilot:
+        pane = app.query_one(BisectPane)
+        app.query_one("#bisect-ends", DataTable).focus()
+        status = app.query_one("#bisect-status")
+        assert "judged by output_tok_s (j: another)" in str(status.render())
+        await pilot.press("g", "down", "b", "j")
+        assert "judged by gen_throughput" in str(status.render())
+        await pilot.press("a")
+        assert [o.metric for o in asked] == ["gen_throughput"]
+        for _ in range(5):  # around the list and back to the client's tok/s
+            await pilot.press("j")
+        assert pane.judged_by() == "output_tok_s"
+
+
 async def test_reopening_offers_the_unfinished_bisection(tmp_path: Path) -> None:
     from specdebug.core.journal import Journal
 
     app = make_app(tmp_path)
     fast, slow = app.ctx.profile_choices
     journal = Journal(tmp_path / "session")
-    journal.append(BisectStartRecord(bisect="b1", good={"file": str(fast)}, bad={"file": str(slow)}))
+    journal.append(
+        BisectStartRecord(
+            bisect="b1",
+            good={"file": str(fast)},
+            bad={"file": str(slow)},
+            options=bm.BisectOptions(metric="gen_throughput"),
+        )
+    )
     app.ctx.journal = journal
     async with app.run_test(size=(150, 30)):
         pane = app.query_one(BisectPane)
         assert pane.good == fast and pane.bad == slow
+        assert pane.judged_by() == "gen_throughput"  # resumed as it was judged
         assert "unfinished bisection" in str(app.query_one("#bisect-status").render())
 
 

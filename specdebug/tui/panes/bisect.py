@@ -5,7 +5,9 @@ its events into tables (knobs: suspect / cleared / culprit; trials: knobs applie
 metric, judged, cached, gated), shows the running trial's phase with progress and an estimate of
 launches and time left, and sends the user's keys back as engine controls (pause after this trial,
 a judgement by hand, measure again, abort).  Ends are picked with g/b on a profile here, or on a
-row of the Bench history.  Every key that can change the box is off in --readonly.
+row of the Bench history; `j` picks the metric before the start, as `specdebug bisect --metric` (the
+server's own gen_throughput does not move with the load of the machine running the client).  Every
+key that can change the box is off in --readonly.
 """
 
 from __future__ import annotations
@@ -35,6 +37,16 @@ from specdebug.tui.panes.bisect_view import BisectView
 STATE_STYLE = {"suspect": "yellow", "cleared": "dim", "culprit": "bold red"}
 JUDGED_STYLE = {"good": "green", "bad": "bold red", "skip": "magenta", "unclear": "yellow"}
 FLUSH_S = 0.1
+# what `j` cycles through (`specdebug bisect --metric` takes any of judge.known_metrics()): the
+# client's figures time this machine's client too; the server's come from its own log and /metrics
+METRICS: tuple[tuple[str, str], ...] = (
+    ("output_tok_s", "the client's tok/s"),
+    ("gen_throughput", "the server's own decode tok/s: its log, not this client's timing"),
+    ("tpot_ms", "the client's time per output token"),
+    ("ttft_ms", "the client's time to first token"),
+    ("verify_ms", "the server log's verify time (the profile's verify_ms pattern)"),
+    ("accept_len", "the server's accept length"),
+)
 APPLIED_WIDTH = 40  # the trial table's "knobs applied" cell; the knob table has the full names
 
 
@@ -75,9 +87,10 @@ class BisectPane(Pane):
         Binding("m", "measure_again", "Measure again", id="bisect.measure_again"),
         Binding("x", "abort", "Abort", id="bisect.abort"),
         Binding("h", "toggle_hand", "Judge by hand", id="bisect.hand"),
+        Binding("j", "next_metric", "Judge by metric", id="bisect.metric"),
     ]
     MUTATING_ACTIONS = frozenset(
-        {"start", "good", "bad", "skip", "pause", "measure_again", "abort", "toggle_hand"}
+        {"start", "good", "bad", "skip", "pause", "measure_again", "abort", "toggle_hand", "next_metric"}
     )
     IN_TURN_ACTIONS = frozenset({"good", "bad"})  # the highlighted profile becomes an end
     DEFAULT_CSS = """
@@ -100,6 +113,7 @@ class BisectPane(Pane):
         self.engine: Bisection | None = None
         self.note: str | None = None  # one line of news under the status
         self.bench: dict[str, Any] = {}  # bench settings for the trials (default: the good profile's [bench])
+        self.metric: str | None = None  # `j`'s choice; None: the preset's, else output_tok_s
         self.bench_note = ""  # the trials' bench settings beside the Bench pane's (the profile's [bench])
         self._dirty = True
 
@@ -141,6 +155,7 @@ class BisectPane(Pane):
             good, bad = previous.good.file, previous.bad.file
             if good and bad:
                 self.good, self.bad = Path(good), Path(bad)
+                self.metric = previous.options.metric  # resumed as it was judged
                 self.note = (
                     "an unfinished bisection is in this session: a resumes it (finished trials are kept)"
                 )
@@ -210,6 +225,11 @@ class BisectPane(Pane):
         t.append(self.bad.stem if self.bad else "(b on a profile)", style="red")
         if self.hand:
             t.append("   judging by hand", style="bold magenta")
+        else:
+            t.append("   judged by ", style="bold")
+            t.append(self.judged_by())
+            if self.engine is None and self.view.planned is None:
+                t.append(" (j: another)", style="dim")
         t.append("\n")
         if v.result is not None:
             r = v.result
@@ -242,7 +262,9 @@ class BisectPane(Pane):
                 t.append(progress_bar(p.fraction), style="cyan")
                 t.append(f" {p.detail}  {p.elapsed_s:.1f}s", style="dim")
         elif v.planned is None:
-            t.append("a starts the bisection · g/b pick the ends · h judges by hand", style="dim")
+            t.append(
+                "a starts the bisection · g/b pick the ends · h judges by hand · j the metric", style="dim"
+            )
         if v.estimate is not None and v.result is None:
             t.append(f"   about {v.estimate.launches_left} launch(es) left", style="dim")
             if v.estimate.seconds_left:
@@ -347,6 +369,20 @@ class BisectPane(Pane):
         self.hand = not self.hand
         self.render_all()
 
+    def judged_by(self) -> str:
+        """The metric the next (or running) bisection judges by."""
+        return self.metric or str(self.bench.get("metric") or METRICS[0][0])
+
+    def action_next_metric(self) -> None:
+        if self.engine is not None:
+            self.notify("the metric is chosen before the start", severity="warning")
+            return
+        names = [m for m, _ in METRICS]
+        now = self.judged_by()
+        self.metric = names[(names.index(now) + 1) % len(names)] if now in names else names[0]
+        self.notify(f"judged by {self.metric}: {dict(METRICS)[self.metric]}")
+        self.render_all()
+
     def action_start(self, remeasure: set[str] | None = None) -> None:
         if self.engine is not None and self.view.paused:
             self.engine.pause(False)
@@ -365,7 +401,7 @@ class BisectPane(Pane):
                 remote,
                 good,
                 bad,
-                bm.BisectOptions(hand=self.hand, **self.bench),
+                bm.BisectOptions(hand=self.hand, **{**self.bench, "metric": self.judged_by()}),
                 journal=self.ctx.journal,
                 remeasure=remeasure,
             )
