@@ -184,3 +184,11 @@ def test_report_section_and_unfinished_bisections() -> None:
     assert "| 2 | candidate | `--disable-cuda-graph` |" in text and "| yes |" in text
     assert unfinished(events).bisect == "b2"
     assert unfinished(events[2:]) is None and bisect_markdown([]) == []
+
+
+def test_the_metrics_a_front_end_offers_are_ones_the_judge_knows() -> None:
+    from specdebug.core.bisect.judge import METRIC_CHOICES, known_metrics
+
+    names = [m for m, _ in METRIC_CHOICES]
+    assert names[0] == "output_tok_s" and len(set(names)) == len(names)
+    assert set(names) <= set(known_metrics())

@@ -30,6 +30,18 @@ _LATENCY = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 _STATS = ("mean", "p50", "p90", "p95", "p99", "max")
 
 
+# the metrics a front end offers first, with what each is (the Bisect pane's `j`; `specdebug bisect
+# --metric` takes any of known_metrics()): the client's figures time the client's machine too, the
+# server's come from its own log and /metrics
+METRIC_CHOICES: tuple[tuple[str, str], ...] = (
+    ("output_tok_s", "the client's tok/s"),
+    ("gen_throughput", "the server's own decode tok/s: its log, not this client's timing"),
+    ("tpot_ms", "the client's time per output token"),
+    ("ttft_ms", "the client's time to first token"),
+    ("verify_ms", "the server log's verify time (the profile's verify_ms pattern)"),
+    ("accept_len", "the server's accept length"),
+)
+
 START_METRIC = "failed_start"  # 1 when the config did not start, 0 when it did (the bad end does not start)
 
 

@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Static
 from specdebug.core.bisect import models as bm
 from specdebug.core.bisect.book import unfinished
 from specdebug.core.bisect.gate import GateError
+from specdebug.core.bisect.judge import METRIC_CHOICES
 from specdebug.core.bisect.knobs import GroupError
 from specdebug.core.bisect.run import Bisection
 from specdebug.core.bisect.trial import TrialError
@@ -32,47 +33,12 @@ from specdebug.core.profiles import ProfileError, load_profile
 from specdebug.remote.api import RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
-from specdebug.tui.panes.bisect_view import BisectView
+from specdebug.tui.panes.bisect_view import BisectView, profile_for, progress_bar, short
 
 STATE_STYLE = {"suspect": "yellow", "cleared": "dim", "culprit": "bold red"}
 JUDGED_STYLE = {"good": "green", "bad": "bold red", "skip": "magenta", "unclear": "yellow"}
 FLUSH_S = 0.1
-# what `j` cycles through (`specdebug bisect --metric` takes any of judge.known_metrics()): the
-# client's figures time this machine's client too; the server's come from its own log and /metrics
-METRICS: tuple[tuple[str, str], ...] = (
-    ("output_tok_s", "the client's tok/s"),
-    ("gen_throughput", "the server's own decode tok/s: its log, not this client's timing"),
-    ("tpot_ms", "the client's time per output token"),
-    ("ttft_ms", "the client's time to first token"),
-    ("verify_ms", "the server log's verify time (the profile's verify_ms pattern)"),
-    ("accept_len", "the server's accept length"),
-)
 APPLIED_WIDTH = 40  # the trial table's "knobs applied" cell; the knob table has the full names
-
-
-def short(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def progress_bar(fraction: float | None, width: int = 20) -> str:
-    if fraction is None:
-        return ""
-    full = round(max(0.0, min(1.0, fraction)) * width)
-    return "█" * full + "░" * (width - full)
-
-
-def profile_for(result_profile: str | None, choices: list[Path]) -> Path | None:
-    """The profile file a Bench history row was measured with: same name (a loader may prefix it)."""
-    if not result_profile:
-        return None
-    names = {}
-    for path in choices:
-        try:
-            names[path] = load_profile(path).name
-        except (ProfileError, OSError):
-            continue
-    exact = next((p for p, n in names.items() if n == result_profile), None)
-    return exact or next((p for p, n in names.items() if result_profile.endswith(f"-{n}")), None)
 
 
 class BisectPane(Pane):
@@ -371,16 +337,16 @@ class BisectPane(Pane):
 
     def judged_by(self) -> str:
         """The metric the next (or running) bisection judges by."""
-        return self.metric or str(self.bench.get("metric") or METRICS[0][0])
+        return self.metric or str(self.bench.get("metric") or METRIC_CHOICES[0][0])
 
     def action_next_metric(self) -> None:
         if self.engine is not None:
             self.notify("the metric is chosen before the start", severity="warning")
             return
-        names = [m for m, _ in METRICS]
+        names = [m for m, _ in METRIC_CHOICES]
         now = self.judged_by()
         self.metric = names[(names.index(now) + 1) % len(names)] if now in names else names[0]
-        self.notify(f"judged by {self.metric}: {dict(METRICS)[self.metric]}")
+        self.notify(f"judged by {self.metric}: {dict(METRIC_CHOICES)[self.metric]}")
         self.render_all()
 
     def action_start(self, remeasure: set[str] | None = None) -> None:

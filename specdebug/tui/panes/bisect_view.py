@@ -1,10 +1,13 @@
-"""The Bisect pane's state, folded from the engine's events (pure: no widgets, tests feed events)."""
+"""The Bisect pane's state, folded from the engine's events, and the text helpers of its tables
+(pure: no widgets, tests feed events)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from specdebug.core.bisect import models as bm
+from specdebug.core.profiles import ProfileError, load_profile
 
 
 class BisectView:
@@ -50,3 +53,28 @@ class BisectView:
             self.result, self.running, self.progress, self.awaiting = ev.result, None, None, None
             for row in ev.result.trials:
                 self.trials[row.index] = row
+
+
+def short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def progress_bar(fraction: float | None, width: int = 20) -> str:
+    if fraction is None:
+        return ""
+    full = round(max(0.0, min(1.0, fraction)) * width)
+    return "█" * full + "░" * (width - full)
+
+
+def profile_for(result_profile: str | None, choices: list[Path]) -> Path | None:
+    """The profile file a Bench history row was measured with: same name (a loader may prefix it)."""
+    if not result_profile:
+        return None
+    names = {}
+    for path in choices:
+        try:
+            names[path] = load_profile(path).name
+        except (ProfileError, OSError):
+            continue
+    exact = next((p for p, n in names.items() if n == result_profile), None)
+    return exact or next((p for p, n in names.items() if result_profile.endswith(f"-{n}")), None)
