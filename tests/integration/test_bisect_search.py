@@ -154,7 +154,11 @@ async def engine_scenarios(sshd, tmp: Path) -> dict:
         # one request of 128 tokens, as pair(): two put this machine's client round trip in a log
         # sample, and the drift check once read the good end 3 % lower under load (cannot-tell)
         good, bad = write_pair(
-            tmp / "faults", bad_flags=[OOM, HARMLESS_FLAGS[0], CULPRIT], tag="bxfault-", requests=1, output_len=128
+            tmp / "faults",
+            bad_flags=[OOM, HARMLESS_FLAGS[0], CULPRIT],
+            tag="bxfault-",
+            requests=1,
+            output_len=128,
         )
         journal = Journal(tmp / "faults" / "s")
         skip = await engine_run(remote, good, bad, BisectOptions(metric=METRIC, gate=GATE), journal)
