@@ -193,9 +193,7 @@ class BisectPane(Pane):
             t.append("   judging by hand", style="bold magenta")
         else:
             t.append("   judged by ", style="bold")
-            t.append(self.judged_by())
-            if self.engine is None and self.view.planned is None:
-                t.append(" (j: another)", style="dim")
+            t.append(self.judged_by())  # the hint line below says `j` picks another
         t.append("\n")
         if v.result is not None:
             r = v.result
