@@ -141,8 +141,7 @@ async def engine_scenarios(sshd, tmp: Path) -> dict:
             tmp / "noise",
             bad_flags=[CULPRIT, HARMLESS_FLAGS[0]],
             sim_extra=["--noise", "0.03"],
-            requests=1,  # as pair(): no client round trip inside a log sample
-            output_len=256,  # the sim's noise, not this machine's load, must dominate
+            output_len=128,  # the sim's noise, not this machine's load, must dominate
             tag="bxnoise-",
         )
         journal = Journal(tmp / "noise" / "s")
