@@ -92,11 +92,17 @@ async def end_process(proc: asyncio.subprocess.Process, grace_s: float, *, group
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proc.wait(), grace_s)
     except asyncio.CancelledError:
-        _signal(proc, signal.SIGKILL, group=group)
-        close_pipes(proc)
+        abandon(proc, group=group)
         raise
     if proc.returncode is not None:
         close_pipes(proc)
+
+
+def abandon(proc: asyncio.subprocess.Process, *, group: bool) -> None:
+    """End it now, no grace: KILL (its group, where it leads one), its pipes closed while the loop
+    still runs (what a close given up before its loop closes owes)."""
+    _signal(proc, signal.SIGKILL, group=group)
+    close_pipes(proc)
 
 
 def _signal(proc: asyncio.subprocess.Process, sig: signal.Signals, *, group: bool) -> None:
@@ -155,8 +161,7 @@ class LocalProcess:
         try:
             await asyncio.shield(self._ending)
         except asyncio.CancelledError:
-            self.kill()
-            close_pipes(self.proc)
+            abandon(self.proc, group=self._group)
             raise
         finally:
             self._stderr.cancel()

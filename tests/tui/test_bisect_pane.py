@@ -211,17 +211,15 @@ async def test_readonly_turns_every_bisect_key_off(tmp_path: Path) -> None:
         assert pane.good is None and pane.bad is None and pane.engine is None and not pane.hand
         assert pane.metric is None
         for action in (
-            *(
-                "start",
-                "good",
-                "bad",
-                "skip",
-                "pause",
-                "measure_again",
-                "abort",
-                "toggle_hand",
-                "next_metric",
-            ),
+            "start",
+            "good",
+            "bad",
+            "skip",
+            "pause",
+            "measure_again",
+            "abort",
+            "toggle_hand",
+            "next_metric",
         ):
             assert pane.check_action(action, ()) is False
 

@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -17,7 +17,7 @@ from specdebug.remote.client import BoxClient, StepBoxClient
 from specdebug.remote.factory import connect_host
 from specdebug.transport.address import parse_address, transport_for
 from specdebug.transport.base import StepTransport
-from specdebug.transport.local import LocalTransport
+from specdebug.transport.local import LocalProcess, LocalTransport
 from specdebug.transport.slurm.transport import SlurmTransport
 from specdebug.transport.ssh.transport import SSHTransport
 from tests.boxes import local_box
@@ -199,57 +199,58 @@ def test_a_stream_closed_before_its_output_ended_leaves_no_transport_behind() ->
     assert run_collecting_unraisable(stream_and_stop()) == []
 
 
-def test_a_close_given_up_ends_the_process_and_its_transport_at_once() -> None:
-    """A follower cancelled while its stream closes (the app leaving): the process is still within
-    its EOF grace, and the loop closes next; it is ended then, and no transport outlives the loop."""
+STUBBORN = ["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"]  # ignores EOF and TERM
+
+
+def assert_ended_with_its_loop(leave: Callable[[LocalProcess], Awaitable[None]]) -> None:
+    """A command that ignores EOF and TERM, given up by `leave` just before its loop ends (within
+    its EOF grace): no unraisable warning, its transport closed while the loop ran (its collection
+    later says nothing), and its group killed, not left to finish its grace after the loop (reaped
+    by asyncio's waitpid thread: a loaded machine takes a moment)."""
     pids: list[int] = []
     transports: list[asyncio.BaseTransport] = []
 
-    async def close_and_give_up() -> None:
+    async def run() -> None:
         transport = LocalTransport("here")
         await transport.connect()
-        proc = await transport.exec(["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"])
+        proc = await transport.exec(STUBBORN)
+        assert isinstance(proc, LocalProcess)
         pids.append(proc.proc.pid)
         transports.append(proc.proc._transport)  # type: ignore[attr-defined]
+        await leave(proc)
+
+    assert run_collecting_unraisable(run()) == []
+    assert transports[0].is_closing()
+    deadline = time.monotonic() + 10
+    while _group_alive(pids[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _group_alive(pids[0])
+
+
+def test_a_close_given_up_ends_the_process_and_its_transport_at_once() -> None:
+    """A follower cancelled while its stream closes (the app leaving): the process is still within
+    its EOF grace, and the loop closes next; it is ended then, and no transport outlives the loop."""
+
+    async def give_up(proc: LocalProcess) -> None:
         waiting = asyncio.ensure_future(proc.wait_closed(1.0))
         await asyncio.sleep(0.2)  # EOF sent; the shell ignores it and TERM: it has seconds of grace left
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
 
-    assert run_collecting_unraisable(close_and_give_up()) == []
-    assert transports[0].is_closing()  # closed while its loop ran: its collection later says nothing
-
-    # killed with its group, not left to finish its grace after the loop (reaped by asyncio's
-    # waitpid thread: a loaded machine takes a moment)
-    deadline = time.monotonic() + 10
-    while _group_alive(pids[0]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _group_alive(pids[0])
+    assert_ended_with_its_loop(give_up)
 
 
 def test_a_command_closed_as_its_loop_ends_is_killed_with_its_transport() -> None:
     """A one-shot command whose caller is cancelled (a pane's follower as the app leaves) is closed
     without a wait: its EOF grace was still running when the loop closed, so nothing was signalled,
     the process outlived the loop and its transport said "Event loop is closed" when collected."""
-    pids: list[int] = []
-    transports: list[asyncio.BaseTransport] = []
 
-    async def close_and_leave() -> None:
-        transport = LocalTransport("here")
-        await transport.connect()
-        proc = await transport.exec(["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"])
-        pids.append(proc.proc.pid)
-        transports.append(proc.proc._transport)  # type: ignore[attr-defined]
+    async def close_and_leave(proc: LocalProcess) -> None:
         proc.close()
         await asyncio.sleep(0.2)  # the loop ends within the command's EOF grace
 
-    assert run_collecting_unraisable(close_and_leave()) == []
-    assert transports[0].is_closing()
-    deadline = time.monotonic() + 10
-    while _group_alive(pids[0]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _group_alive(pids[0])
+    assert_ended_with_its_loop(close_and_leave)
 
 
 def _group_alive(pgid: int) -> bool:
