@@ -45,6 +45,7 @@ from specdebug.tui.screens.help import keys_label
 from specdebug.tui.settings import KEYMAP_FILE, LAYOUT_DIRS, KeymapFile, find_layout, load_keymap
 from specdebug.tui.store import EndPick, JournalNews, ServerNews
 from specdebug.tui.widgets.seats import JournalFollower, SeatsBar, SeatsProvider
+from specdebug.tui.widgets.steady import Steady
 
 __all__ = [
     "ActionsProvider",
@@ -136,7 +137,7 @@ class SpecdebugApp(App[None]):
     # ---- composition -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
-        yield Static(id="status-line")
+        yield Steady(id="status-line")
         yield SeatsBar(readonly=self.ctx.readonly)  # shown only inside a `specdebug pair` session
         yield JournalFollower(self.ctx)  # live updates from a journal kept on the box
         with TabbedContent(id="tabs"):

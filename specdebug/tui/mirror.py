@@ -22,6 +22,7 @@ from textual.widgets import Static
 
 from specdebug.capability import enter_readonly_process
 from specdebug.tui.driver import terminal_driver
+from specdebug.tui.widgets.steady import Steady
 
 REFRESH_S = 0.25
 MAX_SCREEN = 1 << 20  # a pane's screen with its colours is far smaller; more is not a screen
@@ -57,7 +58,7 @@ class MirrorApp(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(Text(self.title, style="bold reverse"), id="title")
-        yield Static(Text("waiting for the session's screen..."), id="mirror")
+        yield Steady(Text("waiting for the session's screen..."), id="mirror")
 
     def on_mount(self) -> None:
         self.run_worker(self._follow(), exclusive=True)

@@ -51,6 +51,7 @@ from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane, describe_error
 from specdebug.tui.panes.bench_view import bar, chart, compare_renderable, progress_text
 from specdebug.tui.widgets.spec_panel import spec_renderable
+from specdebug.tui.widgets.steady import Steady
 
 __all__ = ["BenchPane", "bar", "chart", "compare_renderable", "progress_text"]
 
@@ -135,15 +136,15 @@ class BenchPane(Pane):
         self._dirty = False
 
     def compose(self) -> ComposeResult:
-        yield Static(progress_text(None, self.kind, None), id="bench-status")
+        yield Steady(progress_text(None, self.kind, None), id="bench-status")
         with Horizontal(id="bench-main"):
             table: DataTable[Any] = DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
             for label, key in COLUMNS:
                 table.add_column(label, key=key)
             yield table
             with Vertical(id="bench-side"):
-                yield Static(id="bench-chart")
-                yield Static(id="bench-compare")
+                yield Steady(id="bench-chart")
+                yield Steady(id="bench-compare")
         yield Log(id="bench-output", highlight=False, max_lines=2000)
 
     def on_mount(self) -> None:

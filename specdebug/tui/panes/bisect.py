@@ -34,6 +34,7 @@ from specdebug.remote.api import RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.panes.bisect_view import BisectView, profile_for, progress_bar, short
+from specdebug.tui.widgets.steady import Steady
 
 STATE_STYLE = {"suspect": "yellow", "cleared": "dim", "culprit": "bold red"}
 JUDGED_STYLE = {"good": "green", "bad": "bold red", "skip": "magenta", "unclear": "yellow"}
@@ -84,7 +85,7 @@ class BisectPane(Pane):
         self._dirty = True
 
     def compose(self) -> ComposeResult:
-        yield Static(id="bisect-status")
+        yield Steady(id="bisect-status")
         with Horizontal(id="bisect-main"):
             with Vertical(id="bisect-side"):
                 ends: DataTable[Any] = DataTable(id="bisect-ends", cursor_type="row")

@@ -27,6 +27,7 @@ from specdebug.remote.api import ConnState, ConnStatus, RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.widgets.measured_table import MeasuredTable
+from specdebug.tui.widgets.steady import Steady
 
 STATE_STYLE = {
     ConnState.CONNECTING: "yellow",
@@ -125,7 +126,7 @@ class HostsPane(Pane):
         for label, key in HOST_COLUMNS:
             hosts.add_column(label, key=key)
         yield hosts
-        yield Static("GPUs", id="gpu-title")
+        yield Steady("GPUs", id="gpu-title")
         gpus: DataTable[Any] = DataTable(id="gpu-table", cursor_type="row", zebra_stripes=True)
         for label, key in [
             ("gpu", "index"),

@@ -43,6 +43,7 @@ from specdebug.tui.screens.log_context import ContextScreen
 from specdebug.tui.widgets.logs_status import FOLLOW_STATE, FollowState, LogsStatus, status_text
 from specdebug.tui.widgets.logview import Entry, LogView, entry_for_event, entry_for_mark, entry_for_match
 from specdebug.tui.widgets.metrics_panel import MetricsPanel
+from specdebug.tui.widgets.steady import Steady
 
 FLUSH_S = 0.08
 STATS_EVERY_S = 0.5
@@ -118,7 +119,7 @@ class LogsPane(LogsNodes):
 
     # -- layout --------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static("", id="logs-status")
+        yield Steady("", id="logs-status")
         for box_id, placeholder in (
             ("logs-input", "regex, e.g. accept|ERROR"),
             ("logs-path", "/var/log/server.log or ~/logs/server.log"),

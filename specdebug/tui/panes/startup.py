@@ -40,6 +40,7 @@ from specdebug.tui.pane import RunningServer, describe_error
 from specdebug.tui.panes.startup_nodes import StartupNodes
 from specdebug.tui.panes.startup_view import LOG_LINES_SHOWN, StartupView
 from specdebug.tui.stacks_action import open_stacks
+from specdebug.tui.widgets.steady import Steady
 
 CONNECT_WAIT_S = 30.0
 
@@ -117,13 +118,13 @@ class StartupPane(StartupView, StartupNodes):
         return list(self.mon.log_lines)
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(""), id="startup-head")
+        yield Steady(Text(""), id="startup-head")
         with Horizontal(id="startup-body"):
-            yield Static(Text(""), id="startup-phases")
+            yield Steady(Text(""), id="startup-phases")
             with Vertical(id="startup-verdict"):
-                yield Static(Text(""), id="startup-verdict-text")
+                yield Steady(Text(""), id="startup-verdict-text")
         yield Static(Text("log"), id="startup-log-title")
-        yield Static(Text(""), id="startup-log")
+        yield Steady(Text(""), id="startup-log")
 
     def on_mount(self) -> None:
         self.load_history()

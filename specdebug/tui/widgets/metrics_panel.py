@@ -15,6 +15,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Sparkline, Static
 
 from specdebug.core.logs.stats import MetricStore, metric_rank
+from specdebug.tui.widgets.steady import Steady
 
 if TYPE_CHECKING:
     from specdebug.core.metrics import MetricsEvent
@@ -38,7 +39,7 @@ class MetricRow(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(Text(self.metric, style="bold"), classes="metric-head")
-        yield Static("", classes="metric-stats")
+        yield Steady("", classes="metric-stats")
         yield Sparkline([], summary_function=max)
 
     def show(self, stats: dict[str, Any], recent: list[float]) -> None:
@@ -73,8 +74,8 @@ class MetricsPanel(VerticalScroll):
         self.rows: dict[str, MetricRow] = {}
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="metrics-prom")  # the server's /metrics, beside the log's numbers
-        yield Static(Text("metrics"), id="metrics-title")
+        yield Steady("", id="metrics-prom")  # the server's /metrics, beside the log's numbers
+        yield Steady(Text("metrics"), id="metrics-title")
 
     # -- the log's numbers ---------------------------------------------------------------------------
     def show_stats(self, store: MetricStore, include_warmup: bool) -> None:

@@ -26,7 +26,6 @@ from textual import work
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.css.query import NoMatches
 from textual.widget import Widget
-from textual.widgets import Static
 
 from specdebug.capability import process_is_readonly
 from specdebug.core.boxjournal import BoxJournal
@@ -35,9 +34,10 @@ from specdebug.core.pair import view as pair_view
 from specdebug.core.pair.session import Mode, Seat
 from specdebug.core.records import JournalRecord
 from specdebug.tui.context import AppContext
+from specdebug.tui.widgets.steady import Steady
 
 
-class SeatsBar(Static):
+class SeatsBar(Steady):
     """One line: `pairing NAME  driver alice ●  bob ro ●  carol rw ○` (● attached, ○ not)."""
 
     DEFAULT_CSS = """
