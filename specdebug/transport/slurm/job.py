@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specdebug.transport.base import HostSpecError, RemoteError, TransportFailed
+from specdebug.transport.local import abandon
 
 SCHEME = "slurm:"
 _SPEC_RE = re.compile(r"slurm:(?P<job>[0-9]{1,12})(?::(?P<node>[A-Za-z0-9][A-Za-z0-9._-]{0,199}))?")
@@ -101,6 +102,11 @@ async def slurm_command(argv: Sequence[str], timeout: float = 30.0) -> tuple[int
         proc.kill()
         await proc.wait()
         raise RemoteError(f"{argv[0]} did not answer within {timeout:g} s") from exc
+    except asyncio.CancelledError:
+        # the caller is gone (an app leaving): the command ends now, and its pipes are closed while
+        # the loop runs (left open, its transport said "Event loop is closed" when collected)
+        abandon(proc, group=False)
+        raise
     return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
