@@ -17,10 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specdebug.sim.server.common import costmodel
-from specdebug.sim.server.common.costmodel import AcceptSampler, SpecConfig
+from specdebug.sim.server.common.costmodel import MAX_LAG_S, AcceptSampler, SpecConfig
 from specdebug.sim.server.sglang.shapes import DEFAULT_VERSION, Shapes
 
-MAX_LAG_S = 0.25  # a stalled loop catches up at most this much, then time just moves on
 PROFILE_INTERVAL = 10  # [EAGLE3 profile] line every N decode steps
 EOS_TOKEN_ID = 128001
 

@@ -18,7 +18,6 @@ all_reduce -> pynccl_all_reduce -> wait_for_peers: the one-rank-stuck pattern of
 
 from __future__ import annotations
 
-import asyncio
 import os
 import select
 import time
@@ -26,7 +25,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from specdebug.sim.server.common.engine import MAX_LAG_S
+from specdebug.sim.server.common.costmodel import MAX_LAG_S
 
 STUCK_ENV = "SPECDEBUG_SIM_STUCK_RANK"
 FEED_INTERVAL_S = 0.05
@@ -35,6 +34,8 @@ FEED_INTERVAL_S = 0.05
 # ---- the launcher side --------------------------------------------------------------------------
 async def feed(conns: list[Connection], engine: Any) -> None:
     """Send ("work", draft_ms, verify_ms, speculative) / ("idle",) to every scheduler on a change."""
+    import asyncio  # here: the launcher runs this; a scheduler, a spawned process, never pays for asyncio
+
     last: tuple[Any, ...] | None = None
     while True:
         bs = len(engine.running)
