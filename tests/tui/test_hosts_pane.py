@@ -175,3 +175,23 @@ async def test_at_80_columns_the_hosts_row_keeps_its_gpus():
         # what stays on screen (Textual #3533: it was, GPUs cut to "...(1", until a cell changed)
         shown()
         assert await until(pilot, lambda: any("8 (1 throttled)" in line for line in shown())), shown()
+
+
+async def test_the_gpu_table_keeps_full_names_when_a_frame_comes_before_its_measure():
+    """A full run saw the GPU table stuck at its header's widths ("NVID", "1980/198") for as long as
+    the GPU facts stayed the same: its rows were drawn before the table measured them and kept from
+    that cache (Textual #3533, fixed for the hosts table only).  Every table is a MeasuredTable now."""
+    from specdebug.tui.widgets.measured_table import MeasuredTable
+
+    app = _snapshot_app()
+    async with app.run_test(size=(150, 30)) as pilot:
+        pane = app.query_one(HostsPane)
+        table = pane.query_one("#gpu-table", DataTable)
+        pane.show_info(sample_host_info("gpubox"), ConnStatus(ConnState.CONNECTED, rtt_ms=1.2))
+
+        def shown() -> list[str]:
+            return [str(table.render_line(y).text) for y in range(3)]
+
+        shown()  # a frame drawn before the table's idle (a loaded machine's timing)
+        assert await until(pilot, lambda: any("NVIDIA H200" in line for line in shown())), shown()
+        assert all(isinstance(t, MeasuredTable) for t in app.query(DataTable))

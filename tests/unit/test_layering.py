@@ -296,3 +296,16 @@ def test_the_stand_in_checker_sees_one(tmp_path):
         "tests/test_x.py: Fake (box_op, run)",
         "tests/test_x.py: Derived (stream)",
     ]
+
+
+def test_every_tui_table_is_a_measured_table():
+    """A plain DataTable shows rows drawn before it measured them at its header's widths until a cell
+    changes (Textual #3533: the GPU table stuck at "NVID"); widgets.measured_table is the only way in."""
+    plain = []
+    for path in sorted((PKG / "tui").rglob("*.py")):
+        if path.name == "measured_table.py":
+            continue
+        for node in ast.walk(parse_file(path)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "DataTable":
+                plain.append(f"{path.relative_to(PKG.parent)}:{node.lineno}")
+    assert not plain, f"a plain DataTable (use MeasuredTable): {plain}"

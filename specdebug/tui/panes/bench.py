@@ -50,6 +50,7 @@ from specdebug.remote.api import Remote
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane, describe_error
 from specdebug.tui.panes.bench_view import bar, chart, compare_renderable, progress_text
+from specdebug.tui.widgets.measured_table import MeasuredTable
 from specdebug.tui.widgets.spec_panel import spec_renderable
 from specdebug.tui.widgets.steady import Steady
 
@@ -138,7 +139,7 @@ class BenchPane(Pane):
     def compose(self) -> ComposeResult:
         yield Steady(progress_text(None, self.kind, None), id="bench-status")
         with Horizontal(id="bench-main"):
-            table: DataTable[Any] = DataTable(id="bench-table", cursor_type="row", zebra_stripes=True)
+            table: DataTable[Any] = MeasuredTable(id="bench-table", cursor_type="row", zebra_stripes=True)
             for label, key in COLUMNS:
                 table.add_column(label, key=key)
             yield table

@@ -34,6 +34,7 @@ from specdebug.remote.api import RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.panes.bisect_view import BisectView, profile_for, progress_bar, short
+from specdebug.tui.widgets.measured_table import MeasuredTable
 from specdebug.tui.widgets.steady import Steady
 
 STATE_STYLE = {"suspect": "yellow", "cleared": "dim", "culprit": "bold red"}
@@ -88,16 +89,18 @@ class BisectPane(Pane):
         yield Steady(id="bisect-status")
         with Horizontal(id="bisect-main"):
             with Vertical(id="bisect-side"):
-                ends: DataTable[Any] = DataTable(id="bisect-ends", cursor_type="row")
+                ends: DataTable[Any] = MeasuredTable(id="bisect-ends", cursor_type="row")
                 ends.add_column("end", key="end")
                 ends.add_column("profile", key="profile")
                 yield ends
-                knobs: DataTable[Any] = DataTable(id="bisect-knobs", cursor_type="row", zebra_stripes=True)
+                knobs: DataTable[Any] = MeasuredTable(
+                    id="bisect-knobs", cursor_type="row", zebra_stripes=True
+                )
                 # the verdict columns first: at 80x24 the right-hand columns are cut off
                 for label, key in (("knob", "knob"), ("state", "state"), ("good", "good"), ("bad", "bad")):
                     knobs.add_column(label, key=key)
                 yield knobs
-            trials: DataTable[Any] = DataTable(id="bisect-trials", cursor_type="row", zebra_stripes=True)
+            trials: DataTable[Any] = MeasuredTable(id="bisect-trials", cursor_type="row", zebra_stripes=True)
             for label, key in (
                 ("#", "index"),
                 ("judged", "judged"),

@@ -39,6 +39,7 @@ from specdebug.tui.panes.env_view import (
     var_cell,
 )
 from specdebug.tui.stacks_action import open_stacks
+from specdebug.tui.widgets.measured_table import MeasuredTable
 from specdebug.tui.widgets.steady import Steady
 
 __all__ = ["EnvPane", "short_title", "tui_warnings", "var_cell"]
@@ -90,15 +91,15 @@ class EnvPane(EnvNodes):
         yield Steady(Text("press r to check the workers' environment"), id="env-how")
         yield Steady(Text(""), id="env-verdict")
         # the variable (and expected) columns stay put while the process columns scroll
-        yield DataTable(id="env-matrix", cursor_type="cell", zebra_stripes=True, fixed_columns=2)
+        yield MeasuredTable(id="env-matrix", cursor_type="cell", zebra_stripes=True, fixed_columns=2)
         legend = Text()
         for i, (label, style) in enumerate(LEGEND):
             legend.append(("  " if i else "") + label, style=style)
         yield Static(legend, id="env-legend")
         yield Steady(Text("diff: mark two process columns with m"), id="env-diff-title")
-        yield DataTable(id="env-diff", cursor_type="row", show_cursor=False)
+        yield MeasuredTable(id="env-diff", cursor_type="row", show_cursor=False)
         yield Steady(Text("evidence"), id="env-evidence-title")
-        yield DataTable(id="env-evidence", cursor_type="row", show_cursor=False)
+        yield MeasuredTable(id="env-evidence", cursor_type="row", show_cursor=False)
 
     def on_mount(self) -> None:
         diff = self.query_one("#env-diff", DataTable)

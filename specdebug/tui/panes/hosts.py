@@ -127,7 +127,7 @@ class HostsPane(Pane):
             hosts.add_column(label, key=key)
         yield hosts
         yield Steady("GPUs", id="gpu-title")
-        gpus: DataTable[Any] = DataTable(id="gpu-table", cursor_type="row", zebra_stripes=True)
+        gpus: DataTable[Any] = MeasuredTable(id="gpu-table", cursor_type="row", zebra_stripes=True)
         for label, key in [
             ("gpu", "index"),
             ("name", "name"),
