@@ -325,7 +325,7 @@ class Launcher:
         self.sidecar.update(state="hung", hung_at={"phase": "warmup", "t": time.time()})
 
     async def _warmup(self, state: Any, server: Any) -> None:
-        import httpx
+        from specdebug.sim.server.common.localhttp import status_of  # here: only a launcher warms up
 
         while not server.started:
             await asyncio.sleep(0.01)
@@ -339,21 +339,17 @@ class Launcher:
             return
         url = s.url()
         try:
-            async with httpx.AsyncClient(trust_env=False) as client:
-                for _ in range(120):
-                    await asyncio.sleep(1.0 * self.cfg.sim.time_scale)
-                    try:
-                        res = await client.get(url + self.shapes.warmup_path, timeout=5)
-                        if res.status_code == 200:
-                            break
-                    except httpx.HTTPError:
-                        continue
-                res = await client.post(
-                    url + "/generate",
-                    json={"text": WARMUP_PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": 8}},
-                    timeout=None,
-                )
-                res.raise_for_status()
+            for _ in range(120):
+                await asyncio.sleep(1.0 * self.cfg.sim.time_scale)
+                try:
+                    if await status_of(url, "GET", self.shapes.warmup_path, timeout=5) == 200:
+                        break
+                except (OSError, TimeoutError, ValueError):
+                    continue
+            body = {"text": WARMUP_PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
+            status = await status_of(url, "POST", "/generate", body)
+            if status >= 400:
+                raise RuntimeError(f"the warmup request POST /generate answered HTTP {status}")
         except asyncio.CancelledError:
             raise
         except Exception:
