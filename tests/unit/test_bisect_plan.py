@@ -91,6 +91,9 @@ def test_confirmation_that_does_not_close_the_gap_searches_the_rest() -> None:
 def test_drift_makes_it_cannot_tell() -> None:
     plan, _ = drive(4, single(2), drift=0.3)
     assert plan.result.verdict == "cannot-tell" and plan.result.drift
+    # the data cannot tell a moved box from ends' first readings that were off by chance: both said
+    told = [n for n in plan.result.notes if "measured again reads" in n]
+    assert told and "the box drifted" in told[0] and "off by chance" in told[0] and "--repeats" in told[0]
 
 
 def test_undecided_within_the_noise_is_cannot_tell() -> None:

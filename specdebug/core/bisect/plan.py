@@ -34,6 +34,11 @@ MAX_RESIDUAL = Reading(0.15)
 MAX_RESIDUAL_HIGH = 0.35
 CONFIRM_PRECISION = MAX_RESIDUAL_HIGH - MAX_RESIDUAL.share
 ROUNDS = 2  # searches of the rest after a confirmation that did not close the gap
+# the data cannot tell a box that moved from first readings that were high or low by chance: say both
+DRIFT_OR_CHANCE = (
+    "the box drifted during the run, or the ends' first readings were off by chance "
+    "(rerun with more --repeats or --interleave, or on a quiet box)"
+)
 
 
 @dataclass(frozen=True)
@@ -250,15 +255,14 @@ class Plan:
                         notes
                         + self._suspects(culprits)
                         + [
-                            f"the good end measured again reads {again.share:+.0%} of the gap: the box drifted during "
-                            "the run (rerun with --interleave, or on a quiet box)"
+                            f"the good end measured again reads {again.share:+.0%} of the gap: {DRIFT_OR_CHANCE}"
                         ],
                         drift=True,
                     )
             else:  # the good end itself measured again: the drift check
                 drifted = not plausible(residual, ZERO)
                 why = (
-                    f"the good end measured again reads {residual.share:+.0%} of the gap: the box drifted during the run"
+                    f"the good end measured again reads {residual.share:+.0%} of the gap: {DRIFT_OR_CHANCE}"
                     if drifted
                     else f"the good end measured again reads {residual.share:+.0%} of the gap, but the noise allows up to "
                     f"{residual.high:+.0%}: too noisy to confirm (more --repeats, or a quieter box)"
