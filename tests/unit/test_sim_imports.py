@@ -50,10 +50,8 @@ def test_a_sim_launch_warms_up_without_httpx(tmp_path: Path) -> None:
 async def test_the_warmup_client_reads_a_status_and_refuses_what_is_not_http() -> None:
     import asyncio
 
-    from specdebug.sim.server.common.localhttp import split_url, status_of
+    from specdebug.sim.server.common.localhttp import status_of
 
-    assert split_url("http://[::1]:30000") == ("::1", 30000)
-    assert split_url("http://127.0.0.1:8000/") == ("127.0.0.1", 8000)
     seen: list[bytes] = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -63,14 +61,17 @@ async def test_the_warmup_client_reads_a_status_and_refuses_what_is_not_http() -
         writer.close()
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    address = ("127.0.0.1", server.sockets[0].getsockname()[1])
     async with server:
-        assert await status_of(url, "GET", "/model_info", timeout=5) == 503
+        assert await status_of(address, "GET", "/model_info", timeout=5) == 503
         try:
-            await status_of(url, "POST", "/generate", {"text": "x"}, timeout=5)
+            await status_of(address, "POST", "/generate", {"text": "x"}, timeout=5)
         except ValueError as exc:
             assert "not an HTTP answer" in str(exc)
         else:
             raise AssertionError("a line that is not HTTP was taken for a status")
-    assert seen[0].startswith(b"GET /model_info HTTP/1.1\r\n") and b"Connection: close" in seen[0]
+    assert (
+        seen[0].startswith(b"GET /model_info HTTP/1.1\r\nHost: 127.0.0.1:")
+        and b"Connection: close" in seen[0]
+    )
     assert b"Content-Type: application/json" in seen[1]

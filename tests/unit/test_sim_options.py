@@ -63,8 +63,8 @@ def test_phases_are_ordered_and_faults_known() -> None:
     assert set(FAULT_PHASES) <= set(PHASES)
 
 
-def test_url_for_wildcard_host() -> None:
-    assert ServerArgs(host="0.0.0.0", port=5).url() == "http://127.0.0.1:5"
+def test_address_for_wildcard_host() -> None:
+    assert ServerArgs(host="0.0.0.0", port=5).address() == ("127.0.0.1", 5)
 
 
 def test_verb_forwards_every_argument(monkeypatch) -> None:

@@ -1,9 +1,10 @@
 """A DataTable whose lines follow its measured column widths.
 
-Why: `update_cell(..., update_width=True)` measures the column on the table's next idle, but a line
-drawn in between is cached under a key without the widths and is shown from that cache until some
-other cell changes (Textual issue #3533). On a loaded client the Hosts pane kept a row drawn at the
-header's widths, the GPUs cut to "...(1", for as long as the host's facts stayed the same.
+Why: `add_row` and `update_cell(..., update_width=True)` measure the columns on the table's next
+idle, but a line drawn in between is cached under a key without the widths and is shown from that
+cache until some other cell changes (Textual issue #3533). On a loaded client the Hosts pane kept a
+row drawn at the header's widths, the GPUs cut to "...(1" and the GPU table's names to "NVID", for as
+long as the facts stayed the same.  Every table of the TUI is one of these (tests/unit/test_layering.py).
 """
 
 from __future__ import annotations

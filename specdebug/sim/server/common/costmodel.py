@@ -10,9 +10,8 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-MAX_LAG_S = (
-    0.25  # a stalled loop catches up at most this much, then time just moves on (engine, sched_frames)
-)
+# a stalled loop catches up at most this much, then time just moves on (engine, sched_frames)
+MAX_LAG_S = 0.25
 
 # --- calibration constants (the user's story: a 1T MoE on 8 PCIe GPUs) ---------------------------
 TARGET_DECODE_MS = 1000.0 / 89.0  # one plain decode step, batch 1 -> 89 tok/s baseline

@@ -15,24 +15,22 @@ from typing import Any
 MAX_HEAD = 64 * 1024  # a status line longer than this is not an HTTP server's
 
 
-def split_url(url: str) -> tuple[str, int]:
-    """("host", port) of "http://host:port" or "http://[v6]:port"."""
-    rest = url.removeprefix("http://").rstrip("/")
-    host, _, port = rest.rpartition(":")
-    return host.strip("[]"), int(port)
-
-
-async def status_of(url: str, method: str, path: str, body: Any = None, timeout: float | None = None) -> int:
+async def status_of(
+    address: tuple[str, int], method: str, path: str, body: Any = None, timeout: float | None = None
+) -> int:
     """The status code of one request (the body, JSON when given, is read and dropped).
 
     OSError, TimeoutError or ValueError (an answer that is not HTTP) when there is none."""
 
     async def ask() -> int:
-        host, port = split_url(url)
+        host, port = address
         reader, writer = await asyncio.open_connection(host, port, limit=MAX_HEAD)
         try:
             data = b"" if body is None else json.dumps(body).encode()
-            head = f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: */*\r\nConnection: close\r\n"
+            authority = (
+                f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            )  # RFC 7230: a v6 host in brackets
+            head = f"{method} {path} HTTP/1.1\r\nHost: {authority}\r\nAccept: */*\r\nConnection: close\r\n"
             if body is not None:
                 head += f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
             writer.write(head.encode("ascii") + b"\r\n" + data)

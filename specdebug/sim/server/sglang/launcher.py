@@ -337,17 +337,17 @@ class Launcher:
             self.sidecar.update(state="ready", ready_at=now, ready_line=False)
             self.start_die_timer()
             return
-        url = s.url()
+        address = s.address()
         try:
             for _ in range(120):
                 await asyncio.sleep(1.0 * self.cfg.sim.time_scale)
                 try:
-                    if await status_of(url, "GET", self.shapes.warmup_path, timeout=5) == 200:
+                    if await status_of(address, "GET", self.shapes.warmup_path, timeout=5) == 200:
                         break
                 except (OSError, TimeoutError, ValueError):
                     continue
             body = {"text": WARMUP_PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
-            status = await status_of(url, "POST", "/generate", body)
+            status = await status_of(address, "POST", "/generate", body)
             if status >= 400:
                 raise RuntimeError(f"the warmup request POST /generate answered HTTP {status}")
         except asyncio.CancelledError:

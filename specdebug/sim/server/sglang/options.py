@@ -83,11 +83,9 @@ class ServerArgs:
     enable_symm_mem: bool = False
     skip_server_warmup: bool = False
 
-    def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        if ":" in host:
-            host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+    def address(self) -> tuple[str, int]:
+        """(host, port) a client on this machine connects to (a wildcard bind is reached on loopback)."""
+        return ("127.0.0.1" if self.host in ("0.0.0.0", "") else self.host), self.port
 
 
 @dataclass
