@@ -203,14 +203,23 @@ async def launch(
     started = clock()
     launch_id = uuid.uuid4().hex
     _check_record_size(_record(remote, profile, DRAFT, launch_id, started))
-    if journal is not None:  # the box as the server found it, beside the launch (core.drift)
-        got, drift = await asyncio.gather(
-            start_detached(remote, profile, launch_id), snapshot_or_error(remote, profile)
-        )
-    else:
-        got, drift = await start_detached(remote, profile, launch_id), None
-    record = _record(remote, profile, got, launch_id, started, await read_source(remote, profile.server.cwd))
-    await save_record(remote, record)
-    if journal is not None:
-        journal.append(LaunchRecord(server=record, drift=drift), sync=True)
+
+    async def start_and_record() -> ServerRecord:
+        got = await start_detached(remote, profile, launch_id)
+        # recorded at once: a specdebug killed from here on (or a dropped link) leaves a server that
+        # status and stop find; the drift snapshot and the git check can take seconds on a busy box
+        record = _record(remote, profile, got, launch_id, started)
+        await save_record(remote, record)
+        source = await read_source(remote, profile.server.cwd)
+        if source is not None:
+            record = record.model_copy(update={"source": source})
+            await save_record(remote, record)
+        return record
+
+    if journal is None:
+        return await start_and_record()
+    # the box as the server found it, beside the launch (core.drift)
+    launched, drift = await asyncio.gather(start_and_record(), snapshot_or_error(remote, profile))
+    record: ServerRecord = launched
+    journal.append(LaunchRecord(server=record, drift=drift), sync=True)
     return record
