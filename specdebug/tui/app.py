@@ -377,14 +377,16 @@ class SpecdebugApp(App[None]):
     def on_resize(self, event: events.Resize) -> None:
         """Panes give side panels less room on small terminals (tmux splits, laptops).
 
-        A resize to the size the app already has still repaints every cell: a terminal shrunk and
-        grown back (tmux zoom twice, a window dragged) while the app was too busy to run its SIGWINCH
-        handler in between sends one signal, and Textual drops a same-size resize, yet tmux has cut
-        the rows below the cursor and grown blank ones: the footer stayed blank until a redraw.
+        Every resize repaints every cell. A terminal shrunk and grown back (tmux zoom twice, a
+        window dragged) has lost the rows below the cursor and grown blank ones, yet the screen may
+        never see the smaller size: one signal for both when the app was too busy to run its
+        SIGWINCH handler in between, or two resizes inside the 1/120 s Textual waits before it lays
+        the screen out. Either way the screen's last size is its old one, Textual paints nothing
+        for that, and the footer stayed blank until something redrew it.
         """
         for pane in self.query(Pane):
             pane.set_class(event.size.width < self.NARROW_COLUMNS, "-narrow")
-        if event.size == self.size and self.screen_stack:
+        if self.screen_stack:
             self.screen.refresh()  # the whole screen's region is dirty: a full update
 
     # ---- messages up, into the store ---------------------------------------------------------------
