@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from textual import events
 from textual._compositor import LayoutUpdate
 from textual.geometry import Size
@@ -63,6 +64,8 @@ async def test_two_resizes_inside_one_layout_wait_repaint_everything():
     app = _app()
     async with app.run_test(size=(150, 45)) as pilot:
         await pilot.pause()
+        if not hasattr(app, "_resize_timer"):  # Textual 8.2's layout wait (App._on_resize)
+            pytest.skip("this Textual has no layout timer after a resize: the case cannot arise")
         painted = _record_full_repaints(app)
         _resize(app, 120, 40)
         await _wait(lambda: app._resize_timer is not None, "the app takes the first resize")
