@@ -145,17 +145,19 @@ def test_concurrent_requests_are_batched(box: LocalSim) -> None:
         results.append(stream_rate(box.url, 64)[0])
 
     threads = [threading.Thread(target=one) for _ in range(4)]
-    start = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
-    elapsed = time.monotonic() - start
     assert len(results) == 4
     per_stream = sum(results) / 4
     print(f"4 concurrent streams: {per_stream:.1f} tok/s each, single {single:.1f}")
     assert per_stream < 0.9 * single  # a bigger batch makes each step slower
-    assert 4 * 64 / elapsed > single  # ... but total throughput is higher than one stream's
+    # ... but the batch's throughput (the four streams' decode rates, which the batch log line below
+    # shows running together) is higher than one stream's. Not 4 x 64 tokens over the test's own
+    # clock: that counts the four connections and first tokens too, which a loaded machine holds up
+    # (74 tok/s against 86 with two busy loops beside the suite)
+    assert sum(results) > single
     assert any(" Decode batch, #running-req: 4," in ln for ln in box.log_text().splitlines())
 
 

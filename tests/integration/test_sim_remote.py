@@ -79,7 +79,10 @@ async def test_sim_over_ssh(remote, tmp_path) -> None:
                     break
                 await asyncio.sleep(0.05)
         statuses = [s for s, _ in seen]
-        assert 503 in statuses and statuses[-1] == 200
+        # no "503 was seen": the warmup's 503 window is tens of ms at this time scale, which a poll
+        # through the SSH forward on a loaded machine can miss (it did, with two busy loops beside the
+        # suite); test_sim_faults' hang at warmup holds it open and checks it
+        assert statuses[-1] == 200 and all(s in (503, "down") for s in statuses[:-1]), statuses
         assert (
             seen[-1][1] or READY_LINE in (tmp_path / "sim.log").read_text()
         )  # 200 only after the ready line
