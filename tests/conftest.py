@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests import clifork, leakcheck
+from specdebug.sim.box.ports import PORTS_VAR
+from tests import clifork, leakcheck, ports
 from tests.boxes import ssh_box
 from tests.sshd_harness import SSHD, Sshd, start_sshd
 
@@ -145,6 +146,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def _own_data_dirs(tmp_path_factory):
     """Journals from verbs run without --session go to a test folder, not the user's data dir."""
     os.environ.setdefault("SPECDEBUG_SESSION", str(tmp_path_factory.mktemp("session")))
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sim_ports_of_this_worker():
+    """Every sim this worker's tests start, in-process or through a CLI run, draws its port from the
+    worker's own block (tests/ports.py), not from the range all workers share: a sim's port is free
+    when drawn and bound only at the end of its startup, seconds later on a loaded machine, and a sim
+    of another worker drew the same one in between (test_sim_cluster: node 0 could not bind)."""
+    os.environ[PORTS_VAR] = ports.sim_block()
     yield
 
 

@@ -16,7 +16,8 @@ import socket
 import threading
 
 BASE = 20000  # below Linux's default ephemeral range (32768-60999)
-BLOCK = 1000  # ports per worker
+BLOCK = 1000  # ports per worker: the first TESTS_SPAN for the tests' own servers, the rest for its sims
+TESTS_SPAN = 400
 BLOCKS = 12  # workers 0..11 get disjoint blocks; more wrap around (still checked by bind)
 
 _lock = threading.Lock()
@@ -43,7 +44,7 @@ def _own_block() -> int:
     """The first port of this worker's block; the walk starts at a random offset (hold _lock)."""
     global _next
     if _next is None:
-        _next = random.randrange(BLOCK)
+        _next = random.randrange(TESTS_SPAN)
     return BASE + (worker_index() % BLOCKS) * BLOCK
 
 
@@ -52,13 +53,13 @@ def free_port(host: str = "127.0.0.1") -> int:
     global _next
     with _lock:
         start = _own_block()
-        for _ in range(BLOCK):
+        for _ in range(TESTS_SPAN):
             assert _next is not None
-            port = start + _next % BLOCK
+            port = start + _next % TESTS_SPAN
             _next += 1
             if _bindable(port, host) and _bindable(port, "0.0.0.0"):
                 return port
-    raise RuntimeError(f"no free port in {start}-{start + BLOCK - 1}")
+    raise RuntimeError(f"no free port in {start}-{start + TESTS_SPAN - 1}")
 
 
 def port_range(n: int, host: str = "127.0.0.1") -> int:
@@ -70,12 +71,19 @@ def port_range(n: int, host: str = "127.0.0.1") -> int:
         start = _own_block()
         for _ in range(BLOCK):
             assert _next is not None
-            first = _next % BLOCK
-            if first + n > BLOCK:  # no wrap inside a range
-                _next += BLOCK - first
+            first = _next % TESTS_SPAN
+            if first + n > TESTS_SPAN:  # no wrap inside a range
+                _next += TESTS_SPAN - first
                 continue
             _next += n
             ports = range(start + first, start + first + n)
             if all(_bindable(p, host) and _bindable(p, "0.0.0.0") for p in ports):
                 return start + first
-    raise RuntimeError(f"no {n} free ports in a row in {start}-{start + BLOCK - 1}")
+    raise RuntimeError(f"no {n} free ports in a row in {start}-{start + TESTS_SPAN - 1}")
+
+
+def sim_block() -> str:
+    """This worker's sim ports as SPECDEBUG_SIM_PORTS takes them: the rest of its block, where the
+    sims its tests start (in-process or by a CLI run) draw their ports, never another worker's."""
+    start = BASE + (worker_index() % BLOCKS) * BLOCK
+    return f"{start + TESTS_SPAN}-{start + BLOCK}"

@@ -8,18 +8,40 @@ connection may take as its local port before the server binds it (a demo test fo
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 
 SIM_PORTS = (10000, 20000)  # below Linux's default ephemeral range (32768-60999) and the tests' blocks
+PORTS_VAR = (
+    "SPECDEBUG_SIM_PORTS"  # LOW-HIGH: draw from these instead (a firewall's open range; a test worker's own)
+)
+
+
+def sim_ports() -> tuple[int, int]:
+    """The range a sim's port is drawn from: $SPECDEBUG_SIM_PORTS (`LOW-HIGH`, HIGH excluded) or SIM_PORTS."""
+    text = os.environ.get(PORTS_VAR, "").strip()
+    if not text:
+        return SIM_PORTS
+    low, sep, high = text.partition("-")
+    try:
+        lo, hi = int(low), int(high)
+    except ValueError:
+        lo = hi = 0
+    if not sep or not 1024 <= lo < hi <= 65536:
+        raise ValueError(
+            f"{PORTS_VAR}={text!r}: expected LOW-HIGH, two port numbers from 1024 to 65536, LOW < HIGH"
+        )
+    return lo, hi
 
 
 def free_port(host: str = "127.0.0.1", tries: int = 64) -> int:
-    """A port of SIM_PORTS that can be bound on `host` now (random, so two sims rarely meet);
+    """A port of sim_ports() that can be bound on `host` now (random, so two sims rarely meet);
     bind(0)'s if none of `tries` can."""
     rng = random.SystemRandom()
+    span = sim_ports()
     for _ in range(tries):
-        port = rng.randrange(*SIM_PORTS)
+        port = rng.randrange(*span)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind((host, port))  # no SO_REUSEADDR: a port in TIME_WAIT counts as taken
