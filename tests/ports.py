@@ -40,12 +40,17 @@ def _bindable(port: int, host: str) -> bool:
     return True
 
 
+def _block_start() -> int:
+    """The first port of this worker's block."""
+    return BASE + (worker_index() % BLOCKS) * BLOCK
+
+
 def _own_block() -> int:
     """The first port of this worker's block; the walk starts at a random offset (hold _lock)."""
     global _next
     if _next is None:
         _next = random.randrange(TESTS_SPAN)
-    return BASE + (worker_index() % BLOCKS) * BLOCK
+    return _block_start()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -85,5 +90,5 @@ def port_range(n: int, host: str = "127.0.0.1") -> int:
 def sim_block() -> str:
     """This worker's sim ports as SPECDEBUG_SIM_PORTS takes them: the rest of its block, where the
     sims its tests start (in-process or by a CLI run) draw their ports, never another worker's."""
-    start = BASE + (worker_index() % BLOCKS) * BLOCK
+    start = _block_start()
     return f"{start + TESTS_SPAN}-{start + BLOCK}"

@@ -13,9 +13,8 @@ import random
 import socket
 
 SIM_PORTS = (10000, 20000)  # below Linux's default ephemeral range (32768-60999) and the tests' blocks
-PORTS_VAR = (
-    "SPECDEBUG_SIM_PORTS"  # LOW-HIGH: draw from these instead (a firewall's open range; a test worker's own)
-)
+# LOW-HIGH: draw from these instead (a firewall's open range; a test worker's own block)
+PORTS_VAR = "SPECDEBUG_SIM_PORTS"
 
 
 def sim_ports() -> tuple[int, int]:

@@ -27,9 +27,8 @@ async def status_of(
         reader, writer = await asyncio.open_connection(host, port, limit=MAX_HEAD)
         try:
             data = b"" if body is None else json.dumps(body).encode()
-            authority = (
-                f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            )  # RFC 7230: a v6 host in brackets
+            # RFC 7230: a v6 host goes in brackets
+            authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             head = f"{method} {path} HTTP/1.1\r\nHost: {authority}\r\nAccept: */*\r\nConnection: close\r\n"
             if body is not None:
                 head += f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
