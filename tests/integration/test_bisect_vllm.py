@@ -72,11 +72,16 @@ def write_vllm_pair(folder: Path, bad_flags: list[list[str]], tag: str = TAG) ->
     return paths[0], paths[1]
 
 
+@pytest.mark.timeout(480)  # the bisection's own bound is 400 s (up to 6 runs an end under load)
 def test_bisect_finds_the_knob_that_slows_the_vllm_sim(sshd, tmp_path: Path) -> None:
     good, bad = write_vllm_pair(tmp_path / "pair", [HARMLESS, CULPRIT])
     session = tmp_path / "session"
     cmd = [sys.executable, "-m", "specdebug.cli", "bisect", "-F", str(sshd.config_path), "gpubox",
-           "--good", str(good), "--bad", str(bad), "--session", str(session), "--json"]  # fmt: skip
+           "--good", str(good), "--bad", str(bad), "--session", str(session), "--json",
+           # the client's tok/s moves with this machine's load: CI read the good end 68.8, 78.5, 81.9,
+           # 83.9 against a steady 67 (3.4 standard errors, needs 3.7 at 4+4 runs: cannot-tell, the
+           # honest answer). Up to 6 runs an end when the noise asks for them; none when it does not
+           "--repeats", "6"]  # fmt: skip
     try:
         run = clifork.run(cmd, capture_output=True, text=True, timeout=400)
     finally:

@@ -150,7 +150,11 @@ def test_launch_ready_logs_env_bench_metrics(engine: str, sshd, tmp_path: Path) 
     assert r.returncode == 0, r.stderr
     samples = [json.loads(line) for line in r.stdout.splitlines()]
     assert len(samples) == 3 and all(s["status"] == "ok" for s in samples)
-    assert samples[1]["rates"]["window_s"] == pytest.approx(0.3, abs=0.25)
+    # the second sample's rates are over the time since the first scrape: about the interval, longer
+    # when a loaded machine slows a scrape (0.67 s seen in CI), never the server's whole uptime (None)
+    window = samples[1]["rates"]["window_s"]
+    print(f"--watch window: {window} s at --interval 0.3")
+    assert window is not None and 0.15 <= window < 5.0
     with log_path.open("rb") as fh:
         fh.seek(size)
         gets = [

@@ -188,10 +188,16 @@ async def test_request_timeout_keeps_channel(remote):
 
 
 async def test_overlapping_requests(remote):
-    t0 = time.monotonic()
-    results = await asyncio.gather(*(remote.run(["sh", "-c", f"sleep 0.3; echo {i}"]) for i in range(8)))
-    assert [r.out.strip() for r in results] == [str(i) for i in range(8)]
-    assert time.monotonic() - t0 < 2.0  # they overlapped rather than queued behind each other
+    """Eight commands meet at a barrier on the box: each marks itself arrived and waits until all eight
+    have, so they pass only if they run at once, not queued behind each other (no clock involved)."""
+    folder = (await remote.run(["mktemp", "-d"])).out.strip()
+    barrier = 'touch "$0/$1"; n=0; while [ "$(ls "$0" | wc -l)" -lt 8 ]; do sleep 0.05; n=$((n+1)); '
+    barrier += '[ "$n" -gt 1200 ] && exit 3; done; echo "$1"'
+    try:
+        results = await asyncio.gather(*(remote.run(["sh", "-c", barrier, folder, str(i)]) for i in range(8)))
+    finally:
+        await remote.run(["rm", "-rf", "--", folder])
+    assert [(r.exit_status, r.out.strip()) for r in results] == [(0, str(i)) for i in range(8)]
 
 
 async def test_read_files_one_failure_does_not_hide_rest(remote, tmp_path):

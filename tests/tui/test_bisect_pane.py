@@ -3,7 +3,6 @@ read-only turns every key off; snapshots of a running and a finished bisection."
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from textual import events
@@ -17,6 +16,7 @@ from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane
 from specdebug.tui.panes.bisect import BisectPane, BisectView, profile_for
 from tests.tui.fakes import StillRemote
+from tests.tui.pilotwait import until_slept
 
 KNOBS = [
     bm.KnobRow(
@@ -323,10 +323,8 @@ async def test_down_then_g_typed_at_once_marks_the_row_moved_to(tmp_path: Path) 
             table.move_cursor(row=0, animate=False)
             app.post_message(events.Key("down", None))
             app.post_message(events.Key("g", "g"))
-            for _ in range(100):  # under load the app may need a while: wait for the mark, not a time
-                if pane.good is not None:
-                    break
-                await asyncio.sleep(0.02)
+            # under load the app may need a while: wait for the mark, not a time
+            await until_slept(lambda: pane.good is not None, 30)
             assert pane.good is not None and pane.good.stem == "slow", pane.good
             pane.good = None
 
@@ -345,9 +343,7 @@ async def test_bench_rows_picked_as_ends_with_keys_typed_at_once(tmp_path: Path)
         for name, char in (("B", "B"), ("down", None), ("g", "g")):
             app.post_message(events.Key(name, char))
         pane = app.query_one(BisectPane)
-        for _ in range(200):  # under load the app may need a while: wait for both ends, not a time
-            if pane.good is not None and pane.bad is not None:
-                break
-            await asyncio.sleep(0.02)
+        # under load the app may need a while: wait for both ends, not a time
+        await until_slept(lambda: pane.good is not None and pane.bad is not None, 30)
         assert pane.bad is not None and pane.bad.stem == "slow"
         assert pane.good is not None and pane.good.stem == "fast"

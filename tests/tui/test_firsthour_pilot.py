@@ -30,6 +30,7 @@ from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.screens.help import HelpScreen
 from tests.boxes import TableBox
 from tests.tui.fakes import StillRemote
+from tests.tui.pilotwait import until
 from tests.tui.test_bench_pane import fake_results
 from tests.tui.test_env_pane import PROCS, QUERY, FakeRemote, files
 from tests.tui.test_startup_pane import HISTORY, T0, FakeJournal, StartupApp, feed_ready
@@ -76,10 +77,8 @@ async def show(pilot, key: str, pane_cls) -> None:
     activation, so it is pressed again: pressing a shown tab's key is harmless."""
     for _ in range(5):
         await pilot.press(key)
-        for _ in range(50):
-            await pilot.pause(0.02)
-            if inside(pilot.app, pane_cls):
-                return
+        if await until(pilot, lambda: inside(pilot.app, pane_cls), 6):
+            return
     raise AssertionError(f"focus never reached {pane_cls.__name__}: {pilot.app.focused}")
 
 
@@ -156,10 +155,7 @@ async def test_found_server_still_starting_turns_ready_when_healthy(monkeypatch)
         pane.apply_status(running_status(pane.profile, None))
         assert pane.state == "running"
         task = asyncio.create_task(pane._monitor(None, pane.record, pane.profile))  # noqa: SLF001
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if pane.state == "ready":
-                break
+        await until(pilot, lambda: pane.state == "ready", 30)
         task.cancel()
         assert pane.state == "ready"
 
@@ -249,18 +245,16 @@ async def palette(pilot, entry: str) -> None:
     from textual.command import CommandList, CommandPalette
 
     await pilot.press("ctrl+p")
-    for _ in range(100):
-        await pilot.pause(0.02)
-        if isinstance(pilot.app.screen, CommandPalette):
-            break
+    await until(pilot, lambda: isinstance(pilot.app.screen, CommandPalette), 30)
     await pilot.press(*entry)
-    for _ in range(200):
-        await pilot.pause(0.02)
+
+    def offered() -> bool:
         hits = pilot.app.screen.query_one(CommandList)
-        if hits.highlighted is not None and entry in str(hits.get_option_at_index(hits.highlighted).prompt):
-            break
-    else:
-        raise AssertionError(f"palette never offered {entry!r}")
+        return hits.highlighted is not None and entry in str(
+            hits.get_option_at_index(hits.highlighted).prompt
+        )
+
+    assert await until(pilot, offered, 30), f"palette never offered {entry!r}"
     await pilot.press("enter")
     await settle(pilot, 6)
 
@@ -330,10 +324,8 @@ async def test_palette_restart_goes_through_the_confirmation() -> None:
         feed_ready(pane)
         await palette(pilot, "Startup: Restart")
         asked = "press R again (or pick it in the palette again) within 3 s to restart eagle3-3step"
-        for _ in range(100):  # the palette runs the command after its own messages: slow under load
-            if asked in notes(app):
-                break
-            await pilot.pause(0.1)
+        # the palette runs the command after its own messages: slow under load
+        await until(pilot, lambda: asked in notes(app), 30)
         assert asked in notes(app), notes(app)
         assert pane.state == "ready"  # nothing was stopped
 

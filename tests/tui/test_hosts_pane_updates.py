@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from textual import events
 from textual.widgets import DataTable
 
@@ -12,6 +10,7 @@ from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.hosts import HostsPane
 from tests.tui.fakes import StillRemote, sample_host_info
+from tests.tui.pilotwait import until_slept
 
 HOSTS = [f"box{i:02d}" for i in range(16)]
 
@@ -55,9 +54,9 @@ async def test_down_then_enter_typed_at_once_selects_the_row_moved_to() -> None:
         await pilot.pause()
         app.post_message(events.Key("down", None))
         app.post_message(events.Key("enter", "\r"))
-        for _ in range(200):  # under load the app may need a while: wait for the news, not a time
-            if any(m.startswith("acting on") for m in told) and app.ctx.selected != HOSTS[0]:
-                break
-            await asyncio.sleep(0.02)
+        # under load the app may need a while: wait for the news, not a time
+        await until_slept(
+            lambda: any(m.startswith("acting on") for m in told) and app.ctx.selected != HOSTS[0], 30
+        )
         assert [m for m in told if m.startswith("acting on")] == [f"acting on {HOSTS[1]}"]
         assert app.ctx.selected == HOSTS[1]

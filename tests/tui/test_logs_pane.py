@@ -16,6 +16,7 @@ from specdebug.core.profiles import Profile
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.logs import MAX_VIEW, ContextScreen, LogsPane, LogView
 from specdebug.tui.widgets.metrics_panel import MetricsPanel
+from tests.tui.pilotwait import until
 from tests.unit.test_log_follow_local import LocalRemote
 
 P = "[2026-01-15 12:00:{:02d} TP0] "
@@ -206,28 +207,19 @@ async def test_follow_typed_path_then_context(tmp_path: Path) -> None:
         assert app.focused is box
         box.value = str(log)
         await pilot.press("enter")
-        for _ in range(200):
-            await pilot.pause(0.02)
-            if pane.matches >= 1 and pane.query_one(LogView).current() is not None:
-                break
+        await until(pilot, lambda: pane.matches >= 1 and pane.query_one(LogView).current() is not None, 30)
         assert pane.matches == 1 and pane.state == "following"
         assert pane.analyzer.store.summary()["accept_len"]["last"] == 2.75
         with open(log, "a") as f:
             f.write(decode(41, 3.25, 60.0) + "\n")
-        for _ in range(200):
-            await pilot.pause(0.02)
-            if pane.matches >= 2:
-                break
+        await until(pilot, lambda: pane.matches >= 2, 30)
         assert pane.matches == 2
         pane.flush()
         view = pane.query_one(LogView)
         await pilot.press("up")
         assert view.current().match.metrics["accept_len"] == 2.75
         await pilot.press("enter")
-        for _ in range(100):
-            await pilot.pause(0.02)
-            if isinstance(app.screen, ContextScreen):
-                break
+        await until(pilot, lambda: isinstance(app.screen, ContextScreen), 30)
         screen = app.screen
         assert isinstance(screen, ContextScreen)
         assert [c.text for c in screen.lines if c.target] == [body[30]]
@@ -260,10 +252,7 @@ async def test_server_ready_starts_following_profile_log(tmp_path: Path) -> None
         pane.server_state_changed(ServerState.STOPPED, None)
         assert pane.state == "idle"
         pane.server_state_changed(ServerState.READY, None)
-        for _ in range(200):
-            await pilot.pause(0.02)
-            if pane.matches >= 2:
-                break
+        await until(pilot, lambda: pane.matches >= 2, 30)
         assert pane.path == str(log) and pane.analyzer.parser.pack_name == "sglang"
         assert pane.analyzer.store.summary()["accept_len"]["n"] == 1
         pane.server_state_changed(ServerState.READY, None)  # already following: no restart
@@ -283,10 +272,7 @@ async def test_refollow_after_pause_and_stop_resumes_live_view(tmp_path: Path) -
     async with app.run_test(size=(120, 30)) as pilot:
         pane = app.query_one(LogsPane)
         pane.start_follow(str(log))
-        for _ in range(200):
-            await pilot.pause(0.02)
-            if pane.matches >= 60:
-                break
+        await until(pilot, lambda: pane.matches >= 60, 30)
         await pilot.pause(0.3)  # let the last scroll-to-end settle
         pane.query_one(LogView).focus()
         await pilot.press("up")
@@ -294,10 +280,7 @@ async def test_refollow_after_pause_and_stop_resumes_live_view(tmp_path: Path) -
         assert not pane.following, (pane.matches, len(pane.query_one(LogView).rows), app.focused)
         pane.action_stop()
         pane.start_follow(str(log))
-        for _ in range(200):
-            await pilot.pause(0.02)
-            if pane.matches >= 60:
-                break
+        await until(pilot, lambda: pane.matches >= 60, 30)
         await pilot.pause(0.2)
         assert pane.following, "a fresh follow must not come up paused"
         pane.buffer.pause()  # paused with whatever is in view: End resumes

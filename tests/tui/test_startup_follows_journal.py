@@ -12,6 +12,7 @@ from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.panes.startup import StartupPane
 from tests.tui.fakes import StillRemote
+from tests.tui.pilotwait import until
 
 PROFILE = Profile.model_validate(
     {"name": "base", "server": {"argv": ["true"], "kind": "sglang", "port": 30000}}
@@ -38,10 +39,7 @@ async def test_the_drivers_stop_and_relaunch_reach_the_watchers_startup_pane() -
         app.post_message(
             Pane.JournalChanged([parse_record(other), parse_record(stop)])
         )  # as the journal follower posts it
-        for _ in range(50):
-            await pilot.pause(0.02)
-            if pane.state is ServerState.STOPPED:
-                break
+        await until(pilot, lambda: pane.state is ServerState.STOPPED, 30)
         assert pane.state is ServerState.STOPPED
         assert "stopped by alice" in pane.message and "crashed" not in pane.message
         assert "stopped by alice" in pane.verdict_text().plain or "stopped by alice" in pane.head_text().plain
@@ -49,8 +47,5 @@ async def test_the_drivers_stop_and_relaunch_reach_the_watchers_startup_pane() -
         launch = {"kind": "launch", "profile": "base", "pid": 4242, "pgid": 4242, "port": 30000}
         launch |= {"log_file": "/l", "by": "alice", "eid": "e3", "ts": 2.0}
         app.post_message(Pane.JournalChanged([parse_record(launch)]))
-        for _ in range(50):
-            await pilot.pause(0.02)
-            if pane.state is ServerState.CHECKING:
-                break
+        await until(pilot, lambda: pane.state is ServerState.CHECKING, 30)
         assert pane.state is ServerState.CHECKING  # asking the box what runs now: no `a` needed
