@@ -20,6 +20,7 @@ from specdebug.remote.api import ConnState, ConnStatus
 class Link:
     full: bool = False
     status: ConnStatus = field(default_factory=lambda: ConnStatus(ConnState.CONNECTED))
+    generation: int = 1
 
     def sessions_full(self) -> bool:
         return self.full
@@ -67,6 +68,21 @@ async def test_an_open_past_the_slow_bound_polls_without_blaming_maxsessions() -
 async def test_a_link_that_went_while_opening_is_down() -> None:
     link = Link(status=ConnStatus(ConnState.RECONNECTING))
     assert await follow._open_stream(link, SlowStream(0.3)) == "down"
+
+
+async def test_an_open_still_pending_after_a_reconnect_is_made_again() -> None:
+    """The link dropped and came back while the open waited (the watch-drop test's rare 60 s "ready
+    line not seen"): the open is not waited for up to OPEN_SLOW_S on the old link."""
+    link, stream = Link(), SlowStream(5.0)
+
+    async def reconnect() -> None:
+        await asyncio.sleep(0.02)
+        link.generation += 1  # connected again, on a new link
+
+    task = asyncio.ensure_future(reconnect())
+    assert await follow._open_stream(link, stream) == "down"
+    await task
+    assert not stream.opened
 
 
 async def test_a_cancelled_follow_closes_a_stream_that_opened_meanwhile() -> None:

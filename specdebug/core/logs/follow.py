@@ -381,8 +381,10 @@ async def _open_stream(remote: Remote, stream: Any) -> str | None:
     should go through the probe channel instead.  A slow open is waited for (a loaded box, a Slurm
     step that takes seconds): only one queued for a session slot (MaxSessions used up) turns to
     polling after OPEN_WAIT_S, any other after OPEN_SLOW_S.  Until stop 33 any open slower than
-    5 s fell back, saying MaxSessions was used up where it was not."""
+    5 s fell back, saying MaxSessions was used up where it was not.  An open still pending after a
+    reconnect is "down" too: it is made again on the new link."""
     opening = asyncio.ensure_future(stream.__aenter__())
+    link = getattr(remote, "generation", None)  # the link this open started on
     waited = 0.0
     why: str | None = None
     used = False
@@ -394,7 +396,9 @@ async def _open_stream(remote: Remote, stream: Any) -> str | None:
                 used = True
                 return None
             waited += OPEN_WAIT_S
-            if not _connected(remote):
+            # a reconnect since it started: its link is gone, so open again on the new one instead of
+            # waiting up to OPEN_SLOW_S on an open the drop may have left unanswered
+            if not _connected(remote) or getattr(remote, "generation", None) != link:
                 why = "down"
             elif _sessions_full(remote):
                 why = (
