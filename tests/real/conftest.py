@@ -22,7 +22,9 @@ HERE = Path(__file__).parent
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get("SPECDEBUG_REAL_ENGINE") or os.environ.get("SPECDEBUG_REQUIRE_REAL_ENGINE"):
         return
-    skip = pytest.mark.skip(reason="the real-engine tier runs with `bash tests/real/run.sh` (installs vLLM CPU)")
+    skip = pytest.mark.skip(
+        reason="the real-engine tier runs with `bash tests/real/run.sh` (installs vLLM CPU)"
+    )
     for item in items:
         if Path(str(item.fspath)).is_relative_to(HERE):
             item.add_marker(skip)

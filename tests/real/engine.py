@@ -51,7 +51,13 @@ def thread_bind(tp: int) -> str:
 
 
 def server_argv(
-    venv: VllmVenv, model: Path, port: int, *, tp: int = 2, spec_tokens: int | None = 3, extra: tuple[str, ...] = ()
+    venv: VllmVenv,
+    model: Path,
+    port: int,
+    *,
+    tp: int = 2,
+    spec_tokens: int | None = 3,
+    extra: tuple[str, ...] = (),
 ) -> list[str]:
     argv = [str(venv.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
             "--served-model-name", "tiny-llama", "--load-format", "dummy", "--enforce-eager",
@@ -97,9 +103,9 @@ def write_profile(
     path = folder / f"{name}.toml"
     envs = ", ".join(f"{k} = {toml_str(v)}" for k, v in env.items())
     path.write_text(
-        f"name = {toml_str(name)}\n[server]\nargv = {toml_str(argv)}\nkind = \"vllm\"\n"
+        f'name = {toml_str(name)}\n[server]\nargv = {toml_str(argv)}\nkind = "vllm"\n'
         f"log_file = {toml_str(str(folder / (name + '.log')))}\nport = {port}\nenv = {{{envs}}}\n"
-        f"[ready]\nhealth = \"/health\"\ntimeout_s = {ready_timeout_s}\n[workers]\nmatch = {toml_str(WORKERS)}\n"
+        f'[ready]\nhealth = "/health"\ntimeout_s = {ready_timeout_s}\n[workers]\nmatch = {toml_str(WORKERS)}\n'
         f"[bench]\nrequests = {requests}\nconcurrency = 1\ninput_len = 64\noutput_len = {output_len}\n"
     )
     return path

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests import clifork
-from tests.real.engine import VllmVenv, server_argv, server_env, write_profile
+from tests.real.engine import NGRAM, VllmVenv, server_argv, server_env, write_profile
 from tests.sshd_harness import Sshd, free_port
 from tests.tmux_harness import Tmux
 
@@ -70,11 +70,15 @@ def _one_state_dir(box_state_dir: Path, state_dir: Path, monkeypatch: pytest.Mon
 
 
 @pytest.fixture(scope="module")
-def server(sshd: Sshd, vllm_venv: VllmVenv, tiny_model: Path, state_dir: Path, tmp_path_factory) -> Iterator[Server]:
+def server(
+    sshd: Sshd, vllm_venv: VllmVenv, tiny_model: Path, state_dir: Path, tmp_path_factory
+) -> Iterator[Server]:
     os.environ["SPECDEBUG_STATE_DIR"] = str(state_dir)
     folder = tmp_path_factory.mktemp("real-vllm")
     port = free_port()
-    profile = write_profile(folder, server_argv(vllm_venv, tiny_model, port), server_env(), port, name="real-tp2-ngram")
+    profile = write_profile(
+        folder, server_argv(vllm_venv, tiny_model, port), server_env(), port, name="real-tp2-ngram"
+    )
     srv = Server(sshd, profile, port)
     started = time.monotonic()
     r = srv.run("launch", "--wait", "--json", timeout=500)
@@ -115,7 +119,9 @@ def _group_alive(pgid: int) -> list[int]:
     return alive
 
 
-def stream_once(port: int, prompt: str = "the quick brown fox jumps over the lazy dog " * 4, tokens: int = 64) -> str:
+def stream_once(
+    port: int, prompt: str = "the quick brown fox jumps over the lazy dog " * 4, tokens: int = 64
+) -> str:
     body = {"model": "tiny-llama", "prompt": prompt, "max_tokens": tokens, "ignore_eos": True}
     r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json=body, timeout=120)
     r.raise_for_status()
@@ -227,9 +233,23 @@ def test_scan_and_grep_read_the_real_log(server: Server) -> None:
     assert hits and all("SpecDecoding metrics" in h["line"] for h in hits)
     # --follow sees a line the server writes after it started (a request's access-log line)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specdebug.cli", "grep", "-F", server.cfg, f"gpubox:{server.log}",
-         "-e", "POST /v1/completions", "--follow", "--json"],  # fmt: skip
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "specdebug.cli",
+            "grep",
+            "-F",
+            server.cfg,
+            f"gpubox:{server.log}",
+            "-e",
+            "POST /v1/completions",
+            "--follow",
+            "--json",
+        ],  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -252,7 +272,9 @@ def test_spec_has_a_cycle_time_from_the_stream(server: Server, tmp_path: Path) -
     session = tmp_path / "session"
     r = server.run("bench", "--session", str(session), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
-    r = specdebug("spec", "-F", server.cfg, "gpubox", "-c", str(server.profile), "--session", str(session), "--json")
+    r = specdebug(
+        "spec", "-F", server.cfg, "gpubox", "-c", str(server.profile), "--session", str(session), "--json"
+    )
     print(r.stdout[-3000:], r.stderr[-1000:])
     assert r.returncode in (0, 1), r.stderr
     out = json.loads(r.stdout)
@@ -300,7 +322,9 @@ def test_the_tui_shows_the_real_server(server: Server) -> None:
     tmux = Tmux("specdebug-real-tui")
     tmux.kill()
     app = f"{sys.executable} -m specdebug.cli -F {server.cfg} -c {server.profile} gpubox"
-    tmux.new_session("tui", f"env SPECDEBUG_STATE_DIR={os.environ['SPECDEBUG_STATE_DIR']} {app}; sleep 30", 160, 45)
+    tmux.new_session(
+        "tui", f"env SPECDEBUG_STATE_DIR={os.environ['SPECDEBUG_STATE_DIR']} {app}; sleep 30", 160, 45
+    )
     try:
         tmux.wait_screen("tui", lambda s: "connected" in s, 60)
         tmux("send-keys", "-t", "tui", "2")
@@ -314,6 +338,86 @@ def test_the_tui_shows_the_real_server(server: Server) -> None:
         tmux.wait_screen("tui", lambda s: "Worker_TP1" not in s, 30)
     finally:
         tmux.kill()
+
+
+def _group_titles(pgid: int) -> list[str]:
+    """The retitled processes (VLLM::...) of one process group: the first word of each cmdline."""
+    titles = []
+    for pid in _group_alive(pgid):
+        try:
+            first = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if first.startswith("VLLM::"):
+            titles.append(first.split(" ")[0])
+    return sorted(titles)
+
+
+def _metric_shapes(port: int) -> dict[str, set[str]]:
+    """vllm:* families of /metrics -> their label keys (samples' suffixes folded into the family)."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+    shapes: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        if not line.startswith("vllm:"):
+            continue
+        head = line.rsplit(" ", 1)[0]
+        name, _, labels = head.partition("{")
+        name = re.sub(r"_(total|bucket|sum|count|created)$", "", name)
+        keys = {kv.split("=", 1)[0] for kv in re.findall(r'(\w+)="', labels)} - {"le"}
+        shapes.setdefault(name, set()).update(keys)
+    return shapes
+
+
+def _scan_shapes(cfg: str, log: Path) -> tuple[set[str], set[str]]:
+    r = specdebug("scan", "-F", cfg, f"gpubox:{log}", "--last-run", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    return set(out["metrics"]), set(out.get("events", {}))
+
+
+def test_the_sims_vllm_mode_shows_the_real_shapes(server: Server, tmp_path: Path) -> None:
+    """Where the sim and the real engine differ, the sim is wrong: process titles, the /metrics families the
+    reader reads with their label keys, and what the vLLM pack reads from the log agree."""
+    from specdebug.sim.box.local import start_local_sim
+
+    stream_once(server.port)
+    log = tmp_path / "sim.log"
+    args = ["--engine", "vllm", "serve", "tiny-llama", "-tp", "2", "--speculative-config", json.dumps(NGRAM)]
+    with start_local_sim(
+        args, log_file=log, time_scale=0.02, extra_env={"VLLM_LOG_STATS_INTERVAL": "1"}
+    ) as sim:
+        sim.wait_ready(120)
+        stream_once(sim.port)
+        deadline = time.monotonic() + 60
+        while "SpecDecoding metrics" not in log.read_text(errors="replace") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        sim_titles = _group_titles(sim.proc.pid)
+        sim_metrics = _metric_shapes(sim.port)
+        sim_scan = _scan_shapes(server.cfg, log)
+    real_titles = _group_titles(server.pgid())
+    real_metrics = _metric_shapes(server.port)
+    real_scan = _scan_shapes(server.cfg, server.log)
+    print("titles real/sim:", real_titles, sim_titles)
+    assert sim_titles == real_titles
+    read = {m for m in real_metrics if m in READ_METRICS}
+    print("metrics the reader reads, real:", sorted(read))
+    for name in READ_METRICS:
+        real_keys, sim_keys = real_metrics.get(name), sim_metrics.get(name)
+        print(f"  {name}: real {sorted(real_keys or [])} sim {sorted(sim_keys or [])}")
+        assert (real_keys is None) == (sim_keys is None), name
+        assert real_keys == sim_keys, name
+    print("scan metrics real/sim:", sorted(real_scan[0]), sorted(sim_scan[0]))
+    print("scan events real/sim:", sorted(real_scan[1]), sorted(sim_scan[1]))
+    assert real_scan[0] == sim_scan[0]
+    assert real_scan[1] <= sim_scan[1]
+
+
+READ_METRICS = (
+    "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens",
+    "vllm:spec_decode_num_accepted_tokens_per_pos", "vllm:num_requests_waiting", "vllm:num_requests_running",
+    "vllm:kv_cache_usage_perc", "vllm:generation_tokens", "vllm:prompt_tokens", "vllm:request_success",
+    "vllm:time_to_first_token_seconds",
+)  # fmt: skip
 
 
 def test_stop_leaves_nothing_running(server: Server) -> None:

@@ -38,24 +38,45 @@ def make(folder: Path) -> None:
     tok.train_from_iterator(TEXT, trainer=trainer)
     tok.save(str(folder / "tokenizer.json"))
     vocab = tok.get_vocab_size()
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>",
-        "model_max_length": MAX_LEN,
-        "chat_template": "{% for m in messages %}{{ m['content'] }}\n{% endfor %}",
-    }))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "pad_token": "<pad>",
+                "model_max_length": MAX_LEN,
+                "chat_template": "{% for m in messages %}{{ m['content'] }}\n{% endfor %}",
+            }
+        )
+    )
     (folder / "special_tokens_map.json").write_text(
         json.dumps({"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>"})
     )
-    (folder / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-        "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
-        "vocab_size": vocab, "max_position_embeddings": MAX_LEN,
-        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
-        "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2,
-        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-    }))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": 256,
+                "intermediate_size": 512,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "head_dim": 64,
+                "vocab_size": vocab,
+                "max_position_embeddings": MAX_LEN,
+                "rms_norm_eps": 1e-5,
+                "rope_theta": 10000.0,
+                "hidden_act": "silu",
+                "bos_token_id": 0,
+                "eos_token_id": 1,
+                "pad_token_id": 2,
+                "tie_word_embeddings": False,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
     (folder / "generation_config.json").write_text(
         json.dumps({"bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2})
     )

@@ -1,0 +1,71 @@
+"""`specdebug bisect` between two real vLLM configs: n-gram speculation on (good) against off (bad), with two
+neutral knobs beside it (`--max-num-seqs` 8 -> 6, an environment variable vLLM does not read).  The real server
+decodes several times faster with speculation on this tiny dummy-weight model (its output repeats), so the
+bisection must name `--speculative-config` alone, in fewer launches than one knob at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import clifork
+from tests.real.engine import VllmVenv, server_argv, server_env, write_profile
+from tests.sshd_harness import Sshd, free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+
+def test_bisect_names_speculation_between_two_real_configs(
+    sshd: Sshd, vllm_venv: VllmVenv, tiny_model: Path, tmp_path: Path
+) -> None:
+    port = free_port()
+    good_argv = server_argv(vllm_venv, tiny_model, port, tp=1, spec_tokens=3)
+    bad_argv = server_argv(vllm_venv, tiny_model, port, tp=1, spec_tokens=None)
+    bad_argv[bad_argv.index("--max-num-seqs") + 1] = "6"
+    good = write_profile(tmp_path, good_argv, server_env(1, {"SPECDEBUG_NEUTRAL": "a"}), port, name="real-good",
+                         requests=3, output_len=192)  # fmt: skip
+    bad = write_profile(tmp_path, bad_argv, server_env(1, {"SPECDEBUG_NEUTRAL": "b"}), port, name="real-bad",
+                        requests=3, output_len=192)  # fmt: skip
+    session = tmp_path / "session"
+    started = time.monotonic()
+    run = clifork.run(
+        [
+            sys.executable,
+            "-m",
+            "specdebug.cli",
+            "bisect",
+            "-F",
+            str(sshd.config_path),
+            "gpubox",
+            "--good",
+            str(good),
+            "--bad",
+            str(bad),
+            "--session",
+            str(session),
+            "--json",
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=1400,
+        env={**os.environ},
+    )
+    took = time.monotonic() - started
+    print(run.stderr[-4000:])
+    result = json.loads(run.stdout)
+    rows = [f"{t['applied']} {t['samples']} {t['judged']}" for t in result["trials"]]
+    print(
+        f"real bisect: {took:.0f} s, verdict {result['verdict']}, culprits {result['culprits']}, "
+        f"{result['launches']} launches against {result['naive_launches']} one knob at a time; "
+        f"ends {result['evidence'].get('good_mean')} / {result['evidence'].get('bad_mean')}\n"
+        + "\n".join(rows)
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert len(result["knobs"]) == 3, result["knobs"]
+    assert result["verdict"] == "found" and result["culprits"] == ["--speculative-config"], rows
