@@ -46,6 +46,9 @@ class PromNames:
     accepted_tokens: str = ""  # counter
     accepted_per_pos: str = ""  # counter with a `position` label
     mean_names: frozenset[str] = frozenset()  # settings every DP rank reports alike: averaged, not summed
+    # the label that names a data-parallel rank (vLLM: `engine`, SGLang: `dp_rank`); the DP ranks are
+    # its distinct values, never the number of series of one metric (reasons, positions, states)
+    dp_label: str = ""
     own_rate_source: str = ""  # how specdebug's own rate is computed from these gauges, named
     # live settings exported as gauges: (PromRates field, label, the launch flag they should match)
     settings: tuple[tuple[str, str, str], ...] = ()

@@ -114,6 +114,7 @@ PROM = PromNames(
     # settings every DP rank reports alike (SGLang 0.5.23): the same number, not a sum
     mean_names=frozenset({"sglang:spec_num_steps", "sglang:spec_num_draft_tokens"}),
     own_rate_source="(sglang:spec_accept_length - 1) / (sglang:spec_num_draft_tokens - 1)",
+    dp_label="dp_rank",  # srt/observability/metrics_collector.py: only when the scheduler has a DP rank
     settings=(
         ("num_steps", "speculative steps", "--speculative-num-steps"),
         ("num_draft_tokens", "draft tokens", "--speculative-num-draft-tokens"),

@@ -61,6 +61,7 @@ PROM = PromNames(
     draft_tokens="vllm:spec_decode_num_draft_tokens",
     accepted_tokens="vllm:spec_decode_num_accepted_tokens",
     accepted_per_pos="vllm:spec_decode_num_accepted_tokens_per_pos",
+    dp_label="engine",  # v1/metrics/loggers.py: labelnames ["model_name", "engine"], one engine per DP rank
 )
 
 BENCH = BenchDialect(
