@@ -133,6 +133,8 @@ BENCH = BenchDialect(
     latency_word="e2e latency",
     order=2,
     saved_flag="--output-file",  # its keys are the commoner ones: asked after vLLM's
+    # the scheduler's decode log line: tokens and acceptance since its previous decode line
+    log_interval="SGLang's decode-log interval (--decode-log-interval decode batches, 40 by default)",
 )
 
 # evidence a log line gives (summed by engines.detect); weight 3: lines only SGLang prints
