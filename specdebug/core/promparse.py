@@ -11,6 +11,10 @@ module only decides how the series of one metric combine, which is where servers
   labels near 1377-1394 in 0.5.23).  They differ in `dp_rank` too, so they are not replicas: counts and
   rates are summed (16 running requests over 8 ranks, not rank 0's 2), ratios (accept length, usage)
   averaged.  vLLM's DP engines (label `engine`) are summed the same way.
+* How many DP ranks: the distinct values of the engine's DP label (`PromNames.dp_label`: vLLM `engine`,
+  SGLang `dp_rank`), 1 without one.  Never the number of series of one metric: real vLLM 0.32 exports
+  several series per metric and engine (`finished_reason`, waiting `reason`, `sleep_state`, `source`,
+  `position`), which read a TP-2 server without DP as 5 ranks.
 * NaN / Infinity (a gauge with nothing to report yet): left out of the combination and named in
   `nonfinite`, so JSON shows null and says why, never an invalid `NaN`.
 """
@@ -38,11 +42,13 @@ class PromSnapshot(Model):
     per_pos: dict[int, float] = Field(default_factory=dict)
     error: str | None = None  # the page was cut or had a line the parser rejected (values so far kept)
     nonfinite: dict[str, str] = Field(default_factory=dict)  # metric -> "NaN" / "+Inf" series left out
-    dp_ranks: int = 1  # most distinct (non-replica) series of one metric: the DP ranks / engines summed
+    dp_ranks: int = 1  # distinct values of the engine's DP label: the DP ranks / engines summed
 
 
 # settings every DP rank reports alike (SGLang 0.5.23): the same number, not a sum
 _MEAN_NAMES = frozenset(name for e in ENGINES.values() for name in e.prom.mean_names)
+# the labels that name a DP rank, per engine (vLLM `engine`, SGLang `dp_rank`)
+_DP_LABELS = {e.name: e.prom.dp_label for e in ENGINES.values() if e.prom.dp_label}
 # counters with a `position` label, summed per position (vLLM's accepted tokens per draft position)
 _PER_POS = tuple((e.name, e.prom.accepted_per_pos) for e in ENGINES.values() if e.prom.accepted_per_pos)
 
@@ -83,7 +89,11 @@ def parse_metrics(text: str, t: float = 0.0) -> PromSnapshot:
         snap.error = f"/metrics: parsing stopped at a malformed line ({exc})"
     series: dict[str, list[float]] = {}
     per_pos: dict[int, float] = {}
+    dp_values: dict[str, set[str]] = {label: set() for label in _DP_LABELS.values()}
     for (name, rest), (_, value) in groups.items():
+        for label, val in rest:
+            if label in dp_values:
+                dp_values[label].add(val)
         if name.startswith(tuple(prefix for _, prefix in _PER_POS)):
             pos = dict(rest).get("position", "")
             if pos.isdigit() and not name.endswith("_created"):
@@ -91,10 +101,6 @@ def parse_metrics(text: str, t: float = 0.0) -> PromSnapshot:
             continue
         series.setdefault(name, []).append(value)
     snap.values = {name: combine(name, vals) for name, vals in series.items() if vals}
-    snap.dp_ranks = max(
-        (len(v) for n, v in series.items() if not n.endswith(("_bucket", "_created", "_count", "_sum"))),
-        default=1,
-    )
     for name in list(snap.nonfinite):
         if name in snap.values:  # other series of it were finite: combined without the NaN ones
             snap.nonfinite[name] += " (some series, left out)"
@@ -103,4 +109,6 @@ def parse_metrics(text: str, t: float = 0.0) -> PromSnapshot:
     snap.engine = next((e.name for e in ENGINES.values() if e.prom.prefix in names), None)
     if snap.engine is None and per_pos:
         snap.engine = _PER_POS[0][0]
+    dp_label = _DP_LABELS.get(snap.engine) if snap.engine is not None else None
+    snap.dp_ranks = max(1, len(dp_values[dp_label])) if dp_label else 1
     return snap

@@ -46,6 +46,9 @@ class PromNames:
     accepted_tokens: str = ""  # counter
     accepted_per_pos: str = ""  # counter with a `position` label
     mean_names: frozenset[str] = frozenset()  # settings every DP rank reports alike: averaged, not summed
+    # the label that names a data-parallel rank (vLLM: `engine`, SGLang: `dp_rank`); the DP ranks are
+    # its distinct values, never the number of series of one metric (reasons, positions, states)
+    dp_label: str = ""
     own_rate_source: str = ""  # how specdebug's own rate is computed from these gauges, named
     # live settings exported as gauges: (PromRates field, label, the launch flag they should match)
     settings: tuple[tuple[str, str, str], ...] = ()
@@ -65,6 +68,9 @@ class BenchDialect:
     order: int  # lower is asked first (the more specific keys first)
     saved_flag: str  # the client's flag that saves the result as JSON
     writes_spec_decode: bool = False  # its saved JSON has the `spec_decode_*` keys
+    # what one of the server's own stats log lines covers (bench names the window of each log figure):
+    # the whole server (every stream together), over this interval, which may only partly overlap a run
+    log_interval: str = ""
 
     def claims_block(self, keys: set[str]) -> bool:
         return any(k in keys for k in self.block_keys) or any(self.latency_word in k for k in keys)

@@ -114,6 +114,7 @@ PROM = PromNames(
     # settings every DP rank reports alike (SGLang 0.5.23): the same number, not a sum
     mean_names=frozenset({"sglang:spec_num_steps", "sglang:spec_num_draft_tokens"}),
     own_rate_source="(sglang:spec_accept_length - 1) / (sglang:spec_num_draft_tokens - 1)",
+    dp_label="dp_rank",  # srt/observability/metrics_collector.py: only when the scheduler has a DP rank
     settings=(
         ("num_steps", "speculative steps", "--speculative-num-steps"),
         ("num_draft_tokens", "draft tokens", "--speculative-num-draft-tokens"),
@@ -132,6 +133,8 @@ BENCH = BenchDialect(
     latency_word="e2e latency",
     order=2,
     saved_flag="--output-file",  # its keys are the commoner ones: asked after vLLM's
+    # the scheduler's decode log line: tokens and acceptance since its previous decode line
+    log_interval="SGLang's decode-log interval (--decode-log-interval decode batches, 40 by default)",
 )
 
 # evidence a log line gives (summed by engines.detect); weight 3: lines only SGLang prints

@@ -61,6 +61,7 @@ PROM = PromNames(
     draft_tokens="vllm:spec_decode_num_draft_tokens",
     accepted_tokens="vllm:spec_decode_num_accepted_tokens",
     accepted_per_pos="vllm:spec_decode_num_accepted_tokens_per_pos",
+    dp_label="engine",  # v1/metrics/loggers.py: labelnames ["model_name", "engine"], one engine per DP rank
 )
 
 BENCH = BenchDialect(
@@ -75,6 +76,9 @@ BENCH = BenchDialect(
     order=1,
     saved_flag="--save-result",
     writes_spec_decode=True,
+    # v1/metrics/loggers.py LoggingStatLogger: "Avg generation throughput" and the SpecDecoding line are
+    # means over the interval since the previous line (envs.py VLLM_LOG_STATS_INTERVAL, default 10.0)
+    log_interval="vLLM's stats interval (VLLM_LOG_STATS_INTERVAL, 10 s by default)",
 )
 
 # evidence a log line gives (summed by engines.detect); weight 3: lines only vLLM prints

@@ -22,7 +22,7 @@ from pathlib import Path
 from specdebug.core.bench.events import BenchDone, BenchLine
 from specdebug.core.bench.external import read_output_file
 from specdebug.core.bench.headline import headline_of, result_json
-from specdebug.core.bench.models import BenchProgress, BenchResult, judge_failures
+from specdebug.core.bench.models import BenchProgress, BenchResult, ServerMetrics, judge_failures
 from specdebug.core.bench.parsing import EXPECTED, UnknownResult, parse_results
 from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
 from specdebug.core.journal import Journal, resolve_session
@@ -183,6 +183,30 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     return 0 if result.status == "done" else 1
 
 
+def server_lines(s: ServerMetrics) -> list[str]:
+    """The server's own figures, each with what it is and over which window; absent ones left out.
+
+    They are the whole server's (every stream, the engine's log interval or the /metrics window), so
+    they stand apart from the client's per-stream figures above, never beside them bare."""
+    figures = [
+        ("accept_len", "accept len", None if s.accept_len is None else fmt(s.accept_len, 2)),
+        ("verify_ms", "verify", None if s.verify_ms is None else f"{fmt(s.verify_ms, 2)} ms"),
+        (
+            "gen_throughput",
+            "generation",
+            None if s.gen_throughput is None else f"{fmt(s.gen_throughput)} tok/s",
+        ),
+    ]
+    shown = [(field, label, value) for field, label, value in figures if value is not None]
+    if not shown:
+        return []
+    lines = ["  server's own figures (the whole server, not this client's streams):"]
+    for field, label, value in shown:
+        what = s.what.get(field) or f"{s.sources.get(field, 'log')}, {s.samples} log samples"  # older results
+        lines.append(f"    {label} {value}: {what}")
+    return lines
+
+
 def summary(r: BenchResult) -> str:
     """A few human lines: the headline figure first, then latency, server view, warnings."""
     who = f"{r.profile} ({r.fingerprint})" if r.profile else r.source_format
@@ -211,11 +235,7 @@ def summary(r: BenchResult) -> str:
     if r.spec is not None and r.spec.acceptance_rate_pct is not None:
         lines.append(f"  acceptance rate: {fmt(r.spec.acceptance_rate_pct)}%")
     if r.server is not None:
-        s = r.server
-        lines.append(
-            f"  server: accept len {fmt(s.accept_len, 2)}, verify {fmt(s.verify_ms, 2)} ms, "
-            f"gen {fmt(s.gen_throughput)} tok/s ({s.samples} log samples)"
-        )
+        lines += server_lines(r.server)
     for node, g in r.gpus_by_node.items():  # a deployment: every node's GPUs after the run
         hot = [f"GPU {x.index}" for x in g.after or g.before if x.throttled]
         state = f"{len(g.after or g.before)} GPU(s)" if g.after or g.before else f"no GPU state ({g.error})"

@@ -3,7 +3,9 @@
     specdebug metrics [-F FILE] HOST -c PROFILE [--watch] [--interval S] [--count N] [--json]
 
 Without --watch: two scrapes --interval seconds apart, printed as one result (rates over that window;
-`since_start` holds the counters since the server started).  With --watch: one result per interval
+`since_start` holds the counters since the server started).  Acceptance (overall and per draft position)
+is the window's; when the window saw no drafts (an idle server) it is the counters' since the server
+started, and says so (`acceptance.basis` / `acceptance.source` in JSON).  With --watch: one result per interval
 until Ctrl+C (or --count results); --json prints one JSON object per line.  Every number names the
 metric it came from.  Exit codes: 0 read, 1 metrics off (SGLang without --enable-metrics) or the
 server unreachable, 2 usage/profile error.
@@ -15,9 +17,12 @@ import argparse
 import sys
 
 from specdebug.core.metrics import (
+    Acceptance,
     MetricsEvent,
     PromRates,
+    acceptance,
     describe_rates,
+    no_acceptance_reason,
     watch_metrics,
 )
 from specdebug.core.specflags import profile_spec_flags, spec_mismatches
@@ -70,6 +75,25 @@ def format_rates(r: PromRates) -> list[str]:
     return lines
 
 
+def format_acceptance(acc: Acceptance | None, why_none: str | None, window_s: float | None) -> list[str]:
+    """Acceptance lines when they are not the rates' (a window without drafts: the counters since start)."""
+    if acc is None:
+        return [f"  acceptance: {why_none}"] if why_none else []
+    if acc.basis != "since_start" or window_s is None:  # the rates above show it already
+        return []
+    lines = [f"  acceptance, {acc.source}:"]
+    for field, label, value in (
+        ("accept_length", "accept length", None if acc.accept_length is None else f"{acc.accept_length:.3f}"),
+        ("accept_rate", "accept rate", None if acc.accept_rate is None else f"{acc.accept_rate:.3f}"),
+        ("per_position", "per position", ", ".join(f"{v:.3f}" for v in acc.per_position) or None),
+    ):
+        if value is not None:
+            lines.append(f"    {label:<22} {value:<22} [{acc.metrics.get(field, '?')}]")
+    if acc.drafts is not None:
+        lines.append(f"    {'drafts':<22} {acc.drafts:<22.0f} [since server start]")
+    return lines
+
+
 def _result(
     ev: MetricsEvent,
     host: str,
@@ -87,6 +111,10 @@ def _result(
         out["engine"] = ev.rates.engine
         out["rates"] = ev.rates.model_dump(mode="json")
         out["findings"] = findings or []
+        acc = acceptance(ev.rates, ev.since_start)
+        out["acceptance"] = acc.model_dump(mode="json") if acc is not None else None
+        if acc is None and (why := no_acceptance_reason(ev.rates, ev.since_start)):
+            out["acceptance_note"] = why
     if since_start is not None:
         out["since_start"] = since_start.model_dump(mode="json")
     if ev.message:
@@ -126,6 +154,11 @@ async def cmd_metrics(args: argparse.Namespace) -> int:
                 print_json(_result(ev, args.host, srv.port, first, findings))
             else:
                 out("\n".join(format_rates(ev.rates)) if ev.rates is not None else "no rates yet")
+                if ev.rates is not None:
+                    acc = acceptance(ev.rates, ev.since_start)
+                    why = no_acceptance_reason(ev.rates, ev.since_start) if acc is None else None
+                    for line in format_acceptance(acc, why, ev.rates.window_s):
+                        out(line)
                 for finding in findings:
                     out(f"  finding: {finding}")
                 for note in ev.rates.notes if ev.rates is not None else []:

@@ -121,6 +121,9 @@ def test_launch_ready_logs_env_bench_metrics(engine: str, sshd, tmp_path: Path) 
     if engine == "vllm":  # exact counters: per-position acceptance falls with depth
         per_pos = prom["rates"]["per_position"]
         assert len(per_pos) == 2 and per_pos[0] >= per_pos[1] > 0
+    # the server's generation tok/s: /metrics counters over the bench window, and it says so
+    assert res["server"]["sources"]["gen_throughput"] == "/metrics"
+    assert "over the bench's /metrics window" in res["server"]["what"]["gen_throughput"]
 
     # logs: the log-derived accept length agrees with the server's counters
     log = json.loads(profile.read_text().split("log_file = ")[1].split("\n")[0])
@@ -140,6 +143,12 @@ def test_launch_ready_logs_env_bench_metrics(engine: str, sshd, tmp_path: Path) 
     since = out["since_start"]
     assert since["accept_length"] == pytest.approx(expected["expected_accept_length"], rel=0.3)
     assert since["kv_usage"] is not None and since["running"] == 0
+    # TP 2 without DP is one rank, although vLLM's series carry finished_reason / reason / sleep_state
+    assert out["rates"]["dp_ranks"] == 1
+    # the idle window has no drafts: vLLM's acceptance comes from the counters since start, named so
+    acc = out["acceptance"]
+    assert acc["basis"] == ("since_start" if engine == "vllm" else "gauge"), acc
+    assert acc["accept_length"] == pytest.approx(expected["expected_accept_length"], rel=0.3)
 
     # --watch: one result per interval over ONE forwarded connection (one SSH channel), not one per read
     log_path = Path(log)

@@ -74,6 +74,9 @@ class ServerMetrics(Model):
     log_bytes: int = 0  # size of the log slice scanned
     extra: dict[str, float] = Field(default_factory=dict)  # profile-defined patterns (means)
     sources: dict[str, str] = Field(default_factory=dict)  # field -> "log" or "/metrics" when not the log
+    # field -> what the figure is and over which window (the whole server, its log interval or the
+    # bench's /metrics window): never a per-stream figure, so never beside the client's decode rate bare
+    what: dict[str, str] = Field(default_factory=dict)
 
 
 class SpecDecoding(Model):

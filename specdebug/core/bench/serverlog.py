@@ -5,6 +5,10 @@ says about itself (accept length, verify time, generation throughput) is the cro
 client's tok/s: a tok/s drop with an unchanged accept length points at the step time, not at
 acceptance. Lines go through the logs service's `LogParser` (the same pattern packs the Logs
 pane and `specdebug scan` use), so the numbers agree everywhere.
+
+Each figure says what it is (`ServerMetrics.what`): a stats line covers the whole server over the
+engine's log interval (vLLM: 10 s by default), which may start before the run and end after it, so
+its generation tok/s is every stream together, diluted by idle time: not the client's per-stream rate.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Iterable, Mapping
 
 from specdebug.core.bench.models import ServerMetrics
 from specdebug.core.logs.parser import LogParser, PatternError
-from specdebug.engines import ENGINES
+from specdebug.engines import ENGINES, engine_of
 
 # pack metric names -> our three headline names (SGLang decode line / vLLM stats and spec lines)
 ALIASES = {
@@ -92,4 +96,27 @@ def server_metrics(
         log_bytes=len(log_slice),
     )
     res.extra = {k: m for k, v in series.items() if k not in KNOWN and (m := _mean(v)) is not None}
+    used = {**series, "gen_throughput": gen}  # the figures as averaged (the first gen sample dropped)
+    res.what = describe_log_figures(kind, {name: used.get(name, []) for name in KNOWN})
     return res, errors
+
+
+def describe_log_figures(kind: str, series: Mapping[str, list[float]]) -> dict[str, str]:
+    """What each log-derived figure is and over which window (one entry per figure present)."""
+    engine = engine_of(kind)
+    interval = (engine.bench.log_interval if engine is not None else "") or "the server's log interval"
+    lines = {name: f"{len(v)} log line{'s' if len(v) != 1 else ''}" for name, v in series.items() if v}
+    what: dict[str, str] = {}
+    if "gen_throughput" in lines:
+        what["gen_throughput"] = (
+            f"the whole server's generated tokens/s (all streams together, not one stream's decode rate): "
+            f"mean of {lines['gen_throughput']}, each over {interval}, which may only partly overlap the run"
+        )
+    if "accept_len" in lines:
+        what["accept_len"] = (
+            f"the server's mean acceptance length (all its requests): mean of {lines['accept_len']}, "
+            f"each over {interval}, which may only partly overlap the run"
+        )
+    if "verify_ms" in lines:
+        what["verify_ms"] = f"the server's verify time: mean of {lines['verify_ms']} written during the run"
+    return what

@@ -35,7 +35,10 @@ _STATS = ("mean", "p50", "p90", "p95", "p99", "max")
 # server's come from its own log and /metrics
 METRIC_CHOICES: tuple[tuple[str, str], ...] = (
     ("output_tok_s", "the client's tok/s"),
-    ("gen_throughput", "the server's own decode tok/s: its log, not this client's timing"),
+    (
+        "gen_throughput",
+        "the whole server's generation tok/s (/metrics, else its log): not this client's timing",
+    ),
     ("tpot_ms", "the client's time per output token"),
     ("ttft_ms", "the client's time to first token"),
     ("verify_ms", "the server log's verify time (the profile's verify_ms pattern)"),

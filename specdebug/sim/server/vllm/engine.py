@@ -59,6 +59,7 @@ class VllmEngine(Engine):
         self.last_prompt_tput = 0.0
         self.last_gen_tput = 0.0
         self.success_total = 0
+        self.finished_by_reason: dict[str, int] = {}  # vllm:request_success{finished_reason}
         self._stats_at = time.monotonic()
 
     # --- accounting hooks --------------------------------------------------------------------------
@@ -76,8 +77,11 @@ class VllmEngine(Engine):
 
     def _emit(self, req: Request, tokens: list[str]) -> None:
         self.gen_interval += len(tokens)
-        if req.finished is not None and req.finished.reason != "abort":
-            self.success_total += 1
+        if req.finished is not None:
+            reason = req.finished.reason
+            self.finished_by_reason[reason] = self.finished_by_reason.get(reason, 0) + 1
+            if reason != "abort":
+                self.success_total += 1
         super()._emit(req, tokens)
 
     @property
@@ -136,32 +140,67 @@ def _hist(name: str, h: Histogram, labels: str) -> list[str]:
     return lines
 
 
+# label sets as real vLLM 0.32 exports them (v1/metrics/loggers.py; tests/fixtures/metrics/render_vllm.py):
+# every series of one engine carries model_name and engine="<DP rank>", several metrics more than one
+# series per engine.  Older versions (boundary approximate): the reasons V1 had from the start only.
+FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")  # v1/engine FinishReason
+FINISHED_REASONS_OLD = ("stop", "length", "abort")
+WAITING_REASONS = ("capacity", "deferred")
+SLEEP_STATES = ("awake", "weights_offloaded", "discard_all")
+LABEL_SETS_SINCE = (0, 32)  # the first release read with them (0.32.0, the CPU build run here)
+
+
 def render_vllm_metrics(e: VllmEngine, model_name: str, created: float) -> str:
-    """Prometheus text with vLLM's names: counters with `_total` (+ `_created`), labels model_name, engine."""
-    labels = f'model_name="{model_name}",engine="0"'
+    """Prometheus text with vLLM's names and label sets: counters with `_total` (+ `_created`), labels
+    engine and model_name (sorted, as prometheus_client writes them), and the per-metric labels real
+    vLLM adds (`finished_reason`, waiting `reason`, `sleep_state`, `position`): several series of one
+    metric that are not DP ranks.  One engine (engine="0"): the sim runs no data-parallel engines."""
+    labels = f'engine="0",model_name="{model_name}"'
+    current = e.version >= LABEL_SETS_SINCE
     lines: list[str] = []
 
+    def with_label(extra: str) -> str:
+        return ",".join(sorted([*labels.split(","), extra]))
+
     def counter(name: str, help_text: str, value: float, extra: str = "") -> None:
-        lbl = labels + extra
+        lbl = with_label(extra) if extra else labels
         lines.extend([f"{name}_total{{{lbl}}} {float(value)}", f"{name}_created{{{lbl}}} {created}"])
 
     def head(name: str, help_text: str, kind: str) -> None:
         lines.extend([f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"])
 
-    for name, help_text, value in (
-        ("vllm:num_requests_running", "Number of requests in model execution batches.", len(e.running)),
-        ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(e.waiting)),
-        ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", e.kv_usage),
-    ):
+    gauges: list[tuple[str, str, list[tuple[str, float]]]] = [
+        (
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            [("", len(e.running))],
+        ),
+        ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", [("", len(e.waiting))]),
+    ]
+    if current:
+        gauges += [
+            ("vllm:num_requests_waiting_by_reason", "Number of waiting requests by reason.",
+             [(f'reason="{r}"', len(e.waiting) if r == "capacity" else 0) for r in WAITING_REASONS]),
+            ("vllm:engine_sleep_state", "Engine sleep state.",
+             [(f'sleep_state="{s}"', 1 if s == "awake" else 0) for s in SLEEP_STATES]),
+        ]  # fmt: skip
+    gauges.append(
+        ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", [("", e.kv_usage)])
+    )
+    for name, help_text, series in gauges:
         head(name, help_text, "gauge")
-        lines.append(f"{name}{{{labels}}} {float(value)}")
+        for extra, value in series:
+            lines.append(f"{name}{{{with_label(extra) if extra else labels}}} {float(value)}")
     for name, help_text, value in (
         ("vllm:prompt_tokens", "Number of prefill tokens processed.", e.stats.prompt_tokens_total),
         ("vllm:generation_tokens", "Number of generation tokens processed.", e.stats.generation_tokens_total),
-        ("vllm:request_success", "Count of successfully processed requests.", e.success_total),
     ):
         head(name, help_text, "counter")
         counter(name, help_text, value)
+    name = "vllm:request_success"
+    head(name, "Count of successfully processed requests.", "counter")
+    for reason in FINISHED_REASONS if current else FINISHED_REASONS_OLD:
+        counter(name, "", e.finished_by_reason.get(reason, 0), f'finished_reason="{reason}"')
     if e.spec.enabled:
         t = e.total
         for name, help_text, value in (
@@ -174,7 +213,7 @@ def render_vllm_metrics(e: VllmEngine, model_name: str, created: float) -> str:
         name = "vllm:spec_decode_num_accepted_tokens_per_pos"
         head(name, "Accepted tokens per draft position.", "counter")
         for i in range(e.spec.num_steps):
-            counter(name, "", t.per_pos[i] if i < len(t.per_pos) else 0, f',position="{i}"')
+            counter(name, "", t.per_pos[i] if i < len(t.per_pos) else 0, f'position="{i}"')
     lines += _hist("vllm:time_to_first_token_seconds", e.stats.ttft, labels)
     lines += _hist("vllm:e2e_request_latency_seconds", e.stats.e2e, labels)
     return "\n".join(lines) + "\n"
