@@ -67,7 +67,7 @@ STACK_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("startup: KV cache", ("_initialize_kv_caches", "initialize_from_config", "initialize_kv_cache")),
     ("startup: warm-up / graph capture", ("compile_or_warm_up_model", "capture_model")),
     (
-        "engine core: waiting for the workers' output",
+        "waiting for the workers' output",
         ("get_response", "FutureWrapper.result", "FutureWrapper._wait_for_response"),
     ),
     ("in the drafter: {name}", ("propose", "propose_draft_token_ids", "prepare_propose")),
@@ -76,11 +76,11 @@ STACK_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("Sampler.forward", "RejectionSampler.forward", "GPUModelRunner.sample", "_sample", "sample_tokens"),
     ),
     ("in the forward pass: {name}", ("_model_forward", "execute_model", "execute_dummy_batch")),
-    ("engine core: scheduling", ("Scheduler.schedule",)),
-    ("engine core: processing outputs", ("update_from_output",)),
-    ("engine core: handling a request", ("_handle_client_request",)),
-    ("engine core: in a step", ("_process_engine_step", "step_with_batch_queue", "EngineCore.step")),
-    ("worker: in an RPC from the engine core", ("_execute_worker_rpc",)),
+    ("scheduling", ("Scheduler.schedule",)),
+    ("processing outputs", ("update_from_output",)),
+    ("handling a request", ("_handle_client_request",)),
+    ("in an engine step", ("_process_engine_step", "step_with_batch_queue", "EngineCore.step")),
+    ("in an RPC from the engine core", ("_execute_worker_rpc",)),
     ("idle (waiting for work)", ("_process_input_queue", "worker_busy_loop")),
 )
 

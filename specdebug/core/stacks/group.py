@@ -55,10 +55,11 @@ def _matches(name: str, wanted: str) -> bool:
 
 
 def phase_of(frames: list[dict[str, Any]], kind: str | None = None) -> str:
-    """The first rule whose names a frame holds; `{name}` in a phase becomes the name found."""
+    """The first rule whose names a frame holds; `{name}` in a phase becomes the innermost frame
+    that matched, as py-spy names it (`CpuCommunicator.all_reduce`, `NgramProposer.propose`)."""
     names = [str(f.get("name")) for f in frames]
     for phase, wanted in rules_for(kind):
-        hit = next((w for w in wanted if any(_matches(n, w) for n in names)), None)
+        hit = next((n for n in names if any(_matches(n, w) for w in wanted)), None)
         if hit is not None:
             return phase.replace("{name}", hit)
     return "cannot tell (no known frame)"
@@ -149,8 +150,8 @@ def group_workers(workers: list[Worker], kind: str | None = None) -> list[Group]
 
 
 def _leaf(g: Group) -> str:
-    """The innermost Python frame of a group's stack (py-spy lists the leaf first)."""
-    return short_name(str(g.frames[0].get("name"))) if g.frames else "?"
+    """The innermost Python frame of a group's stack, as py-spy names it (the leaf comes first)."""
+    return str(g.frames[0].get("name")) if g.frames else "?"
 
 
 def _who(g: Group) -> str:

@@ -21,8 +21,10 @@ class EngineCore:
         self.work: tuple[Any, ...] | None = None  # ("work", draft_ms, verify_ms, speculative)
 
     def step(self) -> Any:
-        """One step as 0.32.0's: execute_model (non-blocking), its result, then sample_tokens."""
-        assert self.work is not None
+        """One step as 0.32.0's: execute_model (non-blocking), its result, then sample_tokens; nothing
+        when an "idle" came in after the work (real: no unfinished request, nothing scheduled)."""
+        if self.work is None:
+            return None
         _, draft_ms, verify_ms, speculative = self.work
         forward_s = verify_ms / 1000.0 * FORWARD_SHARE
         future = self.model_executor.execute_model((forward_s,), non_block=True)
