@@ -64,8 +64,8 @@ def identify(title: str) -> Identity:
     if API_SERVER_CMDLINE.search(title):
         return Identity(API_SERVER)
     m = SGLANG_RANK.search(title)
-    if m:
-        return Identity(WORKER, {"TP": int(m.group(1))}, f"TP{m.group(1)}")
+    if m:  # no label: its rank is its TP rank, shown as before (`ranks 0, 2, 3`)
+        return Identity(WORKER, {"TP": int(m.group(1))})
     return Identity(WORKER, known=False)
 
 
