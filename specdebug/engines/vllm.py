@@ -27,6 +27,64 @@ ACCEPT_RATE_MEANINGS = {
 }
 
 
+# Where a py-spy stack of a vLLM process is, from its function names (py-spy names a frame by its
+# qualname, `WorkerProc.worker_busy_loop`; a name with a dot matches the qualname's tail, one without
+# the last part).  First match wins, so a rule sits above the rules its frames nest in: a collective
+# inside a forward, the drafter inside sample_tokens, startup RPCs inside the engine core's wait for
+# its workers.  Read from vLLM 0.32.0 and 0.34.0: distributed/parallel_state.py (GroupCoordinator),
+# v1/worker/gpu_model_runner.py (0.32) and v1/worker/gpu/model_runner.py (0.34, the V2 runner:
+# `self.model(...)` in execute_model, `sample`, `speculator.propose`), v1/worker/gpu_worker.py,
+# v1/sample/sampler.py, v1/spec_decode/*_proposer.py, v1/executor/multiproc_executor.py (WorkerProc,
+# FutureWrapper, collective_rpc's get_response), v1/engine/core.py (EngineCore, EngineCoreProc).
+# Idle: the engine core in `EngineCoreProc._process_input_queue` (`queue.get`), a worker in
+# `MessageQueue.dequeue` (shm_broadcast.py) straight under `WorkerProc.worker_busy_loop`.
+VLLM_COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "all_gatherv",
+    "all_gather_into_tensor",
+    "reduce_scatter",
+    "reduce_scatterv",
+    "GroupCoordinator.gather",
+    "GroupCoordinator.broadcast",
+    "broadcast_object",
+    "broadcast_object_list",
+    "broadcast_tensor_dict",
+    "send_tensor_dict",
+    "recv_tensor_dict",
+    "send_object",
+    "recv_object",
+    "GroupCoordinator.send",
+    "GroupCoordinator.recv",
+    "GroupCoordinator.barrier",
+    "GroupCoordinator.dispatch",
+    "GroupCoordinator.combine",
+)
+STACK_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("in a collective: {name}", VLLM_COLLECTIVES),
+    ("startup: loading weights", ("load_model", "load_weights", "reload_weights")),
+    ("startup: memory profiling", ("determine_available_memory", "profile_run")),
+    ("startup: KV cache", ("_initialize_kv_caches", "initialize_from_config", "initialize_kv_cache")),
+    ("startup: warm-up / graph capture", ("compile_or_warm_up_model", "capture_model")),
+    (
+        "waiting for the workers' output",
+        ("get_response", "FutureWrapper.result", "FutureWrapper._wait_for_response"),
+    ),
+    ("in the drafter: {name}", ("propose", "propose_draft_token_ids", "prepare_propose")),
+    (
+        "in sampling: {name}",
+        ("Sampler.forward", "RejectionSampler.forward", "GPUModelRunner.sample", "_sample", "sample_tokens"),
+    ),
+    ("in the forward pass: {name}", ("_model_forward", "execute_model", "execute_dummy_batch")),
+    ("scheduling", ("Scheduler.schedule",)),
+    ("processing outputs", ("update_from_output",)),
+    ("handling a request", ("_handle_client_request",)),
+    ("in an engine step", ("_process_engine_step", "step_with_batch_queue", "EngineCore.step")),
+    ("in an RPC from the engine core", ("_execute_worker_rpc",)),
+    ("idle (waiting for work)", ("_process_input_queue", "worker_busy_loop")),
+)
+
+
 def vllm_rules(version: str | None, argv: Sequence[str] = ()) -> dict[str, EnvRule]:
     """vLLM's NCCL_CUMEM_ENABLE handling (set inside each process, so /proc/PID/environ never shows it)."""
     v = parse_version(version)
@@ -124,7 +182,7 @@ class Vllm:
     detect: tuple[tuple[int, re.Pattern[str]], ...] = DETECT
     accept_rate_meanings: Mapping[str, str] = ACCEPT_RATE_MEANINGS
     spec_switch: str = "--speculative-config"
-    stack_phases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # none known yet: "cannot tell"
+    stack_phases: tuple[tuple[str, tuple[str, ...]], ...] = STACK_PHASES
 
     def env_rules(self, version: str | None, argv: Sequence[str] = ()) -> dict[str, EnvRule]:
         return vllm_rules(version, argv)

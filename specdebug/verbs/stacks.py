@@ -5,7 +5,9 @@
     specdebug stacks --compare A.json B.json [--json]
 
 A dump groups identical main-thread stacks across ranks, marks the ranks whose stack differs (one
-rank stuck while the rest wait in a collective) and names the phase.  --record S samples every
+rank stuck while the rest wait in a collective) and names the phase.  Only workers are ranks (TP/PP/DP
+from vLLM's `VLLM::Worker_PP0_TP1` titles); a vLLM engine core or API server is grouped with its own
+role and never held against the workers.  --record S samples every
 worker for S seconds and shows the share of time per path (draft, verify, decode, NCCL wait, idle)
 and function; --save keeps it for --compare, which sets two records side by side.  py-spy runs on
 the box as the box user (missing: `python3 -m pip install --user py-spy` there).

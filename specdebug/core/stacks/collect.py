@@ -14,8 +14,9 @@ from typing import Any
 from specdebug.core.control.workers import cmdline_text, listing_filter, select_workers
 from specdebug.core.env.probe import query_for_profile
 from specdebug.core.profiles import Profile
-from specdebug.core.stacks.group import Worker, group_workers, main_frames, rank_of, summary
+from specdebug.core.stacks.group import Worker, group_workers, main_frames, summary
 from specdebug.core.stacks.record import summarize
+from specdebug.core.stacks.roles import identify, worker_ranks
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.remote.boxcode import python_argv
 
@@ -36,10 +37,13 @@ async def find_workers(remote: Remote, profile: Profile) -> tuple[list[Worker], 
     sel = select_workers(procs, **where)
     if not sel.workers:
         raise StacksError(f"no worker of {profile.name} found ({sel.how})")
+    titles = [cmdline_text(p) for p in sel.workers]
+    idents = [identify(t) for t in titles]
     workers = [
-        Worker(p.pid, rank_of(cmdline_text(p), i), cmdline_text(p)[:120]) for i, p in enumerate(sel.workers)
+        Worker(p.pid, rank, title[:120], role=ident.role, label=ident.label)
+        for p, title, ident, rank in zip(sel.workers, titles, idents, worker_ranks(idents), strict=True)
     ]
-    return sorted(workers, key=lambda w: (w.rank, w.pid)), sel.how
+    return sorted(workers, key=lambda w: (w.rank is None, w.rank or 0, w.pid)), sel.how
 
 
 async def run_box_module(remote: Remote, req: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -82,7 +86,7 @@ async def dump(
             w.error = str(got["error"])
         else:
             w.frames = main_frames(got)
-    groups = group_workers(workers)
+    groups = group_workers(workers, profile.server.kind)
     return {
         "profile": profile.name,
         "found_by": how,

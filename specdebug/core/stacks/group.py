@@ -2,29 +2,43 @@
 
 Why group: a distributed hang is usually N-1 ranks waiting in a collective for the one that is
 behind; eight stacks printed one after another hide that, two groups ("7 ranks: all_reduce",
-"rank 3: forward_decode -> synchronize") show it.  The phase comes from the function names on the
-main thread (the engines' `stack_phases`: SGLang's, which the sim's frames copy); no known name gives
-"cannot tell".
+"rank 3: forward_decode -> synchronize") show it.  Only like is compared with like: a vLLM engine
+core or API server is no rank (core.stacks.roles), its stack is grouped with its own role's.  The
+phase comes from the function names on the main thread (the engine's `stack_phases`: SGLang's, which
+the sim's frames copy, and vLLM's, read from its source); no known name gives "cannot tell".
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from specdebug.engines import ENGINES
+from specdebug.core.stacks.roles import RANKED_ROLES, SGLANG_RANK, WORKER
+from specdebug.engines import ENGINES, engine_of
 
-# (phase, any of these function names on the main thread), first match wins: a collective wait (torch /
-# NCCL, every engine) before the engines' own function names (`Engine.stack_phases`)
-PHASE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "NCCL collective wait",
-        ("all_reduce", "pynccl_all_reduce", "all_gather", "broadcast", "barrier", "wait_for_peers"),
-    ),
-    *(rule for engine in ENGINES.values() for rule in engine.stack_phases),
+Rules = tuple[tuple[str, tuple[str, ...]], ...]
+# a collective wait (torch / NCCL): before an engine's own names, unless the engine names its collectives
+COLLECTIVE_RULE = (
+    "NCCL collective wait",
+    ("all_reduce", "pynccl_all_reduce", "all_gather", "broadcast", "barrier", "wait_for_peers"),
 )
-RANK = re.compile(r"(?:TP|_TP|Worker_TP)(\d+)")
+# (phase, any of these function names on the main thread), first match wins: every engine's rules,
+# for a stack whose engine is not known
+PHASE_RULES: Rules = (COLLECTIVE_RULE, *(rule for engine in ENGINES.values() for rule in engine.stack_phases))
+RANK = SGLANG_RANK
+
+
+def rules_for(kind: str | None) -> Rules:
+    """The rules of one engine (a profile's kind): its own, after the generic collective rule unless
+    one of its own rules names all_reduce (vLLM places its collectives itself); every engine's when
+    the kind has none."""
+    engine = engine_of(kind)
+    if engine is None or not engine.stack_phases:
+        return PHASE_RULES
+    own = engine.stack_phases
+    if any("all_reduce" in names for _, names in own):
+        return own
+    return (COLLECTIVE_RULE, *own)
 
 
 def short_name(name: str) -> str:
@@ -32,11 +46,22 @@ def short_name(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-def phase_of(frames: list[dict[str, Any]]) -> str:
-    names = {short_name(str(f.get("name"))) for f in frames}
-    for phase, wanted in PHASE_RULES:
-        if names.intersection(wanted):
-            return phase
+def _matches(name: str, wanted: str) -> bool:
+    """`Sampler.forward` matches `Sampler.forward` and `X.Sampler.forward`; `propose` matches the
+    last part of any qualname (`NgramProposer.propose`)."""
+    if "." in wanted:
+        return name == wanted or name.endswith("." + wanted)
+    return short_name(name) == wanted
+
+
+def phase_of(frames: list[dict[str, Any]], kind: str | None = None) -> str:
+    """The first rule whose names a frame holds; `{name}` in a phase becomes the innermost frame
+    that matched, as py-spy names it (`CpuCommunicator.all_reduce`, `NgramProposer.propose`)."""
+    names = [str(f.get("name")) for f in frames]
+    for phase, wanted in rules_for(kind):
+        hit = next((n for n in names if any(_matches(n, w) for w in wanted)), None)
+        if hit is not None:
+            return phase.replace("{name}", hit)
     return "cannot tell (no known frame)"
 
 
@@ -54,13 +79,17 @@ def rank_of(title: str, index: int) -> int:
 
 @dataclass
 class Worker:
+    """One process of the server whose stack is read (a worker, or the engine core: see `role`)."""
+
     pid: int
-    rank: int
+    rank: int | None  # None: not a rank (an engine core, an API server)
     title: str
     frames: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     phase: str = "cannot tell"
     group: int | None = None
+    role: str = WORKER
+    label: str = ""  # what its title names: "TP1", "PP0_TP1", "DP0"; "" when nothing
 
 
 @dataclass
@@ -71,6 +100,8 @@ class Group:
     phase: str
     frames: list[dict[str, Any]]
     differs: bool = False
+    role: str = WORKER
+    labels: list[str] = field(default_factory=list)
 
 
 def signature(frames: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
@@ -78,58 +109,111 @@ def signature(frames: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
     return tuple((str(f.get("name")), str(f.get("file"))) for f in frames)
 
 
-def group_workers(workers: list[Worker]) -> list[Group]:
-    """Groups of identical main-thread stacks, biggest first; all but the biggest are `differs`
-    (a tie between the two biggest: every group differs, no majority to hold a rank against)."""
-    by_sig: dict[tuple[tuple[str, str], ...], list[Worker]] = {}
+def _order(w: Worker) -> tuple[int, int]:
+    return (w.rank if w.rank is not None else -1, w.pid)
+
+
+def group_workers(workers: list[Worker], kind: str | None = None) -> list[Group]:
+    """Groups of identical main-thread stacks within each role, the ranked role's first, biggest
+    first; in each role all but its biggest group are `differs` (a tie between its two biggest: every
+    group of the role differs, no majority to hold a rank against).  A lone engine core is never
+    held against the workers."""
+    by_sig: dict[tuple[str, tuple[tuple[str, str], ...]], list[Worker]] = {}
     for w in workers:
         if w.error is None:
-            w.phase = phase_of(w.frames)
-            by_sig.setdefault(signature(w.frames), []).append(w)
-    ordered = sorted(by_sig.values(), key=lambda ws: (-len(ws), min(x.rank for x in ws)))
-    groups = []
-    for i, ws in enumerate(ordered):
-        ws.sort(key=lambda x: x.rank)
-        for w in ws:
-            w.group = i + 1
-        groups.append(Group(i + 1, [w.rank for w in ws], [w.pid for w in ws], ws[0].phase, ws[0].frames))
-    if len(groups) > 1:
-        tie = len(groups[0].ranks) == len(groups[1].ranks)
-        for g in groups[0 if tie else 1 :]:
-            g.differs = True
+            w.phase = phase_of(w.frames, kind)
+            by_sig.setdefault((w.role, signature(w.frames)), []).append(w)
+    roles = sorted({role for role, _ in by_sig}, key=lambda r: (r not in RANKED_ROLES, r))
+    groups: list[Group] = []
+    for role in roles:
+        ordered = sorted(
+            (ws for (r, _), ws in by_sig.items() if r == role),
+            key=lambda ws: (-len(ws), min(_order(x) for x in ws)),
+        )
+        mine: list[Group] = []
+        for ws in ordered:
+            ws.sort(key=_order)
+            gid = len(groups) + len(mine) + 1
+            for w in ws:
+                w.group = gid
+            ranks = [w.rank for w in ws if w.rank is not None]
+            labels = [w.label for w in ws if w.label]
+            mine.append(
+                Group(gid, ranks, [w.pid for w in ws], ws[0].phase, ws[0].frames, False, role, labels)
+            )
+        if len(mine) > 1:
+            tie = len(mine[0].pids) == len(mine[1].pids)
+            for g in mine[0 if tie else 1 :]:
+                g.differs = True
+        groups += mine
     return groups
 
 
 def _leaf(g: Group) -> str:
-    """The innermost Python frame of a group's stack (py-spy lists the leaf first)."""
-    return short_name(str(g.frames[0].get("name"))) if g.frames else "?"
+    """The innermost Python frame of a group's stack, as py-spy names it (the leaf comes first)."""
+    return str(g.frames[0].get("name")) if g.frames else "?"
+
+
+def _who(g: Group) -> str:
+    """`rank 0, 1` for a ranked role; `engine core`, `engine core DP1` for the others."""
+    if g.role in RANKED_ROLES:
+        return "rank " + ", ".join(str(r) for r in g.ranks)
+    return " ".join([g.role, ", ".join(g.labels)]).strip()
+
+
+def _role_summary(gs: list[Group]) -> str:
+    """One role's groups in words: the phase they share, or the majority and the groups that differ."""
+    head = gs[0]
+    ranked = head.role in RANKED_ROLES
+    count = len(head.ranks) if ranked else len(head.pids)
+    if len(gs) == 1:
+        if not ranked and count == 1:
+            return f"{_who(head)}: {head.phase}"
+        what = "rank(s)" if ranked else f"{head.role}s"
+        return f"all {count} {what} in the same stack: {head.phase}"
+    if not head.differs:
+        diff = "; ".join(f"{_who(g)} differs: {g.phase}, in {_leaf(g)}" for g in gs[1:])
+        what = "ranks" if ranked else f"{head.role}s"
+        return f"{count} {what}: {head.phase}; {diff}"
+    return "no majority: " + "; ".join(f"{_who(g)}: {g.phase}" for g in gs)
 
 
 def summary(groups: list[Group]) -> str:
-    """One line: the server's phase and the ranks that differ."""
+    """One line: each role's phase and the ranks that differ (the workers first, then the engine
+    core, the API server; a server of ranks only reads as before: "8 ranks: ...")."""
     if not groups:
         return "cannot tell: no stack was read"
-    head = groups[0]
+    roles = list(dict.fromkeys(g.role for g in groups))
+    parts = []
+    for role in roles:
+        text = _role_summary([g for g in groups if g.role == role])
+        prefix = "workers: " if role in RANKED_ROLES and len(roles) > 1 else ""
+        parts.append(prefix + text)
+    return "; ".join(parts)
 
-    def ranks(g: Group) -> str:
-        return ", ".join(str(r) for r in g.ranks)
 
-    if len(groups) == 1:
-        return f"all {len(head.ranks)} rank(s) in the same stack: {head.phase}"
-    if not head.differs:
-        diff = "; ".join(f"rank {ranks(g)} differs: {g.phase}, in {_leaf(g)}" for g in groups[1:])
-        return f"{len(head.ranks)} ranks: {head.phase}; {diff}"
-    return "no majority: " + "; ".join(f"rank {ranks(g)}: {g.phase}" for g in groups)
+def _counted(workers: list[dict[str, Any]]) -> str:
+    """`2 worker(s)`, or `2 worker(s), 1 engine core` when other roles were read too."""
+    roles: dict[str, int] = {}
+    for w in workers:
+        role = w.get("role", WORKER)
+        roles[role] = roles.get(role, 0) + 1
+    head = f"{roles.pop(WORKER, 0)} worker(s)"
+    return ", ".join([head, *(f"{n} {role}" for role, n in roles.items())])
 
 
 def dump_lines(d: dict[str, Any]) -> list[str]:
     """Human lines of a dump (core.stacks.collect.dump's dict): the verb prints them, the TUI shows them."""
-    out = [f"{d['profile']}: {len(d['workers'])} worker(s) ({d['found_by']}); {d['summary']}"]
+    out = [f"{d['profile']}: {_counted(d['workers'])} ({d['found_by']}); {d['summary']}"]
     for g in d["groups"]:
         mark = "  <- differs" if g["differs"] else ""
-        out.append(
-            f"ranks {', '.join(map(str, g['ranks']))} (pids {', '.join(map(str, g['pids']))}): {g['phase']}{mark}"
-        )
+        pids = ", ".join(map(str, g["pids"]))
+        if g.get("role", WORKER) in RANKED_ROLES:
+            names = f" = {', '.join(g['labels'])}" if g.get("labels") else ""
+            who = f"ranks {', '.join(map(str, g['ranks']))}{names}"
+        else:
+            who = " ".join([g["role"], ", ".join(g.get("labels") or [])]).strip()
+        out.append(f"{who} (pids {pids}): {g['phase']}{mark}")
         out += [f"    {f['name']} ({f['file']}:{f['line']})" for f in g["frames"][:25]]
     out += [f"pid {pid}: no stack: {e}" for pid, e in d["errors"].items()]
     return out

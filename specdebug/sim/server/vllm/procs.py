@@ -29,12 +29,15 @@ from specdebug.sim.server.sglang.shapes import version_tuple
 from specdebug.sim.server.sglang.worker import (
     REPORTED_PREFIXES,
     die_with_parent,
-    idle_until_exit,
     nccl_debug_on,
     nccl_init_lines,
 )
 from specdebug.sim.server.vllm import shapes as vllm_shapes
 from specdebug.sim.server.vllm.args import VllmConfig, cluster_of, local_ranks
+from specdebug.sim.server.vllm.frames.core import EngineCoreProc
+from specdebug.sim.server.vllm.frames.multiproc_executor import MultiprocExecutor, WorkerProc
+from specdebug.sim.server.vllm.frames.shm_broadcast import MessageQueue
+from specdebug.sim.server.vllm.frames.uniproc_executor import UniProcExecutor
 
 DURATIONS = {"init": 4.0, "load_weights": 60.0, "kv_cache": 3.0, "cuda_graph": 20.0}
 FAULT_AT_FRACTION = 0.4
@@ -220,7 +223,26 @@ def run_worker(cfg_dict: dict[str, Any], rank: int, conn: Connection) -> None:
     send(("ready", info))
     if runner.rank_init is not None and runner.last_local:
         start_watchdog_fault(runner.rank_init, cfg.sim.nccl_timeout_after)
-    idle_until_exit(conn)
+    # serving: RPCs from the engine core, in vLLM's frames (sim.server.vllm.frames)
+    WorkerProc.worker_main(rank, drafter_method(cfg), MessageQueue([conn]))
+
+
+def drafter_method(cfg: VllmConfig) -> str | None:
+    """The proposer a worker runs after sampling (None without speculation)."""
+    return (cfg.method or "ngram") if cfg.spec.enabled else None
+
+
+def serve_engine_core(conn: Connection, keep: list[Any], method: str | None) -> None:
+    """The busy loop over the workers' pipes (TP > 1) or the model in this process (TP 1), in
+    vLLM's frames (sim.server.vllm.frames), until the API server goes."""
+    worker_conns = [k for k in keep if isinstance(k, Connection)]
+    executor: Any = UniProcExecutor(method)
+    if worker_conns:
+        executor = MultiprocExecutor(MessageQueue(worker_conns), MessageQueue(worker_conns[:1]))
+    try:
+        EngineCoreProc(conn, executor).run_busy_loop()
+    except (SystemExit, EOFError, OSError):
+        return
 
 
 def engine_core_name(cfg: VllmConfig) -> str:
@@ -272,7 +294,7 @@ def run_engine_core(cfg_dict: dict[str, Any], conn: Connection) -> None:
         send(("failed", "core"))
         os._exit(1)
     send(("ready", {"workers": infos, "kv_tokens": tokens, "pid": os.getpid()}))
-    idle_until_exit(conn)
+    serve_engine_core(conn, keep, drafter_method(cfg))
 
 
 def _stop_workers(keep: list[Any]) -> None:

@@ -36,6 +36,7 @@ from specdebug.sim.server.common import costmodel, faults
 from specdebug.sim.server.common.logsink import LogSink, Sidecar, set_launcher_sink, uvicorn_log_config
 from specdebug.sim.server.common.openai_api import Vocab, openai_response
 from specdebug.sim.server.common.simonly import engine_scales, model_record
+from specdebug.sim.server.sglang import sched_frames
 from specdebug.sim.server.sglang.shapes import version_tuple
 from specdebug.sim.server.vllm import headless
 from specdebug.sim.server.vllm import shapes as vllm_shapes
@@ -264,9 +265,11 @@ class VllmServer:
             timeout_keep_alive=5,
         )
         engine.start()
-        tasks = (
-            [] if a.disable_log_stats else [asyncio.get_running_loop().create_task(self._stats_loop(engine))]
-        )
+        loop = asyncio.get_running_loop()
+        # the engine core's (and its workers') frames follow what the engine models: sched_frames.feed
+        tasks = [loop.create_task(sched_frames.feed([self.conn], engine))]
+        if not a.disable_log_stats:
+            tasks.append(loop.create_task(self._stats_loop(engine)))
         try:
             await uvicorn.Server(config).serve()
         finally:
