@@ -9,7 +9,12 @@ Tokens are counted from the stream itself: ``usage.completion_tokens`` when the 
 (per chunk with ``continuous_usage_stats``, else in the final usage chunk), otherwise one token
 per non-empty chunk. Speculative servers send several tokens in one chunk; the gap before such a
 chunk is split evenly over its tokens for ITL (as sglang.bench_serving does), so ITL stays a
-per-token figure.
+per-token figure.  A chunk whose text the server held back (an incomplete UTF-8 sequence) still
+counts by its running usage: it is an engine step that arrived.
+
+The chunks' arrival times also give the cycle time of speculative decoding (``stream_cycles``,
+core.bench.bursts): one chunk per engine step, so the gaps between bursts are draft+verify cycles,
+the figure vLLM does not log.
 
 Two throughput figures are reported:
 - ``output_tok_s``: total output tokens / wall duration (sglang/vLLM bench definition; includes TTFT),
@@ -30,7 +35,8 @@ from typing import Any
 import httpx
 from pydantic import Field
 
-from specdebug.core.bench.models import BenchConfig, BenchProgress, BenchResult, LatencyStats
+from specdebug.core.bench.bursts import cycle_stats, request_samples
+from specdebug.core.bench.models import BenchConfig, BenchProgress, BenchResult, LatencyStats, StreamCycles
 from specdebug.core.bench.stream_guard import (
     StreamRefused,
     bounded_lines,
@@ -98,6 +104,7 @@ class RequestRecord:
     usage_completion: int | None = None  # final usage.completion_tokens
     usage_prompt: int | None = None
     text_chars: int = 0
+    running_usage: bool = False  # every token chunk carried a running usage count (exact tokens per chunk)
 
     @property
     def output_tokens(self) -> int:
@@ -235,15 +242,11 @@ async def _read_stream(
                 rec.usage_prompt = prompt
             if completion is not None:
                 rec.usage_completion = completion
-            if not text:
-                n = 0  # role/usage-only chunk (the final usage chunk has no choices)
-            elif completion is not None:
-                n = max(completion - (prev_usage or 0), 1)  # continuous usage: exact tokens in this chunk
-            else:
-                n = 1
+            n = _chunk_tokens(chunk, text, completion, prev_usage)
             if completion is not None:
                 prev_usage = completion
             if n > 0:
+                rec.running_usage = completion is not None and (counted == 0 or rec.running_usage)
                 counted += n
                 rec.chunk_times.append(now)
                 rec.chunk_tokens.append(n)
@@ -253,6 +256,18 @@ async def _read_stream(
                     live.report()
             rec.text_chars += len(text)
             check_counted(counted, max_tokens)
+
+
+def _chunk_tokens(chunk: Any, text: str, completion: int | None, prev_usage: int | None) -> int:
+    """Tokens one chunk carries.  With a running usage count: its growth (a chunk of tokens whose text
+    the server held back, e.g. an incomplete UTF-8 sequence, is still an engine step that arrived);
+    without: one per chunk with text.  A chunk without a choice (the final usage chunk) carries none."""
+    if text:
+        return max(completion - (prev_usage or 0), 1) if completion is not None else 1
+    has_choice = isinstance(chunk, dict) and bool(chunk.get("choices"))
+    if has_choice and completion is not None and prev_usage is not None:
+        return max(completion - prev_usage, 0)
+    return 0  # role/usage-only chunk
 
 
 def _chunk_text(chunk: Any) -> str:
@@ -397,12 +412,21 @@ def summarize(records: list[RequestRecord], duration: float, params: BuiltinPara
     if dec_time > 0:
         res.decode_tok_s = dec_tokens / dec_time
     res.peak_output_tok_s, res.peak_concurrent_requests = _peaks(ok)
+    res.stream_cycles = stream_cycles(ok)
     short = [r for r in ok if params.ignore_eos and r.output_tokens < params.output_len]
     if short:
         res.warnings.append(
             f"{len(short)} requests returned fewer than {params.output_len} tokens (ignore_eos not honoured?)"
         )
     return res
+
+
+def stream_cycles(ok: list[RequestRecord]) -> StreamCycles:
+    """The cycle time from the bursts of every successful request (core.bench.bursts): the gaps
+    between token bursts, tokens per burst exact where every chunk carried a running usage."""
+    exact = all(r.running_usage for r in ok)
+    samples = [s for r in ok for s in request_samples(r.chunk_times, r.chunk_tokens, exact)]
+    return cycle_stats(samples, requests=len(ok), tokens_exact=exact)
 
 
 def _scaled_chunk_tokens(r: RequestRecord) -> list[int]:
