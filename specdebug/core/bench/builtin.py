@@ -35,8 +35,9 @@ from typing import Any
 import httpx
 from pydantic import Field
 
-from specdebug.core.bench.bursts import cycle_stats, request_samples
-from specdebug.core.bench.models import BenchConfig, BenchProgress, BenchResult, LatencyStats, StreamCycles
+from specdebug.core.bench.bursts import stream_cycles
+from specdebug.core.bench.chunks import chunk_text, chunk_tokens
+from specdebug.core.bench.models import BenchConfig, BenchProgress, BenchResult, LatencyStats
 from specdebug.core.bench.stream_guard import (
     StreamRefused,
     bounded_lines,
@@ -235,14 +236,14 @@ async def _read_stream(
             if isinstance(chunk, dict) and chunk.get("error"):
                 rec.error = f"server error: {str(chunk['error'])[:200]}"
                 return
-            text = _chunk_text(chunk)
+            text = chunk_text(chunk)
             usage = chunk.get("usage") if isinstance(chunk, dict) else None
             completion, prompt = check_usage(usage, max_tokens, prev_usage)
             if prompt is not None:
                 rec.usage_prompt = prompt
             if completion is not None:
                 rec.usage_completion = completion
-            n = _chunk_tokens(chunk, text, completion, prev_usage)
+            n = chunk_tokens(chunk, text, completion, prev_usage)
             if completion is not None:
                 prev_usage = completion
             if n > 0:
@@ -256,31 +257,6 @@ async def _read_stream(
                     live.report()
             rec.text_chars += len(text)
             check_counted(counted, max_tokens)
-
-
-def _chunk_tokens(chunk: Any, text: str, completion: int | None, prev_usage: int | None) -> int:
-    """Tokens one chunk carries.  With a running usage count: its growth (a chunk of tokens whose text
-    the server held back, e.g. an incomplete UTF-8 sequence, is still an engine step that arrived);
-    without: one per chunk with text.  A chunk without a choice (the final usage chunk) carries none."""
-    if text:
-        return max(completion - (prev_usage or 0), 1) if completion is not None else 1
-    has_choice = isinstance(chunk, dict) and bool(chunk.get("choices"))
-    if has_choice and completion is not None and prev_usage is not None:
-        return max(completion - prev_usage, 0)
-    return 0  # role/usage-only chunk
-
-
-def _chunk_text(chunk: Any) -> str:
-    if not isinstance(chunk, dict):
-        return ""
-    choices = chunk.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return ""
-    c = choices[0]
-    text = c.get("text")
-    if text is None and isinstance(c.get("delta"), dict):  # chat-style chunks
-        text = c["delta"].get("content")
-    return text or ""
 
 
 async def run_builtin(
@@ -412,21 +388,13 @@ def summarize(records: list[RequestRecord], duration: float, params: BuiltinPara
     if dec_time > 0:
         res.decode_tok_s = dec_tokens / dec_time
     res.peak_output_tok_s, res.peak_concurrent_requests = _peaks(ok)
-    res.stream_cycles = stream_cycles(ok)
+    res.stream_cycles = stream_cycles(ok)  # core.bench.bursts
     short = [r for r in ok if params.ignore_eos and r.output_tokens < params.output_len]
     if short:
         res.warnings.append(
             f"{len(short)} requests returned fewer than {params.output_len} tokens (ignore_eos not honoured?)"
         )
     return res
-
-
-def stream_cycles(ok: list[RequestRecord]) -> StreamCycles:
-    """The cycle time from the bursts of every successful request (core.bench.bursts): the gaps
-    between token bursts, tokens per burst exact where every chunk carried a running usage."""
-    exact = all(r.running_usage for r in ok)
-    samples = [s for r in ok for s in request_samples(r.chunk_times, r.chunk_tokens, exact)]
-    return cycle_stats(samples, requests=len(ok), tokens_exact=exact)
 
 
 def _scaled_chunk_tokens(r: RequestRecord) -> list[int]:

@@ -25,6 +25,7 @@ Tokens per burst are exact only where the server sent a running usage count in e
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from specdebug.core.bench.models import MAX_STREAM_SAMPLES, StreamCycles, percentile
 
@@ -36,6 +37,14 @@ MIN_GAPS = 8
 MAX_BURST_TOKENS = 64
 
 Sample = tuple[float, int]  # (gap before the burst in ms, tokens in the burst; 0 = not counted)
+
+
+class StreamedRequest(Protocol):
+    """What a client recorded of one request (core.bench.builtin.RequestRecord)."""
+
+    chunk_times: list[float]  # arrival of each chunk carrying tokens (s)
+    chunk_tokens: list[int]
+    running_usage: bool  # every such chunk carried a running usage count
 
 
 def bursts_of(
@@ -122,6 +131,14 @@ def cycle_stats(
     elif not tokens_exact:
         res.notes.append("no running usage in the chunks: tokens per burst not counted")
     return res
+
+
+def stream_cycles(ok: Sequence[StreamedRequest]) -> StreamCycles:
+    """The cycle time from the bursts of every successful request (core.bench.bursts): the gaps
+    between token bursts, tokens per burst exact where every chunk carried a running usage."""
+    exact = all(r.running_usage for r in ok)
+    samples = [s for r in ok for s in request_samples(r.chunk_times, r.chunk_tokens, exact)]
+    return cycle_stats(samples, requests=len(ok), tokens_exact=exact)
 
 
 def reach_by_position(cycles: StreamCycles, positions: int) -> list[float] | None:

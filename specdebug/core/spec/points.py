@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specdebug.core.bench.bursts import recompute
-from specdebug.core.bench.models import BenchResult, StreamCycles
+from specdebug.core.bench.models import BenchResult, ServerMetrics, StreamCycles
 from specdebug.core.fingerprint import split_argv
 from specdebug.core.report import HistoryEntry
 from specdebug.core.spec.bounds import bounded
@@ -86,7 +86,7 @@ def point_of(entry: HistoryEntry) -> SpecPoint:
         kind = "gen throughput (the server's; one stream's rate only at batch 1)" if live else kind
         p.sources["measured_tok_s"] = f"{where} {kind}"
     srv = res.server
-    log = f"{where} server log"
+    log = where if live else f"{where} server log"
     if srv is not None:
         p.verify_ms = bounded("verify_ms", srv.verify_ms, f"{log} (verify lines)", p.notes)
         p.draft_ms = bounded("draft_ms", srv.extra.get("draft_ms"), f"{log} (draft lines)", p.notes)
@@ -109,7 +109,7 @@ def _accept_len(p: SpecPoint, res: BenchResult, where: str) -> None:
     rates = prom.rates if prom is not None else None
     stream = p.stream or {}
     candidates = [
-        (srv.accept_len if srv else None, f"{where} server log (accept len)"),
+        (srv.accept_len if srv else None, f"{where} {_server_source(srv, 'accept_len')}"),
         (
             rates.accept_length if rates else None,
             f"{where} /metrics ({rates.sources.get('accept_length', '') if rates else ''})",
@@ -122,6 +122,16 @@ def _accept_len(p: SpecPoint, res: BenchResult, where: str) -> None:
         if p.accept_len is not None:
             p.sources["accept_len"] = source
             return
+
+
+def _server_source(srv: ServerMetrics | None, name: str) -> str:
+    """Where the bench's server figure came from: its log, unless the bench filled it from /metrics."""
+    via = srv.sources.get(name) if srv is not None else None
+    return (
+        f"server {via} ({name}, the bench's server figures)"
+        if via
+        else f"server log ({name.replace('_', ' ')})"
+    )
 
 
 def _stream(p: SpecPoint, res: BenchResult, where: str) -> None:
