@@ -3,7 +3,7 @@ policy, text and JSON output and exit codes (0 ok, 1 the checked thing failed, 2
 
 Every human-readable line a verb prints goes through `out` or `err`: text from the box (log lines,
 cmdlines, environ values, excerpts, journal entries) never drives the terminal (see
-specdebug.core.sanitize).  JSON goes through `print_json`, which `json.dumps` keeps exact.
+specdebug.core.sanitize).  JSON goes through `print_json`, which `json.dumps` keeps exact and strict (no NaN/Infinity).
 
 asyncssh is imported only when a verb connects: local verbs (scan FILE, profile) stay quick.
 """
@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import contextvars
 import json
+import math
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -304,11 +305,29 @@ def err(message: str) -> None:
     out(f"specdebug: {message}", file=sys.stderr)
 
 
-def print_json(obj: Any) -> None:
-    """One JSON object on one line (pydantic models are dumped in JSON mode)."""
+def finite(obj: Any) -> Any:
+    """`obj` with every NaN or infinite float replaced by None: a figure parsed from a log or a page
+    can be one (a 400-digit number is inf), and a bare NaN/Infinity is not JSON (strict parsers,
+    jq, JavaScript refuse it).  Verbs say why a figure is null where they left it out themselves."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def json_text(obj: Any) -> str:
+    """Strict JSON of `obj` (no NaN/Infinity: those become null), pydantic models in JSON mode."""
     if hasattr(obj, "model_dump"):
         obj = obj.model_dump(mode="json")
-    print(json.dumps(obj, default=str), flush=True)
+    return json.dumps(finite(obj), default=str, allow_nan=False)
+
+
+def print_json(obj: Any) -> None:
+    """One JSON object on one line, strict (json_text)."""
+    print(json_text(obj), flush=True)
 
 
 SyncVerbFunc = Callable[[argparse.Namespace], int]

@@ -27,6 +27,7 @@ from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import (
     add_ssh_args,
     err,
+    json_text,
     load_profile_or_exit,
     out,
     out_block,
@@ -101,7 +102,7 @@ def _match_text(m: LogMatch | PlainMatch, as_json: bool) -> str:
                 f'{{"offset": {m.offset}, "event": "match", "line": {_quote(m.line)}, '
                 f'"fields": {fields}, "metrics": {{}}, "warmup": false}}\n'
             )
-    return json.dumps(match_json(m), default=str) + "\n"
+    return json_text(match_json(m)) + "\n"  # strict: a pack's figure may be inf
 
 
 def _emit(item: LogMatch | PlainMatch | LogEvent, as_json: bool) -> bool:

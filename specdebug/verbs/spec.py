@@ -6,10 +6,16 @@ From the figures each benchmark recorded (the server log's draft/verify lines an
 /metrics, the client's decode tok/s) and the session's plain-decode baseline: the cost of one
 speculative cycle, the tok/s it predicts beside the measured tok/s, the break-even accept length,
 and the verify time against a fit over the session's other configs; a verify more than 15 % above
-the fit is flagged with its likely causes and the evidence.  A profile with no result in the session
+the fit is flagged with its likely causes and the evidence.  Where the engine logs no verify time
+(vLLM), the cycle is the stream's median gap between token bursts (the built-in benchmark records
+it; one burst per draft+verify cycle) and the fit is over whole cycles; `cycle_source` says which.
+A figure outside its sane range (core.spec.bounds) is left out with a note; the JSON holds no NaN
+or Infinity.  A profile with no result in the session
 (or --live) is read from its server's log on HOST now (the last 512 KiB; measured = the server's gen
 throughput); otherwise HOST is contacted only for a journal kept on the box (box:NAME).
-JSON: {"profile", "session", "baseline", "config", "configs", "live"}.
+JSON: {"profile", "session", "baseline", "config", "configs", "live"}; each config has its point's
+figures and sources, `cycle_ms`, `cycle_source`, `stream_cycle_ms`, `stream` (the cycle distribution:
+median_ms, p10_ms, p90_ms, n, tokens_per_burst...), `fit_of`, `fit_cycle_ms`, `cycle_flagged`.
 Exit 0, 1 when the profile has no usable result in the session, 2 usage error or no session.
 """
 
@@ -57,11 +63,18 @@ def _show(cm: ConfigMath, base: Baseline | None) -> list[str]:
     p = cm.point
     src = p.sources
     lines = [f"#{p.id} {p.profile}" + ("" if p.speculative else " (no speculation)")]
-    if p.speculative:
+    if p.speculative and cm.cycle_source == "stream":
+        lines.append(
+            f"  cycle      {_f(cm.cycle_ms)} ms from the stream (no verify time logged)"
+            f"  [{src.get('stream_cycle_ms')}]"
+        )
+    elif p.speculative:
         lines.append(
             f"  cycle      {_f(cm.cycle_ms)} ms = draft {_f(p.draft_ms)} ms + verify {_f(p.verify_ms)} ms"
             f"  [{src.get('verify_ms', 'not recorded')}]"
         )
+        if p.stream_cycle_ms is not None:
+            lines.append(f"  stream     {p.stream_cycle_ms:.2f} ms per burst  [{src.get('stream_cycle_ms')}]")
         lines.append(f"  tokens     {p.draft_tokens or '?'} verified per cycle  [{src.get('draft_tokens')}]")
     lines.append(
         f"  predicts   {_f(cm.predicted_tok_s, 1)} tok/s (accept {_f(p.accept_len)} x 1000 / cycle)"
@@ -79,6 +92,13 @@ def _show(cm: ConfigMath, base: Baseline | None) -> list[str]:
         lines.append(
             f"  verify     {_f(p.verify_ms)} ms vs fit {cm.fit_verify_ms:.2f} ms"
             f" ({cm.verify_excess_pct:+.0f} %){mark}"
+        )
+        lines += [f"    fit over {name}" for name in cm.fit_from]
+    if cm.fit_cycle_ms is not None and cm.cycle_excess_pct is not None:
+        mark = "  ABOVE THE FIT" if cm.cycle_flagged else ""
+        lines.append(
+            f"  cycle      {_f(cm.cycle_ms)} ms vs fit {cm.fit_cycle_ms:.2f} ms ({cm.cycle_excess_pct:+.0f} %)"
+            f" (stream cycles: no verify time logged){mark}"
         )
         lines += [f"    fit over {name}" for name in cm.fit_from]
     for c in cm.causes:

@@ -9,7 +9,12 @@ Tokens are counted from the stream itself: ``usage.completion_tokens`` when the 
 (per chunk with ``continuous_usage_stats``, else in the final usage chunk), otherwise one token
 per non-empty chunk. Speculative servers send several tokens in one chunk; the gap before such a
 chunk is split evenly over its tokens for ITL (as sglang.bench_serving does), so ITL stays a
-per-token figure.
+per-token figure.  A chunk whose text the server held back (an incomplete UTF-8 sequence) still
+counts by its running usage: it is an engine step that arrived.
+
+The chunks' arrival times also give the cycle time of speculative decoding (``stream_cycles``,
+core.bench.bursts): one chunk per engine step, so the gaps between bursts are draft+verify cycles,
+the figure vLLM does not log.
 
 Two throughput figures are reported:
 - ``output_tok_s``: total output tokens / wall duration (sglang/vLLM bench definition; includes TTFT),
@@ -30,6 +35,8 @@ from typing import Any
 import httpx
 from pydantic import Field
 
+from specdebug.core.bench.bursts import stream_cycles
+from specdebug.core.bench.chunks import chunk_text, chunk_tokens
 from specdebug.core.bench.models import BenchConfig, BenchProgress, BenchResult, LatencyStats
 from specdebug.core.bench.stream_guard import (
     StreamRefused,
@@ -98,6 +105,7 @@ class RequestRecord:
     usage_completion: int | None = None  # final usage.completion_tokens
     usage_prompt: int | None = None
     text_chars: int = 0
+    running_usage: bool = False  # every token chunk carried a running usage count (exact tokens per chunk)
 
     @property
     def output_tokens(self) -> int:
@@ -228,22 +236,18 @@ async def _read_stream(
             if isinstance(chunk, dict) and chunk.get("error"):
                 rec.error = f"server error: {str(chunk['error'])[:200]}"
                 return
-            text = _chunk_text(chunk)
+            text = chunk_text(chunk)
             usage = chunk.get("usage") if isinstance(chunk, dict) else None
             completion, prompt = check_usage(usage, max_tokens, prev_usage)
             if prompt is not None:
                 rec.usage_prompt = prompt
             if completion is not None:
                 rec.usage_completion = completion
-            if not text:
-                n = 0  # role/usage-only chunk (the final usage chunk has no choices)
-            elif completion is not None:
-                n = max(completion - (prev_usage or 0), 1)  # continuous usage: exact tokens in this chunk
-            else:
-                n = 1
+            n = chunk_tokens(chunk, text, completion, prev_usage)
             if completion is not None:
                 prev_usage = completion
             if n > 0:
+                rec.running_usage = completion is not None and (counted == 0 or rec.running_usage)
                 counted += n
                 rec.chunk_times.append(now)
                 rec.chunk_tokens.append(n)
@@ -253,19 +257,6 @@ async def _read_stream(
                     live.report()
             rec.text_chars += len(text)
             check_counted(counted, max_tokens)
-
-
-def _chunk_text(chunk: Any) -> str:
-    if not isinstance(chunk, dict):
-        return ""
-    choices = chunk.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return ""
-    c = choices[0]
-    text = c.get("text")
-    if text is None and isinstance(c.get("delta"), dict):  # chat-style chunks
-        text = c["delta"].get("content")
-    return text or ""
 
 
 async def run_builtin(
@@ -397,6 +388,7 @@ def summarize(records: list[RequestRecord], duration: float, params: BuiltinPara
     if dec_time > 0:
         res.decode_tok_s = dec_tokens / dec_time
     res.peak_output_tok_s, res.peak_concurrent_requests = _peaks(ok)
+    res.stream_cycles = stream_cycles(ok)  # core.bench.bursts
     short = [r for r in ok if params.ignore_eos and r.output_tokens < params.output_len]
     if short:
         res.warnings.append(

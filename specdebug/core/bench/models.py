@@ -79,6 +79,46 @@ class ServerMetrics(Model):
     what: dict[str, str] = Field(default_factory=dict)
 
 
+#: bursts a result keeps (gap, tokens), evenly thinned past this: a bound on the journal's size
+MAX_STREAM_SAMPLES = 512
+
+
+class StreamCycles(Model):
+    """Cycle time measured from the stream's bursts of one benchmark (or one recomputation of it).
+
+    `samples` keeps (gap ms, tokens) per burst (at most MAX_STREAM_SAMPLES, evenly thinned) so a reader
+    that knows the config (spec, the advisor) can recompute with the tokens one cycle can yield;
+    core.bench.bursts makes it."""
+
+    source: str = "stream bursts"
+    n: int = 0  # gaps (cycles) in the distribution
+    median_ms: float | None = None
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    mean_ms: float | None = None
+    requests: int = 0
+    tokens_exact: bool = False  # per-burst tokens from the running usage of each chunk
+    mean_tokens_per_burst: float | None = None  # = accept length (accepted + 1) when exact
+    tokens_per_burst: dict[int, int] = Field(default_factory=dict)  # tokens -> bursts (exact only)
+    median_ms_by_tokens: dict[int, float] = Field(default_factory=dict)  # tokens -> median gap
+    left_out: int = 0  # bursts above the tokens one cycle can yield (merged steps)
+    samples: list[tuple[float, int]] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    def describe(self) -> str:
+        """One line: what the cycle figure is and how many gaps it stands on."""
+        if self.median_ms is None:
+            return f"{self.source}: cannot tell ({'; '.join(self.notes) or 'no gaps'})"
+        spread = (
+            f", p10 {self.p10_ms:.2f} / p90 {self.p90_ms:.2f} ms"
+            if self.p10_ms is not None and self.p90_ms is not None
+            else ""
+        )
+        return (
+            f"{self.source}: median of {self.n} gaps between token bursts{spread}, {self.requests} requests"
+        )
+
+
 class SpecDecoding(Model):
     """vLLM bench serve's "Speculative Decoding" section (computed by the client from /metrics deltas)."""
 
@@ -160,6 +200,7 @@ class BenchResult(Model):
     e2e_ms: LatencyStats = Field(default_factory=LatencyStats)
     accept_length: float | None = None  # as the external tool printed it
     spec: SpecDecoding | None = None
+    stream_cycles: StreamCycles | None = None  # built-in: cycle time from the stream's token bursts
     errors: list[str] = Field(default_factory=list)  # first few error messages
 
     # conditions

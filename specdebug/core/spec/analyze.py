@@ -5,6 +5,12 @@ likely causes and the evidence for each (or says that the recorded data shows no
 
 The baseline's plain decode step enters the fit as the 1-token point (a decode step is a target
 forward over one token); the output says so wherever it was used.
+
+The cycle is draft + verify from the log where the engine logs them (SGLang's `Target verify`
+lines); elsewhere (vLLM logs no verify time) it is the stream's median gap between token bursts
+(`cycle_source` says which).  Without a verify time the fit is over whole cycles instead: the other
+configs' stream cycles against their tokens, the baseline step again as the 1-token point (both
+include the same per-step overhead as measured by the client).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ class ConfigMath:
 
     point: SpecPoint
     cycle_ms: float | None = None
+    cycle_source: str | None = None  # "log" (draft + verify lines), "stream" (bursts), "baseline step"
     predicted_tok_s: float | None = None
     prediction_error_pct: float | None = None  # (predicted - measured) / measured
     break_even_accept_len: float | None = None
@@ -40,6 +47,10 @@ class ConfigMath:
     fit_from: list[str] = field(default_factory=list)
     verify_excess_pct: float | None = None
     verify_flagged: bool = False
+    fit_of: str | None = None  # "verify" (log verify times) or "cycle" (stream cycles, no verify logged)
+    fit_cycle_ms: float | None = None
+    cycle_excess_pct: float | None = None
+    cycle_flagged: bool = False
     causes: list[Cause] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -151,13 +162,15 @@ def analyze(
     base = _baseline(points, base_entry)
     out: list[ConfigMath] = []
     for p in points:
-        cm = ConfigMath(point=p)
+        cm = ConfigMath(point=p, notes=list(p.notes))  # figures left out come first
         if not p.single_stream:
             cm.notes.append("concurrency > 1: the per-stream arithmetic does not apply")
         if p.draft_ms is not None and p.verify_ms is not None:
-            cm.cycle_ms = arith.cycle_ms(p.draft_ms, p.verify_ms)
+            cm.cycle_ms, cm.cycle_source = arith.cycle_ms(p.draft_ms, p.verify_ms), "log"
+        elif p.speculative and p.stream_cycle_ms is not None:
+            cm.cycle_ms, cm.cycle_source = p.stream_cycle_ms, "stream"
         elif not p.speculative and base is not None and base.id == p.id:
-            cm.cycle_ms = base.step_ms
+            cm.cycle_ms, cm.cycle_source = base.step_ms, "baseline step"
         if cm.cycle_ms is not None and p.accept_len is not None:
             cm.predicted_tok_s = arith.predicted_tok_s(p.accept_len, cm.cycle_ms)
         if cm.predicted_tok_s is not None and p.measured_tok_s:
@@ -174,14 +187,21 @@ def _fit_one(
     cm: ConfigMath, others: list[SpecPoint], base: Baseline | None, by_id: dict[int, HistoryEntry]
 ) -> None:
     p = cm.point
-    if p.verify_ms is None or p.draft_tokens is None:
-        cm.notes.append("verify time or draft tokens not recorded: no fit")
+    if p.draft_tokens is None:
+        cm.notes.append("draft tokens not recorded: no fit")
+        return
+    if p.verify_ms is None:
+        if cm.cycle_source == "stream":
+            _fit_cycle(cm, others, base, by_id)
+        else:
+            cm.notes.append("verify time not recorded (log) and no cycle from the stream: no fit")
         return
     pts, names = _fit_points(others, base)
     line = arith.fit_line(pts)
     if line is None:
         cm.notes.append("cannot tell: the other configs give fewer than two token counts to fit")
         return
+    cm.fit_of = "verify"
     cm.fit_verify_ms = line.at(p.draft_tokens)
     cm.fit_from = names
     ex = arith.excess(p.verify_ms, cm.fit_verify_ms)
@@ -189,4 +209,39 @@ def _fit_one(
     cm.verify_flagged = arith.flagged(p.verify_ms, cm.fit_verify_ms)
     if cm.verify_flagged:
         fit_cfgs = [o for o in others if o.speculative and o.verify_ms is not None]
+        cm.causes = _causes(cm, fit_cfgs, by_id)
+
+
+def _fit_cycle(
+    cm: ConfigMath, others: list[SpecPoint], base: Baseline | None, by_id: dict[int, HistoryEntry]
+) -> None:
+    """No verify time logged: the cycle against a fit over the other configs' stream cycles."""
+    p = cm.point
+    assert p.draft_tokens is not None and cm.cycle_ms is not None
+    pts: list[tuple[float, float]] = []
+    names: list[str] = []
+    for o in others:
+        if o.speculative and o.stream_cycle_ms is not None and o.draft_tokens is not None:
+            pts.append((float(o.draft_tokens), o.stream_cycle_ms))
+            names.append(
+                f"#{o.id} {o.profile} ({o.draft_tokens} tokens, stream cycle {o.stream_cycle_ms:.2f} ms)"
+            )
+    if base is not None:
+        pts.append((1.0, base.step_ms))
+        names.append(f"#{base.id} {base.profile} decode step as the 1-token point ({base.step_ms:.2f} ms)")
+    line = arith.fit_line(pts)
+    if line is None:
+        cm.notes.append(
+            "cannot tell: no verify time logged and the other configs' stream cycles give fewer than "
+            "two token counts to fit"
+        )
+        return
+    cm.fit_of = "cycle"
+    cm.fit_cycle_ms = line.at(p.draft_tokens)
+    cm.fit_from = names
+    ex = arith.excess(cm.cycle_ms, cm.fit_cycle_ms)
+    cm.cycle_excess_pct = ex * 100.0 if ex is not None else None
+    cm.cycle_flagged = arith.flagged(cm.cycle_ms, cm.fit_cycle_ms)
+    if cm.cycle_flagged:
+        fit_cfgs = [o for o in others if o.speculative and o.stream_cycle_ms is not None]
         cm.causes = _causes(cm, fit_cfgs, by_id)

@@ -6,16 +6,24 @@ flags it holds (engines.*.spec_shape): SGLang's --speculative-num-draft-tokens (
 SGLang's own default for topk 1); vLLM's --speculative-config num_speculative_tokens + 1 (the drafts
 plus the target's own token).  Times come from the server's
 log lines seen during the run (ServerMetrics: verify_ms, extra draft_ms), accept length from the
-log, else /metrics, else the external tool's output.
+log, else /metrics, else the external tool's output, else the stream's tokens per burst.
+
+Where the engine logs no verify time (vLLM), the cycle comes from the stream instead: the built-in
+client's gaps between token bursts (core.bench.bursts), recomputed here with the tokens one cycle
+can yield, so bursts of merged steps drop out.  Every figure passes its sane range (core.spec.bounds)
+or is left out with a note.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from specdebug.core.bench.models import BenchResult
+from specdebug.core.bench.bursts import recompute
+from specdebug.core.bench.models import BenchResult, ServerMetrics, StreamCycles
 from specdebug.core.fingerprint import split_argv
 from specdebug.core.report import HistoryEntry
+from specdebug.core.spec.bounds import bounded
 from specdebug.engines import ENGINES
 from specdebug.engines.base import SpecShape
 
@@ -35,7 +43,10 @@ class SpecPoint:
     accept_len: float | None = None
     measured_tok_s: float | None = None
     single_stream: bool = True
+    stream_cycle_ms: float | None = None  # median gap between token bursts (one cycle per burst)
+    stream: dict[str, Any] | None = None  # the stream's cycle distribution (StreamCycles, no samples)
     sources: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # figures left out (outside their sane range)
 
 
 def _flags(argv: list[str] | None) -> dict[str, list[str]]:
@@ -69,33 +80,76 @@ def point_of(entry: HistoryEntry) -> SpecPoint:
     live = entry.id == 0  # core.spec.live: the running server's log now, no benchmark
     where = "the server log now" if live else f"result #{entry.id}"
     p.sources["draft_tokens"] = f"{where if not live else 'the profile'} argv: {why}"
-    p.measured_tok_s = res.headline()
+    p.measured_tok_s = bounded("measured_tok_s", res.headline(), where, p.notes)
     if p.measured_tok_s is not None:
         kind = "decode tok/s (client, per stream)" if res.decode_tok_s == p.measured_tok_s else "output tok/s"
         kind = "gen throughput (the server's; one stream's rate only at batch 1)" if live else kind
         p.sources["measured_tok_s"] = f"{where} {kind}"
     srv = res.server
-    if srv is not None and srv.verify_ms is not None:
-        p.verify_ms = srv.verify_ms
-        p.sources["verify_ms"] = f"{where} server log (mean of verify lines)"
-    if srv is not None and srv.extra.get("draft_ms") is not None:
-        p.draft_ms = srv.extra["draft_ms"]
-        p.sources["draft_ms"] = f"{where} server log (mean of draft lines)"
+    log = where if live else f"{where} server log"
+    if srv is not None:
+        p.verify_ms = bounded("verify_ms", srv.verify_ms, f"{log} (verify lines)", p.notes)
+        p.draft_ms = bounded("draft_ms", srv.extra.get("draft_ms"), f"{log} (draft lines)", p.notes)
+    if p.verify_ms is not None:
+        p.sources["verify_ms"] = f"{log} (mean of verify lines)"
+    if p.draft_ms is not None:
+        p.sources["draft_ms"] = f"{log} (mean of draft lines)"
+    _stream(p, res, where)
     if not spec:
         p.accept_len, p.draft_ms = 1.0, 0.0
         p.sources["accept_len"] = "no speculation: one token per step"
-    elif srv is not None and srv.accept_len is not None:
-        p.accept_len = srv.accept_len
-        p.sources["accept_len"] = f"{where} server log (accept len)"
-    elif res.server_prom and res.server_prom.rates and res.server_prom.rates.accept_length is not None:
-        p.accept_len = res.server_prom.rates.accept_length
-        p.sources["accept_len"] = (
-            f"{where} /metrics ({res.server_prom.rates.sources.get('accept_length', '')})"
-        )
-    elif res.accept_length is not None:
-        p.accept_len = res.accept_length
-        p.sources["accept_len"] = f"{where} benchmark output"
+    else:
+        _accept_len(p, res, where)
     return p
+
+
+def _accept_len(p: SpecPoint, res: BenchResult, where: str) -> None:
+    """Accept length from the log, else /metrics, else the benchmark's output, else the stream."""
+    srv, prom = res.server, res.server_prom
+    rates = prom.rates if prom is not None else None
+    stream = p.stream or {}
+    candidates = [
+        (srv.accept_len if srv else None, f"{where} {_server_source(srv, 'accept_len')}"),
+        (
+            rates.accept_length if rates else None,
+            f"{where} /metrics ({rates.sources.get('accept_length', '') if rates else ''})",
+        ),
+        (res.accept_length, f"{where} benchmark output"),
+        (stream.get("mean_tokens_per_burst"), f"{where} stream bursts (mean tokens per burst)"),
+    ]
+    for value, source in candidates:
+        p.accept_len = bounded("accept_len", value, source, p.notes)
+        if p.accept_len is not None:
+            p.sources["accept_len"] = source
+            return
+
+
+def _server_source(srv: ServerMetrics | None, name: str) -> str:
+    """Where the bench's server figure came from: its log, unless the bench filled it from /metrics."""
+    via = srv.sources.get(name) if srv is not None else None
+    return (
+        f"server {via} ({name}, the bench's server figures)"
+        if via
+        else f"server log ({name.replace('_', ' ')})"
+    )
+
+
+def _stream(p: SpecPoint, res: BenchResult, where: str) -> None:
+    """The stream's cycle distribution, recomputed with the tokens one cycle can yield (drafts + 1)."""
+    sc: StreamCycles | None = res.stream_cycles
+    if sc is None:
+        return
+    interval = _flags(res.argv).get("--stream-interval")
+    if interval and interval[0] not in ("1", ""):
+        p.notes.append(
+            f"--stream-interval {interval[0]}: the server holds tokens back, its bursts are not cycles"
+        )
+        return
+    sc = recompute(sc, p.draft_tokens if p.speculative else 1)
+    p.stream = sc.model_dump(mode="json", exclude={"samples"})
+    p.stream_cycle_ms = bounded("stream_cycle_ms", sc.median_ms, f"{where} stream bursts", p.notes)
+    if p.stream_cycle_ms is not None:
+        p.sources["stream_cycle_ms"] = f"{where} {sc.describe()}"
 
 
 def latest_per_config(points: list[SpecPoint]) -> list[SpecPoint]:

@@ -29,7 +29,14 @@ def spec_renderable(entries: list[HistoryEntry], base: HistoryEntry | None, entr
     lines = [title]
     if baseline is not None:
         lines.append(Text(visible(f"baseline: {baseline.source} -> {baseline.step_ms:.2f} ms/step", tab=" ")))
-    if p.speculative:
+    if p.speculative and mine.cycle_source == "stream":  # no verify time logged (vLLM)
+        lines.append(
+            Text(
+                f"cycle {_f(mine.cycle_ms)} ms from the stream (median gap between token bursts),"
+                f" {p.draft_tokens or '?'} tokens verified"
+            )
+        )
+    elif p.speculative:
         lines.append(
             Text(
                 f"cycle {_f(mine.cycle_ms)} ms = draft {_f(p.draft_ms)} + verify {_f(p.verify_ms)} ms,"
@@ -50,6 +57,13 @@ def spec_renderable(entries: list[HistoryEntry], base: HistoryEntry | None, entr
             f"verify {_f(p.verify_ms)} ms vs fit {mine.fit_verify_ms:.2f} ms ({mine.verify_excess_pct:+.0f} %)"
         )
         if mine.verify_flagged:
+            flag.append("  ABOVE THE FIT", style="bold red")
+        lines.append(flag)
+    if mine.fit_cycle_ms is not None and mine.cycle_excess_pct is not None:
+        flag = Text(
+            f"cycle {_f(mine.cycle_ms)} ms vs fit {mine.fit_cycle_ms:.2f} ms ({mine.cycle_excess_pct:+.0f} %)"
+        )
+        if mine.cycle_flagged:
             flag.append("  ABOVE THE FIT", style="bold red")
         lines.append(flag)
     for c in mine.causes:

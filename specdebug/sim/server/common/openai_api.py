@@ -63,6 +63,32 @@ async def chunks(engine: Engine, req: Request) -> AsyncIterator[list[str] | Fini
             engine.abort(req)
 
 
+async def step_outputs(engine: Engine, req: Request) -> AsyncIterator[tuple[list[str], Finish | None]]:
+    """vLLM's stream: one output per engine step (a speculative step's accepted + 1 tokens), merged
+    with what queued up behind it when the API server fell behind the engine, the Finish riding on
+    the last tokens (vllm/v1/engine/output_processor.py RequestOutputCollector.put; the completion
+    stream yields one `data:` event per output, finish_reason on the one with the last tokens)."""
+    try:
+        while True:
+            item = await req.out.get()
+            tokens: list[str] = []
+            finish = None
+            while True:
+                if isinstance(item, Finish):
+                    finish = item
+                    break
+                tokens.extend(item)
+                if req.out.empty():
+                    break
+                item = req.out.get_nowait()
+            yield tokens, finish
+            if finish is not None:
+                return
+    finally:
+        if req.finished is None:
+            engine.abort(req)
+
+
 def stop_list(value: Any) -> list[str] | None:
     """`stop` as a list of non-empty strings; None when it is not a string or a list of them."""
     if value is None:
@@ -241,9 +267,39 @@ async def openai_response(
                  "usage": with_usage}
             )  # fmt: skip
 
+        def running() -> dict[str, int] | None:
+            if not continuous:
+                return None
+            done = min(sent[0], req.generated)  # tokens sent so far, as the servers count
+            return {"prompt_tokens": req.prompt_tokens, "completion_tokens": done,
+                    "total_tokens": req.prompt_tokens + done}  # fmt: skip
+
+        sent = [0]
+
+        async def vllm_stream() -> AsyncIterator[bytes]:
+            """One chunk per engine step, finish_reason on the last tokens' chunk (see step_outputs)."""
+            first = True
+            if chat:
+                yield chunk([choice("", None, first=True)])
+                first = False
+            async for tokens, finish in step_outputs(engine, req):
+                sent[0] += len(tokens)
+                piece = scanner.feed("".join(tokens))
+                if scanner.matched is not None:
+                    engine.abort(req)
+                    finish = Finish("stop", scanner.matched)
+                elif finish is not None:
+                    piece += scanner.flush()
+                yield chunk([choice(piece, finish, first=first)], running())
+                first = False
+                if finish is not None:
+                    break
+            if include_usage:
+                yield chunk([], usage())
+            yield b"data: [DONE]\n\n"
+
         async def stream() -> AsyncIterator[bytes]:
             first = True
-            sent = [0]
             if chat:
                 yield chunk([choice("", None, first=True)])
                 first = False
@@ -251,18 +307,14 @@ async def openai_response(
                 if isinstance(item, Finish):
                     yield chunk([choice("", item)])
                 else:
-                    running = None
-                    if continuous:
-                        done = min(sent[0], req.generated)  # tokens sent so far, as the servers count
-                        running = {"prompt_tokens": req.prompt_tokens, "completion_tokens": done,
-                                   "total_tokens": req.prompt_tokens + done}  # fmt: skip
-                    yield chunk([choice(item, None, first=first)], running)
+                    yield chunk([choice(item, None, first=first)], running())
                     first = False
             if include_usage:
                 yield chunk([], usage())
             yield b"data: [DONE]\n\n"
 
-        return StreamingResponse(stream(), media_type="text/event-stream")
+        body_iter = vllm_stream() if flavor == "vllm" else stream()
+        return StreamingResponse(body_iter, media_type="text/event-stream")
 
     out, finish = await whole_text(engine, req, scanner)
     c = choice(out, finish)
