@@ -38,6 +38,8 @@ ACCEPT_RATE_MEANINGS = {
 # FutureWrapper, collective_rpc's get_response), v1/engine/core.py (EngineCore, EngineCoreProc).
 # Idle: the engine core in `EngineCoreProc._process_input_queue` (`queue.get`), a worker in
 # `MessageQueue.dequeue` (shm_broadcast.py) straight under `WorkerProc.worker_busy_loop`.
+# an API server that kept its command line (not retitled): `python -m vllm.entrypoints...` or `vllm serve`
+API_SERVER_CMDLINE = re.compile(r"vllm\.entrypoints\.|(?:^|[\s/])vllm serve\b")
 VLLM_COLLECTIVES = (
     "all_reduce",
     "all_gather",

@@ -16,15 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specdebug.core.metrics import (
-    Acceptance,
-    MetricsEvent,
-    PromRates,
-    acceptance,
-    describe_rates,
-    no_acceptance_reason,
-    watch_metrics,
-)
+from specdebug.core.acceptance import Acceptance, acceptance, no_acceptance_reason
+from specdebug.core.metrics import MetricsEvent, PromRates, describe_rates, watch_metrics
 from specdebug.core.specflags import profile_spec_flags, spec_mismatches
 from specdebug.engines import ENGINES
 from specdebug.verbs.common import (

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core.metrics import MetricsEvent, acceptance, compute_rates, no_acceptance_reason
+from specdebug.core.acceptance import acceptance, no_acceptance_reason
+from specdebug.core.metrics import MetricsEvent, compute_rates
 from specdebug.core.promparse import parse_metrics
 from specdebug.sim.server.common.costmodel import SpecConfig
 from specdebug.sim.server.vllm.engine import VllmEngine, render_vllm_metrics

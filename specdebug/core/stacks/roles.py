@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from specdebug.engines.vllm import API_SERVER_CMDLINE
+
 WORKER = "worker"
 ENGINE_CORE = "engine core"
 API_SERVER = "API server"
@@ -39,7 +41,6 @@ ROLE_OF_NAME = {
     "APIServer": API_SERVER,
     "DPCoordinator": DP_COORDINATOR,
 }
-API_SERVER_CMDLINE = re.compile(r"vllm\.entrypoints\.|(?:^|[\s/])vllm serve\b")
 SGLANG_RANK = re.compile(r"(?:TP|_TP|Worker_TP)(\d+)")
 
 
