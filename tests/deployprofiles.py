@@ -40,10 +40,12 @@ def dep_profile(
     tail: str = "",
     nodes: tuple[str, str] = ("node0", "node1"),
     leader_address: str | None = None,
+    deployment_extra: str = "",
 ) -> Path:
     """A two-node deployment of the sim; each node its own port and sidecar (the nodes share a machine).
     `ports` (node0, node1, rendezvous) and `name` let two profiles be one experiment's two sides
-    (a bisection's good and bad); `tail` is more TOML (e.g. a [bench] table)."""
+    (a bisection's good and bad); `tail` is more TOML (e.g. a [bench] table); `deployment_extra` more
+    keys of [deployment] (e.g. expect_transport)."""
     name = name or f"dep-{stem}-{uuid.uuid4().hex[:6]}"
     p0, p1, dist = ports or (free_port(), free_port(), free_port())
     argv = [sys.executable, "-m", "specdebug.sim", *sim_args, "--port", str(p0)]
@@ -58,6 +60,7 @@ def dep_profile(
         + "[ready]\ntimeout_s = 60\n"
         f"[deployment]\nnodes = {json.dumps(list(nodes))}\ndist_init_port = {dist}\n"
         + (f"leader_address = {json.dumps(leader_address)}\n" if leader_address else "")
+        + deployment_extra
         + "[deployment.node_args]\n"
         f"{json.dumps(nodes[1])} = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log'), *node1_args])}\n"
     )

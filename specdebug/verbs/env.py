@@ -2,7 +2,10 @@
 
 Exit codes: 0 every expected variable is ok on every worker (from the worker's own environ or an
 NCCL 'set by environment' line of that PID); 1 any is missing, different or unverifiable (a launcher
-value alone is inference, not proof), or no workers were found; 2 usage or profile error.
+value alone is inference, not proof), no workers were found, or the profile's server is not
+running; 2 usage or profile error.  With -c the workers are the profile's recorded server's, never
+other processes that happen to match: `--all-matching` looks box-wide instead, labelled as such,
+with no verdict (exit 0 when it found processes).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import sys
 
 from specdebug.core.env.events import EnvDone, EnvProcessesFound
 from specdebug.core.env.model import DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv, VarCheck
-from specdebug.core.env.probe import env_events, query_for_profile
+from specdebug.core.env.probe import ServerNotRunning, env_events, query_for_profile
 from specdebug.core.sanitize import visible
 from specdebug.remote.shell import is_env_name
 from specdebug.verbs.common import (
@@ -56,6 +59,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="P",
         help=f"prefixes of extra variables to show (repeatable; default {' '.join(DEFAULT_PREFIXES)})",
     )
+    p.add_argument(
+        "--all-matching",
+        action="store_true",
+        help="with -c: every process on the box matching [workers] match, whoever runs it (a box-wide "
+        "look, not the profile's server: no verdict)",
+    )
     p.add_argument("--log", metavar="PATH", help="server log on the box to search for NCCL proof lines")
     p.add_argument("--show-secrets", action="store_true", help="print secret-looking values in clear")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -83,6 +92,9 @@ async def run_env(args: argparse.Namespace) -> int:
             err(f"env: invalid --match regex: {exc}")
             raise VerbExit(2) from exc
     profile = load_profile_or_exit(args.profile, "env") if args.profile else None
+    if args.all_matching and profile is None:
+        err("env: --all-matching goes with -c PROFILE (its [workers] match); --match REGEX names processes")
+        raise VerbExit(2)
     if args.show_secrets:
         err("warning: --show-secrets prints secret-looking values (tokens, keys, passwords) in clear")
     prefixes = args.prefix or list(DEFAULT_PREFIXES)
@@ -104,10 +116,10 @@ async def run_env(args: argparse.Namespace) -> int:
                     prefixes=prefixes,
                     log_path=args.log,
                     show_secrets=args.show_secrets,
+                    all_matching=args.all_matching,
                 )
-            except LookupError as exc:
-                err(f"env: {exc}")
-                raise VerbExit(1) from exc
+            except ServerNotRunning as exc:
+                return not_running(args, profile.name, args.host, exc)
         else:
             query = EnvQuery(
                 pids=args.pid or [],
@@ -137,6 +149,25 @@ async def run_env(args: argparse.Namespace) -> int:
     for reason in report.summary.reasons:
         err(f"env: {reason}")
     return report.summary.exit_code
+
+
+def not_running(args: argparse.Namespace, profile: str, host: str, exc: ServerNotRunning) -> int:
+    """The profile's server is not running: said so (JSON too), exit 1; nothing else is looked at."""
+    if args.json:
+        print_json(
+            {
+                "profile": profile,
+                "host": host,
+                "running": False,
+                "error": str(exc),
+                "hint": exc.hint,
+                "exit_code": 1,
+            }
+        )
+    err(f"env: {exc}")
+    if exc.hint:
+        err(f"hint: {exc.hint}")
+    return 1
 
 
 def _v(value: str | None) -> str:
@@ -177,8 +208,9 @@ def _proc_block(role: str, proc: ProcEnv) -> list[str]:
 def format_report(report: EnvReport, host: str) -> str:
     """Plain text for a terminal: one block per process, evidence, and the verdict."""
     s = report.summary
+    where = f"box-wide look on {host}" if report.box_wide else f"workers on {host}"
     lines = [
-        f"workers on {host}: {_v(report.selection)} ({s.workers} found)",
+        f"{where}: {_v(report.selection)} ({s.workers} found)",
         f"expected: {len(report.expected)} variables from {report.expected_source or '-'}",
         f"how: {s.method}",
         "",
@@ -196,5 +228,8 @@ def format_report(report: EnvReport, host: str) -> str:
                 + (f"   {_v(e.line)}" if e.line else "")
             )
     counts = ", ".join(f"{n} {k}" for k, n in s.counts.items() if n)
-    lines += ["", f"verdict: {'OK' if s.ok else 'FAILED'}" + (f" ({counts})" if counts else "")]
+    if report.box_wide:  # never a verdict: these are not (only) the profile's server's processes
+        lines += ["", f"{s.verdict}: {s.workers} processes, not this profile's server (no verdict)"]
+        return "\n".join(lines)
+    lines += ["", f"verdict: {s.verdict}" + (f" ({counts})" if counts else "")]
     return "\n".join(lines)

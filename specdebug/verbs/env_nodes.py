@@ -9,11 +9,11 @@ workers' environ give the transport verdict (core.deployment.nccl).
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from specdebug.core.deployment.nccl import TransportProof
-from specdebug.core.deployment.node_env import node_env, transport_of
+from specdebug.core.deployment.node_env import deployment_env
+from specdebug.core.env.probe import NOT_RUNNING_HINT
 from specdebug.core.sanitize import visible
 from specdebug.verbs.common import VerbExit, err, out, print_json
 from specdebug.verbs.deployment import open_nodes, placed
@@ -27,53 +27,64 @@ async def run_env_nodes(
 ) -> int:
     dep = placed(args, profile)
     async with open_nodes(args, dep) as remotes:
-        envs = await asyncio.gather(
-            *(
-                node_env(
-                    remotes[n.host],
-                    n,
-                    expect=expect,
-                    expect_from_launcher=args.expect_from_launcher,
-                    prefixes=prefixes,
-                    show_secrets=args.show_secrets,
-                )
-                for n in dep.nodes
-            )
+        envs, proof = await deployment_env(
+            remotes,
+            dep,
+            expect=expect,
+            expect_from_launcher=args.expect_from_launcher,
+            prefixes=prefixes,
+            show_secrets=args.show_secrets,
+            all_matching=args.all_matching,
         )
-    proof = transport_of(list(envs))
-    got = [(g.report, g.nccl, g.problem) for g in envs]
     rows: list[dict[str, Any]] = []
     code = 0
-    for node, (report, _, problem) in zip(dep.nodes, got, strict=True):
-        row: dict[str, Any] = {"host": node.host, "rank": node.rank, "problem": problem}
-        if report is not None:
-            row.update(report.model_dump(mode="json"))
-            code = max(code, report.summary.exit_code)
+    for g in envs:
+        row: dict[str, Any] = {
+            "host": g.node.host,
+            "rank": g.node.rank,
+            "running": g.running,
+            "problem": g.problem,
+        }
+        if g.report is not None:
+            row.update(g.report.model_dump(mode="json"))
+            code = max(code, g.report.summary.exit_code)
         else:
             code = max(code, 1)
         rows.append(row)
+    if proof is not None and proof.failures:
+        code = max(code, 1)
+    running = any(g.running for g in envs)
     if args.json:
         print_json(
             {
                 "profile": profile.name,
                 "exit_code": code,
+                "running": running,
+                "box_wide": bool(args.all_matching),
                 "nodes": rows,
-                "transport": proof.model_dump(mode="json"),
+                "transport": proof.model_dump(mode="json") if proof is not None else None,
             }
         )
-    else:
+    elif running:
         from specdebug.verbs.env import format_report
 
-        for node, (report, _, problem) in zip(dep.nodes, got, strict=True):
-            out(f"== node {node.rank} {node.host}")
-            out(format_report(report, node.host) if report is not None else f"  {problem}")
+        for g in envs:
+            out(f"== node {g.node.rank} {g.node.host}")
+            out(format_report(g.report, g.node.host) if g.report is not None else f"  {g.problem}")
             out()
-        out(format_transport(proof))
-    for node, (report, _, problem) in zip(dep.nodes, got, strict=True):
-        if problem:
-            err(f"env: {node.host}: {problem}")
-        for reason in report.summary.reasons if report is not None else []:
-            err(f"env: {node.host}: {reason}")
+        if proof is not None:
+            out(format_transport(proof))
+    if not running:
+        err(f"env: {profile.name} is not running on any of its {len(envs)} nodes")
+    for g in envs:
+        if g.problem:
+            err(f"env: {g.node.host}: {g.problem}")
+        for reason in g.report.summary.reasons if g.report is not None else []:
+            err(f"env: {g.node.host}: {reason}")
+    for failure in proof.failures if proof is not None else []:
+        err(f"env: transport: {failure}")
+    if not running:
+        err(f"hint: {NOT_RUNNING_HINT}")
     if code == 2:
         raise VerbExit(2)
     return code
@@ -88,6 +99,14 @@ def format_transport(proof: TransportProof) -> str:
         )
     if len(proof.edges) > 40:
         lines.append(f"  ... {len(proof.edges) - 40} more edges (--json has them all)")
+    for node, counts in proof.intra_node.items():
+        lines.append(
+            f"  intra-node on {visible(node)}: " + ", ".join(f"{n} {t}" for t, n in sorted(counts.items()))
+        )
+    if proof.expected is not None:
+        verdict = "FAILED" if proof.failures else "met"
+        lines.append(f"  expected (profile [deployment] expect_transport): {proof.expected}: {verdict}")
+        lines += [f"  expectation failed: {visible(f)}" for f in proof.failures]
     lines += [f"  finding: {visible(f)}" for f in proof.findings]
     if proof.hint:
         lines.append(f"  to prove it: {proof.hint}")

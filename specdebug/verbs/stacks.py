@@ -11,7 +11,9 @@ role and never held against the workers.  --record S samples every
 worker for S seconds and shows the share of time per path (draft, verify, decode, NCCL wait, idle)
 and function; --save keeps it for --compare, which sets two records side by side.  py-spy runs on
 the box as the box user (missing: `python3 -m pip install --user py-spy` there).
-Exit 0, 1 no stacks (no workers, no py-spy), 2 usage error.
+The workers are the profile's recorded server's only: a server that is not running is said so
+(never replaced by other processes that match its [workers] match).
+Exit 0, 1 no stacks (not running, no workers, no py-spy), 2 usage error.
 """
 
 from __future__ import annotations

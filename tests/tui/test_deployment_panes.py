@@ -219,6 +219,45 @@ async def test_env_pane_has_a_node_row_per_process_and_the_transport_verdict(tmp
         assert title.startswith("diff node0 TP1 202 vs node1 TP0 201: 2 differing")
 
 
+async def test_env_pane_says_a_stopped_deployment_is_not_running_and_a_missed_expectation_fails(tmp_path):
+    """No node running: "not running" (no transport, nobody else's processes).  Every node's env ok but
+    the transport misses `expect_transport`: FAILED, with the expectation's line."""
+    from specdebug.core.deployment.nccl import TransportProof
+    from specdebug.core.deployment.node_env import NodeEnv
+    from specdebug.core.env.model import EnvQuery
+    from specdebug.core.env.report import build_report
+    from specdebug.tui.panes.env import EnvPane
+    from tests.tui.test_env_pane import PROCS, files
+
+    app = SpecdebugApp(deployment_ctx(tmp_path), panes=[EnvPane])
+    async with app.run_test(size=(160, 45)) as pilot:
+        pane = app.query_one(EnvPane)
+        pane.workers.cancel_group(pane, "env-check")  # the hosts never answer: the test feeds the check
+        dep = app.ctx.deployment()
+        gone = [
+            NodeEnv(n, None, [], f"dsv3-2n.node{n.rank} is not running on {n.host}", running=False)
+            for n in dep.nodes
+        ]
+        pane.show_nodes(gone, None)
+        await pilot.pause()
+        verdict = str(app.query_one("#env-verdict", Static).render())
+        assert verdict.splitlines()[0].startswith("not running  on any of 2 nodes"), verdict
+        assert "node1: dsv3-2n.node1 is not running on node1" in verdict and "transport" not in verdict
+        ok = build_report(EnvQuery(match="sglang::scheduler", expected={}), PROCS[:4], files(), [])
+        assert ok.summary.ok
+        proof = TransportProof(
+            verdict="socket",
+            reason="8 of 8 inter-node edges went socket",
+            expected="ib",
+            failures=["ib expected, but 8 of 8 inter-node channel lines went socket (printed by node1)"],
+        )
+        pane.show_nodes([NodeEnv(n, ok, []) for n in dep.nodes], proof)
+        await pilot.pause()
+        verdict = str(app.query_one("#env-verdict", Static).render())
+        assert verdict.splitlines()[0] == "FAILED  2 nodes" and "node0: OK" in verdict, verdict
+        assert "expected ib: FAILED" in verdict and "ib expected, but 8 of 8" in verdict
+
+
 async def test_logs_pane_merges_every_nodes_lines_with_a_node_column_and_filters_by_node(tmp_path):
     from specdebug.core.logs.events import LogEvent, LogMatch
     from specdebug.tui.panes.logs import LogsPane

@@ -213,6 +213,8 @@ def NoRecordRemote() -> TableBox:
 
 
 async def test_env_pane_follows_profile_switch() -> None:
+    """No profile: a labelled box-wide look.  A profile whose server is not running: "not running",
+    never the box's other matching processes as its workers (issue 38); `a` asks for the look."""
     ctx = AppContext(remotes={"gpubox": NoRecordRemote()}, selected="gpubox", profile_choices=[PROFILE])
     app = SpecdebugApp(ctx, panes=[EnvPane])
     async with app.run_test(size=(150, 42)) as pilot:
@@ -220,11 +222,20 @@ async def test_env_pane_follows_profile_switch() -> None:
         await settle(pilot)
         pane = app.query_one(EnvPane)
         assert pane.report is not None and pane.report.expected_source == "launcher pid 200"
+        assert pane.report.box_wide and pane.report.summary.verdict == "box-wide look"
         app._profile_picked(PROFILE)  # noqa: SLF001  (what enter in the P picker does)
         await settle(pilot)
         await app.workers.wait_for_complete()
         await settle(pilot)
-        assert pane.report is not None and pane.report.expected_source == "profile eagle3-3step"
+        verdict = str(pane.query_one("#env-verdict").render())
+        assert pane.report is None and pane.reports == [] and verdict.startswith("not running"), verdict
+        assert "eagle3-3step is not running on gpubox" in str(pane.query_one("#env-how").render())
+        pane.action_all_matching()
+        await settle(pilot)
+        await app.workers.wait_for_complete()
+        await settle(pilot)
+        assert pane.report is not None and pane.report.box_wide
+        assert pane.report.expected_source == "profile eagle3-3step" and pane.report.summary.ok is None
 
 
 def test_env_hint_names_no_cli_flags() -> None:

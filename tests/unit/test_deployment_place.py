@@ -132,6 +132,8 @@ def test_flags_replace_in_place_and_append():
         ('leader_address = "a b"\n', "leader_address", "bad address"),
         ('[deployment.node_env.node9]\nX = "1"\n', "deployment", "'node9' is not in nodes"),
         ('[deployment.node_args]\nnode1 = ["30005"]\n', "node_args", "start with a --flag"),
+        ('expect_transport = "infiniband"\n', "expect_transport", "must be 'ib' or 'ib-gdrdma'"),
+        ("expect_transport = true\n", "expect_transport", "must be 'ib' or 'ib-gdrdma'"),
     ],
 )
 def test_bad_deployment_is_one_line_naming_file_line_field(tmp_path, extra, where, says):
@@ -159,3 +161,9 @@ def test_a_one_box_verb_on_a_node_reads_that_nodes_profile(tmp_path):
     assert on_node(argparse.Namespace(host=None, ssh_config=None), profile, "metrics").name == "big.node0"
     with pytest.raises(VerbExit):
         on_node(argparse.Namespace(host="elsewhere", ssh_config=None), profile, "metrics")
+
+
+def test_expect_transport_is_read(tmp_path):
+    prof = load(tmp_path, SGLANG + 'expect_transport = "ib-gdrdma"\n')
+    assert prof.deployment is not None and prof.deployment.expect_transport == "ib-gdrdma"
+    assert load(tmp_path, SGLANG).deployment.expect_transport is None

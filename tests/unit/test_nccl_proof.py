@@ -143,3 +143,85 @@ def test_the_two_ends_of_an_edge_disagreeing_is_a_finding():
         "its two ends disagree (node0 printed NET/IB/0/GDRDMA, node1 printed NET/Socket/0)" in f
         for f in proof.findings
     )
+
+
+def ends(via_send: str, via_recv: str) -> dict[str, list[str]]:
+    """One edge 0->1 across two nodes, each end printing its own line."""
+    node0 = rank_lines("a", 1, 0, 7, "IB", [f"Channel 00/0 : 0[7] -> 1[0] [send] via {via_send}"], nranks=2)
+    node1 = rank_lines(
+        "b", 2, 1, 0, "IB", [f"Channel 00/0 : 0[7] -> 1[0] [receive] via {via_recv}"], nranks=2
+    )
+    return {"node0": node0, "node1": node1}
+
+
+def test_each_end_prints_its_own_nic_index_and_that_is_no_finding():
+    """Issue 38: on every healthy 2 x 8 run, 4 findings 'its two ends disagree (node0 printed
+    NET/IB/3/GDRDMA, node1 printed NET/IB/0/GDRDMA)': the index is each end's own NIC (and a PXN
+    proxy rank in parentheses, and GPUDirect RDMA each end's own GPU-NIC path)."""
+    for send, recv in [
+        ("NET/IB/3/GDRDMA", "NET/IB/0/GDRDMA"),
+        ("NET/IB/1(3)/GDRDMA/Shared", "NET/IB/0/GDRDMA"),
+        ("NET/IB/2", "NET/IB/0/GDRDMA"),  # a sender without GDR read beside a receiver with it
+    ]:
+        proof = prove_transport(ends(send, recv))
+        assert proof.findings == [], (send, recv, proof.findings)
+    worst = prove_transport(ends("NET/IB/2", "NET/IB/0/GDRDMA"))
+    assert worst.verdict == "ib" and len(worst.edges) == 2  # the plain-IB end still decides the verdict
+
+
+def test_nccl_230_line_shapes_and_the_older_ones():
+    """NCCL 2.30 (src/transport/net_ib/init.cc, src/bootstrap.cc, src/debug.cc) and 2.21 shapes."""
+    h = "gpu-a:10:11 [0]"
+    lines = [
+        f"{h} NCCL INFO Bootstrap: Using eth0:10.0.0.1<0>",  # 2.24+
+        f"{h} NCCL INFO Bootstrap : Using ens1:10.0.0.1<0>",  # up to 2.23
+        f"{h} NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB ib0:10.0.0.1<0>",
+        f"{h} NCCL INFO NET/IB : Using [0]mlx5_bond_0:1/RoCE ; OOB eth1:10.0.0.1<0>",  # no [RO]
+        f"{h} NCCL INFO NET/IB: [0] mlx5_0:uverbs0:1/IB provider=Mlx5 speed=400000 context=0x1 pciPath=/x ar=1",
+        f"{h} NCCL INFO NET/Socket : Using [0]eth2:10.0.0.1<0> [1]eth3:10.0.1.1<0>",
+        "",  # NCCL puts a newline before every WARN
+        f"[2026-12-01 10:00:00] {h} transport/net_ib/init.cc:321 (ncclIbInitDevices) NCCL WARN NET/IB : "
+        "Unable to open device mlx5_9",
+        f"{h} misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer",  # 2.21-2.29
+    ]
+    info, _, _ = parse_node("node0", lines)
+    assert info.ib_devices == ["mlx5_0:1/IB", "mlx5_1:1/IB", "mlx5_bond_0:1/RoCE"]  # not [RO]; OOB eth0:...
+    assert info.interfaces == ["eth0", "ens1", "ib0", "eth1", "eth2", "eth3"]
+    assert info.warnings == [
+        "NET/IB : Unable to open device mlx5_9",
+        "socketProgress: Connection closed by remote peer",
+    ]
+    hca = prove_transport(two_nodes(), environ={"node0": {100: {"NCCL_IB_HCA": "=mlx5_0,mlx5_1"}, 101: {}}})
+    assert not any("NCCL used" in f for f in hca.findings), hca.findings  # '[RO];' was a 'device' here
+
+
+def test_intra_node_shm_instead_of_p2p_is_a_finding():
+    lines = two_nodes()
+    lines["node1"] = [line.replace("via P2P/IPC", "via SHM/direct/direct") for line in lines["node1"]]
+    proof = prove_transport(lines, environ={"node1": {200: {"NCCL_P2P_DISABLE": "1"}, 201: {}}})
+    assert proof.intra_node == {"node0": {"p2p": 1}, "node1": {"shm": 1}}
+    assert proof.verdict == "ib-gdrdma"  # the inter-node edges are fine
+    shm = [f for f in proof.findings if "SHM" in f]
+    assert shm == [
+        "node1: 1 of 1 intra-node channel lines went over SHM (host shared memory), not P2P "
+        "(e.g. 2->3 via SHM/direct/direct): its workers' environ has NCCL_P2P_DISABLE=1"
+    ]
+    assert not any("SHM" in f for f in prove_transport(two_nodes()).findings)
+
+
+def test_what_the_deployment_expects_fails_on_a_socket_edge_or_no_proof():
+    ok = prove_transport(two_nodes(), expect="ib")
+    assert ok.expected == "ib" and ok.failures == []
+    assert prove_transport(two_nodes(via01="NET/IB/0"), expect="ib").failures == []
+    no_gdr = prove_transport(two_nodes(via01="NET/IB/0"), expect="ib-gdrdma").failures
+    assert (
+        len(no_gdr) == 1 and "ib-gdrdma expected, but 2 of 2 inter-node channel lines went ib (" in no_gdr[0]
+    )
+    sock = prove_transport(two_nodes(via1="NET/Socket/0", net1="Socket"), expect="ib").failures
+    assert sock == [
+        "ib expected, but 1 of 2 inter-node channel lines went socket (printed by node1; "
+        "e.g. node1 pid 201: 3->0 via NET/Socket/0)"
+    ]
+    blind = prove_transport({"node0": ["x"], "node1": []}, expect="ib").failures
+    assert len(blind) == 1 and "transport is unproven" in blind[0] and HINT in blind[0]
+    assert prove_transport(two_nodes(via1="NET/Socket/0", net1="Socket")).failures == []  # nothing expected

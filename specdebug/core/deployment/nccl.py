@@ -20,14 +20,19 @@ from typing import Literal
 from pydantic import Field
 
 from specdebug.core.model import Model
+from specdebug.core.profiles.deployment import ExpectTransport
 
 Transport = Literal["ib-gdrdma", "ib", "socket", "other", "p2p", "shm"]
 Verdict = Literal["ib-gdrdma", "ib", "socket", "other", "unproven"]
+Expected = ExpectTransport  # `[deployment] expect_transport`: what every inter-node edge must go over
 HINT = "set NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET on every node and launch again"
 _RANK = {"socket": 0, "other": 1, "ib": 2, "ib-gdrdma": 3}  # worst first: the verdict is the worst edge
 
+# `[ts] host:pid:tid [dev] NCCL INFO msg`; a WARN carries `file.cc:LINE` (since 2.21) and, since 2.30,
+# `(func)` before `NCCL WARN` (nccl src/debug.cc); the timestamp is optional (on for WARN by default)
 _LINE_RE = re.compile(
-    r"(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<level>INFO|WARN) (?P<msg>.*)$"
+    r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\]"
+    r"(?: \S+:\d+)?(?: \([^)]*\))? NCCL (?P<level>INFO|WARN) (?P<msg>.*)$"
 )
 _NETWORK_RE = re.compile(r"^Using network (?P<net>\S+)")
 _CHANNEL_RE = re.compile(
@@ -38,8 +43,13 @@ _COMPLETE_RE = re.compile(
     r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+).*?"
     r"(?:commId (?P<cid>0x[0-9a-fA-F]+) )?- Init COMPLETE"
 )
-_IFACE_RE = re.compile(r"^(?:Bootstrap : Using|NET/Socket : Using(?: \[\d+\])?) ?(?P<ifs>.*)$")
-_IB_DEV_RE = re.compile(r"^NET/IB : Using (?P<devs>.*?)(?: ; OOB|$)")
+# `Bootstrap: Using eth0:10.0.0.1<0>` since 2.24 (`Bootstrap : Using` before); `NET/Socket : Using [0]eth0:...`
+_IFACE_RE = re.compile(r"^(?:Bootstrap ?: Using|NET/Socket : Using)(?P<ifs>.*)$")
+# nccl src/transport/net_ib/init.cc: "NET/IB : Using%s %s; OOB %s:%s" = ` [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE`,
+# then `[RO]` (PCI relaxed ordering) or nothing, then `; OOB eth0:10.0.0.1<0>`: only the `[n]` items
+# are devices; the OOB part is the socket interface IB's out-of-band traffic uses
+_IB_DEV_RE = re.compile(r"^NET/IB : Using(?P<devs>.*?)(?:;\s*OOB\s+(?P<oob>\S+))?\s*$")
+_IB_DEV_ITEM_RE = re.compile(r"\[\d+\](?P<dev>[^\s\[\];]+)")
 
 
 def classify(via: str) -> Transport:
@@ -88,15 +98,19 @@ class NodeNccl(Model):
 
 
 class TransportProof(Model):
-    """The verdict per deployment with every inter-node edge and the findings that back or doubt it."""
+    """The verdict per deployment with every inter-node edge and the findings that back or doubt it;
+    with an expectation (`[deployment] expect_transport`), what fails it."""
 
     verdict: Verdict
     reason: str
     edges: list[NcclEdge] = Field(default_factory=list)  # inter-node edges (and edges of unknown peers)
+    intra_node: dict[str, dict[str, int]] = Field(default_factory=dict)  # node -> p2p/shm -> channel lines
     nodes: list[NodeNccl] = Field(default_factory=list)
     findings: list[str] = Field(default_factory=list)
     hint: str | None = None
     source: str = "NCCL INFO lines in each node's server log"
+    expected: Expected | None = None
+    failures: list[str] = Field(default_factory=list)  # the expectation's misses (exit 1)
 
 
 class _Pending(Model):
@@ -153,14 +167,16 @@ def parse_node(
             for edge in pending.pop(pid, _Pending()).edges:
                 edge.comm = comm
                 edges.append(edge)
-        elif ib := _IB_DEV_RE.match(msg):
-            for dev in ib["devs"].split():
-                _add(info.ib_devices, re.sub(r"^\[\d+\]", "", dev))
         elif msg.startswith("NET/IB : No device found"):
             info.ib_none = True
+        elif ib := _IB_DEV_RE.match(msg):
+            for dev in _IB_DEV_ITEM_RE.finditer(ib["devs"]):
+                _add(info.ib_devices, dev["dev"])
+            if ib["oob"] and (oob := ib["oob"].split(":")[0]):
+                _add(info.interfaces, oob)
         elif iface := _IFACE_RE.match(msg):
-            for item in iface["ifs"].split():
-                name = re.sub(r"^\[\d+\]", "", item).split(":")[0]
+            for word in iface["ifs"].split():
+                name = re.sub(r"^\[\d+\]", "", word).split(":")[0]
                 if name:
                     _add(info.interfaces, name)
     for left in pending.values():  # channels of a communicator that never completed its init
@@ -173,10 +189,12 @@ def parse_node(
 def prove_transport(
     lines_by_node: Mapping[str, Iterable[str]],
     environ: Mapping[str, Mapping[int, Mapping[str, str]]] | None = None,
+    *,
+    expect: Expected | None = None,
 ) -> TransportProof:
     """The deployment's transport verdict from each node's lines (node -> lines, every node of the
     deployment, even one with no lines), checked against each node's workers' environ (node -> PID
-    -> env) when given."""
+    -> env) when given, and against what the deployment expects (`[deployment] expect_transport`)."""
     from specdebug.core.deployment.nccl_intent import intent_findings
 
     infos: list[NodeNccl] = []
@@ -194,6 +212,7 @@ def prove_transport(
     for key in clashes:  # two communicators with one id (independent servers): place neither
         placed.pop(key, None)
     inter: list[NcclEdge] = []
+    intra: list[NcclEdge] = []
     for edge in edges:
         if edge.comm is not None:
             edge.src_node = placed.get((edge.comm, edge.src))
@@ -204,24 +223,29 @@ def prove_transport(
             edge.inter_node = None  # over the network, peer not placed: counted, said so
         else:
             continue
-        if edge.inter_node is not False:
-            inter.append(edge)
+        (inter if edge.inter_node is not False else intra).append(edge)
     findings = [
         f"commId {comm} rank {rank} completed its init on {', '.join(sorted(nodes))}: not one communicator "
         "(do the nodes run one server?)"
         for (comm, rank), nodes in sorted(clashes.items())
     ][:10]
     findings += _disagreements(inter)
+    findings += intra_findings(intra, environ or {})
     findings += intent_findings(infos, inter, environ or {})
     verdict, reason = _verdict(infos, inter)
-    return TransportProof(
+    proof = TransportProof(
         verdict=verdict,
         reason=reason,
         edges=inter,
+        intra_node=_intra_counts(intra),
         nodes=infos,
         findings=findings,
         hint=HINT if verdict == "unproven" else None,
     )
+    if expect is not None:
+        proof.expected = expect
+        proof.failures = expectation_failures(proof, expect)
+    return proof
 
 
 def _verdict(infos: list[NodeNccl], inter: list[NcclEdge]) -> tuple[Verdict, str]:
@@ -253,18 +277,93 @@ def _verdict(infos: list[NodeNccl], inter: list[NcclEdge]) -> tuple[Verdict, str
     return worst, reason  # type: ignore[return-value]
 
 
+def network_of(via: str) -> str:
+    """The network a `via` names, without what is each end's own: `NET/IB/3(11)/GDRDMA` -> `IB`.
+
+    Each end of an edge prints ITS OWN NIC index (and PXN proxy rank, and whether its own GPU-NIC
+    path does GPUDirect RDMA: a sender without GDR read beside a receiver with it is normal), so two
+    ends of a healthy edge print `NET/IB/3/GDRDMA` and `NET/IB/0/GDRDMA`; only the network itself
+    (IB, Socket, a plugin's) must be the same on both (nccl src/transport/net.cc)."""
+    parts = via.split("/")
+    return parts[1].split("(")[0] if parts[0] == "NET" and len(parts) > 1 else parts[0]
+
+
 def _disagreements(inter: list[NcclEdge]) -> list[str]:
-    """An edge both of whose ends printed it, with different transports: the nodes do not agree on the
-    network (their NCCL env differs), so what the edge really carries is in doubt."""
+    """An edge both of whose ends printed it over different networks (IB at one end, Socket at the
+    other): the nodes do not agree on the network (their NCCL env differs), so what the edge really
+    carries is in doubt.  NIC indices and GDRDMA are each end's own and never compared."""
     ends: dict[tuple[str | None, int, int, int], dict[str, NcclEdge]] = {}
     for e in inter:
         ends.setdefault((e.comm, e.src, e.dst, e.channel), {})[e.node] = e
     out = []
     for (_, src, dst, ch), by_node in sorted(ends.items(), key=lambda kv: kv[0][1:]):
         vias = {n: e.via for n, e in by_node.items()}
-        if len(set(vias.values())) > 1:
+        if len({network_of(v) for v in vias.values()}) > 1:
             said = ", ".join(f"{n} printed {v}" for n, v in sorted(vias.items()))
             out.append(
                 f"edge {src}->{dst} channel {ch}: its two ends disagree ({said}): check the NCCL env per node"
             )
     return out[:10]
+
+
+def _intra_counts(intra: list[NcclEdge]) -> dict[str, dict[str, int]]:
+    """node -> transport -> intra-node channel lines it printed (p2p, shm, or a NET loopback)."""
+    out: dict[str, dict[str, int]] = {}
+    for e in intra:
+        per = out.setdefault(e.node, {})
+        per[e.transport] = per.get(e.transport, 0) + 1
+    return out
+
+
+def intra_findings(
+    intra: list[NcclEdge], environ: Mapping[str, Mapping[int, Mapping[str, str]]]
+) -> list[str]:
+    """A node whose GPUs talk through host shared memory (SHM) instead of P2P (NVLink / PCIe): NCCL's
+    intra-node fallback, slow for tensor parallelism, said per node with an example edge and, when the
+    workers' environ asks for it, the variable that did."""
+    out = []
+    for node in sorted({e.node for e in intra}):
+        own = [e for e in intra if e.node == node]
+        shm = [e for e in own if e.transport == "shm"]
+        if not shm:
+            continue
+        envs = environ.get(node, {})
+        asked = sorted(
+            {
+                f"{var}={env[var]}"
+                for env in envs.values()
+                for var in ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL")
+                if var in env and (var != "NCCL_P2P_DISABLE" or env[var] == "1")
+            }
+        )
+        why = (
+            f"its workers' environ has {', '.join(asked)}"
+            if asked
+            else "P2P between its GPUs is off or not possible (NCCL_P2P_DISABLE / NCCL_P2P_LEVEL in "
+            "nccl.conf, no NVLink/PCIe P2P, containers without IPC)"
+        )
+        e = shm[0]
+        out.append(
+            f"{node}: {len(shm)} of {len(own)} intra-node channel lines went over SHM (host shared memory), "
+            f"not P2P (e.g. {e.src}->{e.dst} via {e.via}): {why}"
+        )
+    return out
+
+
+def expectation_failures(proof: TransportProof, expect: Expected) -> list[str]:
+    """What fails the deployment's `expect_transport`: an inter-node edge over another network (or
+    IB without GPUDirect RDMA when `ib-gdrdma` is expected), or no proof at all (cannot tell is not
+    a pass)."""
+    want = {"ib": ("ib", "ib-gdrdma"), "ib-gdrdma": ("ib-gdrdma",)}[expect]
+    if proof.verdict == "unproven":
+        return [f"{expect} expected, but the transport is unproven ({proof.reason}): {HINT}"]
+    bad = [e for e in proof.edges if e.transport not in want]
+    if not bad:
+        return []
+    nodes = sorted({e.node for e in bad})
+    e = bad[0]
+    return [
+        f"{expect} expected, but {len(bad)} of {len(proof.edges)} inter-node channel lines went "
+        f"{', '.join(sorted({b.transport for b in bad}))} (printed by {', '.join(nodes)}; e.g. {e.node} pid "
+        f"{e.pid}: {e.src}->{e.dst} via {e.via})"
+    ]

@@ -12,11 +12,11 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from specdebug.core.deployment.nccl import TransportProof, prove_transport
+from specdebug.core.deployment.nccl import Expected, TransportProof, prove_transport
 from specdebug.core.deployment.place import Deployment, Node
 from specdebug.core.env.events import EnvDone
 from specdebug.core.env.model import EnvReport
-from specdebug.core.env.probe import env_events, query_for_profile
+from specdebug.core.env.probe import ServerNotRunning, env_events, query_for_profile
 from specdebug.remote.api import Remote, RemoteError
 
 NCCL_RX = r"NCCL (?:INFO|WARN) "
@@ -54,12 +54,14 @@ def worker_environ(report: EnvReport) -> dict[int, dict[str, str]]:
 
 @dataclass(frozen=True)
 class NodeEnv:
-    """One node's env check: its report (None when it could not run), its NCCL lines, the problem."""
+    """One node's env check: its report (None when it could not run), its NCCL lines, the problem
+    (`running` False: the node's recorded server is not running there, nothing was looked at)."""
 
     node: Node
     report: EnvReport | None
     nccl: list[str]
     problem: str | None = None
+    running: bool = True
 
 
 async def node_env(
@@ -70,9 +72,12 @@ async def node_env(
     expect_from_launcher: bool = False,
     prefixes: Sequence[str] | None = None,
     show_secrets: bool = False,
+    all_matching: bool = False,
 ) -> NodeEnv:
     """The node's env check with its node profile (the options are query_for_profile's; the log is
-    the node's own, from its record), then its NCCL lines of this run."""
+    the node's own, from its record), then its NCCL lines of this run.  A node whose server is not
+    running says so; `all_matching` is a box-wide look on the node (no NCCL lines: they are the
+    server's, not those processes')."""
     try:
         query = await query_for_profile(
             remote,
@@ -82,13 +87,16 @@ async def node_env(
             prefixes=prefixes,
             log_path=None,
             show_secrets=show_secrets,
+            all_matching=all_matching,
         )
-    except LookupError as exc:
-        return NodeEnv(node, None, [], str(exc))
+    except ServerNotRunning as exc:
+        return NodeEnv(node, None, [], str(exc), running=False)
     report: EnvReport | None = None
     async for ev in env_events(remote, query):
         if isinstance(ev, EnvDone):
             report = ev.report
+    if all_matching:
+        return NodeEnv(node, report, [])
     try:
         lines = await nccl_lines(remote, node)
     except RemoteError as exc:
@@ -97,18 +105,50 @@ async def node_env(
 
 
 async def deployment_env(
-    remotes: Mapping[str, Remote], deployment: Deployment
-) -> tuple[list[NodeEnv], TransportProof]:
-    """Every node's env check at once, and the transport proof from all of them."""
-    got = await asyncio.gather(*(node_env(remotes[n.host], n) for n in deployment.nodes))
-    return list(got), transport_of(got)
+    remotes: Mapping[str, Remote],
+    deployment: Deployment,
+    *,
+    expect: Mapping[str, str] | None = None,
+    expect_from_launcher: bool = False,
+    prefixes: Sequence[str] | None = None,
+    show_secrets: bool = False,
+    all_matching: bool = False,
+) -> tuple[list[NodeEnv], TransportProof | None]:
+    """Every node's env check at once (the `env` verb and the Env pane both call this), and the
+    transport proof from all of them: None when the deployment runs on no node (nothing to prove)
+    or for a box-wide look (those processes are not the server whose NCCL lines the logs hold)."""
+    got = await asyncio.gather(
+        *(
+            node_env(
+                remotes[n.host],
+                n,
+                expect=expect,
+                expect_from_launcher=expect_from_launcher,
+                prefixes=prefixes,
+                show_secrets=show_secrets,
+                all_matching=all_matching,
+            )
+            for n in deployment.nodes
+        )
+    )
+    proof = None if all_matching else transport_of(list(got), expected_transport(deployment))
+    return list(got), proof
 
 
-def transport_of(got: list[NodeEnv]) -> TransportProof:
-    """The proof from every node's NCCL lines and workers' environ, with what it could not read."""
+def expected_transport(deployment: Deployment) -> Expected | None:
+    spec = deployment.profile.deployment
+    return spec.expect_transport if spec is not None else None
+
+
+def transport_of(got: list[NodeEnv], expect: Expected | None = None) -> TransportProof | None:
+    """The proof from every node's NCCL lines and workers' environ, with what it could not read,
+    checked against the deployment's expectation; None when no node's server is running."""
+    if not any(g.running for g in got):
+        return None
     proof = prove_transport(
         {g.node.host: g.nccl for g in got},
         {g.node.host: worker_environ(g.report) for g in got if g.report is not None},
+        expect=expect,
     )
     proof.findings += debug_file_findings(got)
     return proof

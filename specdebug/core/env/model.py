@@ -96,7 +96,7 @@ class Evidence(Model):
 
 class EnvSummary(Model):
     workers: int
-    ok: bool
+    ok: bool | None  # None: a box-wide look, which gives no verdict (it is not the profile's server)
     exit_code: int
     counts: dict[str, int] = Field(default_factory=dict)  # var status -> number of (worker, var) cells
     environ_states: dict[str, int] = Field(default_factory=dict)
@@ -105,9 +105,18 @@ class EnvSummary(Model):
     warnings: list[str] = Field(default_factory=list)
     server_kind: str | None = None
 
+    @property
+    def verdict(self) -> str:
+        """What the front ends print: OK, FAILED, or no verdict for a box-wide look."""
+        return BOX_WIDE_VERDICT if self.ok is None else "OK" if self.ok else "FAILED"
+
+
+BOX_WIDE_VERDICT = "box-wide look"
+
 
 class EnvReport(Model):
     selection: str
+    box_wide: bool = False  # every matching process on the box, not the profile's server: no verdict
     expected: dict[str, str] = Field(default_factory=dict)  # masked
     expected_source: str = ""
     prefixes: list[str] = Field(default_factory=list)
@@ -147,3 +156,4 @@ class EnvQuery(Model):
     server_version: str | None = None  # picks the version's env rules (unknown: rules say "maybe")
     server_argv: list[str] | None = None  # flags such as --enable-symm-mem (default: the launcher's cmdline)
     show_secrets: bool = False
+    box_wide: bool = False  # asked for explicitly (--all-matching): a look at the box, never a verdict

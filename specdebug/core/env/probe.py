@@ -4,8 +4,9 @@ one grep of the log, then the pure report; `env_events` streams a typed event af
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specdebug.core.control.workers import listing_filter, select_workers
 from specdebug.core.env.events import EnvDone, EnvEvent, EnvFilesRead, EnvLogRead, EnvProcessesFound
@@ -13,7 +14,12 @@ from specdebug.core.env.model import DEFAULT_PREFIXES, NCCL_ENV_MARKER, EnvQuery
 from specdebug.core.env.report import build_report
 from specdebug.core.profiles import Profile
 from specdebug.core.profiles.paths import login_relative
+from specdebug.engines import worker_match
+from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote
+
+if TYPE_CHECKING:
+    from specdebug.core.control.records import ServerRecord
 
 # ---------------------------------------------------------------------------------------------
 # IO: one probe for the process table, one for all /proc files, one grep of the log
@@ -79,6 +85,27 @@ async def check_env(remote: Remote, query: EnvQuery) -> EnvReport:
     raise RuntimeError("the env check ended without a report")  # pragma: no cover - env_events ends in one
 
 
+class ServerNotRunning(SpecdebugError, LookupError):
+    """The profile's recorded server is not running on this box.
+
+    Why an error and not a fallback: every other process on the box whose command line matches
+    `[workers] match` belongs to someone else (another user, a bisection's trial server), and an
+    answer about those is an answer about a server the user did not name.  A box-wide look is asked
+    for explicitly (`all_matching`) and labelled as such.
+    """
+
+
+NOT_RUNNING_HINT = "launch it (specdebug launch -c PROFILE), or look box-wide with --all-matching"
+
+
+def _why_not_running(record: ServerRecord | None) -> str:
+    if record is None:
+        return "specdebug has no launch record of it here"
+    if record.stopped_at is not None:
+        return f"its launch record says it stopped at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record.stopped_at))}"
+    return f"its recorded process group {record.pgid} (pid {record.pid}) is gone"
+
+
 async def query_for_profile(
     remote: Remote,
     profile: Profile,
@@ -88,15 +115,19 @@ async def query_for_profile(
     prefixes: Sequence[str] | None = None,
     log_path: str | None = None,
     show_secrets: bool = False,
+    all_matching: bool = False,
 ) -> EnvQuery:
-    """The query for a profile's server: expected env = profile.server.env (+ overrides); workers from
-    the launch record on the box (~/.specdebug/servers/<name>.json), else from profile.workers.match.
+    """The query for a profile's server: expected env = profile.server.env (+ overrides); workers =
+    the process tree of the launch record on the box (~/.specdebug/servers/<name>.json).
 
-    Raises LookupError when neither exists (nothing tells which processes are the server's).
+    `all_matching`: instead, every process on the box whose command line matches `[workers] match`
+    (else every engine's worker titles), whoever runs it: a box-wide look, labelled so in the
+    report, which never gives a verdict about the profile's server.
+
+    Raises ServerNotRunning when the recorded server is not running (never a box-wide guess).
     """
     from specdebug.core.control.records import group_members, load_record
 
-    record = await load_record(remote, profile.name)
     server = profile.server
     query = EnvQuery(
         expected={**server.env, **(expect or {})},
@@ -107,18 +138,20 @@ async def query_for_profile(
         server_argv=list(server.argv),
         show_secrets=show_secrets,
     )
+    if all_matching:
+        query.match = profile.workers.match or worker_match()
+        query.box_wide = True
+        query.log_path = log_path  # the profile's log describes its own server, not these processes
+        return query
+    record = await load_record(remote, profile.name)
     alive = False
     if record is not None and record.stopped_at is None:
         alive = bool(group_members(await remote.processes(pgid=record.pgid, pids=[record.pid]), record))
-    if alive and record is not None:
-        query.root_pid, query.pgid, query.match = record.pid, record.pgid, profile.workers.match
-        query.log_path = log_path or record.log_file or server.log_file or None
-    elif profile.workers.match:
-        query.match = profile.workers.match
-        query.log_path = log_path or server.log_file or None
-    else:
-        raise LookupError(
-            f"no running server recorded for profile {profile.name} on {remote.name} "
-            "and the profile has no [workers] match"
+    if not alive or record is None:
+        raise ServerNotRunning(
+            f"{profile.name} is not running on {remote.name}: {_why_not_running(record)}",
+            NOT_RUNNING_HINT,
         )
+    query.root_pid, query.pgid, query.match = record.pid, record.pgid, profile.workers.match
+    query.log_path = log_path or record.log_file or server.log_file or None
     return query

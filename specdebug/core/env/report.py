@@ -322,12 +322,17 @@ def build_report(
     if launcher is not None and launcher.environ_state != "readable" and blind:
         warnings.append(f"launcher pid {launcher.pid} environ is {launcher.environ_state} too")
 
-    ok = bool(workers) and not reasons
+    ok: bool | None = bool(workers) and not reasons
+    exit_code = 0 if ok else 1
+    if query.box_wide:  # not the profile's server: what these processes lack is no verdict on it
+        ok, reasons = None, []
+        exit_code = 0 if workers else 1
+        warnings.insert(0, box_wide_note(len(workers), sel.how))
     method = _method(workers, launcher, nccl, query.log_path)
     summary = EnvSummary(
         workers=len(workers),
         ok=ok,
-        exit_code=0 if ok else 1,
+        exit_code=exit_code,
         counts=counts,
         environ_states=states,
         method=method,
@@ -337,6 +342,7 @@ def build_report(
     )
     report = EnvReport(
         selection=mask.text(sel.how),
+        box_wide=query.box_wide,
         expected=mask.env(expected),
         expected_source=expected_source,
         prefixes=list(query.prefixes),
@@ -351,6 +357,14 @@ def build_report(
         return report
     # belt and braces: no raw secret value survives anywhere in the report, whatever field it reached
     return EnvReport.model_validate(_scrub_tree(report.model_dump(), mask))
+
+
+def box_wide_note(found: int, how: str) -> str:
+    """The label of a box-wide look, wherever it is shown."""
+    return (
+        f"box-wide look: {found} processes ({how}), whoever runs them; not this profile's server, "
+        "so no verdict"
+    )
 
 
 def _scrub_tree(obj: object, mask: _Masker) -> object:

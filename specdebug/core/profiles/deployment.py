@@ -8,12 +8,15 @@ How a profile is placed on its nodes is specdebug.core.deployment; this only val
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from specdebug.core.model import Model
 from specdebug.remote.shell import is_env_name
 
 MAX_NODES = 256
+ExpectTransport = Literal["ib", "ib-gdrdma"]
 
 
 class DeploymentSpec(Model):
@@ -37,6 +40,11 @@ class DeploymentSpec(Model):
     node_args: dict[str, list[str]] = Field(
         default_factory=dict,
         description="Flags per node: node -> [--flag, value, ...]; a flag given here replaces the argv's.",
+    )
+    expect_transport: ExpectTransport | None = Field(
+        default=None,
+        description='What every inter-node NCCL edge must go over: "ib" (InfiniBand/RoCE) or '
+        '"ib-gdrdma" (with GPUDirect RDMA); `env` fails on a socket edge or an unproven transport.',
     )
 
     @field_validator("nodes")

@@ -2,7 +2,9 @@
 by the box's python3 as the box user), grouped; or a record of S seconds as shares.
 
 Workers are found as the env check finds them (core.env.probe.query_for_profile: the launch record's
-process tree, else [workers] match).  py-spy missing on the box: the report says how to get it.
+process tree, filtered by [workers] match); a server that is not running is said so, never replaced
+by other processes that match (py-spy on another user's or another server's processes answers a
+question nobody asked).  py-spy missing on the box: the report says how to get it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from specdebug.core.control.workers import cmdline_text, listing_filter, select_workers
-from specdebug.core.env.probe import query_for_profile
+from specdebug.core.env.probe import ServerNotRunning, query_for_profile
 from specdebug.core.profiles import Profile
 from specdebug.core.stacks.group import Worker, group_workers, main_frames, summary
 from specdebug.core.stacks.record import summarize
@@ -30,8 +32,8 @@ class StacksError(RemoteError):
 async def find_workers(remote: Remote, profile: Profile) -> tuple[list[Worker], str]:
     try:
         q = await query_for_profile(remote, profile)
-    except LookupError as exc:
-        raise StacksError(str(exc)) from exc
+    except ServerNotRunning as exc:
+        raise StacksError(f"{exc} (launch it: specdebug launch -c PROFILE)") from exc
     where: dict[str, Any] = dict(pids=q.pids, match=q.match, root_pid=q.root_pid, pgid=q.pgid)
     procs = await remote.processes(**listing_filter(**where))
     sel = select_workers(procs, **where)

@@ -22,7 +22,7 @@ from specdebug.core.control.events import ServerState
 from specdebug.core.control.records import ServerRecord
 from specdebug.core.env.events import EnvDone, EnvProcessesFound
 from specdebug.core.env.model import DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv
-from specdebug.core.env.probe import env_events, query_for_profile
+from specdebug.core.env.probe import ServerNotRunning, env_events, query_for_profile
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
 from specdebug.engines import worker_match
@@ -58,6 +58,8 @@ class EnvPane(EnvNodes):
         Binding("r", "refresh", "Refresh", id="env.refresh"),
         Binding("m", "mark", "Mark for diff", id="env.mark"),
         Binding("k", "stacks", "Stack of this worker", id="env.stacks", show=False),  # `specdebug stacks`
+        # `env --all-matching`: every matching process on the box, labelled, never a verdict
+        Binding("a", "all_matching", "Box-wide look", id="env.all_matching", show=False),
         Binding("escape", "clear_marks", "Clear diff", id="env.clear_diff", show=False),
     ]
     IN_TURN_ACTIONS = frozenset({"mark", "stacks"})  # the highlighted process column
@@ -147,28 +149,37 @@ class EnvPane(EnvNodes):
 
     # -- actions ---------------------------------------------------------------------------
 
-    def action_refresh(self) -> None:
+    def action_refresh(self, all_matching: bool = False) -> None:
         remote = self.ctx.remote()
         if remote is None:
             self.notify("no host selected", severity="warning")
             return
-        self.query_one("#env-how", Static).update(Text(f"checking {remote.name}…", style="dim"))
-        self.run_check()
+        look = "box-wide look on" if all_matching else "checking"
+        self.query_one("#env-how", Static).update(Text(f"{look} {remote.name}…", style="dim"))
+        self.run_check(all_matching=all_matching)
+
+    def action_all_matching(self) -> None:
+        """Every process on the box matching the profile's [workers] match (or every engine's worker
+        titles), whoever runs it: asked for, labelled, never a verdict about the profile's server."""
+        self.action_refresh(all_matching=True)
 
     @work(exclusive=True, group="env-check", exit_on_error=False)
-    async def run_check(self, quiet: bool = False) -> None:
+    async def run_check(self, quiet: bool = False, all_matching: bool = False) -> None:
         remote = self.ctx.remote()
         if remote is None:
             return
         if (dep := self.ctx.deployment()) is not None:
-            return await self.check_nodes(dep, quiet)
+            return await self.check_nodes(dep, quiet, all_matching)
         try:
             await remote.wait_connected(CONNECT_WAIT_S)
             if self.ctx.profile is not None:
-                query = await query_for_profile(remote, self.ctx.profile)
-            else:
+                query = await query_for_profile(remote, self.ctx.profile, all_matching=all_matching)
+            else:  # no server named: what runs on the box, labelled as such
                 query = EnvQuery(
-                    match=DEFAULT_MATCH, prefixes=list(DEFAULT_PREFIXES), expect_from_launcher=True
+                    match=DEFAULT_MATCH,
+                    prefixes=list(DEFAULT_PREFIXES),
+                    expect_from_launcher=True,
+                    box_wide=True,
                 )
             report = None
             async for ev in env_events(remote, query):
@@ -176,6 +187,9 @@ class EnvPane(EnvNodes):
                     self.query_one("#env-how", Static).update(Text(ev.describe(), style="dim"))
                 elif isinstance(ev, EnvDone):
                     report = ev.report
+        except ServerNotRunning as exc:
+            self.show_not_running(str(exc), quiet)
+            return
         except (RemoteError, LookupError, OSError, TimeoutError) as exc:
             if not quiet:
                 self.notify(f"env check failed: {exc}", severity="error")
@@ -233,6 +247,22 @@ class EnvPane(EnvNodes):
     def _proc(self, key: Column) -> ProcEnv | None:
         return next((p for _, p, n in self._procs() if (n, p.pid) == key), None)
 
+    def show_not_running(self, message: str, quiet: bool = True) -> None:
+        """The profile's server is not running: nothing shown of any other process (issue 38)."""
+        self.report, self.reports, self.marked, self._columns = None, [], [], []
+        self.clear_nodes()
+        self.query_one("#env-matrix", DataTable).clear(columns=True)
+        self.query_one("#env-diff", DataTable).clear()
+        self.query_one("#env-evidence", DataTable).clear()
+        self.query_one("#env-how", Static).update(Text(visible(message), style="yellow"))
+        verdict = Text("not running", style="bold yellow")
+        verdict.append(
+            "\npress a for a box-wide look (every matching process, not this profile's server)", style="dim"
+        )
+        self.query_one("#env-verdict", Static).update(verdict)
+        if not quiet:
+            self.notify(visible(message), severity="warning")
+
     def show_report(self, report: EnvReport, node: str | None = None) -> None:
         self.report = report
         self.reports = [(node, report)] if node is None else self.reports
@@ -243,7 +273,10 @@ class EnvPane(EnvNodes):
         if report.expected:
             how.append(f"; expected from {report.expected_source}", style="dim")
         self.query_one("#env-how", Static).update(how)
-        verdict = Text("OK" if s.ok else "FAILED", style="bold green" if s.ok else "bold red")
+        style = "bold yellow" if s.ok is None else "bold green" if s.ok else "bold red"
+        verdict = Text(s.verdict, style=style)
+        if report.box_wide:
+            verdict.append(f"  {s.workers} processes, not this profile's server (no verdict)")
         counts = ", ".join(f"{n} {k}" for k, n in s.counts.items() if n)
         if counts:
             verdict.append(f"  {counts}")

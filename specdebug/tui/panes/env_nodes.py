@@ -17,7 +17,7 @@ from textual.widgets import Static
 from specdebug.core.deployment import Deployment
 from specdebug.core.deployment.nccl import TransportProof
 from specdebug.core.deployment.node_env import NodeEnv, deployment_env
-from specdebug.core.env.model import EnvReport
+from specdebug.core.env.model import BOX_WIDE_VERDICT, EnvReport
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
 from specdebug.remote.api import Remote, RemoteError
@@ -43,7 +43,7 @@ class EnvNodes(Pane):
     reports: list[tuple[str | None, EnvReport]]
 
     class NodesReady(Message):
-        def __init__(self, envs: list[NodeEnv], proof: TransportProof) -> None:
+        def __init__(self, envs: list[NodeEnv], proof: TransportProof | None) -> None:
             super().__init__()
             self.envs = envs
             self.proof = proof
@@ -63,7 +63,7 @@ class EnvNodes(Pane):
             return self.ctx.remote(), self.ctx.profile
         return self.ctx.remotes.get(placed.host), placed.profile
 
-    async def check_nodes(self, dep: Deployment, quiet: bool) -> None:
+    async def check_nodes(self, dep: Deployment, quiet: bool, all_matching: bool = False) -> None:
         """Every node's env check and the transport proof (run inside the pane's check worker)."""
         how = self.query_one("#env-how", Static)
         how.update(
@@ -72,7 +72,9 @@ class EnvNodes(Pane):
         try:
             for node in dep.nodes:
                 await self.ctx.remotes[node.host].wait_connected(30.0)
-            envs, proof = await deployment_env({n.host: self.ctx.remotes[n.host] for n in dep.nodes}, dep)
+            envs, proof = await deployment_env(
+                {n.host: self.ctx.remotes[n.host] for n in dep.nodes}, dep, all_matching=all_matching
+            )
         except (RemoteError, LookupError, OSError, TimeoutError) as exc:
             if not quiet:
                 self.notify(f"env check failed: {exc}", severity="error")
@@ -84,7 +86,7 @@ class EnvNodes(Pane):
     def _nodes_ready(self, event: NodesReady) -> None:
         self.show_nodes(event.envs, event.proof)
 
-    def show_nodes(self, envs: list[NodeEnv], proof: TransportProof) -> None:
+    def show_nodes(self, envs: list[NodeEnv], proof: TransportProof | None) -> None:
         """Draw a deployment's check (tests call it with fed reports)."""
         self.node_envs, self.transport = list(envs), proof
         self.set_class(True, "-nodes")  # a line per node and the transport: a taller verdict
@@ -96,19 +98,31 @@ class EnvNodes(Pane):
         self.show_report(first[1], node=first[0])
 
     def nodes_verdict(self) -> Text:
-        """OK only when every node's workers are; one line per node; then the transport proof."""
-        ok = bool(self.node_envs) and all(
-            e.report is not None and e.report.summary.ok and not e.problem for e in self.node_envs
-        )
-        text = Text("OK" if ok else "FAILED", style="bold green" if ok else "bold red")
-        text.append(f"  {len(self.node_envs)} nodes")
-        for e in self.node_envs:
+        """OK only when every node's workers are and the transport meets the deployment's
+        expectation; `not running` when no node runs the server; a box-wide look gives no verdict.
+        One line per node; then the transport proof."""
+        envs = self.node_envs
+        if envs and not any(e.running for e in envs):
+            text = Text("not running", style="bold yellow")
+            text.append(f"  on any of {len(envs)} nodes; press a for a box-wide look", style="dim")
+        elif envs and all(e.report is not None and e.report.box_wide for e in envs):
+            text = Text(BOX_WIDE_VERDICT, style="bold yellow")
+            text.append(f"  {len(envs)} nodes, not this profile's server (no verdict)")
+        else:
+            ok = (
+                bool(envs)
+                and all(e.report is not None and e.report.summary.ok and not e.problem for e in envs)
+                and not (self.transport is not None and self.transport.failures)
+            )
+            text = Text("OK" if ok else "FAILED", style="bold green" if ok else "bold red")
+            text.append(f"  {len(envs)} nodes")
+        for e in envs:
             text.append(f"\n{visible(e.node.host)}: ", style="bold")
             if e.report is None:
-                text.append(visible(e.problem or "no report"), style="red")
+                text.append(visible(e.problem or "no report"), style="yellow" if not e.running else "red")
                 continue
             s = e.report.summary
-            text.append("OK" if s.ok else "FAILED", style="green" if s.ok else "bold red")
+            text.append(s.verdict, style="yellow" if s.ok is None else "green" if s.ok else "bold red")
             text.append(f", {len(e.report.workers)} workers")
             if s.reasons:
                 text.append(f": {visible(s.reasons[0])}", style="red")
@@ -125,6 +139,11 @@ def transport_text(proof: TransportProof) -> Text:
     text = Text("transport: ", style="bold")
     text.append(proof.verdict, style=TRANSPORT_STYLE.get(proof.verdict, "bold red"))
     text.append(f" ({visible(proof.reason)})  [{visible(proof.source)}]", style="dim")
+    if proof.expected is not None:
+        text.append(f"\nexpected {proof.expected}: ", style="bold")
+        text.append("FAILED" if proof.failures else "met", style="bold red" if proof.failures else "green")
+    for failure in proof.failures[:1]:
+        text.append(f"\n{visible(failure)}", style="red")
     for finding in proof.findings[:FINDINGS_SHOWN]:
         text.append(f"\nfinding: {visible(finding)}", style="bold yellow")
     if len(proof.findings) > FINDINGS_SHOWN:
