@@ -19,7 +19,7 @@ from specdebug.sim.server.common.cluster import DEFAULT_TIMEOUT_S, ClusterArgs, 
 from specdebug.sim.server.common.costmodel import SpecConfig
 from specdebug.sim.server.common.simonly import CommonSimOptions, add_common_flags, pop_common
 
-DEFAULT_VERSION = "0.33.0"  # the newest release read (2026-12); sim.server.vllm.shapes
+DEFAULT_VERSION = "0.34.0"  # the newest release read (2026-12); sim.server.vllm.shapes
 SPEC_METHODS = ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "mtp")
 # the methods the sim models (the others are accepted names without a model here)
 SIM_METHODS = {
