@@ -88,7 +88,9 @@ def drafter_line(version: str) -> tuple[str, str] | None:
 def init_engine_line(version: str, seconds: float) -> tuple[str, str]:
     head = "init engine (profile, create kv cache, warmup model) took"
     if version_tuple(version) >= RECORD_PREFIX_SINCE:
-        return ("core.py:459" if version_tuple(version) >= V034_SINCE else "core.py:403"), f"{head} {seconds:.2f} s"
+        return (
+            "core.py:459" if version_tuple(version) >= V034_SINCE else "core.py:403"
+        ), f"{head} {seconds:.2f} s"
     return "core.py:210", f"{head} {seconds:.2f} seconds"
 
 
