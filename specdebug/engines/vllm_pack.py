@@ -98,6 +98,7 @@ VLLM = Pack(
         "Waiting for application startup",
         "Application startup complete",
         "ERROR ",
+        "ERROR:",
         "CRITICAL ",
         "failed to start",
         "initialization failed",
@@ -112,4 +113,12 @@ VLLM = Pack(
     percent_fields=frozenset({"draft_acceptance_rate"}),
     error_levels=frozenset({"ERROR", "CRITICAL"}),
     list_metrics=frozenset({"per_position_acceptance"}),
+    # vLLM's own wrappers (0.32-0.34: v1/engine/core.py, v1/engine/utils.py, v1/executor/
+    # multiproc_executor.py): each process that sees a failure below it says so in general words
+    wrappers=re.compile(
+        r"EngineCore failed to start|Engine core initialization failed|WorkerProc failed to start|"
+        r"WorkerProc initialization failed|Executor failed|Worker proc \S+ died unexpectedly|"
+        r"Engine core proc \S+ died unexpectedly|See root cause above|See stack trace for root cause|"
+        r"EngineDeadError|Engine core failed to start"
+    ),
 )
