@@ -196,4 +196,24 @@ def test_vllm_engine_core_failure_is_reported(sshd, tmp_path: Path) -> None:
     assert verdict["verdict"] == "failed", verdict
     excerpt = "\n".join(verdict["excerpt"])
     assert "SafetensorError" in excerpt or "WorkerProc" in excerpt or "EngineCore failed" in excerpt, excerpt
+    # the worker's own error, not the wrappers each process above it adds
+    assert "SafetensorError: Error while deserializing header" in verdict["reason"], verdict["reason"]
     assert json.loads(sidecar.read_text())["state"] == "failed"
+
+
+def test_vllm_config_error_reason_and_an_immediate_relaunch(sshd, tmp_path: Path) -> None:
+    """`--max-model-len` above the model's limit: the reason carries pydantic's next line (what is
+    wrong), and a relaunch right after the verdict is not refused by the failed server, which takes
+    its time to exit (--exit-delay: real vLLM 0.32 spends ~2 s tearing down after the traceback)."""
+    profile, _ = write_profile(tmp_path, "vllm")
+    text = profile.read_text().replace(
+        '"--time-scale"', '"--max-model-len", "200000", "--exit-delay", "3", "--time-scale"'
+    )
+    profile.write_text(text)
+    for attempt in (1, 2):
+        r = specdebug("launch", "-F", str(sshd.config_path), "gpubox", "-c", str(profile), "--wait", "--json")
+        assert r.returncode == 1, r.stdout + r.stderr
+        verdict = json.loads(r.stdout.strip().splitlines()[-1])
+        assert verdict["verdict"] == "failed", (attempt, verdict)  # not "refused": the first one is gone
+        assert "1 validation error for ModelConfig: Value error, User-specified max_model_len (200000) is " \
+            "greater than the derived max_model_len" in verdict["reason"], verdict["reason"]  # fmt: skip
