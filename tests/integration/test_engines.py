@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -217,3 +220,42 @@ def test_vllm_config_error_reason_and_an_immediate_relaunch(sshd, tmp_path: Path
         assert verdict["verdict"] == "failed", (attempt, verdict)  # not "refused": the first one is gone
         assert "1 validation error for ModelConfig: Value error, User-specified max_model_len (200000) is " \
             "greater than the derived max_model_len" in verdict["reason"], verdict["reason"]  # fmt: skip
+
+
+def test_vllm_bind_failure_reason_is_the_errno_line(sshd, tmp_path: Path) -> None:
+    """The port is taken while the server starts (after launch's own port check): the reason is
+    uvicorn's `[Errno 98]` line, not `Application shutdown complete` that follows it."""
+    profile, _ = write_profile(tmp_path, "vllm")
+    profile.write_text(profile.read_text().replace('"--time-scale", "0.02"', '"--time-scale", "0.1"'))
+    port = int(next(ln for ln in profile.read_text().splitlines() if ln.startswith("port = ")).split("=")[1])
+    log = Path(
+        next(ln for ln in profile.read_text().splitlines() if ln.startswith("log_file = ")).split("= ")[1][
+            1:-1
+        ]
+    )
+    done: list[subprocess.CompletedProcess] = []
+    launch = threading.Thread(
+        target=lambda: done.append(
+            specdebug("launch", "-F", str(sshd.config_path), "gpubox", "-c", str(profile), "--wait", "--json")
+        )
+    )
+    launch.start()
+    holder = socket.socket()
+    try:
+        deadline = time.monotonic() + 60
+        while not (log.exists() and "Initializing a V1 LLM engine" in log.read_text()):
+            assert time.monotonic() < deadline and launch.is_alive(), "the server did not start"
+            time.sleep(0.1)
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", port))
+        holder.listen(1)
+        launch.join(timeout=120)
+    finally:
+        holder.close()
+    assert done, "launch --wait did not end"
+    out = done[0].stdout
+    verdict = json.loads(out.strip().splitlines()[-1])
+    assert verdict["verdict"] == "failed", verdict
+    assert verdict["reason"].startswith("ERROR:    [Errno 98] error while attempting to bind on address"), (
+        verdict["reason"]
+    )
