@@ -95,7 +95,10 @@ def continuation(lines: Sequence[str], at: int, pack: Pack | None) -> list[str]:
 
 def root_cause(lines: Sequence[str], pack: Pack | None) -> str | None:
     """The first error line among `lines` that is not a wrapper (a wrapper only when nothing else
-    is there), with its message's continuation lines; None when no line is an error."""
+    is there), with its message's continuation lines; None when no line is an error.
+
+    One exception re-raised as another that quotes it (SGLang's `Exception: Capture cuda graph
+    failed: {e}`) says the same and where: the later one is taken then."""
     first_wrapper: int | None = None
     for i, line in enumerate(lines):
         head, msg = split_line(line, pack)
@@ -104,10 +107,25 @@ def root_cause(lines: Sequence[str], pack: Pack | None) -> str | None:
         if _is_wrapper(msg, pack):
             first_wrapper = i if first_wrapper is None else first_wrapper
             continue
-        return _with_continuation(lines, i, msg, pack)
+        i = _quoted_later(lines, i, msg, pack)
+        return _with_continuation(lines, i, split_line(lines[i], pack)[1], pack)
     if first_wrapper is None:
         return None
     return _with_continuation(lines, first_wrapper, split_line(lines[first_wrapper], pack)[1], pack)
+
+
+def _quoted_later(lines: Sequence[str], at: int, msg: str, pack: Pack | None) -> int:
+    """The index of a later exception line (not a wrapper) whose message quotes this one's, else `at`."""
+    if not is_exception_header(msg):
+        return at
+    said = msg.strip().partition(": ")[2][:80]
+    if len(said) < 12:  # too short to tell a quote from a coincidence
+        return at
+    for j in range(at + 1, len(lines)):
+        _, later = split_line(lines[j], pack)
+        if is_exception_header(later) and said in later and not _is_wrapper(later, pack):
+            return j
+    return at
 
 
 def _with_continuation(lines: Sequence[str], at: int, msg: str, pack: Pack | None) -> str:
