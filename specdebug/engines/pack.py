@@ -49,6 +49,13 @@ class Pack:
     # event -> {metric: field keys}: when two or more are present the metric is their max (SGLang's
     # hybrid sliding-window models: token usage = max of the full and the SWA pool)
     max_of: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    # error lines that only wrap another one ("EngineCore failed to start", "See root cause above"):
+    # a failure's reason is the first error line that is not one of these (core.control.cause)
+    wrappers: re.Pattern[str] | None = None
+
+    def is_wrapper(self, msg: str) -> bool:
+        """Does this message only announce or wrap an error told elsewhere (or a shutdown after it)?"""
+        return bool(WRAPPER_COMMON.search(msg) or (self.wrappers is not None and self.wrappers.search(msg)))
 
     def message(self, line: str) -> str:
         line = ANSI_RE.sub("", line) if "\x1b" in line else line
@@ -160,4 +167,15 @@ class Pack:
 ERR_COMMON = (
     ("oom", r"CUDA out of memory|OutOfMemoryError"),
     ("nccl", r"NCCL error"),
+    # uvicorn's own level prefix, behind the engine's process tag: `ERROR:    [Errno 98] error while
+    # attempting to bind on address (...): address already in use` (a WARNING line that merely names
+    # an errno, vLLM's ulimit warning, is not one)
+    ("error_log", r"^(?:ERROR|CRITICAL):\s"),
+)
+# what follows or wraps an error in every server's log: the traceback's own lines, uvicorn's and
+# the launcher's shutdown
+WRAPPER_COMMON = re.compile(
+    r"Traceback \(most recent call last\)|During handling of the above exception|"
+    r"The above exception was the direct cause|Application shutdown complete|"
+    r"Waiting for application shutdown|Finished server process|^Shutting down"
 )

@@ -88,6 +88,12 @@ SGLANG = Pack(
             ("exception", GENERIC_EXC),
         )
     ),
+    # SGLang's own wrappers: the scheduler's header line (its traceback follows), the launcher's
+    # reaction to a dead child
+    wrappers=re.compile(
+        r"Scheduler hit an exception|DetokenizerManager hit an exception|Received sigquit from a child proces|"
+        r"SIGQUIT received"
+    ),
     max_of={
         event: {"token_usage": ("full_token_usage", "swa_token_usage")}
         for event in ("decode_batch", "prefill_batch")
@@ -127,6 +133,7 @@ SGLANG = Pack(
         "Not enough memory",
         "out of memory",
         "Error",
+        "ERROR:",
         "Exception",
         "set by environment to",
     ),

@@ -1,7 +1,7 @@
 """The vLLM pattern pack: spec-decoding metrics, throughput lines, startup milestones, ready and
 error lines.
 
-Formats: shared/formats/serving-formats.md (vLLM 2.1-2.4).
+Formats: shared/formats/serving-formats.md (vLLM 2.1-2.4); current-sources.md (0.33, 0.34: the load line).
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ VLLM = Pack(
         ),
         ("engine_init", re.compile(r"Initializing a V1 LLM engine|Initializing an LLM engine")),
         ("init_distributed", re.compile(r"vLLM is using nccl==")),
-        ("load_weights", re.compile(r"Starting to load model")),
+        # 0.34 (v1/worker/gpu/model_runner.py, the only runner left): "Loading model from scratch...";
+        # up to 0.33 the old GPU runner and 0.32's CPU runner (cpu_model_runner.py): "Starting to load model M..."
+        ("load_weights", re.compile(r"Starting to load model|Loading model from scratch")),
         ("load_weights_done", re.compile(r"Loading weights took|Model loading took")),
         ("kv_cache", re.compile(r"Available KV cache memory|GPU KV cache size")),
         ("cuda_graph_done", re.compile(r"Graph capturing finished")),
@@ -84,6 +86,7 @@ VLLM = Pack(
         "Initializing an LLM engine",
         "vLLM is using nccl",
         "Starting to load model",
+        "Loading model from scratch",
         "Loading weights took",
         "Model loading took",
         "Available KV cache memory",
@@ -95,6 +98,7 @@ VLLM = Pack(
         "Waiting for application startup",
         "Application startup complete",
         "ERROR ",
+        "ERROR:",
         "CRITICAL ",
         "failed to start",
         "initialization failed",
@@ -109,4 +113,12 @@ VLLM = Pack(
     percent_fields=frozenset({"draft_acceptance_rate"}),
     error_levels=frozenset({"ERROR", "CRITICAL"}),
     list_metrics=frozenset({"per_position_acceptance"}),
+    # vLLM's own wrappers (0.32-0.34: v1/engine/core.py, v1/engine/utils.py, v1/executor/
+    # multiproc_executor.py): each process that sees a failure below it says so in general words
+    wrappers=re.compile(
+        r"EngineCore failed to start|Engine core initialization failed|WorkerProc failed to start|"
+        r"WorkerProc initialization failed|Executor failed|Worker proc \S+ died unexpectedly|"
+        r"Engine core proc \S+ died unexpectedly|See root cause above|See stack trace for root cause|"
+        r"EngineDeadError|Engine core failed to start"
+    ),
 )

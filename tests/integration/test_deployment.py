@@ -342,3 +342,18 @@ def test_an_unreachable_node_is_unverified_and_stop_still_stops_the_others(
     )
     st = json.loads(cli(cluster, "status", "-c", str(prof), "--json").stdout)
     assert st["state"] == "stopped", st  # nothing started on node0 either
+
+
+def test_a_vllm_worker_nodes_reason_is_its_own_first_error_not_vllms_wrapper(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Gloo cannot find node1's interface: node1's reason is Gloo's own line, not the wrappers vLLM
+    logs after it (`WorkerProc initialization failed ...`, `Executor failed to start.`)."""
+    prof = dep_profile(tmp_path, "gloo", kind="vllm", node1_env={"GLOO_SOCKET_IFNAME": "ib0"})
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    data = json.loads(run.stdout)
+    assert run.returncode == 1 and data["failed_node"] == "node1", data
+    node1 = data["nodes"][1]
+    assert "Unable to find address for: ib0" in node1["reason"], node1["reason"]
+    assert "WorkerProc initialization failed" not in data["reason"], data["reason"]
+    assert cli(cluster, "stop", "-c", str(prof)).returncode == 0

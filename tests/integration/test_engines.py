@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -205,4 +208,63 @@ def test_vllm_engine_core_failure_is_reported(sshd, tmp_path: Path) -> None:
     assert verdict["verdict"] == "failed", verdict
     excerpt = "\n".join(verdict["excerpt"])
     assert "SafetensorError" in excerpt or "WorkerProc" in excerpt or "EngineCore failed" in excerpt, excerpt
+    # the worker's own error, not the wrappers each process above it adds
+    assert "SafetensorError: Error while deserializing header" in verdict["reason"], verdict["reason"]
     assert json.loads(sidecar.read_text())["state"] == "failed"
+
+
+def test_vllm_config_error_reason_and_an_immediate_relaunch(sshd, tmp_path: Path) -> None:
+    """`--max-model-len` above the model's limit: the reason carries pydantic's next line (what is
+    wrong), and a relaunch right after the verdict is not refused by the failed server, which takes
+    its time to exit (--exit-delay: real vLLM 0.32 spends ~2 s tearing down after the traceback)."""
+    profile, _ = write_profile(tmp_path, "vllm")
+    text = profile.read_text().replace(
+        '"--time-scale"', '"--max-model-len", "200000", "--exit-delay", "3", "--time-scale"'
+    )
+    profile.write_text(text)
+    for attempt in (1, 2):
+        r = specdebug("launch", "-F", str(sshd.config_path), "gpubox", "-c", str(profile), "--wait", "--json")
+        assert r.returncode == 1, r.stdout + r.stderr
+        verdict = json.loads(r.stdout.strip().splitlines()[-1])
+        assert verdict["verdict"] == "failed", (attempt, verdict)  # not "refused": the first one is gone
+        assert "1 validation error for ModelConfig: Value error, User-specified max_model_len (200000) is " \
+            "greater than the derived max_model_len" in verdict["reason"], verdict["reason"]  # fmt: skip
+
+
+def test_vllm_bind_failure_reason_is_the_errno_line(sshd, tmp_path: Path) -> None:
+    """The port is taken while the server starts (after launch's own port check): the reason is
+    uvicorn's `[Errno 98]` line, not `Application shutdown complete` that follows it."""
+    profile, _ = write_profile(tmp_path, "vllm")
+    profile.write_text(profile.read_text().replace('"--time-scale", "0.02"', '"--time-scale", "0.1"'))
+    port = int(next(ln for ln in profile.read_text().splitlines() if ln.startswith("port = ")).split("=")[1])
+    log = Path(
+        next(ln for ln in profile.read_text().splitlines() if ln.startswith("log_file = ")).split("= ")[1][
+            1:-1
+        ]
+    )
+    done: list[subprocess.CompletedProcess] = []
+    launch = threading.Thread(
+        target=lambda: done.append(
+            specdebug("launch", "-F", str(sshd.config_path), "gpubox", "-c", str(profile), "--wait", "--json")
+        )
+    )
+    launch.start()
+    holder = socket.socket()
+    try:
+        deadline = time.monotonic() + 60
+        while not (log.exists() and "Initializing a V1 LLM engine" in log.read_text()):
+            assert time.monotonic() < deadline and launch.is_alive(), "the server did not start"
+            time.sleep(0.1)
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", port))
+        holder.listen(1)
+        launch.join(timeout=120)
+    finally:
+        holder.close()
+    assert done, "launch --wait did not end"
+    out = done[0].stdout
+    verdict = json.loads(out.strip().splitlines()[-1])
+    assert verdict["verdict"] == "failed", verdict
+    assert verdict["reason"].startswith("ERROR:    [Errno 98] error while attempting to bind on address"), (
+        verdict["reason"]
+    )

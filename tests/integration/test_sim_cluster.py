@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from specdebug.sim.box.local import LocalSim, children_titles, free_port, pid_alive, start_local_sim
+from specdebug.sim.server.vllm.args import DEFAULT_VERSION
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/environ"), reason="needs Linux /proc")
 
@@ -242,7 +243,7 @@ def test_vllm_two_nodes_head_serves_and_the_headless_node_runs_workers_only(tmp_
         assert status(n1.url + "/health") != 200  # a headless node has no API server
         text1 = n1.log_text()
         assert (
-            "[serve.py:216] Launching vLLM (v0.33.0) headless multiproc executor, with head node address "
+            f"[serve.py:216] Launching vLLM (v{DEFAULT_VERSION}) headless multiproc executor, with head node address "
             f"{dist} for torch.distributed process group."
         ) in text1
         assert "Application startup complete." not in text1

@@ -144,7 +144,9 @@ async def test_fail_at_cuda_graph(remote, tmp_path: Path) -> None:
     assert delay < 5.0  # followed live (about 0.1 s idle), not found by a later poll; load stretches it
     assert verdict.last_phase == "cuda_graph"
     assert "Capture cuda graph failed" in verdict.reason
-    assert any(verdict.reason in line for line in verdict.excerpt)
+    # the exception line (it quotes the CUDA error raised before it), then the advice its message goes on with
+    header = next(line for line in verdict.excerpt if "Exception: Capture cuda graph failed" in line)
+    assert verdict.reason.startswith(header[header.index("Exception: ") :]), verdict.reason
     assert any("Traceback" in line for line in verdict.excerpt)
     await server_control.stop(remote, profile, grace_s=2)
     assert await members(remote, profile) == []

@@ -1,5 +1,6 @@
-"""The vLLM-mode sim prints each version's shapes and the vLLM pack reads both (issue 21: the fidelity
-tests run against an older release and the current default, 0.33.0; current-sources.md 3.2)."""
+"""The vLLM-mode sim prints each version's shapes and the vLLM pack reads them all (issue 21: the fidelity
+tests run against an older release, 0.33.0 and the current default, 0.34.0; current-sources.md 3.2 and
+"Newest releases": 0.34's load line is `Loading model from scratch...`, no `Loading drafter model...`)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ ARGS = [
 ]
 
 
-@pytest.mark.parametrize("version", ["0.11.2", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.11.2", "0.33.0", "0.34.0"])
 def test_startup_lines_by_version(version: str, tmp_path) -> None:
     log = tmp_path / "vllm.log"
     with start_local_sim([*ARGS, "--server-version", version], log_file=log, time_scale=0.01,
@@ -36,7 +37,10 @@ def test_startup_lines_by_version(version: str, tmp_path) -> None:
             timeout=30,
         )
         text = sim.log_text()
-    newest = version == "0.33.0"
+    newest = version in ("0.33.0", "0.34.0")
+    v034 = version == "0.34.0"
+    assert ("Loading model from scratch..." in text) == v034 and ("Starting to load model " in text) != v034
+    assert ("Loading drafter model..." in text) != v034  # eagle3 here: the old runners print it
     assert ("(EngineCore pid=" in text) == newest and ("(EngineCore_DP0 pid=" in text) == (not newest)
     kv = [ln for ln in text.splitlines() if "GPU KV cache size:" in ln]
     assert kv and (", Maximum concurrency for 131,072 tokens per request: " in kv[0]) == newest
@@ -51,4 +55,4 @@ def test_startup_lines_by_version(version: str, tmp_path) -> None:
 
 
 def test_the_default_is_the_current_release() -> None:
-    assert DEFAULT_VERSION == "0.33.0"
+    assert DEFAULT_VERSION == "0.34.0"

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from specdebug.core.control.cause import EXC_LINE_RE, root_cause
 from specdebug.core.control.events import GroupChange, HealthChange, LogLine, LogProblem, ServerPhase, Verdict
 from specdebug.core.control.records import ServerRecord
 from specdebug.core.logs.hints import with_hint
@@ -26,13 +27,11 @@ TrackerEvent = ServerPhase | LogLine | HealthChange | GroupChange | LogProblem |
 
 # -- the pure state machine ------------------------------------------------------------------
 
-EXC_LINE_RE = re.compile(
-    r"^(?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*)?(?:Error|Exception|Exit|Interrupt)(?::\s?.*)?$"
-)
 TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
 _PREFIX_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*\] ")
 EXCERPT_BEFORE = 5
 EXCERPT_MAX = 80
+EXITED_CAUSE_LINES = 40  # the server exited without an error line seen: where to look for its cause
 
 
 def _packs() -> dict[str, Pack]:
@@ -63,6 +62,7 @@ class _Failing:
     reason_at: float = 0.0
     last_line_at: float = 0.0
     last_index: int | None = None
+    exit_wait_until: float | None = None  # the error is told: how long its process group may take to exit
 
 
 def leader_died(pid: int, left: list[int]) -> str:
@@ -80,6 +80,11 @@ class StartupTracker:
     SETTLE_S = 1.2  # longest wait after an error line for the traceback's exception line
     QUIET_S = 0.3  # after the exception line: finish once the log is quiet this long
     EXIT_SETTLE_S = 0.5  # after the group died: let the last log lines arrive
+    # after a fatal error the server's main process still runs its exit (real vLLM 0.32 on a CPU:
+    # 2.2 s from the traceback to the zombie, idle); a verdict given before would leave a relaunch
+    # refused as "already running".  So the verdict waits for the group to go, this long at most,
+    # and says when it did not
+    EXIT_WAIT_S = 15.0
 
     def __init__(
         self,
@@ -238,9 +243,14 @@ class StartupTracker:
             return []
         f = self.failing
         if f is not None:
-            if self._due(f, at):
-                return [self._fail(at)]
-            return []
+            if not self._due(f, at):
+                return []
+            if f.kind != "exited" and self.pids:  # told, but its processes still run: let them exit
+                if f.exit_wait_until is None:
+                    f.exit_wait_until = at + self.EXIT_WAIT_S
+                if at < f.exit_wait_until:
+                    return []
+            return [self._fail(at)]
         if at >= self.deadline:
             return [self._timeout(at)]
         return []
@@ -297,11 +307,20 @@ class StartupTracker:
         if f.kind == "exited":
             last = next((t for _, t in reversed(self.lines) if t.strip()), None)
             reason = f.reason or f"server exited (process group {self.who.pgid} is gone)"
-            if last:
+            cause = root_cause([t for _, t in list(self.lines)[-EXITED_CAUSE_LINES:]], self.pack)
+            if cause:
+                reason += f"; the log's error: {cause}"
+            elif last:
                 reason += f"; last log line: {self.message(last)}"
             excerpt = [t for _, t in list(self.lines)[-20:]]
         else:
-            reason = f.reason or f.trigger_msg or f.kind
+            window = [t for i, t in self.lines if i >= (f.trigger_index or 0)]
+            reason = root_cause(window, self.pack) or f.reason or f.trigger_msg or f.kind
+            if self.pids and f.exit_wait_until is not None:
+                reason += (
+                    f"; {len(self.pids)} of its processes still run {at - f.started:.0f} s after the error "
+                    f"(process group {self.who.pgid}): stop it before launching again"
+                )
             first = (f.trigger_index or 0) - EXCERPT_BEFORE
             excerpt = [t for i, t in self.lines if i >= first]
             if len(excerpt) > EXCERPT_MAX:

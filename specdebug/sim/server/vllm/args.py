@@ -19,7 +19,7 @@ from specdebug.sim.server.common.cluster import DEFAULT_TIMEOUT_S, ClusterArgs, 
 from specdebug.sim.server.common.costmodel import SpecConfig
 from specdebug.sim.server.common.simonly import CommonSimOptions, add_common_flags, pop_common
 
-DEFAULT_VERSION = "0.33.0"  # the newest release read (2026-12); sim.server.vllm.shapes
+DEFAULT_VERSION = "0.34.0"  # the newest release read (2026-12); sim.server.vllm.shapes
 SPEC_METHODS = ("ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp", "mtp")
 # the methods the sim models (the others are accepted names without a model here)
 SIM_METHODS = {
@@ -76,6 +76,7 @@ class VllmSimOptions(CommonSimOptions):
     hang_at: str | None = None
     server_version: str = DEFAULT_VERSION
     dist_timeout: float | None = None  # the rendezvous timeout (vLLM has no flag: torch's default)
+    exit_delay: float = 0.0  # after a failed start: seconds the main process takes to exit (real: ~2 s)
 
 
 @dataclass
@@ -165,6 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="multi-node: seconds the rendezvous waits for every rank (vLLM has no such flag; torch's 600)",
     )
     sim.add_argument(
+        "--exit-delay",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="after a failed start, the main process exits S s after its traceback (real vLLM 0.32 on a "
+        "CPU: 2.2 s of interpreter teardown, idle)",
+    )
+    sim.add_argument(
         "--server-version",
         default=DEFAULT_VERSION,
         help=f"vLLM version whose line shapes to print (default: the newest read, {DEFAULT_VERSION}; sim.server.vllm.shapes)",
@@ -199,6 +208,7 @@ def parse_vllm_args(argv: list[str]) -> VllmConfig:
         hang_at=ns.pop("hang_at"),
         server_version=ns.pop("server_version"),
         dist_timeout=ns.pop("dist_timeout"),
+        exit_delay=ns.pop("exit_delay"),
     )
     ns.pop("engine")
     tag = ns.pop("model_tag")

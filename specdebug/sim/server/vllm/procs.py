@@ -163,11 +163,12 @@ class ModelRunner:
                     self.log.sink.raw(line, stream=1)
         self._checkpoint("init")
         t = time.monotonic()
-        self._phase("load_weights", "gpu_model_runner.py:2602", f"Starting to load model {a.model}...")
+        self._phase("load_weights", *vllm_shapes.load_start(self.cfg.sim.server_version, a.model))
         self._checkpoint("load_weights")
         self.log.info("default_loader.py:267", f"Loading weights took {time.monotonic() - t:.2f} seconds")
-        if spec.enabled and self.cfg.method in ("eagle", "eagle3", "mtp", "deepseek_mtp"):
-            self.log.info("eagle.py:1020", "Loading drafter model...")
+        drafter = vllm_shapes.drafter_line(self.cfg.sim.server_version)
+        if drafter and spec.enabled and self.cfg.method in ("eagle", "eagle3", "mtp", "deepseek_mtp"):
+            self.log.info(*drafter)
         self.log.info(
             *vllm_shapes.model_loading(self.cfg.sim.server_version, self.weights_gib, time.monotonic() - t)
         )
@@ -285,10 +286,7 @@ def run_engine_core(cfg_dict: dict[str, Any], conn: Connection) -> None:
         tokens = min(i["kv_tokens"] for i in infos)
         for where, line in vllm_shapes.kv_lines(cfg.sim.server_version, tokens, a.max_model_len or 131072):
             log.info(where, line)
-        log.info(
-            "core.py:210",
-            f"init engine (profile, create kv cache, warmup model) took {time.monotonic() - t0:.2f} seconds",
-        )
+        log.info(*vllm_shapes.init_engine_line(cfg.sim.server_version, time.monotonic() - t0))
     except Exception:
         log.error("core.py:708", f"EngineCore failed to start.\n{traceback.format_exc().rstrip()}")
         send(("failed", "core"))

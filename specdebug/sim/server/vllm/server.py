@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -40,7 +41,7 @@ from specdebug.sim.server.sglang import sched_frames
 from specdebug.sim.server.sglang.shapes import version_tuple
 from specdebug.sim.server.vllm import headless
 from specdebug.sim.server.vllm import shapes as vllm_shapes
-from specdebug.sim.server.vllm.args import VllmConfig, non_default_args, parse_vllm_args
+from specdebug.sim.server.vllm.args import DEFAULT_VERSION, VllmConfig, non_default_args, parse_vllm_args
 from specdebug.sim.server.vllm.engine import VllmEngine, render_vllm_metrics
 from specdebug.sim.server.vllm.procs import VllmLog, run_engine_core
 
@@ -289,6 +290,12 @@ class VllmServer:
         else:
             self.log.info("api_server.py:1880", f"vLLM API server version {version}")
         self.log.info("utils.py:253", f"non-default args: {non_default_args(self.cfg.args)}")
+        try:
+            check_model_config(self.cfg)
+        except (ValidationError, ValueError):  # create_engine_config: uncaught, the process ends
+            print_uncaught(self.sink.raw, version)
+            self.sidecar.update(state="failed", failed_at=time.time())
+            return 1
         self._env_override()
         if not self._start_core():
             return self._fail_start()
@@ -366,12 +373,41 @@ def build_vllm_app(cfg: VllmConfig, engine: VllmEngine) -> Starlette:
     )
 
 
+def check_model_config(cfg: VllmConfig) -> None:
+    """vLLM's ModelConfig validation (--max-model-len against the model's limit; pydantic)."""
+    from specdebug.sim.server.vllm.specconfig import ModelConfig
+
+    ModelConfig(model=cfg.args.model, max_model_len=cfg.args.max_model_len)
+
+
+def print_uncaught(write: Callable[[str], object], version: str) -> None:
+    """The exception being handled as the interpreter prints an uncaught one: to stderr, behind
+    decorate_logs' `(APIServer pid=N) ` only where that wrapped stderr (before 0.32; shapes)."""
+    head = f"(APIServer pid={os.getpid()}) " if vllm_shapes.traceback_prefixed(version) else ""
+    for line in traceback.format_exc().rstrip().split("\n"):
+        write(head + line)
+
+
+def _version_in(argv: list[str]) -> str:
+    """--server-version from argv (the parse that would give it failed)."""
+    for i, arg in enumerate(argv):
+        if arg == "--server-version" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--server-version="):
+            return arg.split("=", 1)[1]
+    return DEFAULT_VERSION
+
+
 def main(argv: list[str]) -> int:
-    """Parse like `vllm serve` (argparse errors exit 2; a bad --speculative-config is a traceback, exit 1)."""
+    """Parse like `vllm serve` (argparse errors exit 2; a bad --speculative-config is a traceback, exit 1).
+    A failed start ends --exit-delay seconds after its traceback (a real one tears down its interpreter)."""
     try:
         cfg = parse_vllm_args(argv)
     except (ValidationError, ValueError):
-        lines = traceback.format_exc().rstrip().split("\n")  # uncaught: stderr behind decorate_logs' prefix
-        print("\n".join(f"(APIServer pid={os.getpid()}) {line}" for line in lines), file=sys.stderr)
+        print_uncaught(lambda line: print(line, file=sys.stderr), _version_in(argv))
         return 1
-    return VllmServer(cfg).run()
+    code = VllmServer(cfg).run()
+    if code and cfg.sim.exit_delay > 0:
+        sys.stderr.flush()
+        time.sleep(cfg.sim.exit_delay)
+    return code
