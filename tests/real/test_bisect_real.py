@@ -1,7 +1,8 @@
-"""`specdebug bisect` between two real vLLM configs: n-gram speculation on (good) against off (bad), with two
-neutral knobs beside it (`--max-num-seqs` 8 -> 6, an environment variable vLLM does not read).  The real server
-decodes several times faster with speculation on this tiny dummy-weight model (its output repeats), so the
-bisection must name `--speculative-config` alone, in fewer launches than one knob at a time.
+"""`specdebug bisect` between two real vLLM configs: n-gram speculation on (good) against off (bad), with a
+neutral knob beside it (an environment variable vLLM does not read): two knobs, so the tier's wall time stays
+small (a real launch costs 30-90 s of both cores; three knobs took 15 launches and 18.5 min on a loaded
+machine).  The real server decodes several times faster with speculation on this tiny dummy-weight model (its
+output repeats), so the bisection must name `--speculative-config` alone.
 """
 
 from __future__ import annotations
