@@ -21,7 +21,7 @@ from pathlib import Path
 
 from specdebug.core.profiles import Profile, load_profile
 from specdebug.remote.factory import ConnectOptions, SSHOptions, connect_host
-from specdebug.resources import data_dirs
+from specdebug.resources import data_dirs, example_profile
 from specdebug.sim.box.loopback_sshd import LoopbackSSHServer
 from specdebug.sim.box.ports import free_port
 
@@ -35,12 +35,10 @@ def find_example(name: str) -> Path:
     p = Path(name).expanduser()
     if p.is_file():
         return p
+    example = example_profile(name)
+    if example is not None:
+        return example
     dirs = data_dirs("examples")
-    for d in dirs:
-        if (d / name).is_file():
-            return d / name
-        if (d / f"{name}.toml").is_file():
-            return d / f"{name}.toml"
     where = ", ".join(str(d) for d in dirs) or "no examples/ folder found (a broken install?)"
     raise FileNotFoundError(f"demo profile {name!r} not found (looked in: {where})")
 

@@ -61,11 +61,13 @@ class VerbExit(Exception):
 def load_profile_or_exit(path: str, verb: str) -> Profile:
     """The profile at `path`, or one `VERB: file:line: field: problem` line and exit 2 (usage error).
 
-    Every verb that takes -c PROFILE loads it through here, so a bad profile reads the same everywhere."""
+    Every verb that takes -c PROFILE loads it through here, so a bad profile reads the same everywhere,
+    and an example's name (`-c baseline`) is accepted everywhere, as `demo -c NAME` accepts it."""
     from specdebug.core.profiles import ProfileError, load_profile
+    from specdebug.resources import profile_path
 
     try:
-        return load_profile(path)
+        return load_profile(profile_path(path))
     except (ProfileError, OSError) as exc:
         err(f"{verb}: {exc}")
         raise VerbExit(2, str(exc)) from exc
