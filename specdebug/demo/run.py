@@ -116,7 +116,7 @@ def run_demo(
     session: str | None = None,
     sim_args: list[str] | None = None,
 ) -> int:
-    from specdebug.tui.app import SpecdebugApp, load_keymap
+    from specdebug.tui.app import SpecdebugApp, binding_ids, load_keymap
     from specdebug.tui.context import AppContext, BisectPreset
 
     started = time.time()
@@ -160,7 +160,7 @@ def run_demo(
 
         ctx.session_dir = demo_session(session)
         ctx.journal = Journal(ctx.session_dir)
-        app = SpecdebugApp(ctx, layout=layout, keymap=load_keymap())
+        app = SpecdebugApp(ctx, layout=layout, keymap=load_keymap(known=binding_ids()))
         if autolaunch:
             app.autorun = ["startup.launch"]
         # the Bisect pane offers the story's bisection (its short benchmarks); what it launches is stopped at exit

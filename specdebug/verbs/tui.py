@@ -104,11 +104,11 @@ def tui_hosts(args: argparse.Namespace) -> list[str]:
 
 
 def run_app(ctx: AppContext, layout: str, ssh_config: str | None = None) -> int:
-    from specdebug.tui.app import KeymapFile, SpecdebugApp, load_keymap
+    from specdebug.tui.app import KeymapFile, SpecdebugApp, binding_ids, load_keymap
     from specdebug.tui.driver import HANGUP_EXIT_CODE
 
     try:
-        keymap = load_keymap()
+        keymap = load_keymap(known=binding_ids())
     except (OSError, ValueError) as exc:
         out(f"specdebug: keymap ignored: {exc}", file=sys.stderr)
         keymap = KeymapFile()
