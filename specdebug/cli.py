@@ -170,7 +170,15 @@ def _silence_stdout() -> None:
 
 
 def entry() -> None:
-    sys.exit(main())
+    """Exit with main()'s code; a reader that left early (`| head`) ends every verb quietly, sync or
+    async, including the final flush, which would else print "Exception ignored ... BrokenPipeError"."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        code = 0
+    sys.exit(code)
 
 
 if __name__ == "__main__":
