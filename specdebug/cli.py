@@ -150,7 +150,12 @@ def _finish(result: object) -> int:
     try:
         if inspect.iscoroutine(result):
             import asyncio
+            import signal
 
+            # SIGTERM ends a verb as Ctrl+C does: asyncio.run cancels the verb's task, so it can say
+            # what keeps running and what was not recorded (the default SIGTERM ends it mute)
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored
+                signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
             result = asyncio.run(result)
     except KeyboardInterrupt:
         return 130

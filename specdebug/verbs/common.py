@@ -363,3 +363,20 @@ def say_skipped(journal: Any) -> None:
     """One stderr line per journal record the reader skipped (core.journal.record_problem)."""
     for line in getattr(journal, "skipped", None) or []:
         err(f"warning: {line}")
+
+
+def interrupted_lines(
+    args: argparse.Namespace, profile: Profile, *, pid: int | None, not_recorded: str
+) -> list[str]:
+    """What a verb stopped by Ctrl+C or SIGTERM leaves behind: the server keeps running (with the exact
+    command that stops it), and what was not recorded.  Stopping the server is the user's call: it may
+    have taken minutes to start."""
+    import shlex
+
+    cmd = ["specdebug", "stop"] + (["-F", args.ssh_config] if getattr(args, "ssh_config", None) else [])
+    cmd += [args.host, "-c", args.profile or profile.name]
+    where = ", ".join(x for x in (f"PID {pid}" if pid else "", f"port {profile.server.port}") if x)
+    return [
+        f"interrupted: {profile.name} keeps running on {args.host} ({where}); stop it with: {shlex.join(cmd)}",
+        f"not recorded: {not_recorded}",
+    ]

@@ -6,6 +6,7 @@ Exit codes: 0 ready / stopped / running, 1 failed / refused / not running, 2 usa
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
 
@@ -22,6 +23,7 @@ from specdebug.verbs import deployment
 from specdebug.verbs.common import (
     box_session,
     err,
+    interrupted_lines,
     load_profile_or_exit,
     open_remote,
     out,
@@ -166,7 +168,13 @@ async def _launch(
             )
         return 0
     _say(args, f"launched {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}")
-    return await _watch_and_report(args, remote, record, profile, journal)
+    try:
+        return await _watch_and_report(args, remote, record, profile, journal)
+    except asyncio.CancelledError:  # Ctrl+C or SIGTERM (cli._finish turns it into a cancel)
+        verdict = "its startup verdict (`specdebug status HOST -c PROFILE` reads it later)"
+        for line in interrupted_lines(args, profile, pid=record.pid, not_recorded=verdict):
+            err(line)
+        raise
 
 
 @run_verb
