@@ -28,3 +28,27 @@ def test_rc_file_by_login_shell_and_ports_by_uid() -> None:
     assert rc_file(home, "/bin/sh") is None  # dash reads no file for a non-interactive command
     low, high = user_ports(1001)
     assert high - low == 100 and 10000 <= low and high <= 20000 and user_ports(1002) != (low, high)
+
+
+def test_a_checkout_is_staged_without_caches_or_unreadable_files(tmp_path: Path) -> None:
+    from specdebug.sim.box.install import stage_checkout
+
+    src = tmp_path / "src"
+    for rel in ("pyproject.toml", "setup.py", "specdebug/__init__.py", "examples/a.toml", "layouts/x.tcss"):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text("x")
+    secret = src / ".hypothesis" / "constants"
+    secret.mkdir(parents=True)
+    (secret / "c").write_text("x")
+    (src / "specdebug" / "__pycache__").mkdir()
+    stage_checkout(src, tmp_path / "dst")
+    staged = sorted(
+        str(p.relative_to(tmp_path / "dst")) for p in (tmp_path / "dst").rglob("*") if p.is_file()
+    )
+    assert staged == [
+        "examples/a.toml",
+        "layouts/x.tcss",
+        "pyproject.toml",
+        "setup.py",
+        "specdebug/__init__.py",
+    ]

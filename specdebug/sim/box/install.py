@@ -39,8 +39,10 @@ from specdebug.sim.box.ports import PORTS_VAR
 BLOCK_BEGIN = "# >>> specdebug sim box (specdebug sim install-box --remove takes it out) >>>"
 BLOCK_END = "# <<< specdebug sim box <<<"
 PORT_BASE, PORT_BLOCK, PORT_BLOCKS = 10000, 100, 100  # blocks of 10000-19999, as sim/box/ports.py's range
-# files of a checkout the venv's pip needs; the rest (.git, .venv, build output) stays behind
-CHECKOUT_SKIP = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "tests")
+# what pip needs of a checkout to build the wheel; the rest (.git, .venv, caches, build output, files
+# of test runs that may not even be readable by this user) stays behind
+CHECKOUT_FILES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md")
+CHECKOUT_DIRS = ("specdebug", "examples", "layouts")
 
 
 class InstallError(Exception):
@@ -165,6 +167,23 @@ def _run(argv: list[str], what: str) -> None:
         raise InstallError(f"{what} failed (exit {r.returncode}): {shlex.join(argv)}")
 
 
+def stage_checkout(src: Path, dst: Path) -> None:
+    """Copy the files of checkout `src` that building the wheel needs (pip builds in its source folder,
+    which need not be writable by this user)."""
+    if not (src / "pyproject.toml").is_file():
+        raise InstallError(f"{src} is not a specdebug checkout (no pyproject.toml)")
+    dst.mkdir(parents=True)
+    try:
+        for name in CHECKOUT_FILES:
+            if (src / name).is_file():
+                shutil.copy2(src / name, dst / name)
+        for name in CHECKOUT_DIRS:
+            shutil.copytree(src / name, dst / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    except (shutil.Error, OSError) as exc:
+        first = exc.args[0][0] if isinstance(exc, shutil.Error) and exc.args[0] else exc
+        raise InstallError(f"cannot copy the checkout {src}: {first}") from None
+
+
 def make_venv(box: BoxFolder, source: str) -> None:
     """The venv and specdebug in it; a checkout is copied first (pip builds in the source folder)."""
     if not box.python.exists():
@@ -176,7 +195,7 @@ def make_venv(box: BoxFolder, source: str) -> None:
         return
     with tempfile.TemporaryDirectory(prefix="specdebug-src-") as tmp:
         staged = Path(tmp) / "specdebug"
-        shutil.copytree(src, staged, ignore=shutil.ignore_patterns(*CHECKOUT_SKIP))
+        stage_checkout(src, staged)
         _run([str(box.python), "-m", "pip", "install", "--quiet", str(staged)], "pip install")
 
 
