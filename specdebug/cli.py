@@ -150,7 +150,12 @@ def _finish(result: object) -> int:
     try:
         if inspect.iscoroutine(result):
             import asyncio
+            import signal
 
+            # SIGTERM ends a verb as Ctrl+C does: asyncio.run cancels the verb's task, so it can say
+            # what keeps running and what was not recorded (the default SIGTERM ends it mute)
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored
+                signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
             result = asyncio.run(result)
     except KeyboardInterrupt:
         return 130
@@ -170,7 +175,15 @@ def _silence_stdout() -> None:
 
 
 def entry() -> None:
-    sys.exit(main())
+    """Exit with main()'s code; a reader that left early (`| head`) ends every verb quietly, sync or
+    async, including the final flush, which would else print "Exception ignored ... BrokenPipeError"."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        code = 0
+    sys.exit(code)
 
 
 if __name__ == "__main__":

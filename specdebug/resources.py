@@ -27,3 +27,20 @@ def data_dirs(name: str) -> list[Path]:
 def data_dir(name: str) -> Path | None:
     dirs = data_dirs(name)
     return dirs[0] if dirs else None
+
+
+def example_profile(name: str) -> Path | None:
+    """The example profile a bare NAME or NAME.toml means (`-c baseline`), when no file of that name is
+    here: every verb that takes -c accepts what `demo -c NAME` does."""
+    if "/" in name or Path(name).expanduser().exists():
+        return None
+    for d in data_dirs("examples"):
+        for candidate in (d / name, d / f"{name}.toml"):
+            if candidate.suffix == ".toml" and candidate.is_file():
+                return candidate
+    return None
+
+
+def profile_path(name: str) -> Path:
+    """The file `-c NAME` means: the path as given, else the example of that name."""
+    return example_profile(name) or Path(name).expanduser()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from specdebug.core.profiles import Profile, load_profile
 from specdebug.remote.factory import ConnectOptions, SSHOptions, connect_host
-from specdebug.resources import data_dirs
+from specdebug.resources import data_dirs, example_profile
 from specdebug.sim.box.loopback_sshd import LoopbackSSHServer
 from specdebug.sim.box.ports import free_port
 
@@ -35,12 +35,10 @@ def find_example(name: str) -> Path:
     p = Path(name).expanduser()
     if p.is_file():
         return p
+    example = example_profile(name)
+    if example is not None:
+        return example
     dirs = data_dirs("examples")
-    for d in dirs:
-        if (d / name).is_file():
-            return d / name
-        if (d / f"{name}.toml").is_file():
-            return d / f"{name}.toml"
     where = ", ".join(str(d) for d in dirs) or "no examples/ folder found (a broken install?)"
     raise FileNotFoundError(f"demo profile {name!r} not found (looked in: {where})")
 
@@ -118,7 +116,7 @@ def run_demo(
     session: str | None = None,
     sim_args: list[str] | None = None,
 ) -> int:
-    from specdebug.tui.app import SpecdebugApp, load_keymap
+    from specdebug.tui.app import SpecdebugApp, binding_ids, load_keymap
     from specdebug.tui.context import AppContext, BisectPreset
 
     started = time.time()
@@ -162,7 +160,7 @@ def run_demo(
 
         ctx.session_dir = demo_session(session)
         ctx.journal = Journal(ctx.session_dir)
-        app = SpecdebugApp(ctx, layout=layout, keymap=load_keymap())
+        app = SpecdebugApp(ctx, layout=layout, keymap=load_keymap(known=binding_ids()))
         if autolaunch:
             app.autorun = ["startup.launch"]
         # the Bisect pane offers the story's bisection (its short benchmarks); what it launches is stopped at exit

@@ -54,6 +54,7 @@ __all__ = [
     "HostsPane",
     "KeymapFile",
     "RunningServer",
+    "binding_ids",
     "SpecdebugApp",
     "find_layout",
     "load_keymap",
@@ -65,6 +66,29 @@ log = logging.getLogger(__name__)
 
 def load_panes() -> list[type[Pane]]:
     return list(PANES)
+
+
+def binding_ids() -> set[str]:
+    """Every binding id a keymap may name: those of the app, its panes, screens and widgets (their
+    modules imported here, as some are only imported when first shown) and Textual's own."""
+    import importlib
+    import pkgutil
+
+    from textual.dom import DOMNode
+
+    import specdebug.tui.screens
+    import specdebug.tui.widgets
+
+    for package in (specdebug.tui.screens, specdebug.tui.widgets):
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{module.name}")
+    ids: set[str] = set()
+    todo: list[type] = [DOMNode]
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        ids.update(b.id for b in vars(cls).get("BINDINGS", ()) if isinstance(b, Binding) and b.id)
+    return ids
 
 
 class AppTabPane(TabPane):
@@ -154,7 +178,7 @@ class SpecdebugApp(App[None]):
 
     async def on_mount(self) -> None:
         for problem in self._keymap.problems if isinstance(self._keymap, KeymapFile) else ():
-            self.notify(problem, severity="warning", timeout=10)
+            self.notify(problem, severity="error", timeout=10)
         if self._keymap:
             try:
                 self.set_keymap(self._keymap)

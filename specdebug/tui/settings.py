@@ -3,7 +3,9 @@ bad file is reported and ignored, never fatal (the app only applies what this mo
 
 from __future__ import annotations
 
+import difflib
 import tomllib
+from collections.abc import Collection
 from pathlib import Path
 
 from platformdirs import user_config_dir
@@ -47,8 +49,10 @@ class KeymapFile(dict[str, str]):
         self.problems = problems or []
 
 
-def load_keymap(path: Path = KEYMAP_FILE) -> KeymapFile:
-    """`[keymap]` table of binding id -> keys; a bad file or entry is reported and ignored, never fatal."""
+def load_keymap(path: Path = KEYMAP_FILE, known: Collection[str] | None = None) -> KeymapFile:
+    """`[keymap]` table of binding id -> keys; a bad file or entry is reported and ignored, never fatal.
+    With `known` (the app's binding ids), an id no binding has is an error naming the file and the
+    field: Textual would ignore it silently, and the user would wonder why the key does nothing."""
     try:
         if not path.is_file():
             return KeymapFile()
@@ -66,4 +70,9 @@ def load_keymap(path: Path = KEYMAP_FILE) -> KeymapFile:
     good = {str(k): v for k, v in table.items() if isinstance(v, str) and v.strip()}
     bad = [str(k) for k in table if str(k) not in good]
     problems = [f"keymap {path}: entries without a key string ignored: {', '.join(bad)}"] if bad else []
+    for name in [k for k in good if known is not None and k not in known]:
+        del good[name]
+        close = difflib.get_close_matches(name, sorted(known or ()), n=1)
+        guess = f"; did you mean {close[0]!r}?" if close else " (the ids are listed by `?` in the TUI)"
+        problems.append(f"keymap {path}: [keymap] {name!r}: no key binding has this id, ignored{guess}")
     return KeymapFile(good, problems)

@@ -15,6 +15,7 @@ Exit codes: 0 done, 1 the benchmark failed (or no result in the text), 2 usage/p
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -36,6 +37,7 @@ from specdebug.verbs.common import (
     add_host_args,
     box_session,
     err,
+    interrupted_lines,
     load_profile_or_exit,
     open_remote,
     out,
@@ -132,6 +134,12 @@ async def cmd_bench(args: argparse.Namespace) -> int:
                     out(ANSI_RE.sub("", ev.text).rsplit("\r", 1)[-1], file=sys.stderr)
                 elif isinstance(ev, BenchDone):
                     result = ev.result
+        except asyncio.CancelledError:  # Ctrl+C or SIGTERM (cli._finish turns it into a cancel)
+            if show_progress:
+                out(file=sys.stderr)
+            for line in interrupted_lines(args, profile, pid=None, not_recorded="this benchmark (no result)"):
+                err(line)
+            raise
         except BenchError as exc:
             err(str(exc))
             raise VerbExit(1) from exc

@@ -62,11 +62,13 @@ class VerbExit(Exception):
 def load_profile_or_exit(path: str, verb: str) -> Profile:
     """The profile at `path`, or one `VERB: file:line: field: problem` line and exit 2 (usage error).
 
-    Every verb that takes -c PROFILE loads it through here, so a bad profile reads the same everywhere."""
+    Every verb that takes -c PROFILE loads it through here, so a bad profile reads the same everywhere,
+    and an example's name (`-c baseline`) is accepted everywhere, as `demo -c NAME` accepts it."""
     from specdebug.core.profiles import ProfileError, load_profile
+    from specdebug.resources import profile_path
 
     try:
-        return load_profile(path)
+        return load_profile(profile_path(path))
     except (ProfileError, OSError) as exc:
         err(f"{verb}: {exc}")
         raise VerbExit(2, str(exc)) from exc
@@ -380,3 +382,20 @@ def say_skipped(journal: Any) -> None:
     """One stderr line per journal record the reader skipped (core.journal.record_problem)."""
     for line in getattr(journal, "skipped", None) or []:
         err(f"warning: {line}")
+
+
+def interrupted_lines(
+    args: argparse.Namespace, profile: Profile, *, pid: int | None, not_recorded: str
+) -> list[str]:
+    """What a verb stopped by Ctrl+C or SIGTERM leaves behind: the server keeps running (with the exact
+    command that stops it), and what was not recorded.  Stopping the server is the user's call: it may
+    have taken minutes to start."""
+    import shlex
+
+    cmd = ["specdebug", "stop"] + (["-F", args.ssh_config] if getattr(args, "ssh_config", None) else [])
+    cmd += [args.host, "-c", args.profile or profile.name]
+    where = ", ".join(x for x in (f"PID {pid}" if pid else "", f"port {profile.server.port}") if x)
+    return [
+        f"interrupted: {profile.name} keeps running on {args.host} ({where}); stop it with: {shlex.join(cmd)}",
+        f"not recorded: {not_recorded}",
+    ]

@@ -6,6 +6,7 @@ Exit codes: 0 ready / stopped / running, 1 failed / refused / not running, 2 usa
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
 
@@ -22,6 +23,7 @@ from specdebug.verbs import deployment
 from specdebug.verbs.common import (
     box_session,
     err,
+    interrupted_lines,
     load_profile_or_exit,
     open_remote,
     out,
@@ -85,6 +87,16 @@ def _profile(args: argparse.Namespace, verb: str) -> Profile:
     return profile
 
 
+def port_change_hint(profile: Profile) -> str:
+    """How to move a profile whose port another server holds (the examples' ports are fixed, and
+    every user of a shared box starts from the same examples)."""
+    where = f" in {profile.source}" if profile.source is not None else ""
+    return (
+        f"hint: to use another port, change `--port {profile.server.port}` in [server] argv and "
+        f"`port = {profile.server.port}`{where} (or in a copy that `extends` it)"
+    )
+
+
 def _say(args: argparse.Namespace, text: str) -> None:
     """Progress for humans: stdout normally, stderr under --json (stdout holds one JSON object)."""
     out(text, file=sys.stderr if args.json else sys.stdout, newlines=False)
@@ -133,6 +145,8 @@ async def _launch(
         record = await launch(remote, profile, journal=journal)
     except LaunchRefused as exc:
         err(str(exc))
+        if exc.holder is not None and exc.holder.listening:
+            err(port_change_hint(profile))
         if args.json:
             holder = exc.holder.model_dump(mode="json") if exc.holder else None
             print_json(
@@ -154,7 +168,13 @@ async def _launch(
             )
         return 0
     _say(args, f"launched {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}")
-    return await _watch_and_report(args, remote, record, profile, journal)
+    try:
+        return await _watch_and_report(args, remote, record, profile, journal)
+    except asyncio.CancelledError:  # Ctrl+C or SIGTERM (cli._finish turns it into a cancel)
+        verdict = "its startup verdict (`specdebug status HOST -c PROFILE` reads it later)"
+        for line in interrupted_lines(args, profile, pid=record.pid, not_recorded=verdict):
+            err(line)
+        raise
 
 
 @run_verb

@@ -27,6 +27,7 @@ from specdebug.core.pair import session as pair
 from specdebug.core.pair import view as pair_view
 from specdebug.core.pair.owner import user_name
 from specdebug.core.pair.session import Mode, PairError
+from specdebug.resources import profile_path
 from specdebug.verbs.common import err, out, print_json
 
 
@@ -118,7 +119,7 @@ def app_argv(args: argparse.Namespace, *, readonly: bool = False) -> list[str]:
     if args.ssh_config:
         argv += ["-F", str(Path(args.ssh_config).resolve())]
     if args.profile:
-        argv += ["-c", str(Path(args.profile).resolve())]
+        argv += ["-c", str(profile_path(args.profile).resolve())]
     if args.session:
         session = args.session
         argv += ["--session", session if session.startswith("box:") else str(Path(session).resolve())]
@@ -141,7 +142,7 @@ def _seats(args: argparse.Namespace) -> dict[str, Mode]:
 
 
 def _start(args: argparse.Namespace) -> int:
-    if args.profile and not Path(args.profile).is_file():
+    if args.profile and not profile_path(args.profile).is_file():
         err(f"profile {args.profile}: no such file")
         return 2
     note_dir = Path(tempfile.mkdtemp(prefix="specdebug-quit-"))  # private (0700): the app's quit note

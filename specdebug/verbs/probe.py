@@ -70,10 +70,21 @@ def _print_text(info: HostInfo) -> None:
         flag = "  THROTTLED: " + ",".join(g.throttle_reasons) if g.throttled else ""
         flag += "  MEMORY ABOVE TOTAL" if g.memory_over_total else ""
         out(
-            f"  GPU{g.index} {g.name}  util {g.utilization_pct}%  mem {g.memory_used_mib}/{g.memory_total_mib} MiB"
-            f"  {g.temperature_c}C  {g.power_draw_w} W  sm {g.clocks_sm_mhz}/{g.clocks_max_sm_mhz} MHz{flag}",
+            f"  GPU{g.index} {g.name}  util {_num(g.utilization_pct)}%  mem {_gib(g.memory_used_mib)}/"
+            f"{_gib(g.memory_total_mib)} GiB  {_num(g.temperature_c)}C  {_num(g.power_draw_w)} W"
+            f"  sm {_num(g.clocks_sm_mhz, 0)}/{_num(g.clocks_max_sm_mhz, 0)} MHz{flag}",
             newlines=False,
         )
+
+
+def _gib(mib: float | None) -> str:
+    """GPU memory in GiB with one decimal, as the TUI's Hosts pane shows it; `?` when not reported."""
+    return "?" if mib is None else f"{mib / 1024:.1f}"
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    """A reading as nvidia-smi-like text; `?` when the driver did not report it (never `None`)."""
+    return "?" if value is None else f"{value:.{digits}f}"
 
 
 def _rtt_text(rtt_ms: float | None) -> str:

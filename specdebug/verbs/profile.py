@@ -12,6 +12,7 @@ import json
 import sys
 
 from specdebug.core.profiles import Profile, ProfileError, diff_profiles, load_profile, profile_schema
+from specdebug.resources import profile_path
 from specdebug.verbs.common import out, print_json
 
 
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _load(path: str) -> Profile | None:
     try:
-        return load_profile(path)
+        return load_profile(profile_path(path))
     except ProfileError as exc:
         for problem in exc.problems:
             out(f"error: {problem}", file=sys.stderr)
@@ -53,7 +54,7 @@ def _check_many(paths: list[str], *, as_json: bool) -> int:
     bad = 0
     for path in paths:
         try:
-            profile = load_profile(path)
+            profile = load_profile(profile_path(path))
         except ProfileError as exc:
             bad += 1
             if as_json:

@@ -1,5 +1,6 @@
 """`specdebug sim [flags]`: run the simulated box in the foreground (same as `python -m specdebug.sim`);
-`specdebug sim --engine vllm serve MODEL ...` runs it as vLLM."""
+`specdebug sim --engine vllm serve MODEL ...` runs it as vLLM; `specdebug sim install-box [--user]`, run on
+a machine, makes it a simulated GPU box for this user behind its own sshd (specdebug/sim/box/install.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.sim_args[:1] == ["install-box"]:
+        from specdebug.sim.box.install import main as install_box
+
+        try:
+            return install_box(list(args.sim_args[1:]))
+        except SystemExit as exc:  # argparse errors / --help
+            return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     from specdebug.sim.server.sglang.launcher import main
 
     try:

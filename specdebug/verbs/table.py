@@ -27,7 +27,7 @@ VERBS: list[Verb] = [
     Verb(
         "sim",
         "sim",
-        "run a simulated speculative-decoding server (which engine: --engine; `specdebug sim --help`)",
+        "run a simulated speculative-decoding server (`--engine`, `--help`); `sim install-box`: this machine as a sim box",
     ),
     Verb("profile", "profile", "check, diff and describe server profiles (TOML)"),
     Verb("launch", "launch", "start a server from a profile, detached (--wait: until ready)"),

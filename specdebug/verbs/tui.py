@@ -6,7 +6,6 @@ import argparse
 import os
 import shlex
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specdebug.verbs.common import out
@@ -60,8 +59,9 @@ def build_context(args: argparse.Namespace, remotes: dict[str, Connection]) -> A
     ctx.ssh_config = args.ssh_config
     if args.profile:
         from specdebug.core.profiles import load_profile
+        from specdebug.resources import profile_path
 
-        ctx.profile_path = Path(args.profile)
+        ctx.profile_path = profile_path(args.profile)
         ctx.profile = load_profile(ctx.profile_path)
         if ctx.profile.deployment is not None:  # the panes act on the deployment, from its leader
             ctx.selected = ctx.profile.deployment.nodes[0]
@@ -94,8 +94,9 @@ def tui_hosts(args: argparse.Namespace) -> list[str]:
     hosts = list(args.hosts)
     if args.profile:
         from specdebug.core.profiles import load_profile
+        from specdebug.resources import profile_path
 
-        spec = load_profile(Path(args.profile)).deployment
+        spec = load_profile(profile_path(args.profile)).deployment
         hosts += [n for n in (spec.nodes if spec is not None else []) if n not in hosts]
     if not hosts:
         raise ValueError("give a HOST (or -c PROFILE with a [deployment] naming its nodes)")
@@ -103,11 +104,11 @@ def tui_hosts(args: argparse.Namespace) -> list[str]:
 
 
 def run_app(ctx: AppContext, layout: str, ssh_config: str | None = None) -> int:
-    from specdebug.tui.app import KeymapFile, SpecdebugApp, load_keymap
+    from specdebug.tui.app import KeymapFile, SpecdebugApp, binding_ids, load_keymap
     from specdebug.tui.driver import HANGUP_EXIT_CODE
 
     try:
-        keymap = load_keymap()
+        keymap = load_keymap(known=binding_ids())
     except (OSError, ValueError) as exc:
         out(f"specdebug: keymap ignored: {exc}", file=sys.stderr)
         keymap = KeymapFile()

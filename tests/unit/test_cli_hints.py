@@ -15,7 +15,7 @@ LINE = (
 
 def test_hint_for_missing_specdebug_and_other_modules() -> None:
     assert hint_for([LINE]) == SPECDEBUG_MISSING
-    assert "examples/README.md" in SPECDEBUG_MISSING and "pip install" in SPECDEBUG_MISSING
+    assert "examples/README.md" in SPECDEBUG_MISSING and "sim install-box" in SPECDEBUG_MISSING
     assert "'sglang'" in (hint_for(["ModuleNotFoundError: No module named 'sglang.srt'"]) or "")
     assert hint_for(["RuntimeError: CUDA error"]) is None
     assert with_hint("boom") == "boom"

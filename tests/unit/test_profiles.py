@@ -47,7 +47,9 @@ def test_every_example_loads(path: Path) -> None:
     profile = load_profile(path)
     assert profile.name == path.stem
     assert profile.server.argv and profile.server.port > 0
-    assert profile.server.log_file == f"/tmp/specdebug/{profile.name}.log"  # launch.sh checks the folder
+    # the per-user default (~/.specdebug/servers/logs/NAME.log on the box): a shared folder such as
+    # /tmp/specdebug is taken by the first user of the box and refused to every other one
+    assert profile.server.log_file == f"{default_log_dir()}/{profile.name}.log"
 
 
 def test_example_ports_are_distinct() -> None:

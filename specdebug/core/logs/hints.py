@@ -13,8 +13,9 @@ _MISSING_MODULE = re.compile(r"No module named '?(?P<module>[A-Za-z_][\w.]*)'?")
 
 SPECDEBUG_MISSING = (
     "the box's python3 cannot import specdebug (the simulated examples run `python3 -m specdebug.sim` "
-    "there): install it for that python3 (`python3 -m pip install specdebug`, or the same wheel/checkout "
-    "as here), or set argv[0] in the profile to a Python that has it (see examples/README.md)"
+    "there): run `specdebug sim install-box --user` on the box (a venv of its own on PATH; Debian's "
+    "system pip refuses `pip install`), or set argv[0] in the profile to a Python that has it "
+    "(see examples/README.md)"
 )
 
 

@@ -57,7 +57,7 @@ def chart(entries: list[HistoryEntry]) -> Text:
 
 def progress_text(p: BenchProgress | None, kind: str, profile: str | None) -> Text:
     if p is None:
-        return Text(f"ready: b run ({kind}) · k kind · s baseline · c compare · x cancel", style="dim")
+        return Text(f"ready: b run ({kind}) · k kind · = baseline · c compare · x cancel", style="dim")
     t = Text(f"running {profile or '?'} ({kind}) ", style="bold")
     if p.phase == "warmup":
         t.append("warming up…")
