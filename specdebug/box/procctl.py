@@ -10,6 +10,8 @@ files: owner, mode and type are checked here.
 Ops:  check   {pgid, start_ticks, pid, pid_start_ticks, launch_id, require_token} -> {state, reason, members}
       signal  the same + {sig: "TERM"|"KILL"}                       -> the same + {signalled}
       inspect {pid}            -> the identity to record when attaching (or state "refused")
+      wait_exit {pid, start_ticks, timeout_s} -> {seen, gone, how}: returns when that process ends
+                                  (a pidfd where the kernel has one, else /proc read every 20 ms)
       read_state {dir, name}   -> {state: "ok"|"missing"|"refused", path, data}
       write_state {dir, name, data}, forget_state {dir, name}
 States of a group: running (proven to be the recorded one), gone, mismatch (the PGID was reused),
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import stat
 import time
@@ -39,6 +42,8 @@ NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 MAX_STATE = 1 << 20
 LAUNCH_VAR = "SPECDEBUG_LAUNCH_ID"
 SETTLE_S = 2.0  # how long a leaderless, unproven group is given to finish exiting (_judge_now)
+WAIT_EXIT_MAX_S = 30.0  # one wait_exit request blocks a helper thread at most this long
+WAIT_POLL_S = 0.02  # /proc re-read interval where there is no pidfd (Linux < 5.3, Python < 3.9)
 
 
 def proc_stat(pid: int) -> Proc | None:
@@ -230,6 +235,52 @@ def op_signal(req: Request) -> dict[str, Any]:
     return out
 
 
+def _is_it(pid: int, start_ticks: int | None) -> bool:
+    """PID is alive (not a zombie) and, when start_ticks is given, the process started then."""
+    p = proc_stat(pid)
+    return (
+        p is not None and p["state"] not in ("Z", "X") and (start_ticks is None or p["start"] == start_ticks)
+    )
+
+
+def op_wait_exit(req: Request) -> dict[str, Any]:
+    """Block until the process PID (started at start_ticks) ends, or timeout_s: the server's main
+    process watched itself, so a kill -9 is known within milliseconds (a group listing every 0.5 s
+    and two empty listings took 1-7 s).  seen: the process was there when asked (False: never
+    found, or the PID is another process now; the caller then trusts its group listing, not this)."""
+    pid = int(req["pid"])
+    ticks = req.get("start_ticks")
+    start_ticks = int(ticks) if ticks is not None else None
+    timeout = max(0.0, min(float(req.get("timeout_s") or WAIT_EXIT_MAX_S), WAIT_EXIT_MAX_S))
+    fd = -1
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is not None:
+        try:
+            fd = pidfd_open(pid)
+        except ProcessLookupError:
+            return {"seen": False, "gone": True, "how": "pidfd"}
+        except OSError:  # no pidfd in this kernel, or not allowed: read /proc instead
+            fd = -1
+    try:
+        # checked after the pidfd is open: it pins that process, so a reused PID cannot pass
+        if not _is_it(pid, start_ticks):
+            return {"seen": False, "gone": True, "how": "pidfd" if fd >= 0 else "proc"}
+        if fd >= 0:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            gone = bool(poller.poll(timeout * 1000))
+            return {"seen": True, "gone": gone or not _is_it(pid, start_ticks), "how": "pidfd"}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(WAIT_POLL_S)
+            if not _is_it(pid, start_ticks):
+                return {"seen": True, "gone": True, "how": "proc"}
+        return {"seen": True, "gone": False, "how": "proc"}
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def op_inspect(req: Request) -> dict[str, Any]:
     """What to record when attaching to PID: its own start time and its group leader's identity."""
     pid = int(req["pid"])
@@ -358,6 +409,7 @@ OPS: dict[str, Callable[[Request], dict[str, Any]]] = {
     "check": op_check,
     "signal": op_signal,
     "inspect": op_inspect,
+    "wait_exit": op_wait_exit,
     "read_state": op_read_state,
     "write_state": op_write_state,
     "forget_state": op_forget_state,

@@ -233,10 +233,13 @@ def box_session(arg: str | None) -> str | None:
     """--session (else $SPECDEBUG_SESSION) `box:NAME` -> NAME, None for a local folder; a bad name: exit 2.
 
     Checked before connecting, so a typo costs no ssh round trip."""
+    session = arg or os.environ.get("SPECDEBUG_SESSION")
+    if not session or not session.startswith("box:"):  # core.journal.BOX_PREFIX, without its imports
+        return None
     from specdebug.core.boxjournal import BoxJournalError, box_spec
 
     try:
-        return box_spec(arg or os.environ.get("SPECDEBUG_SESSION"))
+        return box_spec(session)
     except BoxJournalError as exc:
         err(f"--session {exc}")
         raise VerbExit(2, str(exc)) from exc

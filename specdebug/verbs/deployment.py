@@ -15,18 +15,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from specdebug.core.deployment import Deployment, DeploymentError, place
-from specdebug.core.deployment.control import (
-    NodeEvent,
-    deployment_status,
-    launch_deployment,
-    stop_deployment,
-    watch_deployment,
-)
-from specdebug.core.deployment.tracker import DeploymentVerdict
 from specdebug.verbs.common import VerbExit, err, open_remote, out, print_json, session_journal
 
+# the multi-node control (and through it the journal's records) only where a deployment runs:
+# `status` of a one-box profile checks need_host here and should not pay for them
 if TYPE_CHECKING:
     from specdebug.core.control.records import ServerRecord
+    from specdebug.core.deployment.tracker import DeploymentVerdict
     from specdebug.core.profiles import Profile
     from specdebug.remote.api import Remote
 
@@ -113,6 +108,7 @@ async def _watch(
     deadline: float | None = None,
 ) -> int:
     from specdebug.core.control.events import ConnectionNote, ServerPhase, Verdict
+    from specdebug.core.deployment.control import NodeEvent, watch_deployment
 
     verdict: DeploymentVerdict | None = None
     said_ready: set[str] = set()
@@ -186,6 +182,7 @@ async def _launch_on(
     restart: bool,
 ) -> int:
     from specdebug.core.control.actions import LaunchRefused
+    from specdebug.core.deployment.control import launch_deployment, stop_deployment
     from specdebug.remote.api import RemoteError
 
     if restart:
@@ -214,6 +211,8 @@ async def _launch_on(
 
 
 async def stop(args: argparse.Namespace, profile: Profile) -> int:
+    from specdebug.core.deployment.control import stop_deployment
+
     dep = placed(args, profile)
     async with (
         open_nodes(args, dep, partial=True) as remotes,
@@ -229,6 +228,8 @@ async def stop(args: argparse.Namespace, profile: Profile) -> int:
 
 
 async def status(args: argparse.Namespace, profile: Profile) -> int:
+    from specdebug.core.deployment.control import deployment_status
+
     dep = placed(args, profile)
     async with open_nodes(args, dep, partial=True) as remotes:
         st = await deployment_status(remotes, dep)

@@ -9,17 +9,8 @@ import argparse
 import asyncio
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from specdebug.core.control import actions as server_control
-from specdebug.core.control.actions import LaunchRefused
-from specdebug.core.control.events import ConnectionNote, ServerPhase, Verdict
-from specdebug.core.control.launch import launch
-from specdebug.core.control.records import ServerRecord
-from specdebug.core.control.watch import watch
-from specdebug.core.journal import EventJournal
-from specdebug.core.profiles import Profile
-from specdebug.remote.api import Remote
-from specdebug.verbs import deployment
 from specdebug.verbs.common import (
     box_session,
     err,
@@ -31,6 +22,14 @@ from specdebug.verbs.common import (
     run_verb,
     session_journal,
 )
+
+# Each verb imports what it runs, in its body: `status` (a question asked many times a day) paid
+# ~0.6 s for the launch path's imports (the watch, the log stack, the journal's records) it never used.
+if TYPE_CHECKING:
+    from specdebug.core.control.records import ServerRecord
+    from specdebug.core.journal import EventJournal
+    from specdebug.core.profiles import Profile
+    from specdebug.remote.api import Remote
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,6 +78,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _profile(args: argparse.Namespace, verb: str) -> Profile:
+    from specdebug.verbs import deployment
+
     box_session(getattr(args, "session", None))  # a bad box:NAME before connecting
     profile = load_profile_or_exit(args.profile, verb)
     deployment.need_host(args, profile, verb)
@@ -111,6 +112,9 @@ async def _watch_and_report(
     *,
     deadline: float | None = None,
 ) -> int:
+    from specdebug.core.control.events import ConnectionNote, ServerPhase, Verdict
+    from specdebug.core.control.watch import watch
+
     verdict: Verdict | None = None
     timeout = getattr(args, "timeout", None)
     async for ev in watch(remote, record, profile, timeout_s=timeout, deadline=deadline, journal=journal):
@@ -140,6 +144,8 @@ async def _watch_and_report(
 async def _launch(
     args: argparse.Namespace, remote: Remote, profile: Profile, journal: EventJournal | None
 ) -> int:
+    from specdebug.core.control.actions import LaunchRefused
+    from specdebug.core.control.launch import launch
 
     try:
         record = await launch(remote, profile, journal=journal)
@@ -181,6 +187,8 @@ async def _launch(
 async def cmd_launch(args: argparse.Namespace) -> int:
     profile = _profile(args, "launch")
     if profile.deployment is not None:
+        from specdebug.verbs import deployment
+
         return await deployment.launch(args, profile)
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
         return await _launch(args, remote, profile, journal)
@@ -188,8 +196,12 @@ async def cmd_launch(args: argparse.Namespace) -> int:
 
 @run_verb
 async def cmd_restart(args: argparse.Namespace) -> int:
+    from specdebug.core.control import actions as server_control
+
     profile = _profile(args, "restart")
     if profile.deployment is not None:
+        from specdebug.verbs import deployment
+
         return await deployment.launch(args, profile, restart=True)
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
         result = await server_control.stop(remote, profile, grace_s=args.grace, journal=journal)
@@ -202,8 +214,12 @@ async def cmd_restart(args: argparse.Namespace) -> int:
 
 @run_verb
 async def cmd_stop(args: argparse.Namespace) -> int:
+    from specdebug.core.control import actions as server_control
+
     profile = _profile(args, "stop")
     if profile.deployment is not None:
+        from specdebug.verbs import deployment
+
         return await deployment.stop(args, profile)
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
         result = await server_control.stop(remote, profile, grace_s=args.grace, journal=journal)
@@ -216,8 +232,12 @@ async def cmd_stop(args: argparse.Namespace) -> int:
 
 @run_verb
 async def cmd_status(args: argparse.Namespace) -> int:
+    from specdebug.core.control import actions as server_control
+
     profile = _profile(args, "status")
     if profile.deployment is not None:
+        from specdebug.verbs import deployment
+
         return await deployment.status(args, profile)
     async with open_remote(args) as remote:
         st = await server_control.status(remote, profile)
@@ -230,10 +250,16 @@ async def cmd_status(args: argparse.Namespace) -> int:
 
 @run_verb
 async def cmd_attach(args: argparse.Namespace) -> int:
+    from specdebug.core.control import actions as server_control
+
     profile = _profile(args, "attach")
     if profile.deployment is not None:
+        from specdebug.verbs import deployment
+
         return await deployment.attach(args, profile)
     async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
+        from specdebug.core.control.actions import LaunchRefused
+
         try:
             record = await server_control.attach(
                 remote, profile, pid=args.pid, port=args.port, log=args.log, journal=journal

@@ -164,6 +164,29 @@ async def test_hang_at_warmup_times_out(remote, tmp_path: Path) -> None:
     assert result.stopped and await members(remote, profile) == []
 
 
+async def test_a_killed_main_process_is_named_without_waiting_for_a_group_listing(
+    remote, tmp_path: Path
+) -> None:
+    """kill -9 of the main process was named 1.15-7.30 s after (issue 43): the group was listed every
+    0.5 s, two empty listings and a settle.  The box now watches the main PID itself (a pidfd in the
+    helper): with the group listing slowed to once in 10 minutes the verdict still comes, naming it."""
+    profile = sim_profile(tmp_path, "killmain", "--hang-at", "warmup", timeout_s=120)
+    record = await launch(remote, profile)
+    events = watch(remote, record, profile, group_interval=600)
+
+    async def verdict_after_kill() -> Verdict:
+        async for ev in events:
+            if isinstance(ev, ServerPhase) and ev.name == "warmup":
+                os.kill(record.pid, signal.SIGKILL)  # the box is this machine
+            if isinstance(ev, Verdict):
+                return ev
+        raise AssertionError("the watch ended without a verdict")
+
+    verdict = await asyncio.wait_for(verdict_after_kill(), 90)  # far before the 600 s listing and the timeout
+    assert verdict.verdict == "failed" and verdict.error_kind == "exited", verdict.reason
+    assert f"main process {record.pid} died" in verdict.reason
+
+
 async def test_attach_by_port(remote, tmp_path: Path) -> None:
     profile = sim_profile(tmp_path, "attachtest")
     log = open(profile.server.log_file, "ab")

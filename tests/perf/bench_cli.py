@@ -11,8 +11,15 @@ start (tests/perf/cleanbox.py; root's ~/.bashrc would add its own start-up to ev
   fresh       `ssh box cat /proc/loadavg`, a new connection each time
   warm        `specdebug probe box --json` answered by the local agent    (goal <= 1.5x cm)
   cm          `ssh boxcm cat /proc/loadavg` through a warm ControlMaster
+  status      `specdebug status box -c P --json`: a profile whose port a box process holds
+  status_ssh  `ssh box curl -s http://127.0.0.1:PORT/health`: the same question by hand, fresh ssh
+  env         `specdebug env box --pid N --expect K=V --json`: one worker's env checked
+  env_ssh     `ssh box cat /proc/N/environ`: the same by hand, fresh ssh          (goal <= 1.5x each)
+The box process is a `python3 -m http.server` the box user starts (its own process, as a server
+started by hand), answering /health; it is ended with the box user.
 Last line:
     RESULT cli help_s=.. cold_s=.. fresh_s=.. warm_s=.. cm_s=.. cold_over_fresh=.. warm_over_cm=..
+        status_over_ssh=.. env_over_ssh=..
 Connects only to 127.0.0.1.
 """
 
@@ -35,11 +42,11 @@ sys.path.insert(0, str(REPO))
 from tests.perf.cleanbox import clean_box, describe  # noqa: E402
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+def timed(argv: list[str], env: dict[str, str], ok: tuple[int, ...] = (0,)) -> float:
     t0 = time.perf_counter()
     r = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, cwd=REPO, env=env)
     took = time.perf_counter() - t0
-    if r.returncode != 0:
+    if r.returncode not in ok:
         raise SystemExit(f"{argv[:5]}... exited {r.returncode}: {r.stderr.decode()[-500:]}")
     return took
 
@@ -52,42 +59,95 @@ def main() -> None:
     run.chmod(0o700)
     env = {k: v for k, v in os.environ.items() if k != "SPECDEBUG_NO_AGENT"}
     env["XDG_RUNTIME_DIR"] = str(run)  # this script's own agent, stopped at the end
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has its .pyc files: compiling is not the cost
     sd = [sys.executable, "-m", "specdebug.cli"]
     with clean_box() as box:
         cfg = str(box.config)
+        port, pid = _start_box_server(cfg, box.alias, run)
+        profile = run / "p.toml"
+        profile.write_text(
+            '[server]\nargv = ["python3", "-m", "http.server"]\n'
+            f'port = {port}\nlog_file = "/tmp/bench-cli-{port}.log"\n'
+        )
+        profile.chmod(0o644)
         commands = {
             "python": [sys.executable, "-c", "pass"],
             "help": [*sd, "--help"],
-            "cold": [*sd, "probe", "-F", cfg, box.alias, "--json", "--no-agent"],
+            "cold": [*sd, "probe", "-F", cfg, box.alias, "--json"],
             "fresh": ["ssh", "-F", cfg, box.alias, "cat", "/proc/loadavg"],
             "warm": [*sd, "probe", "-F", cfg, box.alias, "--json"],
             "cm": ["ssh", "-F", cfg, box.cm_alias, "cat", "/proc/loadavg"],
+            "status": [*sd, "status", "-F", cfg, box.alias, "-c", str(profile), "--json"],
+            "status_ssh": ["ssh", "-F", cfg, box.alias, "curl", "-s", f"http://127.0.0.1:{port}/health"],
+            "env": [
+                *sd,
+                "env",
+                "-F",
+                cfg,
+                box.alias,
+                "--pid",
+                str(pid),
+                "--expect",
+                "BENCH_CLI=1",
+                "--json",
+            ],
+            "env_ssh": ["ssh", "-F", cfg, box.alias, "cat", f"/proc/{pid}/environ"],
         }
         try:
-            for argv in commands.values():  # warm the page cache, start the agent and the ControlMaster
-                timed(argv, env)
+            # `status` of a server specdebug did not launch says so with exit 1: its answer, not a failure
+            ok = {name: (0, 1) if name == "status" else (0,) for name in commands}
+            for name, argv in commands.items():  # warm the page cache, start the agent and the ControlMaster
+                timed(argv, env, ok[name])
             _wait_for_agent(sd, env, box.alias)
             samples: dict[str, list[float]] = {k: [] for k in commands}
             for _ in range(args.n):
                 for name, argv in commands.items():
-                    samples[name].append(timed(argv, env))
+                    samples[name].append(timed(argv, env, ok[name]))
         finally:
             subprocess.run([*sd, "agent", "stop"], env=env, capture_output=True)
             _kill_agent(run)
     med = {k: statistics.median(v) for k, v in samples.items()}
     print(describe(box))
-    print(f"{'command':<8}{'median s':>10}{'min s':>8}{'max s':>8}")
+    print(f"{'command':<12}{'median s':>10}{'min s':>8}{'max s':>8}")
     for name, values in samples.items():
-        print(f"{name:<8}{med[name]:>10.3f}{min(values):>8.3f}{max(values):>8.3f}")
+        print(f"{name:<12}{med[name]:>10.3f}{min(values):>8.3f}{max(values):>8.3f}")
     cold, warm = med["cold"] / med["fresh"], med["warm"] / med["cm"]
     print(f"--help: {med['help']:.3f} s (goal < 0.15 s; bare python {med['python']:.3f} s)")
     print(f"cold probe / fresh ssh: {cold:.2f}x (goal <= 1.5x)")
     print(f"warm probe (agent) / ssh through a warm ControlMaster: {warm:.2f}x (goal <= 1.5x)")
+    status, env_ = med["status"] / med["status_ssh"], med["env"] / med["env_ssh"]
+    print(f"cold status / fresh ssh curl /health: {status:.2f}x (goal <= 1.5x)")
+    print(f"cold env / fresh ssh cat /proc/PID/environ: {env_:.2f}x (goal <= 1.5x)")
     print(
         f"RESULT cli help_s={med['help']:.3f} cold_s={med['cold']:.3f} fresh_s={med['fresh']:.3f} "
         f"warm_s={med['warm']:.3f} cm_s={med['cm']:.3f} python_s={med['python']:.3f} "
-        f"cold_over_fresh={cold:.2f} warm_over_cm={warm:.2f}"
+        f"status_s={med['status']:.3f} status_ssh_s={med['status_ssh']:.3f} env_s={med['env']:.3f} "
+        f"env_ssh_s={med['env_ssh']:.3f} cold_over_fresh={cold:.2f} warm_over_cm={warm:.2f} "
+        f"status_over_ssh={status:.2f} env_over_ssh={env_:.2f}"
     )
+
+
+def _start_box_server(cfg: str, alias: str, run: Path) -> tuple[int, int]:
+    """(port, PID) of an HTTP server the box user starts and leaves running, answering /health."""
+    from tests.ports import free_port
+
+    port = free_port()
+    script = (
+        f"d=$(mktemp -d) && echo ok > $d/health && cd $d && "
+        f"BENCH_CLI=1 nohup python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 </dev/null & "
+        "echo $!"
+    )
+    r = subprocess.run(["ssh", "-F", cfg, alias, script], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0 or not r.stdout.strip().isdigit():
+        raise SystemExit(f"could not start the box's HTTP server: {r.stderr[-500:]}")
+    pid = int(r.stdout.strip())
+    deadline = time.monotonic() + 30
+    health = ["ssh", "-F", cfg, alias, "curl", "-sf", f"http://127.0.0.1:{port}/health"]
+    while subprocess.run(health, capture_output=True).returncode != 0:
+        if time.monotonic() > deadline:
+            raise SystemExit("the box's HTTP server never answered /health")
+        time.sleep(0.2)
+    return port, pid
 
 
 def _wait_for_agent(sd: list[str], env: dict[str, str], host: str) -> None:

@@ -59,14 +59,20 @@ async def ours(remote, profile) -> tuple[float, float, str]:
     mon = ServerMonitor()
     mon.record, mon.state = record, ServerState.READY
     watch = watch_liveness(mon, remote, record, profile, liveness=liveness)
+    exited_at: list[float] = []
+
+    async def consume() -> None:  # watching before the kill, as the Startup pane is
+        async for _ in watch:
+            if mon.state is ServerState.EXITED:
+                exited_at.append(time.monotonic())
+                return
+
+    consumer = asyncio.create_task(consume())
     await asyncio.sleep(1.0)
     t0 = time.monotonic()
     os.kill(record.pid, signal.SIGKILL)
-    seen = None
-    async for _ in watch:
-        if mon.state is ServerState.EXITED:
-            seen = time.monotonic() - t0
-            break
+    await asyncio.wait_for(consumer, 60)
+    seen = exited_at[0] - t0 if exited_at else None
     while _group_alive(record.pgid):
         await asyncio.sleep(0.05)
     gone = time.monotonic() - t0

@@ -408,3 +408,48 @@ def test_concurrent_record_writes_in_one_helper_all_land(helper: Helper, tmp_pat
     replies = [read_frame(helper.proc.stdout) for _ in range(20)]
     assert all(r["ok"] and r["result"]["state"] == "ok" for r in replies), replies
     assert sorted(os.listdir(d)) == ["p.json"]  # no temp file left behind
+
+
+# -- the main process watched itself (issue 43: a kill -9 named within 0.5 s) ------------------------
+
+
+def _wait_exit_after_kill(op: Any, p: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """Run the wait_exit op in a thread, SIGKILL the process once the op is waiting, return its answer."""
+    answer: dict[str, Any] = {}
+    waiter = threading.Thread(
+        target=lambda: answer.update(op(pid=p.pid, start_ticks=start_ticks(p.pid), timeout_s=30))
+    )
+    waiter.start()
+    time.sleep(0.2)  # let the op start waiting (an op that had not would still answer, seen False)
+    os.kill(p.pid, signal.SIGKILL)
+    waiter.join(60)
+    assert not waiter.is_alive()
+    return answer
+
+
+def test_wait_exit_returns_when_the_process_is_killed(
+    helper: Helper, own_group: subprocess.Popen[bytes]
+) -> None:
+    """The helper watches the main PID itself: its answer comes when the process dies (gone), not at
+    the 30 s bound (which would answer gone False); the test does not reap it (a zombie is gone)."""
+    out = _wait_exit_after_kill(lambda **a: helper.op("wait_exit", **a), own_group)
+    assert out["seen"] and out["gone"], out
+
+
+def test_wait_exit_without_a_pidfd_reads_proc(
+    own_group: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specdebug.box import procctl
+
+    monkeypatch.delattr(procctl.os, "pidfd_open", raising=False)
+    out = _wait_exit_after_kill(lambda **a: procctl.op_wait_exit(a), own_group)
+    assert out == {"seen": True, "gone": True, "how": "proc"}
+
+
+def test_wait_exit_bounds_and_identity(helper: Helper, own_group: subprocess.Popen[bytes]) -> None:
+    ticks = start_ticks(own_group.pid)
+    out = helper.op("wait_exit", pid=own_group.pid, start_ticks=ticks, timeout_s=0.1)
+    assert out["seen"] and not out["gone"]  # alive at the bound
+    # another start time: the PID is another process now; never taken for the recorded one
+    assert not helper.op("wait_exit", pid=own_group.pid, start_ticks=ticks + 1, timeout_s=5)["seen"]
+    assert once("wait_exit", pid=own_group.pid, start_ticks=ticks, timeout_s=0.1)["gone"] is False

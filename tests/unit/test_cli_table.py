@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import subprocess
 import sys
 
@@ -56,6 +57,53 @@ def test_a_verb_imports_only_what_it_needs() -> None:
     }
     # a local verb that never connects does not load the SSH library
     assert "asyncssh" not in imported_after("from specdebug.cli import main; main(['profile', 'schema'])")
+
+
+def modules_after(argv: list[str], watched: tuple[str, ...]) -> set[str]:
+    """Which of `watched` (modules or packages) a fresh `python -m specdebug.cli ARGV` imported,
+    read from -X importtime: the real entry point, `specdebug/__init__` and all."""
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "specdebug.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "SPECDEBUG_NO_AGENT": "1"},
+    )
+    names = {
+        line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert names, r.stderr[-2000:]
+    return {w for w in watched if w in names or any(n.startswith(w + ".") for n in names)}
+
+
+def test_help_through_the_entry_point_imports_no_heavy_module() -> None:
+    assert modules_after(["--help"], (*HEAVY, "specdebug.core", "specdebug.remote")) == set()
+
+
+def test_status_imports_neither_the_journal_nor_the_launch_path(tmp_path) -> None:
+    """`status -c P` took 8.2 s against 0.14 s for `ssh box curl /health` (issue 43), 85 % of it
+    imports: the verb module imported the launch path (the watch, the log stack, the journal and its
+    records) that status never runs.  A status of an unreachable box (port 1: refused at once) must
+    import the SSH library and the profile's models, nothing of a journal, a watch, the TUI or HTTP."""
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host box\n  HostName 127.0.0.1\n  Port 1\n")
+    profile = tmp_path / "p.toml"
+    profile.write_text(
+        '[server]\nargv = ["python3", "-m", "http.server"]\nport = 8000\nlog_file = "/tmp/x.log"\n'
+    )
+    watched = (
+        "textual",
+        "httpx",
+        "specdebug.core.journal",
+        "specdebug.core.records",
+        "specdebug.core.boxjournal",
+        "specdebug.core.control.watch",
+        "specdebug.core.logs",
+        "specdebug.core.deployment.control",
+        "asyncssh",
+    )
+    assert modules_after(["status", "-F", str(cfg), "box", "-c", str(profile)], watched) == {"asyncssh"}
 
 
 def test_help_lists_every_verb_without_importing_it(capsys) -> None:

@@ -269,3 +269,26 @@ def test_a_leader_never_listed_is_not_taken_for_dead():
     t.group([8, 9], T0 + 2)
     t.tick(T0 + 4)
     assert t.verdict is None
+
+
+def test_the_main_process_seen_ending_on_the_box_fails_once_the_log_is_quiet():
+    """The box watched the main PID and saw it end: no second listing is needed; the verdict names
+    it once the log is quiet (QUIET_S), with the members the last listing showed."""
+    t = tracker()
+    t.group([7, 8, 9], T0 + 2)
+    t.leader_gone(T0 + 2.1)
+    t.tick(T0 + 2.2)
+    assert t.verdict is None  # the last log lines may still come
+    t.tick(T0 + 2.1 + StartupTracker.QUIET_S + 0.01)
+    v = t.verdict
+    assert v is not None and v.verdict == "failed" and v.error_kind == "exited"
+    assert "main process 7 died" in v.reason and "8, 9" in v.reason
+
+
+def test_a_main_process_ending_after_an_error_keeps_the_errors_verdict():
+    t = tracker()
+    t.group([7], T0 + 1)
+    t.feed_line("RuntimeError: CUDA out of memory", T0 + 1.5)
+    failing = t.failing
+    t.leader_gone(T0 + 1.6)
+    assert t.failing is failing  # the error line's failure, not replaced by the exit

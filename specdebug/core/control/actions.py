@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -35,14 +35,14 @@ from specdebug.core.control.records import (
     signal_group,
 )
 from specdebug.core.control.workers import group_filter
-from specdebug.core.journal import EventJournal
-from specdebug.core.logs.follow import expand_remote_path
 from specdebug.core.model import Model
 from specdebug.core.profiles import Profile
-from specdebug.core.records import LaunchRecord, StopRecord
 from specdebug.core.secrets import mask_argv, profile_secrets
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import JobSteps, Remote, RemoteError
+
+if TYPE_CHECKING:  # the journal's records (many models) only where one is written: `status` writes none
+    from specdebug.core.journal import EventJournal
 
 Clock = Callable[[], float]
 
@@ -139,6 +139,8 @@ def _finish(
 ) -> StopResult:
     result.elapsed_s = clock() - t0
     if journal is not None:
+        from specdebug.core.records import StopRecord
+
         journal.append(StopRecord(stop=result, host=host or None))
     return result
 
@@ -151,6 +153,8 @@ async def stop(
     except StateFileError as exc:
         result = StopResult(profile=profile.name, refused=True, message=f"{profile.name}: not stopped: {exc}")
         if journal is not None:
+            from specdebug.core.records import StopRecord
+
             journal.append(StopRecord(stop=result))
         return result
     if record is None:
@@ -261,6 +265,8 @@ async def attach(
     ident = await inspect_process(remote, pid)
     if ident["state"] != "ok":
         raise LaunchRefused(f"not attaching: {ident['reason']}")
+    from specdebug.core.logs.follow import expand_remote_path  # the log stack: attach alone reads a log
+
     log_path = await expand_remote_path(remote, log or profile.server.log_file)
     size = await file_size(remote, log_path)
     offset = 0
@@ -285,6 +291,8 @@ async def attach(
     )
     await save_record(remote, record)
     if journal is not None:
+        from specdebug.core.records import LaunchRecord
+
         journal.append(LaunchRecord(server=record), sync=True)  # record.attached: an attach
     return record
 

@@ -27,7 +27,7 @@ from specdebug.core.control.events import (
     StartupEvent,
     Verdict,
 )
-from specdebug.core.control.records import ServerRecord, StopResult
+from specdebug.core.control.records import ServerRecord, StopResult, main_process_exit
 from specdebug.core.control.tracker import leader_died
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
@@ -171,10 +171,18 @@ async def watch_liveness(
     """After ready (or found running), keep asking: a server that dies later must not keep saying
     READY, and one found still starting turns READY when its health answers.  Yields after each
     answer (the change, or None) while the monitor says ready or running."""
-    while monitor.state in (ServerState.READY, ServerState.RUNNING):
-        await asyncio.sleep(interval)
-        try:
-            pids, health = await liveness(remote, record, profile)
-        except RemoteError:
-            continue  # connection trouble is the header's news; try again
-        yield monitor.liveness(pids, health)
+    # the box watches the main PID itself: its end asks for liveness at once, not at the next interval
+    leader = asyncio.create_task(main_process_exit(remote, record))
+    try:
+        while monitor.state in (ServerState.READY, ServerState.RUNNING):
+            if leader.done():
+                await asyncio.sleep(interval)
+            else:
+                await asyncio.wait({leader}, timeout=interval)
+            try:
+                pids, health = await liveness(remote, record, profile)
+            except RemoteError:
+                continue  # connection trouble is the header's news; try again
+            yield monitor.liveness(pids, health)
+    finally:
+        leader.cancel()

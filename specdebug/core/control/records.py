@@ -10,6 +10,7 @@ are untrusted input when read back: owner, mode, type and schema are checked bef
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -240,6 +241,43 @@ async def check_group(remote: Remote, record: ServerRecord) -> dict[str, Any]:
 async def signal_group(remote: Remote, record: ServerRecord, sig: str) -> dict[str, Any]:
     """Signal the record's group only if the box proves, in the same step, that it is the recorded one."""
     return await box_call(remote, "signal", {**record.identity(), "sig": sig})
+
+
+WAIT_EXIT_S = 20.0  # one wait on the box; the watcher asks again after it
+LEADER_RETRY_S = 1.0  # no helper yet, or the wait failed: ask the box to watch the main PID again after this
+
+
+async def wait_main_exit(
+    remote: Remote, record: ServerRecord, timeout_s: float = WAIT_EXIT_S
+) -> dict[str, Any]:
+    """Block until the record's main process ends or timeout_s (the box watches the PID itself: a
+    pidfd in the helper): {seen, gone}.  seen False: that process was not there as recorded (gone
+    already, or its PID reused), so only the group listing can tell what happened."""
+    ticks = record.pid_start_ticks
+    if ticks is None and record.pid == record.pgid:
+        ticks = record.start_ticks
+    request = {"pid": record.pid, "start_ticks": ticks, "timeout_s": timeout_s}
+    return await box_call(remote, "wait_exit", request, timeout=timeout_s + 10)
+
+
+async def main_process_exit(remote: Remote, record: ServerRecord) -> bool:
+    """Returns True once the box saw the record's main process end; False when it cannot watch it
+    (the PID was not there as recorded: the group listing decides).  Waits on the resident helper
+    only (a blocked helper thread, never an SSH channel held open), re-asking after each bound and
+    after a dropped or not yet started helper."""
+    while True:
+        if not getattr(remote, "has_helper", False):
+            await asyncio.sleep(LEADER_RETRY_S)
+            continue
+        try:
+            got = await wait_main_exit(remote, record)
+        except RemoteError:
+            await asyncio.sleep(LEADER_RETRY_S)
+            continue
+        if not got.get("seen"):
+            return False
+        if got.get("gone"):
+            return True
 
 
 async def inspect_process(remote: Remote, pid: int) -> dict[str, Any]:

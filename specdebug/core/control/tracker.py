@@ -66,7 +66,9 @@ class _Failing:
 
 
 def leader_died(pid: int, left: list[int]) -> str:
-    """The reason when the server's main process is gone before its children."""
+    """The reason when the server's main process is gone before its children (or with them: left empty)."""
+    if not left:
+        return f"server's main process {pid} died (killed or crashed)"
     shown = ", ".join(str(p) for p in left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
     return f"server's main process {pid} died (killed or crashed); {len(left)} of its processes still exiting: {shown}"
 
@@ -213,6 +215,23 @@ class StartupTracker:
             else:
                 self.failing.deadline = min(self.failing.deadline, at + self.EXIT_SETTLE_S)
         return out
+
+    def leader_gone(self, at: float) -> list[TrackerEvent]:
+        """The box saw the main process itself end (kill -9, a crash): fail now, naming what of its
+        group the last listing showed, once the log is quiet (QUIET_S) or at EXIT_SETTLE_S.  The
+        listing alone needed the leader listed, then missing, 0.5 s apart (1-7 s in all)."""
+        leader = self.who.pid
+        if leader is None or self.verdict is not None or self.failing is not None:
+            return []
+        self.failing = _Failing(
+            kind="exited",
+            started=at,
+            deadline=at + self.EXIT_SETTLE_S,
+            reason=leader_died(leader, [p for p in self.pids or [] if p != leader]),
+            reason_at=at,
+            last_line_at=at,
+        )
+        return []
 
     def log_unreadable(self, detail: str, at: float) -> list[TrackerEvent]:
         """The log cannot be followed.  When the verdict needs the ready line it can never come:

@@ -24,7 +24,7 @@ from specdebug.core.control.events import (
     Verdict,
 )
 from specdebug.core.control.launch import launch
-from specdebug.core.control.records import ServerRecord, group_members, health_on_box
+from specdebug.core.control.records import ServerRecord, group_members, health_on_box, main_process_exit
 from specdebug.core.control.tracker import StartupTracker, TrackerEvent
 from specdebug.core.control.workers import group_filter
 from specdebug.core.journal import EventJournal
@@ -74,13 +74,18 @@ class _Tick:
 
 
 @dataclass(frozen=True, slots=True)
+class _LeaderGone:
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class _Link:
     state: Literal["reconnecting", "resumed"]
     detail: str
     at: float
 
 
-_Input = _Line | _Health | _Group | _Unreadable | _Tick | _Link
+_Input = _Line | _Health | _Group | _Unreadable | _Tick | _Link | _LeaderGone
 _Queue = asyncio.Queue[_Input]
 
 # -- watch -------------------------------------------------------------------------------------
@@ -126,6 +131,7 @@ async def watch(
             _poll_health(remote, record.port, profile.ready.health, queue, clock, health_interval, poke)
         ),
         asyncio.create_task(_poll_group(remote, record, queue, clock, group_interval)),
+        asyncio.create_task(_watch_main_process(remote, record, queue, clock)),
         asyncio.create_task(_ticker(queue, clock, tick_interval)),
     ]
     subscribe = getattr(remote, "subscribe", None)  # a Connection tells its link's changes
@@ -143,6 +149,8 @@ async def watch(
                     events = tracker.health(status, at)
                 case _Group(pids, at):
                     events = tracker.group(pids, at)
+                case _LeaderGone(at):
+                    events = tracker.leader_gone(at)
                 case _Unreadable(detail, at):
                     events = tracker.log_unreadable(scrub(detail), at)
                 case _Tick(at):
@@ -338,6 +346,18 @@ async def _poll_group(
         if procs is not None:
             await queue.put(_Group(sorted(p.pid for p in group_members(procs, record)), clock()))
         await asyncio.sleep(interval)
+
+
+async def _watch_main_process(remote: Remote, record: ServerRecord, queue: _Queue, clock: Clock) -> None:
+    """The main process watched itself: when it ends, one group listing at once (what is left of
+    the group), then the news (a kill -9 is named in about QUIET_S, not after two listings)."""
+    if not await main_process_exit(remote, record):
+        return
+    at = clock()
+    with contextlib.suppress(RemoteError):
+        procs = await remote.processes(**group_filter(record.pgid, record.pid))
+        await queue.put(_Group(sorted(p.pid for p in group_members(procs, record)), clock()))
+    await queue.put(_LeaderGone(at))
 
 
 def _link_listener(queue: _Queue, clock: Clock) -> Callable[[ConnStatus], None]:
