@@ -23,7 +23,12 @@ VLLM = Pack(
         "engine_stats": {
             "avg_prompt_throughput": "avg_prompt_throughput",
             "avg_generation_throughput": "avg_generation_throughput",
+            # "%s KV cache usage": the device type, "GPU" on CUDA, else its upper-case name (v1/metrics/loggers.py)
             "gpu_kv_cache_usage": "kv_cache_usage",
+            "cpu_kv_cache_usage": "kv_cache_usage",
+            "xpu_kv_cache_usage": "kv_cache_usage",
+            "tpu_kv_cache_usage": "kv_cache_usage",
+            "hpu_kv_cache_usage": "kv_cache_usage",
             "kv_cache_usage": "kv_cache_usage",
         },
         "spec_decode": {
