@@ -75,7 +75,8 @@ def test_ends_distinct_same_or_unresolved_with_the_repeats_that_would_settle_it(
 
 def test_noise_pools_repeated_candidates_and_has_a_floor() -> None:
     j = Judge("tok_s", [80.0, 80.0], [60.0, 60.0])
-    assert j.sd == pytest.approx(0.003 * (1 / 80 + 1 / 60) / 2, rel=0.01)  # floor, not zero
+    # floor, not zero: relative (0.3 %), shown at the good end's level in cost units
+    assert j.rel == pytest.approx(0.003) and j.sd == pytest.approx(0.003 / 80, rel=0.01)
     k = Judge("tok_s", [80.0, 80.0], [60.0, 60.0], others=[[70.0, 74.0]])
     assert k.noise.dof == 3 and k.sd > j.sd
 

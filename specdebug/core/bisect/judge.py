@@ -2,8 +2,10 @@
 
 Pure.  Throughput is judged as its inverse (time per token), so independent slowdowns add up and
 the shares of several culprits can be summed; latencies are used as they are.  The run-to-run
-noise is the pooled sd of every config measured more than once (the ends are always measured at
-least twice), in the same units, and the uncertainty of a share uses Student's t at 99 % for the
+noise is relative (a fraction of the figure: a server that decodes 10x slower also scatters 10x more in
+time per token, as the real vLLM tier shows: 433-524 tok/s with speculation, 42-67 without): the pooled
+sd of the log of every config measured more than once (the ends are always measured at least twice), and
+a config's uncertainty is that fraction of its own level.  The uncertainty of a share uses Student's t at 99 % for the
 degrees of freedom that noise estimate has: two readings of each end prove little, and say so.
 """
 
@@ -137,7 +139,7 @@ def above(x: Reading, y: Reading) -> bool:
 
 @dataclass
 class Noise:
-    sd: float  # in cost units (see Judge.cost)
+    sd: float  # relative: the sd of log(cost), about the sd as a fraction of the cost (see Judge.cost)
     dof: int
     measured: bool  # False: the floor, not the data (no config measured twice)
 
@@ -166,11 +168,15 @@ class Judge:
         self.good_mean = statistics.fmean(self.good) if self.good else None
         self.bad_mean = statistics.fmean(self.bad) if self.bad else None
         self.noise = Noise(0.0, 0, False) if exact else self._noise([self.good, self.bad, *others])
-        self.sd = self.noise.sd
+        self.rel = self.noise.sd
         self.t = 0.0 if exact else t99(self.noise.dof)
         cg, cb = [self.cost(x) for x in self.good], [self.cost(x) for x in self.bad]
         self.g_cost = statistics.fmean(cg) if cg else None
         self.b_cost = statistics.fmean(cb) if cb else None
+        # the spread at the good end's level, in cost units (what the evidence shows)
+        self.sd = (
+            self.rel * abs(self.g_cost) if self.g_cost is not None and math.isfinite(self.g_cost) else 0.0
+        )
         self.threshold = (
             threshold
             if threshold is not None
@@ -184,15 +190,18 @@ class Judge:
         return (1.0 / x if x > 0 else math.inf) if self.higher else x
 
     def _noise(self, groups: Sequence[Sequence[float]]) -> Noise:
+        """The pooled sd of log(cost) over the configs measured more than once (relative noise)."""
         costs = [[self.cost(x) for x in g] for g in groups if g]
-        many = [g for g in costs if len(g) >= 2 and all(math.isfinite(x) for x in g)]
-        flat = [x for g in costs for x in g if math.isfinite(x)]
-        floor = MIN_SPREAD * (statistics.fmean([abs(x) for x in flat]) if flat else 1.0)
-        if not many:
-            return Noise(floor, 0, False)
-        ss = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in many)
-        dof = sum(len(g) - 1 for g in many)
-        return Noise(max(math.sqrt(ss / dof), floor), dof, True)
+        logs = [[math.log(x) for x in g] for g in costs if len(g) >= 2 and all(0 < x < math.inf for x in g)]
+        if not logs:
+            return Noise(MIN_SPREAD, 0, False)
+        ss = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in logs)
+        dof = sum(len(g) - 1 for g in logs)
+        return Noise(max(math.sqrt(ss / dof), MIN_SPREAD), dof, True)
+
+    def _sd_at(self, cost: float) -> float:
+        """The run-to-run sd of one reading at this cost level, in cost units."""
+        return self.rel * abs(cost) if math.isfinite(cost) else math.inf
 
     @property
     def gap(self) -> float | None:
@@ -206,10 +215,11 @@ class Judge:
         if not values or not gap or self.g_cost is None:
             return None
         costs = [self.cost(x) for x in values]
-        share = (statistics.fmean(costs) - self.g_cost) / gap
-        # the noise of this config's mean and of the good end's (the gap itself is taken as known:
-        # the ends were proven apart first, and its error would only scale every share alike)
-        var = (self.sd / gap) ** 2 * (1 / len(costs) + 1 / len(self.good))
+        mean = statistics.fmean(costs)
+        share = (mean - self.g_cost) / gap
+        # the noise of this config's mean and of the good end's, each at its own level (the gap itself
+        # is taken as known: the ends were proven apart first, and its error would scale every share alike)
+        var = (self._sd_at(mean) ** 2 / len(costs) + self._sd_at(self.g_cost) ** 2 / len(self.good)) / gap**2
         return Reading(share, math.sqrt(var), self.t, len(costs))
 
     def ends(self) -> tuple[str, str, int | None]:
@@ -226,16 +236,20 @@ class Judge:
                 return "same", f"the ends ({g:.2f} good, {b:.2f} bad) are not on both sides of {t:g}", None
         if self.exact:
             return "distinct", f"the good end starts, the bad end does not ({g:g} vs {b:g})", None
-        se = self.sd * math.sqrt(1 / len(self.good) + 1 / len(self.bad))
+        assert self.b_cost is not None  # with bad_mean
+        level = self._sd_at(self.g_cost) ** 2 + self._sd_at(self.b_cost) ** 2  # one run of each end
+        se = math.sqrt(
+            self._sd_at(self.g_cost) ** 2 / len(self.good) + self._sd_at(self.b_cost) ** 2 / len(self.bad)
+        )
         z = abs(gap) / se if se else math.inf
         source = (
-            f"run-to-run sd {self.sd / abs(self.g_cost) * 100:.1f}% over {len(self.good)}+{len(self.bad)} runs"
+            f"run-to-run sd {self.rel * 100:.1f}% over {len(self.good)}+{len(self.bad)} runs"
             if self.noise.measured
             else "noise not measured yet"
         )
         why = f"ends differ by {gap_pct:.1f}% ({g:.2f} vs {b:.2f}), {z:.1f} standard errors ({source}; "
         why += f"needs {self.t:.1f} at 99 %)"
-        need = math.ceil(2 * (2.576 * self.sd / abs(gap)) ** 2) + 1 if gap else None
+        need = math.ceil(2.576**2 * level / gap**2) + 1 if gap and math.isfinite(level) else None
         if z >= self.t and gap_pct >= self.min_gap_pct:
             return "distinct", why, None
         if z >= self.t:
@@ -260,7 +274,7 @@ class Judge:
             return False
         cb = statistics.fmean([self.cost(x) for x in before])
         ca = statistics.fmean([self.cost(x) for x in after])
-        se = self.sd * math.sqrt(1 / len(after) + 1 / len(before))
+        se = self._sd_at(cb) * math.sqrt(1 / len(after) + 1 / len(before))
         return abs(ca - cb) > self.t * se if math.isfinite(self.t) else False
 
     def evidence(self) -> Evidence:
