@@ -269,6 +269,8 @@ def _progress(ev: Any, metric: str, shown: dict[str, Any]) -> None:
             ev.role.value
         )
         _say(f"#{ev.index} {what or _applied(ev.applied)}: launching {ev.config} (run {ev.sample})")
+    elif isinstance(ev, bm.TrialProgress) and ev.phase is bm.Phase.PORT and ev.index < 0:
+        _say(ev.detail)  # a server an interrupted run of this bisection left: named as it is stopped
     elif isinstance(ev, bm.TrialProgress) and ev.phase is bm.Phase.PORT and ev.detail.startswith("stopped"):
         _say(f"  {ev.detail} to free port for the next trial")
     elif isinstance(ev, bm.TrialProgress) and ev.phase in (bm.Phase.GATE, bm.Phase.STOP):

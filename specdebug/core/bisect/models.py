@@ -96,8 +96,8 @@ class Unit(Model):
 class KnobRow(Model):
     name: str
     kind: str
-    good: str | None
-    bad: str | None
+    good: str | None = None  # None: absent on that side (journals written before issue 39 left it out)
+    bad: str | None = None
     unit: str
 
 

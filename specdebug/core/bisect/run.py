@@ -33,15 +33,17 @@ from specdebug.core.bisect.models import (
     KnobStates,
     Measurement,
     Paused,
+    Phase,
     Planned,
     Result,
     Role,
     TrialDone,
+    TrialProgress,
     TrialStarted,
 )
 from specdebug.core.bisect.outcome import closing_notes, effects_of, sets_of
 from specdebug.core.bisect.plan import Ask, Plan, decided
-from specdebug.core.bisect.trial import Nodes, TrialError, TrialSpec, run_trial
+from specdebug.core.bisect.trial import Nodes, TrialError, TrialSpec, run_trial, stop_leftovers
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import BisectEnd, BisectJudgementRecord, BisectResultRecord, BisectStartRecord
@@ -144,6 +146,11 @@ class Bisection:
             bad=c.bad.name,
         )
         await self._refuse_if_busy()
+        if self._leftover and self.nodes is None:  # a deployment's: its trial clears every node
+            for what in await stop_leftovers(self.remote, self._leftover, self.journal):
+                yield TrialProgress(
+                    index=-1, phase=Phase.PORT, detail=f"stopped {what}, left running by an interrupted run"
+                )
         async for ev in self._ends():
             yield ev
         judge = self.book.judge()
