@@ -303,6 +303,8 @@ def summary(r: bm.Result) -> str:
         share = (
             f"{e.share:+.0%} of the gap ({e.low:+.0%} to {e.high:+.0%})" if e and e.share is not None else ""
         )
+        if share and e is not None and e.direction and k.name not in r.culprits:
+            share += f": {e.direction}"  # a knob measured and not named says why: no effect, or it helps
         mark = "*" if k.name in r.culprits else " "
         change = (
             f"{k.good if k.good is not None else '(absent)'} -> {k.bad if k.bad is not None else '(absent)'}"

@@ -189,6 +189,9 @@ class Effect(Model):
     high: float | None = None
     basis: str = ""  # how it was measured: alone | together | inferred | not measured: why
     runs: int = 0
+    # what the measurement says: hurts (significantly slower, a culprit's effect) | no effect (within the
+    # noise, or under 5 % of the gap) | helps (significantly faster) | "" (not measured)
+    direction: Literal["hurts", "no effect", "helps", ""] = ""
 
 
 class SetEffect(Effect):

@@ -11,11 +11,18 @@ from specdebug.core.bisect.book import Book
 from specdebug.core.bisect.judge import Reading
 from specdebug.core.bisect.knobs import Candidates
 from specdebug.core.bisect.models import Effect, SetEffect
-from specdebug.core.bisect.plan import Plan, PlanResult
+from specdebug.core.bisect.plan import Plan, PlanResult, direction
 
 
 def _effect(r: Reading, basis: str) -> Effect:
-    return Effect(share=round(r.share, 4), low=round(r.low, 4), high=round(r.high, 4), basis=basis, runs=r.n)
+    return Effect(
+        share=round(r.share, 4),
+        low=round(r.low, 4),
+        high=round(r.high, 4),
+        basis=basis,
+        runs=r.n,
+        direction=direction(r),  # type: ignore[arg-type]
+    )
 
 
 def effects_of(plan: Plan, cands: Candidates) -> dict[str, Effect]:
