@@ -288,10 +288,11 @@ def _progress(ev: Any, metric: str, shown: dict[str, Any]) -> None:
         )
     elif isinstance(ev, bm.EndsJudged):
         _say(f"ends: {ev.evidence.why}")
-    elif isinstance(ev, bm.Estimate) and ev.launches_left and shown.get("estimate") != ev.launches_left:
-        shown["estimate"] = ev.launches_left
-        eta = f", ~{ev.seconds_left:.0f} s" if ev.seconds_left else ""
-        _say(f"  about {ev.launches_left} launch(es) left{eta}")
+    elif isinstance(ev, bm.Estimate) and ev.launches_left:
+        told = ev.text()
+        if shown.get("estimate") != told:
+            shown["estimate"] = told
+            _say(f"  {told}")
 
 
 def summary(r: bm.Result) -> str:

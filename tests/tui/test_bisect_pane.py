@@ -84,7 +84,7 @@ def running_events() -> list:
                 "NCCL_PROTO": "cleared",
             },
         ),
-        bm.Estimate(launches_left=2, seconds_left=40.0),
+        bm.Estimate(launches_left=2, seconds_left=40.0, launches_max=9),
         bm.TrialStarted(
             index=3,
             role=bm.Role.CANDIDATE,

@@ -4,6 +4,7 @@ must close the gap, drift caught by the good end measured again, undecided readi
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -222,3 +223,28 @@ def test_an_interaction_next_to_an_additive_knob_is_found(n: int, add: int, pair
     r = plan.result
     assert r.verdict == "several" and r.culprits == {add, *pair} and r.confirmed, r
     assert plan.together[frozenset(pair)].share == pytest.approx(0.5)
+
+
+def _shapes(n: int):
+    for a in range(n):
+        yield lambda q, a=a: 1.0 * (a in q)
+        for pair in itertools.combinations([u for u in range(n) if u != a], 2):
+            yield lambda q, a=a, pair=pair: 0.5 * (a in q) + 0.5 * (set(pair) <= q)
+    for trio in itertools.combinations(range(n), 3):
+        yield lambda q, trio=trio: sum(1 / 3 for u in trio if u in q)
+        yield lambda q, trio=trio: 1.0 * (set(trio) <= q)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8])
+def test_the_estimate_is_a_range_that_contains_what_follows(n: int) -> None:
+    """Issue 39: the progress said "about 6 launch(es) left" with 18-40 left.  At every step the
+    most the plan says it can still ask is at least what it then asks (one culprit, an additive knob
+    beside a pair that hurts only together, three additive, three only together)."""
+    for effect in _shapes(n):
+        plan, highs = Plan(n), []
+        while not plan.done:
+            highs.append(plan.remaining_high())
+            plan.answer(Reading(effect(plan.query.units), SE, T, 1))
+        for i, high in enumerate(highs):
+            assert len(highs) - i <= high, (n, i, highs)
+            assert plan.remaining_high() == 0

@@ -174,6 +174,18 @@ class Plan:
             search = math.ceil(math.log2(k)) + 1 if k > 1 else k
         return search + 2
 
+    def remaining_high(self) -> int:
+        """Questions the search can still ask at most (not counting repeats): each open unit halved
+        into, measured alone and again, delta debugging over them (quadratic at worst), and each
+        round of the confirmation with the good end again.  Loose, but a range that contains what
+        follows (issue 39: "about 6 left" with 18-40 left; checked over every shape of up to 12
+        knobs with one, two or three culprits, additive or together, in test_bisect_plan)."""
+        if self.done:
+            return 0
+        open_units = len(frozenset(range(self.n)) - self._named()) if self.stage != "check" else self.n
+        rounds = ROUNDS + 1
+        return max(self.remaining_estimate(), 4 * open_units + open_units**2 // 2 + 2 * rounds + 2)
+
     def refresh(self, readings: dict[frozenset[int], Answer]) -> None:
         """Readings of sets already measured, recomputed with the noise as now known (more repeats)."""
         self.readings.update({k: v for k, v in readings.items() if k in self.readings})

@@ -234,9 +234,7 @@ class BisectPane(Pane):
                 "a starts the bisection · g/b pick the ends · h judges by hand · j the metric", style="dim"
             )
         if v.estimate is not None and v.result is None:
-            t.append(f"   about {v.estimate.launches_left} launch(es) left", style="dim")
-            if v.estimate.seconds_left:
-                t.append(f", ~{v.estimate.seconds_left:.0f} s", style="dim")
+            t.append(f"   {v.estimate.text()}", style="dim")
         if self.bench_note:
             t.append("\n" + self.bench_note, style="dim")
         if v.evidence is not None:
