@@ -89,8 +89,12 @@ class Record(Model):
 
     def to_json(self) -> dict[str, Any]:
         """The record as its line on disk: flat, stamps only when set."""
-        # a record of its own fields leaves unset ones out; a payload is written whole, as always
-        out = self.model_dump(mode="json", exclude_none=self.PAYLOAD is None, exclude=set(READ_ONLY))
+        # a record of its own fields leaves its unset top-level ones out; what it nests (a knob whose
+        # value is absent on one side, a payload) is written whole: a nested None left out read back
+        # as "missing" and the record was refused (bisect_start: --resume, history, report, issue 39)
+        out = self.model_dump(mode="json", exclude=set(READ_ONLY))
+        if self.PAYLOAD is None:
+            out = {k: v for k, v in out.items() if v is not None}
         for name in STAMPS:
             if out.get(name) is None:
                 out.pop(name, None)

@@ -269,6 +269,8 @@ def _progress(ev: Any, metric: str, shown: dict[str, Any]) -> None:
             ev.role.value
         )
         _say(f"#{ev.index} {what or _applied(ev.applied)}: launching {ev.config} (run {ev.sample})")
+    elif isinstance(ev, bm.TrialProgress) and ev.phase is bm.Phase.PORT and ev.index < 0:
+        _say(ev.detail)  # a server an interrupted run of this bisection left: named as it is stopped
     elif isinstance(ev, bm.TrialProgress) and ev.phase is bm.Phase.PORT and ev.detail.startswith("stopped"):
         _say(f"  {ev.detail} to free port for the next trial")
     elif isinstance(ev, bm.TrialProgress) and ev.phase in (bm.Phase.GATE, bm.Phase.STOP):
@@ -286,10 +288,11 @@ def _progress(ev: Any, metric: str, shown: dict[str, Any]) -> None:
         )
     elif isinstance(ev, bm.EndsJudged):
         _say(f"ends: {ev.evidence.why}")
-    elif isinstance(ev, bm.Estimate) and ev.launches_left and shown.get("estimate") != ev.launches_left:
-        shown["estimate"] = ev.launches_left
-        eta = f", ~{ev.seconds_left:.0f} s" if ev.seconds_left else ""
-        _say(f"  about {ev.launches_left} launch(es) left{eta}")
+    elif isinstance(ev, bm.Estimate) and ev.launches_left:
+        told = ev.text()
+        if shown.get("estimate") != told:
+            shown["estimate"] = told
+            _say(f"  {told}")
 
 
 def summary(r: bm.Result) -> str:
@@ -301,6 +304,8 @@ def summary(r: bm.Result) -> str:
         share = (
             f"{e.share:+.0%} of the gap ({e.low:+.0%} to {e.high:+.0%})" if e and e.share is not None else ""
         )
+        if share and e is not None and e.direction and k.name not in r.culprits:
+            share += f": {e.direction}"  # a knob measured and not named says why: no effect, or it helps
         mark = "*" if k.name in r.culprits else " "
         change = (
             f"{k.good if k.good is not None else '(absent)'} -> {k.bad if k.bad is not None else '(absent)'}"

@@ -85,9 +85,16 @@ def wait_for(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def launched_while_measuring(session: Path) -> bool:
+    """The ends twice and a candidate are journaled, and the next candidate's server is up."""
+    events = Journal(session).events({"bisect_launch", TRIAL_EVENT})
+    return sum(e["kind"] == TRIAL_EVENT for e in events) >= 5 and events[-1]["kind"] == "bisect_launch"
+
+
 def cli_scenario(sshd, tmp: Path) -> dict:
-    """Run 1 is killed -9 as its first candidate is journaled (the server not stopped yet); run 2
-    resumes (and must stop that server to use the port); run 3 repeats the bisection."""
+    """Run 1 is killed -9 while a candidate's server runs (after the ends and a first candidate
+    were journaled); run 2 is `--resume` alone (ends and options from the journal), which names and
+    stops that server first; run 3 repeats the bisection."""
     good, bad = write_pair(tmp / "seven", bad_flags=SEVEN, bad_env=harmless_env(1), tag="bx7-")
     session = tmp / "seven" / "session"
     proc = subprocess.Popen(
@@ -97,14 +104,16 @@ def cli_scenario(sshd, tmp: Path) -> dict:
         start_new_session=True,
     )
     try:
-        wait_for(lambda: len(trial_events(session)) >= 5, 200, "the ends twice and a candidate")
+        wait_for(
+            lambda: launched_while_measuring(session), 200, "the ends twice, a candidate, the next launched"
+        )
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=30)
     out = {"before": trial_events(session), "session": session}
-    out["resumed"] = clifork.run(
-        bisect_cmd(sshd, good, bad, session, "--resume"), capture_output=True, text=True, timeout=200
-    )
+    out["left"] = Journal(session).events({"bisect_launch"})[-1]
+    resume = [*bisect_cmd(sshd, good, bad, session)[:7], "--session", str(session), "--json", "--resume"]
+    out["resumed"] = clifork.run(resume, capture_output=True, text=True, timeout=200)
     out["after_resume"] = trial_events(session)
     out["again"] = clifork.run(
         bisect_cmd(sshd, good, bad, session), capture_output=True, text=True, timeout=120
@@ -230,6 +239,16 @@ def test_one_culprit_among_seven_knobs_within_the_bound(scenarios) -> None:
 
 def test_kill_9_then_resume_repeats_no_finished_trial(scenarios) -> None:
     cli = scenario(scenarios, "cli")
+    # `--resume` alone: the start record (knobs absent on the good side) reads back (issue 39)
+    assert cli["resumed"].returncode == 0, cli["resumed"].stderr[-2000:]
+    assert "(skipped)" not in cli["resumed"].stderr
+    left = cli["left"]  # the killed run's server, named and stopped before anything else
+    said = [
+        line for line in cli["resumed"].stderr.splitlines() if "left running by an interrupted run" in line
+    ]
+    assert said and left["profile"] in said[0] and f"pid {left['pid']}" in said[0], said
+    stops = Journal(cli["session"]).events({"bisect_stop"})
+    assert any(e["pid"] == left["pid"] for e in stops)
     before, after = cli["before"], cli["after_resume"]
     assert len(before) >= 5
     assert after[: len(before)] == before  # the journal kept every finished trial

@@ -5,7 +5,9 @@ one culprit among 3 / 8 / 15 knobs, a pair that hurts only together, three equal
 (the NCCL vars), the same with a small fourth (--decode-scale 1.08), a neutral knob next to a
 1.02x / 1.05x change under --noise 0.05, gaps of 1.2x and 2x, a box that slows down during the run
 (the sim's --slowdown-file), a stale cache (the good end measured under load 20 minutes earlier),
-a bad end that crashes, one that hangs, a candidate that crashes, and a vLLM pair.  One line per
+a bad end that crashes, one that hangs, a candidate that crashes, and a vLLM pair; and issue 39's shapes:
+an interaction next to an additive knob, a crash hiding a slowdown, a box that speeds up steadily, one
+culprit among 4 / 8 / 16 knobs (with the goal ceil(log2 N) + 3 launches).  One line per
 run, then the accuracy table: correct / partial / wrong (with exit 0) / honest (no exit 0), and the
 launches against one knob at a time.  The bar: no run wrong or partial with exit 0.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import tempfile
 import time
@@ -54,6 +57,8 @@ class Scenario:
     vllm: bool = False
     allowed: set[str] = field(default_factory=set)  # may be named too (a knob that cannot be measured alone)
     metric: str = METRIC
+    ramp: float | None = None  # the box's factor changes by this much before every launch (steady drift)
+    budget: int | None = None  # the issue's goal for its launches (one culprit: ceil(log2 N) + 3)
 
 
 def scenarios() -> list[Scenario]:
@@ -76,6 +81,13 @@ def scenarios() -> list[Scenario]:
         Scenario("bad-hangs", [h[0], ["--hang-at", "kv_cache"], h[1]], {"--hang-at"}, ready_timeout=12),
         Scenario("candidate-crashes", [OOM, h[0], CULPRIT], {dc}, allowed={"--mem-fraction-static"}),
         Scenario("vllm-pair", [["--max-num-batched-tokens", "8192"], ["--enforce-eager"]], {"--enforce-eager"}, vllm=True, metric="output_tok_s"),
+        # issue 39's shapes
+        Scenario("additive-interaction", [h[0], PAIR[0], ["--decode-scale", "1.3"], PAIR[1]], {"--decode-scale", *(p[0] for p in PAIR)}),
+        Scenario("crash-hides-slowdown", [h[0], ["--fail-at", "cuda_graph"], ["--decode-scale", "1.25"]], {"--fail-at", "--decode-scale"}),
+        Scenario("box-speeds-up", [h[0], CULPRIT, h[1]], {dc}, ramp=-0.04),
+        Scenario("single-of-4", [h[0], CULPRIT, h[1]], {dc}, bad_env=harmless_env(1), budget=math.ceil(math.log2(4)) + 3),
+        Scenario("single-of-8", [*h[:4], CULPRIT, *h[4:6]], {dc}, bad_env=harmless_env(1), budget=math.ceil(math.log2(8)) + 3),
+        Scenario("single-of-16", [*h[:4], CULPRIT, *h[4:7]], {dc}, bad_env=harmless_env(8), budget=math.ceil(math.log2(16)) + 3),
     ]  # fmt: skip
 
 
@@ -134,6 +146,8 @@ async def one(remote, work: Path, s: Scenario, run: int) -> dict:
                 started += 1
                 if s.drift_after is not None and started == s.drift_after + 1:
                     slow.write_text("1.25")
+                if s.ramp is not None:  # read by the server at its launch: a steady drift across launches
+                    slow.write_text(f"{max(0.2, 1.0 + s.ramp * started):.3f}")
             if isinstance(ev, Finished):
                 result = ev.result
     finally:
@@ -152,6 +166,8 @@ async def one(remote, work: Path, s: Scenario, run: int) -> dict:
         "launches": result.launches,
         "naive": result.naive_launches,
         "class": cls,
+        "budget": s.budget,
+        "ends": (result.evidence.why[:60] if result.evidence else ""),
         "s": time.monotonic() - t0,
         "note": (result.notes or [""])[-1][:90],
     }
@@ -182,7 +198,9 @@ async def main_async(runs: int, parallel: int, only: set[str]) -> int:
                 print(
                     f"{row['scenario']:<20} run {row['run']}  {row['class']:<8} {row['verdict']:<12} "
                     f"culprits={','.join(row['culprits']) or '-'}  explained={row['explained']}  "
-                    f"launches={row['launches']} (one at a time {row['naive']})  {row['s']:.0f}s  {row['note']}",
+                    f"launches={row['launches']} (one at a time {row['naive']}"
+                    + (f", goal {row['budget']}" if row.get("budget") else "")
+                    + f")  {row['s']:.0f}s  {row['note']}",
                     flush=True,
                 )
 
@@ -202,6 +220,17 @@ async def main_async(runs: int, parallel: int, only: set[str]) -> int:
     launches = sum(r["launches"] for r in rows)
     naive = sum(r["naive"] for r in rows)
     print(f"launches: {launches} in all, one knob at a time (each knob once, each end twice): {naive}")
+    print()
+    print("| scenario | run | class | verdict | launches | one knob at a time | goal |")
+    print("|---|---:|---|---|---:|---:|---:|")
+    for r in sorted(rows, key=lambda r: (r["scenario"], r["run"])):
+        over = " (over)" if r["launches"] > r["naive"] else ""
+        print(
+            f"| {r['scenario']} | {r['run']} | {r['class']} | {r['verdict']} | {r['launches']}{over} | "
+            f"{r['naive']} | {r.get('budget') or ''} |"
+        )
+    above = sum(1 for r in rows if r["launches"] > r["naive"])
+    print(f"rows over one knob at a time: {above} of {len(rows)}")
     bad = counts["partial"] + counts["wrong"]
     print(f"RESULT {'ok' if bad == 0 else 'FAIL'}: {bad} run(s) wrong or partial with exit 0")
     return 1 if bad else 0

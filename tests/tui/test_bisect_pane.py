@@ -84,7 +84,7 @@ def running_events() -> list:
                 "NCCL_PROTO": "cleared",
             },
         ),
-        bm.Estimate(launches_left=2, seconds_left=40.0),
+        bm.Estimate(launches_left=2, seconds_left=40.0, launches_max=9),
         bm.TrialStarted(
             index=3,
             role=bm.Role.CANDIDATE,
@@ -207,9 +207,9 @@ async def test_readonly_turns_every_bisect_key_off(tmp_path: Path) -> None:
     async with app.run_test(size=(150, 30)) as pilot:
         pane = app.query_one(BisectPane)
         app.query_one("#bisect-ends", DataTable).focus()
-        await pilot.press("g", "down", "b", "a", "h", "j")
+        await pilot.press("g", "down", "b", "a", "h", "j", "r")
         assert pane.good is None and pane.bad is None and pane.engine is None and not pane.hand
-        assert pane.metric is None
+        assert pane.metric is None and pane.repeats is None
         for action in (
             "start",
             "good",
@@ -220,6 +220,7 @@ async def test_readonly_turns_every_bisect_key_off(tmp_path: Path) -> None:
             "abort",
             "toggle_hand",
             "next_metric",
+            "next_repeats",
         ):
             assert pane.check_action(action, ()) is False
 
@@ -347,3 +348,37 @@ async def test_bench_rows_picked_as_ends_with_keys_typed_at_once(tmp_path: Path)
         await until_slept(lambda: pane.good is not None and pane.bad is not None, 30)
         assert pane.bad is not None and pane.bad.stem == "slow"
         assert pane.good is not None and pane.good.stem == "fast"
+
+
+async def test_r_picks_the_repeats_and_a_replayed_result_says_so(tmp_path: Path, monkeypatch) -> None:
+    """Issue 39: the pane could not set repeats (a pair 6 standard errors apart ended cannot-tell
+    there while the CLI found it), and reopening it replayed the old result at 0 launches without
+    saying so.  `r` picks the repeats as `--repeats`; a result with no launch says it is replayed."""
+    asked: list[bm.BisectOptions] = []
+
+    def no_bisection(remote, good, bad, options, **kw):
+        asked.append(options)
+        raise ValueError("not started in this test")
+
+    monkeypatch.setattr("specdebug.tui.panes.bisect.Bisection", no_bisection)
+    app = make_app(tmp_path)
+    async with app.run_test(size=(150, 30)) as pilot:
+        pane = app.query_one(BisectPane)
+        app.query_one("#bisect-ends", DataTable).focus()
+        status = app.query_one("#bisect-status")
+        assert "repeats 4" in str(status.render())  # the CLI's default
+        await pilot.press("g", "down", "b", "r", "r")
+        assert pane.repeats == 8 and "repeats 8" in str(status.render())
+        await pilot.press("a")
+        assert [o.repeats for o in asked] == [8]
+        replayed = finished_events()
+        result = replayed[-1].result.model_copy(
+            update={
+                "launches": 0,
+                "trials": [t.model_copy(update={"cached": True}) for t in replayed[-1].result.trials],
+            }
+        )
+        pane.show_events([*replayed[:-1], bm.Finished(result=result)])
+        assert "REPLAYED" in str(status.render()) and "no launch" in str(status.render())
+        pane.show_events(finished_events())  # launched: not a replay
+        assert "REPLAYED" not in str(status.render())

@@ -19,7 +19,7 @@ from specdebug.core.bisect import models as bm
 from specdebug.core.bisect import run as bisect_run
 from specdebug.core.bisect.run import Bisection
 from specdebug.core.records import BisectTrialRecord
-from tests.unit.test_bisect_replay import NoRemote, run, session, slow_if
+from tests.unit.test_bisect_replay import NoRemote, measured_again, run, session, slow_if
 
 
 def one_failed_bad_end(journal: Any, c: Any, bisect_id: str) -> None:
@@ -60,6 +60,8 @@ async def test_a_bad_end_that_failed_once_is_launched_again(tmp_path: Path, monk
 
 async def test_a_bad_end_that_failed_twice_is_searched_by_start_or_no_start(tmp_path: Path) -> None:
     journal, c = session(tmp_path, lambda names: 94.0, failed={"--disable-cuda-graph"}, bad_fails=True)
+    rest = {"--speculative-num-steps", "NCCL_PROTO", "--schedule-policy"}  # compared with the good end too
+    measured_again(journal, c, rest, lambda names: 94.0)
     result = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))  # both ends journaled twice
     assert result.metric_used == "failed_start" and result.launches == 0
     assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"]

@@ -84,6 +84,23 @@ def session(
     return journal, c
 
 
+def measured_again(journal: Journal, c: Candidates, names: set[str], rate, options=None) -> None:
+    """One more journaled run of the config with these knobs applied (the noise: 0.2 % apart)."""
+    units = frozenset(i for i, u in enumerate(c.units) if set(u.knobs) <= names)
+    profile, fp = c.profile(units)
+    good, bad = c.good, c.bad
+    journal.append(
+        BisectTrialRecord(
+            trial=bm.Measurement(
+                bisect=Bisection(NoRemote(), good, bad, options).id, config=profile.name, fingerprint=fp,
+                settings=settings_for(good, bm.BisectOptions()).key(), role=bm.Role.CANDIDATE,
+                applied=c.knob_names(units), started_at=time.time(), finished_at=time.time(),
+                metrics={"output_tok_s": rate(names) * 1.002},
+            )
+        )
+    )  # fmt: skip
+
+
 def slow_if(*culprits: str):
     return lambda names: 60.0 if set(culprits) <= names else 94.0
 
@@ -223,10 +240,30 @@ async def test_a_bad_end_that_does_not_start_is_searched_by_start_or_no_start(tm
         reason="failed to start: timed out after 60 s", finished_at=time.time(),
     )  # fmt: skip
     journal.append(BisectTrialRecord(trial=flake))
+    rest = {"--speculative-num-steps", "NCCL_PROTO", "--schedule-policy"}  # the bad end without the crash
+    measured_again(journal, c, rest, lambda names: 94.0)
     result = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))
     assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"] and result.confirmed
     assert result.metric_used == "failed_start" and result.launches == 0
     assert any("does not start" in n and "memory" in n for n in result.notes)  # with the failure reason
+    # the bad profile without the crash's knob was compared with the good end by the metric: the same
+    assert any("without --disable-cuda-graph (it starts) measures as the good end" in n for n in result.notes)
+
+
+async def test_a_slowdown_behind_a_crash_is_reported_with_it(tmp_path: Path) -> None:
+    """Issue 39: the bad profile minus the crash's knob read 25 % slower, and the result said "the
+    culprits explain 100%" with the crash's knob alone.  Now the start failure's culprits and the
+    slowdown's come in one answer, each from its own search."""
+    rate = slow_if("--schedule-policy")
+    journal, c = session(tmp_path, rate, failed={"--disable-cuda-graph"}, bad_fails=True)
+    rest = {"--speculative-num-steps", "NCCL_PROTO", "--schedule-policy"}
+    measured_again(journal, c, rest, rate)
+    result = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))
+    assert result.verdict == "several" and result.confirmed and result.launches == 0, result.notes
+    assert result.culprits == ["--disable-cuda-graph", "--schedule-policy"]
+    assert result.effects["--schedule-policy"].direction == "hurts"
+    assert result.effects["--speculative-num-steps"].direction in ("no effect", "")
+    assert any("is slower than the good end" in n for n in result.notes)
 
 
 async def test_journal_records_of_another_bisection_or_stale_are_not_replayed(tmp_path: Path) -> None:
@@ -252,3 +289,29 @@ async def test_journal_records_of_another_bisection_or_stale_are_not_replayed(tm
     assert any("not replayed: written by another bisection" in n for n in result.notes)
     later = Bisection(NoRemote(), c.good, c.bad, journal=journal, clock=lambda: time.time() + 1200)
     assert not later.book.cache and later.book.dropped["older than --max-age 900 s"] > 0
+
+
+async def test_a_box_that_speeds_up_steadily_is_drift_not_noise(tmp_path: Path) -> None:
+    """Issue 39: both ends' readings rose steadily (the box sped up during the run) and the result
+    said the ends were within the noise, "about 4 runs of each end would settle it".  A steady move
+    of both ends with time is drift: said so, and no more runs of the ends are spent on it."""
+    good = load_profile_text(GOOD, tmp_path / "fast.toml")
+    bad = load_profile_text(BAD, tmp_path / "slow.toml")
+    engine = Bisection(NoRemote(), good, bad)
+    c, key, t0 = engine.cands, engine.settings.key(), time.time() - 600
+    journal = Journal(tmp_path / "session")
+    for n, (fp, role, value) in enumerate(
+        [(c.good_fp, bm.Role.GOOD, 100.0), (c.bad_fp, bm.Role.BAD, 82.0)] * 2
+    ):
+        value += 4.0 * (n // 2) + 2.0 * (n % 2)  # +2 tok/s a launch, whichever end
+        m = bm.Measurement(
+            bisect=engine.id, config=good.name if role is bm.Role.GOOD else bad.name, fingerprint=fp,
+            settings=key, role=role, metrics={"output_tok_s": value}, started_at=t0 + 60 * n,
+            finished_at=t0 + 60 * n + 30,
+        )  # fmt: skip
+        journal.append(BisectTrialRecord(trial=m))
+    result = await run(Bisection(NoRemote(), good, bad, journal=journal))
+    assert result.verdict == "cannot-tell" and result.launches == 0, result.notes
+    said = " ".join(result.notes)
+    assert "the box drifted" in said and "faster with time" in said and "not noise" in said, said
+    assert "would settle it" not in said

@@ -189,3 +189,80 @@ def test_a_result_names_the_source_it_measured(tmp_path: Path) -> None:
     assert first.to_json()["source"]["commit"] == "a" * 40 and second.to_json()["source"] is None
     md = render_markdown(journal.records())
     assert f"- #1: /srv/wt-b @ {'a' * 12}" in md and "- #2:" not in md
+
+
+def test_every_kind_with_absent_values_reads_back_as_written(tmp_path: Path) -> None:
+    """Issue 39: a bisect_start whose knob is absent on one side (good=None: almost every pair) was
+    written without `good` and refused on read ("knobs.0.good is missing (skipped)"), so --resume
+    found no unfinished bisection and history/report warned.  Every kind, with every optional value
+    left absent (None) where it may be, nested ones too, reads back as the model that wrote it."""
+    from specdebug.core.deployment.tracker import DeploymentVerdict, NodeSummary
+    from specdebug.core.records import KNOWN, DeploymentVerdictRecord
+
+    server = ServerRecord(profile="base", pid=4242, pgid=4242, port=30000, log_file="/l", cwd=None)
+    knobs = [
+        bm.KnobRow(name="--x", kind="flag", good=None, bad="1", unit="--x"),
+        bm.KnobRow(name="NCCL_P", kind="env", good="Simple", bad=None, unit="NCCL_P"),
+    ]
+    trial = bm.Measurement(
+        bisect="b1", config="a", fingerprint="g", settings="s", role=bm.Role.CANDIDATE,
+        gate=bm.GateCheck(expr="verify_ms<=25", name="verify_ms", value=None, passed=None), reason=None,
+    )  # fmt: skip
+    result = bm.Result(
+        verdict="cannot-tell", bisect="b1", knobs=knobs, explained=None,
+        effects={"--x": bm.Effect(share=None, basis="not measured")},
+        trials=[bm.TrialRow(index=0, role=bm.Role.GOOD, config="a", applied=[], fingerprint="g", metric=None)],
+    )  # fmt: skip
+    made = [
+        LaunchRecord(server=server, drift=None),
+        VerdictRecord(outcome=Verdict(verdict="failed", profile="base", reason=None), host=None),
+        DeploymentVerdictRecord(
+            outcome=DeploymentVerdict(
+                verdict="failed",
+                profile="d",
+                failed_node=None,
+                leader=None,
+                nodes=[NodeSummary(host="n1", rank=0, pid=None, last_phase=None)],
+            )
+        ),  # fmt: skip
+        StopRecord(stop=StopResult(profile="base", pid=None, step=None), host=None),
+        BenchResultRecord(result=RESULT, source=None),
+        MarkRecord(label=None, host=None),
+        BisectStartRecord(
+            bisect="b1",
+            good={"file": "a.toml"},
+            bad={"file": "b.toml"},
+            options=bm.BisectOptions(threshold=None, gate=None, requests=None, max_age_s=None),
+            knobs=knobs,
+        ),  # fmt: skip
+        BisectTrialRecord(trial=trial),
+        BisectJudgementRecord(bisect="b1", fingerprint="g", settings=None, judged=bm.Judged.UNCLEAR),
+        BisectResultRecord(result=result),
+        BisectLaunchRecord(profile="a", pid=9, port=None, bisect=None, host=None),
+        BisectStopRecord(profile="a", pid=9, host=None),
+    ]
+    assert {r.kind for r in made} == set(KNOWN)  # a new kind must be added here
+    journal = Journal(tmp_path / "s")
+    for record in made:
+        journal.append(record)
+    back = journal.records()
+    assert journal.skipped == []
+    for wrote, read in zip(made, back, strict=True):
+        assert type(read) is type(wrote)
+        assert read.model_dump(exclude={"ts"}) == wrote.model_dump(exclude={"ts"}), wrote.kind
+    start = unfinished(back)
+    assert start is None  # the result closed it
+    assert unfinished(back[:-5]) is not None and unfinished(back[:-5]).knobs[0].good is None  # type: ignore[union-attr]
+
+
+def test_a_start_record_written_before_the_fix_reads_back(tmp_path: Path) -> None:
+    """Journals already written left a knob's absent side out: they read back with None."""
+    line = {
+        "kind": "bisect_start", "ts": 1.0, "bisect": "b", "good": {"file": "a.toml"}, "bad": {"file": "b.toml"},
+        "knobs": [{"name": "x", "kind": "flag", "bad": "1", "unit": "x"}],
+    }  # fmt: skip
+    (tmp_path / "events.jsonl").write_text(json.dumps(line) + "\n")
+    journal = Journal(tmp_path)
+    records = journal.records()
+    assert journal.skipped == [] and isinstance(records[0], BisectStartRecord)
+    assert records[0].knobs[0].good is None and records[0].knobs[0].bad == "1"

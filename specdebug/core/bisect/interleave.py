@@ -14,6 +14,8 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
+from specdebug.core.bisect.judge import t99
+
 Step = Literal["candidate", "reference"]
 
 
@@ -64,3 +66,21 @@ def detrend(points: Sequence[tuple[float, float]], slope: float | None, t0: floa
     if slope is None:
         return [x for _, x in points]
     return [x - slope * (t - t0) for t, x in points]
+
+
+def steady_drift(groups: Sequence[Sequence[tuple[float, float]]]) -> tuple[float, float] | None:
+    """(slope, t statistic) when the configs' readings move steadily with time beyond the 99 % t for
+    the fit's degrees of freedom (None: they do not, or too few readings to tell).  The ends of a box
+    that speeds up or slows down while they alternate read as a wide noise; this tells the two apart."""
+    fitted = [
+        (pts, sum(t for t, _ in pts) / len(pts), sum(x for _, x in pts) / len(pts)) for pts in groups if pts
+    ]
+    den = sum((t - tb) ** 2 for pts, tb, _ in fitted for t, _ in pts)
+    dof = sum(len(pts) for pts, _, _ in fitted) - len(fitted) - 1
+    if den <= 0 or dof < 1:
+        return None
+    slope = sum((t - tb) * (x - xb) for pts, tb, xb in fitted for t, x in pts) / den
+    resid = sum((x - xb - slope * (t - tb)) ** 2 for pts, tb, xb in fitted for t, x in pts)
+    se = math.sqrt(resid / dof / den)
+    stat = abs(slope) / se if se > 0 else math.inf if slope else 0.0
+    return (slope, stat) if stat > t99(dof) else None

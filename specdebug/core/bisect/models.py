@@ -96,8 +96,8 @@ class Unit(Model):
 class KnobRow(Model):
     name: str
     kind: str
-    good: str | None
-    bad: str | None
+    good: str | None = None  # None: absent on that side (journals written before issue 39 left it out)
+    bad: str | None = None
     unit: str
 
 
@@ -189,6 +189,9 @@ class Effect(Model):
     high: float | None = None
     basis: str = ""  # how it was measured: alone | together | inferred | not measured: why
     runs: int = 0
+    # what the measurement says: hurts (significantly slower, a culprit's effect) | no effect (within the
+    # noise, or under 5 % of the gap) | helps (significantly faster) | "" (not measured)
+    direction: Literal["hurts", "no effect", "helps", ""] = ""
 
 
 class SetEffect(Effect):
@@ -272,9 +275,24 @@ class KnobStates(Model):
 
 
 class Estimate(Model):
+    """Launches left: the likely count (no repeat needed, nothing unexpected) and the most the search
+    can still take (every question repeated up to --repeats, every fallback): a range, not a guess."""
+
     type: Literal["estimate"] = "estimate"
     launches_left: int
     seconds_left: float | None = None
+    launches_max: int | None = None
+
+    def text(self) -> str:
+        """ "3 to 40 launch(es) left (likely 3, ~900 s)": the most the search can take, not a guess."""
+        eta = f", ~{self.seconds_left:.0f} s" if self.seconds_left else ""
+        if self.launches_max is None:  # no bound known
+            return f"at least {self.launches_left} launch(es) left{eta}"
+        if self.launches_max <= self.launches_left:
+            return f"{self.launches_left} launch(es) left{eta}"
+        return (
+            f"{self.launches_left} to {self.launches_max} launch(es) left (likely {self.launches_left}{eta})"
+        )
 
 
 class AwaitJudgement(Model):

@@ -11,17 +11,27 @@ from specdebug.core.bisect.book import Book
 from specdebug.core.bisect.judge import Reading
 from specdebug.core.bisect.knobs import Candidates
 from specdebug.core.bisect.models import Effect, SetEffect
-from specdebug.core.bisect.plan import Plan, PlanResult
+from specdebug.core.bisect.plan import Plan, PlanResult, direction
 
 
 def _effect(r: Reading, basis: str) -> Effect:
-    return Effect(share=round(r.share, 4), low=round(r.low, 4), high=round(r.high, 4), basis=basis, runs=r.n)
+    return Effect(
+        share=round(r.share, 4),
+        low=round(r.low, 4),
+        high=round(r.high, 4),
+        basis=basis,
+        runs=r.n,
+        direction=direction(r),  # type: ignore[arg-type]
+    )
 
 
-def effects_of(plan: Plan, cands: Candidates) -> dict[str, Effect]:
-    """knob -> its effect: measured alone, inferred, or cleared (with the set it was cleared in)."""
+def effects_of(plan: Plan, cands: Candidates, units_map: list[int] | None = None) -> dict[str, Effect]:
+    """knob -> its effect: measured alone, inferred, or cleared (with the set it was cleared in).
+    `units_map`: the candidates' unit of each of the plan's (a search of part of the knobs)."""
     out: dict[str, Effect] = {}
-    for i, unit in enumerate(cands.units):
+    mapping = units_map if units_map is not None else list(range(len(cands.units)))
+    for i, real in enumerate(mapping):
+        unit = cands.units[real]
         alone = plan.readings.get(frozenset({i}))
         group = f" (moves with its group {unit.name})" if len(unit.knobs) > 1 else ""
         if alone is not None:
@@ -37,14 +47,16 @@ def effects_of(plan: Plan, cands: Candidates) -> dict[str, Effect]:
     return out
 
 
-def sets_of(plan: Plan, cands: Candidates) -> list[SetEffect]:
+def sets_of(plan: Plan, cands: Candidates, units_map: list[int] | None = None) -> list[SetEffect]:
     """Every set of two or more units measured together, with its share (the interactions among them)."""
     out = []
+    mapping = units_map if units_map is not None else list(range(len(cands.units)))
     for units, r in plan.readings.items():
         if r is None or len(units) < 2:
             continue
         basis = "together" + (" (a minimal set that hurts only together)" if units in plan.together else "")
-        out.append(SetEffect(knobs=cands.knob_names(units), **_effect(r, basis).model_dump()))
+        real = frozenset(mapping[i] for i in units)
+        out.append(SetEffect(knobs=cands.knob_names(real), **_effect(r, basis).model_dump()))
     return sorted(out, key=lambda e: (-len(e.knobs), e.knobs))
 
 

@@ -19,13 +19,14 @@ from typing import Any
 from specdebug.core.bisect.book import END_FAILURES, Book, failure_kind
 from specdebug.core.bisect.checks import busy_server, drift_of
 from specdebug.core.bisect.gate import Gate, parse_gate
-from specdebug.core.bisect.interleave import next_step, reference_end
-from specdebug.core.bisect.judge import START_METRIC, ZERO, Judge, Reading, plausible
+from specdebug.core.bisect.interleave import next_step, reference_end, steady_drift
+from specdebug.core.bisect.judge import START_METRIC, ZERO, Judge, Reading, higher_is_better, plausible
 from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates, settings_for
 from specdebug.core.bisect.models import (
     AwaitJudgement,
     BisectOptions,
     Drift,
+    Effect,
     EndsJudged,
     Estimate,
     Finished,
@@ -33,15 +34,17 @@ from specdebug.core.bisect.models import (
     KnobStates,
     Measurement,
     Paused,
+    Phase,
     Planned,
     Result,
     Role,
     TrialDone,
+    TrialProgress,
     TrialStarted,
 )
 from specdebug.core.bisect.outcome import closing_notes, effects_of, sets_of
 from specdebug.core.bisect.plan import Ask, Plan, decided
-from specdebug.core.bisect.trial import Nodes, TrialError, TrialSpec, run_trial
+from specdebug.core.bisect.trial import Nodes, TrialError, TrialSpec, run_trial, stop_leftovers
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import BisectEnd, BisectJudgementRecord, BisectResultRecord, BisectStartRecord
@@ -87,6 +90,10 @@ class Bisection:
         self.launches = 0
         self.warnings: list[str] = []
         self.plan: Plan | None = None
+        self._map: list[int] = list(range(len(self.cands.units)))  # the plan's units -> the candidates'
+        self._phases: list[tuple[Plan, list[int]]] = []  # earlier searches (the crash's) and their maps
+        self._crashed = False  # the bad end did not start: searched by start / no start first
+        self._slow_notes: list[str] = []  # what the bad profile without the crash's knobs measured
         self._remeasure = set(remeasure or ())
         self._paused = False
         self._go = asyncio.Event()
@@ -144,6 +151,11 @@ class Bisection:
             bad=c.bad.name,
         )
         await self._refuse_if_busy()
+        if self._leftover and self.nodes is None:  # a deployment's: its trial clears every node
+            for what in await stop_leftovers(self.remote, self._leftover, self.journal):
+                yield TrialProgress(
+                    index=-1, phase=Phase.PORT, detail=f"stopped {what}, left running by an interrupted run"
+                )
         async for ev in self._ends():
             yield ev
         judge = self.book.judge()
@@ -167,6 +179,12 @@ class Bisection:
             if state == "same":
                 yield self._finish("no-difference", t0, judge, notes=[why])
                 return
+            drift = self._ends_drift()
+            if state != "distinct" and drift is not None:
+                yield self._finish("cannot-tell", t0, judge, notes=[drift])
+                return
+            if drift is not None:
+                self.warnings.append(drift)
             if state != "distinct":
                 more = f"; about {need} runs of each end would settle it" if need else ""
                 budget = f" (budget --repeats {self.options.repeats})"
@@ -174,14 +192,77 @@ class Bisection:
                     "cannot-tell", t0, judge, notes=[f"the ends are within the noise: {why}{more}{budget}"]
                 )
                 return
-        self.plan = Plan(len(c.units), [u.name for u in c.units])
+        async for ev in self._search(judge):
+            yield ev
+        res = self.plan.result if self.plan else None
+        assert res is not None
+        culprits, verdict, confirmed = self._real(res.culprits), res.verdict, res.confirmed
+        if self.book.start_mode and res.confirmed and res.culprits:  # is a slowdown behind the crash?
+            crash = self.plan
+            async for ev in self._behind_the_crash(res.culprits):
+                yield ev
+            slow = self.plan.result if self.plan is not crash and self.plan else None
+            if slow is None:
+                notes += self._slow_notes
+                if self._slow_notes and "cannot tell" in self._slow_notes[-1]:
+                    verdict, confirmed = "inconclusive", False  # the crash's culprits, the rest untold
+            else:
+                culprits |= self._real(slow.culprits)
+                confirmed = slow.confirmed
+                verdict = "several" if slow.confirmed and slow.culprits else "inconclusive"
+                notes += [*self._slow_notes, *slow.notes]
+        yield self._states()
+        yield self._finish(
+            verdict,
+            t0,
+            self.book.judge(),
+            culprits=culprits,
+            search=res.search,
+            notes=notes + res.notes,
+            confirmed=confirmed,
+        )
+
+    def _ends_drift(self, ends: tuple[tuple[str, Role, Profile], ...] | None = None) -> str | None:
+        """What to say when the ends' readings move steadily with time (drift, not noise), else None."""
+        fps = [fp for fp, _, _ in ends] if ends else [self.cands.good_fp, self.cands.bad_fp]
+        points = [sorted(self.book.points(fp)) for fp in fps]
+        if self.book.start_mode or self.options.interleave or any(len(p) < 2 for p in points):
+            return None  # --interleave corrects a linear drift itself
+        found = steady_drift(points)
+        if found is None:
+            return None
+        slope, stat = found
+        runs = [x for p in points for _, x in p]
+        scale = statistics.fmean(runs) or 1.0
+        times = [t for p in points for t, _ in p]
+        moved = abs(slope) * (max(times) - min(times))
+        gap = abs(statistics.fmean([x for _, x in points[0]]) - statistics.fmean([x for _, x in points[1]]))
+        if moved < max(0.25 * gap, 0.02 * abs(scale)):
+            return None  # steady but small: a figure that barely moves is not what keeps the ends apart
+        per_min = slope * 60 / scale * 100
+        way = "faster" if (slope > 0) == higher_is_better(self.options.metric) else "slower"
+        return (
+            f"the box drifted during the run: both ends read steadily {way} with time "
+            f"({per_min:+.1f} % of {self.options.metric} a minute, {stat:.1f} standard errors from flat): drift, "
+            "not noise; more runs of the ends would only measure it (rerun on a quiet box, or with --interleave)"
+        )
+
+    def _real(self, units: frozenset[int]) -> frozenset[int]:
+        """The plan's unit indices as the candidates' (a search of part of the knobs maps them)."""
+        return frozenset(self._map[i] for i in units)
+
+    async def _search(self, judge: Judge) -> AsyncIterator[Any]:
+        """The plan's questions answered one by one, over the units in `self._map`."""
+        c = self.cands
+        names = [c.units[i].name for i in self._map]
+        self.plan = Plan(len(self._map), names)
         while not self.plan.done:
             if self._remeasure:
                 async for ev in self._measure_again():
                     yield ev
                 judge = self.book.judge()
                 # replay: answered questions come from the cache
-                self.plan = Plan(len(c.units), [u.name for u in c.units])
+                self.plan = Plan(len(self._map), names)
             yield self._states()
             yield self._estimate()
             if self._paused:
@@ -198,19 +279,47 @@ class Bisection:
             self.plan.answer(self._reading)
             judge = self.book.judge()
             self.plan.refresh(
-                {k: self.book.reading(c.profile(k)[1], judge) for k in list(self.plan.readings)}
+                {k: self.book.reading(c.profile(self._real(k))[1], judge) for k in list(self.plan.readings)}
             )
-        res = self.plan.result
-        assert res is not None
-        yield self._states()
-        yield self._finish(
-            res.verdict,
-            t0,
-            self.book.judge(),
-            culprits=res.culprits,
-            search=res.search,
-            notes=notes + res.notes,
-        )
+
+    async def _behind_the_crash(self, crash: frozenset[int]) -> AsyncIterator[Any]:
+        """The bad profile without the knobs that make it fail to start, against the good end, by the
+        metric: a slowdown there is searched too (issue 39: it was measured 25 % slower and then
+        reported as "the culprits explain 100%").  Sets `self.plan` to that search's when there is one."""
+        c = self.cands
+        rest = [i for i in range(len(c.units)) if i not in self._real(crash)]
+        if not rest:
+            return
+        profile, fp = c.profile(frozenset(rest))
+        self.book.start_mode, self.book.start_kind, self._crashed = False, "", True
+        self.book.ends = (c.good_fp, fp)
+        self.book.failed_ends.discard(fp)
+        ends = ((c.good_fp, Role.GOOD, c.good), (fp, Role.CANDIDATE, profile))
+        async for ev in self._ends(ends):
+            yield ev
+        judge = self.book.judge()
+        what = f"the bad profile without {', '.join(c.knob_names(self._real(crash)))} (it starts)"
+        if self.book.end_failed(fp) or self.book.end_failed(c.good_fp):
+            self._slow_notes = [
+                f"{what} could not be measured by {self.options.metric}: cannot tell if it is slower"
+            ]
+            return
+        state, why, _need = judge.ends()
+        if state == "same":
+            self._slow_notes = [f"{what} measures as the good end by {self.options.metric}: {why}"]
+            return
+        if state != "distinct":
+            self._slow_notes = [f"{what} against the good end: cannot tell if it is slower ({why})"]
+            return
+        self._slow_notes = [
+            f"{what} is slower than the good end ({why}): its knobs searched by {self.options.metric}"
+        ]
+        yield EndsJudged(evidence=judge.evidence())
+        assert self.plan is not None
+        self._phases.append((self.plan, self._map))
+        self._map = rest
+        async for ev in self._search(judge):
+            yield ev
 
     async def _refuse_if_busy(self) -> None:
         """Refuse to start while a server of this session that this bisection did not launch runs."""
@@ -221,22 +330,25 @@ class Bisection:
                 "it launched: stop it first (specdebug stop -c ...)"
             )
 
-    async def _ends(self) -> AsyncIterator[Any]:
+    async def _ends(self, ends: tuple[tuple[str, Role, Profile], ...] | None = None) -> AsyncIterator[Any]:
         """good, bad, good, bad ... at least twice each (the noise is measured, not assumed), more up to
         --repeats while the gap is within the noise; an end that fails is launched once more (book)."""
         c = self.cands
+        ends = ends or ((c.good_fp, Role.GOOD, c.good), (c.bad_fp, Role.BAD, c.bad))
         for i in range(max(MIN_END_RUNS, self.options.repeats)):
-            for fp, role, profile in ((c.good_fp, Role.GOOD, c.good), (c.bad_fp, Role.BAD, c.bad)):
+            for fp, role, profile in ends:
                 self.book.row(fp, role, profile.name, [])
                 for _ in range(END_FAILURES):  # a run that gave no figure is tried once more
                     if self.book.end_needs_run(fp, i):
                         async for ev in self._measure(profile, fp, role, frozenset()):
                             yield ev
                 yield TrialDone(row=self.book.update_row(fp, self.book.judge()))
-            if any(self.book.end_failed(fp) for fp in (c.good_fp, c.bad_fp)):
+            if any(self.book.end_failed(fp) for fp, _, _ in ends):
                 return
             if i + 1 >= MIN_END_RUNS and self.book.judge().ends()[0] != "unresolved":
                 return
+            if i + 1 >= MIN_END_RUNS and self._ends_drift(ends) is not None:
+                return  # the box moves under the ends: more runs of them would only measure the drift
 
     async def _answer(self, ask: Ask, judge: Judge) -> AsyncIterator[Any]:
         """Measure what the plan asks, again while the reading cannot tell zero from the parent's
@@ -254,9 +366,10 @@ class Bisection:
             self.drift, warning = drift_of(self.book, judge, c.good_fp)
             self.warnings += [warning] if warning else []
             return
-        profile, fp = c.profile(ask.units)
+        units = self._real(ask.units)
+        profile, fp = c.profile(units)
         role = Role.GOOD if fp == c.good_fp else Role.BAD if fp == c.bad_fp else Role.CANDIDATE
-        self.book.row(fp, role, profile.name, c.knob_names(ask.units))
+        self.book.row(fp, role, profile.name, c.knob_names(units))
         interleave, fresh = self.options.interleave and role is Role.CANDIDATE, False
         while True:
             verdict = self.book.verdict(fp, judge)[0]
@@ -280,7 +393,7 @@ class Bisection:
                     yield ev
                 judge, fresh = self.book.judge(), True
                 continue
-            async for ev in self._measure(profile, fp, role, ask.units):
+            async for ev in self._measure(profile, fp, role, units):
                 yield ev
             judge, fresh = self.book.judge(), False
         row = self.book.update_row(fp, judge)
@@ -374,10 +487,13 @@ class Bisection:
         for i, unit in enumerate(c.units):
             if plan is None:
                 state = "suspect"
+            elif i not in self._map:  # searched before (the crash's knobs): named there
+                named = any(i in {m[u] for u in p.culprits} for p, m in self._phases)
+                state = "culprit" if named else "cleared"
             elif plan.result is not None:
-                state = "culprit" if i in plan.result.culprits else "cleared"
+                state = "culprit" if i in self._real(plan.result.culprits) else "cleared"
             else:
-                state = "suspect" if i in plan.suspects else "cleared"
+                state = "suspect" if i in self._real(plan.suspects) else "cleared"
             for name in unit.knobs:
                 states[name] = state
         return KnobStates(stage=plan.stage if plan else "ends", states=states)
@@ -385,7 +501,10 @@ class Bisection:
     def _estimate(self) -> Estimate:
         left = self.plan.remaining_estimate() if self.plan else 2 * MIN_END_RUNS
         per = statistics.median(self._durations) if self._durations else None
-        return Estimate(launches_left=left, seconds_left=per * left if per else None)
+        # each question may be measured up to --repeats times (an end between repeats: --interleave)
+        each = 1 if self.options.hand else self.options.repeats * (2 if self.options.interleave else 1)
+        high = self.plan.remaining_high() * each if self.plan else None
+        return Estimate(launches_left=left, seconds_left=per * left if per else None, launches_max=high)
 
     def _naive(self) -> int:
         """One knob at a time with the same care: each knob once, each end twice (the noise)."""
@@ -402,6 +521,14 @@ class Bisection:
             knobs=list(c.rows),
         )
 
+    def _effects(self) -> dict[str, Effect]:
+        """Every knob's effect, from the search that measured it (the crash's, then the slowdown's)."""
+        out: dict[str, Effect] = {}
+        for plan, units_map in [*self._phases, (self.plan, self._map)]:
+            if plan is not None:
+                out.update(effects_of(plan, self.cands, units_map))
+        return out
+
     def _finish(
         self,
         verdict: str,
@@ -411,6 +538,7 @@ class Bisection:
         culprits: frozenset[int] = frozenset(),
         search: str | None = None,
         notes: list[str] | None = None,
+        confirmed: bool | None = None,
     ) -> Finished:
         c, warnings = self.cands, list(self.warnings)
         if self.options.interleave:  # the last ends moved the drift fit: show the ends as finally judged
@@ -439,11 +567,19 @@ class Bisection:
             good={"name": c.good.name, "fingerprint": c.good_fp, "file": str(c.good.source or "")},
             bad={"name": c.bad.name, "fingerprint": c.bad_fp, "file": str(c.bad.source or "")},
             settings=self.settings.key(),
-            effects=effects_of(plan, c) if plan is not None else {},
-            sets=sets_of(plan, c) if plan is not None else [],
+            effects=self._effects(),
+            sets=[
+                s for p, m in [*self._phases, (plan, self._map)] if p is not None for s in sets_of(p, c, m)
+            ],
             explained=explained,
-            confirmed=bool(res and res.confirmed),
-            metric_used=START_METRIC if self.book.start_mode else self.options.metric,
+            confirmed=bool(res and res.confirmed) if confirmed is None else confirmed,
+            metric_used=(
+                START_METRIC
+                if self.book.start_mode or self._crashed and not self._phases
+                else f"{START_METRIC}, then {self.options.metric}"  # the slowdown behind the crash
+                if self._crashed
+                else self.options.metric
+            ),
         )
         if self.journal is not None:
             self.journal.append(BisectResultRecord(result=result), sync=True)

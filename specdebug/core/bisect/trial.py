@@ -165,6 +165,24 @@ async def clear_port(remote: Remote, profile: Profile, ours: list[str]) -> list[
     return stopped
 
 
+async def stop_leftovers(remote: Remote, names: list[str], journal: EventJournal | None = None) -> list[str]:
+    """Stop every server of these records (this bisection's, left by a run that was killed) that
+    still runs, whatever port it holds; returns each one stopped, named.  A resume that needs no
+    launch (everything cached) must not leave the killed run's server holding the GPUs."""
+    stopped: list[str] = []
+    procs = await remote.processes()
+    for name in dict.fromkeys(names):
+        record = await load_record(remote, name)
+        if record is None or record.stopped_at is not None or not group_members(procs, record):
+            continue
+        result = await server_control.stop_record(remote, record, grace_s=STOP_GRACE_S)
+        if journal is not None and result.stopped:
+            journal.append(BisectStopRecord(profile=name, pid=record.pid, host=record.host or None))
+        stopped.append(f"{name} (pid {record.pid}, port {record.port})")
+        procs = await remote.processes()
+    return stopped
+
+
 async def run_trial(
     remote: Remote,
     spec: TrialSpec,

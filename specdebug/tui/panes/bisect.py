@@ -56,10 +56,23 @@ class BisectPane(Pane):
         Binding("x", "abort", "Abort", id="bisect.abort"),
         Binding("h", "toggle_hand", "Judge by hand", id="bisect.hand"),
         Binding("j", "next_metric", "Judge by metric", id="bisect.metric"),
+        Binding("r", "next_repeats", "Repeats", id="bisect.repeats"),
     ]
     MUTATING_ACTIONS = frozenset(
-        {"start", "good", "bad", "skip", "pause", "measure_again", "abort", "toggle_hand", "next_metric"}
+        {
+            "start",
+            "good",
+            "bad",
+            "skip",
+            "pause",
+            "measure_again",
+            "abort",
+            "toggle_hand",
+            "next_metric",
+            "next_repeats",
+        }
     )
+    REPEATS = (2, 3, 4, 6, 8)  # `r` cycles through these, as `specdebug bisect --repeats R`
     IN_TURN_ACTIONS = frozenset({"good", "bad"})  # the highlighted profile becomes an end
     DEFAULT_CSS = """
     BisectPane { layout: vertical; }
@@ -82,6 +95,7 @@ class BisectPane(Pane):
         self.note: str | None = None  # one line of news under the status
         self.bench: dict[str, Any] = {}  # bench settings for the trials (default: the good profile's [bench])
         self.metric: str | None = None  # `j`'s choice; None: the preset's, else output_tok_s
+        self.repeats: int | None = None  # `r`'s choice; None: the preset's, else the CLI's default
         self.bench_note = ""  # the trials' bench settings beside the Bench pane's (the profile's [bench])
         self._dirty = True
 
@@ -126,6 +140,7 @@ class BisectPane(Pane):
             if good and bad:
                 self.good, self.bad = Path(good), Path(bad)
                 self.metric = previous.options.metric  # resumed as it was judged
+                self.repeats = previous.options.repeats
                 self.note = (
                     "an unfinished bisection is in this session: a resumes it (finished trials are kept)"
                 )
@@ -198,9 +213,16 @@ class BisectPane(Pane):
         else:
             t.append("   judged by ", style="bold")
             t.append(self.judged_by())  # the hint line below says `j` picks another
+        t.append("   repeats ", style="bold")
+        t.append(str(self.repeats_used()))
         t.append("\n")
         if v.result is not None:
             r = v.result
+            if r.launches == 0 and r.trials and all(tr.cached for tr in r.trials):
+                t.append("REPLAYED ", style="bold magenta")
+                t.append(
+                    "from this session's journal, no launch (m on a row measures it again)  ", style="dim"
+                )
             ok = r.verdict in ("found", "several", "interaction") and r.confirmed
             t.append(f"{r.verdict.upper()}", style="bold green" if ok else "bold yellow")
             if r.culprits:
@@ -231,12 +253,11 @@ class BisectPane(Pane):
                 t.append(f" {p.detail}  {p.elapsed_s:.1f}s", style="dim")
         elif v.planned is None:
             t.append(
-                "a starts the bisection · g/b pick the ends · h judges by hand · j the metric", style="dim"
+                "a starts the bisection · g/b pick the ends · h judges by hand · j the metric · r the repeats",
+                style="dim",
             )
         if v.estimate is not None and v.result is None:
-            t.append(f"   about {v.estimate.launches_left} launch(es) left", style="dim")
-            if v.estimate.seconds_left:
-                t.append(f", ~{v.estimate.seconds_left:.0f} s", style="dim")
+            t.append(f"   {v.estimate.text()}", style="dim")
         if self.bench_note:
             t.append("\n" + self.bench_note, style="dim")
         if v.evidence is not None:
@@ -341,6 +362,20 @@ class BisectPane(Pane):
         """The metric the next (or running) bisection judges by."""
         return self.metric or str(self.bench.get("metric") or METRIC_CHOICES[0][0])
 
+    def repeats_used(self) -> int:
+        """Measurements of one config at most while a decision is within the noise (--repeats)."""
+        preset = self.bench.get("repeats")
+        return self.repeats or (int(preset) if preset else bm.BisectOptions().repeats)
+
+    def action_next_repeats(self) -> None:
+        if self.engine is not None:
+            self.notify("the repeats are chosen before the start", severity="warning")
+            return
+        now = self.repeats_used()
+        self.repeats = next((r for r in self.REPEATS if r > now), self.REPEATS[0])
+        self.notify(f"up to {self.repeats} measurements of a config while within the noise")
+        self.render_all()
+
     def action_next_metric(self) -> None:
         if self.engine is not None:
             self.notify("the metric is chosen before the start", severity="warning")
@@ -369,7 +404,10 @@ class BisectPane(Pane):
                 remote,
                 good,
                 bad,
-                bm.BisectOptions(hand=self.hand, **{**self.bench, "metric": self.judged_by()}),
+                bm.BisectOptions(
+                    hand=self.hand,
+                    **{**self.bench, "metric": self.judged_by(), "repeats": self.repeats_used()},
+                ),
                 journal=self.ctx.journal,
                 remeasure=remeasure,
             )
