@@ -12,7 +12,7 @@ import time
 from specdebug.core.control import actions as server_control
 from specdebug.core.control.actions import LaunchRefused
 from specdebug.core.control.events import ConnectionNote, ServerPhase, Verdict
-from specdebug.core.control.launch import launch
+from specdebug.core.control.launch import start_launch
 from specdebug.core.control.records import ServerRecord
 from specdebug.core.control.watch import watch
 from specdebug.core.journal import EventJournal
@@ -130,7 +130,7 @@ async def _launch(
 ) -> int:
 
     try:
-        record = await launch(remote, profile, journal=journal)
+        launching = await start_launch(remote, profile, journal=journal)
     except LaunchRefused as exc:
         err(str(exc))
         if args.json:
@@ -144,7 +144,9 @@ async def _launch(
                 }
             )
         return 1
+    record = launching.record
     if not args.wait:
+        await launching.finish()  # the drift snapshot, journaled with the launch
         if args.json:
             print_json(record)
         else:
@@ -154,7 +156,10 @@ async def _launch(
             )
         return 0
     _say(args, f"launched {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}")
-    return await _watch_and_report(args, remote, record, profile, journal)
+    # the watch runs beside the drift snapshot: the startup time it reports is the server's alone
+    code = await _watch_and_report(args, remote, record, profile, journal)
+    await launching.finish()
+    return code
 
 
 @run_verb

@@ -188,6 +188,70 @@ def _check_record_size(draft: ServerRecord) -> None:
         )
 
 
+@dataclass
+class Launching:
+    """A server started and recorded; its LaunchRecord (with the drift snapshot) is journaled by
+    `journaled` as soon as the snapshot is in, beside whatever the caller does meanwhile."""
+
+    record: ServerRecord
+    journaled: asyncio.Task[None] | None = None
+
+    async def finish(self, timeout: float | None = None) -> None:
+        """Wait for the LaunchRecord to be journaled (bounded by the snapshot's own deadline)."""
+        if self.journaled is not None:
+            await asyncio.wait_for(asyncio.shield(self.journaled), timeout)
+
+
+async def start_launch(
+    remote: Remote,
+    profile: Profile,
+    *,
+    journal: EventJournal | None = None,
+    clock: Clock = time.time,
+    check: bool = True,
+) -> Launching:
+    """Start the profile's server detached on the box and record it (state file now; the journal's
+    LaunchRecord once the drift snapshot taken beside the start is in).
+
+    Returns as soon as the server is recorded: a caller watching the startup runs beside the
+    snapshot, so the startup time it reports is the server's, never the snapshot's (a box whose
+    installed files take long to hash)."""
+    require_write("launch", remote, journal)
+    if check:
+        await check_can_launch(remote, profile)
+    started = clock()
+    launch_id = uuid.uuid4().hex
+    _check_record_size(_record(remote, profile, DRAFT, launch_id, started))
+    drift = asyncio.create_task(snapshot_or_error(remote, profile)) if journal is not None else None
+    try:
+        record = await _start_and_record(remote, profile, launch_id, started)
+    except BaseException:
+        if drift is not None:
+            drift.cancel()
+        raise
+    if journal is None or drift is None:
+        return Launching(record)
+
+    async def journal_it() -> None:
+        snap = await drift  # the box as the server found it (core.drift)
+        journal.append(LaunchRecord(server=record, drift=snap), sync=True)
+
+    return Launching(record, asyncio.create_task(journal_it()))
+
+
+async def _start_and_record(remote: Remote, profile: Profile, launch_id: str, started: float) -> ServerRecord:
+    got = await start_detached(remote, profile, launch_id)
+    # recorded at once: a specdebug killed from here on (or a dropped link) leaves a server that
+    # status and stop find; the drift snapshot and the git check can take seconds on a busy box
+    record = _record(remote, profile, got, launch_id, started)
+    await save_record(remote, record)
+    source = await read_source(remote, profile.server.cwd)
+    if source is not None:
+        record = record.model_copy(update={"source": source})
+        await save_record(remote, record)
+    return record
+
+
 async def launch(
     remote: Remote,
     profile: Profile,
@@ -196,30 +260,8 @@ async def launch(
     clock: Clock = time.time,
     check: bool = True,
 ) -> ServerRecord:
-    """Start the profile's server detached on the box and record it (state file + journal)."""
-    require_write("launch", remote, journal)
-    if check:
-        await check_can_launch(remote, profile)
-    started = clock()
-    launch_id = uuid.uuid4().hex
-    _check_record_size(_record(remote, profile, DRAFT, launch_id, started))
-
-    async def start_and_record() -> ServerRecord:
-        got = await start_detached(remote, profile, launch_id)
-        # recorded at once: a specdebug killed from here on (or a dropped link) leaves a server that
-        # status and stop find; the drift snapshot and the git check can take seconds on a busy box
-        record = _record(remote, profile, got, launch_id, started)
-        await save_record(remote, record)
-        source = await read_source(remote, profile.server.cwd)
-        if source is not None:
-            record = record.model_copy(update={"source": source})
-            await save_record(remote, record)
-        return record
-
-    if journal is None:
-        return await start_and_record()
-    # the box as the server found it, beside the launch (core.drift)
-    launched, drift = await asyncio.gather(start_and_record(), snapshot_or_error(remote, profile))
-    record: ServerRecord = launched
-    journal.append(LaunchRecord(server=record, drift=drift), sync=True)
-    return record
+    """Start the profile's server detached on the box and record it (state file + journal), the
+    LaunchRecord journaled before returning (start_launch: a caller that watches meanwhile)."""
+    launching = await start_launch(remote, profile, journal=journal, clock=clock, check=check)
+    await launching.finish()
+    return launching.record

@@ -23,7 +23,7 @@ from specdebug.core.control.events import (
     StartupEvent,
     Verdict,
 )
-from specdebug.core.control.launch import launch
+from specdebug.core.control.launch import start_launch
 from specdebug.core.control.records import ServerRecord, group_members, health_on_box
 from specdebug.core.control.tracker import StartupTracker, TrackerEvent
 from specdebug.core.control.workers import group_filter
@@ -179,10 +179,13 @@ async def launch_and_watch(
     clock: Clock = time.time,
 ) -> AsyncIterator[StartupEvent]:
     """Launch, then watch: a Launched event, phases/log/health events, and the Verdict."""
-    record = await launch(remote, profile, journal=journal, clock=clock)
+    launching = await start_launch(remote, profile, journal=journal, clock=clock)
+    record = launching.record
     yield Launched(record=record)
+    # beside the drift snapshot: the startup time is the server's, not the snapshot's
     async for ev in watch(remote, record, profile, timeout_s=timeout_s, journal=journal, clock=clock):
         yield ev
+    await launching.finish()
 
 
 def _clean_line(raw: bytes) -> str:
