@@ -38,6 +38,7 @@ from specdebug.remote.api import ConnectionDropped, ConnState, ConnStatus, Remot
 
 logger = logging.getLogger(__name__)
 
+HEALTH_DEADLINE_S = 2.0  # one health answer through the forward, whole
 FOLLOW_RETRY_S = 2.0  # a follower that ended (file unreadable, agent gone) is started again after this
 
 
@@ -270,8 +271,12 @@ async def _poll_health(
     interval: float,
     poke: asyncio.Event | None = None,
 ) -> None:
-    """GET the health path every `interval` s through a port forward (or from the box if refused)."""
+    """GET the health path every `interval` s through a port forward (or from the box if refused);
+    each answer's status within HEALTH_DEADLINE_S, its body never read (a health path that streams
+    cannot hold the watch)."""
     import httpx
+
+    from specdebug.core.httpread import get_bounded
 
     forward = client = None
     try:
@@ -283,8 +288,10 @@ async def _poll_health(
             status: int | None = None
             try:
                 if client is not None and forward is not None:
-                    resp = await client.get(f"http://127.0.0.1:{forward.local_port}{path}")
-                    status = resp.status_code
+                    url = f"http://127.0.0.1:{forward.local_port}{path}"
+                    status = (
+                        await get_bounded(client, url, deadline_s=HEALTH_DEADLINE_S, read_body=False)
+                    ).status
                 else:
                     status = await health_on_box(remote, port, path)
             except Exception:  # down or unreachable: no status this round
