@@ -92,6 +92,7 @@ async def take_snapshot(remote: Remote, profile: Profile, *, budget: int | None 
         why = (res.err or res.out).strip().splitlines()[-1:] or [f"exit status {res.exit_status}"]
         raise RemoteError(f"drift snapshot under {interp} failed: {why[0][:200]}")
     snap, noise = framed_reply(res.stdout)
+    noise = [*res.login_output, *noise]
     if not isinstance(snap, dict):
         raise RemoteError(f"drift snapshot under {interp}: no reply in its output: {res.out[:120]!r}")
     if noise:
