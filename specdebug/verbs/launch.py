@@ -29,6 +29,7 @@ from specdebug.verbs.common import (
     run_verb,
     session_journal,
 )
+from specdebug.verbs.signals import on_term
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -157,8 +158,13 @@ async def _launch(
         return 0
     _say(args, f"launched {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}")
     # the watch runs beside the drift snapshot: the startup time it reports is the server's alone
-    code = await _watch_and_report(args, remote, record, profile, journal)
-    await launching.finish()
+    keeps = (  # TERM ends the watch, not the server: say how to stop what keeps running
+        f"{profile.name} keeps running on {remote.name} (PID {record.pid}, group {record.pgid}); "
+        f"stop it with: specdebug stop {remote.name} -c {args.profile}"
+    )
+    async with on_term(lambda: f"launch: TERM: no verdict; {keeps}"):
+        code = await _watch_and_report(args, remote, record, profile, journal)
+        await launching.finish()
     return code
 
 
