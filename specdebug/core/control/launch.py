@@ -151,7 +151,7 @@ LOG_PATH_SLACK = 4096  # the log path the box reports (~ expanded) may be longer
 
 
 def _record(
-    remote: Remote,
+    remote: Remote | None,
     profile: Profile,
     got: Started,
     launch_id: str,
@@ -160,7 +160,7 @@ def _record(
 ) -> ServerRecord:
     return ServerRecord(
         profile=profile.name,
-        host=remote.name,
+        host=remote.name if remote is not None else "",
         fingerprint=profile.fingerprint(),
         pid=got.pid,
         pgid=got.pgid,
@@ -177,6 +177,15 @@ def _record(
         step=got.step,
         source=source,  # its identity: which commit runs (core.source)
     )
+
+
+def launch_refusal(profile: Profile) -> str | None:
+    """What `launch` would refuse in the profile itself, before any box: `profile check` says it too."""
+    try:
+        _check_record_size(_record(None, profile, DRAFT, uuid.uuid4().hex, time.time()))
+    except LaunchRefused as exc:
+        return str(exc)
+    return None
 
 
 def _check_record_size(draft: ServerRecord) -> None:
