@@ -387,11 +387,23 @@ def op_write_state(req: Request) -> dict[str, Any]:
     tmp = f"{path}.tmp.{os.getpid()}.{os.urandom(6).hex()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        os.write(fd, req["data"].encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)  # a record is whole or absent, never torn
+        try:
+            data = req["data"].encode("utf-8")
+            if os.write(fd, data) != len(data):
+                raise OSError(28, "short write (no space left on the device?)")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if req.get("check_only"):  # a launch proving the record can be written before it starts
+            os.unlink(tmp)
+        else:
+            os.rename(tmp, path)  # a record is whole or absent, never torn
+    except BaseException:
+        try:
+            os.unlink(tmp)  # a full disk leaves no partial file behind
+        except OSError:
+            pass
+        raise
     return {"state": "ok", "path": path}
 
 

@@ -20,7 +20,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, overload
@@ -188,32 +188,68 @@ class Journal:
         """
         self.skipped: list[str] = []
         try:
-            raw = self.path.read_bytes()
+            fh = open(self.path, "rb")  # noqa: SIM115 (closed below; read one line at a time)
         except FileNotFoundError:
             return []
         out: list[JournalRecord] = []
-        lines = raw.split(b"\n")
-        for n, chunk in enumerate(lines, 1):
-            if not chunk.strip():
-                continue
-            try:
-                event = json.loads(chunk)
-            except ValueError:
-                if n < len(lines):  # not the torn tail of a killed writer: say it
-                    self.skipped.append(f"{self.path} line {n}: not a JSON record (skipped)")
-                continue
-            if isinstance(event, dict) and kinds is not None and event.get("kind") not in kinds:
-                continue  # not asked for: not validated either (the bench pane reads results only)
-            got = read_record(event)
-            if isinstance(got, str):
-                self.skipped.append(f"{self.path} line {n}: {got} (skipped)")
-                continue
-            out.append(got)
+        with fh:
+            for n, chunk, whole in _lines(fh):
+                if not chunk.strip():
+                    continue
+                if chunk is _TOO_LONG:
+                    self.skipped.append(
+                        f"{self.path} line {n}: over {RECORD_LINE_MAX} bytes, not read (skipped)"
+                    )
+                    continue
+                if kinds is not None and not _may_be(chunk, kinds):
+                    continue  # not asked for: not decoded either (history over a 1 GB journal)
+                try:
+                    event = json.loads(chunk)
+                except ValueError:
+                    if whole:  # not the torn tail of a killed writer: say it
+                        self.skipped.append(f"{self.path} line {n}: not a JSON record (skipped)")
+                    continue
+                if isinstance(event, dict) and kinds is not None and event.get("kind") not in kinds:
+                    continue  # not asked for: not validated either (the bench pane reads results only)
+                got = read_record(event)
+                if isinstance(got, str):
+                    self.skipped.append(f"{self.path} line {n}: {got} (skipped)")
+                    continue
+                out.append(got)
         return out
 
     def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]:
         """The readable records as their JSON objects (read through the models, as `records`)."""
         return [r.to_json() for r in self.records(kinds)]
+
+
+RECORD_LINE_MAX = 16 << 20  # one journal line read at most (a record's strings are cut at MAX_LINE)
+_TOO_LONG = b"\0too long"  # sentinel: a line over RECORD_LINE_MAX, skipped without being held
+
+
+def _lines(fh: Any) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, line, ended by a newline) of a journal file, one at a time: memory is one
+    line (at most RECORD_LINE_MAX; a longer one is passed over in chunks and given as _TOO_LONG)."""
+    n = 0
+    while True:
+        line = fh.readline(RECORD_LINE_MAX + 1)
+        if not line:
+            return
+        n += 1
+        if len(line) > RECORD_LINE_MAX and not line.endswith(b"\n"):
+            while True:  # the rest of the long line, never held whole
+                more = fh.readline(1 << 20)
+                if not more or more.endswith(b"\n"):
+                    break
+            yield n, _TOO_LONG, True
+            continue
+        whole = line.endswith(b"\n")
+        yield n, line.rstrip(b"\n") if whole else line, whole
+
+
+def _may_be(line: bytes, kinds: set[str]) -> bool:
+    """Cheap pre-check: a record of one of `kinds` holds its kind as a JSON string somewhere."""
+    return any(f'"{k}"'.encode() in line for k in kinds)
 
 
 def read_record(event: Any) -> JournalRecord | str:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+SCRAPE_DEADLINE_S = 10.0  # one whole /metrics page
 MAX_BODY = 4 << 20  # a /metrics page larger than this is cut (reported), never read whole
 METRICS_OFF_HINT = {name: engine.prom.off_hint for name, engine in ENGINES.items()}
 DEFAULT_OFF_HINT = (
@@ -267,18 +268,21 @@ async def scrape(
     t = clock()
     body = bytearray()
     cut = False
-    async with client.stream("GET", path, timeout=10) as resp:
-        if resp.status_code == 404:
-            raise MetricsOff(f"GET {path}: HTTP 404")
-        if resp.status_code != 200:
-            raise httpx.HTTPStatusError(
-                f"GET {path}: HTTP {resp.status_code}", request=resp.request, response=resp
-            )
-        async for chunk in resp.aiter_bytes():
-            body += chunk
-            if len(body) > MAX_BODY:
-                cut = True
-                break
+    try:
+        async with asyncio.timeout(SCRAPE_DEADLINE_S), client.stream("GET", path, timeout=10) as resp:
+            if resp.status_code == 404:
+                raise MetricsOff(f"GET {path}: HTTP 404")
+            if resp.status_code != 200:
+                raise httpx.HTTPStatusError(
+                    f"GET {path}: HTTP {resp.status_code}", request=resp.request, response=resp
+                )
+            async for chunk in resp.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_BODY:
+                    cut = True
+                    break
+    except TimeoutError:  # every read succeeded, the page never ended: a whole-request deadline
+        raise httpx.ReadTimeout(f"GET {path}: no whole page within {SCRAPE_DEADLINE_S:g} s") from None
     text = bytes(body[:MAX_BODY]).decode("utf-8", "replace")
     if cut:
         text = text[: text.rfind("\n") + 1]

@@ -65,6 +65,7 @@ class RunResult:
     timed_out: bool = False
     truncated: bool = False  # it printed more than the bound (RUN_OUTPUT_MAX): ended, output cut
     end_note: str = ""  # what was done about a command past its bound ("ended it", or why not)
+    login_output: tuple[str, ...] = ()  # lines the box's login printed before the command (not its output)
 
     @property
     def ok(self) -> bool:

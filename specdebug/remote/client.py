@@ -211,6 +211,7 @@ class BoxClient:
                 f"box operation {op}: python3 on the box did not answer within {timeout} s ({r.end_note})"
             )
         _, noise = framed_reply(r.stdout)
+        noise = [*r.login_output, *noise]  # what the login printed before the op ran, too
         if noise:
             self.session.warn(noise_warning(noise))
         return once_reply(op, r)

@@ -57,6 +57,7 @@ from specdebug.verbs.common import (
     say_skipped,
     session_journal,
 )
+from specdebug.verbs.signals import on_term
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -203,7 +204,13 @@ async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
             parse_gate(options.gate)
     except (GroupError, GateError) as exc:
         raise _usage(str(exc)) from exc
-    async with _targets(args, good, remote) as (remote, nodes):
+    stop_note = (  # TERM: the running trial's server is stopped by the trial's own cleanup
+        lambda: "bisect: TERM: stopping the trial's server before exiting",
+        lambda: (
+            f"bisect: ended by TERM; continue with: specdebug bisect {args.host} --resume --session {session}"
+        ),
+    )
+    async with _targets(args, good, remote) as (remote, nodes), on_term(*stop_note):
         engine = Bisection(remote, good, bad, options, journal=journal, nodes=nodes)
         result = None
         shown: dict[str, Any] = {}

@@ -57,7 +57,13 @@ def describe(s: dict[str, Any]) -> list[str]:
         f"{s.get('modified_count', 0)} differ, {s.get('unchecked_files', 0)} not checked (budget)"
     )
     lines += [f"  modified {m['file']} ({m['package']}: {m['why']})" for m in s.get("modified") or []]
-    lines += [f"start-up code {c['kind']}: {c['path']}: {c['first']}" for c in s.get("startup_code") or []]
+    lines += [f"  skipped {k.get('path')}: {k.get('why')}" for k in s.get("skipped") or []]
+    if (s.get("skipped_count") or 0) > len(s.get("skipped") or []):
+        lines.append(f"  ... {s['skipped_count'] - len(s['skipped'])} more files skipped")
+    lines += [
+        f"start-up code {c['kind']} (read, not run): {c['path']}: {c['first']}"
+        for c in s.get("startup_code") or []
+    ]
     lines += [f"NCCL config {c['path']}: {'; '.join(c.get('lines') or [])}" for c in s.get("nccl_conf") or []]
     if not s.get("nccl_conf"):
         lines.append("NCCL config files: none")

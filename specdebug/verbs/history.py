@@ -140,8 +140,11 @@ async def cmd_history(args: argparse.Namespace) -> int:
         return 2 if journal is None else _history(args, journal)
 
 
+HISTORY_KINDS = {"bench_result", "mark"}  # results and the baseline mark: the rest is not read
+
+
 def _history(args: argparse.Namespace, journal: Any) -> int:
-    events = journal.records()
+    events = journal.records(HISTORY_KINDS)  # a 1 GB journal of launches is passed over, not held
     say_skipped(journal)
     entries = history(events)
     if args.compare or args.baseline is not None:

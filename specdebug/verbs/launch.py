@@ -22,6 +22,7 @@ from specdebug.verbs.common import (
     run_verb,
     session_journal,
 )
+from specdebug.verbs.signals import on_term
 
 # Each verb imports what it runs, in its body: `status` (a question asked many times a day) paid
 # ~0.6 s for the launch path's imports (the watch, the log stack, the journal's records) it never used.
@@ -145,10 +146,10 @@ async def _launch(
     args: argparse.Namespace, remote: Remote, profile: Profile, journal: EventJournal | None
 ) -> int:
     from specdebug.core.control.actions import LaunchRefused
-    from specdebug.core.control.launch import launch
+    from specdebug.core.control.launch import start_launch
 
     try:
-        record = await launch(remote, profile, journal=journal)
+        launching = await start_launch(remote, profile, journal=journal)
     except LaunchRefused as exc:
         err(str(exc))
         if exc.holder is not None and exc.holder.listening:
@@ -164,7 +165,9 @@ async def _launch(
                 }
             )
         return 1
+    record = launching.record
     if not args.wait:
+        await launching.finish()  # the drift snapshot, journaled with the launch
         if args.json:
             print_json(record)
         else:
@@ -174,13 +177,18 @@ async def _launch(
             )
         return 0
     _say(args, f"launched {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}")
+    # the watch runs beside the drift snapshot: the startup time it reports is the server's alone.
+    # Ctrl+C (130) or TERM (143) ends the watch, not the server: say what keeps running and how to stop it
+    verdict = "its startup verdict (`specdebug status HOST -c PROFILE` reads it later)"
+    left = "\n".join(interrupted_lines(args, profile, pid=record.pid, not_recorded=verdict))
     try:
-        return await _watch_and_report(args, remote, record, profile, journal)
-    except asyncio.CancelledError:  # Ctrl+C or SIGTERM (cli._finish turns it into a cancel)
-        verdict = "its startup verdict (`specdebug status HOST -c PROFILE` reads it later)"
-        for line in interrupted_lines(args, profile, pid=record.pid, not_recorded=verdict):
-            err(line)
+        async with on_term(lambda: "launch: TERM: no verdict", after=lambda: left):
+            code = await _watch_and_report(args, remote, record, profile, journal)
+            await launching.finish()
+    except asyncio.CancelledError:  # Ctrl+C (on_term turns TERM into its own exit)
+        err(left)
         raise
+    return code
 
 
 @run_verb

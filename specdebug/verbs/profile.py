@@ -41,16 +41,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _load(path: str) -> Profile | None:
+    from specdebug.core.control.launch import launch_refusal  # here: `profile schema` stays light
+
     try:
-        return load_profile(profile_path(path))
+        profile = load_profile(profile_path(path))
     except ProfileError as exc:
         for problem in exc.problems:
             out(f"error: {problem}", file=sys.stderr)
         return None
+    why = launch_refusal(profile)
+    if why is not None:  # valid as a file, but launch would refuse it: so does check
+        out(f"error: {why}", file=sys.stderr)
+        return None
+    return profile
 
 
 def _check_many(paths: list[str], *, as_json: bool) -> int:
     """Check every file (a bad one does not stop the others); exit 2 when any has a problem."""
+    from specdebug.core.control.launch import launch_refusal  # here: `profile schema` stays light
+
     bad = 0
     for path in paths:
         try:
@@ -64,6 +73,17 @@ def _check_many(paths: list[str], *, as_json: bool) -> int:
                 out(f"{path}: {len(exc.problems)} problem(s)")
                 for problem in exc.problems:
                     out(f"  error: {problem}")
+            continue
+        why = launch_refusal(profile)
+        if why is not None:  # valid as a file, but launch would refuse it
+            bad += 1
+            if as_json:
+                print_json(
+                    {"file": path, "ok": False, "problems": [{"line": None, "field": None, "message": why}]}
+                )
+            else:
+                out(f"{path}: 1 problem(s)")
+                out(f"  error: {why}")
             continue
         if as_json:
             out(

@@ -7,6 +7,9 @@ through the sshd forward) or start `serve(mode)` in a test's loop.  Modes:
   huge_line    one `data:` line that never ends (hundreds of MB)
   usage_huge   completion_tokens 10**15         usage_negative   completion_tokens -5
   usage_over   completion_tokens 10**6 whatever was asked
+  version_endless   every version path (/get_server_info, /server_info, /version) streams forever
+  health_endless    the health path's body never ends
+Every mode answers GET /health with a short 200 (but health_endless) and GET /v1/models with a list.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ async def _stream(mode: str, writer: asyncio.StreamWriter) -> None:
             writer.write(block)
             await writer.drain()
         return
-    figure = {"usage_huge": 10**15, "usage_negative": -5, "usage_over": 10**6}[mode]
+    figure = {"usage_huge": 10**15, "usage_negative": -5, "usage_over": 10**6}.get(mode, 4)  # else: fine
     for i in range(1, 4):
         writer.write(_chunk(" tok", {"prompt_tokens": 8, "completion_tokens": i}))
     writer.write(_chunk("", {"prompt_tokens": 8, "completion_tokens": figure}))
@@ -63,6 +66,21 @@ async def _handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.Strea
         if head.startswith(b"GET /v1/models"):
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
             writer.write(f"Content-Length: {len(MODELS)}\r\nConnection: close\r\n\r\n".encode() + MODELS)
+        elif head.startswith((b"GET /health", b"GET /get_server_info", b"GET /server_info", b"GET /version")):
+            endless = mode == ("health_endless" if head.startswith(b"GET /health") else "version_endless")
+            if not endless:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            else:
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+                )
+                writer.write(b'{"version": "')
+                while True:  # every read gets bytes: only a whole-request deadline ends it
+                    writer.write(b"9" * 4096)
+                    await writer.drain()
+                    await asyncio.sleep(0.01)
+        elif head.startswith(b"GET "):
+            writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         else:
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
             await _stream(mode, writer)

@@ -69,6 +69,7 @@ def test_record_check_and_cache(tmp_path, monkeypatch):
     h = base64.urlsafe_b64encode(hashlib.sha256(text).digest()).rstrip(b"=").decode()
     (info / "RECORD").write_text(f"pkg/m.py,sha256={h},{len(text)}\npkg/gone.py,sha256={h},6\n")
     monkeypatch.setattr(sys, "path", [str(site)])
+    monkeypatch.setattr(box_drift, "site_folders", lambda: [])  # the test interpreter's own: not read
     cache = box_drift.HashCache(str(tmp_path / "c.json"), 1 << 20)
     out = box_drift.python_side(cache)
     assert out["packages"] == {"pkg": "1.0"}
@@ -119,8 +120,9 @@ def test_cache_path_follows_the_state_dir(monkeypatch):
 
     from specdebug.core.drift.snapshot import cache_path
 
-    assert cache_path(SimpleNamespace(state_dir="/x/servers")) == "/x/drift-cache.json"
+    # in a folder of its own (made 0700 by the box module): ~/.specdebug may be shared with a group
+    assert cache_path(SimpleNamespace(state_dir="/x/servers")) == "/x/drift/drift-cache.json"
     monkeypatch.setenv("SPECDEBUG_STATE_DIR", "/t/box/servers")
-    assert cache_path(SimpleNamespace(state_dir=None)) == "/t/box/drift-cache.json"
+    assert cache_path(SimpleNamespace(state_dir=None)) == "/t/box/drift/drift-cache.json"
     monkeypatch.delenv("SPECDEBUG_STATE_DIR")
-    assert cache_path(SimpleNamespace(state_dir=None)) == "~/.specdebug/drift-cache.json"
+    assert cache_path(SimpleNamespace(state_dir=None)) == "~/.specdebug/drift/drift-cache.json"

@@ -45,6 +45,7 @@ from specdebug.core.bench.stream_guard import (
     check_usage,
     token_slack,
 )
+from specdebug.core.httpread import get_bounded
 from specdebug.core.model import Model
 
 ProgressFn = Callable[[BenchProgress], None]
@@ -56,6 +57,7 @@ _WORDS = (
     "even most made after also did many before must through back years where much your way well down should"
 ).split()
 MAX_ERRORS_KEPT = 10
+MODELS_BODY = 1 << 20  # a /v1/models answer (a list of ids); more is not read
 
 
 class BuiltinParams(Model):
@@ -153,8 +155,8 @@ class _Live:
 async def discover_model(client: httpx.AsyncClient) -> str:
     """The served model id from ``GET /v1/models`` (servers reject unknown names)."""
     try:
-        resp = await client.get("/v1/models", timeout=10)
-        data = resp.json().get("data") or []
+        got = await get_bounded(client, "/v1/models", deadline_s=10, max_bytes=MODELS_BODY)
+        data = [] if got.cut else json.loads(got.body).get("data") or []
         if data and isinstance(data[0], dict) and data[0].get("id"):
             return str(data[0]["id"])
     except (httpx.HTTPError, ValueError, AttributeError):

@@ -15,6 +15,7 @@ before the function returns.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
@@ -31,6 +32,7 @@ from specdebug.core.bench.models import BenchProgress, BenchResult, NodeGpus, ju
 from specdebug.core.control.records import file_size, this_run_offset
 from specdebug.core.drift.report import drift_warning
 from specdebug.core.drift.snapshot import snapshot_or_error
+from specdebug.core.httpread import SMALL_BODY, get_bounded
 from specdebug.core.journal import EventJournal
 from specdebug.core.model import Model
 from specdebug.core.profiles import Profile
@@ -71,28 +73,55 @@ class ServerState(Model):
     health_status: int | None = None  # None: no answer at all
     health_error: str | None = None
     version: str | None = None
+    version_note: str | None = None  # why no version was read, where a probe was cut
     ready_line: bool | None = None  # None: not checked (custom kind, or no log)
 
 
+HEALTH_DEADLINE_S = 10.0  # the whole health answer
+VERSION_DEADLINE_S = 10.0  # every version path together
+
+
 async def server_state(client: httpx.AsyncClient, health_path: str) -> ServerState:
-    """Health status and server version through the forward (both optional)."""
+    """Health status and server version through the forward (both optional), each read with a
+    whole-request deadline and a byte cap (core.httpread): a server that streams its /version
+    forever costs VERSION_DEADLINE_S, never the benchmark."""
     st = ServerState()
     try:
-        st.health_status = (await client.get(health_path, timeout=10)).status_code
+        got = await get_bounded(client, health_path, deadline_s=HEALTH_DEADLINE_S, read_body=False)
+        st.health_status = got.status
     except httpx.HTTPError as exc:
         st.health_error = f"{type(exc).__name__}: {exc}"
         return st
-    for path in VERSION_PATHS:
-        try:
-            resp = await client.get(path, timeout=10)
-            if resp.status_code == 200:
-                data = resp.json()
-                if isinstance(data, dict) and isinstance(data.get("version"), str):
-                    st.version = data["version"]
+    try:
+        async with asyncio.timeout(VERSION_DEADLINE_S):
+            for path in VERSION_PATHS:
+                st.version, note = await _version_at(client, path)
+                st.version_note = note or st.version_note
+                if st.version is not None:
                     break
-        except (httpx.HTTPError, ValueError):
-            continue
+    except TimeoutError:
+        st.version_note = f"the version paths gave no whole answer within {VERSION_DEADLINE_S:g} s"
+    if st.version is not None:
+        st.version_note = None
     return st
+
+
+async def _version_at(client: httpx.AsyncClient, path: str) -> tuple[str | None, str | None]:
+    """(the version a path answers, or None with why when the answer was cut)."""
+    try:
+        got = await get_bounded(client, path, deadline_s=VERSION_DEADLINE_S)
+    except httpx.HTTPError:
+        return None, None
+    if got.cut:
+        return None, f"{path} answered more than {SMALL_BODY} bytes (not read)"
+    if got.status != 200:
+        return None, None
+    try:
+        data = json.loads(got.body)
+    except ValueError:
+        return None, None
+    version = data.get("version") if isinstance(data, dict) else None
+    return (version[:200], None) if isinstance(version, str) else (None, None)
 
 
 async def has_ready_line(
@@ -381,6 +410,8 @@ def _warnings(
         out.append(f"server not ready: health answered HTTP {state.health_status} (still in warmup?)")
     if state.ready_line is False:
         out.append("server not ready: no ready line in the log yet (still in warmup?)")
+    if state.version_note:
+        out.append(f"server version unknown: {state.version_note}")
     out += gpu.gpu_warnings(before, after, node)
     if gpu_err:
         out.append(f"no GPU state{f' on {node}' if node else ''}: {gpu_err}")

@@ -7,12 +7,13 @@ parts that must be right about process identity (the stop path trusts them).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
 
 from specdebug.capability import require_write
-from specdebug.core.control.actions import LaunchRefused
+from specdebug.core.control.actions import LaunchRefused, stop_record
 from specdebug.core.control.events import Clock
 from specdebug.core.control.records import (
     MAX_RECORD_BYTES,
@@ -29,7 +30,7 @@ from specdebug.core.profiles import Profile
 from specdebug.core.records import LaunchRecord
 from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
 from specdebug.core.source import ServerSource, read_source
-from specdebug.remote.api import JobSteps, Remote, RemoteError
+from specdebug.remote.api import ConnectionDropped, JobSteps, NotConnected, Remote, RemoteError
 from specdebug.remote.boxcode import source
 from specdebug.remote.shell import env_assignments
 
@@ -40,6 +41,7 @@ from specdebug.remote.shell import env_assignments
 # $1 log path, $2 cwd, $3 the report script, then the command (env K=V ... argv).  The server side
 # reports its own identity after setsid and execs the server, so nothing here depends on when a
 # process snapshot happens to be taken.
+logger = logging.getLogger(__name__)
 LAUNCH_SCRIPT = source("launch.sh")
 LAUNCH_REPORT = source("launch_report.sh")
 LAUNCH_VAR = "SPECDEBUG_LAUNCH_ID"  # marks the server's processes (proves a leaderless group is ours)
@@ -149,7 +151,7 @@ LOG_PATH_SLACK = 4096  # the log path the box reports (~ expanded) may be longer
 
 
 def _record(
-    remote: Remote,
+    remote: Remote | None,
     profile: Profile,
     got: Started,
     launch_id: str,
@@ -158,7 +160,7 @@ def _record(
 ) -> ServerRecord:
     return ServerRecord(
         profile=profile.name,
-        host=remote.name,
+        host=remote.name if remote is not None else "",
         fingerprint=profile.fingerprint(),
         pid=got.pid,
         pgid=got.pgid,
@@ -177,6 +179,15 @@ def _record(
     )
 
 
+def launch_refusal(profile: Profile) -> str | None:
+    """What `launch` would refuse in the profile itself, before any box: `profile check` says it too."""
+    try:
+        _check_record_size(_record(None, profile, DRAFT, uuid.uuid4().hex, time.time()))
+    except LaunchRefused as exc:
+        return str(exc)
+    return None
+
+
 def _check_record_size(draft: ServerRecord) -> None:
     """Refuse before starting anything a server whose record stop and status could not read back."""
     size = len(draft.model_dump_json(indent=1).encode()) + LOG_PATH_SLACK
@@ -188,6 +199,119 @@ def _check_record_size(draft: ServerRecord) -> None:
         )
 
 
+@dataclass
+class Launching:
+    """A server started and recorded; its LaunchRecord (with the drift snapshot) is journaled by
+    `journaled` as soon as the snapshot is in, beside whatever the caller does meanwhile."""
+
+    record: ServerRecord
+    journaled: asyncio.Task[None] | None = None
+
+    async def finish(self, timeout: float | None = None) -> None:
+        """Wait for the LaunchRecord to be journaled (bounded by the snapshot's own deadline)."""
+        if self.journaled is not None:
+            await asyncio.wait_for(asyncio.shield(self.journaled), timeout)
+
+
+async def start_launch(
+    remote: Remote,
+    profile: Profile,
+    *,
+    journal: EventJournal | None = None,
+    clock: Clock = time.time,
+    check: bool = True,
+) -> Launching:
+    """Start the profile's server detached on the box and record it (state file now; the journal's
+    LaunchRecord once the drift snapshot taken beside the start is in).
+
+    Returns as soon as the server is recorded: a caller watching the startup runs beside the
+    snapshot, so the startup time it reports is the server's, never the snapshot's (a box whose
+    installed files take long to hash)."""
+    require_write("launch", remote, journal)
+    if check:
+        await check_can_launch(remote, profile)
+    started = clock()
+    launch_id = uuid.uuid4().hex
+    draft = _record(remote, profile, DRAFT, launch_id, started)
+    _check_record_size(draft)
+    await _reserve_record(remote, draft)
+    drift = asyncio.create_task(snapshot_or_error(remote, profile)) if journal is not None else None
+    try:
+        record = await _start_and_record(remote, profile, launch_id, started)
+    except BaseException:
+        if drift is not None:
+            drift.cancel()
+        raise
+    if journal is None or drift is None:
+        return Launching(record)
+
+    async def journal_it() -> None:
+        snap = await drift  # the box as the server found it (core.drift)
+        journal.append(LaunchRecord(server=record, drift=snap), sync=True)
+
+    return Launching(record, asyncio.create_task(journal_it()))
+
+
+async def _reserve_record(remote: Remote, draft: ServerRecord) -> None:
+    """Nothing is started that could not be recorded: a record as large as the real one can be
+    (the draft's identity is the largest a box reports, its log path padded) is written beside the
+    state file and removed, before the launch.  A full disk or a quota refuses here."""
+    padded = draft.model_copy(update={"log_file": draft.log_file + "x" * LOG_PATH_SLACK})
+    try:
+        await save_record(remote, padded, check_only=True)
+    except (ConnectionDropped, NotConnected):
+        raise
+    except RemoteError as exc:
+        raise LaunchRefused(
+            f"not launching {draft.profile}: its server record cannot be written on the box ({exc}); "
+            "nothing was started"
+        ) from None
+
+
+class UnrecordedServer(RemoteError):
+    """A server was started but its record could not be written (what was done about it: the message)."""
+
+
+async def _start_and_record(remote: Remote, profile: Profile, launch_id: str, started: float) -> ServerRecord:
+    got = await start_detached(remote, profile, launch_id)
+    # recorded at once: a specdebug killed from here on (or a dropped link) leaves a server that
+    # status and stop find; the drift snapshot and the git check can take seconds on a busy box
+    record = _record(remote, profile, got, launch_id, started)
+    try:
+        await save_record(remote, record)
+    except RemoteError as exc:
+        raise UnrecordedServer(await _stop_unrecorded(remote, record, exc)) from None
+    source = await read_source(remote, profile.server.cwd)
+    if source is not None:
+        with_source = record.model_copy(update={"source": source})
+        try:
+            await save_record(remote, with_source)
+            record = with_source
+        except RemoteError:  # recorded already (without its commit): status and stop find it
+            logger.warning("the server record of %s was not updated with its source", profile.name)
+    return record
+
+
+async def _stop_unrecorded(remote: Remote, record: ServerRecord, why: RemoteError) -> str:
+    """Stop a server whose record could not be written (status and stop could never find it),
+    through the same proof of identity as `stop`; the sentence says what was done."""
+    head = (
+        f"started {record.profile} (PID {record.pid}, group {record.pgid}) but its server record "
+        f"cannot be written on the box ({why})"
+    )
+    try:
+        result = await stop_record(remote, record, grace_s=5.0)
+        stopped, detail = result.stopped, result.message
+    except RemoteError as exc:
+        stopped, detail = False, str(exc)
+    if stopped:
+        return f"{head}: stopped it ({detail})"
+    return (
+        f"{head}; stopping it failed ({detail}): it still runs: stop it on the box with "
+        f"kill -TERM -- -{record.pgid}"
+    )
+
+
 async def launch(
     remote: Remote,
     profile: Profile,
@@ -196,30 +320,8 @@ async def launch(
     clock: Clock = time.time,
     check: bool = True,
 ) -> ServerRecord:
-    """Start the profile's server detached on the box and record it (state file + journal)."""
-    require_write("launch", remote, journal)
-    if check:
-        await check_can_launch(remote, profile)
-    started = clock()
-    launch_id = uuid.uuid4().hex
-    _check_record_size(_record(remote, profile, DRAFT, launch_id, started))
-
-    async def start_and_record() -> ServerRecord:
-        got = await start_detached(remote, profile, launch_id)
-        # recorded at once: a specdebug killed from here on (or a dropped link) leaves a server that
-        # status and stop find; the drift snapshot and the git check can take seconds on a busy box
-        record = _record(remote, profile, got, launch_id, started)
-        await save_record(remote, record)
-        source = await read_source(remote, profile.server.cwd)
-        if source is not None:
-            record = record.model_copy(update={"source": source})
-            await save_record(remote, record)
-        return record
-
-    if journal is None:
-        return await start_and_record()
-    # the box as the server found it, beside the launch (core.drift)
-    launched, drift = await asyncio.gather(start_and_record(), snapshot_or_error(remote, profile))
-    record: ServerRecord = launched
-    journal.append(LaunchRecord(server=record, drift=drift), sync=True)
-    return record
+    """Start the profile's server detached on the box and record it (state file + journal), the
+    LaunchRecord journaled before returning (start_launch: a caller that watches meanwhile)."""
+    launching = await start_launch(remote, profile, journal=journal, clock=clock, check=check)
+    await launching.finish()
+    return launching.record

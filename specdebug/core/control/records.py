@@ -157,14 +157,16 @@ def _state_request(remote: Remote, profile_name: str) -> dict[str, Any]:
     return {"dir": state_dir_of(remote), "name": profile_name}
 
 
-async def save_record(remote: Remote, record: ServerRecord) -> None:
+async def save_record(remote: Remote, record: ServerRecord, *, check_only: bool = False) -> None:
+    """Write the state file (whole or not at all).  check_only: write it beside and remove it,
+    proving a record of this size can be written now (a launch asks before it starts anything)."""
     require_write("write the server record", remote)
     data = record.model_dump_json(indent=1)
     if len(data.encode()) > MAX_RECORD_BYTES:  # never write what stop and status would refuse
         raise StateFileError(
             f"the server record of {record.profile} is {len(data.encode())} bytes, over {MAX_RECORD_BYTES}"
         )
-    req = {**_state_request(remote, record.profile), "data": data}
+    req = {**_state_request(remote, record.profile), "data": data, "check_only": check_only}
     out = await box_call(remote, "write_state", req)
     if out.get("state") != "ok":
         raise StateFileError(f"cannot write the server state file: {out.get('reason')}")

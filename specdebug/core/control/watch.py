@@ -23,7 +23,7 @@ from specdebug.core.control.events import (
     StartupEvent,
     Verdict,
 )
-from specdebug.core.control.launch import launch
+from specdebug.core.control.launch import start_launch
 from specdebug.core.control.records import ServerRecord, group_members, health_on_box, main_process_exit
 from specdebug.core.control.tracker import StartupTracker, TrackerEvent
 from specdebug.core.control.workers import group_filter
@@ -38,6 +38,7 @@ from specdebug.remote.api import ConnectionDropped, ConnState, ConnStatus, Remot
 
 logger = logging.getLogger(__name__)
 
+HEALTH_DEADLINE_S = 2.0  # one health answer through the forward, whole
 FOLLOW_RETRY_S = 2.0  # a follower that ended (file unreadable, agent gone) is started again after this
 
 
@@ -187,10 +188,13 @@ async def launch_and_watch(
     clock: Clock = time.time,
 ) -> AsyncIterator[StartupEvent]:
     """Launch, then watch: a Launched event, phases/log/health events, and the Verdict."""
-    record = await launch(remote, profile, journal=journal, clock=clock)
+    launching = await start_launch(remote, profile, journal=journal, clock=clock)
+    record = launching.record
     yield Launched(record=record)
+    # beside the drift snapshot: the startup time is the server's, not the snapshot's
     async for ev in watch(remote, record, profile, timeout_s=timeout_s, journal=journal, clock=clock):
         yield ev
+    await launching.finish()
 
 
 def _clean_line(raw: bytes) -> str:
@@ -275,8 +279,12 @@ async def _poll_health(
     interval: float,
     poke: asyncio.Event | None = None,
 ) -> None:
-    """GET the health path every `interval` s through a port forward (or from the box if refused)."""
+    """GET the health path every `interval` s through a port forward (or from the box if refused);
+    each answer's status within HEALTH_DEADLINE_S, its body never read (a health path that streams
+    cannot hold the watch)."""
     import httpx
+
+    from specdebug.core.httpread import get_bounded
 
     forward = client = None
     try:
@@ -288,8 +296,10 @@ async def _poll_health(
             status: int | None = None
             try:
                 if client is not None and forward is not None:
-                    resp = await client.get(f"http://127.0.0.1:{forward.local_port}{path}")
-                    status = resp.status_code
+                    url = f"http://127.0.0.1:{forward.local_port}{path}"
+                    status = (
+                        await get_bounded(client, url, deadline_s=HEALTH_DEADLINE_S, read_body=False)
+                    ).status
                 else:
                     status = await health_on_box(remote, port, path)
             except Exception:  # down or unreachable: no status this round

@@ -23,6 +23,7 @@ from specdebug.remote.shell import is_env_name
 
 Kind = Literal[EngineName, "custom"]  # an engine of the registry, or a server without one (one Literal)
 DEFAULT_PORTS: dict[str, int] = {name: engine.default_port for name, engine in ENGINES.items()}
+NAME_MAX = 200  # the box's state file is NAME.json (+ a temp suffix): within a file name's 255 bytes
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -172,6 +173,8 @@ class Profile(_Strict):
     def _name(cls, value: str) -> str:
         if not _NAME_RE.match(value):
             raise ValueError("use letters, digits, '.', '_' and '-' only (it names a file on the box)")
+        if len(value) > NAME_MAX:  # what launch's server record refuses, refused here (profile check too)
+            raise ValueError(f"{len(value)} characters, over {NAME_MAX} (it names a file on the box)")
         return value
 
     @field_validator("patterns")

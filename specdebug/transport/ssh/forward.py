@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import asyncssh
 
 from specdebug.transport.teardown import best_effort
+
+# asyncio's line for each write into a socket whose peer already left (after the fifth).  A client
+# that closes a forwarded connection while the server still streams (the benchmark's token guard
+# cutting an endless answer) has asyncssh's forwarder hand it every chunk already in flight before
+# asyncio delivers connection_lost: ~270 identical lines on stderr, about nothing to act on (the
+# connection is closed and the forwarder closes its channel on connection_lost).
+SEND_AFTER_CLOSE = "socket.send() raised exception."
+
+
+class _DropSendAfterClose(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != SEND_AFTER_CLOSE
+
+
+_SEND_FILTER = _DropSendAfterClose()
+
+
+def quiet_send_after_close() -> None:
+    """Drop exactly that line from asyncio's logger (idempotent: a filter object is added once)."""
+    logging.getLogger("asyncio").addFilter(_SEND_FILTER)
 
 
 class SSHForward:
@@ -23,6 +44,7 @@ class SSHForward:
         self._listener: asyncssh.SSHListener | None = None
 
     async def bind(self, conn: asyncssh.SSHClientConnection) -> None:
+        quiet_send_after_close()
         self._listener = await conn.forward_local_port(
             "127.0.0.1", self.local_port, self.remote_host, self.remote_port
         )

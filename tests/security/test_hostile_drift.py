@@ -1,0 +1,132 @@
+"""Drift on a hostile venv, over the real loopback sshd: every read bounded, nothing of the venv run.
+
+The server's interpreter is a throwaway venv of the test's own.  Its site-packages holds a package
+whose RECORD names a FIFO (the old snapshot opened it and waited 120 s for a writer, and every
+`launch --wait` and `bench` with it), a .pth whose `import` line prints a line and leaves a marker
+file (the old snapshot imported `site`, so it ran at every snapshot and its line broke the JSON
+reply), and a sitecustomize.py leaving a marker too.  The hash cache must be 0600 in a 0700 folder
+and the old 0644 cache beside the server records is removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.security.boxkit import run, unique, write_profile
+
+DRIFT_BOUND_S = 40.0  # the old code: 120 s (its own timeout), then "not JSON"
+
+
+def hostile_venv(root: Path) -> tuple[Path, Path]:
+    """(the venv's python, its site-packages) with a FIFO in a RECORD, a loud .pth, a sitecustomize."""
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    pkg, info = site / "trappy", site / "trappy-1.0.dist-info"
+    pkg.mkdir()
+    info.mkdir()
+    (pkg / "__init__.py").write_text("x = 1\n")
+    os.mkfifo(pkg / "_native.so")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: trappy\nVersion: 1.0\n\n")
+    (info / "RECORD").write_text(
+        "trappy/__init__.py,sha256=nia_NpkRxFwkPGhBR7I_yeHc_PJX0pmhxjIBam_NM_Q,6\n"
+        "trappy/_native.so,sha256=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA,\n"
+        "trappy-1.0.dist-info/RECORD,,\n"
+    )
+    ran = root / "ran"
+    (site / "loud.pth").write_text(
+        f"import sys; print('pth says hi'); open({str(ran / 'pth')!r}, 'w').close()\n"
+    )
+    (site / "sitecustomize.py").write_text(f"open({str(ran / 'sitecustomize')!r}, 'w').close()\n")
+    ran.mkdir()
+    return venv / "bin" / "python", site
+
+
+def test_fifo_pth_and_sitecustomize_neither_hang_nor_run(sshd, tmp_path: Path) -> None:
+    python, site = hostile_venv(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    stale = home / "drift-cache.json"  # where the old code kept it, world-readable
+    stale.write_text("{}")
+    stale.chmod(0o644)
+    name = unique("drifty")
+    profile = write_profile(
+        tmp_path / "p.toml",
+        name,
+        {"argv": [str(python), "-m", "http.server"], "log_file": str(tmp_path / "l")},
+    )
+    t0 = time.monotonic()
+    res = run(
+        sshd,
+        "drift",
+        "gpubox",
+        "-c",
+        str(profile),
+        "--json",
+        timeout=DRIFT_BOUND_S + 60,
+        env={"SPECDEBUG_STATE_DIR": str(home / "servers")},
+    )
+    took = time.monotonic() - t0
+    assert res.returncode == 0, res.stderr.decode()
+    assert took < DRIFT_BOUND_S, f"drift took {took:.1f} s"
+    snap = json.loads(res.stdout)
+    print(f"drift on the hostile venv: {took:.2f} s wall, box module {snap['took_s']} s")
+    assert snap["packages"]["trappy"] == "1.0"
+    fifo = str(site / "trappy" / "_native.so")
+    assert any(s["path"] == fifo and "FIFO" in s["why"] for s in snap["skipped"]), snap["skipped"]
+    assert any(m["file"] == "trappy/_native.so" and "FIFO" in m["why"] for m in snap["modified"]), snap[
+        "modified"
+    ]
+    assert list((tmp_path / "ran").iterdir()) == [], "start-up code ran during the snapshot"
+    listed = {c["path"]: c for c in snap["startup_code"]}
+    assert str(site / "loud.pth") in listed and str(site / "sitecustomize.py") in listed
+    assert "not run" in snap["python"]["site"]
+
+    cache = home / "drift" / "drift-cache.json"
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+    assert stat.S_IMODE(cache.parent.stat().st_mode) == 0o700
+    assert not stale.exists(), "the old world-readable cache is left in place"
+
+    human = run(
+        sshd,
+        "drift",
+        "gpubox",
+        "-c",
+        str(profile),
+        timeout=DRIFT_BOUND_S + 60,
+        env={"SPECDEBUG_STATE_DIR": str(home / "servers")},
+    )
+    text = human.stdout.decode()
+    assert human.returncode == 0 and f"skipped {fifo}: a FIFO, not read" in text, text
+
+
+def test_stray_output_of_the_interpreter_is_skipped_and_said(sshd, tmp_path: Path) -> None:
+    """A python3 wrapper that prints a banner before the interpreter starts: the reply still reads."""
+    wrapper = tmp_path / "python-banner"
+    wrapper.write_text(f"#!/bin/sh\necho 'conda says hello'\nexec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    name = unique("chatty")
+    profile = write_profile(
+        tmp_path / "p.toml",
+        name,
+        {"argv": [str(wrapper), "-m", "http.server"], "log_file": str(tmp_path / "l")},
+    )
+    res = run(
+        sshd,
+        "drift",
+        "gpubox",
+        "-c",
+        str(profile),
+        "--json",
+        timeout=DRIFT_BOUND_S + 60,
+        env={"SPECDEBUG_STATE_DIR": str(tmp_path / "servers")},
+    )
+    assert res.returncode == 0, res.stderr.decode()
+    snap = json.loads(res.stdout)
+    assert any("conda says hello" in e for e in snap["errors"]), snap["errors"]

@@ -1,0 +1,101 @@
+"""A box whose login does not run commands is not a healthy box (issue 40).
+
+Box users of the test's own whose login shell is a script of the test's (what a ~/.bashrc does,
+without depending on the sshd harness's quiet-shell setting, which keeps bash from reading it):
+one that runs `exit 0` (the old probe said `connected: true` with every
+fact null, exit 0), one that prints a prompt and waits for input (the old reason was empty), one
+that prints 1.3 MB before every command (the old probe blamed nvidia-smi for it).  probe and
+status must say what the login did, in one line, and a noisy login must not spoil the facts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.security.boxusers import box_users, cli, skip_reason, users_sshd
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))]
+
+LOGINS = {
+    "exits": "exit 0\n",
+    "asks": "printf 'Password: '\nread answer\n",
+    "floods": "i=0; while [ $i -lt 20000 ]; do echo 'welcome to the cluster, please read the rules of use'; i=$((i+1)); done\n",
+}
+
+
+@pytest.fixture(scope="module")
+def sshd():
+    with users_sshd() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def users(sshd):
+    from tests.security.boxusers import _users_db
+
+    shells = Path(tempfile.mkdtemp(prefix="sdbox-shells-", dir="/tmp"))
+    os.chmod(shells, 0o755)
+    try:
+        with box_users(sshd, len(LOGINS)) as made:
+            by_kind = dict(zip(LOGINS, made, strict=True))
+            for kind, user in by_kind.items():
+                shell = shells / kind
+                shell.write_text(f'#!/bin/sh\n{LOGINS[kind]}exec /bin/sh "$@"\n')
+                shell.chmod(0o755)
+                _users_db(["usermod", "-s", str(shell), user.name]).check_returncode()
+            yield by_kind
+    finally:
+        shutil.rmtree(shells, ignore_errors=True)
+
+
+def probe(user, timeout: float = 120):
+    t0 = time.monotonic()
+    res = cli(user, "probe", user.alias, "--json", "--no-agent", timeout=timeout)
+    return res, time.monotonic() - t0
+
+
+def test_a_login_that_exits_is_not_a_healthy_box(users) -> None:
+    res, took = probe(users["exits"])
+    info = json.loads(res.stdout)
+    print(f"probe, login exits: exit {res.returncode} after {took:.1f} s: {info['error']}")
+    assert res.returncode == 1 and info["connected"] is False, res.stdout
+    assert "login shell did not run specdebug's command: it exited with status 0" in info["error"]
+    assert "\n" not in info["error"]
+
+    st = cli(users["exits"], "status", users["exits"].alias, "-c", _profile(users["exits"]), timeout=120)
+    print(f"status, login exits: exit {st.returncode}: {st.stderr.strip()}")
+    assert st.returncode == 1 and "exited with status 0 without running it" in st.stderr, st.stderr
+
+
+def test_a_login_that_asks_for_input_says_so(users) -> None:
+    res, took = probe(users["asks"])
+    info = json.loads(res.stdout)
+    print(f"probe, login asks: exit {res.returncode} after {took:.1f} s: {info['error']}")
+    assert res.returncode == 1 and info["connected"] is False
+    assert "it asked for input" in info["error"] and "'Password:'" in info["error"], info["error"]
+
+
+def test_a_login_that_floods_does_not_spoil_the_facts(users) -> None:
+    res, took = probe(users["floods"])
+    info = json.loads(res.stdout)
+    print(
+        f"probe, login prints 1.1 MB: exit {res.returncode} after {took:.1f} s, gpu_error {info['gpu_error']}"
+    )
+    assert res.returncode == 0 and info["connected"] is True, res.stdout
+    assert info["hostname"] and info["cpus"] and info["load"] is not None
+    assert "welcome to the cluster" not in (info["gpu_error"] or ""), info["gpu_error"]
+
+
+def _profile(user) -> str:
+    """A profile file on this machine (the CLI reads it here; the box is only asked about it)."""
+    folder = Path(tempfile.mkdtemp(prefix="sdbox-prof-"))
+    path = folder / "p.toml"
+    path.write_text('name = "plain"\n[server]\nargv = ["sleep", "1"]\nport = 1\nlog_file = "/tmp/x.log"\n')
+    return str(path)
