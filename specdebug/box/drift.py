@@ -260,6 +260,12 @@ def _metadata(dist_info: str) -> tuple[str, str]:
     return name, version
 
 
+def _bytecode(rel: str) -> bool:
+    """A compiled file the interpreter regenerates: `__pycache__/*.pyc` (some wheels list theirs in RECORD,
+    numpy does; the real vLLM venv showed numpy's conv_template.cpython-311.pyc as "modified")."""
+    return rel.endswith((".pyc", ".pyo")) or "__pycache__/" in rel
+
+
 def _check_record(site: str, dist_info: str, name: str, cache: HashCache, out: dict[str, Any]) -> None:
     record = os.path.join(dist_info, "RECORD")
     try:
@@ -274,6 +280,9 @@ def _check_record(site: str, dist_info: str, name: str, cache: HashCache, out: d
         if len(parts) != 3 or not parts[1].startswith("sha256="):
             continue  # RECORD itself, .pyc files: no hash recorded
         rel, want, size = parts[0].strip('"'), parts[1][7:], parts[2]
+        if _bytecode(rel):  # the interpreter rewrites it (a new Python, a changed source): not an install's edit
+            out["bytecode_skipped"] = out.get("bytecode_skipped", 0) + 1
+            continue
         path = os.path.normpath(os.path.join(site, rel))
         if cache.clock.left() <= 0:
             out["unchecked_files"] += 1
