@@ -280,7 +280,9 @@ def _check_record(site: str, dist_info: str, name: str, cache: HashCache, out: d
         if len(parts) != 3 or not parts[1].startswith("sha256="):
             continue  # RECORD itself, .pyc files: no hash recorded
         rel, want, size = parts[0].strip('"'), parts[1][7:], parts[2]
-        if _bytecode(rel):  # the interpreter rewrites it (a new Python, a changed source): not an install's edit
+        if _bytecode(
+            rel
+        ):  # the interpreter rewrites it (a new Python, a changed source): not an install's edit
             out["bytecode_skipped"] = out.get("bytecode_skipped", 0) + 1
             continue
         path = os.path.normpath(os.path.join(site, rel))
