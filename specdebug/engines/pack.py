@@ -73,9 +73,9 @@ class Pack:
         """Kind of error ('oom', 'nccl', 'watchdog', 'exception', ...) or None for a normal line."""
         clean = ANSI_RE.sub("", line) if "\x1b" in line else line
         prefix = split_prefix(clean)
-        return self._error_kind(clean[prefix.start :], prefix.level)
+        return self.error_kind(clean[prefix.start :], prefix.level)
 
-    def _error_kind(self, msg: str, level: str | None) -> str | None:
+    def error_kind(self, msg: str, level: str | None) -> str | None:
         if _TRACE_CONT.match(msg):
             return None
         for kind, rx in self.errors:
@@ -143,7 +143,7 @@ class Pack:
             return Parsed("ready", phase="ready")
         if self.warmup_done_re.search(msg):
             return Parsed("warmup_done", phase=self._phase(msg))
-        kind = self._error_kind(msg, level)
+        kind = self.error_kind(msg, level)
         if kind:
             return Parsed("error", {"error_kind": kind})
         phase = self._phase(msg)

@@ -15,6 +15,7 @@ from specdebug.tui.context import AppContext
 from specdebug.tui.panes.startup import StartupPane
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+LOG = "/tmp/specdebug/eagle3-3step.log"
 T0 = 1_700_000_000.0
 P = "[2026-01-01 10:00:00 TP0] "
 LINES = [
@@ -77,7 +78,7 @@ def record(profile) -> ServerRecord:
         pid=4242,
         pgid=4242,
         port=profile.server.port,
-        log_file=profile.server.log_file,
+        log_file=LOG,  # fixed: the example's default log is per user, under the box's state folder
         started_at=T0,
     )
 

@@ -19,7 +19,9 @@ from tests.pyparse import parse_file
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "specdebug"
-MAX_LINES = 450
+# Size follows seams (issue 38): one idea a module, however long it needs; this bound only catches a module
+# that has grown a second idea.  It was 450, and classes were split across files to fit it.
+MAX_LINES = 700
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
@@ -27,7 +29,7 @@ def _rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
-def test_every_module_is_at_most_450_lines():
+def test_no_module_has_grown_past_one_idea():
     long = {_rel(p): n for p in MODULES if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}, f"split these along their seams: {long}"
 
