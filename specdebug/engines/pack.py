@@ -73,9 +73,10 @@ class Pack:
         """Kind of error ('oom', 'nccl', 'watchdog', 'exception', ...) or None for a normal line."""
         clean = ANSI_RE.sub("", line) if "\x1b" in line else line
         prefix = split_prefix(clean)
-        return self.error_kind(clean[prefix.start :], prefix.level)
+        return self.message_error_kind(clean[prefix.start :], prefix.level)
 
-    def error_kind(self, msg: str, level: str | None) -> str | None:
+    def message_error_kind(self, msg: str, level: str | None) -> str | None:
+        """error_kind of a line's message after its prefix (the prefix's log level given apart)."""
         if _TRACE_CONT.match(msg):
             return None
         for kind, rx in self.errors:
@@ -143,7 +144,7 @@ class Pack:
             return Parsed("ready", phase="ready")
         if self.warmup_done_re.search(msg):
             return Parsed("warmup_done", phase=self._phase(msg))
-        kind = self.error_kind(msg, level)
+        kind = self.message_error_kind(msg, level)
         if kind:
             return Parsed("error", {"error_kind": kind})
         phase = self._phase(msg)

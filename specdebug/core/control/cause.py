@@ -58,7 +58,7 @@ def _is_error(msg: str, head: str, pack: Pack | None) -> bool:
     if pack is None:
         return False
     level = split_prefix(head + msg).level
-    return pack.error_kind(msg, level) is not None
+    return pack.message_error_kind(msg, level) is not None
 
 
 def _is_wrapper(msg: str, pack: Pack | None) -> bool:
