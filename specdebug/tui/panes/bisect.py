@@ -51,11 +51,11 @@ class BisectPane(Pane):
         Binding("g", "good", "Good", id="bisect.good"),
         Binding("b", "bad", "Bad", id="bisect.bad"),
         Binding("s", "skip", "Skip", id="bisect.skip"),
-        Binding("p", "pause", "Pause after trial", id="bisect.pause"),
-        Binding("m", "measure_again", "Measure again", id="bisect.measure_again"),
+        Binding("p", "pause", "Pause", id="bisect.pause"),
+        Binding("m", "measure_again", "Again", id="bisect.measure_again"),
         Binding("x", "abort", "Abort", id="bisect.abort"),
-        Binding("h", "toggle_hand", "Judge by hand", id="bisect.hand"),
-        Binding("j", "next_metric", "Judge by metric", id="bisect.metric"),
+        Binding("h", "toggle_hand", "By hand", id="bisect.hand"),
+        Binding("j", "next_metric", "Metric", id="bisect.metric"),
         Binding("r", "next_repeats", "Repeats", id="bisect.repeats"),
     ]
     MUTATING_ACTIONS = frozenset(
