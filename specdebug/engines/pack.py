@@ -206,6 +206,17 @@ TIMINGS_PREFILTER = ("verify", "Verify", "VERIFY", "draft", "Draft", "DRAFT")
 TIMING_NAMES = frozenset(name for name, _ in TIMINGS_COMMON)
 
 
+def without_timings(parsed: Parsed, names: frozenset[str]) -> Parsed | None:
+    """A reading without the timing figures `names` (a profile pattern of the same name owns them);
+    None when it was only those timings."""
+    if not names & parsed.metrics.keys():
+        return parsed
+    for name in names:
+        parsed.metrics.pop(name, None)
+    parsed.spans = [s for s in parsed.spans if s[2] not in names]
+    return None if parsed.event == "timing" and not parsed.metrics else parsed
+
+
 def _may_time(msg: str) -> bool:
     """Cheap test before the case-insensitive regexes: could the line hold a timing at all?"""
     low = msg.lower()
