@@ -359,7 +359,7 @@ async def test_r_picks_the_repeats_and_a_replayed_result_says_so(tmp_path: Path,
 
     def no_bisection(remote, good, bad, options, **kw):
         asked.append(options)
-        raise ValueError("not started in this test")
+        raise SpecdebugError("not started in this test")  # the root: the pane lets the app say it
 
     monkeypatch.setattr("specdebug.tui.panes.bisect.Bisection", no_bisection)
     app = make_app(tmp_path)
