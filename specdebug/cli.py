@@ -127,19 +127,15 @@ def run_verb(name: str, argv: list[str]) -> int:
     if not getattr(args, "func", None):
         deepest(parser, argv).print_help(sys.stderr)
         return 2
-    from specdebug.verbs.common import VerbExit
+    from specdebug.errors import SpecdebugError
+    from specdebug.verbs.common import VerbExit, fail
 
     try:
         return _finish(args.func(args))
     except VerbExit as exc:
         return exc.code
-    except OSError as exc:  # a full disk under the session folder: one line, never a traceback
-        from specdebug.core.journal import JournalError
-
-        if not isinstance(exc, JournalError):
-            raise
-        print(f"specdebug: {exc.strerror}", file=sys.stderr)
-        return 1
+    except SpecdebugError as exc:  # the error root, rendered once: its line, its hint, its exit code
+        return fail(exc)
 
 
 def _finish(result: object) -> int:

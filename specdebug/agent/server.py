@@ -126,7 +126,8 @@ class Agent:
         )
 
     async def _run(self, verb: str, argv: list[str], writer: asyncio.StreamWriter) -> int:
-        from specdebug.verbs.common import KEPT, VerbExit
+        from specdebug.errors import SpecdebugError
+        from specdebug.verbs.common import KEPT, VerbExit, fail
         from specdebug.verbs.table import verb_parser
 
         def sink(kind: str, text: str) -> None:
@@ -144,6 +145,8 @@ class Agent:
             return result if isinstance(result, int) else 0
         except VerbExit as exc:
             return exc.code
+        except SpecdebugError as exc:  # rendered as on the direct path (cli.run_verb)
+            return fail(exc)
         except SystemExit as exc:  # argparse's own errors (usage printed to stderr)
             return exc.code if isinstance(exc.code, int) else 2
         finally:

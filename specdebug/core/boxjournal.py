@@ -41,6 +41,8 @@ READ_CHUNK = 1 << 20
 class BoxJournalError(ValueError, SpecdebugError):
     """`--session box:...` names no usable place."""
 
+    exit_code = 2
+
 
 GROUP_SUFFIX = ",group="  # box:/abs/dir,group=GROUP: a journal folder shared with GROUP on the box
 GROUP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")

@@ -52,6 +52,9 @@ class Pack:
     # error lines that only wrap another one ("EngineCore failed to start", "See root cause above"):
     # a failure's reason is the first error line that is not one of these (core.control.cause)
     wrappers: re.Pattern[str] | None = None
+    # (metric, regex with a `value` group): figures read off any line the pack sees, whatever else it is
+    # (the user-instrumentation timings, TIMINGS_COMMON); a line with nothing else is event "timing"
+    timings: tuple[tuple[str, re.Pattern[str]], ...] = ()
 
     def is_wrapper(self, msg: str) -> bool:
         """Does this message only announce or wrap an error told elsewhere (or a shutdown after it)?"""
@@ -97,6 +100,30 @@ class Pack:
 
     def parse_message(self, msg: str, base: int = 0, level: str | None = None) -> Parsed | None:
         """Parse one message (prefix already removed; `base` = its position in the line)."""
+        parsed = self._parse_message(msg, base, level)
+        if self.timings and _may_time(msg):
+            parsed = self._add_timings(parsed, msg, base)
+        return parsed
+
+    def _add_timings(self, parsed: Parsed | None, msg: str, base: int) -> Parsed | None:
+        """The timing figures on the line, added to what else it is (never replacing a figure)."""
+        for name, rx in self.timings:
+            m = rx.search(msg)
+            if m is None or (parsed is not None and name in parsed.metrics):
+                continue
+            try:
+                number = as_float(float(m.group("value")))
+            except ValueError:  # `1.2.3`: digits and dots, not a number
+                continue
+            if number is None:
+                continue
+            if parsed is None:
+                parsed = Parsed("timing")
+            parsed.metrics[name] = number
+            parsed.spans.append((base + m.start("value"), base + m.end("value"), name))
+        return parsed
+
+    def _parse_message(self, msg: str, base: int, level: str | None) -> Parsed | None:
         for event, rx in self.heads:
             m = rx.search(msg)
             if not m:
@@ -163,6 +190,37 @@ class Pack:
             if rx.search(msg):
                 return phase
         return None
+
+
+# User instrumentation: no engine prints a per-step draft or verify time (current-sources.md: SGLang
+# has no `Target verify` line), but users add one (`[EAGLE3 profile] step=10 draft: 4.01 ms, Target
+# verify: 17.20 ms`, the sim's --profile-verify) and the story greps it.  Every pack reads it here, so
+# bench, the verify gate, spec, scan and the Logs pane get one number from one line.  A profile
+# pattern of the same name replaces it (core.logs.parser).  Case-insensitive, but the prefilter
+# (TIMINGS_PREFILTER) selects only the lower, Capitalised and UPPER spellings.
+TIMINGS_COMMON = (
+    ("verify_ms", re.compile(r"verify[^,\n]*?[:=]\s*(?P<value>[\d.]+)\s*ms", re.IGNORECASE)),
+    ("draft_ms", re.compile(r"\bdraft[^,\n]*?[:=]\s*(?P<value>[\d.]+)\s*ms", re.IGNORECASE)),
+)
+TIMINGS_PREFILTER = ("verify", "Verify", "VERIFY", "draft", "Draft", "DRAFT")
+TIMING_NAMES = frozenset(name for name, _ in TIMINGS_COMMON)
+
+
+def without_timings(parsed: Parsed, names: frozenset[str]) -> Parsed | None:
+    """A reading without the timing figures `names` (a profile pattern of the same name owns them);
+    None when it was only those timings."""
+    if not names & parsed.metrics.keys():
+        return parsed
+    for name in names:
+        parsed.metrics.pop(name, None)
+    parsed.spans = [s for s in parsed.spans if s[2] not in names]
+    return None if parsed.event == "timing" and not parsed.metrics else parsed
+
+
+def _may_time(msg: str) -> bool:
+    """Cheap test before the case-insensitive regexes: could the line hold a timing at all?"""
+    low = msg.lower()
+    return "ms" in low and ("verify" in low or "draft" in low)
 
 
 ERR_COMMON = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from specdebug.engines.pack import ERR_COMMON, GENERIC_EXC, Pack
+from specdebug.engines.pack import ERR_COMMON, GENERIC_EXC, TIMINGS_COMMON, TIMINGS_PREFILTER, Pack
 
 # printed on node 0 only, after warmup; no regex metacharacters, so it is its own pattern (box prefilter)
 READY_LINE = "The server is fired up and ready to roll!"
@@ -136,5 +136,7 @@ SGLANG = Pack(
         "ERROR:",
         "Exception",
         "set by environment to",
+        *TIMINGS_PREFILTER,
     ),
+    timings=TIMINGS_COMMON,
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from specdebug.engines.pack import ERR_COMMON, GENERIC_EXC, Pack
+from specdebug.engines.pack import ERR_COMMON, GENERIC_EXC, TIMINGS_COMMON, TIMINGS_PREFILTER, Pack
 
 # uvicorn's, on the API server (head node only); no regex metacharacters: it is its own pattern
 READY_LINE = "Application startup complete"
@@ -114,7 +114,9 @@ VLLM = Pack(
         "Error",
         "Exception",
         "set by environment to",
+        *TIMINGS_PREFILTER,
     ),
+    timings=TIMINGS_COMMON,
     percent_fields=frozenset({"draft_acceptance_rate"}),
     error_levels=frozenset({"ERROR", "CRITICAL"}),
     list_metrics=frozenset({"per_position_acceptance"}),

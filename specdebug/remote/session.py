@@ -142,7 +142,9 @@ class Session:
         except TimeoutError as exc:
             raise NotConnected(
                 f"{self.name}: not connected after {timeout} s ({self._status.state.value}"
-                f"{': ' + self._status.last_error if self._status.last_error else ''})"
+                f"{': ' + self._status.last_error if self._status.last_error else ''})",
+                "is the box up and its SSH port reachable from here (`ssh HOST true`)? "
+                "A slow link: give more time with --connect-timeout S",
             ) from exc
 
     async def ready(self, timeout: float | None) -> ProbeChannel | None:

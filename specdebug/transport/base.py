@@ -22,6 +22,8 @@ from specdebug.errors import SpecdebugError
 class HostSpecError(ValueError, SpecdebugError):
     """A host address or ssh config problem the user must fix (exit code 2)."""
 
+    exit_code = 2
+
 
 class RemoteError(SpecdebugError):
     """Base class of every error the remote layer raises towards core code."""

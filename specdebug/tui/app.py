@@ -34,7 +34,7 @@ from specdebug.transport.ssh.hostkeys import HostKeyInfo, KeyDecision
 from specdebug.tui.context import AppContext
 from specdebug.tui.driver import terminal_driver
 from specdebug.tui.palette import ActionsProvider
-from specdebug.tui.pane import Pane, RunningServer, describe_error
+from specdebug.tui.pane import Pane, RunningServer, describe_error, worker_toast
 from specdebug.tui.panes.bench import BenchPane
 from specdebug.tui.panes.bisect import BisectPane
 from specdebug.tui.panes.env import EnvPane
@@ -441,9 +441,8 @@ class SpecdebugApp(App[None]):
 
     # ---- failures (a pane action that reaches a read-only refusal says so: pane.py) -----------------
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state is WorkerState.ERROR and event.worker.error is not None:
-            err = event.worker.error
-            self.notify(f"{event.worker.name or 'task'} failed: {describe_error(err)}", severity="error")
+        if event.state is WorkerState.ERROR:
+            worker_toast(self, event.worker, describe_error)
 
     # ---- quitting ----------------------------------------------------------------------------------
     async def action_quit(self) -> None:

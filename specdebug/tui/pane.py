@@ -7,6 +7,11 @@ doing nothing silently.  That list only greys keys out: the enforcement is in th
 (specdebug/capability.py), which refuses every write of a read-only app whichever action reaches it;
 an action that reaches such a refusal says so in a toast (every `action_*` of a pane is wrapped).
 
+Errors: the core raises SpecdebugError subclasses (with a `hint` where the user can act); a pane
+catches none of them.  The one handler is `error_toast`: every pane action is wrapped, and a pane's
+failed worker reaches it through `on_worker_state_changed` (here and in the app), so an error is one
+notification: what failed, the message, the hint.
+
 What panes share (the profile, the host, server news, ...) comes down as reactives bound to the
 app's (specdebug/tui/store.py); a pane tells the app something with a message, never by calling
 another pane.
@@ -31,10 +36,13 @@ from textual.worker import Worker, WorkerState
 
 from specdebug.capability import ReadOnlyError
 from specdebug.core.control.events import ServerState
+from specdebug.errors import SpecdebugError
 from specdebug.tui.context import AppContext
 from specdebug.tui.store import EndPick, JournalNews, ServerNews
 
 if TYPE_CHECKING:
+    from textual.app import App
+
     from specdebug.core.control.records import ServerRecord
     from specdebug.core.profiles import Profile
     from specdebug.core.records import JournalRecord
@@ -60,8 +68,33 @@ def describe_error(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
-def _refusal_said(action: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a pane action so a write the core refuses (read-only) becomes a toast, not a crash."""
+def error_toast(app: App[Any], exc: SpecdebugError, doing: str = "") -> None:
+    """The TUI's one rendering of the error root: a notification with what failed (`doing`), the
+    message and, on its own line, the hint.  A read-only refusal is a warning, the rest errors."""
+    text = f"{doing}: {exc}" if doing else str(exc)
+    if exc.hint:
+        text += f"\nhint: {exc.hint}"
+    app.notify(text, severity="warning" if isinstance(exc, ReadOnlyError) else "error")
+
+
+def worker_toast(app: App[Any], worker: Worker[Any], describe: Callable[[BaseException], str] = str) -> None:
+    """A failed worker's toast: the error root through `error_toast` (its hint too), else described."""
+    doing = f"{worker.name or 'task'} failed"
+    if isinstance(worker.error, SpecdebugError):
+        error_toast(app, worker.error, doing)
+    elif worker.error is not None:
+        app.notify(f"{doing}: {describe(worker.error)}", severity="error")
+
+
+def _action_doing(action: Callable[..., Any]) -> str:
+    """`action_measure_again` -> `measure again failed`: names the action in its error toast."""
+    return action.__name__.removeprefix("action_").replace("_", " ") + " failed"
+
+
+def _errors_said(action: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a pane action so an error of the root (a read-only refusal, a profile that does not load,
+    a refused launch...) becomes its toast (`error_toast`), not a crash."""
+    doing = _action_doing(action)
     if inspect.iscoroutinefunction(action):
 
         @functools.wraps(action)
@@ -69,8 +102,10 @@ def _refusal_said(action: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 return await action(self, *args, **kwargs)
             except ReadOnlyError as exc:
-                self.app.notify(str(exc), severity="warning")
-                return None
+                error_toast(self.app, exc)
+            except SpecdebugError as exc:
+                error_toast(self.app, exc, doing)
+            return None
 
         return run_async
 
@@ -79,8 +114,10 @@ def _refusal_said(action: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return action(self, *args, **kwargs)
         except ReadOnlyError as exc:
-            self.app.notify(str(exc), severity="warning")
-            return None
+            error_toast(self.app, exc)
+        except SpecdebugError as exc:
+            error_toast(self.app, exc, doing)
+        return None
 
     return run
 
@@ -135,7 +172,7 @@ class Pane(Widget):
         super().__init_subclass__(**kwargs)
         for name, value in list(vars(cls).items()):
             if name.startswith("action_") and callable(value) and not hasattr(value, "__wrapped__"):
-                setattr(cls, name, _refusal_said(value))
+                setattr(cls, name, _errors_said(value))
 
     def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(id=kwargs.pop("id", self.PANE_ID), **kwargs)
@@ -255,8 +292,8 @@ class Pane(Widget):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Worker messages do not bubble to the app: a pane's failed worker becomes a toast here."""
-        if event.state is WorkerState.ERROR and event.worker.error is not None:
-            self.notify(f"{event.worker.name or 'task'} failed: {event.worker.error}", severity="error")
+        if event.state is WorkerState.ERROR:
+            worker_toast(self.app, event.worker)
 
     def running_servers(self) -> list[RunningServer]:
         """Hook: servers this pane knows are still running (asked when the user quits)."""

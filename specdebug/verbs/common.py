@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO, cast, overload
 
 from specdebug.core.sanitize import visible
+from specdebug.errors import SpecdebugError
 from specdebug.remote.api import ConnState, ConnStatus, RemoteError
 
 if TYPE_CHECKING:
@@ -48,6 +49,21 @@ _FAST_FAIL = (
     ("network is unreachable", "network is unreachable"),
     ("no route to host", "no route to host"),
 )
+_NAME_HINT = (
+    "check the spelling; an ssh config alias is read from ~/.ssh/config or the file given with -F FILE"
+)
+_ROUTE_HINT = "the box cannot be reached from here: a VPN, or a jump host (ProxyJump in the ssh config)?"
+# what the user can do about each fast failure (verbs.common.fail prints it under the error)
+_FAST_FAIL_HINTS = {
+    "cannot resolve the host name": _NAME_HINT,
+    "cannot resolve the host name (DNS not answering)": "the resolver does not answer: check the network, or use an address",
+    "connection refused": (
+        "nothing listens on that SSH port: is sshd running on the box, and is the port right "
+        "(HOST:PORT, or Port in the ssh config)?"
+    ),
+    "network is unreachable": _ROUTE_HINT,
+    "no route to host": _ROUTE_HINT,
+}
 
 
 class VerbExit(Exception):
@@ -69,7 +85,10 @@ def load_profile_or_exit(path: str, verb: str) -> Profile:
 
     try:
         return load_profile(profile_path(path))
-    except (ProfileError, OSError) as exc:
+    except ProfileError as exc:
+        fail(exc, verb)
+        raise VerbExit(exc.exit_code, str(exc)) from exc
+    except OSError as exc:
         err(f"{verb}: {exc}")
         raise VerbExit(2, str(exc)) from exc
 
@@ -176,9 +195,10 @@ async def connect(remote: Connection, host: str, timeout: float, ssh_config: str
             return
         from specdebug.remote.factory import address_note
 
-        raise RemoteError(f"{host}: {failed.result()}{address_note(host, ssh_config)}")
+        reason = failed.result()
+        raise RemoteError(f"{host}: {reason}{address_note(host, ssh_config)}", _FAST_FAIL_HINTS.get(reason))
     except RemoteError as exc:
-        raise RemoteError(_one_line(host, str(exc))) from exc
+        raise RemoteError(_one_line(host, str(exc)), exc.hint) from exc
     finally:
         waiter.cancel()
         unsubscribe()
@@ -196,12 +216,8 @@ async def open_remote(
     if kept is not None:
         try:
             remote = await kept(host, args)
-        except HostSpecError as exc:
-            err(str(exc))
-            raise VerbExit(2, str(exc)) from exc
-        except RemoteError as exc:
-            err(str(exc))
-            raise VerbExit(1, str(exc)) from exc
+        except SpecdebugError as exc:
+            raise VerbExit(fail(exc), str(exc)) from exc
         for warning in remote.warnings:
             err(f"warning: {warning}")
         yield remote  # kept open for the next verb
@@ -209,8 +225,7 @@ async def open_remote(
     try:
         remote = make_remote(host, args, helper=helper)
     except HostSpecError as exc:
-        err(str(exc))
-        raise VerbExit(2, str(exc)) from exc
+        raise VerbExit(fail(exc), str(exc)) from exc
     for warning in remote.warnings:
         err(f"warning: {warning}")
     said = len(remote.warnings)
@@ -219,8 +234,7 @@ async def open_remote(
         await connect(remote, host, timeout, getattr(args, "ssh_config", None))
     except RemoteError as exc:
         await remote.close()
-        err(str(exc))
-        raise VerbExit(1, str(exc)) from exc
+        raise VerbExit(fail(exc), str(exc)) from exc
     try:
         yield remote
     finally:
@@ -310,6 +324,17 @@ def err(message: str) -> None:
     out(f"specdebug: {message}", file=sys.stderr)
 
 
+def fail(exc: SpecdebugError, context: str = "") -> int:
+    """The command line's one rendering of the error root: `specdebug: [CONTEXT: ]MESSAGE`, then
+    `specdebug: hint: HINT` when the error carries one, and the error's exit code; never a traceback.
+    Every CLI boundary (cli.run_verb, the run_verb decorator, the local agent) ends here."""
+    message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    err(f"{context}: {message}" if context else message)
+    if exc.hint:
+        err(f"hint: {exc.hint}")
+    return exc.exit_code
+
+
 def finite(obj: Any) -> Any:
     """`obj` with every NaN or infinite float replaced by None: a figure parsed from a log or a page
     can be one (a 400-digit number is inf), and a bare NaN/Infinity is not JSON (strict parsers,
@@ -344,14 +369,11 @@ def run_verb(func: AsyncVerbFunc) -> AsyncVerbFunc: ...
 @overload
 def run_verb(func: SyncVerbFunc) -> SyncVerbFunc: ...
 def run_verb(func: AsyncVerbFunc | SyncVerbFunc) -> AsyncVerbFunc | SyncVerbFunc:
-    """Decorator: VerbExit becomes its exit code, and a remote failure one clear line and exit 1
-    (never a traceback), so verbs can bail out from deep inside."""
+    """Decorator: VerbExit becomes its exit code, and any SpecdebugError (a remote failure, a
+    refused launch, a profile error...) its one rendering (`fail`: the line, the hint, its exit
+    code; never a traceback), so verbs can bail out from deep inside."""
     import functools
     import inspect
-
-    def failed(exc: RemoteError) -> int:
-        err(str(exc))
-        return 1
 
     if inspect.iscoroutinefunction(func):
         async_func = cast(AsyncVerbFunc, func)
@@ -362,8 +384,8 @@ def run_verb(func: AsyncVerbFunc | SyncVerbFunc) -> AsyncVerbFunc | SyncVerbFunc
                 return await async_func(args)
             except VerbExit as exc:
                 return exc.code
-            except RemoteError as exc:
-                return failed(exc)
+            except SpecdebugError as exc:
+                return fail(exc)
 
         return wrapper
 
@@ -375,8 +397,8 @@ def run_verb(func: AsyncVerbFunc | SyncVerbFunc) -> AsyncVerbFunc | SyncVerbFunc
             return sync_func(args)
         except VerbExit as exc:
             return exc.code
-        except RemoteError as exc:
-            return failed(exc)
+        except SpecdebugError as exc:
+            return fail(exc)
 
     return sync_wrapper
 

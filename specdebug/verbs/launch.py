@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from specdebug.verbs.common import (
     box_session,
     err,
+    fail,
     interrupted_lines,
     load_profile_or_exit,
     open_remote,
@@ -89,16 +90,6 @@ def _profile(args: argparse.Namespace, verb: str) -> Profile:
     return profile
 
 
-def port_change_hint(profile: Profile) -> str:
-    """How to move a profile whose port another server holds (the examples' ports are fixed, and
-    every user of a shared box starts from the same examples)."""
-    where = f" in {profile.source}" if profile.source is not None else ""
-    return (
-        f"hint: to use another port, change `--port {profile.server.port}` in [server] argv and "
-        f"`port = {profile.server.port}`{where} (or in a copy that `extends` it)"
-    )
-
-
 def _say(args: argparse.Namespace, text: str) -> None:
     """Progress for humans: stdout normally, stderr under --json (stdout holds one JSON object)."""
     out(text, file=sys.stderr if args.json else sys.stdout, newlines=False)
@@ -151,9 +142,7 @@ async def _launch(
     try:
         launching = await start_launch(remote, profile, journal=journal)
     except LaunchRefused as exc:
-        err(str(exc))
-        if exc.holder is not None and exc.holder.listening:
-            err(port_change_hint(profile))
+        fail(exc)  # the line and its hint (the port to change, the stop command)
         if args.json:
             holder = exc.holder.model_dump(mode="json") if exc.holder else None
             print_json(

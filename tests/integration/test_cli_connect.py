@@ -34,7 +34,11 @@ def test_refused_port_fails_at_once_in_one_line(tmp_path: Path) -> None:
     r, took = specdebug("probe", f"127.0.0.1:{port}", "--json", "--connect-timeout", str(TIMEOUT_S))
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
-    assert lines == [f"specdebug: 127.0.0.1:{port}: connection refused"], r.stderr
+    assert lines == [
+        f"specdebug: 127.0.0.1:{port}: connection refused",
+        "specdebug: hint: nothing listens on that SSH port: is sshd running on the box, and is the port "
+        "right (HOST:PORT, or Port in the ssh config)?",
+    ], r.stderr
     assert took < TIMEOUT_S / 3, f"took {took:.1f} s: waited for the timeout instead of failing"
 
 
@@ -44,7 +48,9 @@ def test_refused_alias_names_where_it_connected(tmp_path: Path) -> None:
     cfg.write_text(f"Host gpubox\n  HostName 127.0.0.1\n  Port {port}\n")
     r, took = specdebug("-F", str(cfg), "env", "gpubox", "--pid", "1", "--connect-timeout", str(TIMEOUT_S))
     assert r.returncode == 1
-    assert r.stderr.strip() == f"specdebug: gpubox: connection refused (127.0.0.1 port {port})"
+    first, hint = r.stderr.strip().splitlines()
+    assert first == f"specdebug: gpubox: connection refused (127.0.0.1 port {port})"
+    assert hint.startswith("specdebug: hint: nothing listens on that SSH port")
     assert took < TIMEOUT_S / 3
 
 
@@ -52,8 +58,8 @@ def test_unknown_host_name_fails_at_once_in_one_line() -> None:
     r, took = specdebug("probe", "nonexistent.invalid", "--connect-timeout", str(TIMEOUT_S))
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("specdebug: nonexistent.invalid: cannot resolve"), r.stderr
-    assert lines[0].count("nonexistent.invalid") == 1
+    assert len(lines) == 2 and lines[0].startswith("specdebug: nonexistent.invalid: cannot resolve"), r.stderr
+    assert lines[0].count("nonexistent.invalid") == 1 and lines[1].startswith("specdebug: hint: ")
     assert took < TIMEOUT_S / 3
 
 

@@ -11,6 +11,7 @@ from textual.widgets import DataTable
 from specdebug.core.bench.models import BenchResult
 from specdebug.core.bisect import models as bm
 from specdebug.core.records import BisectStartRecord
+from specdebug.errors import SpecdebugError
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane
@@ -253,7 +254,7 @@ async def test_j_picks_the_metric_the_bisection_judges_by(tmp_path: Path, monkey
 
     def no_bisection(remote, good, bad, options, **kw):
         asked.append(options)
-        raise ValueError("not started in this test")
+        raise SpecdebugError("not started in this test")  # the root: the pane lets the app say it
 
     monkeypatch.setattr("specdebug.tui.panes.bisect.Bisection", no_bisection)
     app = make_app(tmp_path)
@@ -358,7 +359,7 @@ async def test_r_picks_the_repeats_and_a_replayed_result_says_so(tmp_path: Path,
 
     def no_bisection(remote, good, bad, options, **kw):
         asked.append(options)
-        raise ValueError("not started in this test")
+        raise SpecdebugError("not started in this test")  # the root: the pane lets the app say it
 
     monkeypatch.setattr("specdebug.tui.panes.bisect.Bisection", no_bisection)
     app = make_app(tmp_path)

@@ -330,14 +330,19 @@ async def test_endpoint_shapes():
 
 def test_target_verify_line_is_user_instrumentation():
     """current-sources.md "SGLang 'Target verify' timing line": SGLang prints no per-step verify timing
-    (only CUDA-graph capture names `target verify`), so the pack does not claim the sim's
-    `[EAGLE3 profile]` line; the example profiles match it with their own [patterns] entry."""
+    (only CUDA-graph capture names `target verify`), so the line is not one of SGLang's events: every
+    pack reads it as user instrumentation (event `timing`, engines.pack.TIMINGS_COMMON, issue 38),
+    and an example profile's own [patterns] entry of the same name still replaces the pack's reading."""
     from pathlib import Path
 
     from specdebug.core.profiles import load_profile
 
     line = "[2026-01-15 12:00:01 TP0] [EAGLE3 profile] step=10 draft: 4.01 ms, Target verify: 19.02 ms, accept: 2"
-    assert LogParser("sglang").parse(line) is None
+    own = LogParser("sglang").parse(line)
+    assert own is not None and own.event == "timing" and own.metrics == {"verify_ms": 19.02, "draft_ms": 4.01}
+    # a startup line naming `target verify`: no timing
+    capture = "[2026-01-15 12:00:01 TP0] Capture target verify CUDA graph end. elapsed=1.20 s"
+    assert LogParser("sglang").parse(capture).metrics == {}
     examples = Path(__file__).resolve().parents[2] / "examples"
     profile = load_profile(examples / "eagle3-2step-nccl.toml")
     m = LogParser("sglang", patterns=profile.patterns).parse(line)

@@ -3,8 +3,9 @@
 The runner records the log size before and after and hands the slice here. What the server
 says about itself (accept length, verify time, generation throughput) is the cross-check of the
 client's tok/s: a tok/s drop with an unchanged accept length points at the step time, not at
-acceptance. Lines go through the logs service's `LogParser` (the same pattern packs the Logs
-pane and `specdebug scan` use), so the numbers agree everywhere.
+acceptance. Lines go through the logs service's `LogParser` and nothing else (the same pattern packs
+the Logs pane and `specdebug scan` use, the user-instrumentation timings `verify_ms`/`draft_ms`
+included: engines.pack.TIMINGS_COMMON), so one line gives one number everywhere.
 
 Each figure says what it is (`ServerMetrics.what`): a stats line covers the whole server over the
 engine's log interval (vLLM: 10 s by default), which may start before the run and end after it, so
@@ -13,7 +14,6 @@ its generation tok/s is every stream together, diluted by idle time: not the cli
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 
 from specdebug.core.bench.models import ServerMetrics
@@ -28,12 +28,6 @@ ALIASES = {
     "avg_generation_throughput": "gen_throughput",
     "verify_ms": "verify_ms",
 }
-# The packs have no verify-time line (SGLang prints none by default); a profile pattern named
-# verify_ms wins, else this catches "verify ... : <n> ms" shapes such as the sim's --profile-verify.
-VERIFY_MS = re.compile(r"verify[^,\n]*?[:=]\s*(?P<v>[\d.]+)\s*ms", re.IGNORECASE)
-# the draft steps' time on the same kind of line ("draft: 4.01 ms"), kept in extra["draft_ms"]
-# for the speculation arithmetic (core.spec); a profile pattern named draft_ms wins
-DRAFT_MS = re.compile(r"\bdraft[^,\n]*?[:=]\s*(?P<v>[\d.]+)\s*ms", re.IGNORECASE)
 KNOWN = ("accept_len", "verify_ms", "gen_throughput")
 MAX_ERRORS = 5
 
@@ -48,14 +42,8 @@ def _parse(text: str, kind: str, patterns: Mapping[str, str]) -> tuple[dict[str,
     series: dict[str, list[float]] = {}
     errors: list[str] = []
     for line in text.splitlines():
-        if "draft_ms" not in patterns and (dm := DRAFT_MS.search(line)):
-            series.setdefault("draft_ms", []).append(float(dm.group("v")))
         m = parser.parse(line)
         if m is None:
-            if "verify_ms" not in patterns:
-                vm = VERIFY_MS.search(line)
-                if vm:
-                    series.setdefault("verify_ms", []).append(float(vm.group("v")))
             continue
         if m.event == "error" or "error" in m.also:
             if len(errors) < MAX_ERRORS:
@@ -63,10 +51,6 @@ def _parse(text: str, kind: str, patterns: Mapping[str, str]) -> tuple[dict[str,
         for name, value in m.metrics.items():
             if isinstance(value, int | float):
                 series.setdefault(ALIASES.get(name, name), []).append(float(value))
-        if "verify_ms" not in patterns and "verify_ms" not in m.metrics:
-            vm = VERIFY_MS.search(m.line)
-            if vm:
-                series.setdefault("verify_ms", []).append(float(vm.group("v")))
     return series, errors
 
 

@@ -50,8 +50,15 @@ Clock = Callable[[], float]
 class LaunchRefused(SpecdebugError):
     """Not launched or attached: the port is taken, the server still runs, or the target is refused."""
 
-    def __init__(self, message: str, *, holder: PortHolder | None = None, record: ServerRecord | None = None):
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        *,
+        holder: PortHolder | None = None,
+        record: ServerRecord | None = None,
+        hint: str | None = None,
+    ):
+        super().__init__(message, hint)
         self.holder = holder
         self.record = record
 

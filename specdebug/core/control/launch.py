@@ -139,10 +139,25 @@ async def check_can_launch(remote: Remote, profile: Profile) -> None:
                 f"{profile.name} is already running (PID {record.pid}, PGID {record.pgid}, "
                 f"{len(members)} processes); stop or restart it",
                 record=record,
+                hint=f"specdebug stop {remote.name} -c {profile.name} (or restart instead of stop)",
             )
     holder = await find_port_holder(remote, profile.server.port)
     if holder.listening:
-        raise LaunchRefused(f"not launching {profile.name}: {holder.describe()}", holder=holder)
+        raise LaunchRefused(
+            f"not launching {profile.name}: {holder.describe()}",
+            holder=holder,
+            hint=port_change_hint(profile),
+        )
+
+
+def port_change_hint(profile: Profile) -> str:
+    """How to move a profile whose port another server holds (the examples' ports are fixed, and
+    every user of a shared box starts from the same examples)."""
+    where = f" in {profile.source}" if profile.source is not None else ""
+    return (
+        f"to use another port, change `--port {profile.server.port}` in [server] argv and "
+        f"`port = {profile.server.port}`{where} (or in a copy that `extends` it)"
+    )
 
 
 # the largest identity a box can report: a draft record of this size bounds the real one

@@ -20,7 +20,7 @@ from specdebug.core.logs.userrx import UserPattern
 from specdebug.core.secrets import Scrubber
 from specdebug.engines import PACKS, get_pack
 from specdebug.engines.detect import PackDetector
-from specdebug.engines.pack import Pack
+from specdebug.engines.pack import TIMING_NAMES, Pack, without_timings
 from specdebug.engines.primitives import (
     ANSI_RE,
     NCCL_ENV_RE,
@@ -85,7 +85,9 @@ class RawLike(Protocol):
 
 
 class PatternError(ValueError, SpecdebugError):
-    """A user or profile pattern does not compile (message names it)."""
+    """A user or profile pattern does not compile (message names it): a usage error."""
+
+    exit_code = 2
 
 
 def compile_patterns(patterns: Mapping[str, str]) -> dict[str, UserPattern]:
@@ -188,6 +190,7 @@ class LogParser:
         self.in_warmup = from_start
         self.marker_seen = False
         self._user = [*self.grep, *self.patterns.values()]
+        self._shadowed = TIMING_NAMES & self.patterns.keys()  # the user's own reading wins on every line
         self._candidate = combine(self._builtin_sources())
         # plain grep: nothing to parse but the grep patterns' named groups (none: nothing at all)
         self._plain = self.no_pack and not self.patterns and bool(self.grep)
@@ -336,6 +339,8 @@ class LogParser:
                 grep_fields = {k: _num(self.scrub(v)) for k, v in grep_m.groupdict().items() if v is not None}
         run_pack = grep_m is not None if self.grep else builtin
         parsed = self._parse_pack(msg, prefix.start, prefix.level) if run_pack else None
+        if parsed is not None and self._shadowed:
+            parsed = without_timings(parsed, self._shadowed)
         if parsed is None and run_pack and "set by environment to" in line and NCCL_ENV_RE.search(line):
             parsed = Parsed("nccl_env", parse_nccl_env_line(line) or {})
         if parsed is not None and parsed.event not in _STAT_EVENTS:

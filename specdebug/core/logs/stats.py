@@ -38,6 +38,8 @@ METRIC_ORDER = [
     "draft_acceptance_rate",
     "gen_throughput",
     "avg_generation_throughput",
+    "verify_ms",
+    "draft_ms",
     "accepted_throughput",
     "drafted_throughput",
     "input_throughput",

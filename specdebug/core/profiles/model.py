@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,7 +29,10 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class ProfileError(SpecdebugError):
-    """A profile that cannot be used; str() is one line: `file:line: field: message`."""
+    """A profile that cannot be used; str() is one line: `file:line: field: message`.  A config error
+    (exit 2); its hint names the command that lists every problem of the file at once."""
+
+    exit_code = 2
 
     def __init__(
         self,
@@ -45,7 +49,13 @@ class ProfileError(SpecdebugError):
         where = str(self.file) if self.file is not None else "<profile>"
         if line is not None:
             where += f":{line}"
-        super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
+        super().__init__(
+            f"{where}: {field}: {message}" if field else f"{where}: {message}",
+            f"specdebug profile check {shlex.quote(str(self.file))} lists every problem; "
+            "specdebug profile schema shows the fields"
+            if self.file is not None and message != "file not found"
+            else None,
+        )
         self.problems: list[ProfileError] = [self]  # every problem found in the file, this one first
 
 

@@ -127,7 +127,11 @@ class SSHTransport:
         try:
             conn = await self._connect_checked()
         except asyncssh.PermissionDenied as exc:
-            raise AuthFailed(f"{self.name}: authentication failed ({exc})") from exc
+            raise AuthFailed(
+                f"{self.name}: authentication failed ({exc})",
+                "specdebug logs in as ssh would (your ssh agent, the ssh config's User and IdentityFile): "
+                "`ssh -v HOST true` shows which keys the box refused",
+            ) from exc
         except _CONNECT_ERRORS as exc:
             raise RemoteError(_describe_error(exc)) from exc
         self._conn = conn

@@ -24,13 +24,9 @@ from textual.widgets import DataTable, Static
 
 from specdebug.core.bisect import models as bm
 from specdebug.core.bisect.book import unfinished
-from specdebug.core.bisect.gate import GateError
 from specdebug.core.bisect.judge import METRIC_CHOICES
-from specdebug.core.bisect.knobs import GroupError
 from specdebug.core.bisect.run import Bisection
-from specdebug.core.bisect.trial import TrialError
-from specdebug.core.profiles import ProfileError, load_profile
-from specdebug.remote.api import RemoteError
+from specdebug.core.profiles import load_profile
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.panes.bisect_view import BisectView, profile_for, progress_bar, short
@@ -398,22 +394,19 @@ class BisectPane(Pane):
             self.notify("pick both ends first: g on the good profile, b on the bad one", severity="error")
             return
         loader = self.ctx.profile_loader or load_profile
-        try:
-            good, bad = loader(self.good), loader(self.bad)
-            engine = Bisection(
-                remote,
-                good,
-                bad,
-                bm.BisectOptions(
-                    hand=self.hand,
-                    **{**self.bench, "metric": self.judged_by(), "repeats": self.repeats_used()},
-                ),
-                journal=self.ctx.journal,
-                remeasure=remeasure,
-            )
-        except (ProfileError, OSError, GroupError, GateError, ValueError) as exc:
-            self.notify(f"cannot bisect: {exc}", severity="error")
-            return
+        # a profile that does not load, a bad --group or gate: the app's one handler says it (pane.py)
+        good, bad = loader(self.good), loader(self.bad)
+        engine = Bisection(
+            remote,
+            good,
+            bad,
+            bm.BisectOptions(
+                hand=self.hand,
+                **{**self.bench, "metric": self.judged_by(), "repeats": self.repeats_used()},
+            ),
+            journal=self.ctx.journal,
+            remeasure=remeasure,
+        )
         self.engine, self.note = engine, None
         b = good.bench
         pane = f"requests={b.requests},output_len={b.output_len},concurrency={b.concurrency},input_len={b.input_len}"
@@ -425,8 +418,9 @@ class BisectPane(Pane):
         )
         self.run_bisection(engine)
 
-    @work(exclusive=True, group="bisect-run", exit_on_error=False)
+    @work(exclusive=True, group="bisect-run", exit_on_error=False, name="bisection")
     async def run_bisection(self, engine: Bisection) -> None:
+        """A failed trial or a lost box ends the worker: its error reaches the one handler (pane.py)."""
         launched = self.ctx.launched_profiles  # the demo stops them at exit
         try:
             async for ev in engine.events():
@@ -440,8 +434,6 @@ class BisectPane(Pane):
                     self.notify(
                         f"bisection {r.verdict}{found}", severity="information" if found else "warning"
                     )
-        except (TrialError, RemoteError) as exc:
-            self.notify(f"bisection stopped: {exc}", severity="error")
         finally:
             self.engine = None
             self._dirty = True

@@ -36,7 +36,7 @@ from specdebug.core.profiles import Profile
 from specdebug.core.records import JournalRecord, LaunchRecord, StopRecord, VerdictRecord, profile_of
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
-from specdebug.tui.pane import RunningServer, describe_error
+from specdebug.tui.pane import RunningServer, describe_error, error_toast
 from specdebug.tui.panes.startup_nodes import StartupNodes
 from specdebug.tui.panes.startup_view import LOG_LINES_SHOWN, StartupView
 from specdebug.tui.stacks_action import open_stacks
@@ -324,7 +324,7 @@ class StartupPane(StartupView, StartupNodes):
         except LaunchRefused as exc:
             self.mon.state = ServerState.IDLE
             self.mon.message = str(exc)
-            self.notify(str(exc), severity="error")
+            error_toast(self.app, exc)  # with its hint: the port to change, the stop command
             if exc.record is not None:  # the profile's server already runs: show it as if found
                 self.call_later(self.recognise)
         except Exception as exc:
