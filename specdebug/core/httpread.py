@@ -14,11 +14,20 @@ from dataclasses import dataclass
 
 import httpx
 
+from specdebug.errors import SpecdebugError
+
 SMALL_BODY = 64 << 10  # a health or version answer: a few bytes; more is cut
 
 
-class HttpDeadline(httpx.TimeoutException):
-    """No whole answer within the deadline (every read may have succeeded)."""
+class HttpDeadline(httpx.TimeoutException, SpecdebugError):
+    """No whole answer within the deadline (every read may have succeeded).  An httpx timeout first (what
+    its callers already catch), under the error root too (one renderer per front end)."""
+
+    HINT = "the server answered too slowly or without end: is it overloaded, or not the server the profile names?"
+
+    def __init__(self, message: str, *, request: httpx.Request | None = None) -> None:
+        super().__init__(message, request=request)
+        self.hint = self.HINT  # SpecdebugError's __init__ (reached through httpx's) set None
 
 
 @dataclass(frozen=True)
