@@ -96,7 +96,10 @@ def add_cost_flags(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> 
         "--draft-step-ms", type=ms_type, metavar="MS", help=f"one draft step (default {d.draft_step_ms})"
     )
     group.add_argument(
-        "--verify-base-ms", type=ms_type, metavar="MS", help=f"verify, fixed part (default {d.verify_base_ms})"
+        "--verify-base-ms",
+        type=ms_type,
+        metavar="MS",
+        help=f"verify, fixed part (default {d.verify_base_ms})",
     )
     group.add_argument(
         "--verify-per-token-ms",
