@@ -50,6 +50,7 @@ class Shape:
     vllm: bool = False
     notes: str = ""
     rows: list[dict] = field(default_factory=list)
+    baseline: float | None = None  # plain decode, measured in the session (depth 0)
 
 
 SHAPES = [
@@ -103,7 +104,7 @@ async def measure(
 
 async def run_shape(remote, work: Path, shape: Shape, output_len: int) -> Advice:
     journal = Journal(work / f"session-{shape.name}")
-    await measure(remote, work, shape, 0, True, journal, output_len)
+    shape.baseline, _ = await measure(remote, work, shape, 0, True, journal, output_len)
     current = None
     for depth, nccl in shape.measured:
         _, current = await measure(remote, work, shape, depth, nccl, journal, output_len)
@@ -146,13 +147,15 @@ def report(shape: Shape, adv: Advice) -> bool:
             f"{fmt(r['measured']):>8} {fmt(r['error'] * 100 if r['error'] is not None else None, '+.1f'):>6}%  "
             f"{'yes' if r['inside'] else 'NO'}{mark}"
         )
-    truth = max((r for r in shape.rows if r["measured"]), key=lambda r: r["measured"])
-    best = adv.best.depth if adv.best else None
+    print(f"{0:>5} {'-':>9} {'-':>7} {'-':>7} {fmt(shape.baseline):>8}      -   (plain decode, in session)")
+    plain = [{"depth": 0, "measured": shape.baseline}] if shape.baseline else []
+    truth = max([*(r for r in shape.rows if r["measured"]), *plain], key=lambda r: r["measured"])
+    best = 0 if adv.speculation_pays is False else (adv.best.depth if adv.best else None)
     ok_best = best == truth["depth"]
     ok_err = all(r["error"] is not None and abs(r["error"]) <= TOLERANCE for r in shape.rows)
     print(f"advice: {adv.verdict}; measure next: {adv.measure_next}")
     print(
-        f"advised depth {best}, truly fastest {truth['depth']} ({truth['measured']:.1f} tok/s): "
+        f"advised depth {best} (0: no speculation), truly fastest {truth['depth']} ({truth['measured']:.1f} tok/s): "
         f"{'RIGHT' if ok_best else 'WRONG'}; every prediction within {TOLERANCE * 100:.0f} %: {'yes' if ok_err else 'NO'}"
     )
     return ok_best and ok_err

@@ -172,6 +172,18 @@ def test_advise_a_clear_winner_is_decided_with_its_gain() -> None:
     assert adv.verdict.startswith("depth 6")
 
 
+def test_when_no_depth_beats_plain_decode_the_advice_says_so() -> None:
+    """Every depth predicts well below the measured plain decode: speculation costs here."""
+    entries = [
+        _entry(1, _sglang(0), 150.0),
+        _entry(2, _sglang(2), 3 * 1000 / 40.0, {3: 1000}),
+        _entry(3, _sglang(4), 5 * 1000 / 60.0, {5: 1000}),
+    ]
+    adv = advise(entries, entries[0], "p2", _sglang(2), "fp2")
+    assert adv.speculation_pays is False and adv.verdict.startswith("no depth beats plain decode (150.0")
+    assert adv.baseline_tok_s == 150.0
+
+
 def test_a_tree_config_is_not_advised() -> None:
     argv = [*_sglang(3)[:-4], "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "6"]
     adv = advise([_entry(1, argv, 60.0)], None, "p1", argv, "fp1")
@@ -189,7 +201,9 @@ def test_depth_is_applied_to_each_engine_argv() -> None:
     vl = with_depth(["vllm", "serve", "m", "--speculative-config", json.dumps(conf)], 5)
     assert json.loads(vl[vl.index("--speculative-config") + 1]) == {**conf, "num_speculative_tokens": 5}
     assert family(vl) == "vllm ngram" and family(sg) == "sglang EAGLE3 d" and family(_sglang(0)) is None
-    assert depth_flags(vl, 5) == "num_speculative_tokens 5"
+    assert depth_flags(vl, 5).startswith(
+        "--speculative-config {"
+    ) and '"num_speculative_tokens": 5' in depth_flags(vl, 5)
 
 
 def test_the_try_record_round_trips_through_the_journal(tmp_path) -> None:

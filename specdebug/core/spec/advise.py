@@ -10,7 +10,6 @@ stream.  Every input is named with its source in `inputs`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -22,6 +21,8 @@ from specdebug.core.report import HistoryEntry
 from specdebug.core.spec import model as m
 from specdebug.core.spec.analyze import ConfigMath, analyze
 from specdebug.core.spec.points import spec_shape
+from specdebug.engines import ENGINES
+from specdebug.engines.base import Engine
 
 #: the grid reaches this far past the measured depths (the real tier's 1 and 3 -> 2, 4, 5)
 GRID_BELOW, GRID_ABOVE = 1, 2
@@ -66,6 +67,8 @@ class Advice:
     best: Best | None = None
     verdict: str = "cannot tell"
     measure_next: str | None = None
+    baseline_tok_s: float | None = None  # plain decode, measured (depth 0)
+    speculation_pays: bool | None = None  # the best depth against plain decode (None: cannot tell)
     cycle_model: str | None = None
     inputs: list[str] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)
@@ -82,47 +85,38 @@ class Advice:
 # configs: family, depth, and the argv of another depth
 
 
-def family(argv: list[str] | None) -> str | None:
-    """The engine and speculative method of an argv (None: no speculation)."""
+def _engine(argv: list[str] | None) -> tuple[Engine, dict[str, list[str]]] | None:
+    """The engine whose speculative switch the argv holds, with the split flags (None: no speculation)."""
     flags = dict(split_argv(list(argv or []))[1])
-    conf = flags.get("--speculative-config") or flags.get("--speculative_config")
-    if conf:
-        try:
-            data = json.loads(conf[0])
-        except ValueError:
-            return "vllm ?"
-        if isinstance(data, dict):
-            return f"vllm {data.get('method', '?')} {data.get('model', '')}".strip()
-    algo = flags.get("--speculative-algorithm")
-    if algo and algo[0].upper() not in ("NONE", ""):
-        draft = (
-            flags.get("--speculative-draft-model-path") or flags.get("--speculative-draft-model") or [""]
-        )[0]
-        return f"sglang {algo[0].upper()} {draft}".strip()
+    for engine in ENGINES.values():
+        shape = engine.spec_shape(flags)
+        if shape is not None:
+            return (engine, flags) if shape[0] else None
     return None
 
 
+def family(argv: list[str] | None) -> str | None:
+    """The engine and speculative method of an argv (None: no speculation)."""
+    found = _engine(argv)
+    return found[0].spec_method(found[1]) if found else None
+
+
 def with_depth(argv: list[str], depth: int) -> list[str]:
-    """`argv` with `depth` drafts per cycle, topk kept (vLLM: num_speculative_tokens; SGLang at
-    topk 1: --speculative-num-steps k and --speculative-num-draft-tokens k + 1)."""
-    flags = dict(split_argv(list(argv))[1])
-    for name in ("--speculative-config", "--speculative_config"):
-        if flags.get(name):
-            data = json.loads(flags[name][0])
-            data["num_speculative_tokens"] = depth
-            return with_flags(argv, [(name, [json.dumps(data)])])
-    return with_flags(
-        argv,
-        [("--speculative-num-steps", [str(depth)]), ("--speculative-num-draft-tokens", [str(depth + 1)])],
-    )
+    """`argv` with `depth` drafts per cycle, topk kept (the engine's own flags: Engine.spec_depth_flags)."""
+    found = _engine(argv)
+    if found is None:
+        raise ValueError("no speculative decoding in the argv")
+    return with_flags(argv, found[0].spec_depth_flags(found[1], depth))
 
 
 def depth_flags(argv: list[str] | None, depth: int) -> str:
     """The flags that say `depth`, as a user would type them."""
-    flags = dict(split_argv(list(argv or []))[1])
-    if flags.get("--speculative-config") or flags.get("--speculative_config"):
-        return f"num_speculative_tokens {depth}"
-    return f"--speculative-num-steps {depth} --speculative-num-draft-tokens {depth + 1}"
+    found = _engine(argv)
+    if found is None:
+        return f"depth {depth}"
+    return " ".join(
+        f"{name} {' '.join(values)}" for name, values in found[0].spec_depth_flags(found[1], depth)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,6 +228,7 @@ def advise(
         )
     draft = _draft_step(members, adv)
     if base is not None:
+        adv.baseline_tok_s = base.tok_s
         adv.inputs.append(f"baseline decode step {base.step_ms:.2f} ms ({base.source})")
     cyc = m.cycle_model(points, base.step_ms if base else None, draft)
     if cyc is None:
@@ -280,7 +275,9 @@ def _draft_step(members: list[tuple[ConfigMath, int]], adv: Advice) -> float | N
     steps = [(cm.point.draft_ms / d, cm) for cm, d in members if cm.point.draft_ms is not None and d > 0]
     steps = [(s, cm) for s, cm in steps if "draft_ms" in cm.point.sources]
     if not steps:
-        adv.inputs.append("draft step: no draft lines logged (n-gram, or vLLM): 0 ms as the lower bound")
+        adv.inputs.append(
+            "draft step: no draft lines logged (n-gram, or an engine that logs none): 0 ms as the lower bound"
+        )
         return None
     mean = sum(s for s, _ in steps) / len(steps)
     names = ", ".join(f"#{cm.point.id}" for _, cm in steps)
@@ -370,6 +367,7 @@ def _decide(adv: Advice) -> None:
         adv.verdict = (
             f"depth {best.depth}: {best.predicted_tok_s:.1f} tok/s ({best.low:.1f}..{best.high:.1f}){gain}"
         )
+    _against_plain_decode(adv, b)
     if widest.measured_by is None:
         adv.measure_next = (
             f"depth {widest.depth} ({widest.config}): the contender whose interval reaches highest "
@@ -378,6 +376,26 @@ def _decide(adv: Advice) -> None:
     else:
         adv.measure_next = (
             f"repeat depth {widest.depth} ({widest.measured_by}): the contenders are all measured"
+        )
+
+
+def _against_plain_decode(adv: Advice, b: Best) -> None:
+    """Does the best depth beat no speculation at all (the baseline, measured)?"""
+    plain = adv.baseline_tok_s
+    if plain is None:
+        return
+    if b.high < plain:
+        adv.speculation_pays = False
+        adv.verdict = (
+            f"no depth beats plain decode ({plain:.1f} tok/s measured): speculation costs here; the best "
+            f"depth {b.depth} would give {b.predicted_tok_s:.1f} ({b.low:.1f}..{b.high:.1f})"
+        )
+    elif b.low > plain:
+        adv.speculation_pays = True
+    else:
+        adv.notes.append(
+            f"plain decode's {plain:.1f} tok/s lies within the best depth's interval: cannot tell "
+            "whether speculation pays here"
         )
 
 

@@ -1,0 +1,98 @@
+"""The speculation advisor (issue 42) on the real vLLM CPU build: n-gram speculation, TP 1.
+
+The session measures the plain-decode baseline and 1 and 3 speculative tokens (launched, benchmarked
+and stopped through the core calls `launch` and `bench` use); `spec --advise` predicts 2, 4 and 5;
+each is then launched and measured, and the table of predicted against measured is printed (the
+lead's tier log keeps it).  Six launches in all, one at a time.  The machine is shared and a real
+CPU server is noisy, so the bound checked is loose (a factor 1.5); the table says how close it came.
+
+    bash tests/real/run.sh tests/real/test_advice_real.py -s
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from specdebug.core.bench.runner import BenchRequest, run_benchmark
+from specdebug.core.control import actions as server_control
+from specdebug.core.control.events import Verdict
+from specdebug.core.control.launch import launch
+from specdebug.core.control.watch import watch
+from specdebug.core.journal import Journal
+from specdebug.core.profiles import load_profile
+from tests import clifork
+from tests.real.engine import VllmVenv, server_argv, server_env, write_profile
+from tests.sshd_harness import Sshd, free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+MEASURED, PREDICTED = (1, 3), (2, 4, 5)
+REQUESTS, OUTPUT_LEN = 6, 256
+
+
+async def measure(remote, path: Path, journal: Journal | None) -> float | None:
+    """Launch, wait for ready, benchmark, stop: the client's decode tok/s (None: it did not run)."""
+    profile = load_profile(path)
+    record = await launch(remote, profile, journal=journal)
+    try:
+        verdict = None
+        async for ev in watch(remote, record, profile, journal=journal):
+            if isinstance(ev, Verdict):
+                verdict = ev
+        if verdict is None or verdict.verdict != "ready":
+            print(f"{profile.name}: not ready: {verdict.reason if verdict else '?'}")
+            return None
+        req = BenchRequest(requests=REQUESTS, output_len=OUTPUT_LEN, input_len=64)
+        res = await run_benchmark(remote, profile, req, journal=journal, host="gpubox")
+        return res.decode_tok_s if res.status == "done" else None
+    finally:
+        await server_control.stop_record(remote, record, grace_s=20, journal=journal)
+
+
+async def test_advice_from_1_and_3_tokens_predicts_2_4_and_5(
+    remote, sshd: Sshd, vllm_venv: VllmVenv, tiny_model: Path, tmp_path: Path
+) -> None:
+    journal = Journal(tmp_path / "session")
+    port = free_port()
+
+    def profile(tokens: int) -> Path:
+        argv = server_argv(vllm_venv, tiny_model, port, tp=1, spec_tokens=tokens or None)
+        return write_profile(
+            tmp_path, argv, server_env(tp=1), port, name=f"advice-real-{tokens}", requests=REQUESTS,
+            output_len=OUTPUT_LEN,
+        )  # fmt: skip
+
+    for tokens in (0, *MEASURED):
+        assert await measure(remote, profile(tokens), journal) is not None, f"{tokens} tokens: no result"
+    got = clifork.run(
+        [sys.executable, "-m", "specdebug.cli", "spec", "-F", str(sshd.config_path), "gpubox", "-c",
+         str(profile(3)), "--session", str(journal.session_dir), "--advise", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    advice = json.loads(got.stdout)["advice"]
+    print("\n".join(["", "advice:", *advice["inputs"], advice["cycle_model"] or "", advice["verdict"]]))
+    cands = {c["depth"]: c for c in advice["candidates"]}
+    rows = []
+    for k in PREDICTED:
+        c = cands.get(k)
+        assert c is not None and c["predicted_tok_s"], (k, c)
+        measured = await measure(remote, profile(k), None)
+        rows.append((k, c, measured))
+    print(f"\n{'tokens':>6} {'predicted':>9} {'low':>8} {'high':>8} {'measured':>8} {'error':>7}  inside")
+    for k in sorted(cands):
+        c = cands[k]
+        m = next((x for kk, _, x in rows if kk == k), c["measured_tok_s"])
+        err = (c["predicted_tok_s"] / m - 1) * 100 if m and c["predicted_tok_s"] else None
+        inside = m is not None and c["low"] is not None and c["low"] <= m <= c["high"]
+        print(
+            f"{k:>6} {c['predicted_tok_s'] or 0:9.1f} {c['low'] or 0:8.1f} {c['high'] or 0:8.1f} "
+            f"{m or 0:8.1f} {err if err is not None else 0:+6.1f}%  {'yes' if inside else 'no'}"
+            + (" (measured in the session)" if c["measured_by"] else "")
+        )
+    for k, c, m in rows:
+        assert m is not None, f"{k} tokens: no measurement"
+        assert 1 / 1.5 < c["predicted_tok_s"] / m < 1.5, (k, c["predicted_tok_s"], m)
