@@ -216,3 +216,21 @@ def test_the_try_record_round_trips_through_the_journal(tmp_path) -> None:
     assert isinstance(back, SpecAdviceTryRecord) and back.model_dump(exclude={"ts"}) == rec.model_dump(
         exclude={"ts"}
     )
+
+
+def test_the_tui_spec_panel_shows_the_advice_of_the_highlighted_config() -> None:
+    import io
+
+    from rich.console import Console
+
+    from specdebug.tui.widgets.spec_panel import spec_renderable
+
+    entries = [
+        _entry(1, _sglang(0), 89.0),
+        _entry(2, _sglang(2), 94.0, {1: 44, 2: 24, 3: 32}),
+    ]
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(spec_renderable(entries, entries[0], entries[1]))
+    text = console.export_text()
+    assert "Which depth is fastest (spec --advise)" in text
+    assert "verdict: cannot tell between depth" in text and "measure next: depth" in text
