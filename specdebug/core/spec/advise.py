@@ -309,7 +309,9 @@ def _grid(
     for k in range(lo, hi + 1):
         c = Candidate(k, depth_flags(argv, k))
         pred = m.predict(k, acc, cyc)
-        if pred is None:
+        if pred is None and acc.tokens(k) is not None:
+            c.note = f"cannot tell: the cycle line reaches no positive time at depth {k}"
+        elif pred is None:
             c.note = (
                 f"cannot tell: acceptance of positions up to {k} not measured (no per-position figures)"
                 if k < acc.deepest

@@ -362,8 +362,10 @@ def predict(k: int, acc: AcceptModel, cyc: CycleModel) -> Prediction | None:
     if tok is None:
         return None
     c = cyc.at(k)
-    if c.mid <= 0 or c.low <= 0:
+    if c.mid <= 0:
         return None
+    # a noisy line far from its points can reach 0 ms: the high end is then bounded by a tenth of the cycle
+    c.low = max(c.low, 0.1 * c.mid)
     return Prediction(k, tok.mid * 1000 / c.mid, tok.low * 1000 / c.high, tok.high * 1000 / c.low, tok, c)
 
 
