@@ -327,7 +327,8 @@ def cycle_model(
         if base_step_ms is not None and line.intercept < base_step_ms * (1 - OFF_FIT):
             model.notes.append(
                 f"the fit puts depth 0 at {line.intercept:.2f} ms, below the baseline's decode step "
-                f"{base_step_ms:.2f} ms: the measured depths disagree with each other"
+                f"{base_step_ms:.2f} ms: the plain decode has another problem, or the measured depths "
+                "disagree with each other"
             )
     elif len(depths) == 1 and base_step_ms is not None:
         ref = kept[0]
