@@ -5,8 +5,8 @@ and stopped through the core calls `launch` and `bench` use); `spec --advise` pr
 each is then launched and measured, and the table of predicted against measured is printed (the
 lead's tier log keeps it).  Six launches in all, one at a time.
 
-What is checked is the shape (a prediction with an interval for each of 2, 4 and 5, each measured),
-not the error: on this shared 2-core machine a real CPU server's speed follows the load of the other
+What is checked is the shape (a prediction with an interval for each of 2, 4 and 5, each measured,
+or a "cannot tell" that says why and what to measure), not the error: on this shared 2-core machine a real CPU server's speed follows the load of the other
 processes from one launch to the next (the first run here read 123 tok/s at 1 token and 1082 at 5,
 where the acceptance says about 3x), so the table prints the 1-minute load average beside each
 measurement for the reader to judge.
@@ -75,8 +75,10 @@ async def test_advice_from_1_and_3_tokens_predicts_2_4_and_5(
             output_len=OUTPUT_LEN,
         )  # fmt: skip
 
+    measured: dict[int, float | None] = {}
     for tokens in (0, *MEASURED):
-        assert await measure(remote, profile(tokens), journal) is not None, f"{tokens} tokens: no result"
+        measured[tokens] = await measure(remote, profile(tokens), journal)
+        assert measured[tokens] is not None, f"{tokens} tokens: no result"
     got = clifork.run(
         [sys.executable, "-m", "specdebug.cli", "spec", "-F", str(sshd.config_path), "gpubox", "-c",
          str(profile(3)), "--session", str(journal.session_dir), "--advise", "--json"],
@@ -84,29 +86,30 @@ async def test_advice_from_1_and_3_tokens_predicts_2_4_and_5(
     )  # fmt: skip
     assert got.returncode == 0, got.stderr
     advice = json.loads(got.stdout)["advice"]
-    print("\n".join(["", "advice:", *advice["inputs"], advice["cycle_model"] or "", advice["verdict"]]))
+    print("\n".join(["", "advice:", *advice["inputs"], *advice["left_out"], *advice["notes"],
+                     advice["cycle_model"] or "", advice["verdict"]]))  # fmt: skip
     cands = {c["depth"]: c for c in advice["candidates"]}
-    rows = []
     for k in PREDICTED:
-        c = cands.get(k)
-        assert c is not None and c["predicted_tok_s"], (k, c)
-        measured = await measure(remote, profile(k), None)
-        rows.append((k, c, measured))
+        measured[k] = await measure(remote, profile(k), None)
     print(
         f"\n{'tokens':>6} {'predicted':>9} {'low':>8} {'high':>8} {'measured':>8} {'error':>7}  load  inside"
     )
-    for k in sorted(cands):
-        c = cands[k]
-        m = next((x for kk, _, x in rows if kk == k), c["measured_tok_s"])
-        err = (c["predicted_tok_s"] / m - 1) * 100 if m and c["predicted_tok_s"] else None
-        inside = m is not None and c["low"] is not None and c["low"] <= m <= c["high"]
+    for k in sorted(measured):
+        c = cands.get(k) or {}
+        pred, m = c.get("predicted_tok_s"), measured[k]
+        err = f"{(pred / m - 1) * 100:+6.1f}%" if pred and m else "     - "
+        inside = "yes" if pred and m and c["low"] <= m <= c["high"] else ("-" if not pred else "no")
         print(
-            f"{k:>6} {c['predicted_tok_s'] or 0:9.1f} {c['low'] or 0:8.1f} {c['high'] or 0:8.1f} "
-            f"{m or 0:8.1f} {err if err is not None else 0:+6.1f}%  {LOAD.get(f'advice-real-{k}', 0):4.1f}  "
-            f"{'yes' if inside else 'no'}" + (" (measured in the session)" if c["measured_by"] else "")
+            f"{k:>6} {pred or 0:9.1f} {c.get('low') or 0:8.1f} {c.get('high') or 0:8.1f} {m or 0:8.1f} {err}  "
+            f"{LOAD.get(f'advice-real-{k}', 0):4.1f}  {inside}"
+            + (" (in the session)" if k in (0, *MEASURED) else "")
         )
-    for k, c, m in rows:
-        assert m is not None, f"{k} tokens: no measurement"
-        assert c["low"] < c["predicted_tok_s"] < c["high"], (k, c)
+    assert all(measured[k] is not None for k in PREDICTED), measured
+    if advice["verdict"].startswith("cannot tell:"):  # the data could not decide: said why, no figure
+        assert not cands and ("measure" in advice["verdict"]), advice["verdict"]
+        return
+    for k in PREDICTED:
+        c = cands[k]
+        assert c["predicted_tok_s"] and c["low"] < c["predicted_tok_s"] < c["high"], (k, c)
     assert cands[4]["extrapolated"] and cands[5]["extrapolated"] and not cands[2]["extrapolated"]
     assert "least squares" in (advice["cycle_model"] or "")  # two depths measured: a fitted line

@@ -231,11 +231,8 @@ def advise(
         adv.baseline_tok_s = base.tok_s
         adv.inputs.append(f"baseline decode step {base.step_ms:.2f} ms ({base.source})")
     cyc = m.cycle_model(points, base.step_ms if base else None, draft)
-    if cyc is None:
-        adv.verdict = (
-            "cannot tell: one depth measured and no plain-decode baseline: measure another depth "
-            "or the baseline (no speculation)"
-        )
+    if isinstance(cyc, str):
+        adv.verdict = cyc
         return adv
     _left_out(adv, cyc, configs)
     adv.cycle_model = cyc.describe()

@@ -254,12 +254,18 @@ class CycleModel:
         )
 
 
-def slope_bounds(ref: CyclePoint, base_step_ms: float, draft_step_ms: float | None) -> tuple[float, float]:
+def slope_bounds(
+    ref: CyclePoint, base_step_ms: float, draft_step_ms: float | None
+) -> tuple[float, float] | None:
     """The cycle's slope per depth through one measured depth: at least the draft step (0 unknown), at
-    most the slope that puts depth 0 at the plain decode step (a verify costs no less than a decode)."""
+    most the slope that puts depth 0 at the plain decode step (a verify costs no less than a decode).
+    None when the decode step is longer than the measured cycle's verify part: it bounds nothing (the
+    plain decode has another problem, or the box changed between the two measurements)."""
     lo = draft_step_ms or 0.0
-    hi = lo + max(0.0, (ref.cycle_ms - lo * ref.depth - base_step_ms) / ref.depth)
-    return lo, hi
+    rise = ref.cycle_ms - lo * ref.depth - base_step_ms
+    if rise < 0:
+        return None
+    return lo, lo + rise / ref.depth
 
 
 def _upper_from(
@@ -272,8 +278,8 @@ def _upper_from(
         return line.at(k) if line is not None else None
     if len(depths) == 1 and base_step_ms is not None:
         ref = max(others, key=lambda p: p.cycle_ms)
-        lo, hi = slope_bounds(ref, base_step_ms, draft_step_ms)
-        return max(ref.cycle_ms + (k - ref.depth) * s for s in (lo, hi))
+        bounds = slope_bounds(ref, base_step_ms, draft_step_ms)
+        return max(ref.cycle_ms + (k - ref.depth) * s for s in bounds) if bounds is not None else None
     return None
 
 
@@ -307,39 +313,76 @@ def off_fit(
 
 def cycle_model(
     points: list[CyclePoint], base_step_ms: float | None, draft_step_ms: float | None
-) -> CycleModel | None:
-    """The cycle against depth from the configs in the fit (None: cannot tell, with fewer than two
-    depths and no baseline)."""
+) -> CycleModel | str:
+    """The cycle against depth from the configs in the fit, or why it cannot be told."""
     kept, left = off_fit(points, base_step_ms, draft_step_ms)
     depths = sorted({p.depth for p in kept})
-    noise_ms = max((p.noise * p.cycle_ms for p in kept), default=0.0)
     if len(depths) >= 2:
-        line = arith.fit_line([(float(p.depth), p.cycle_ms) for p in kept])
-        assert line is not None
-        resid = [p.cycle_ms - line.at(p.depth) for p in kept]
-        dof = len(kept) - 2
-        res_ms = math.sqrt(sum(r * r for r in resid) / dof) if dof > 0 else None
-        model = CycleModel("fit", kept, line=line, sigma_ms=max(noise_ms, res_ms or 0.0), residual_ms=res_ms)
-        if res_ms is not None and res_ms > OFF_FIT * sum(p.cycle_ms for p in kept) / len(kept):
-            model.notes.append(
-                f"the fit is poor (residual {res_ms:.2f} ms): the cycle is not a line in depth"
-            )
-        if base_step_ms is not None and line.intercept < base_step_ms * (1 - OFF_FIT):
-            model.notes.append(
-                f"the fit puts depth 0 at {line.intercept:.2f} ms, below the baseline's decode step "
-                f"{base_step_ms:.2f} ms: the plain decode has another problem, or the measured depths "
-                "disagree with each other"
-            )
+        model: CycleModel | str = _fitted(kept, base_step_ms, draft_step_ms or 0.0)
     elif len(depths) == 1 and base_step_ms is not None:
         ref = kept[0]
         if len(kept) > 1:  # several configs at the one depth: their mean
             mean = sum(p.cycle_ms for p in kept) / len(kept)
             names = ", ".join(p.config for p in kept)
             ref = CyclePoint(names, ref.depth, mean, max(p.noise for p in kept), "mean of " + names)
-        model = CycleModel("bounded", [ref], slope_range=slope_bounds(ref, base_step_ms, draft_step_ms))
+        bounds = slope_bounds(ref, base_step_ms, draft_step_ms)
+        if bounds is None:
+            return (
+                f"cannot tell: one depth measured, and the baseline's decode step {base_step_ms:.2f} ms is "
+                f"longer than its cycle ({ref.cycle_ms:.2f} ms at depth {ref.depth}), so it bounds nothing "
+                "(the plain decode has another problem, or the box changed between them): measure another depth"
+            )
+        model = CycleModel("bounded", [ref], slope_range=bounds)
     else:
-        return None
-    model.left_out = left
+        return (
+            "cannot tell: one depth measured and no plain-decode baseline: measure another depth "
+            "or the baseline (no speculation)"
+        )
+    if isinstance(model, CycleModel):
+        model.left_out = left
+    return model
+
+
+def _fitted(kept: list[CyclePoint], base_step_ms: float | None, lo: float) -> CycleModel | str:
+    """Least squares over two or more depths.  A cycle cannot fall with depth (a draft costs at least
+    `lo`): a slope below that within the noise is held at `lo` (said so); beyond it the measurements
+    disagree (the box changed between them) and the answer is cannot tell."""
+    line = arith.fit_line([(float(p.depth), p.cycle_ms) for p in kept])
+    assert line is not None
+    noise_ms = max(p.noise * p.cycle_ms for p in kept)
+    xs = [float(p.depth) for p in kept]
+    sxx = sum((x - sum(xs) / len(xs)) ** 2 for x in xs)
+    notes: list[str] = []
+    params = 2
+    if line.slope < lo:
+        se_slope = noise_ms / math.sqrt(sxx)
+        if line.slope < lo - Z * se_slope:
+            how = "falls with depth" if line.slope < 0 else f"rises by less than a draft step ({lo:.2f} ms)"
+            return (
+                f"cannot tell: the measured cycle {how} ({line.slope:+.2f} ms a depth, beyond their noise "
+                f"of {se_slope:.2f}): the configs disagree (the box changed between them?); measure them "
+                "again, one after the other"
+            )
+        notes.append(
+            f"the fitted slope {line.slope:+.2f} ms a depth is below the draft step {lo:.2f} ms (within the "
+            f"noise): held at {lo:.2f}"
+        )
+        line = arith.Line(
+            intercept=sum(p.cycle_ms - lo * p.depth for p in kept) / len(kept), slope=lo, n=len(kept)
+        )
+        params = 1
+    resid = [p.cycle_ms - line.at(p.depth) for p in kept]
+    dof = len(kept) - params
+    res_ms = math.sqrt(sum(r * r for r in resid) / dof) if dof > 0 else None
+    model = CycleModel("fit", kept, line=line, sigma_ms=max(noise_ms, res_ms or 0.0), residual_ms=res_ms)
+    model.notes += notes
+    if res_ms is not None and res_ms > OFF_FIT * sum(p.cycle_ms for p in kept) / len(kept):
+        model.notes.append(f"the fit is poor (residual {res_ms:.2f} ms): the cycle is not a line in depth")
+    if base_step_ms is not None and line.intercept < base_step_ms * (1 - OFF_FIT):
+        model.notes.append(
+            f"the fit puts depth 0 at {line.intercept:.2f} ms, below the baseline's decode step "
+            f"{base_step_ms:.2f} ms: the plain decode has another problem, or the box changed between them"
+        )
     return model
 
 
