@@ -266,6 +266,27 @@ class BisectStopRecord(Record):
     host: str | None = None
 
 
+class SpecAdviceTryRecord(Record):
+    """`spec --advise --try`: the advised depth launched and benchmarked, its prediction checked
+    (core.spec.tryout): what was predicted beside what was measured."""
+
+    kind: Literal["spec_advice_try"] = "spec_advice_try"
+    profile: str  # the profile the advised depth was applied to
+    config: str  # the tried config's name (and its server record's)
+    depth: int
+    flags: str = ""  # the flags that set the depth
+    fingerprint: str | None = None
+    predicted_tok_s: float | None = Field(default=None, allow_inf_nan=False)
+    low: float | None = Field(default=None, allow_inf_nan=False)
+    high: float | None = Field(default=None, allow_inf_nan=False)
+    measured_tok_s: float | None = Field(default=None, allow_inf_nan=False)
+    error_pct: float | None = Field(default=None, allow_inf_nan=False)  # (predicted - measured) / measured
+    inside: bool | None = None  # the measurement lies within [low, high]
+    result_ts: float | None = None  # when the benchmark result finished (its finished_at)
+    reason: str | None = None  # why nothing was measured (failed start, failed benchmark)
+    host: str | None = None
+
+
 class OtherRecord(Record):
     """A kind this version does not know (a note, a newer writer's record): its fields are kept."""
 
@@ -287,6 +308,7 @@ KNOWN: dict[str, type[Record]] = {
         BisectResultRecord,
         BisectLaunchRecord,
         BisectStopRecord,
+        SpecAdviceTryRecord,
     )
 }
 
@@ -309,6 +331,7 @@ JournalRecord = Annotated[
     | Annotated[BisectResultRecord, Tag("bisect_result")]
     | Annotated[BisectLaunchRecord, Tag("bisect_launch")]
     | Annotated[BisectStopRecord, Tag("bisect_stop")]
+    | Annotated[SpecAdviceTryRecord, Tag("spec_advice_try")]
     | Annotated[OtherRecord, Tag("other")],
     Discriminator(_tag),
 ]

@@ -127,6 +127,15 @@ class Engine(Protocol):
         """What its speculative launch flags say (split flags: name -> values); None without its switch."""
         ...
 
+    def spec_method(self, flags: Mapping[str, list[str]]) -> str:
+        """Its speculative method (and draft model) from the split flags: configs of one method share
+        acceptance (the speculation advisor, core.spec.advise, only mixes those)."""
+        ...
+
+    def spec_depth_flags(self, flags: Mapping[str, list[str]], depth: int) -> list[tuple[str, list[str]]]:
+        """The flags that set `depth` drafts per cycle, topk kept (the advisor's candidates, `spec --try`)."""
+        ...
+
     def env_rules(self, version: str | None, argv: Sequence[str] = ()) -> dict[str, EnvRule]:
         """What the server does to its workers' environment, for this version and argv."""
         ...

@@ -216,6 +216,20 @@ class SGLang:
             return True, steps + 1, topk, "--speculative-num-steps + 1 (topk 1)"
         return True, None, topk, "argv does not give the draft tokens"
 
+    def spec_method(self, flags: Mapping[str, list[str]]) -> str:
+        """--speculative-algorithm and the draft model."""
+        algo = (flags.get(self.spec_switch) or ["?"])[0].upper()
+        draft = flags.get("--speculative-draft-model-path") or flags.get("--speculative-draft-model") or [""]
+        return f"{self.name} {algo} {draft[0]}".strip()
+
+    def spec_depth_flags(self, flags: Mapping[str, list[str]], depth: int) -> list[tuple[str, list[str]]]:
+        """--speculative-num-steps k and, at topk 1, --speculative-num-draft-tokens k + 1 (SGLang's own
+        rule: a chain verifies the steps plus the target's token)."""
+        return [
+            ("--speculative-num-steps", [str(depth)]),
+            ("--speculative-num-draft-tokens", [str(depth + 1)]),
+        ]
+
     def claims_saved(self, obj: Mapping[str, Any]) -> bool:
         """`--output-file` JSON: anything vLLM's `--save-result` shape does not claim."""
         return not ("failed" in obj and "backend" not in obj)

@@ -203,6 +203,24 @@ class Vllm:
             return True, n + 1, None, "--speculative-config num_speculative_tokens + 1"
         return True, None, None, "--speculative-config (no num_speculative_tokens)"
 
+    def _spec_config(self, flags: Mapping[str, list[str]]) -> tuple[str, dict[str, Any]]:
+        name = self.spec_switch if flags.get(self.spec_switch) else "--speculative_config"
+        try:
+            data = json.loads((flags.get(name) or ["{}"])[0])
+        except ValueError:
+            data = {}
+        return name, data if isinstance(data, dict) else {}
+
+    def spec_method(self, flags: Mapping[str, list[str]]) -> str:
+        """--speculative-config's method and draft model."""
+        data = self._spec_config(flags)[1]
+        return f"{self.name} {data.get('method', '?')} {data.get('model', '')}".strip()
+
+    def spec_depth_flags(self, flags: Mapping[str, list[str]], depth: int) -> list[tuple[str, list[str]]]:
+        """--speculative-config with num_speculative_tokens = depth, its other keys kept."""
+        name, data = self._spec_config(flags)
+        return [(name, [json.dumps({**data, "num_speculative_tokens": depth})])]
+
     def claims_saved(self, obj: Mapping[str, Any]) -> bool:
         """`--save-result` JSON: a `failed` count and no `backend` key (vllm/benchmarks/serve.py)."""
         return "failed" in obj and "backend" not in obj

@@ -106,6 +106,10 @@ Cost model (real time, not scaled by --time-scale; constants in `costmodel`)
         same with the NCCL vars                   step 6 + 19 ms             -> 86.4 tok/s
     --noise F scales the step cost of a whole launch by a factor drawn from N(1, F) (clipped to
     [0.5, 1.5]), like a real box across restarts; drawn fresh at every launch unless --noise-seed.
+    --draft-step-ms, --verify-base-ms, --verify-per-token-ms and --accept Q1,Q2,... (conditional
+    acceptance per depth, the last repeating) give the model another box's shape (costmodel.Costs;
+    the speculation advisor's benchmark runs a cheap drafter, an expensive verify, fast-dropping
+    acceptance with them).
     Flags the model does not name above (scheduling, logging, memory within limits...) cost nothing.
     Concurrent requests share iterations (continuous batching), so per-stream rate falls as the
     batch grows while total throughput rises.  --profile-verify (or EAGLE3_PROFILE=1 in the workers'

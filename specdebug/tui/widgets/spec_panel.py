@@ -1,4 +1,5 @@
-"""The Bench pane's speculation-arithmetic panel (key `a`): the headless `specdebug spec`, drawn.
+"""The Bench pane's speculation-arithmetic panel (key `a`): the headless `specdebug spec`, drawn,
+and below it the advice (`spec --advise`): which depth should be fastest, from the same session.
 
 Pure: history entries in, a rich renderable out, from core.spec (the same numbers as the verb).
 """
@@ -10,6 +11,7 @@ from rich.text import Text
 
 from specdebug.core.report import HistoryEntry
 from specdebug.core.sanitize import visible
+from specdebug.core.spec.advise import advise, describe
 from specdebug.core.spec.analyze import analyze
 
 
@@ -70,4 +72,19 @@ def spec_renderable(entries: list[HistoryEntry], base: HistoryEntry | None, entr
         lines.append(Text(visible(f"likely cause: {c.cause}", tab=" "), style="yellow"))
         lines += [Text(visible(f"  {e}", tab=" "), style="dim") for e in c.evidence[:6]]
     lines += [Text(visible(f"note: {n}", tab=" "), style="dim") for n in mine.notes]
+    lines += advice_lines(entries, base, entry)
     return Group(*lines)
+
+
+def advice_lines(entries: list[HistoryEntry], base: HistoryEntry | None, entry: HistoryEntry) -> list[Text]:
+    """`spec --advise` for the entry's config: the same lines the verb prints, the verdict bold."""
+    res = entry.result
+    if not res.argv:
+        return []
+    adv = advise(entries, base, res.profile or "?", list(res.argv), res.fingerprint)
+    out = [Text(""), Text("Which depth is fastest (spec --advise)", style="bold")]
+    for line in describe(adv)[1:]:
+        verdict = line.lstrip().startswith(("best:", "verdict:"))
+        style = "bold" if verdict else ("dim" if line.lstrip().startswith(("input:", "note:")) else "")
+        out.append(Text(visible(line, tab=" "), style=style))
+    return out

@@ -48,6 +48,22 @@ THROTTLED_SM_MHZ = 1830
 
 
 @dataclass(frozen=True)
+class Costs:
+    """The cost model's speculative knobs (sim-only flags --draft-step-ms, --verify-base-ms,
+    --verify-per-token-ms, --accept): the defaults are the story's box.  The advisor's benchmark
+    (tests/perf/bench_spec_advice.py) runs other shapes with them: a cheap drafter, an expensive
+    verify, acceptance that drops fast with depth."""
+
+    draft_step_ms: float = DRAFT_STEP_MS
+    verify_base_ms: float = VERIFY_BASE_MS
+    verify_per_token_ms: float = VERIFY_PER_DRAFT_TOKEN_MS
+    accept: tuple[float, ...] = ACCEPT_TOPK1  # conditional acceptance per depth (the last repeats)
+
+
+DEFAULT_COSTS = Costs()
+
+
+@dataclass(frozen=True)
 class SpecConfig:
     """Speculative settings after SGLang's own adjustments (topk 1 -> draft tokens = steps + 1)."""
 
@@ -93,16 +109,17 @@ def step_cost(
     nccl_missing: int = 0,
     cuda_graph: bool = True,
     scale: float = 1.0,
+    costs: Costs = DEFAULT_COSTS,
 ) -> StepCost:
     """Time of one decode iteration with `batch_size` running requests (`scale`: this launch's noise)."""
     extra = max(batch_size, 1) - 1
     graph = (1.0 if cuda_graph else NO_CUDA_GRAPH_FACTOR) * scale
     if not spec.enabled:
         return StepCost(0.0, TARGET_DECODE_MS * (1 + DECODE_BATCH_GROWTH * extra) * graph)
-    draft = spec.num_steps * DRAFT_STEP_MS * (1 + DRAFT_BATCH_GROWTH * extra) * graph
-    verify = VERIFY_BASE_MS * (
+    draft = spec.num_steps * costs.draft_step_ms * (1 + DRAFT_BATCH_GROWTH * extra) * graph
+    verify = costs.verify_base_ms * (
         1 + DECODE_BATCH_GROWTH * extra
-    ) + VERIFY_PER_DRAFT_TOKEN_MS * spec.num_draft_tokens * (1 + VERIFY_TOKEN_BATCH_GROWTH * extra)
+    ) + costs.verify_per_token_ms * spec.num_draft_tokens * (1 + VERIFY_TOKEN_BATCH_GROWTH * extra)
     return StepCost(draft, verify * verify_penalty(nccl_missing) * graph)
 
 
@@ -118,31 +135,32 @@ def breadth(spec: SpecConfig) -> float:
     return max(1.0, min(float(spec.topk), (spec.num_draft_tokens - 1) / spec.num_steps))
 
 
-def conditional_acceptance(spec: SpecConfig) -> list[float]:
+def conditional_acceptance(spec: SpecConfig, costs: Costs = DEFAULT_COSTS) -> list[float]:
     """P(depth i accepted | depth i-1 accepted) for i = 1..num_steps."""
     b = breadth(spec)
     out = []
+    table = costs.accept or ACCEPT_TOPK1
     for i in range(spec.num_steps):
-        a = ACCEPT_TOPK1[min(i, len(ACCEPT_TOPK1) - 1)]
+        a = table[min(i, len(table) - 1)]
         out.append(1.0 - (1.0 - a) ** (b**BREADTH_GAMMA))
     return out
 
 
-def accept_length_distribution(spec: SpecConfig) -> list[float]:
+def accept_length_distribution(spec: SpecConfig, costs: Costs = DEFAULT_COSTS) -> list[float]:
     """P(accept length = k) for k = 1..num_steps+1 (accept length counts the bonus token, like SGLang)."""
     if not spec.enabled:
         return [1.0]
     probs = []
     reach = 1.0  # P(accept length >= k)
-    for q in conditional_acceptance(spec):
+    for q in conditional_acceptance(spec, costs):
         probs.append(reach * (1.0 - q))
         reach *= q
     probs.append(reach)
     return probs
 
 
-def expected_accept_length(spec: SpecConfig) -> float:
-    return sum((k + 1) * p for k, p in enumerate(accept_length_distribution(spec)))
+def expected_accept_length(spec: SpecConfig, costs: Costs = DEFAULT_COSTS) -> float:
+    return sum((k + 1) * p for k, p in enumerate(accept_length_distribution(spec, costs)))
 
 
 def expected_rate(
@@ -152,10 +170,13 @@ def expected_rate(
     nccl_missing: int = 0,
     cuda_graph: bool = True,
     scale: float = 1.0,
+    costs: Costs = DEFAULT_COSTS,
 ) -> float:
     """Modelled decode tokens/s of one stream (steady state, after the first token)."""
-    cost = step_cost(spec, batch_size, nccl_missing=nccl_missing, cuda_graph=cuda_graph, scale=scale)
-    return expected_accept_length(spec) * 1000.0 / cost.total_ms
+    cost = step_cost(
+        spec, batch_size, nccl_missing=nccl_missing, cuda_graph=cuda_graph, scale=scale, costs=costs
+    )
+    return expected_accept_length(spec, costs) * 1000.0 / cost.total_ms
 
 
 @dataclass(frozen=True)
@@ -197,8 +218,8 @@ class AcceptSampler:
     the modelled rate.
     """
 
-    def __init__(self, spec: SpecConfig, rng: random.Random):
-        self._p = accept_length_distribution(spec)
+    def __init__(self, spec: SpecConfig, rng: random.Random, costs: Costs = DEFAULT_COSTS):
+        self._p = accept_length_distribution(spec, costs)
         self._credit = [rng.random() for _ in self._p]
 
     def next(self) -> int:

@@ -133,6 +133,7 @@ class Engine:
         shapes: Shapes | None = None,
         cost_scale: float = 1.0,
         decode_scale: float = 1.0,
+        costs: costmodel.Costs = costmodel.DEFAULT_COSTS,
     ):
         self.shapes = shapes or Shapes(DEFAULT_VERSION)
         self.spec = spec
@@ -146,6 +147,7 @@ class Engine:
         self.nccl_missing = nccl_missing
         self.cost_scale = cost_scale  # this launch's --noise draw
         self.decode_scale = decode_scale  # --decode-scale: a faster (or slower) GPU, for benchmarks
+        self.costs = costs  # --draft-step-ms, --verify-*-ms, --accept: another box's shape
         self.slowdown: Callable[[], float] = lambda: 1.0  # a throttled GPU of this server (launcher)
         self.profile = profile and spec.enabled
         self.waiting: list[Request] = []
@@ -175,7 +177,7 @@ class Engine:
             max_new_tokens=max(max_new_tokens, 0),
             ignore_eos=ignore_eos,
             natural_len=natural,
-            sampler=AcceptSampler(self.spec, self._rng),
+            sampler=AcceptSampler(self.spec, self._rng, self.costs),
             words=random.Random(self._rng.getrandbits(64) ^ n),
         )
         self.stats.num_requests_total += 1
@@ -206,6 +208,7 @@ class Engine:
             nccl_missing=self.nccl_missing,
             cuda_graph=self.graph_used(bs),
             scale=self.cost_scale * self.decode_scale * self.slowdown(),
+            costs=self.costs,
         )
 
     def graph_used(self, bs: int) -> bool:

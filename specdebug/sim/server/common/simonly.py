@@ -33,6 +33,11 @@ class CommonSimOptions:
     never_join: bool = False  # multi-node: this node's ranks stop before the rendezvous (the others wait)
     die_after_ready: float | None = None  # multi-node: this node's server is killed S s after it is up
     nccl_timeout_after: float | None = None  # multi-node: one rank's NCCL watchdog fires S s after it is up
+    # the cost model's speculative shape (costmodel.Costs); None: the story's box
+    draft_step_ms: float | None = None
+    verify_base_ms: float | None = None
+    verify_per_token_ms: float | None = None
+    accept: list[float] | None = None
 
 
 COMMON_FIELDS = tuple(CommonSimOptions.__dataclass_fields__)
@@ -66,9 +71,67 @@ def fraction_type(text: str) -> float:
     return value
 
 
+def ms_type(text: str) -> float:
+    value = _number(text)
+    if not 0.0 <= value <= 10_000.0:
+        raise argparse.ArgumentTypeError("must be between 0 and 10000 (ms)")
+    return value
+
+
+def accept_type(text: str) -> list[float]:
+    """`0.8,0.7,0.6`: conditional acceptance of each depth (the last one repeats deeper)."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
+    if not values or not all(0.0 <= v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError("a comma-separated list of fractions between 0 and 1")
+    return values
+
+
+def add_cost_flags(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """The cost model's speculative shape (costmodel.Costs), so a benchmark can run another box."""
+    d = costmodel.DEFAULT_COSTS
+    group.add_argument(
+        "--draft-step-ms", type=ms_type, metavar="MS", help=f"one draft step (default {d.draft_step_ms})"
+    )
+    group.add_argument(
+        "--verify-base-ms",
+        type=ms_type,
+        metavar="MS",
+        help=f"verify, fixed part (default {d.verify_base_ms})",
+    )
+    group.add_argument(
+        "--verify-per-token-ms",
+        type=ms_type,
+        metavar="MS",
+        help=f"verify, per draft token (default {d.verify_per_token_ms})",
+    )
+    group.add_argument(
+        "--accept",
+        type=accept_type,
+        metavar="Q1,Q2,...",
+        help="conditional acceptance of each draft depth, topk 1 (the last repeats; default the story's)",
+    )
+
+
+def costs_of(opts: CommonSimOptions) -> costmodel.Costs:
+    """The Costs these options set (the defaults where a flag is absent)."""
+    d = costmodel.DEFAULT_COSTS
+    return costmodel.Costs(
+        draft_step_ms=d.draft_step_ms if opts.draft_step_ms is None else opts.draft_step_ms,
+        verify_base_ms=d.verify_base_ms if opts.verify_base_ms is None else opts.verify_base_ms,
+        verify_per_token_ms=d.verify_per_token_ms
+        if opts.verify_per_token_ms is None
+        else opts.verify_per_token_ms,
+        accept=tuple(opts.accept) if opts.accept else d.accept,
+    )
+
+
 def add_common_flags(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
     """The shared sim-only flags, with their help (the engine's own sim-only flags are added beside)."""
     add_cluster_flags(group)
+    add_cost_flags(group)
     group.add_argument(
         "--log-file", help="also append every log line to this file (+ sidecar <log-file>.sim.json)"
     )
@@ -151,13 +214,16 @@ def pop_common(ns: dict[str, Any]) -> dict[str, Any]:
 class EngineScales(TypedDict):
     cost_scale: float
     decode_scale: float
+    costs: costmodel.Costs
 
 
 def engine_scales(opts: CommonSimOptions) -> EngineScales:
-    """The Engine keyword arguments these options set: this launch's --noise draw and --decode-scale."""
+    """The Engine keyword arguments these options set: this launch's --noise draw, --decode-scale and
+    the cost model's shape."""
     return {
         "cost_scale": costmodel.launch_noise(opts.noise, opts.noise_seed) * slowdown(opts.slowdown_file),
         "decode_scale": opts.decode_scale,
+        "costs": costs_of(opts),
     }
 
 
@@ -175,6 +241,7 @@ def slowdown(path: str | None) -> float:
 class _CostedEngine(Protocol):
     cost_scale: float
     decode_scale: float
+    costs: costmodel.Costs
 
     def step_cost(self, bs: int) -> costmodel.StepCost: ...
 
@@ -188,9 +255,13 @@ def model_record(
         "step_ms": one.total_ms,
         "draft_ms": one.draft_ms,
         "verify_ms": one.verify_ms,
-        "expected_accept_length": costmodel.expected_accept_length(spec),
+        "expected_accept_length": costmodel.expected_accept_length(spec, engine.costs),
         "expected_single_stream_tok_s": costmodel.expected_rate(
-            spec, nccl_missing=missing, cuda_graph=cuda_graph, scale=engine.cost_scale * engine.decode_scale
+            spec,
+            nccl_missing=missing,
+            cuda_graph=cuda_graph,
+            scale=engine.cost_scale * engine.decode_scale,
+            costs=engine.costs,
         ),
         "noise_factor": engine.cost_scale,
         "decode_scale": engine.decode_scale,
