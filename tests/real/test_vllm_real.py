@@ -268,7 +268,10 @@ def test_scan_and_grep_read_the_real_log(server: Server) -> None:
         proc.wait(30)
 
 
-def test_spec_has_a_cycle_time_from_the_stream(server: Server, tmp_path: Path) -> None:
+def test_spec_takes_the_cycle_from_the_stream_or_says_why_not(server: Server, tmp_path: Path) -> None:
+    """vLLM logs no verify time: the cycle is the stream's gap between token bursts, where one burst is one
+    step.  Where most bursts merged several steps (this 2-core machine at TP 2: the API server or the client
+    fell behind), the stream shows no cycle and spec says so instead of a figure it cannot defend."""
     session = tmp_path / "session"
     r = server.run("bench", "--session", str(session), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -283,7 +286,10 @@ def test_spec_has_a_cycle_time_from_the_stream(server: Server, tmp_path: Path) -
     assert "stream" in text, "the cycle time's source (the stream's bursts) is named"
     r = specdebug("spec", "-F", server.cfg, "gpubox", "-c", str(server.profile), "--session", str(session))
     print(r.stdout)
-    assert "cycle      ? ms" not in r.stdout
+    if "cycle      ? ms" in r.stdout:  # no figure: the reason is given
+        assert "merged several steps" in r.stdout or "fewer than" in r.stdout, r.stdout
+    else:
+        assert "from the stream" in r.stdout, r.stdout
 
 
 def test_stacks_name_the_real_frames_and_roles(server: Server) -> None:
