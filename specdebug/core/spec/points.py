@@ -148,6 +148,8 @@ def _stream(p: SpecPoint, res: BenchResult, where: str) -> None:
     sc = recompute(sc, p.draft_tokens if p.speculative else 1)
     p.stream = sc.model_dump(mode="json", exclude={"samples"})
     p.stream_cycle_ms = bounded("stream_cycle_ms", sc.median_ms, f"{where} stream bursts", p.notes)
+    if sc.median_ms is None:  # why the stream gives no cycle (merged steps, too few gaps), in the answer
+        p.notes.extend(f"{where} stream: {note}" for note in sc.notes)
     if p.stream_cycle_ms is not None:
         p.sources["stream_cycle_ms"] = f"{where} {sc.describe()}"
 
