@@ -37,6 +37,14 @@ class _Joined:
     connected: bool
 
 
+@dataclass(frozen=True)
+class _Store:
+    """Who listens on the rendezvous port on the leader's box (rank 0's store)."""
+
+    listening: bool
+    pids: list[int]
+
+
 class NodeEvent(Model):
     """A startup event of one node (events carry their node)."""
 
@@ -119,6 +127,15 @@ async def watch_deployment(
                 except RemoteError:  # an older box helper, a drop: no conclusion this round
                     continue
                 await queue.put((deployment.node(host) or deployment.leader, _Joined(bool(got.get("pids")))))
+            if tracker.store_unproven():  # nobody joined: is the leader's store up at all?
+                try:
+                    got = await remotes[deployment.leader.host].box_op(
+                        "port_holder", {"port": spec.dist_init_port}, timeout=10
+                    )
+                except RemoteError:
+                    continue
+                pids = [int(p) for p in got.get("pids") or []]
+                await queue.put((deployment.leader, _Store(bool(got.get("listening")), pids)))
 
     tasks = [asyncio.create_task(one(n)) for n in deployment.nodes]
     tasks.append(asyncio.create_task(rendezvous()))
@@ -127,6 +144,8 @@ async def watch_deployment(
             node, ev = await queue.get()
             if isinstance(ev, _Joined):
                 verdict = tracker.rendezvous(node.host, ev.connected, clock())
+            elif isinstance(ev, _Store):
+                verdict = tracker.store(ev.listening, ev.pids, clock())
             else:
                 yield NodeEvent(host=node.host, rank=node.rank, event=ev)
                 verdict = tracker.feed(node.host, ev, clock())
