@@ -2,11 +2,18 @@
 
 - a leader that hangs before the rendezvous (it hosts the store: nothing listens there, the workers
   wait at init) is named as the leader within seconds, not blamed on node1 at the ready timeout;
+- `status` keeps a launch that failed failed while its nodes' groups still run (the records say so);
+- `bench` on a deployment whose node dies during the run marks the result failed naming the node, and
+  refuses a deployment with a dead node before measuring anything.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -77,3 +84,57 @@ def test_status_keeps_a_failed_launch_failed_while_its_groups_run(cluster: Clust
     assert stop.returncode == 0 and json.loads(stop.stdout)["stopped"], stop.stdout
     after = json.loads(cli(cluster, "status", "-c", str(prof), "--json").stdout)
     assert after["state"] == "stopped", after
+
+
+def _wait_for(cond, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_bench_marks_a_node_dying_during_the_run_and_refuses_a_dead_node(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    prof = dep_profile(tmp_path, "benchdead")
+    session = tmp_path / "session"
+    run = cli(cluster, "launch", "-c", str(prof), "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    leader, node1 = json.loads(run.stdout)["nodes"]
+    bench_argv = [
+        sys.executable, "-m", "specdebug.cli", "bench", "-F", str(cluster.config_path), "-c", str(prof),
+        "--requests", "12", "--output-len", "48", "--session", str(session), "--json",
+    ]  # fmt: skip
+    try:
+        log = Path(leader["log_file"])
+        start = log.stat().st_size
+        bench = subprocess.Popen(bench_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:  # node1 dies once the leader serves the first request: the figures are a broken deployment's
+            assert _wait_for(lambda: "POST /v1/completions" in log.read_text()[start:], 60), log.read_text()[
+                start:
+            ]
+            os.killpg(node1["pgid"], signal.SIGKILL)
+            out, errs = bench.communicate(timeout=120)
+        finally:
+            if bench.poll() is None:
+                bench.kill()
+        result = json.loads(out)
+        assert bench.returncode == 1 and result["status"] == "failed", (result, errs)
+        assert result["failure_reason"].startswith("a node failed during the benchmark: "), result
+        assert "node1: exited" in result["failure_reason"], result["failure_reason"]
+        hist = json.loads(cli(cluster, "history", "--session", str(session), "--json").stdout)
+        assert [r["status"] for r in hist["results"]] == ["failed"], hist  # journaled failed, not done
+
+        again = cli(
+            cluster, "bench", "-c", str(prof), "--requests", "2", "--output-len", "16",
+            "--session", str(session), "--json",
+        )  # fmt: skip
+        assert again.returncode == 1 and again.stdout == "", again.stdout
+        assert "not benchmarked: " in again.stderr and "node1: exited" in again.stderr, again.stderr
+        assert "Traceback" not in again.stderr
+        hist = json.loads(cli(cluster, "history", "--session", str(session), "--json").stdout)
+        assert len(hist["results"]) == 1, hist  # the refused run journaled nothing
+    finally:
+        assert cli(cluster, "stop", "-c", str(prof)).returncode == 0
