@@ -386,3 +386,34 @@ def test_a_two_node_deployment_on_the_allocation(
         assert None not in launched and not launched & set(settled_steps(cluster, job, sorted(before)))
     finally:
         kill_recorded(box_state_dir, "dep-")
+
+
+def _gone(pgid: int, timeout: float) -> bool:
+    from tests.deployprofiles import group_alive
+
+    deadline = time.monotonic() + timeout
+    while group_alive(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+@pytest.mark.parametrize("cancelled", ["step", "job"])
+def test_a_server_ends_with_its_cancelled_step_or_job(
+    cluster: Slurm, slurm_env, tmp_path: Path, leftovers, cancelled: str
+) -> None:
+    """proctrack/pgid signals the step's own group; the server, setsid'd by the launch, escaped it and
+    ran on after scancel (issue 38: 18-43 s, until killed).  The step's holder passes the signal on."""
+    jobid = cluster.allocate(nodes=1, name=f"specdebug-ends-{cancelled}")
+    try:
+        profile = sim_profile(tmp_path, f"slurmends{cancelled}")
+        path = write_profile_toml(tmp_path, profile)
+        launch = cli(slurm_env, tmp_path, "launch", f"slurm:{jobid}", "-c", str(path), "--wait", "--json")
+        assert launch.returncode == 0, launch.stderr
+        pgid = json.loads(launch.stdout)["pgid"]
+        record = json.loads((Path(os.environ["SPECDEBUG_STATE_DIR"]) / f"{profile.name}.json").read_text())
+        cluster.run("scancel", record["step"] if cancelled == "step" else jobid)
+        assert _gone(pgid, 15), f"the server's group {pgid} still runs 15 s after scancel of the {cancelled}"
+    finally:
+        cluster.run("scancel", jobid, check=False)
