@@ -363,12 +363,13 @@ def test_a_two_node_deployment_on_the_allocation(
     cluster: Slurm, job: str, slurm_env, tmp_path: Path, box_state_dir: Path
 ) -> None:
     """`[deployment]` over the allocation's two nodes (slurm:JOB:n1 leads): a job step per node, READY
-    as one, both nodes' workers in env, stop ends every step."""
+    as one, both nodes' workers in env, stop ends every step.  No leader_address: the default is the
+    leader node's NodeAddr (127.0.0.1 here), not its Slurm name `n1` (issue 38)."""
     from tests.cluster_harness import kill_recorded
     from tests.deployprofiles import dep_profile
 
     nodes = (f"slurm:{job}:n1", f"slurm:{job}:n2")
-    prof = dep_profile(tmp_path, "slurm", env={"NCCL_DEBUG": "INFO"}, nodes=nodes, leader_address="127.0.0.1")
+    prof = dep_profile(tmp_path, "slurm", env={"NCCL_DEBUG": "INFO"}, nodes=nodes)
     before = set(cluster.steps(job))
     try:
         launch = cli(slurm_env, tmp_path, "launch", "-c", str(prof), "--wait", "--json")
@@ -417,3 +418,13 @@ def test_a_server_ends_with_its_cancelled_step_or_job(
         assert _gone(pgid, 15), f"the server's group {pgid} still runs 15 s after scancel of the {cancelled}"
     finally:
         cluster.run("scancel", jobid, check=False)
+
+
+def test_the_default_leader_address_is_the_slurm_nodes_address(cluster: Slurm, job: str, slurm_env) -> None:
+    """Other nodes reach the leader at its NodeAddr (scontrol show node), not at its Slurm name (`n1`,
+    which need not resolve) nor at the job id (`slurm:JOB` names the job's first node)."""
+    from specdebug.core.deployment import default_leader_address
+
+    assert default_leader_address(f"slurm:{job}:n1") == "127.0.0.1"
+    assert default_leader_address(f"slurm:{job}") == "127.0.0.1"
+    assert default_leader_address("slurm:999999:n1") == "127.0.0.1"  # the node is known, the job is not

@@ -151,6 +151,35 @@ async def node_address(node: str) -> str | None:
     return parse_record(out.splitlines()[0]).get("NodeAddr") or None
 
 
+def address_now(text: str, timeout: float = 10.0) -> str | None:
+    """Where other nodes reach the node a `slurm:JOB[:NODE]` spec names (the job's first node when
+    none is named): its NodeAddr, asked of scontrol now (blocking: placement is synchronous and runs
+    once per verb).  None when Slurm cannot say (no client, the job gone): the caller's fallback."""
+    import subprocess
+
+    spec = SlurmSpec.parse(text)
+
+    def scontrol(*words: str) -> str | None:
+        try:
+            res = subprocess.run(
+                ["scontrol", *words], capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return res.stdout if res.returncode == 0 and res.stdout.strip() else None
+
+    node = spec.node
+    if node is None:
+        job = scontrol("show", "job", "-o", spec.job)
+        nodelist = parse_record(job.splitlines()[0]).get("NodeList", "") if job else ""
+        names = scontrol("show", "hostnames", nodelist) if nodelist and nodelist != "(null)" else None
+        node = names.split()[0] if names else None
+    if node is None:
+        return None
+    out = scontrol("show", "node", "-o", node)
+    return (parse_record(out.splitlines()[0]).get("NodeAddr") or None) if out else None
+
+
 async def job_steps(job: str) -> list[str]:
     """Step ids (`J.S`) squeue still lists for the job."""
     rc, out, _ = await slurm_command(["squeue", "-h", "-s", "-j", job, "-o", "%i"])
