@@ -428,3 +428,57 @@ def test_the_default_leader_address_is_the_slurm_nodes_address(cluster: Slurm, j
     assert default_leader_address(f"slurm:{job}:n1") == "127.0.0.1"
     assert default_leader_address(f"slurm:{job}") == "127.0.0.1"
     assert default_leader_address("slurm:999999:n1") == "127.0.0.1"  # the node is known, the job is not
+
+
+def test_another_users_job_is_refused_at_once_with_slurms_words(tmp_path: Path) -> None:
+    """A job step in another user's job is refused by Slurm (`Access/permission denied`): the connect
+    fails at once with those words, not after retrying for the whole connect timeout (issue 38).
+    The client runs as `nobody` against a root-owned allocation, on a cluster of its own in a folder
+    every user may traverse (the module's lies under pytest's private temp folder)."""
+    import shutil
+    import tempfile
+
+    if missing_binaries() or os.geteuid() != 0 or shutil.which("runuser") is None:
+        pytest.skip("needs Slurm, root and runuser")
+    work = Path(tempfile.mkdtemp(prefix="specdebug-slurm-perm-"))
+    try:
+        own = start_slurm(work / "slurm", nodes=1)
+        os.chmod(work, 0o755)
+        try:
+            jobid = own.allocate(nodes=1, name="specdebug-root-job")
+            home = work / "home"
+            home.mkdir(mode=0o777)
+            home.chmod(0o777)
+            # this checkout and its venv's packages, run by an interpreter `nobody` may execute (the
+            # venv's may live under root's private home)
+            import sysconfig
+
+            root = Path(__file__).resolve().parents[2]
+            env = {"PATH": os.environ["PATH"], "HOME": str(home), "SLURM_CONF": str(own.conf),
+                   "SPECDEBUG_NO_AGENT": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                   "PYTHONPATH": f"{root}:{sysconfig.get_paths()['purelib']}"}  # fmt: skip
+            as_nobody = ["runuser", "-u", "nobody", "--"]
+            python = next(
+                (p for p in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3")
+                 if subprocess.run([*as_nobody, p, "-c", "import specdebug.cli"], env=env, cwd=home,
+                                   capture_output=True, timeout=60).returncode == 0),
+                None,
+            )  # fmt: skip
+            if python is None:
+                pytest.skip("no Python that user nobody may run imports this checkout")
+            t0 = time.monotonic()
+            run = subprocess.run(
+                [*as_nobody, python, "-m", "specdebug.cli", "probe", f"slurm:{jobid}:n1", "--connect-timeout", "30"],
+                capture_output=True, text=True, timeout=90, env=env, cwd=home,
+            )  # fmt: skip
+            took = time.monotonic() - t0
+            assert run.returncode == 1, (run.stdout, run.stderr)
+            assert f"Unable to create step for job {jobid}: Access/permission denied" in run.stderr, (
+                run.stderr
+            )
+            assert "Traceback" not in run.stderr
+            assert took < 15, f"{took:.1f} s: retried instead of failing at once; {run.stderr[-500:]}"
+        finally:
+            own.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
