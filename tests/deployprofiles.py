@@ -33,6 +33,7 @@ def dep_profile(
     env: dict | None = None,
     node1_env: dict | None = None,
     node1_args: tuple[str, ...] = (),
+    node0_args: tuple[str, ...] = (),
     extra: tuple[str, ...] = (),
     name: str | None = None,
     ports: tuple[int, int, int] | None = None,
@@ -45,7 +46,7 @@ def dep_profile(
     """A two-node deployment of the sim; each node its own port and sidecar (the nodes share a machine).
     `ports` (node0, node1, rendezvous) and `name` let two profiles be one experiment's two sides
     (a bisection's good and bad); `tail` is more TOML (e.g. a [bench] table); `deployment_extra` more
-    keys of [deployment] (e.g. expect_transport)."""
+    keys of [deployment] (e.g. expect_transport); `node0_args` flags of the leader alone (a fault of its own)."""
     name = name or f"dep-{stem}-{uuid.uuid4().hex[:6]}"
     p0, p1, dist = ports or (free_port(), free_port(), free_port())
     argv = [sys.executable, "-m", "specdebug.sim", *sim_args, "--port", str(p0)]
@@ -62,7 +63,8 @@ def dep_profile(
         + (f"leader_address = {json.dumps(leader_address)}\n" if leader_address else "")
         + deployment_extra
         + "[deployment.node_args]\n"
-        f"{json.dumps(nodes[1])} = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log'), *node1_args])}\n"
+        + (f"{json.dumps(nodes[0])} = {json.dumps(list(node0_args))}\n" if node0_args else "")
+        + f"{json.dumps(nodes[1])} = {json.dumps(['--port', str(p1), '--log-file', str(tmp_path / f'{name}.n1.sim.log'), *node1_args])}\n"
     )
     if node1_env:
         text += f"[deployment.node_env.{json.dumps(nodes[1])}]\n" + "".join(

@@ -33,6 +33,7 @@ __all__ = [
     "address_note",
     "connect_host",
     "ssh_hostname",
+    "slurm_node_address",
     "refuse_unknown_keys",
 ]
 
@@ -97,3 +98,13 @@ def ssh_hostname(spec: str, ssh_config: str | Path | None = None) -> str | None:
     the config cannot be read."""
     got = _resolved_ssh(spec, ssh_config)
     return got[1].hostname if got is not None else None
+
+
+def slurm_node_address(spec: str) -> str | None:
+    """The NodeAddr of the node a `slurm:JOBID[:NODE]` spec names (the job's first node when none),
+    as scontrol says it now; None when Slurm cannot say (or the spec is not a Slurm one)."""
+    if parse_address(spec).scheme != "slurm":
+        return None
+    from specdebug.transport.slurm.job import address_now
+
+    return address_now(spec)

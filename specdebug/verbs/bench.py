@@ -124,7 +124,7 @@ async def cmd_bench(args: argparse.Namespace) -> int:
         session = journal.label if journal is not None else None
         try:
             async for ev in bench_events(
-                remote, profile, request, journal=journal, host=args.host, nodes=nodes
+                remote, profile, request, journal=journal, host=args.host, nodes=nodes, deployment=dep
             ):
                 if isinstance(ev, BenchProgress) and show_progress:
                     rate = f"{ev.tok_s:.1f} tok/s" if ev.tok_s else ""

@@ -363,12 +363,13 @@ def test_a_two_node_deployment_on_the_allocation(
     cluster: Slurm, job: str, slurm_env, tmp_path: Path, box_state_dir: Path
 ) -> None:
     """`[deployment]` over the allocation's two nodes (slurm:JOB:n1 leads): a job step per node, READY
-    as one, both nodes' workers in env, stop ends every step."""
+    as one, both nodes' workers in env, stop ends every step.  No leader_address: the default is the
+    leader node's NodeAddr (127.0.0.1 here), not its Slurm name `n1` (issue 38)."""
     from tests.cluster_harness import kill_recorded
     from tests.deployprofiles import dep_profile
 
     nodes = (f"slurm:{job}:n1", f"slurm:{job}:n2")
-    prof = dep_profile(tmp_path, "slurm", env={"NCCL_DEBUG": "INFO"}, nodes=nodes, leader_address="127.0.0.1")
+    prof = dep_profile(tmp_path, "slurm", env={"NCCL_DEBUG": "INFO"}, nodes=nodes)
     before = set(cluster.steps(job))
     try:
         launch = cli(slurm_env, tmp_path, "launch", "-c", str(prof), "--wait", "--json")
@@ -386,3 +387,98 @@ def test_a_two_node_deployment_on_the_allocation(
         assert None not in launched and not launched & set(settled_steps(cluster, job, sorted(before)))
     finally:
         kill_recorded(box_state_dir, "dep-")
+
+
+def _gone(pgid: int, timeout: float) -> bool:
+    from tests.deployprofiles import group_alive
+
+    deadline = time.monotonic() + timeout
+    while group_alive(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+@pytest.mark.parametrize("cancelled", ["step", "job"])
+def test_a_server_ends_with_its_cancelled_step_or_job(
+    cluster: Slurm, slurm_env, tmp_path: Path, leftovers, cancelled: str
+) -> None:
+    """proctrack/pgid signals the step's own group; the server, setsid'd by the launch, escaped it and
+    ran on after scancel (issue 38: 18-43 s, until killed).  The step's holder passes the signal on."""
+    jobid = cluster.allocate(nodes=1, name=f"specdebug-ends-{cancelled}")
+    try:
+        profile = sim_profile(tmp_path, f"slurmends{cancelled}")
+        path = write_profile_toml(tmp_path, profile)
+        launch = cli(slurm_env, tmp_path, "launch", f"slurm:{jobid}", "-c", str(path), "--wait", "--json")
+        assert launch.returncode == 0, launch.stderr
+        pgid = json.loads(launch.stdout)["pgid"]
+        record = json.loads((Path(os.environ["SPECDEBUG_STATE_DIR"]) / f"{profile.name}.json").read_text())
+        cluster.run("scancel", record["step"] if cancelled == "step" else jobid)
+        assert _gone(pgid, 15), f"the server's group {pgid} still runs 15 s after scancel of the {cancelled}"
+    finally:
+        cluster.run("scancel", jobid, check=False)
+
+
+def test_the_default_leader_address_is_the_slurm_nodes_address(cluster: Slurm, job: str, slurm_env) -> None:
+    """Other nodes reach the leader at its NodeAddr (scontrol show node), not at its Slurm name (`n1`,
+    which need not resolve) nor at the job id (`slurm:JOB` names the job's first node)."""
+    from specdebug.core.deployment import default_leader_address
+
+    assert default_leader_address(f"slurm:{job}:n1") == "127.0.0.1"
+    assert default_leader_address(f"slurm:{job}") == "127.0.0.1"
+    assert default_leader_address("slurm:999999:n1") == "127.0.0.1"  # the node is known, the job is not
+
+
+def test_another_users_job_is_refused_at_once_with_slurms_words(tmp_path: Path) -> None:
+    """A job step in another user's job is refused by Slurm (`Access/permission denied`): the connect
+    fails at once with those words, not after retrying for the whole connect timeout (issue 38).
+    The client runs as `nobody` against a root-owned allocation, on a cluster of its own in a folder
+    every user may traverse (the module's lies under pytest's private temp folder)."""
+    import shutil
+    import tempfile
+
+    if missing_binaries() or os.geteuid() != 0 or shutil.which("runuser") is None:
+        pytest.skip("needs Slurm, root and runuser")
+    work = Path(tempfile.mkdtemp(prefix="specdebug-slurm-perm-"))
+    try:
+        own = start_slurm(work / "slurm", nodes=1)
+        os.chmod(work, 0o755)
+        try:
+            jobid = own.allocate(nodes=1, name="specdebug-root-job")
+            home = work / "home"
+            home.mkdir(mode=0o777)
+            home.chmod(0o777)
+            # this checkout and its venv's packages, run by an interpreter `nobody` may execute (the
+            # venv's may live under root's private home)
+            import sysconfig
+
+            root = Path(__file__).resolve().parents[2]
+            env = {"PATH": os.environ["PATH"], "HOME": str(home), "SLURM_CONF": str(own.conf),
+                   "SPECDEBUG_NO_AGENT": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                   "PYTHONPATH": f"{root}:{sysconfig.get_paths()['purelib']}"}  # fmt: skip
+            as_nobody = ["runuser", "-u", "nobody", "--"]
+            python = next(
+                (p for p in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3")
+                 if subprocess.run([*as_nobody, p, "-c", "import specdebug.cli"], env=env, cwd=home,
+                                   capture_output=True, timeout=60).returncode == 0),
+                None,
+            )  # fmt: skip
+            if python is None:
+                pytest.skip("no Python that user nobody may run imports this checkout")
+            t0 = time.monotonic()
+            run = subprocess.run(
+                [*as_nobody, python, "-m", "specdebug.cli", "probe", f"slurm:{jobid}:n1", "--connect-timeout", "30"],
+                capture_output=True, text=True, timeout=90, env=env, cwd=home,
+            )  # fmt: skip
+            took = time.monotonic() - t0
+            assert run.returncode == 1, (run.stdout, run.stderr)
+            assert f"Unable to create step for job {jobid}: Access/permission denied" in run.stderr, (
+                run.stderr
+            )
+            assert "Traceback" not in run.stderr
+            assert took < 15, f"{took:.1f} s: retried instead of failing at once; {run.stderr[-500:]}"
+        finally:
+            own.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

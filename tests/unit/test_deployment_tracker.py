@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from specdebug.core.control.events import GroupChange, HealthChange, ServerPhase, Verdict
 from specdebug.core.deployment import place
-from specdebug.core.deployment.tracker import RENDEZVOUS_GRACE_S, DeploymentTracker
+from specdebug.core.deployment.tracker import RENDEZVOUS_GRACE_S, STORE_GRACE_S, DeploymentTracker
 from specdebug.core.profiles import Profile
 
 
@@ -103,3 +103,59 @@ def test_an_nccl_warning_and_the_nodes_interface_pin_explain_a_failure():
         "n1: ncclInternalError: Internal check failed.; NCCL WARN Bootstrap : no socket interface found "
         "(the profile gives n1 NCCL_SOCKET_IFNAME==eth9)"
     )
+
+
+def test_a_leader_at_init_whose_store_is_not_up_while_a_worker_waits_is_named():
+    """Rank 0 (the leader) hosts the rendezvous store: nothing listening there is the leader's
+    failure, not the workers' whose connections it refuses."""
+    t = DeploymentTracker(deployment(), started_at=0.0)
+    for host in ("n0", "n1"):
+        t.feed(host, GroupChange(pids=[1, 2] if host == "n0" else [3], at=1), 1)
+    t.feed("n0", phase("init_distributed", 1), 1)
+    assert t.store_unproven()
+    assert t.store(False, [], 2) is None  # no worker waits at init yet: it may still be starting
+    t.feed("n1", phase("init_distributed", 3), 3)
+    assert t.rendezvous("n1", False, 3) is None and t.rendezvous("n0", False, 3) is None
+    assert t.store(False, [], 2 + STORE_GRACE_S - 0.1) is None
+    assert t.store(True, [2], 2 + STORE_GRACE_S) is None  # up after all: the grace starts again
+    assert t.store(False, [], 3 + STORE_GRACE_S) is None
+    v = t.store(False, [], 3 + 2 * STORE_GRACE_S)
+    assert v is not None and v.failed_node == "n0"
+    assert v.reason.startswith("n0: never reached the rendezvous at 10.0.0.1:20000 (rank 0 hosts the store")
+    assert (
+        "nothing listens there 22 s after its init line" in v.reason
+        and "n1 waiting at init for 20 s" in v.reason
+    )
+    assert [n.state for n in v.nodes] == ["failed", "starting"]
+
+
+def test_a_store_held_by_another_process_or_a_joined_node_is_no_leader_verdict():
+    t = DeploymentTracker(deployment(), started_at=0.0)
+    for host in ("n0", "n1"):
+        t.feed(host, GroupChange(pids=[1] if host == "n0" else [3], at=1), 1)
+        t.feed(host, phase("init_distributed", 1), 1)
+    assert t.store(True, [99], 2) is None
+    v = t.store(True, [99], 2 + STORE_GRACE_S)
+    assert v is not None and "only PIDs 99 listen there, none of n0's server" in v.reason
+    t = DeploymentTracker(deployment(), started_at=0.0)
+    for host in ("n0", "n1"):
+        t.feed(host, GroupChange(pids=[1] if host == "n0" else [3], at=1), 1)
+        t.feed(host, phase("init_distributed", 1), 1)
+    t.rendezvous("n1", True, 2)  # a worker joined: the store is up somewhere, the old rule decides
+    assert not t.store_unproven() and t.store(False, [], 100) is None
+
+
+def test_a_timeout_at_init_is_laid_to_the_live_node_that_never_printed_its_init_line():
+    """The leader hung before its init line (no store, no line): node1's timeout at init is the
+    leader's failure, named as such (issue 38: it was blamed on node1)."""
+    t = DeploymentTracker(deployment(), started_at=0.0)
+    t.feed("n0", GroupChange(pids=[1], at=1), 1)
+    t.feed("n1", GroupChange(pids=[3], at=1), 1)
+    t.feed("n1", phase("init_distributed", 2), 2)
+    v = t.feed("n1", Verdict(verdict="failed", reason="timed out", error_kind="timeout", at=62), 62)
+    assert v is not None and v.failed_node == "n0"
+    assert v.reason == "n0: never reached the rendezvous; n1 waiting at init for 60 s (n1: timed out)"
+    assert [(n.state, n.reason) for n in v.nodes] == [
+        ("failed", "never reached the rendezvous (no init line while n1 waited at init)"),
+        ("failed", "timed out"),  # its own verdict, the consequence
+    ]

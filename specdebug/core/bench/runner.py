@@ -19,7 +19,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
@@ -42,6 +42,9 @@ from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
 from specdebug.engines import ENGINES, engine_of
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
+
+if TYPE_CHECKING:
+    from specdebug.core.deployment import Deployment
 
 logger = logging.getLogger(__name__)
 
@@ -205,16 +208,21 @@ async def bench_events(
     journal: EventJournal | None = None,
     host: str | None = None,
     nodes: Mapping[str, Remote] | None = None,
+    deployment: Deployment | None = None,
 ) -> AsyncGenerator[BenchEvent, None]:
     """Measure, record the conditions, append the result to the journal (fsync): BenchProgress and
     BenchLine events while it runs, then one BenchDone.  BenchError / RemoteError propagate.
 
     Closing the iterator (or cancelling its consumer) stops the run (HTTP streams or the remote
     command end) and records nothing.  `nodes`: a deployment's every node (host -> connection,
-    the benchmarked leader `remote` among them): their GPUs are recorded too (`gpus_by_node`)."""
+    the benchmarked leader `remote` among them): their GPUs are recorded too (`gpus_by_node`).
+    `deployment` (with `nodes`): a deployment with a dead or failed node is refused before the run
+    (BenchError naming the node), and a node that fails during it marks the result failed."""
     require_write("benchmark", remote, journal)
     queue: asyncio.Queue[BenchEvent] = asyncio.Queue()
-    task = asyncio.create_task(_measure(remote, profile, request, journal, queue.put_nowait, host, nodes))
+    task = asyncio.create_task(
+        _measure(remote, profile, request, journal, queue.put_nowait, host, nodes, deployment)
+    )
     try:
         while True:
             getter = asyncio.ensure_future(queue.get())
@@ -246,9 +254,12 @@ async def run_benchmark(
     journal: EventJournal | None = None,
     host: str | None = None,
     nodes: Mapping[str, Remote] | None = None,
+    deployment: Deployment | None = None,
 ) -> BenchResult:
     """`bench_events` for callers that only want the result."""
-    async for ev in bench_events(remote, profile, request, journal=journal, host=host, nodes=nodes):
+    async for ev in bench_events(
+        remote, profile, request, journal=journal, host=host, nodes=nodes, deployment=deployment
+    ):
         if isinstance(ev, BenchDone):
             return ev.result
     raise BenchError("the benchmark ended without a result")  # pragma: no cover - bench_events ends in one
@@ -262,10 +273,13 @@ async def _measure(
     emit: EmitFn,
     host: str | None,
     nodes: Mapping[str, Remote] | None = None,
+    deployment: Deployment | None = None,
 ) -> BenchResult:
     """The run itself; what it reports goes to `emit` (bench_events' queue)."""
     request = request or BenchRequest()
     others = {h: r for h, r in (nodes or {}).items() if r is not remote}  # the leader is `remote`
+    whole = deployment if deployment is not None and nodes else None
+    unproven = await _nodes_before(nodes or {}, whole) if whole is not None else None
     srv = profile.server
     scrub = Scrubber.for_profile(profile)  # output lines, errors and warnings are shown and stored
     started = time.time()
@@ -355,6 +369,8 @@ async def _measure(
             (before, err), (after, _) = others_before[h], others_after[h]
             result.gpus_by_node[h] = NodeGpus(before=before, after=after, error=err)
     result.drift = drift_snap
+    if whole is not None:
+        await _nodes_after(nodes or {}, whole, result, unproven)
     log_errors: list[str] = []
     if size_before is not None and size_after is not None:
         result.server, log_errors = serverlog.server_metrics(log_slice, profile.patterns, srv.kind)
@@ -377,6 +393,34 @@ async def _measure(
         source = measured.source if measured is not None else None  # the commit proven measured
         journal.append(BenchResultRecord(result=scrubbed, source=source), sync=True)
     return scrubbed
+
+
+async def _nodes_before(nodes: Mapping[str, Remote], deployment: Deployment) -> str | None:
+    """Before a deployment's run: a dead or failed node refuses it (its leader may still answer,
+    serving nothing a benchmark should measure); a node that cannot be proven is a warning."""
+    from specdebug.core.deployment.control import deployment_status
+
+    st = await deployment_status(nodes, deployment)
+    if st.state == "unverified":
+        return f"not every node proven running before the run: {st.reason}"
+    if st.state != "running":
+        raise BenchError(f"not benchmarked: {deployment.profile.name} is {st.state}: {st.reason}")
+    return None
+
+
+async def _nodes_after(
+    nodes: Mapping[str, Remote], deployment: Deployment, result: BenchResult, unproven: str | None
+) -> None:
+    """After the run: a node that died or failed meanwhile makes the figures a broken deployment's."""
+    from specdebug.core.deployment.control import deployment_status
+
+    st = await deployment_status(nodes, deployment)
+    if st.state not in ("running", "unverified"):
+        why = f"a node failed during the benchmark: {deployment.profile.name} is {st.state}: {st.reason}"
+        result.status, result.failure_reason = "failed", why
+        result.warnings.append(why)
+    elif st.state == "unverified" or unproven:
+        result.warnings.append(unproven or f"not every node proven running after the run: {st.reason}")
 
 
 def _node_warnings(by_node: dict[str, NodeGpus], leader: str | None) -> list[str]:

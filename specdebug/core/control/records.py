@@ -36,6 +36,15 @@ DEFAULT_STATE_DIR = "~/.specdebug/servers"  # on the box; `~` is the box user's 
 MAX_RECORD_BYTES = 1 << 20  # box/procctl.py's MAX_STATE: what read_state (stop, status) accepts
 
 
+class FailedLaunch(Model):
+    """The startup verdict of the deployment this server is a node of said failed: `status` keeps it
+    failed while the groups still run (a hung leader and a waiting worker both look alive)."""
+
+    reason: str
+    node: str | None = None  # the node the verdict names
+    at: float = 0.0
+
+
 class ServerRecord(Model):
     """One server launched (or attached) by specdebug."""
 
@@ -58,6 +67,7 @@ class ServerRecord(Model):
     attached: bool = False  # found running, not launched by us
     step: str | None = Field(default=None, pattern=r"^[0-9]+\.[0-9]+$")  # the Slurm job step holding it
     stopped_at: float | None = None
+    failed_launch: FailedLaunch | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ServerRecord:

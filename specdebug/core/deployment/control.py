@@ -26,6 +26,7 @@ from specdebug.core.journal import EventJournal
 from specdebug.core.limits import cap_text
 from specdebug.core.model import Model
 from specdebug.core.records import DeploymentVerdictRecord
+from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 
 Remotes = Mapping[str, Remote]  # node host -> its connection
@@ -35,6 +36,14 @@ RENDEZVOUS_CHECK_S = 1.0  # while a node waits at init: do its processes hold th
 @dataclass(frozen=True)
 class _Joined:
     connected: bool
+
+
+@dataclass(frozen=True)
+class _Store:
+    """Who listens on the rendezvous port on the leader's box (rank 0's store)."""
+
+    listening: bool
+    pids: list[int]
 
 
 class NodeEvent(Model):
@@ -119,6 +128,15 @@ async def watch_deployment(
                 except RemoteError:  # an older box helper, a drop: no conclusion this round
                     continue
                 await queue.put((deployment.node(host) or deployment.leader, _Joined(bool(got.get("pids")))))
+            if tracker.store_unproven():  # nobody joined: is the leader's store up at all?
+                try:
+                    got = await remotes[deployment.leader.host].box_op(
+                        "port_holder", {"port": spec.dist_init_port}, timeout=10
+                    )
+                except RemoteError:
+                    continue
+                pids = [int(p) for p in got.get("pids") or []]
+                await queue.put((deployment.leader, _Store(bool(got.get("listening")), pids)))
 
     tasks = [asyncio.create_task(one(n)) for n in deployment.nodes]
     tasks.append(asyncio.create_task(rendezvous()))
@@ -127,18 +145,50 @@ async def watch_deployment(
             node, ev = await queue.get()
             if isinstance(ev, _Joined):
                 verdict = tracker.rendezvous(node.host, ev.connected, clock())
+            elif isinstance(ev, _Store):
+                verdict = tracker.store(ev.listening, ev.pids, clock())
             else:
                 yield NodeEvent(host=node.host, rank=node.rank, event=ev)
                 verdict = tracker.feed(node.host, ev, clock())
             if verdict is not None:
                 if journal is not None:
                     journal.append(DeploymentVerdictRecord(outcome=verdict), sync=True)
+                if verdict.verdict == "failed":
+                    await _keep_failed(remotes, deployment, records, verdict)
                 yield verdict
                 return
     finally:
         for t in tasks:
             t.cancel()
         await asyncio.wait(tasks, timeout=5)
+
+
+SAVE_TIMEOUT_S = 15.0
+
+
+async def _keep_failed(
+    remotes: Remotes, deployment: Deployment, records: Mapping[str, ServerRecord], verdict: DeploymentVerdict
+) -> None:
+    """Write the failed verdict into every node's record: its groups may all live on (a hung leader,
+    a worker waiting for it), and `status` must not call that deployment running.  A node whose
+    record cannot be written keeps its old one (status then judges by its group, as before)."""
+    from specdebug.core.control.records import FailedLaunch, save_record
+
+    failed = FailedLaunch(reason=cap_text(verdict.reason, 2000), node=verdict.failed_node, at=verdict.at)
+
+    async def one(node: Node) -> None:
+        record = records.get(node.host)
+        if record is None or node.host not in remotes:
+            return
+        try:
+            await asyncio.wait_for(
+                save_record(remotes[node.host], record.model_copy(update={"failed_launch": failed})),
+                SAVE_TIMEOUT_S,
+            )
+        except (RemoteError, SpecdebugError, TimeoutError):
+            pass
+
+    await asyncio.gather(*(one(n) for n in deployment.nodes))
 
 
 class DeploymentStop(Model):
@@ -245,11 +295,23 @@ async def deployment_status(remotes: Remotes, deployment: Deployment) -> Deploym
     for summary, line in zip(running, lines, strict=True):
         if line is not None:  # its group lives, but a rank's collective timed out: the group is broken
             summary.state, summary.reason = "failed", f"NCCL watchdog: {line}"
-    states = {n.state for n in nodes}
     out = DeploymentStatus(
         profile=deployment.profile.name, state="running", nodes=nodes, node_status=list(sts)
     )
     out.health = sts[0].health
+    failed = next(
+        (s.record.failed_launch for s in sts if s.state == "running" and s.record and s.record.failed_launch),
+        None,
+    )
+    if failed is not None:  # the launch said failed; its groups living on do not make it running
+        for n in nodes:
+            if n.host == failed.node and n.state == "running":
+                n.state, n.reason = "failed", "the failed launch named this node"
+        alive = [n.host for n, s in zip(nodes, sts, strict=True) if s.state == "running"]
+        out.state = "failed"
+        out.reason = f"launch failed: {failed.reason}; its processes still run on {', '.join(alive)}"
+        return out
+    states = {n.state for n in nodes}
     if states == {"running"}:
         return out
     down = states - {"running", "unverified"}

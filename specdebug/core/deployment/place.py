@@ -108,10 +108,18 @@ class Deployment:
 
 def default_leader_address(host: str, ssh_config: str | Path | None = None) -> str:
     """Where the other nodes reach the leader: the HostName ssh config gives its alias, the host of
-    a `user@host:port` spec, the node of `slurm:JOBID:NODE`."""
+    a `user@host:port` spec, the NodeAddr Slurm gives the node of `slurm:JOBID[:NODE]` (the
+    node's name, a Slurm label that need not resolve, only when Slurm cannot say)."""
     if host.startswith("slurm:"):
+        from specdebug.remote.api import HostSpecError
+        from specdebug.remote.factory import slurm_node_address
+
+        try:
+            addr = slurm_node_address(host)
+        except HostSpecError:
+            addr = None
         parts = host.split(":")
-        return parts[2] if len(parts) > 2 and parts[2] else parts[1]
+        return addr or (parts[2] if len(parts) > 2 and parts[2] else parts[1])
     from specdebug.remote.api import HostSpecError
     from specdebug.remote.factory import ssh_hostname
 

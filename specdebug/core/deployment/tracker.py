@@ -21,6 +21,10 @@ from specdebug.core.model import Model
 
 INIT_PHASE = "init_distributed"  # both packs' rendezvous milestone (SGLang `Init torch distributed begin`)
 RENDEZVOUS_GRACE_S = 5.0  # a node at init with no connection to the rendezvous this long, others joined
+# the leader at init with no store listening this long, a worker waiting: SGLang sets the CUDA device
+# between its init line and the store (the CUDA context of a busy 8-GPU box can take seconds), so
+# more than the workers' grace; still seconds, not the ready timeout
+STORE_GRACE_S = 10.0
 NodeState = Literal[
     "starting", "ready", "failed", "exited", "running", "stopped", "not_launched", "unverified"
 ]
@@ -73,6 +77,7 @@ class _NodeWatch:
     verdict: Verdict | None = None
     joined: bool = False  # its processes held a connection to the leader's rendezvous port
     unjoined_since: float | None = None
+    store_down_since: float | None = None  # the leader: nothing of its group listened on the port since
 
     def past_init(self, pack_order: list[str]) -> bool:
         if INIT_PHASE not in self.phases or INIT_PHASE not in pack_order:
@@ -118,8 +123,16 @@ class DeploymentTracker:
         elif isinstance(event, Verdict):
             w.verdict = event
             if event.verdict == "failed":
-                return self._fail(host, self._why(w, event), at)
+                return self._fail(host, self._why(w, event), at, blame=self._stuck_before(w, event))
         return self._check_ready(at)
+
+    def _stuck_before(self, w: _NodeWatch, verdict: Verdict) -> str | None:
+        """The node to blame for a node that timed out waiting at init: a live node (the leader
+        too) that never printed its init line all that time hangs before the rendezvous."""
+        if verdict.error_kind != "timeout" or INIT_PHASE not in w.phases or w.past_init(self.order):
+            return None
+        stuck = [o for o in self.nodes.values() if o is not w and o.pids and INIT_PHASE not in o.phases]
+        return stuck[0].node.host if stuck else None
 
     # -- verdicts ---------------------------------------------------------------------------
 
@@ -205,6 +218,58 @@ class DeploymentTracker:
         )
         return self._fail(host, reason + (f"; {wait}" if wait else ""), at, whole=True)
 
+    def store_unproven(self) -> bool:
+        """Whether to ask the leader's box who listens on the rendezvous port: the leader is at init
+        (it printed its init line, its store should be up) and no node has joined yet."""
+        leader = self.nodes[self.deployment.leader.host]
+        return (
+            self.verdict is None
+            and bool(leader.pids)
+            and INIT_PHASE in leader.phases
+            and not leader.past_init(self.order)
+            and not any(w.joined for w in self.nodes.values())
+        )
+
+    def store(self, listening: bool, holders: list[int], at: float) -> DeploymentVerdict | None:
+        """The leader's box said who listens on the rendezvous port.  Global rank 0, on the leader,
+        hosts the store there (torch's TCPStore master); every other rank connects to it.  A leader
+        at init whose group holds no listener there, for a grace while a worker waits at
+        init, never reached the rendezvous: the workers' missing connections are its, not theirs
+        (STORE_GRACE_S; measured from the first check that found no store)."""
+        leader = self.nodes[self.deployment.leader.host]
+        if self.verdict is None and listening and (not holders or set(holders) & set(leader.pids or [])):
+            leader.store_down_since = None
+            return None
+        if not self.store_unproven():
+            return None
+        leader.store_down_since = leader.store_down_since if leader.store_down_since is not None else at
+        waiting = self._waiting_at_init(exclude=leader)
+        if not waiting or at - leader.store_down_since < STORE_GRACE_S:
+            return None
+        spec = self.deployment.profile.deployment
+        port = spec.dist_init_port if spec is not None else 0
+        held = "nothing listens there"
+        if listening:  # a store of another run (a stale head): the workers may be talking to it
+            held = (
+                f"only PIDs {', '.join(map(str, holders))} listen there, none of {leader.node.host}'s server"
+            )
+        reason = (
+            f"{leader.node.host}: never reached the rendezvous at {self.deployment.leader_address}:{port} "
+            f"(rank 0 hosts the store on port {port}: {held} "
+            f"{at - leader.phase_at[INIT_PHASE]:.0f} s after its init line)"
+        )
+        wait = "; ".join(
+            f"{w.node.host} waiting at init for {at - w.phase_at[INIT_PHASE]:.0f} s" for w in waiting
+        )
+        return self._fail(leader.node.host, f"{reason}; {wait}", at, whole=True)
+
+    def _waiting_at_init(self, *, exclude: _NodeWatch | None = None) -> list[_NodeWatch]:
+        return [
+            w
+            for w in self.nodes.values()
+            if w is not exclude and w.pids and INIT_PHASE in w.phases and not w.past_init(self.order)
+        ]
+
     def rendezvous_note(self, at: float) -> str:
         """Where the nodes stand at the rendezvous: `node1: never reached the rendezvous; node0
         waiting at init for 40 s` (empty when every node is past it or none reached it)."""
@@ -222,7 +287,10 @@ class DeploymentTracker:
         parts += [f"{w.node.host} waiting at init for {at - w.phase_at[INIT_PHASE]:.0f} s" for w in waiting]
         return "; ".join(parts)
 
-    def _fail(self, host: str, reason: str, at: float, *, whole: bool = False) -> DeploymentVerdict:
+    def _fail(
+        self, host: str, reason: str, at: float, *, whole: bool = False, blame: str | None = None
+    ) -> DeploymentVerdict:
+        """`blame`: the node the failure of `host` is laid to (it kept `host` waiting)."""
         note = "" if whole else self.rendezvous_note(at)
         text = reason if whole else f"{host}: {reason}"
         if note and "never reached" in note:
@@ -234,16 +302,25 @@ class DeploymentTracker:
             verdict="failed",
             profile=self.deployment.profile.name,
             reason=text,
-            failed_node=host,
+            failed_node=blame or host,
             at=at,
             elapsed_s=at - self.started_at,
             nodes=[
-                self._summary(w, "failed" if w.node.host == host else self._state(w), reason)
-                for w in self.nodes.values()
+                self._summary(w, *self._failed_state(w, host, reason, blame)) for w in self.nodes.values()
             ],
             leader=leader.verdict.summary() if leader.verdict is not None else None,
         )
         return self.verdict
+
+    def _failed_state(
+        self, w: _NodeWatch, host: str, reason: str, blame: str | None
+    ) -> tuple[NodeState, str]:
+        if w.node.host == (blame or host):
+            if blame is None:
+                return "failed", reason
+            return "failed", f"never reached the rendezvous (no init line while {host} waited at init)"
+        state = self._state(w)
+        return state, self._why(w, w.verdict) if state == "failed" and w.verdict is not None else ""
 
     def _state(self, w: _NodeWatch) -> NodeState:
         if w.verdict is not None:

@@ -28,6 +28,10 @@ class JobGone(TransportFailed):
     """The allocation is not running (ended, cancelled, pending, unknown): no node to run on."""
 
 
+class StepRefused(TransportFailed):
+    """Slurm refuses this user a step in the job (another user's): retrying cannot help."""
+
+
 def is_slurm_spec(text: str) -> bool:
     return text.startswith(SCHEME)
 
@@ -59,6 +63,12 @@ class JobInfo:
     state: str
     nodes: list[str]
     name: str = ""
+    user: str = ""  # scontrol's UserId, `name(uid)`
+
+    @property
+    def uid(self) -> int | None:
+        m = re.search(r"\((\d+)\)$", self.user)
+        return int(m.group(1)) if m else None
 
     @property
     def running(self) -> bool:
@@ -130,7 +140,23 @@ async def job_info(job: str) -> JobInfo:
         raise (JobGone if gone else RemoteError)(f"slurm job {job}: {why}")
     rec = parse_record(out.splitlines()[0])
     nodes = await expand_nodes(rec.get("NodeList", ""))
-    return JobInfo(job=job, state=rec.get("JobState", "UNKNOWN"), nodes=nodes, name=rec.get("JobName", ""))
+    return JobInfo(
+        job=job,
+        state=rec.get("JobState", "UNKNOWN"),
+        nodes=nodes,
+        name=rec.get("JobName", ""),
+        user=rec.get("UserId", ""),
+    )
+
+
+async def check_step_access(info: JobInfo, node: str) -> None:
+    """One trivial step on NODE: StepRefused, in srun's own words, when Slurm denies this user steps
+    in the job (another user's; an administrator is let through).  Other failures say nothing
+    here: the helper's start reports them, and retries where that can help."""
+    rc, _, err = await slurm_command(srun_argv(info.job, node, ["true"]), timeout=30)
+    said = [line.strip() for line in err.splitlines() if "error" in line.lower()]
+    if rc != 0 and said and "permission denied" in said[-1].lower():
+        raise StepRefused(f"slurm job {info.job} (user {info.user}): {said[-1][:300]}")
 
 
 async def expand_nodes(nodelist: str) -> list[str]:
@@ -149,6 +175,35 @@ async def node_address(node: str) -> str | None:
     if rc != 0 or not out.strip():
         return None
     return parse_record(out.splitlines()[0]).get("NodeAddr") or None
+
+
+def address_now(text: str, timeout: float = 10.0) -> str | None:
+    """Where other nodes reach the node a `slurm:JOB[:NODE]` spec names (the job's first node when
+    none is named): its NodeAddr, asked of scontrol now (blocking: placement is synchronous and runs
+    once per verb).  None when Slurm cannot say (no client, the job gone): the caller's fallback."""
+    import subprocess
+
+    spec = SlurmSpec.parse(text)
+
+    def scontrol(*words: str) -> str | None:
+        try:
+            res = subprocess.run(
+                ["scontrol", *words], capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return res.stdout if res.returncode == 0 and res.stdout.strip() else None
+
+    node = spec.node
+    if node is None:
+        job = scontrol("show", "job", "-o", spec.job)
+        nodelist = parse_record(job.splitlines()[0]).get("NodeList", "") if job else ""
+        names = scontrol("show", "hostnames", nodelist) if nodelist and nodelist != "(null)" else None
+        node = names.split()[0] if names else None
+    if node is None:
+        return None
+    out = scontrol("show", "node", "-o", node)
+    return (parse_record(out.splitlines()[0]).get("NodeAddr") or None) if out else None
 
 
 async def job_steps(job: str) -> list[str]:

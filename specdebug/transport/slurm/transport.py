@@ -12,11 +12,19 @@ health check runs on the node instead).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 
 from specdebug.transport.base import NotConnected
 from specdebug.transport.local import DirectForward, is_loopback
-from specdebug.transport.slurm.job import JobGone, SlurmSpec, job_info, node_address, srun_argv
+from specdebug.transport.slurm.job import (
+    JobGone,
+    SlurmSpec,
+    check_step_access,
+    job_info,
+    node_address,
+    srun_argv,
+)
 from specdebug.transport.slurm.proc import SrunProcess, spawn_srun
 from specdebug.transport.slurm.steps import cancel_launch_step, launch_step
 
@@ -38,6 +46,8 @@ class SlurmTransport:
         return is_loopback(self.node_addr)
 
     async def _pick_node(self) -> str:
+        """The node to run on; another user's job is tried once (check_step_access): Slurm's
+        refusal is final, so the connect fails at once with its words instead of retrying."""
         info = await job_info(self.spec.job)
         if not info.running:
             raise JobGone(f"{self.name}: job {self.spec.job} is {info.state}, not running")
@@ -48,6 +58,8 @@ class SlurmTransport:
         node = self.spec.node or (info.nodes[0] if info.nodes else None)
         if node is None:
             raise JobGone(f"{self.name}: job {self.spec.job} has no nodes")
+        if info.uid is not None and info.uid != os.getuid():
+            await check_step_access(info, node)
         return node
 
     async def connect(self) -> None:
