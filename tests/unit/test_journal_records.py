@@ -241,7 +241,9 @@ def test_every_kind_with_absent_values_reads_back_as_written(tmp_path: Path) -> 
         BisectResultRecord(result=result),
         BisectLaunchRecord(profile="a", pid=9, port=None, bisect=None, host=None),
         BisectStopRecord(profile="a", pid=9, host=None),
-        SpecAdviceTryRecord(profile="p", config="p.try-d2", depth=2, predicted_tok_s=None, measured_tok_s=None),
+        SpecAdviceTryRecord(
+            profile="p", config="p.try-d2", depth=2, predicted_tok_s=None, measured_tok_s=None
+        ),
     ]
     assert {r.kind for r in made} == set(KNOWN)  # a new kind must be added here
     journal = Journal(tmp_path / "s")
