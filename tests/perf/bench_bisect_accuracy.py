@@ -170,10 +170,18 @@ async def one(remote, work: Path, s: Scenario, run: int) -> dict:
         "ends": (result.evidence.why[:60] if result.evidence else ""),
         "s": time.monotonic() - t0,
         "note": (result.notes or [""])[-1][:90],
+        # what each launch measured: the config (its knobs, or the end) x launches, its share of the gap
+        "trials": " ".join(
+            f"{'+'.join(t.applied) if t.role.value == 'candidate' else t.role.value}x{t.launches}"
+            f"({t.share:+.2f})"
+            if t.share is not None
+            else f"{'+'.join(t.applied) or t.role.value}x{t.launches}"
+            for t in result.trials
+        ),
     }
 
 
-async def main_async(runs: int, parallel: int, only: set[str]) -> int:
+async def main_async(runs: int, parallel: int, only: set[str], show_trials: bool = False) -> int:
     chosen = [s for s in scenarios() if not only or s.name in only]
     sshd = start_sshd(Path(tempfile.mkdtemp(prefix="bxacc-sshd-")))
     work = Path(tempfile.mkdtemp(prefix="bxacc-"))
@@ -203,6 +211,8 @@ async def main_async(runs: int, parallel: int, only: set[str]) -> int:
                     + f")  {row['s']:.0f}s  {row['note']}",
                     flush=True,
                 )
+                if show_trials and row.get("trials"):
+                    print(f"    trials: {row['trials']}", flush=True)
 
         await asyncio.gather(*(go(s, r) for s, r in jobs))
     finally:
@@ -241,8 +251,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2, help="runs of each scenario (noise ones get one more)")
     ap.add_argument("--parallel", type=int, default=3, help="bisections at once (each on its own port)")
     ap.add_argument("--only", default="", help="comma-separated scenario names")
+    ap.add_argument("--trials", action="store_true", help="print what each run launched, config by config")
     a = ap.parse_args()
-    sys.exit(asyncio.run(main_async(a.runs, a.parallel, {x for x in a.only.split(",") if x})))
+    sys.exit(asyncio.run(main_async(a.runs, a.parallel, {x for x in a.only.split(",") if x}, a.trials)))
 
 
 if __name__ == "__main__":

@@ -15,8 +15,9 @@ from specdebug.core.bisect.plan import Plan, split
 SE, T = 0.01, 3.0
 
 
-def drive(n: int, effect, *, missing=lambda q: False, drift: float = 0.0, se: float = SE):
-    """Run a plan against an oracle: `effect(units)` is the true share; returns (plan, launches)."""
+def drive(n: int, effect, *, missing=lambda q: False, drift: float = 0.0, se: float = SE, se_of=None):
+    """Run a plan against an oracle: `effect(units)` is the true share (`se_of(units)`: its standard
+    error, else `se`); returns (plan, launches)."""
     plan = Plan(n)
     asked: list[frozenset[int]] = []
     launches = 0
@@ -30,7 +31,7 @@ def drive(n: int, effect, *, missing=lambda q: False, drift: float = 0.0, se: fl
             plan.answer(None)
             continue
         share = effect(q.units) + (drift if q.fresh or len(asked) > 3 else 0.0)
-        plan.answer(Reading(share, se, T, 1))
+        plan.answer(Reading(share, se_of(q.units) if se_of else se, T, 1))
     return plan, launches
 
 
@@ -90,7 +91,9 @@ def test_confirmation_that_does_not_close_the_gap_searches_the_rest() -> None:
 
 
 def test_drift_makes_it_cannot_tell() -> None:
-    plan, _ = drive(4, single(2), drift=0.3)
+    # the box moves from the 4th launch on: the culprit alone reads +130 %, no confirmation from the
+    # good side; the bad profile with it restored reads +30 %, and so does the good end again
+    plan, _ = drive(8, single(6), drift=0.3)
     assert plan.result.verdict == "cannot-tell" and plan.result.drift
     # the data cannot tell a moved box from ends' first readings that were off by chance: both said
     told = [n for n in plan.result.notes if "measured again reads" in n]
@@ -141,9 +144,11 @@ def test_a_noisy_half_that_reads_a_little_names_no_neutral_knob() -> None:
     plan, launches = drive(15, lambda q: 1.0 if 9 in q else (0.13 if len(q) >= 4 else -0.02), se=0.075)
     r = plan.result
     assert r.culprits == {9}, r
-    # the confirmation (the 14 others applied read +13 %, interval up to +45 %) cannot prove the gap closed
-    # at this noise: honest, exit 1, rather than a guess
-    assert r.verdict == "inconclusive" and not r.confirmed and launches <= 9
+    # the confirmation from the bad side (the 14 others applied read +13 %, interval up to +45 %) could
+    # not prove the gap closed at this noise; the culprit alone reads as the bad end (+100 %, 78 % to
+    # 122 %): confirmed from the good side, with no launch more (was: inconclusive after 9 launches)
+    assert r.verdict == "found" and r.confirmed and launches <= 8
+    assert any("from the good side" in n for n in r.notes), r.notes
 
 
 def test_a_small_effect_read_once_is_measured_again_before_it_is_named() -> None:
@@ -159,7 +164,8 @@ def test_a_small_effect_read_once_is_measured_again_before_it_is_named() -> None
             return 0.145 if seen[q] == 1 else 0.02  # one low reading, then as the others
         return 0.136 if len(q) == 3 else 0.02
 
-    plan, _ = drive(4, effect, se=0.04)
+    # the culprit alone too noisy to confirm from the good side: the bad side's confirmation, the rest searched
+    plan, _ = drive(4, effect, se=0.04, se_of=lambda q: 0.2 if q == {0} else 0.04)
     assert 2 not in plan.culprits and seen[frozenset({2})] >= 2, plan.result
 
 
@@ -175,6 +181,8 @@ def test_a_confirmation_too_noisy_to_decide_says_so_not_that_the_gap_stays_open(
         assert q is not None
         if q.units == frozenset({1}):  # everything but the culprit (knob 0): the confirmation
             plan.answer(noisy_rest)
+        elif q.units == frozenset({0}):  # the culprit alone: too noisy to confirm from the good side
+            plan.answer(Reading(1.0, 0.12, 3.7, 3))
         else:
             plan.answer(Reading(1.0 if 0 in q.units else 0.0, SE, T, 3))
     r = plan.result

@@ -52,6 +52,9 @@ from specdebug.remote.api import Remote
 
 Clock = Callable[[], float]
 MIN_END_RUNS = 2  # each end at least twice: the noise is measured, not assumed
+# the ends stop repeating once the runs that would settle them (as measured so far) are over this many
+# times --repeats: those launches could not decide it (issue 39: 8 launches to end cannot-tell on 2 knobs)
+FUTILE = 2
 
 
 class Bisection:
@@ -345,8 +348,11 @@ class Bisection:
                 yield TrialDone(row=self.book.update_row(fp, self.book.judge()))
             if any(self.book.end_failed(fp) for fp, _, _ in ends):
                 return
-            if i + 1 >= MIN_END_RUNS and self.book.judge().ends()[0] != "unresolved":
+            state, _why, need = self.book.judge().ends()
+            if i + 1 >= MIN_END_RUNS and state != "unresolved":
                 return
+            if i + 1 >= MIN_END_RUNS and need is not None and need > FUTILE * self.options.repeats:
+                return  # the runs that would settle it are far beyond --repeats: more decide nothing
             if i + 1 >= MIN_END_RUNS and self._ends_drift(ends) is not None:
                 return  # the box moves under the ends: more runs of them would only measure the drift
 

@@ -1,0 +1,81 @@
+"""Launches that decide nothing are not made (issue 39): the culprit's own reading is the confirmation,
+the other half's share is inferred, ends whose settling is far beyond --repeats stop repeating; and a
+set is an interaction only when each part short of one knob reads clearly less than it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specdebug.core.bisect import models as bm
+from specdebug.core.bisect import run as bisect_run
+from specdebug.core.bisect.run import Bisection
+from tests.unit.test_bisect_plan import drive, single
+from tests.unit.test_bisect_replay import NoRemote, run, session
+
+
+def test_the_culprit_alone_reading_as_the_bad_end_is_the_confirmation() -> None:
+    """One culprit among 4: every knob applied (the bad end), a half, a quarter, the culprit alone; the
+    culprit alone reads as the bad end, so the bad profile with it restored is not launched (was 5)."""
+    plan, launches = drive(4, single(1))
+    r = plan.result
+    assert r.verdict == "found" and r.culprits == {1} and r.confirmed, r
+    assert launches == 4
+    assert any("from the good side" in n for n in r.notes), r.notes
+
+
+def test_the_other_half_of_a_split_effect_is_inferred_not_launched() -> None:
+    """Three equal additive knobs among 4: the first half reads a third, so the other half carries two
+    thirds (shares add): its knobs are measured alone, the half itself is not (was 7 questions, now 6)."""
+    plan, launches = drive(4, lambda q: sum(1 / 3 for u in q if u in (1, 2, 3)))
+    r = plan.result
+    assert r.verdict == "several" and r.culprits == {1, 2, 3} and r.confirmed, r
+    assert frozenset({2, 3}) not in plan.readings
+    assert launches == 6
+
+
+def test_a_set_within_the_noise_of_one_part_is_not_an_interaction() -> None:
+    """The noise scenario's failure: the rest read +30 % of the gap, one knob of it +23 % (not
+    significant) and the other nothing; delta debugging named both "together".  A part of the set
+    within the noise of the set's effect is undecided: cannot-tell, no neutral knob named."""
+
+    def effect(q: frozenset[int]) -> float:
+        return 0.7 * (0 in q) + (0.3 if {1, 2} <= q else 0.23 if 2 in q else -0.02 if 1 in q else 0.0)
+
+    plan, _ = drive(3, effect, se=0.08)
+    r = plan.result
+    assert not plan.together and 1 not in r.culprits, r
+    assert r.verdict == "cannot-tell", r
+
+
+async def test_ends_whose_settling_is_far_beyond_the_repeats_stop_repeating(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Ends 0.5 % apart with 2 % run-to-run noise: about 30 runs of each would settle it, far beyond
+    --repeats 4; after two of each the bisection says so (was: 8 launches to the same answer)."""
+    journal, c = session(tmp_path, lambda names: 94.0)
+    journal.path.write_text("")  # nothing measured yet
+    # no trend with time (a steady one is drift, said otherwise): good falls, bad rises, 0.5 % apart
+    values = {"good": iter([95.0, 93.0, 94.8, 93.2]), "bad": iter([93.4, 95.6, 93.6, 95.4])}
+    launched: list[str] = []
+
+    async def trial(remote, spec, *, journal=None, clock=None, nodes=None):
+        launched.append(spec.role.value)
+        now = 1000.0 + 60 * len(launched)
+        yield bm.Measurement(
+            bisect=spec.bisect, config=spec.profile.name, fingerprint=spec.fingerprint,
+            settings=spec.settings.key(), role=spec.role, applied=list(spec.applied),
+            metrics={"output_tok_s": next(values[spec.role.value])}, started_at=now, finished_at=now,
+        )  # fmt: skip
+
+    monkeypatch.setattr(bisect_run, "run_trial", trial)
+    options = bm.BisectOptions(max_age_s=None)
+    result = await run(Bisection(NoRemote(), c.good, c.bad, options, journal=journal))
+    assert result.verdict == "cannot-tell" and launched == ["good", "bad", "good", "bad"], (result, launched)
+    assert any("runs of each end would settle it" in n for n in result.notes), result.notes
+
+
+@pytest.fixture(autouse=True)
+def _no_box_state(box_state_dir: Path) -> None:
+    """The trial runner is a stand-in here: nothing is launched, nothing recorded on the box."""
