@@ -165,13 +165,16 @@ async def _launch(
                 newlines=False,
             )
         return 0
-    _say(args, f"launched {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}")
     # the watch runs beside the drift snapshot: the startup time it reports is the server's alone.
     # Ctrl+C (130) or TERM (143) ends the watch, not the server: say what keeps running and how to stop it
+    # (TERM's handler is in place before the launch is announced: a TERM right after the line is its)
     verdict = "its startup verdict (`specdebug status HOST -c PROFILE` reads it later)"
     left = "\n".join(interrupted_lines(args, profile, pid=record.pid, not_recorded=verdict))
     try:
         async with on_term(lambda: "launch: TERM: no verdict", after=lambda: left):
+            _say(
+                args, f"launched {profile.name}: PID {record.pid}, PGID {record.pgid}, log {record.log_file}"
+            )
             code = await _watch_and_report(args, remote, record, profile, journal)
             await launching.finish()
     except asyncio.CancelledError:  # Ctrl+C (on_term turns TERM into its own exit)
