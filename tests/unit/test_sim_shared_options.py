@@ -36,6 +36,11 @@ def test_both_engines_read_the_same_shared_options() -> None:
         "never_join": True,
         "die_after_ready": 2.0,
         "nccl_timeout_after": 3.0,
+        # the cost model's shape (the advisor's benchmark boxes): not given here, the story's box
+        "draft_step_ms": None,
+        "verify_base_ms": None,
+        "verify_per_token_ms": None,
+        "accept": None,
     }
     assert common(parse_args([]).sim) == common(parse_vllm_args(VLLM).sim) == common(CommonSimOptions())
 
