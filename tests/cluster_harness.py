@@ -11,8 +11,10 @@ import getpass
 import json
 import os
 import signal
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.sshd_harness import Sshd, start_sshd
 
@@ -78,3 +80,33 @@ def kill_record(path: Path, marker: str) -> bool:
         os.killpg(pgid, signal.SIGKILL)
     path.unlink(missing_ok=True)
     return killed
+
+
+def cluster_fixture(folder: str = "cluster", *, gpus: bool = False) -> Any:
+    """The module's two-node loopback cluster as a pytest fixture (`cluster = cluster_fixture()` in a test
+    module): one place for the set-up five deployment files repeated."""
+    import pytest
+
+    from tests.sshd_harness import SSHD
+
+    @pytest.fixture(scope="module")
+    def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+        if SSHD is None:
+            pytest.skip("OpenSSH sshd not installed")
+        c = start_cluster(tmp_path_factory.mktemp(folder), gpus=gpus)
+        yield c
+        c.stop()
+
+    return cluster
+
+
+def leftovers_fixture(marker: str = "dep-") -> Any:
+    """An autouse fixture that kills what a failing test left recorded under `marker` in its state folder."""
+    import pytest
+
+    @pytest.fixture(autouse=True)
+    def _leftovers(box_state_dir: Path) -> Iterator[None]:
+        yield
+        kill_recorded(box_state_dir, marker)
+
+    return _leftovers

@@ -19,26 +19,17 @@ from pathlib import Path
 import pytest
 
 from tests import clifork
-from tests.cluster_harness import Cluster, kill_recorded, start_cluster
+from tests.cluster_harness import Cluster, cluster_fixture, leftovers_fixture
 from tests.deployprofiles import cli, dep_profile, group_alive
-from tests.sshd_harness import SSHD, free_port
+from tests.sshd_harness import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.spread]  # the cluster fixture is two loopback sshds
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Cluster:
-    if SSHD is None:
-        pytest.skip("OpenSSH sshd not installed")
-    c = start_cluster(tmp_path_factory.mktemp("cluster"))
-    yield c
-    c.stop()
+cluster = cluster_fixture()
 
 
-@pytest.fixture(autouse=True)
-def _leftovers(box_state_dir: Path):
-    yield
-    kill_recorded(box_state_dir, "dep-")
+_leftovers = leftovers_fixture()
 
 
 def test_launch_as_one_status_and_stop_leave_nothing(cluster: Cluster, tmp_path: Path) -> None:

@@ -21,26 +21,17 @@ from specdebug.core.deployment.control import deployment_status
 from specdebug.core.profiles import load_profile
 from tests.bisectprofiles import BASE, NCCL
 from tests.boxes import ssh_box
-from tests.cluster_harness import Cluster, kill_recorded, start_cluster
+from tests.cluster_harness import Cluster, cluster_fixture, leftovers_fixture
 from tests.deployprofiles import cli, dep_profile, group_alive
-from tests.sshd_harness import SSHD, free_port
+from tests.sshd_harness import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.spread]  # the cluster fixture is two loopback sshds
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Cluster:
-    if SSHD is None:
-        pytest.skip("OpenSSH sshd not installed")
-    c = start_cluster(tmp_path_factory.mktemp("gpucluster"), gpus=True)
-    yield c
-    c.stop()
+cluster = cluster_fixture("gpucluster", gpus=True)
 
 
-@pytest.fixture(autouse=True)
-def _leftovers(box_state_dir: Path):
-    yield
-    kill_recorded(box_state_dir, "dep-")
+_leftovers = leftovers_fixture()
 
 
 def test_bench_records_every_nodes_gpus_and_names_node1s_throttled_gpu(

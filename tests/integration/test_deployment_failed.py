@@ -19,26 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster_harness import Cluster, kill_recorded, start_cluster
+from tests.cluster_harness import Cluster, cluster_fixture, leftovers_fixture
 from tests.deployprofiles import cli, dep_profile, group_alive
-from tests.sshd_harness import SSHD
 
 pytestmark = [pytest.mark.slow, pytest.mark.spread]  # the cluster fixture is two loopback sshds
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Cluster:
-    if SSHD is None:
-        pytest.skip("OpenSSH sshd not installed")
-    c = start_cluster(tmp_path_factory.mktemp("cluster"))
-    yield c
-    c.stop()
+cluster = cluster_fixture()
 
 
-@pytest.fixture(autouse=True)
-def _leftovers(box_state_dir: Path):
-    yield
-    kill_recorded(box_state_dir, "dep-")
+_leftovers = leftovers_fixture()
 
 
 def test_a_leader_hanging_before_the_rendezvous_is_named_as_the_leader_within_seconds(

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster_harness import Cluster, kill_recorded, start_cluster
+from tests.cluster_harness import Cluster, cluster_fixture, leftovers_fixture
 from tests.deployprofiles import cli, dep_profile
-from tests.sshd_harness import SSHD
 
 pytestmark = [pytest.mark.slow, pytest.mark.spread]  # the cluster fixture is two loopback sshds
 
@@ -28,19 +27,10 @@ NCCL_INFO = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 WORKERS = '[workers]\nmatch = "sglang::scheduler"\n'
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Cluster:
-    if SSHD is None:
-        pytest.skip("OpenSSH sshd not installed")
-    c = start_cluster(tmp_path_factory.mktemp("cluster"))
-    yield c
-    c.stop()
+cluster = cluster_fixture()
 
 
-@pytest.fixture(autouse=True)
-def _leftovers(box_state_dir: Path):
-    yield
-    kill_recorded(box_state_dir, "dep-")
+_leftovers = leftovers_fixture()
 
 
 def launched(cluster: Cluster, prof: Path) -> dict:

@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests import clifork
-from tests.cluster_harness import Cluster, kill_recorded, start_cluster
+from tests.cluster_harness import Cluster, cluster_fixture, kill_recorded
 from tests.deployprofiles import dep_profile
-from tests.sshd_harness import SSHD
 from tests.tmux_harness import Tmux
 
 pytestmark = [
@@ -29,13 +28,7 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Cluster:
-    if SSHD is None:
-        pytest.skip("OpenSSH sshd not installed")
-    c = start_cluster(tmp_path_factory.mktemp("cluster"))
-    yield c
-    c.stop()
+cluster = cluster_fixture()
 
 
 def _rows(screen: str, *starts: str) -> list[str]:
