@@ -144,13 +144,6 @@ class Noise:
     measured: bool  # False: the floor, not the data (no config measured twice)
 
 
-def _log_mean(costs: Sequence[float]) -> float | None:
-    """The mean log of positive finite costs (None where one is not: it has no log)."""
-    if not costs or not all(0 < c < math.inf for c in costs):
-        return None
-    return statistics.fmean(math.log(c) for c in costs)
-
-
 class Judge:
     """The ends as measured, the noise, and a share of the gap for any config's values."""
 
@@ -244,25 +237,11 @@ class Judge:
         if self.exact:
             return "distinct", f"the good end starts, the bad end does not ({g:g} vs {b:g})", None
         assert self.b_cost is not None  # with bad_mean
-        # relative noise: the ends are told apart by their mean log cost (a ratio), with the pooled sd of
-        # the logs; in cost units one slow outlier of the slow end (17.7 beside 47-63 tok/s) swamped a 5x gap
-        lg, lb = _log_mean([self.cost(x) for x in self.good]), _log_mean([self.cost(x) for x in self.bad])
-        if lg is not None and lb is not None:
-            apart = abs(lb - lg)
-            se = self.rel * math.sqrt(1 / len(self.good) + 1 / len(self.bad))
-            need = math.ceil(2 * (2.576 * self.rel / apart) ** 2) + 1 if apart else None
-            half_pct = self.t * se * 100 if math.isfinite(self.t) else math.inf
-        else:  # a zero or infinite cost (nothing decoded): the gap in cost units
-            apart = abs(gap)
-            sds = (self._sd_at(self.g_cost), self._sd_at(self.b_cost))
-            se = math.sqrt(sds[0] ** 2 / len(self.good) + sds[1] ** 2 / len(self.bad))
-            need = (
-                math.ceil(2.576**2 * (sds[0] ** 2 + sds[1] ** 2) / gap**2) + 1
-                if gap and math.isfinite(se)
-                else None
-            )
-            half_pct = self.t * se / abs(self.g_cost) * 100 if math.isfinite(self.t) else math.inf
-        z = apart / se if se else math.inf
+        level = self._sd_at(self.g_cost) ** 2 + self._sd_at(self.b_cost) ** 2  # one run of each end
+        se = math.sqrt(
+            self._sd_at(self.g_cost) ** 2 / len(self.good) + self._sd_at(self.b_cost) ** 2 / len(self.bad)
+        )
+        z = abs(gap) / se if se else math.inf
         source = (
             f"run-to-run sd {self.rel * 100:.1f}% over {len(self.good)}+{len(self.bad)} runs"
             if self.noise.measured
@@ -270,11 +249,13 @@ class Judge:
         )
         why = f"ends differ by {gap_pct:.1f}% ({g:.2f} vs {b:.2f}), {z:.1f} standard errors ({source}; "
         why += f"needs {self.t:.1f} at 99 %)"
+        need = math.ceil(2.576**2 * level / gap**2) + 1 if gap and math.isfinite(level) else None
         if z >= self.t and gap_pct >= self.min_gap_pct:
             return "distinct", why, None
         if z >= self.t:
             return "same", why + f"; smaller than --min-gap {self.min_gap_pct:g}%", None
-        if gap_pct + half_pct < self.min_gap_pct:
+        rel_half = self.t * se / abs(self.g_cost) * 100 if math.isfinite(self.t) else math.inf
+        if gap_pct + rel_half < self.min_gap_pct:
             return "same", why + f"; the same within --min-gap {self.min_gap_pct:g}%", None
         return "unresolved", why, need
 
