@@ -130,7 +130,10 @@ def run_demo(
     server = LoopbackSSHServer(alias="simbox")
     server.start()
 
+    by_signal: list[int] = []
+
     def on_signal(signum, frame):  # SIGTERM/SIGHUP: leave through the same cleanup as q
+        by_signal.append(128 + signum)
         raise SystemExit(128 + signum)
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
@@ -186,6 +189,14 @@ def run_demo(
             shutil.rmtree(folder, ignore_errors=True)
         for s, handler in old.items():
             signal.signal(s, handler)
+        if by_signal:
+            # the terminal is gone (or TERM came) and the cleanup that matters is done: the server is
+            # stopped, the box and its folders gone.  What is left are threads of a UI that has no screen
+            # (a box request still waiting, an executor's worker); under load they held the process past
+            # its terminal for 45 s (test_demo's hangup test), so leave now
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(by_signal[0])
     if (ctx.session_dir / "events.jsonl").is_file():
         print(f"specdebug demo: journal in {ctx.session_dir} (`specdebug history`, `specdebug report`)")
     return 0
