@@ -4,7 +4,8 @@ A supervisor task connects the transport, starts the resident helper (specdebug/
 on one long-lived process, watches both, and reconnects with capped exponential backoff (0.5 s
 doubling to 30 s).  State changes go to listeners, so a dead host only changes its own row.  A
 connect the transport calls hopeless (TransportFailed: a refused host key, failed
-authentication, an ended allocation) makes the host FAILED until `restart()`.
+authentication, an ended allocation) makes the host FAILED until `restart()`; so does a
+ProxyCommand that ends before the first handshake (a reconnect retries it: the route may come back).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from specdebug.transport.base import (
     ConnState,
     ConnStatus,
     NotConnected,
+    ProxyFailed,
     RemoteError,
     Transport,
     TransportFailed,
@@ -181,14 +183,13 @@ class Session:
             try:
                 await self.transport.connect()
                 await self._setup()
-            except TransportFailed as exc:
-                await self._teardown()
-                self._fail(exc)
-                return
             except asyncio.CancelledError:
                 raise
             except (RemoteError, OSError, TimeoutError, ValueError) as exc:
                 await self._teardown()
+                if self._hopeless(exc):
+                    self._fail(exc)
+                    return
                 last_error = str(exc) or type(exc).__name__
                 log.info("%s: connect attempt %d failed: %s", self.name, attempt, last_error)
                 self._set_status(ConnStatus(ConnState.RECONNECTING, attempt=attempt, last_error=last_error))
@@ -209,6 +210,11 @@ class Session:
             self._connected.clear()
             await self._teardown()
         self._set_status(ConnStatus(ConnState.CLOSED))
+
+    def _hopeless(self, exc: BaseException) -> bool:
+        """A connect failure retrying cannot fix: the transport says so, or a ProxyCommand ended
+        before the first handshake (the same command would fail again; a reconnect retries it)."""
+        return isinstance(exc, TransportFailed) or (isinstance(exc, ProxyFailed) and self._generation == 0)
 
     async def _setup(self) -> None:
         self.probe = None
