@@ -10,6 +10,7 @@ after the current trial, a judgement by hand, measure a config again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import statistics
 import time
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from specdebug.core.bisect.book import END_FAILURES, Book, failure_kind
+from specdebug.core.bisect.boxlock import hold_box
 from specdebug.core.bisect.checks import busy_server, drift_of
 from specdebug.core.bisect.gate import Gate, parse_gate
 from specdebug.core.bisect.interleave import next_step, reference_end, steady_drift
@@ -107,6 +109,8 @@ class Bisection:
         self._mine: set[str] = set()  # profile names launched by this run
         self.current: Profile | None = None  # the config of the trial running now (front ends clean up)
         self.drift: Drift | None = None
+        self._box_lock = contextlib.AsyncExitStack()  # the box's bisection lock, from the first launch
+        self._box_locked = False
         launched = self.book.load(journal.records()) if journal is not None else {}
         prefix = good.name + NAME_SUFFIX
         own = self.book.own_pids
@@ -140,6 +144,20 @@ class Bisection:
 
     # ---- the run ------------------------------------------------------------------------------
     async def events(self) -> AsyncIterator[Any]:
+        """The run; from its first launch on, under the box's bisection lock (boxlock.py: a second
+        bisection on the box is refused before it launches, naming this one)."""
+        async with contextlib.AsyncExitStack() as self._box_lock:
+            async for ev in self._run():
+                yield ev
+
+    async def _lock_box(self) -> None:
+        if not self._box_locked:
+            c = self.cands
+            lock = hold_box(self.remote, self.remote.name, self.id, c.good.name, c.bad.name, self.warnings)
+            await self._box_lock.enter_async_context(lock)
+            self._box_locked = True
+
+    async def _run(self) -> AsyncIterator[Any]:
         t0 = self.clock()
         c = self.cands
         if self.journal is not None:
@@ -433,6 +451,7 @@ class Bisection:
     async def _measure(
         self, profile: Profile, fp: str, role: Role, query: frozenset[int]
     ) -> AsyncIterator[Any]:
+        await self._lock_box()
         row = self.book.row(fp, role, profile.name, self.cands.knob_names(query))
         spec = TrialSpec(
             bisect=self.id,
