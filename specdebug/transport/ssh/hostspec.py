@@ -64,6 +64,7 @@ class ResolvedHost:
     user: str
     known_hosts: list[Path]
     keepalive_interval: float | None = None
+    proxy_command: str | None = None  # ssh config's ProxyCommand, its %h/%p expanded (proxy.py runs it)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -98,6 +99,7 @@ def resolve(spec: HostSpec) -> ResolvedHost:
     else:
         known = [Path("~/.ssh/known_hosts").expanduser()]
     interval = cfg.get("ServerAliveInterval")
+    proxy = cfg.get("ProxyCommand")
     warnings = _ignored_option_warnings(paths, spec.host)
     return ResolvedHost(
         spec=spec,
@@ -106,8 +108,17 @@ def resolve(spec: HostSpec) -> ResolvedHost:
         user=user,
         known_hosts=known,
         keepalive_interval=float(str(interval)) if interval else None,
+        proxy_command=_proxy_command(proxy),
         warnings=warnings,
     )
+
+
+def _proxy_command(value: object) -> str | None:
+    """The ProxyCommand as one line; None for none or `none` (OpenSSH's way to switch it off)."""
+    if isinstance(value, list | tuple):
+        value = " ".join(str(v) for v in value)
+    text = str(value).strip() if value else ""
+    return text if text and text.lower() != "none" else None
 
 
 MAX_INCLUDE_DEPTH = 16  # OpenSSH's own limit on nested Include
