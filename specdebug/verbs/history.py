@@ -40,8 +40,7 @@ from specdebug.core.report import (
     history,
     metric_diff,
     other_host,
-    render_markdown,
-    report_title,
+    session_markdown,
 )
 from specdebug.core.sanitize import visible
 from specdebug.verbs.common import (
@@ -268,11 +267,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
             return 2
         events = journal.records()
         say_skipped(journal)
-    text = render_markdown(
-        events,
-        title=report_title(Path(journal.label).name, events),
-        include_failed=args.include_failed,
-    )
+    text = session_markdown(events, str(journal.label), include_failed=args.include_failed)
     if args.output:
         # the file is read in a terminal or pasted into a PR: the same visible escapes as stdout
         Path(args.output).write_text(visible(text, newlines=True), encoding="utf-8")
