@@ -39,6 +39,7 @@ from specdebug.tui.panes.env_view import (
     var_cell,
 )
 from specdebug.tui.stacks_action import open_stacks
+from specdebug.tui.views_action import open_drift
 from specdebug.tui.widgets.measured_table import MeasuredTable
 from specdebug.tui.widgets.steady import Steady
 
@@ -61,6 +62,8 @@ class EnvPane(EnvNodes):
         # `env --all-matching`: every matching process on the box, labelled, never a verdict
         Binding("a", "all_matching", "Box-wide look", id="env.all_matching", show=False),
         Binding("escape", "clear_marks", "Clear diff", id="env.clear_diff", show=False),
+        # `specdebug drift`: the box as the server sees it, beyond the profile's knobs
+        Binding("d", "drift", "Drift snapshot", id="env.drift", show=False),
     ]
     IN_TURN_ACTIONS = frozenset({"mark", "stacks"})  # the highlighted process column
     DEFAULT_CSS = """
@@ -221,6 +224,15 @@ class EnvPane(EnvNodes):
             )
             return
         self.run_worker(open_stacks(self.app, remote, profile, [pid]), group="env-stacks", exclusive=True)
+
+    def action_drift(self) -> None:
+        """The drift snapshot of the selected host (on a deployment: that node's profile), as `drift`."""
+        dep = self.ctx.deployment()
+        remote, profile = self.node_target(self.ctx.selected if dep is not None else None)
+        if remote is None or profile is None:
+            self.notify("choose a host and a profile first (P picks a profile)", severity="warning")
+            return
+        self.run_worker(open_drift(self.app, remote, profile), group="env-drift", exclusive=True)
 
     def action_clear_marks(self) -> None:
         self.marked.clear()
