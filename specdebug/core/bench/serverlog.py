@@ -54,6 +54,24 @@ def _parse(text: str, kind: str, patterns: Mapping[str, str]) -> tuple[dict[str,
     return series, errors
 
 
+MIN_SE_LINES = 3  # log lines of a figure before its within-run standard error is given
+
+
+def robust_se(values: list[float]) -> float | None:
+    """The standard error of the mean of these lines, leaving out lines under half the median (a line
+    over an idle gap between requests is not the run's noise); None under MIN_SE_LINES lines left."""
+    if len(values) < MIN_SE_LINES:
+        return None
+    xs = sorted(values)
+    med = xs[len(xs) // 2]
+    kept = [x for x in xs if x >= med / 2]
+    if len(kept) < MIN_SE_LINES:
+        return None
+    mean = sum(kept) / len(kept)
+    var = sum((x - mean) ** 2 for x in kept) / (len(kept) - 1)
+    return float((var / len(kept)) ** 0.5)
+
+
 def _mean(values: Iterable[float]) -> float | None:
     xs = list(values)
     return sum(xs) / len(xs) if xs else None
@@ -80,6 +98,8 @@ def server_metrics(
         log_bytes=len(log_slice),
     )
     res.extra = {k: m for k, v in series.items() if k not in KNOWN and (m := _mean(v)) is not None}
+    if (se := robust_se(gen)) is not None:
+        res.se["gen_throughput"] = se
     used = {**series, "gen_throughput": gen}  # the figures as averaged (the first gen sample dropped)
     res.what = describe_log_figures(kind, {name: used.get(name, []) for name in KNOWN})
     return res, errors

@@ -353,7 +353,9 @@ class Bisection:
 
     async def _ends(self, ends: tuple[tuple[str, Role, Profile], ...] | None = None) -> AsyncIterator[Any]:
         """good, bad, good, bad ... at least twice each (the noise is measured, not assumed), more up to
-        --repeats while the gap is within the noise; an end that fails is launched once more (book)."""
+        --repeats while the gap is within the noise; an end that fails is launched once more (book).
+        Once each when the server's per-step figure (its log lines' spread within each run) puts them
+        many noise widths apart: a second run of each would decide nothing (issue 39)."""
         c = self.cands
         ends = ends or ((c.good_fp, Role.GOOD, c.good), (c.bad_fp, Role.BAD, c.bad))
         for i in range(max(MIN_END_RUNS, self.options.repeats)):
@@ -366,7 +368,10 @@ class Bisection:
                 yield TrialDone(row=self.book.update_row(fp, self.book.judge()))
             if any(self.book.end_failed(fp) for fp, _, _ in ends):
                 return
-            state, _why, need = self.book.judge().ends()
+            judge = self.book.judge()
+            if judge.decisive():
+                return  # many noise widths apart after one run each (the server's per-step figure)
+            state, _why, need = judge.ends()
             if i + 1 >= MIN_END_RUNS and state != "unresolved":
                 return
             if i + 1 >= MIN_END_RUNS and need is not None and need > FUTILE * self.options.repeats:
