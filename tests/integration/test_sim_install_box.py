@@ -87,6 +87,28 @@ def _example_on_port(tmp_path: Path, port: int) -> Path:
     return path
 
 
+def _taken_port_names_a_port_of_the_users_block(user, profile: Path) -> None:
+    """Another user (root, this test) holds the profile's port: the box user's launch is refused before
+    anything starts, naming whose the port is and a free port of the block install-box gave this user
+    (issue 41: the examples' fixed ports collide for two users of one box)."""
+    import re
+    import socket
+    import tomllib
+
+    from specdebug.sim.box.install import user_ports
+
+    port = tomllib.loads(profile.read_text())["server"]["port"]
+    low, high = user_ports(user.uid)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", port))
+        held.listen()
+        r = cli(user, "launch", user.alias, "-c", str(profile), timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"port {port} is in use by another user's process: root (uid 0)" in r.stderr, r.stderr
+    m = re.search(r"(\d+) is free on the box now \(this login's \$SPECDEBUG_SIM_PORTS block\)", r.stderr)
+    assert m is not None and low <= int(m.group(1)) < high, r.stderr
+
+
 def test_second_user_installs_a_sim_box_and_specdebug_launches_an_example_through_sshd(
     tmp_path: Path,
 ) -> None:
@@ -112,6 +134,7 @@ def test_second_user_installs_a_sim_box_and_specdebug_launches_an_example_throug
         assert [g["name"] for g in gpus] == ["NVIDIA H200"] * 8, gpus
 
         profile = _example_on_port(tmp_path, free_port())
+        _taken_port_names_a_port_of_the_users_block(user, profile)
         try:
             r = cli(user, "launch", user.alias, "-c", str(profile), "--wait", timeout=300)
             assert r.returncode == 0, r.stdout + r.stderr
