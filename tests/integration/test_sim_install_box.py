@@ -44,14 +44,15 @@ DEBIAN_BASHRC = (
 
 
 @contextlib.contextmanager
-def plain_sshd() -> Iterator:
+def plain_sshd(listen: tuple[str, ...] = ("127.0.0.1",)) -> Iterator:
     """The real sshd as a box has it: sessions get sshd's own PATH and a first-level bash (which reads
     ~/.bashrc), not the harness's fixture PATH and SHLVL=1 (its first SetEnv wins); in a folder
-    every box user can pass through (boxusers.users_sshd)."""
+    every box user can pass through (boxusers.users_sshd).  `listen`: its loopback addresses (the
+    README's two-node recipe logs in at 127.0.0.2 and 127.0.0.3)."""
     root = Path(tempfile.mkdtemp(prefix="sdbox-sshd-", dir="/tmp"))
     os.chmod(root, 0o711)
     tag = f" {TAG_VAR}={os.environ[TAG_VAR]}" if os.environ.get(TAG_VAR) else ""
-    server = start_sshd(root / "sshd", extra_config=(f"SetEnv SPECDEBUG_TEST_SSHD=1{tag}",))
+    server = start_sshd(root / "sshd", extra_config=(f"SetEnv SPECDEBUG_TEST_SSHD=1{tag}",), listen=listen)
     os.chmod(root / "sshd", 0o711)
     try:
         yield server
