@@ -65,6 +65,8 @@ class ResolvedHost:
     known_hosts: list[Path]
     keepalive_interval: float | None = None
     warnings: list[str] = field(default_factory=list)
+    identities: tuple[str, ...] = ()  # the config's IdentityFile/CertificateFile (a login's identity)
+    proxy: str = ""  # the config's ProxyJump or ProxyCommand (the way the host is reached)
 
     @property
     def config_paths(self) -> list[str]:
@@ -99,6 +101,12 @@ def resolve(spec: HostSpec) -> ResolvedHost:
         known = [Path("~/.ssh/known_hosts").expanduser()]
     interval = cfg.get("ServerAliveInterval")
     warnings = _ignored_option_warnings(paths, spec.host)
+    identities = tuple(
+        str(Path(str(f)).expanduser())
+        for name in ("IdentityFile", "CertificateFile")
+        for f in _listed(cfg.get(name))
+    )
+    proxy = " ".join(str(cfg.get(name) or "") for name in ("ProxyJump", "ProxyCommand")).strip()
     return ResolvedHost(
         spec=spec,
         hostname=hostname,
@@ -107,7 +115,16 @@ def resolve(spec: HostSpec) -> ResolvedHost:
         known_hosts=known,
         keepalive_interval=float(str(interval)) if interval else None,
         warnings=warnings,
+        identities=identities,
+        proxy=proxy,
     )
+
+
+def _listed(value: object) -> list[object]:
+    """A config value that may be given once or many times, as a list."""
+    if value is None or value == ():
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
 
 
 MAX_INCLUDE_DEPTH = 16  # OpenSSH's own limit on nested Include
