@@ -2,7 +2,7 @@
 stopped as one, a phase row per node, and the deployment's verdict naming the node that failed.
 
 Why apart from startup.py: the one-box pane folds one server's events; here the stream is
-`core.deployment.control.watch_deployment`'s (each event tagged with its node) and the state is a
+`core.deployment.control.watch_target`'s (each event tagged with its node) and the state is a
 `core.deployment.monitor.DeploymentMonitor` (one ServerMonitor per node).  The calls are the
 headless verbs' (`specdebug launch|attach|restart|stop|status -c PROFILE`); this module only
 drives them and draws the result.  Mixed into StartupPane.
@@ -24,14 +24,17 @@ from specdebug.core.control.observe import observe
 from specdebug.core.control.records import ServerRecord
 from specdebug.core.deployment import Deployment, Node
 from specdebug.core.deployment.control import (
-    deployment_status,
-    launch_deployment,
-    stop_deployment,
-    watch_deployment,
+    finish_launches,
+    launch_target,
+    records_of,
+    stop_target,
+    target_status,
+    watch_target,
 )
 from specdebug.core.deployment.monitor import DeploymentMonitor, watch_deployment_liveness
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
+from specdebug.core.target import target_of
 from specdebug.remote.api import Remote
 from specdebug.tui.pane import Pane, RunningServer, describe_error
 from specdebug.tui.panes.startup_view import STATE_STYLE, fmt_s
@@ -102,7 +105,7 @@ class StartupNodes(Pane):
             if mode == "restart":
                 mon.state = ServerState.STOPPING
                 self._dirty = True
-                self._announce_nodes(mon.stopped(await stop_deployment(remotes, dep, journal=journal)))
+                self._announce_nodes(mon.stopped(await stop_target(target_of(dep, remotes), journal=journal)))
             mon.reset_run(ServerState.LAUNCHING)
             self._dirty = True
             if (
@@ -121,10 +124,14 @@ class StartupNodes(Pane):
                         raise LaunchRefused(f"{node.host}: {exc}") from None
                 deadline = self.clock() + dep.profile.ready.timeout_s
             else:
-                records, deadline = await launch_deployment(remotes, dep, journal=journal), None
+                launched = await launch_target(target_of(dep, remotes), journal=journal)
+                await finish_launches(launched)
+                records, deadline = records_of(launched), None
             mon.launched(records)
             self._dirty = True
-            async for ev in watch_deployment(remotes, dep, records, deadline=deadline, journal=journal):
+            async for ev in watch_target(
+                target_of(dep, remotes), records, deadline=deadline, journal=journal
+            ):
                 self._announce_nodes(mon.apply(ev))
             if mon.state is ServerState.READY:
                 await self.watch_nodes(mon)
@@ -154,7 +161,7 @@ class StartupNodes(Pane):
         self._dirty = True
         try:
             dep = mon.deployment
-            result = await stop_deployment(self._node_remotes(dep), dep, journal=self.ctx.journal)
+            result = await stop_target(target_of(dep, self._node_remotes(dep)), journal=self.ctx.journal)
             self._announce_nodes(mon.stopped(result))
             self.notify(result.message, severity="information" if result.stopped else "error")
         except Exception as exc:
@@ -171,7 +178,7 @@ class StartupNodes(Pane):
         try:
             for node in dep.nodes:
                 await self.ctx.remotes[node.host].wait_connected(30.0)
-            st = await deployment_status(self._node_remotes(dep), dep)
+            st = await target_status(target_of(dep, self._node_remotes(dep)))
         except Exception as exc:  # a down node is the hosts pane's news; the pane cannot tell
             mon.reset_run(ServerState.IDLE)
             mon.message = f"could not check for a running deployment: {describe_error(exc)}"
