@@ -1,7 +1,7 @@
 """The Env pane on a deployment: every node's workers checked at once, and the NCCL transport proof.
 
 Why apart from env.py: the one-box pane checks one host's workers; a deployment's check is
-`core.deployment.node_env.deployment_env` (each node's env check with its node profile, and its NCCL
+`core.deployment.node_env.target_env` (each node's env check with its node profile, and its NCCL
 lines of this run), the same calls as `specdebug env -c PROFILE --json` (`nodes`, `transport`).  This
 module runs it and says the verdict: per node, then the transport (`ib-gdrdma`, `ib`, `socket`,
 `unproven` with how to make the lines exist) and its findings.  Mixed into EnvPane.
@@ -16,7 +16,8 @@ from textual.widgets import Static
 
 from specdebug.core.deployment import Deployment
 from specdebug.core.deployment.nccl import TransportProof
-from specdebug.core.deployment.node_env import NodeEnv, deployment_env
+from specdebug.core.deployment.node_env import NodeEnv, target_env
+from specdebug.core.target import target_of
 from specdebug.core.env.model import BOX_WIDE_VERDICT, EnvReport
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
@@ -72,9 +73,8 @@ class EnvNodes(Pane):
         try:
             for node in dep.nodes:
                 await self.ctx.remotes[node.host].wait_connected(30.0)
-            envs, proof = await deployment_env(
-                {n.host: self.ctx.remotes[n.host] for n in dep.nodes}, dep, all_matching=all_matching
-            )
+            remotes = {n.host: self.ctx.remotes[n.host] for n in dep.nodes}
+            envs, proof = await target_env(target_of(dep, remotes), all_matching=all_matching)
         except (RemoteError, LookupError, OSError, TimeoutError) as exc:
             if not quiet:
                 self.notify(f"env check failed: {exc}", severity="error")
