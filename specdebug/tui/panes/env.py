@@ -7,7 +7,7 @@ pane shows its progress and renders the report.  Every value shown comes from th
 
 The check acts on the profile's target (`ctx.target()`).  One node is the one-box screen.  On a
 deployment every node's workers are columns (a node row says whose): the check is
-`core.deployment.node_env.deployment_env` (each node's env check with its node profile, and its NCCL
+`core.deployment.node_env.target_env` (each node's env check with its node profile, and its NCCL
 lines of this run), the same calls as `specdebug env -c PROFILE --json` (`nodes`, `transport`), and
 the verdict says per node, then the transport (`ib-gdrdma`, `ib`, `socket`, `unproven` with how to
 make the lines exist) and its findings.
@@ -27,7 +27,7 @@ from textual.widgets import DataTable, Static
 from specdebug.core.control.events import ServerState
 from specdebug.core.control.records import ServerRecord
 from specdebug.core.deployment.nccl import TransportProof
-from specdebug.core.deployment.node_env import NodeEnv, deployment_env
+from specdebug.core.deployment.node_env import NodeEnv, target_env
 from specdebug.core.env.events import EnvDone, EnvProcessesFound
 from specdebug.core.env.model import BOX_WIDE_VERDICT, DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv
 from specdebug.core.env.probe import ServerNotRunning, env_events, query_for_profile
@@ -234,7 +234,7 @@ class EnvPane(Pane):
         try:
             for node in target.nodes:
                 await target.remote(node).wait_connected(CONNECT_WAIT_S)
-            envs, proof = await deployment_env(target.remotes, target.deployment, all_matching=all_matching)
+            envs, proof = await target_env(target, all_matching=all_matching)
         except (RemoteError, LookupError, OSError, TimeoutError) as exc:
             self.check_failed(exc, quiet)
             return

@@ -39,15 +39,17 @@ from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.control.tracker import StartupHistory, startup_history, verdict_of_run
 from specdebug.core.control.watch import launch_and_watch, watch
 from specdebug.core.deployment.control import (
-    deployment_status,
-    launch_deployment,
-    stop_deployment,
-    watch_deployment,
+    finish_launches,
+    launch_target,
+    records_of,
+    stop_target,
+    target_status,
+    watch_target,
 )
 from specdebug.core.deployment.monitor import DeploymentMonitor, watch_deployment_liveness
 from specdebug.core.profiles import Profile
 from specdebug.core.records import JournalRecord, LaunchRecord, StopRecord, VerdictRecord, profile_of
-from specdebug.core.target import Target
+from specdebug.core.target import Target, target_of
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane, RunningServer, describe_error, error_toast
@@ -248,7 +250,7 @@ class StartupPane(StartupView, Pane):
             if mode == "restart":
                 mon.state = ServerState.STOPPING
                 self._dirty = True
-                self._announce_nodes(mon.stopped(await stop_deployment(remotes, dep, journal=journal)))
+                self._announce_nodes(mon.stopped(await stop_target(target_of(dep, remotes), journal=journal)))
             mon.reset_run(ServerState.LAUNCHING)
             self._dirty = True
             if (
@@ -267,10 +269,14 @@ class StartupPane(StartupView, Pane):
                         raise LaunchRefused(f"{node.host}: {exc}") from None
                 deadline = self.clock() + dep.profile.ready.timeout_s
             else:
-                records, deadline = await launch_deployment(remotes, dep, journal=journal), None
+                launched = await launch_target(target_of(dep, remotes), journal=journal)
+                await finish_launches(launched)
+                records, deadline = records_of(launched), None
             mon.launched(records)
             self._dirty = True
-            async for ev in watch_deployment(remotes, dep, records, deadline=deadline, journal=journal):
+            async for ev in watch_target(
+                target_of(dep, remotes), records, deadline=deadline, journal=journal
+            ):
                 self._announce_nodes(mon.apply(ev))
             if mon.state is ServerState.READY:
                 await self.watch_nodes(mon)
@@ -300,7 +306,7 @@ class StartupPane(StartupView, Pane):
         self._dirty = True
         try:
             dep = mon.deployment
-            result = await stop_deployment(self._node_remotes(mon), dep, journal=self.ctx.journal)
+            result = await stop_target(target_of(dep, self._node_remotes(mon)), journal=self.ctx.journal)
             self._announce_nodes(mon.stopped(result))
             self.notify(result.message, severity="information" if result.stopped else "error")
         except Exception as exc:
@@ -319,7 +325,7 @@ class StartupPane(StartupView, Pane):
                 raise LookupError(f"no connection to {', '.join(target.unreachable)} here")
             for node in dep.nodes:
                 await target.remote(node).wait_connected(CONNECT_WAIT_S)
-            st = await deployment_status(target.remotes, dep)
+            st = await target_status(target)
         except Exception as exc:  # a down node is the hosts pane's news; the pane cannot tell
             mon.reset_run(ServerState.IDLE)
             mon.message = f"could not check for a running deployment: {describe_error(exc)}"
