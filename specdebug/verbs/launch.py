@@ -349,7 +349,7 @@ async def cmd_stop(args: argparse.Namespace) -> int:
 
 @run_verb
 async def cmd_status(args: argparse.Namespace) -> int:
-    from specdebug.core.deployment.control import target_status
+    from specdebug.core.deployment.status import target_status
 
     profile = _profile(args, "status")
     async with open_target(args, profile, partial=True) as target:

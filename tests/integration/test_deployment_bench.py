@@ -17,7 +17,7 @@ from specdebug.core.bisect.deploytrial import run_deployment_trial
 from specdebug.core.bisect.models import Measurement, Role, Settings, Status
 from specdebug.core.bisect.trial import Nodes, TrialSpec
 from specdebug.core.deployment import place
-from specdebug.core.deployment.control import target_status
+from specdebug.core.deployment.status import target_status
 from specdebug.core.profiles import load_profile
 from specdebug.core.target import target_of
 from tests.bisectprofiles import BASE, NCCL

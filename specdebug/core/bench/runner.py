@@ -398,7 +398,7 @@ async def _measure(
 async def _nodes_before(nodes: Mapping[str, Remote], deployment: Deployment) -> str | None:
     """Before a deployment's run: a dead or failed node refuses it (its leader may still answer,
     serving nothing a benchmark should measure); a node that cannot be proven is a warning."""
-    from specdebug.core.deployment.control import target_status
+    from specdebug.core.deployment.status import target_status
     from specdebug.core.target import target_of
 
     st = await target_status(target_of(deployment, nodes))
@@ -413,7 +413,7 @@ async def _nodes_after(
     nodes: Mapping[str, Remote], deployment: Deployment, result: BenchResult, unproven: str | None
 ) -> None:
     """After the run: a node that died or failed meanwhile makes the figures a broken deployment's."""
-    from specdebug.core.deployment.control import target_status
+    from specdebug.core.deployment.status import target_status
     from specdebug.core.target import target_of
 
     st = await target_status(target_of(deployment, nodes))

@@ -43,10 +43,10 @@ from specdebug.core.deployment.control import (
     launch_target,
     records_of,
     stop_target,
-    target_status,
     watch_target,
 )
 from specdebug.core.deployment.place import Deployment
+from specdebug.core.deployment.status import target_status
 from specdebug.core.deployment.tracker import DeploymentVerdict
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from specdebug.core.control.events import NOTHING_RUNNING, Launched, LogLine, ServerState
 from specdebug.core.control.monitor import LOG_LINES_KEPT, Liveness, ServerMonitor, StateChanged
 from specdebug.core.control.records import ServerRecord, StopResult
-from specdebug.core.deployment.control import DeploymentStatus, DeploymentStop, NodeEvent
+from specdebug.core.deployment.control import DeploymentStop, NodeEvent
 from specdebug.core.deployment.place import Deployment
+from specdebug.core.deployment.status import DeploymentStatus
 from specdebug.core.deployment.tracker import DeploymentVerdict
 from specdebug.core.sanitize import visible
 from specdebug.remote.api import Remote, RemoteError

@@ -43,10 +43,10 @@ from specdebug.core.deployment.control import (
     launch_target,
     records_of,
     stop_target,
-    target_status,
     watch_target,
 )
 from specdebug.core.deployment.monitor import DeploymentMonitor, watch_deployment_liveness
+from specdebug.core.deployment.status import target_status
 from specdebug.core.profiles import Profile
 from specdebug.core.records import JournalRecord, LaunchRecord, StopRecord, VerdictRecord, profile_of
 from specdebug.core.target import Target, target_of
