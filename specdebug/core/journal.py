@@ -201,12 +201,16 @@ class Journal:
         A line that does not decode (the torn tail of a killed writer) is skipped, never raised;
         so is a record that cannot be used (read_record): each such line is said in `skipped`.
         """
+        return list(self.iter_records(kinds))
+
+    def iter_records(self, kinds: set[str] | None = None) -> Iterator[JournalRecord]:
+        """`records`, one at a time: a reader that folds them (`report`) holds one record, not the
+        journal (`skipped` is complete once the iteration ends)."""
         self.skipped: list[str] = []
         try:
             fh = open(self.path, "rb")  # noqa: SIM115 (closed below; read one line at a time)
         except FileNotFoundError:
-            return []
-        out: list[JournalRecord] = []
+            return
         with fh:
             for n, chunk, whole in _lines(fh):
                 if not chunk.strip():
@@ -230,8 +234,7 @@ class Journal:
                 if isinstance(got, str):
                     self.skipped.append(f"{self.path} line {n}: {got} (skipped)")
                     continue
-                out.append(got)
-        return out
+                yield got
 
     def events(self, kinds: set[str] | None = None) -> list[dict[str, Any]]:
         """The readable records as their JSON objects (read through the models, as `records`)."""

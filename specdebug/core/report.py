@@ -14,8 +14,9 @@ comparison unless the caller asks for it (`include_failed`, the verbs' `--includ
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +25,7 @@ from specdebug.core.bench.models import BenchResult, LatencyStats, judge_failure
 from specdebug.core.bisect.report import bisect_markdown
 from specdebug.core.drift.report import drift_markdown
 from specdebug.core.fingerprint import PLUMBING_FLAGS, split_argv
-from specdebug.core.records import BenchResultRecord, JournalRecord, MarkRecord
+from specdebug.core.records import BenchResultRecord, BisectResultRecord, JournalRecord, MarkRecord
 from specdebug.core.secrets import mask_text
 from specdebug.core.source import ServerSource
 
@@ -193,20 +194,75 @@ def _lat(s: LatencyStats) -> str:
     return fmt(s.p50) if s.p50 is not None else fmt(s.mean)
 
 
+NOTES_HEAD = 1000  # rows of the notes section kept from the journal's start ...
+NOTES_TAIL = 1000  # ... and from its end: a journal of millions of events is not one report of them
+
+
+@dataclass
+class _Session:
+    """What the report needs of a journal, gathered in one pass over its records (the records
+    themselves are not kept: a 1 GB journal is read in the memory of its results and notes)."""
+
+    count: int = 0
+    first_ts: float | None = None
+    last_ts: float | None = None
+    results: list[BenchResultRecord] = field(default_factory=list)
+    marks: list[MarkRecord] = field(default_factory=list)  # a baseline mark points at a result
+    bisections: list[BisectResultRecord] = field(default_factory=list)
+    notes_head: list[str] = field(default_factory=list)
+    notes_tail: deque[str] = field(default_factory=lambda: deque(maxlen=NOTES_TAIL))
+    notes_left_out: int = 0
+
+    @classmethod
+    def fold(cls, events: Iterable[JournalRecord]) -> _Session:
+        s = cls()
+        for ev in events:
+            s.count += 1
+            s.first_ts = ev.ts if s.first_ts is None else s.first_ts
+            s.last_ts = ev.ts
+            if isinstance(ev, BenchResultRecord):
+                s.results.append(ev)
+            elif isinstance(ev, BisectResultRecord):
+                s.bisections.append(ev)
+            elif isinstance(ev, MarkRecord):
+                s.marks.append(ev)
+            row = _note_row(ev)
+            if row is None:
+                continue
+            if len(s.notes_head) < NOTES_HEAD:
+                s.notes_head.append(row)
+                continue
+            if len(s.notes_tail) == NOTES_TAIL:
+                s.notes_left_out += 1
+            s.notes_tail.append(row)
+        return s
+
+
 def render_markdown(
-    events: Sequence[JournalRecord], *, title: str = "specdebug session", include_failed: bool = False
+    events: Iterable[JournalRecord],
+    *,
+    title: str = "specdebug session",
+    include_failed: bool = False,
+    session_name: str | None = None,
 ) -> str:
     """The whole session as markdown: results table, config diffs, failed runs, warnings, notes.
+    `events` is read once, one record at a time (a journal's iter_records); with `session_name`
+    the title is report_title's.
 
     Text from the journal is masked once more (URL credentials, bearer values, secret name=value
     pairs): a journal written by an older version must not leak through a pasted report.
     """
-    entries = history(events)
-    base = baseline_of(events, entries, include_failed=include_failed)
+    session = _Session.fold(events)
+    if session_name is not None:
+        title = _title(session_name, session.first_ts)
+    entries = history(session.results)
+    base = baseline_of(session.marks, entries, include_failed=include_failed)
     out = [f"# {title}", ""]
-    if events:
+    if session.count:
         hosts = sorted({e.result.host for e in entries if e.result.host})
-        out.append(f"- events: {len(events)}, from {fmt_time(events[0].ts)} to {fmt_time(events[-1].ts)}")
+        out.append(
+            f"- events: {session.count}, from {fmt_time(session.first_ts)} to {fmt_time(session.last_ts)}"
+        )
         if hosts:
             out.append(f"- hosts: {', '.join(hosts)}")
         if base is not None:
@@ -265,8 +321,8 @@ def render_markdown(
         out += drift_markdown(comparable(entries, include_failed=include_failed))
         out += _failed_section(entries)
         out += _warning_section(entries)
-    out += bisect_markdown(events)
-    out += _notes_section(events)
+    out += bisect_markdown(session.bisections)
+    out += _notes_section(session)
     return mask_text("\n".join(out).rstrip() + "\n")
 
 
@@ -327,20 +383,25 @@ _SUMMARY_KEYS = ("text", "label", "message", "verdict", "profile", "phase", "rea
 def report_title(session_name: str, events: Sequence[JournalRecord]) -> str:
     """`specdebug session NAME`; a folder named just "session" (the demo's) gets its start time
     instead, never `specdebug session session`."""
+    return _title(session_name, events[0].ts if events else None)
+
+
+def _title(session_name: str, first_ts: float | None) -> str:
     name = session_name.strip()
     if not name or name.lower() == "session":
-        start = fmt_time(events[0].ts) if events else "-"
+        start = fmt_time(first_ts) if first_ts is not None else "-"
         return f"specdebug session of {start}" if start != "-" else "specdebug session"
     return f"specdebug session {name}"
 
 
 def session_markdown(
-    events: Sequence[JournalRecord], session_label: str, *, include_failed: bool = False
+    events: Iterable[JournalRecord], session_label: str, *, include_failed: bool = False
 ) -> str:
     """The report of one session journal (its label: a folder or `box:NAME`): what `specdebug report`
-    prints and the Bench pane's report view shows, made in one place."""
+    prints and the Bench pane's report view shows, made in one place.  `events` is read once (a
+    journal's iter_records: a 1 GB journal is never held)."""
     name = session_label.rstrip("/").rsplit("/", 1)[-1]
-    return render_markdown(events, title=report_title(name, events), include_failed=include_failed)
+    return render_markdown(events, include_failed=include_failed, session_name=name)
 
 
 def _describe_mark(ev: MarkRecord) -> str:
@@ -359,22 +420,31 @@ def _describe_mark(ev: MarkRecord) -> str:
     return " ".join([head, *where])
 
 
-def _notes_section(events: Sequence[JournalRecord]) -> list[str]:
-    rows = []
-    for ev in events:
-        kind = ev.kind
-        if kind == "bench_result" or kind.startswith("bisect_"):  # bisections have their section
-            continue
-        if isinstance(ev, MarkRecord):
-            if ev.label != BASELINE_LABEL:
-                rows.append(f"- {fmt_time(ev.ts)} **mark**: {_cell(_describe_mark(ev))}")
-            continue
-        line = ev.to_json()  # launch, verdict, stop, a note: summed up from the fields it has
-        parts = [f"{k}={line[k]}" for k in _SUMMARY_KEYS if line.get(k) not in (None, "", [], {})]
-        if not parts:
-            rest = {k: v for k, v in line.items() if k not in ("ts", "kind")}
-            parts = [json.dumps(rest, default=str)[:200]]
-        rows.append(f"- {fmt_time(ev.ts)} **{kind}**: {_cell(', '.join(str(p) for p in parts))}")
+def _note_row(ev: JournalRecord) -> str | None:
+    """One event's line in the notes section (None: results and bisections have their sections)."""
+    kind = ev.kind
+    if kind == "bench_result" or kind.startswith("bisect_"):  # bisections have their section
+        return None
+    if isinstance(ev, MarkRecord):
+        if ev.label == BASELINE_LABEL:
+            return None
+        return f"- {fmt_time(ev.ts)} **mark**: {_cell(_describe_mark(ev))}"
+    line = ev.to_json()  # launch, verdict, stop, a note: summed up from the fields it has
+    parts = [f"{k}={line[k]}" for k in _SUMMARY_KEYS if line.get(k) not in (None, "", [], {})]
+    if not parts:
+        rest = {k: v for k, v in line.items() if k not in ("ts", "kind")}
+        parts = [json.dumps(rest, default=str)[:200]]
+    return f"- {fmt_time(ev.ts)} **{kind}**: {_cell(', '.join(str(p) for p in parts))}"
+
+
+def _notes_section(session: _Session) -> list[str]:
+    rows = list(session.notes_head)
+    if session.notes_left_out:
+        rows.append(
+            f"- ... {session.notes_left_out} more events between these (the journal holds them all: "
+            "specdebug history, or the events.jsonl itself)"
+        )
+    rows += session.notes_tail
     if not rows:
         return []
     return ["## Notes, marks and events", "", *rows, ""]

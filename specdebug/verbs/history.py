@@ -336,9 +336,10 @@ async def cmd_report(args: argparse.Namespace) -> int:
     async with _opened(args) as journal:
         if journal is None:
             return 2
-        events = journal.records()
+        # a local journal is read one record at a time (a 1 GB one in the memory of its results)
+        events = journal.iter_records() if isinstance(journal, Journal) else journal.records()
+        text = session_markdown(events, str(journal.label), include_failed=args.include_failed)
         say_skipped(journal)
-    text = session_markdown(events, str(journal.label), include_failed=args.include_failed)
     if args.output:
         # the file is read in a terminal or pasted into a PR: the same visible escapes as stdout
         Path(args.output).write_text(visible(text, newlines=True), encoding="utf-8")

@@ -121,3 +121,11 @@ def test_a_bisection_of_another_box_user_is_named_and_a_dead_one_blocks_nothing(
             _end(again)
         finally:
             subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+def test_a_hostile_record_is_shown_as_text() -> None:
+    """Another box user writes the record: its fields are shown escaped and cut, a wild time left out."""
+    from specdebug.core.bisect.boxlock import describe
+
+    said = describe({"good": "\x1b]0;owned\x07" + "x" * 5000, "since": 1e300, "pid": {"a": 1}}, "gpubox")
+    assert "\x1b" not in said and "\x07" not in said and len(said) < 1000 and "since" not in said, said

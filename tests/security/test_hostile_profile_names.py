@@ -42,3 +42,37 @@ def test_a_record_too_large_is_refused_by_check_as_by_launch(sshd, tmp_path: Pat
     assert res.returncode == 2 and "its server record would be about" in res.stderr, res.stderr
     launched = run(sshd, "launch", "gpubox", "-c", str(prof), timeout=60)
     assert launched.returncode == 1 and b"its server record would be about" in launched.stderr
+
+
+HOSTILE_SERVERS = {
+    # a NUL cannot pass through an exec: launch failed on the box ("probe helper: ValueError: embedded
+    # null byte") after check said the profile was fine
+    "argv-nul": ({"argv": ["sleep", "30\u0000; touch /tmp/x"]}, "server.argv holds a NUL byte"),
+    "env-nul": ({"argv": ["sleep", "30"], "env": {"A": "x\u0000y"}}, "server.env A holds a NUL byte"),
+    # the launch reports the log path as one line: the old launch started the server and recorded
+    # the path's first line, a file it never wrote
+    "log-newline": ({"argv": ["sleep", "30"], "log_file": "LOGDIR/a\nb.log"}, "holds a line break"),
+    # refused only on the box before ("not a regular file")
+    "log-folder": ({"argv": ["sleep", "30"], "log_file": "LOGDIR/"}, "names a folder, not a file"),
+}
+
+
+def test_what_launch_cannot_run_is_refused_by_check_and_by_launch_alike(sshd, tmp_path: Path) -> None:
+    """Both run one function (core.control.launch.check_launchable), before any box is asked."""
+    from tests.security.boxkit import forget_server, unique
+
+    for kind, (server, why) in HOSTILE_SERVERS.items():
+        name = unique(kind)
+        spec = {"port": 1, "log_file": str(tmp_path / f"{kind}.log"), **server}
+        spec["log_file"] = spec["log_file"].replace("LOGDIR", str(tmp_path))
+        prof = write_profile(tmp_path / f"{kind}.toml", name, spec)
+        res = check(prof)
+        assert res.returncode == 2 and why in res.stderr, (kind, res.stdout, res.stderr)
+        try:
+            launched = run(sshd, "launch", "gpubox", "-c", str(prof), timeout=60)
+        finally:
+            forget_server(name)
+        said = launched.stderr.decode()
+        assert launched.returncode == 1 and why in said, (kind, said)
+        assert f"not launching {name}" in said and "Traceback" not in said, (kind, said)
+        assert not (tmp_path / "a").exists(), f"{kind}: the server was started"

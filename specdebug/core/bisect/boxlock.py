@@ -62,7 +62,9 @@ def describe(record: dict[str, Any], host: str) -> str:
         return visible(str(record.get(key, "?")))[:200]
 
     since = record.get("since")
-    when = time.strftime(" since %H:%M:%S UTC", time.gmtime(since)) if isinstance(since, int | float) else ""
+    when = ""
+    if isinstance(since, int | float) and 0 < since < 1e11:  # another user's number: a time, or nothing
+        when = time.strftime(" since %H:%M:%S UTC", time.gmtime(since))
     return (
         f"another bisection runs on {host} and holds its GPUs: {field('good')} vs {field('bad')} "
         f"(bisection {field('bisect')}), started by {field('client_user')}@{field('client_host')} "

@@ -186,11 +186,43 @@ def _record(
 
 
 def launch_refusal(profile: Profile) -> str | None:
-    """What `launch` would refuse in the profile itself, before any box: `profile check` says it too."""
+    """What `launch` would refuse in the profile itself, before any box: `profile check` says it too
+    (both run check_launchable)."""
     try:
-        _check_record_size(_record(None, profile, DRAFT, uuid.uuid4().hex, time.time()))
+        check_launchable(profile)
     except LaunchRefused as exc:
         return str(exc)
+    return None
+
+
+def check_launchable(profile: Profile) -> None:
+    """LaunchRefused for what no box could launch as the profile says, checked before any box (the
+    launch runs it first; `profile check` through launch_refusal): text the launch cannot carry, a
+    log path that names no file, a record stop and status could not read back."""
+    why = _text_problem(profile)
+    if why is not None:
+        raise LaunchRefused(f"not launching {profile.name}: {why}")
+    _check_record_size(_record(None, profile, DRAFT, uuid.uuid4().hex, time.time()))
+
+
+def _text_problem(profile: Profile) -> str | None:
+    """A NUL byte cannot pass through an exec (the launch failed on the box with "embedded null
+    byte"); a line break in the log path or cwd broke the launch's line-based report (the record
+    named the log's first line: a file the server never wrote); a log path that is a folder was
+    refused only on the box."""
+    server = profile.server
+    words = [("server.argv", w) for w in server.argv]
+    words += [(f"server.env {k}", f"{k}={v}") for k, v in server.env.items()]
+    words += [("server.log_file", server.log_file), ("server.cwd", server.cwd or "")]
+    for where, word in words:
+        if "\0" in word:
+            return f"{where} holds a NUL byte, which no command line can carry"
+    for where, path in (("server.log_file", server.log_file), ("server.cwd", server.cwd or "")):
+        if any(c in path for c in "\n\r"):
+            return f"{where} {path!r} holds a line break (the launch reports the path as one line)"
+    log = server.log_file
+    if log in ("~", ".", "..") or log.endswith(("/", "/.", "/..")):
+        return f"server.log_file {log!r} names a folder, not a file"
     return None
 
 
@@ -234,12 +266,13 @@ async def start_launch(
     snapshot, so the startup time it reports is the server's, never the snapshot's (a box whose
     installed files take long to hash)."""
     require_write("launch", remote, journal)
+    check_launchable(profile)  # what `profile check` refuses too, before any box is asked
     if check:
         await check_can_launch(remote, profile)
     started = clock()
     launch_id = uuid.uuid4().hex
     draft = _record(remote, profile, DRAFT, launch_id, started)
-    _check_record_size(draft)
+    _check_record_size(draft)  # with this host's name in it
     await _reserve_record(remote, draft)
     drift = asyncio.create_task(snapshot_or_error(remote, profile)) if journal is not None else None
     try:
