@@ -1,7 +1,8 @@
 """What every pane can reach: the hosts, the chosen profile, the session journal, read-only mode.
 
-Panes get one AppContext at construction and ask it for the selected host's Remote when
-they act, so switching hosts or profiles needs no rewiring.
+Panes get one AppContext at construction and ask it for the target when they act (`target()`:
+the chosen profile placed on its nodes, each with the app's connection), so switching hosts or
+profiles needs no rewiring and a one-box profile is the one-node case of the same target.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from specdebug.core.boxjournal import BoxJournal
 from specdebug.core.deployment import Deployment, DeploymentError, place
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import Profile
+from specdebug.core.target import Target, target_of
 from specdebug.remote.api import Connection
 
 if TYPE_CHECKING:
@@ -53,7 +55,11 @@ class AppContext:
     # every profile whose server this session may have started (the demo stops them at exit); None: not tracked
     launched_profiles: list[Profile] | None = None
     ssh_config: str | None = None  # where a deployment's leader address is read from (-F)
-    _placed: tuple[Profile, Deployment | None] | None = field(default=None, repr=False)
+    # placements made (placing reads ssh config): id(profile) -> (profile, host placed on, deployment);
+    # a pane keeps state per deployment (the Startup pane's monitor), so one profile keeps its placement
+    _placed: dict[int, tuple[Profile, str | None, Deployment | None]] = field(
+        default_factory=dict, repr=False
+    )
 
     def keys_of(self, binding: Binding) -> list[str]:
         """The keys that run `binding` now (the user's keymap first, then its default)."""
@@ -61,23 +67,32 @@ class AppContext:
         return [k.strip() for k in keys.split(",") if k.strip()]
 
     def remote(self) -> Connection | None:
-        if self.selected and self.selected in self.remotes:
-            return self.remotes[self.selected]
-        return next(iter(self.remotes.values()), None)
+        """The selected host's connection (a path typed in the Logs pane, the header's host)."""
+        host = self.host()
+        return self.remotes[host] if host is not None else None
 
-    def deployment(self) -> Deployment | None:
-        """The profile placed on its nodes when it has `[deployment]` and every node is a host here
-        (the panes then act on the deployment as one); None for a one-box profile."""
-        profile = self.profile
-        if profile is None or profile.deployment is None:
+    def host(self) -> str | None:
+        """The host the panes act on: the selected one, else the first connected here."""
+        if self.selected and self.selected in self.remotes:
+            return self.selected
+        return next(iter(self.remotes), None)
+
+    def target(self, profile: Profile | None = None) -> Target | None:
+        """The chosen profile (or `profile`: a bisection's good end) placed, over the connections
+        the app holds: a one-box profile is one node on the selected host; a deployment is its nodes
+        (`target_of`: a node with no connection here is in `unreachable`; a pane acting says so).  None: no profile,
+        no host for a one-box profile, or a deployment that cannot be placed."""
+        profile = profile or self.profile
+        if profile is None:
             return None
-        if self._placed is not None and self._placed[0] is profile:
-            return self._placed[1]
-        try:
-            dep: Deployment | None = place(profile, ssh_config=self.ssh_config)
-        except DeploymentError:
-            dep = None
-        if dep is not None and any(n.host not in self.remotes for n in dep.nodes):
-            dep = None  # a node the app has no connection to: the panes cannot act on it
-        self._placed = (profile, dep)
-        return dep
+        host = self.host() if profile.deployment is None else None  # a deployment names its nodes
+        known = self._placed.get(id(profile))
+        if known is None or known[0] is not profile or known[1] != host:
+            try:
+                dep: Deployment | None = place(profile, host, ssh_config=self.ssh_config)
+            except DeploymentError:
+                dep = None
+            while len(self._placed) >= 8:  # the profiles of one session: a handful
+                self._placed.pop(next(iter(self._placed)))
+            known = self._placed[id(profile)] = (profile, host, dep)
+        return target_of(known[2], self.remotes) if known[2] is not None else None

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from specdebug.core.control.records import ServerRecord
     from specdebug.core.profiles import Profile
     from specdebug.core.records import JournalRecord
+    from specdebug.core.target import Target
 
 READONLY_HINT = "read-only seat: {what} would change the box"
 
@@ -312,6 +313,28 @@ class Pane(Widget):
         if self.ctx.readonly and action in self.MUTATING_ACTIONS:
             return False
         return True
+
+    # -- the target -----------------------------------------------------------------------------
+
+    def acting_target(self, profile: Profile | None = None) -> Target | None:
+        """The target an action acts on (`ctx.target`: the chosen profile, or `profile`, placed), or
+        None after saying why: no profile, no host, or a node of the deployment that this app holds no
+        connection to (acting on the others would act on part of a server)."""
+        target = self.ctx.target(profile)
+        if target is None:
+            if (profile or self.ctx.profile) is None:
+                self.notify("no profile loaded: start specdebug with -c PROFILE", severity="error")
+            else:
+                self.notify("no host connected", severity="error")
+            return None
+        if target.unreachable:
+            self.notify(
+                f"{target.profile.name}: no connection to {', '.join(target.unreachable)} here "
+                "(its [deployment] nodes): open it with `specdebug -c PROFILE`",
+                severity="error",
+            )
+            return None
+        return target
 
     # -- read-only ------------------------------------------------------------------------------
 

@@ -193,7 +193,7 @@ async def test_env_pane_has_a_node_row_per_process_and_the_transport_verdict(tmp
     async with app.run_test(size=(160, 45)) as pilot:
         pane = app.query_one(EnvPane)
         pane.workers.cancel_group(pane, "env-check")  # the hosts never answer: the test feeds the check
-        dep = app.ctx.deployment()
+        dep = app.ctx.target().deployment
         proof = TransportProof(
             verdict="socket",
             reason="1 of 4 inter-node edges via NET/Socket (as node1 printed them)",
@@ -233,7 +233,7 @@ async def test_env_pane_says_a_stopped_deployment_is_not_running_and_a_missed_ex
     async with app.run_test(size=(160, 45)) as pilot:
         pane = app.query_one(EnvPane)
         pane.workers.cancel_group(pane, "env-check")  # the hosts never answer: the test feeds the check
-        dep = app.ctx.deployment()
+        dep = app.ctx.target().deployment
         gone = [
             NodeEnv(n, None, [], f"dsv3-2n.node{n.rank} is not running on {n.host}", running=False)
             for n in dep.nodes
@@ -291,7 +291,7 @@ def test_a_node_whose_nccl_lines_go_to_a_debug_file_is_a_finding(tmp_path):
     from specdebug.core.deployment.node_env import NodeEnv, transport_of
     from tests.tui.test_env_pane import report
 
-    dep = deployment_ctx(tmp_path).deployment()
+    dep = deployment_ctx(tmp_path).target().deployment
     rep = report()
     rep.workers[0].extra["NCCL_DEBUG_FILE"] = "/tmp/nccl.%h.%p"
     proof = transport_of([NodeEnv(dep.nodes[0], report(), []), NodeEnv(dep.nodes[1], rep, [])])
@@ -307,6 +307,6 @@ async def test_picking_a_deployment_whose_nodes_are_not_connected_is_refused(tmp
     async with app.run_test(size=(120, 30)) as pilot:
         app._profile_picked(path)  # what the profile picker calls with the chosen file
         await pilot.pause()
-        assert app.ctx.profile is None and app.ctx.deployment() is None
+        assert app.ctx.profile is None and app.ctx.target() is None
         said = [n.message for n in app._notifications]
         assert any("its [deployment] nodes node0, node1 are not connected here" in m for m in said)

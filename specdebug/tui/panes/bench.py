@@ -14,6 +14,7 @@ failed runs" (f), the twin of `specdebug history --include-failed`.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from rich.text import Text
@@ -25,11 +26,12 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Log, Static
 
-from specdebug.core.bench.events import BenchLine
+from specdebug.core.bench.events import BenchEvent, BenchLine
 from specdebug.core.bench.headline import headline_text
 from specdebug.core.bench.models import BenchProgress, BenchResult
 from specdebug.core.bench.runner import BenchRequest, bench_events
 from specdebug.core.control import actions as server_control
+from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import JournalRecord
 from specdebug.core.report import (
@@ -45,6 +47,7 @@ from specdebug.core.report import (
     history,
 )
 from specdebug.core.sanitize import visible
+from specdebug.core.target import Target
 from specdebug.engines.primitives import ANSI_RE
 from specdebug.remote.api import Remote
 from specdebug.tui.context import AppContext
@@ -80,6 +83,24 @@ async def not_running_hint(remote: Remote, profile: Profile) -> str | None:
     if st.state == "running" or (st.port_holder is not None and st.port_holder.listening):
         return None
     return f"{profile.name} is not running: press 2, then l (launch it in the Startup pane)"
+
+
+def target_bench_events(
+    target: Target, request: BenchRequest, journal: EventJournal | None
+) -> AsyncIterator[BenchEvent]:
+    """`bench_events` on the target as the `bench` verb calls it: the leader's node profile and
+    connection; a deployment's every node (GPUs, a dead node refuses the run)."""
+    leader = target.leader
+    whole = target.multi  # a one-box target: no nodes to watch beside the one benchmarked
+    return bench_events(
+        target.remote(leader),
+        leader.profile,
+        request,
+        journal=journal,
+        host=leader.host,
+        nodes=target.remotes if whole else None,
+        deployment=target.deployment if whole else None,
+    )
 
 
 class BenchPane(Pane):
@@ -241,32 +262,26 @@ class BenchPane(Pane):
         if self.progress is not None:
             self.notify("a benchmark is already running (x cancels it)", severity="warning")
             return
-        remote = self.ctx.remote()
-        profile = self.ctx.profile
-        if remote is None or profile is None:
-            self.notify("choose a host and a profile first", severity="error")
+        target = self.acting_target()
+        if target is None:
             return
-        self.running_profile = profile.name
+        self.running_profile = target.profile.name
         self.progress = BenchProgress(phase="warmup")
         self._lines.clear()
         log = self.query_one("#bench-output", Log)
         log.clear()
         log.set_class(self.kind == "external", "-shown")
         self._dirty = True
-        self.run_bench(remote, profile, self.kind)
+        self.run_bench(target, self.kind)
 
     @work(exclusive=True, group="bench-run", exit_on_error=False)
-    async def run_bench(self, remote: Remote, profile: Profile, kind: Literal["builtin", "external"]) -> None:
+    async def run_bench(self, target: Target, kind: Literal["builtin", "external"]) -> None:
+        """The leader serves: it is benchmarked as its node runs it (its record, its log), and on a
+        deployment every node's GPUs are recorded and a dead node refuses the run (as `bench`)."""
+        leader = target.leader
         try:
             result = None
-            events = bench_events(
-                remote,
-                profile,
-                BenchRequest(kind=kind),
-                journal=self.ctx.journal,
-                host=self.ctx.selected or remote.name,
-            )
-            async for ev in events:
+            async for ev in target_bench_events(target, BenchRequest(kind=kind), self.ctx.journal):
                 if isinstance(ev, BenchProgress):
                     self.progress = ev
                     self._dirty = True
@@ -279,7 +294,7 @@ class BenchPane(Pane):
             self._end_run("benchmark cancelled (nothing recorded)", "warning")
             raise
         except Exception as exc:  # one toast per run, named even when the error has no message
-            hint = await not_running_hint(remote, profile)
+            hint = await not_running_hint(target.remote(leader), leader.profile)
             self._end_run(hint or f"benchmark failed: {describe_error(exc)}", "error")
             return
         self.progress = None

@@ -26,7 +26,11 @@ from specdebug.core.bisect import models as bm
 from specdebug.core.bisect.book import unfinished
 from specdebug.core.bisect.judge import METRIC_CHOICES
 from specdebug.core.bisect.run import Bisection
-from specdebug.core.profiles import load_profile
+from specdebug.core.bisect.trial import Nodes
+from specdebug.core.deployment import Deployment, place
+from specdebug.core.journal import EventJournal
+from specdebug.core.profiles import Profile, load_profile
+from specdebug.core.target import Target
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.panes.bisect_view import BisectView, profile_for, progress_bar, short
@@ -37,6 +41,28 @@ STATE_STYLE = {"suspect": "yellow", "cleared": "dim", "culprit": "bold red"}
 JUDGED_STYLE = {"good": "green", "bad": "bold red", "skip": "magenta", "unclear": "yellow"}
 FLUSH_S = 0.1
 APPLIED_WIDTH = 40  # the trial table's "knobs applied" cell; the knob table has the full names
+
+
+def target_bisection(
+    target: Target,
+    bad: Profile,
+    options: bm.BisectOptions,
+    *,
+    journal: EventJournal | None,
+    remeasure: set[str] | None,
+    ssh_config: str | None,
+) -> Bisection:
+    """The bisection of the target's profile (the good end) against `bad`, as the `bisect` verb
+    starts it: on a deployment every trial is placed on the good end's nodes, launched, waited for
+    and stopped on all of them (the leader serves the benchmark)."""
+
+    def placer(profile: Profile) -> Deployment:
+        return place(profile, ssh_config=ssh_config)
+
+    nodes = Nodes(remotes=target.remotes, place=placer) if target.multi else None
+    return Bisection(
+        target.leader_remote, target.profile, bad, options, journal=journal, remeasure=remeasure, nodes=nodes
+    )
 
 
 class BisectPane(Pane):
@@ -389,16 +415,17 @@ class BisectPane(Pane):
         if self.engine is not None:
             self.notify("a bisection is running (p pauses, x aborts)", severity="warning")
             return
-        remote = self.ctx.remote()
-        if remote is None or self.good is None or self.bad is None:
+        if self.good is None or self.bad is None:
             self.notify("pick both ends first: g on the good profile, b on the bad one", severity="error")
             return
         loader = self.ctx.profile_loader or load_profile
         # a profile that does not load, a bad --group or gate: the app's one handler says it (pane.py)
         good, bad = loader(self.good), loader(self.bad)
-        engine = Bisection(
-            remote,
-            good,
+        target = self.acting_target(good)  # where the trials run: the selected host, or good's nodes
+        if target is None:
+            return
+        engine = target_bisection(
+            target,
             bad,
             bm.BisectOptions(
                 hand=self.hand,
@@ -406,6 +433,7 @@ class BisectPane(Pane):
             ),
             journal=self.ctx.journal,
             remeasure=remeasure,
+            ssh_config=self.ctx.ssh_config,
         )
         self.engine, self.note = engine, None
         b = good.bench

@@ -3,8 +3,14 @@ status, with the evidence behind it and a diff of two chosen processes.
 
 The check itself is `specdebug.core.env.probe.env_events`, the same stream the `env` verb reads; this
 pane shows its progress and renders the report.  Every value shown comes from the box, so every cell is plain
-`Text` with a style, never markup.  On a deployment every node's workers are columns (a node row
-says whose), and the verdict carries the NCCL transport proof (env_nodes.py).
+`Text` with a style, never markup.
+
+The check acts on the profile's target (`ctx.target()`).  One node is the one-box screen.  On a
+deployment every node's workers are columns (a node row says whose): the check is
+`core.deployment.node_env.target_env` (each node's env check with its node profile, and its NCCL
+lines of this run), the same calls as `specdebug env -c PROFILE --json` (`nodes`, `transport`), and
+the verdict says per node, then the transport (`ib-gdrdma`, `ib`, `socket`, `unproven` with how to
+make the lines exist) and its findings.
 """
 
 from __future__ import annotations
@@ -20,15 +26,18 @@ from textual.widgets import DataTable, Static
 
 from specdebug.core.control.events import ServerState
 from specdebug.core.control.records import ServerRecord
+from specdebug.core.deployment.nccl import TransportProof
+from specdebug.core.deployment.node_env import NodeEnv, target_env
 from specdebug.core.env.events import EnvDone, EnvProcessesFound
-from specdebug.core.env.model import DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv
+from specdebug.core.env.model import BOX_WIDE_VERDICT, DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv
 from specdebug.core.env.probe import ServerNotRunning, env_events, query_for_profile
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
+from specdebug.core.target import Target
 from specdebug.engines import worker_match
-from specdebug.remote.api import RemoteError
+from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
-from specdebug.tui.panes.env_nodes import EnvNodes
+from specdebug.tui.pane import Pane
 from specdebug.tui.panes.env_view import (
     ENVIRON_STYLE,
     LEGEND,
@@ -47,12 +56,14 @@ __all__ = ["EnvPane", "short_title", "tui_warnings", "var_cell"]
 
 DEFAULT_MATCH = worker_match()  # every engine's worker titles
 CONNECT_WAIT_S = 30.0
+TRANSPORT_STYLE = {"ib-gdrdma": "bold green", "ib": "green", "socket": "bold yellow", "unproven": "magenta"}
+FINDINGS_SHOWN = 2
 
 
 Column = tuple[str | None, int]  # a process column: (its node on a deployment, else None; its PID)
 
 
-class EnvPane(EnvNodes):
+class EnvPane(Pane):
     PANE_ID = "env"
     TITLE = "Env"
     BINDINGS = [
@@ -77,6 +88,9 @@ class EnvPane(EnvNodes):
     EnvPane #env-diff { height: auto; max-height: 12; }
     EnvPane #env-evidence-title { height: 1; margin-top: 1; color: $text-muted; }
     EnvPane #env-evidence { height: auto; max-height: 10; }
+    EnvPane.-nodes #env-how { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    EnvPane.-nodes.-narrow #env-verdict { max-height: 6; text-wrap: nowrap; text-overflow: ellipsis; }
+    EnvPane.-nodes.-narrow #env-evidence-title, EnvPane.-nodes.-narrow #env-evidence { display: none; }
     """
 
     class ReportReady(Message):
@@ -84,13 +98,20 @@ class EnvPane(EnvNodes):
             super().__init__()
             self.report = report
 
+    class NodesReady(Message):
+        def __init__(self, envs: list[NodeEnv], proof: TransportProof | None) -> None:
+            super().__init__()
+            self.envs = envs
+            self.proof = proof
+
     def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
         self.report: EnvReport | None = None  # one box's (on a deployment: the leader's)
         self.reports: list[tuple[str | None, EnvReport]] = []  # (node, its report); one box: (None, it)
         self.marked: list[Column] = []
         self._columns: list[Column] = []  # each process column, in order
-        self.clear_nodes()  # a deployment's node checks and transport proof (env_nodes.py)
+        self.node_envs: list[NodeEnv] = []  # a deployment's node checks ...
+        self.transport: TransportProof | None = None  # ... and its NCCL transport proof
 
     def compose(self) -> ComposeResult:
         yield Steady(Text("press r to check the workers' environment"), id="env-how")
@@ -168,15 +189,18 @@ class EnvPane(EnvNodes):
 
     @work(exclusive=True, group="env-check", exit_on_error=False)
     async def run_check(self, quiet: bool = False, all_matching: bool = False) -> None:
-        remote = self.ctx.remote()
+        """The profile's target checked (a deployment: every node and the transport); without a
+        profile, what runs on the selected host, labelled as such."""
+        target = self.ctx.target()
+        if target is not None and target.multi:
+            return await self.check_nodes(target, quiet, all_matching)
+        remote = target.leader_remote if target is not None else self.ctx.remote()
         if remote is None:
             return
-        if (dep := self.ctx.deployment()) is not None:
-            return await self.check_nodes(dep, quiet, all_matching)
         try:
             await remote.wait_connected(CONNECT_WAIT_S)
-            if self.ctx.profile is not None:
-                query = await query_for_profile(remote, self.ctx.profile, all_matching=all_matching)
+            if target is not None:
+                query = await query_for_profile(remote, target.leader.profile, all_matching=all_matching)
             else:  # no server named: what runs on the box, labelled as such
                 query = EnvQuery(
                     match=DEFAULT_MATCH,
@@ -194,16 +218,40 @@ class EnvPane(EnvNodes):
             self.show_not_running(str(exc), quiet)
             return
         except (RemoteError, LookupError, OSError, TimeoutError) as exc:
-            if not quiet:
-                self.notify(f"env check failed: {exc}", severity="error")
-            self.query_one("#env-how", Static).update(Text(f"env check failed: {exc}", style="red"))
+            self.check_failed(exc, quiet)
             return
         if report is not None:
             self.post_message(self.ReportReady(report))
 
+    async def check_nodes(self, target: Target, quiet: bool, all_matching: bool = False) -> None:
+        """Every node's env check and the transport proof (inside the check worker); a node with no
+        connection here is said, not checked."""
+        how = self.query_one("#env-how", Static)
+        count, name = len(target.nodes), target.profile.name
+        how.update(Text(f"checking the workers on {count} nodes of {name}…", style="dim"))
+        if target.unreachable:
+            return self.check_failed(f"no connection to {', '.join(target.unreachable)} here", quiet)
+        try:
+            for node in target.nodes:
+                await target.remote(node).wait_connected(CONNECT_WAIT_S)
+            envs, proof = await target_env(target, all_matching=all_matching)
+        except (RemoteError, LookupError, OSError, TimeoutError) as exc:
+            self.check_failed(exc, quiet)
+            return
+        self.post_message(self.NodesReady(envs, proof))
+
+    def check_failed(self, why: Exception | str, quiet: bool) -> None:
+        if not quiet:
+            self.notify(f"env check failed: {why}", severity="error")
+        self.query_one("#env-how", Static).update(Text(f"env check failed: {why}", style="red"))
+
     @on(ReportReady)
     def _report_ready(self, event: ReportReady) -> None:
         self.show_report(event.report)
+
+    @on(NodesReady)
+    def _nodes_ready(self, event: NodesReady) -> None:
+        self.show_nodes(event.envs, event.proof)
 
     def action_mark(self) -> None:
         table = self.query_one("#env-matrix", DataTable)
@@ -217,7 +265,7 @@ class EnvPane(EnvNodes):
         """py-spy the worker of the highlighted process column (tui.stacks_action), on its node."""
         col = self.query_one("#env-matrix", DataTable).cursor_coordinate.column - 2
         node, pid = self._columns[col] if 0 <= col < len(self._columns) else (None, 0)
-        remote, profile = self.node_target(node)
+        remote, profile = self.where_runs(node)
         if not pid or remote is None or profile is None:
             self.notify(
                 "move to a worker's column (with a host and a profile) to see its stack", severity="warning"
@@ -227,12 +275,21 @@ class EnvPane(EnvNodes):
 
     def action_drift(self) -> None:
         """The drift snapshot of the selected host (on a deployment: that node's profile), as `drift`."""
-        dep = self.ctx.deployment()
-        remote, profile = self.node_target(self.ctx.selected if dep is not None else None)
+        target = self.ctx.target()
+        remote, profile = self.where_runs(self.ctx.selected if target is not None and target.multi else None)
         if remote is None or profile is None:
             self.notify("choose a host and a profile first (P picks a profile)", severity="warning")
             return
         self.run_worker(open_drift(self.app, remote, profile), group="env-drift", exclusive=True)
+
+    def where_runs(self, node: str | None) -> tuple[Remote | None, Profile | None]:
+        """Where a column's process runs: its node's connection and node profile (one box: the
+        target's one node; no profile: the selected host)."""
+        target = self.ctx.target()
+        placed = target.node(node or target.leader.host) if target is not None else None
+        if target is None or placed is None:
+            return self.ctx.remote(), self.ctx.profile
+        return target.remotes.get(placed.host), placed.profile
 
     def action_clear_marks(self) -> None:
         self.marked.clear()
@@ -303,6 +360,57 @@ class EnvPane(EnvNodes):
         self.marked = [key for key in self.marked if self._proc(key) is not None]
         self._render_diff()
         self._render_evidence()
+
+    def clear_nodes(self) -> None:
+        self.node_envs, self.transport = [], None
+        self.set_class(False, "-nodes")
+
+    def show_nodes(self, envs: list[NodeEnv], proof: TransportProof | None) -> None:
+        """Draw a deployment's check (tests call it with fed reports)."""
+        self.node_envs, self.transport = list(envs), proof
+        self.set_class(True, "-nodes")  # a line per node and the transport: a taller verdict
+        self.reports = [(e.node.host, e.report) for e in envs if e.report is not None]
+        first = next(((h, r) for h, r in self.reports), None)
+        if first is None:
+            self.query_one("#env-verdict", Static).update(self.nodes_verdict())
+            return
+        self.show_report(first[1], node=first[0])
+
+    def nodes_verdict(self) -> Text:
+        """OK only when every node's workers are and the transport meets the deployment's
+        expectation; `not running` when no node runs the server; a box-wide look gives no verdict.
+        One line per node; then the transport proof."""
+        envs = self.node_envs
+        if envs and not any(e.running for e in envs):
+            text = Text("not running", style="bold yellow")
+            text.append(f"  on any of {len(envs)} nodes; press a for a box-wide look", style="dim")
+        elif envs and all(e.report is not None and e.report.box_wide for e in envs):
+            text = Text(BOX_WIDE_VERDICT, style="bold yellow")
+            text.append(f"  {len(envs)} nodes, not this profile's server (no verdict)")
+        else:
+            ok = (
+                bool(envs)
+                and all(e.report is not None and e.report.summary.ok and not e.problem for e in envs)
+                and not (self.transport is not None and self.transport.failures)
+            )
+            text = Text("OK" if ok else "FAILED", style="bold green" if ok else "bold red")
+            text.append(f"  {len(envs)} nodes")
+        for e in envs:
+            text.append(f"\n{visible(e.node.host)}: ", style="bold")
+            if e.report is None:
+                text.append(visible(e.problem or "no report"), style="yellow" if not e.running else "red")
+                continue
+            s = e.report.summary
+            text.append(s.verdict, style="yellow" if s.ok is None else "green" if s.ok else "bold red")
+            text.append(f", {len(e.report.workers)} workers")
+            if s.reasons:
+                text.append(f": {visible(s.reasons[0])}", style="red")
+            if e.problem:
+                text.append(f" ({visible(e.problem)})", style="yellow")
+        if self.transport is not None:
+            text.append("\n")
+            text.append_text(transport_text(self.transport))
+        return text
 
     def _render_matrix(self) -> None:
         table = self.query_one("#env-matrix", DataTable)
@@ -401,3 +509,24 @@ class EnvPane(EnvNodes):
                 Text(clip(e.value, 40)),
                 Text(visible(e.line or "", tab=" "), style="dim"),
             )
+
+
+def transport_text(proof: TransportProof) -> Text:
+    """`transport: ib-gdrdma (reason) [source]`, then its findings and, unproven, how to prove it."""
+    text = Text("transport: ", style="bold")
+    text.append(proof.verdict, style=TRANSPORT_STYLE.get(proof.verdict, "bold red"))
+    text.append(f" ({visible(proof.reason)})  [{visible(proof.source)}]", style="dim")
+    if proof.expected is not None:
+        text.append(f"\nexpected {proof.expected}: ", style="bold")
+        text.append("FAILED" if proof.failures else "met", style="bold red" if proof.failures else "green")
+    for failure in proof.failures[:1]:
+        text.append(f"\n{visible(failure)}", style="red")
+    for finding in proof.findings[:FINDINGS_SHOWN]:
+        text.append(f"\nfinding: {visible(finding)}", style="bold yellow")
+    if len(proof.findings) > FINDINGS_SHOWN:
+        text.append(
+            f"\n… {len(proof.findings) - FINDINGS_SHOWN} more findings (env -c PROFILE)", style="yellow"
+        )
+    if proof.hint:
+        text.append(f"\nto prove it: {visible(proof.hint)}", style="magenta")
+    return text

@@ -21,6 +21,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
+from specdebug.core.deployment import Deployment
 from specdebug.core.hosts import HostInfo, gather_host_info
 from specdebug.core.sanitize import visible
 from specdebug.remote.api import ConnState, ConnStatus, RemoteError
@@ -156,10 +157,16 @@ class HostsPane(Pane):
 
     GROUP_KEY = "__deployment__"
 
+    def _grouped(self) -> Deployment | None:
+        """The profile's deployment, whose nodes the table groups (None: a one-box profile, whose one
+        node is just the selected host and keeps its place)."""
+        target = self.ctx.target()
+        return target.deployment if target is not None and target.multi else None
+
     def _order(self) -> list[str]:
-        """The hosts in table order: a deployment's nodes first (rank order), then the others."""
-        dep = self.ctx.deployment()
-        nodes = [n.host for n in dep.nodes] if dep is not None else []
+        """The hosts in table order: a deployment's nodes here first (rank order), then the others."""
+        dep = self._grouped()
+        nodes = [n.host for n in dep.nodes if n.host in self.ctx.remotes] if dep is not None else []
         return nodes + [h for h in self.ctx.remotes if h not in nodes]
 
     def _build_rows(self) -> None:
@@ -167,8 +174,8 @@ class HostsPane(Pane):
         table = self.query_one("#hosts-table", DataTable)
         table.clear()
         self._shown.clear()
-        if self.ctx.deployment() is not None:
-            self._shown[self.GROUP_KEY] = self._group_row()
+        if (dep := self._grouped()) is not None:
+            self._shown[self.GROUP_KEY] = self._group_row(dep)
             table.add_row(*self._shown[self.GROUP_KEY], key=self.GROUP_KEY)
         for name in self._order():
             self._shown[name] = self._row(name)
@@ -177,9 +184,7 @@ class HostsPane(Pane):
         if selected is not None and selected in table.rows:
             table.move_cursor(row=table.get_row_index(selected))
 
-    def _group_row(self) -> list[str | Text]:
-        dep = self.ctx.deployment()
-        assert dep is not None
+    def _group_row(self, dep: Deployment) -> list[str | Text]:
         connected = sum(
             1
             for n in dep.nodes
@@ -199,7 +204,7 @@ class HostsPane(Pane):
         ]
 
     def _host_cell(self, name: str) -> Text:
-        dep = self.ctx.deployment()
+        dep = self._grouped()
         node = dep.node(name) if dep is not None else None
         if dep is None or node is None:
             return Text(name, style="bold")
@@ -265,9 +270,12 @@ class HostsPane(Pane):
 
     def _update_row(self, name: str) -> None:
         table = self.query_one("#hosts-table", DataTable)
+        dep = self._grouped()
         if name != self.GROUP_KEY and self.GROUP_KEY in table.rows:
             self._update_row(self.GROUP_KEY)  # its counts are its nodes'
-        row = self._group_row() if name == self.GROUP_KEY else self._row(name)
+        if name == self.GROUP_KEY and dep is None:
+            return  # another profile's group, gone with the next rebuild
+        row = self._group_row(dep) if dep is not None and name == self.GROUP_KEY else self._row(name)
         if name not in table.rows:
             self._shown[name] = row
             table.add_row(*row, key=name)

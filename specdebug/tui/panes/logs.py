@@ -6,8 +6,12 @@ path is separate and bounded: matches wait in a ViewBuffer (specdebug.core.logs.
 80 ms timer moves them into the line view (widgets/logview.py, at most MAX_VIEW lines, rendering
 only the visible rows), and a flood only raises the "dropped from view" counter. The numbers
 beside the log are widgets/metrics_panel.py; the lines around a match, screens/log_context.py.
-This module is the glue: which file to follow, from where, and what the keys do.  On a deployment
-every node's log is followed at once, each line with its node column (logs_nodes.py).
+This module is the glue: which file to follow, from where, and what the keys do.
+
+A profile's log is followed on its target (`ctx.target()`): every node's log of this run, each on
+its node's connection from where the run began (its record's offset), the way `specdebug grep -c
+PROFILE --follow` does.  One node is the one-box screen; on a deployment every line carries its
+node column (part of the line's text, so the filter `/` narrows to a node too: `^node1`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import asyncio
 import time
 from typing import Any
 
+from rich.style import Style
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -25,6 +30,7 @@ from textual.widgets import Input, Static
 
 from specdebug.core.control.events import ServerState
 from specdebug.core.control.records import ServerRecord, file_size, this_run_offset
+from specdebug.core.deployment import Node
 from specdebug.core.logs.context import read_context
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import Follower
@@ -34,11 +40,13 @@ from specdebug.core.logs.scan import Analyzer
 from specdebug.core.logs.viewbuffer import MAX_VIEW, ViewBuffer
 from specdebug.core.profiles import Profile
 from specdebug.core.records import MarkRecord
+from specdebug.core.sanitize import visible
 from specdebug.core.secrets import Scrubber
+from specdebug.core.target import Target
 from specdebug.engines import ENGINES
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
-from specdebug.tui.panes.logs_nodes import LogsNodes, tagged
+from specdebug.tui.panes.logs_boxes import LogsBoxes
 from specdebug.tui.screens.log_context import ContextScreen
 from specdebug.tui.widgets.logs_status import FOLLOW_STATE, FollowState, LogsStatus, status_text
 from specdebug.tui.widgets.logview import Entry, LogView, entry_for_event, entry_for_mark, entry_for_match
@@ -48,6 +56,16 @@ from specdebug.tui.widgets.steady import Steady
 FLUSH_S = 0.08
 STATS_EVERY_S = 0.5
 BEHIND_EVERY_S = 1.0  # how often, while lines arrive, the file's size is asked (one `wc -c`)
+NODE_STYLE = Style(color="cyan", bold=True)
+SEP = " │ "
+
+
+def tagged(entry: Entry, node: str, width: int) -> Entry:
+    """The entry with its node column in front (highlights move with the text)."""
+    name = visible(node)
+    head = f"{name:<{width}}{SEP}"
+    spans = [(0, len(name), NODE_STYLE)] + [(s + len(head), e + len(head), st) for s, e, st in entry.spans]
+    return Entry(entry.kind, head + entry.text, entry.match, entry.style, spans, node=node)
 
 
 def as_entries(items: list[Entry | LogMatch]) -> list[Entry]:
@@ -55,7 +73,7 @@ def as_entries(items: list[Entry | LogMatch]) -> list[Entry]:
     return [x if isinstance(x, Entry) else entry_for_match(x) for x in items]
 
 
-class LogsPane(LogsNodes):
+class LogsPane(LogsBoxes):
     PANE_ID = "logs"
     TITLE = "Logs"
     MUTATING_ACTIONS = frozenset()  # reading logs and writing local marks never changes the box
@@ -111,6 +129,7 @@ class LogsPane(LogsNodes):
         self.file_size_seen: int | None = None  # the followed file's size, asked while lines flow
         self._size_at = 0.0
         self.node_followers: dict[str, Follower] = {}  # on a deployment: each node's follower
+        self.followed: Target | None = None  # whose log this run's is (None: a typed path)
 
     @property
     def following(self) -> bool:
@@ -199,8 +218,9 @@ class LogsPane(LogsNodes):
         """host:path, and whose log it is when it is a profile's (None: nothing followed)."""
         if not self.path:
             return None
-        if self.node_followers and (dep := self.ctx.deployment()) is not None:
-            return f"{self.nodes_where(dep)} ({self.source}'s log)"
+        if self.node_followers and self.followed is not None:
+            hosts = [n.host for n in self.followed.nodes]
+            return f"{len(hosts)} nodes' logs ({', '.join(hosts)}) ({self.source}'s log)"
         where = f"{self.host}:{self.path}" if self.host else self.path
         return where + (f" ({self.source}'s log)" if self.source else "")
 
@@ -328,16 +348,25 @@ class LogsPane(LogsNodes):
             self.render_status()
 
     def start_follow(self, path: str, *, this_run: bool = False) -> None:
-        """Follow `path`; with this_run, from where the profile's current server run began
-        (launch appends to the log, so earlier runs' numbers must not mix into the stats)."""
-        remote = self.ctx.remote()
-        if remote is None:
+        """Follow `path` on the selected host; with this_run, the profile's log on every node of its
+        target, from where its current server run began (launch appends to the log, so earlier
+        runs' numbers must not mix into the stats)."""
+        target = self.ctx.target() if this_run else None
+        reachable = target.reachable() if target is not None else []
+        remote = target.remote(reachable[0]) if target is not None and reachable else self.ctx.remote()
+        if remote is None or (this_run and not reachable):
             self.app.notify("no host connected", severity="error")
             return
+        if target is not None and target.unreachable:
+            self.app.notify(
+                f"{target.profile.name}: no connection to {', '.join(target.unreachable)} here: "
+                "its log there is not followed",
+                severity="warning",
+            )
         self.path = path
         self.host = remote.name
-        profile_now: Profile | None = self.ctx.profile
-        self.source = profile_now.name if this_run and profile_now is not None else None
+        self.followed = target
+        self.source = target.profile.name if target is not None else None
         self.analyzer = Analyzer(self._new_parser())
         self.query_one(MetricsPanel).clear_rows()
         self.buffer.clear()
@@ -348,10 +377,11 @@ class LogsPane(LogsNodes):
         self.state = FollowState.STARTING
         self.render_status()
         self.node_followers = {}
-        self._follow(remote, path, this_run)
-        target, profile = self.prom_target(remote, self.ctx.profile)  # a deployment's: the leader's
-        if this_run and profile is not None and profile.server.port:
-            self._watch_prom(target, profile.server.port, profile.server.kind)
+        self.follower = None
+        self._follow(remote, path, target)
+        server = target.leader.profile.server if target is not None else None
+        if target is not None and server is not None and server.port and target.leader in reachable:
+            self._watch_prom(target.leader_remote, server.port, server.kind)  # the leader serves
 
     def action_stop(self) -> None:
         self.workers.cancel_group(self, "logs-follow")
@@ -361,36 +391,74 @@ class LogsPane(LogsNodes):
         self.render_status()
 
     @work(exclusive=True, group="logs-follow", exit_on_error=False)
-    async def _follow(self, remote: Remote, path: str, this_run: bool = False) -> None:
-        if this_run and (dep := self.ctx.deployment()) is not None:  # every node's log at once
-            await self.follow_nodes(dep)
-            return self.render_status()
-        parser = self.analyzer.parser
-        profile: Profile | None = self.ctx.profile
-        offset = await this_run_offset(remote, profile.name) if this_run and profile is not None else 0
+    async def _follow(self, remote: Remote, path: str, target: Target | None) -> None:
+        """A typed path on the selected host, or every reachable node's log of the target at once
+        (a node whose log cannot be read says so while the others go on)."""
+        if target is None:
+            await self._follow_file(remote, path, 0, self.analyzer.parser)
+        else:
+            width = max(len(visible(n.host)) for n in target.nodes) if target.multi else 0
+            nodes = target.reachable()
+            await asyncio.gather(*(self._follow_node(target, n, width, n is nodes[0]) for n in nodes))
+        self.render_status()
+
+    async def _follow_node(self, target: Target, node: Node, width: int, first: bool) -> None:
+        """One node's log of this run, on its connection; on a deployment every line names the node."""
+        remote, path = target.remote(node), node.profile.server.log_file
+        # a parser keeps its stream's state: one per node (the first node's is the analyzer's)
+        parser = self.analyzer.parser if first else self._new_parser()
+        tag = node.host if target.multi else None
+        try:
+            offset = await this_run_offset(remote, node.profile.name)
+        except (RemoteError, OSError) as exc:
+            return self._follow_failed(path, exc, tag, width)
+        await self._follow_file(remote, path, offset, parser, tag, width)
+
+    async def _follow_file(
+        self,
+        remote: Remote,
+        path: str,
+        offset: int,
+        parser: LogParser,
+        node: str | None = None,
+        width: int = 0,
+    ) -> None:
         follower = Follower(remote, path, prefilter=parser.candidate_patterns(), offset=offset)
-        self.follower = follower
+        if self.follower is None:
+            self.follower = follower  # the one followed (a deployment's: the leader's) marks and measures
+        if node is not None:
+            self.node_followers[node] = follower
         slice_start = time.monotonic()
         n = 0
         try:
             async for item in follow_matches(remote, path, parser, follower=follower):
                 if isinstance(item, LogEvent):
-                    self.feed_event(item)
+                    self.feed_event(item, node, width)
                 elif isinstance(item, LogMatch):  # the pane parses with a pack: never a pack-less PlainMatch
-                    self.feed_match(item)
+                    self.feed_match(item, node, width)
                 n += 1
-                if n % 64 == 0 and time.monotonic() - self._size_at > BEHIND_EVERY_S:
+                if (
+                    n % 64 == 0
+                    and follower is self.follower
+                    and time.monotonic() - self._size_at > BEHIND_EVERY_S
+                ):
                     self._size_at = time.monotonic()  # while lines flow: how much is still unread?
                     self._measure_size(remote, follower)
                 if n % 64 == 0 and time.monotonic() - slice_start > 0.01:
-                    # a flood must not starve the UI: give the loop a breath every 10 ms of parsing
+                    # a flood must not starve the UI (nor the other nodes): a breath every 10 ms of parsing
                     await asyncio.sleep(0.005)
                     slice_start = time.monotonic()
         except (RemoteError, OSError) as exc:
-            self.state = FollowState.ERROR
-            self.notice = str(exc)
-            self.app.notify(f"{path}: {exc}", severity="error")
-        self.render_status()
+            self._follow_failed(path, exc, node, width)
+
+    def _follow_failed(self, path: str, exc: Exception, node: str | None, width: int) -> None:
+        """The followed log cannot be read: the status says it; a deployment's node on its own line."""
+        if node is not None:
+            self.feed_event(LogEvent(kind="error", path=path, detail=str(exc)), node, width)
+            return
+        self.state = FollowState.ERROR
+        self.notice = str(exc)
+        self.app.notify(f"{path}: {exc}", severity="error")
 
     @work(exclusive=True, group="logs-size", exit_on_error=False)
     async def _measure_size(self, remote: Remote, follower: Follower) -> None:

@@ -5,14 +5,20 @@ startups of the same profile (journal verdicts), the last log lines, and the ver
 reason (rendering: startup_view.py).  On open it recognises the profile's server if it already
 runs.  All the work is `specdebug.core.control` (the same calls as the headless verbs); the pane
 only applies the events it streams: its state is a `core.control.monitor.ServerMonitor` (the same
-machine a bisection run uses without a screen).  A profile with `[deployment]` is launched,
-watched and stopped on every node as one, a phase row per node (startup_nodes.py).
+machine a bisection run uses without a screen).
+
+The pane acts on the profile's target (`ctx.target()`).  One node is the one-box screen.  A
+deployment is launched, watched and stopped on every node as one, through the same calls as
+`specdebug launch|attach|restart|stop|status -c PROFILE`: the stream is each node's events tagged
+with its node, and the state a `core.deployment.monitor.DeploymentMonitor` (one ServerMonitor per
+node), drawn as a phase row per node with the verdict naming the node that failed.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
@@ -32,12 +38,21 @@ from specdebug.core.control.observe import observe
 from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.control.tracker import StartupHistory, startup_history, verdict_of_run
 from specdebug.core.control.watch import launch_and_watch, watch
+from specdebug.core.deployment.control import (
+    finish_launches,
+    launch_target,
+    records_of,
+    stop_target,
+    watch_target,
+)
+from specdebug.core.deployment.monitor import DeploymentMonitor, watch_deployment_liveness
+from specdebug.core.deployment.status import target_status
 from specdebug.core.profiles import Profile
 from specdebug.core.records import JournalRecord, LaunchRecord, StopRecord, VerdictRecord, profile_of
+from specdebug.core.target import Target, target_of
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
-from specdebug.tui.pane import RunningServer, describe_error, error_toast
-from specdebug.tui.panes.startup_nodes import StartupNodes
+from specdebug.tui.pane import Pane, RunningServer, describe_error, error_toast
 from specdebug.tui.panes.startup_view import LOG_LINES_SHOWN, StartupView
 from specdebug.tui.stacks_action import open_stacks
 from specdebug.tui.widgets.steady import Steady
@@ -47,7 +62,7 @@ CONNECT_WAIT_S = 30.0
 logger = logging.getLogger(__name__)
 
 
-class StartupPane(StartupView, StartupNodes):
+class StartupPane(StartupView, Pane):
     PANE_ID = "startup"
     TITLE = "Startup"
     BINDINGS = [
@@ -69,7 +84,12 @@ class StartupPane(StartupView, StartupNodes):
     StartupPane #startup-log { text-wrap: nowrap; text-overflow: ellipsis; }
     StartupPane #startup-log-title { height: 1; padding: 0 1; color: $text-muted; margin-top: 1; }
     StartupPane #startup-log { height: 1fr; padding: 0 1; }
+    StartupPane.-nodes #startup-phases { width: 74; }
+    StartupPane.-nodes #startup-verdict-text { text-wrap: wrap; }
+    StartupPane.-nodes.-narrow #startup-body { layout: vertical; }
+    StartupPane.-nodes.-narrow #startup-phases { width: 1fr; }
     """
+    _dmon: DeploymentMonitor | None = None
 
     def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
@@ -200,6 +220,135 @@ class StartupPane(StartupView, StartupNodes):
     def elapsed(self) -> float | None:
         return self.mon.elapsed(self.clock())
 
+    def nodes_monitor(self) -> DeploymentMonitor | None:
+        """The monitor of the target's nodes when it is a deployment (None: one box, `self.mon`)."""
+        target = self.ctx.target()
+        dep = target.deployment if target is not None and target.multi else None
+        if dep is None:
+            self._dmon = None
+        elif self._dmon is None or self._dmon.deployment is not dep:
+            self._dmon = DeploymentMonitor(dep)
+        self.set_class(self._dmon is not None, "-nodes")
+        return self._dmon
+
+    def stacks_target(self, target: Target) -> tuple[Remote, Profile]:
+        """Whose workers `k` shows: the selected node's on a deployment (the leader's by default), its
+        own connection and node profile, so its record is found; one box: the host's."""
+        node = target.node(self.ctx.selected or "") or target.leader
+        return target.remote(node), node.profile
+
+    def _announce_nodes(self, change: StateChanged | None) -> None:
+        if change is not None:
+            self.post_message(self.ServerStateChanged(change.state, change.record))
+        self._dirty = True
+
+    async def run_nodes(self, mon: DeploymentMonitor, mode: str) -> None:
+        """launch | restart | attach every node, then watch them as one, then their liveness."""
+        dep, journal = mon.deployment, self.ctx.journal
+        remotes = self._node_remotes(mon)
+        try:
+            if mode == "restart":
+                mon.state = ServerState.STOPPING
+                self._dirty = True
+                self._announce_nodes(mon.stopped(await stop_target(target_of(dep, remotes), journal=journal)))
+            mon.reset_run(ServerState.LAUNCHING)
+            self._dirty = True
+            if (
+                mode == "attach"
+            ):  # a read-only seat observes the driver's servers: records read, nothing written
+                journal = None if self.ctx.readonly else journal
+                records: dict[str, ServerRecord] = {}
+                for node in dep.nodes:
+                    try:
+                        records[node.host] = await (
+                            observe(remotes[node.host], node.profile)
+                            if self.ctx.readonly
+                            else server_control.attach(remotes[node.host], node.profile, journal=journal)
+                        )
+                    except LaunchRefused as exc:
+                        raise LaunchRefused(f"{node.host}: {exc}") from None
+                deadline = self.clock() + dep.profile.ready.timeout_s
+            else:
+                launched = await launch_target(target_of(dep, remotes), journal=journal)
+                await finish_launches(launched)
+                records, deadline = records_of(launched), None
+            mon.launched(records)
+            self._dirty = True
+            async for ev in watch_target(
+                target_of(dep, remotes), records, deadline=deadline, journal=journal
+            ):
+                self._announce_nodes(mon.apply(ev))
+            if mon.state is ServerState.READY:
+                await self.watch_nodes(mon)
+        except LaunchRefused as exc:
+            mon.state, mon.message = ServerState.IDLE, str(exc)
+            self.notify(str(exc), severity="error")
+        except Exception as exc:
+            if mon.state in (ServerState.LAUNCHING, ServerState.STARTING):
+                mon.state = ServerState.FAILED
+            mon.message = describe_error(exc)
+            self.notify(f"{mode} failed: {describe_error(exc)}", severity="error")
+        finally:
+            self._dirty = True
+
+    async def watch_nodes(self, mon: DeploymentMonitor) -> None:
+        """After ready (or found running): every node's liveness; a node gone fails the deployment."""
+        remotes = self._node_remotes(mon)
+        async for change in watch_deployment_liveness(
+            mon, remotes, liveness=server_control.liveness, interval=self.MONITOR_S
+        ):
+            if change is not None and change.state is ServerState.FAILED:
+                self.notify(f"{mon.deployment.profile.name}: {mon.message}", severity="error")
+            self._announce_nodes(change)
+
+    async def stop_nodes(self, mon: DeploymentMonitor) -> None:
+        mon.state = ServerState.STOPPING
+        self._dirty = True
+        try:
+            dep = mon.deployment
+            result = await stop_target(target_of(dep, self._node_remotes(mon)), journal=self.ctx.journal)
+            self._announce_nodes(mon.stopped(result))
+            self.notify(result.message, severity="information" if result.stopped else "error")
+        except Exception as exc:
+            mon.state = ServerState.FAILED
+            self.notify(f"stop failed: {describe_error(exc)}", severity="error")
+        finally:
+            self._dirty = True
+
+    async def recognise_nodes(self, mon: DeploymentMonitor, target: Target) -> None:
+        """Is the deployment already running on its nodes?  `status` on every node: reads only."""
+        dep = mon.deployment
+        mon.reset_run(ServerState.CHECKING)
+        self._dirty = True
+        try:
+            if target.unreachable:
+                raise LookupError(f"no connection to {', '.join(target.unreachable)} here")
+            for node in dep.nodes:
+                await target.remote(node).wait_connected(CONNECT_WAIT_S)
+            st = await target_status(target)
+        except Exception as exc:  # a down node is the hosts pane's news; the pane cannot tell
+            mon.reset_run(ServerState.IDLE)
+            mon.message = f"could not check for a running deployment: {describe_error(exc)}"
+            self._dirty = True
+            return
+        self._announce_nodes(mon.apply_status(st))
+        if mon.state in (ServerState.READY, ServerState.RUNNING):
+            await self.watch_nodes(mon)
+
+    def nodes_running(self, mon: DeploymentMonitor) -> list[RunningServer]:
+        """The deployment left running at quit: one line, stopped from its leader (`stop -c PROFILE`)."""
+        rec = mon.leader_record
+        if rec is None or not mon.alive():
+            return []
+        path = str(self.ctx.profile_path) if self.ctx.profile_path else None
+        return [
+            RunningServer(mon.deployment.leader.host, mon.deployment.profile.name, path, rec.pid, rec.port)
+        ]
+
+    def _node_remotes(self, mon: DeploymentMonitor) -> Mapping[str, Remote]:
+        """Every node's connection (the actions that reach here checked that each has one)."""
+        return {n.host: self.ctx.remotes[n.host] for n in mon.deployment.nodes}
+
     # -- rendering ------------------------------------------------------------------------------
 
     def redraw(self) -> None:
@@ -235,18 +384,8 @@ class StartupPane(StartupView, StartupNodes):
 
     # -- actions --------------------------------------------------------------------------------
 
-    def _ready_to_act(self) -> Remote | None:
-        remote = self.ctx.remote()
-        if remote is None:
-            self.notify("no host connected", severity="error")
-            return None
-        if self.profile is None:
-            self.notify("no profile loaded: start specdebug with -c PROFILE", severity="error")
-            return None
-        return remote
-
     def action_launch(self) -> None:
-        if self._ready_to_act() is not None:
+        if self.acting_target() is not None:
             self._run("launch")
 
     CONFIRM_S = 3.0
@@ -273,31 +412,30 @@ class StartupPane(StartupView, StartupNodes):
         return f"{again} within {self.CONFIRM_S:.0f} s to {what} {name}"
 
     def action_restart(self) -> None:
-        if self._ready_to_act() is not None and self._confirmed("restart", "restart"):
+        if self.acting_target() is not None and self._confirmed("restart", "restart"):
             self._run("restart")
 
     def action_attach(self) -> None:
-        if self._ready_to_act() is not None:
+        if self.acting_target() is not None:
             self._run("attach")
 
     def action_stop(self) -> None:
-        if self._ready_to_act() is not None and self._confirmed("stop", "stop"):
+        if self.acting_target() is not None and self._confirmed("stop", "stop"):
             self._stop()
 
     def action_stacks(self) -> None:  # a deployment's: the selected node's (the leader's by default)
-        if (remote := self._ready_to_act()) is not None and (target := self.stacks_target(remote)):
-            self.run_worker(open_stacks(self.app, *target), group="startup-stacks", exclusive=True)
+        if (target := self.acting_target()) is not None:
+            remote, profile = self.stacks_target(target)
+            self.run_worker(open_stacks(self.app, remote, profile), group="startup-stacks", exclusive=True)
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _run(self, mode: str) -> None:
         if (dmon := self.nodes_monitor()) is not None:
             return await self.run_nodes(dmon, mode)
-        remote = self.ctx.remote()
-        if remote is None:  # _ready_to_act said so already
+        target = self.ctx.target()
+        if target is None:  # acting_target said so already
             return
-        profile = self.profile
-        if profile is None:  # _ready_to_act said so already
-            return
+        remote, profile = target.leader_remote, target.leader.profile
         journal = self.ctx.journal
         self.load_history()
         try:
@@ -373,18 +511,19 @@ class StartupPane(StartupView, StartupNodes):
         """Is the profile's server already running (state record + liveness + health)?  Asked on
         open and after a profile switch, through core `status`: reads only, so a read-only seat
         may ask too, and nothing is journaled."""
-        if self.profile is None or self.ctx.remote() is None or self.state is not ServerState.IDLE:
+        if self.ctx.target() is None or self.state is not ServerState.IDLE:
             return  # a launch (the demo's, or a quick key) already runs: it knows better
         self.reset_run(ServerState.CHECKING)
         self._recognise()
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _recognise(self) -> None:
-        if (dmon := self.nodes_monitor()) is not None:
-            return await self.recognise_nodes(dmon)
-        remote, profile = self.ctx.remote(), self.profile
-        if remote is None or profile is None:
+        target = self.ctx.target()
+        if target is None:
             return
+        if (dmon := self.nodes_monitor()) is not None:
+            return await self.recognise_nodes(dmon, target)
+        remote, profile = target.leader_remote, target.leader.profile
         try:
             await remote.wait_connected(CONNECT_WAIT_S)
             st = await server_control.status(remote, profile)
@@ -423,9 +562,10 @@ class StartupPane(StartupView, StartupNodes):
         self.mon.state = ServerState.STOPPING
         self._dirty = True
         try:
-            remote, profile = self.ctx.remote(), self.profile
-            if remote is None or profile is None:  # _ready_to_act said so already
+            target = self.ctx.target()
+            if target is None:  # acting_target said so already
                 return
+            remote, profile = target.leader_remote, target.leader.profile
             result = await server_control.stop(remote, profile, journal=self.ctx.journal)
             self.apply(result)
             self.notify(result.message, severity="information" if result.stopped else "error")
