@@ -128,7 +128,9 @@ async def cmd_metrics(args: argparse.Namespace) -> int:
     code = 0
     first: PromRates | None = None
     async with open_remote(args) as remote:
-        async for ev in watch_metrics(remote, srv.port, kind=kind, interval=args.interval, count=count):
+        async for ev in watch_metrics(
+            remote, srv.port, kind=kind, interval=args.interval, count=count, host=srv.listen_host
+        ):
             if ev.kind == "sample" and not args.watch and first is None:
                 first = ev.rates  # the first scrape: counters since the server started
                 continue

@@ -125,4 +125,6 @@ def test_the_recipe_is_in_the_readme() -> None:
     doc = tomllib.loads(toml_block)
     assert doc["deployment"]["nodes"] == ["node0", "node1"]
     assert {c.split()[1] for c in commands} == {"launch", "status", "bench", "stop"}
-    assert json.dumps(doc["deployment"]["node_args"]["node1"]).count("--port") == 1
+    node_args = doc["deployment"]["node_args"]
+    assert node_args["node0"] == ["--host", "127.0.0.2"]  # each node's own address: health asks there
+    assert node_args["node1"][:2] == ["--host", "127.0.0.3"] and node_args["node1"].count("--port") == 1

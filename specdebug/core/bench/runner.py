@@ -32,6 +32,7 @@ from specdebug.core.bench.models import BenchProgress, BenchResult, NodeGpus, ju
 from specdebug.core.control.records import file_size, this_run_offset
 from specdebug.core.drift.report import drift_warning
 from specdebug.core.drift.snapshot import snapshot_or_error
+from specdebug.core.fingerprint import url_host
 from specdebug.core.httpread import SMALL_BODY, get_bounded
 from specdebug.core.journal import EventJournal
 from specdebug.core.model import Model
@@ -288,8 +289,8 @@ async def _measure(
         holder_note, measured = await check_port_holder(remote, profile)
     except NotOurServer as exc:
         raise BenchError(str(exc)) from None
-    fwd = await remote.forward_local_port(srv.port)
-    base_url = f"http://127.0.0.1:{fwd.local_port}"
+    fwd = await remote.forward_local_port(srv.port, srv.listen_host)
+    base_url = f"http://{url_host(fwd.local_host)}:{fwd.local_port}"
     window = None
     try:
         async with httpx.AsyncClient(base_url=base_url, trust_env=False) as client:
