@@ -18,7 +18,8 @@ from json.encoder import encode_basestring_ascii as _quote
 from specdebug.core.limits import open_regular_file, truncation_note
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.location import split_host_path
-from specdebug.core.logs.parser import LogParser, PatternError, PlainMatch
+from specdebug.core.logs.parser import LogParser, PatternError, PlainMatch, PlainRun
+from specdebug.core.logs.runtext import run_text
 from specdebug.core.logs.scan import iter_capped_lines
 from specdebug.core.sanitize import visible
 from specdebug.core.secrets import Scrubber
@@ -88,9 +89,11 @@ def _write(lines: list[str]) -> None:
     lines.clear()
 
 
-def _match_text(m: LogMatch | PlainMatch, as_json: bool) -> str:
+def _match_text(m: LogMatch | PlainMatch | PlainRun, as_json: bool) -> str:
     """One output line. Plain matches (no pack fields) are formatted directly: the same text as
     json.dumps(match_json(m)), without building the dict (grep --follow --json at high rates)."""
+    if isinstance(m, PlainRun):
+        return run_text(m, as_json)
     if not as_json:  # box text: control characters shown, never emitted
         if m.truncated is not None:
             return f"{visible(m.line, newlines=False)} {truncation_note(len(m.line.encode()), m.truncated)}\n"
@@ -190,7 +193,12 @@ async def grep(args: argparse.Namespace) -> int:
         path = await box_path(remote, path)  # `~/...` as every verb reads it
         try:
             async for batch in follow_match_batches(
-                remote, path, parser, from_start=args.from_start or not args.follow, once=not args.follow
+                remote,
+                path,
+                parser,
+                from_start=args.from_start or not args.follow,
+                once=not args.follow,
+                runs=True,
             ):
                 out: list[str] = []
                 for item in batch:

@@ -16,8 +16,7 @@ that changed the parser (a new shape, a secret learned) makes the rest of the bl
 from __future__ import annotations
 
 import re
-from itertools import accumulate, chain, groupby
-from operator import itemgetter
+from itertools import accumulate, groupby
 from typing import TYPE_CHECKING
 
 from specdebug.core.limits import MAX_LINE
@@ -132,33 +131,28 @@ def flush_runs(an: Analyzer) -> None:
     """The buffered runs into the rates and the store, as feeding their lines would have put them:
     per metric in line order, series created in the order their names first come, events counted
     in the order they first come. One column per metric for all runs (a metric two layouts share,
-    like running_req of Decode and Prefill lines, merged by line position)."""
+    like running_req of Decode and Prefill lines, put together run by run in line order)."""
     runs = an.runs
     if not runs:
         return
     an.runs = Runs()
-    by_shape: dict[Shape, tuple[list[re.Match[str]], list[int]]] = {}
-    pos = 0
-    for shape, found in runs:
-        entry = by_shape.setdefault(shape, ([], []))
-        entry[0].extend(found)
-        entry[1].extend(range(pos, pos + len(found)))
-        pos += len(found)
-    if sum(shape.event in _DERIVING for shape in by_shape) > 1:
+    if len({shape for shape, _ in runs if shape.event in _DERIVING}) > 1:
         # two layouts of lines whose accept rates are judged: keep that in line order, run by run
-        for shape, found in runs:
-            _account(an, [(shape, (found, []))], runs.warmup)
+        for run in runs:
+            _account(an, [run], runs.warmup)
         return
-    _account(an, list(by_shape.items()), runs.warmup)
+    _account(an, runs, runs.warmup)
 
 
-def _account(
-    an: Analyzer, groups: list[tuple[Shape, tuple[list[re.Match[str]], list[int]]]], warmup: bool
-) -> None:
+def _account(an: Analyzer, runs: list[tuple[Shape, list[re.Match[str]]]], warmup: bool) -> None:
+    groups: dict[Shape, list[re.Match[str]]] = {}
+    for shape, found in runs:
+        groups.setdefault(shape, []).extend(found)
     names: list[str] = []
-    parts: dict[str, list[tuple[list[int], list[float]]]] = {}
+    owners: dict[str, list[Shape]] = {}
+    by_shape: dict[Shape, dict[str, list[float]]] = {}
     events: list[tuple[str, int]] = []
-    for shape, (found, positions) in groups:
+    for shape, found in groups.items():
         shape_names = list(shape.metric_names)
         cols = metric_columns(shape, found)
         own = an.rates.derive_columns(shape.event, shape_names, cols)
@@ -166,17 +160,21 @@ def _account(
             shape_names.append(OWN)
             cols.append(own)
         events.append((shape.event, len(found)))
-        for name, col in zip(shape_names, cols, strict=True):
-            if name not in parts:
+        by_shape[shape] = dict(zip(shape_names, cols, strict=True))
+        for name in shape_names:
+            if name not in owners:
                 names.append(name)
-                parts[name] = []
-            parts[name].append((positions, col))
-    columns: list[list[float]] = []
-    for name in names:
-        pieces = parts[name]
-        if len(pieces) == 1:
-            columns.append(pieces[0][1])
-        else:
-            merged = sorted(chain.from_iterable(zip(p, c, strict=True) for p, c in pieces))
-            columns.append(list(map(itemgetter(1), merged)))
+                owners[name] = []
+            owners[name].append(shape)
+    shared = {name for name in names if len(owners[name]) > 1}
+    merged: dict[str, list[float]] = {name: [] for name in shared}
+    if shared:
+        cursor = dict.fromkeys(groups, 0)
+        for shape, found in runs:
+            at, count = cursor[shape], len(found)
+            cursor[shape] = at + count
+            for name, col in by_shape[shape].items():
+                if name in shared:
+                    merged[name] += col[at : at + count]
+    columns = [merged[name] if name in shared else by_shape[owners[name][0]][name] for name in names]
     an.store.add_columns(events, names, columns, warmup)

@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import Follower
-from specdebug.core.logs.parser import LogParser, PlainMatch
+from specdebug.core.logs.parser import LogParser, PlainMatch, PlainRun
 from specdebug.remote.api import Remote
 
 Match = LogMatch | PlainMatch
@@ -38,6 +38,7 @@ async def follow_matches(
     try:
         async for batch in batches:
             for item in batch:
+                assert not isinstance(item, PlainRun)  # (asked for none: lines one by one)
                 yield item
     finally:
         await batches.aclose()
@@ -52,8 +53,12 @@ async def follow_match_batches(
     offset: int | None = None,
     once: bool = False,
     follower: Follower | None = None,
-) -> AsyncGenerator[list[Match | LogEvent], None]:
-    """`follow_matches` in lists of what arrived together (high line rates: one await per block)."""
+    runs: bool = False,
+) -> AsyncGenerator[list[Match | PlainRun | LogEvent], None]:
+    """`follow_matches` in lists of what arrived together (high line rates: one await per block).
+
+    runs: the caller takes PlainRun items too (a block of plain grep lines, printed as they are:
+    no match object, no scrub call per line); only a plain grep parser (`takes_runs`) makes them."""
     if follower is None:
         follower = Follower(
             remote,
@@ -62,6 +67,7 @@ async def follow_match_batches(
             offset=0 if from_start else offset,
             once=once,
             names=parser.pattern_names(),
+            runs=runs and parser.takes_runs(),
         )
     cut_seen = len(parser.cut_patterns)
     batches = follower.batches()
