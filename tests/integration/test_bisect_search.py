@@ -339,8 +339,9 @@ def test_failed_start_skip_then_bad(scenarios) -> None:
     result_bad = faults["events_bad"][-1].result
     assert result_bad.verdict == "several", told(result_bad)
     assert result_bad.culprits == ["--mem-fraction-static", "--disable-cuda-graph"], told(result_bad)
-    # the OOM knob alone, the rest, the good end again, the harmless flag (+ repeats within the noise)
-    assert 4 <= result_bad.launches <= 7
+    # what the first bisection measured is reused (the knobs one at a time, issue 39); the rest, the good
+    # end again, repeats within the noise at most
+    assert 1 <= result_bad.launches <= 7
     cached_fail = next(t for t in result_bad.trials if t.fingerprint == failed.fingerprint)
     assert cached_fail.cached and cached_fail.judged == "bad"
     journal, good = faults["journal"], faults["good"]

@@ -21,9 +21,10 @@ from specdebug.core.bench.models import BenchResult
 from specdebug.core.bisect.models import Evidence
 
 DECISIVE = 2.0  # ends this many times the 99 % margin apart after one run each need no second run
-# ... and one run of a config at the bad end's level is placed within this share of the gap at 99 % (what
-# the confirmation from the good side allows, plan.MAX_RESIDUAL_HIGH): else the second runs are needed anyway
-PRECISE = 0.35
+# ... and one run of a config at the bad end's level is placed within this share of the gap at 99 % (the
+# confirmation's precision, plan.CONFIRM_PRECISION): else the confirmation repeats instead, and a repeat
+# with one degree of freedom (t99 = 63.7) decides less than the ends' second runs (the sim: 12 launches, not 9)
+PRECISE = 0.2
 MIN_SPREAD = 0.003  # relative floor of the spread: two equal readings do not prove zero noise
 # Student's t, two-sided 99 %, by degrees of freedom (interpolated between, 2.576 beyond)
 _T99: tuple[tuple[int, float], ...] = ((1, 63.66), (2, 9.925), (3, 5.841), (4, 4.604), (5, 4.032))
