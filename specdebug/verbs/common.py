@@ -252,13 +252,15 @@ async def open_target(
     partial: bool = False,
     one_node: bool = False,
     helper: bool = True,
+    host: str | None = None,
 ) -> AsyncIterator[Target]:
     """The verbs' one way to the server the user named (core.target.open_target with `open_remote`
     as the connector): a one-box profile is one node on HOST, a deployment every node (HOST, if
     given, its leader).  A profile that cannot be placed as asked is one line and exit 2; a node
     that cannot be reached is open_remote's line and exit, except with `partial` (stop, status: the
     other nodes are still acted on).  one_node: HOST names the one node acted on (any node of a
-    deployment; none: the leader)."""
+    deployment; none: the leader).  host: the HOST when the verb's arguments name it otherwise
+    (grep's HOST:PATH)."""
     from specdebug.core.deployment import DeploymentError
     from specdebug.core.target import open_target as place_and_connect
 
@@ -268,7 +270,7 @@ async def open_target(
     try:
         async with place_and_connect(
             profile,
-            getattr(args, "host", None),
+            host or getattr(args, "host", None),
             connect,
             ssh_config=getattr(args, "ssh_config", None),
             partial=(VerbExit,) if partial else (),
@@ -278,6 +280,20 @@ async def open_target(
     except DeploymentError as exc:  # placing it (before any connection), or a node's refusal
         err(str(exc))
         raise VerbExit(2, str(exc)) from exc
+
+
+def node_profile(args: argparse.Namespace, profile: Profile) -> Profile:
+    """The profile as the node on HOST runs it (any node of a deployment; none: its leader), before
+    connecting: what a verb that reads its session first (spec) keys its records by.  A HOST that
+    is no node of the deployment is one line and exit 2 (open_target's one_node says the same)."""
+    from specdebug.core.deployment import DeploymentError, place_one
+
+    try:
+        placed = place_one(profile, getattr(args, "host", None), ssh_config=getattr(args, "ssh_config", None))
+    except DeploymentError as exc:
+        err(str(exc))
+        raise VerbExit(2, str(exc)) from exc
+    return placed.leader.profile
 
 
 def box_session(arg: str | None) -> str | None:

@@ -31,7 +31,7 @@ from specdebug.core.fingerprint import url_host
 from specdebug.core.journal import EventJournal
 from specdebug.core.limits import cap_text
 from specdebug.core.logs.events import LogEvent
-from specdebug.core.logs.follow import Follower
+from specdebug.core.logs.follow import Follower, RawRun
 from specdebug.core.profiles import Profile
 from specdebug.core.records import VerdictRecord
 from specdebug.core.secrets import Scrubber
@@ -266,7 +266,8 @@ async def _follow_log(remote: Remote, follower: Follower, queue: _Queue, clock: 
                     else:
                         logger.debug("startup log %s: %s %s", path, item.kind, item.detail)
                     continue
-                await queue.put(_Line(_clean_line(item.data), clock()))
+                for data in item.lines if isinstance(item, RawRun) else (item.data,):
+                    await queue.put(_Line(_clean_line(data), clock()))
         except ConnectionDropped:
             with contextlib.suppress(RemoteError, asyncio.TimeoutError, TimeoutError):
                 await remote.wait_connected(30)
