@@ -398,9 +398,10 @@ async def _measure(
 async def _nodes_before(nodes: Mapping[str, Remote], deployment: Deployment) -> str | None:
     """Before a deployment's run: a dead or failed node refuses it (its leader may still answer,
     serving nothing a benchmark should measure); a node that cannot be proven is a warning."""
-    from specdebug.core.deployment.control import deployment_status
+    from specdebug.core.deployment.control import target_status
+    from specdebug.core.target import target_of
 
-    st = await deployment_status(nodes, deployment)
+    st = await target_status(target_of(deployment, nodes))
     if st.state == "unverified":
         return f"not every node proven running before the run: {st.reason}"
     if st.state != "running":
@@ -412,9 +413,10 @@ async def _nodes_after(
     nodes: Mapping[str, Remote], deployment: Deployment, result: BenchResult, unproven: str | None
 ) -> None:
     """After the run: a node that died or failed meanwhile makes the figures a broken deployment's."""
-    from specdebug.core.deployment.control import deployment_status
+    from specdebug.core.deployment.control import target_status
+    from specdebug.core.target import target_of
 
-    st = await deployment_status(nodes, deployment)
+    st = await target_status(target_of(deployment, nodes))
     if st.state not in ("running", "unverified"):
         why = f"a node failed during the benchmark: {deployment.profile.name} is {st.state}: {st.reason}"
         result.status, result.failure_reason = "failed", why

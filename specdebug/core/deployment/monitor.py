@@ -88,7 +88,7 @@ class DeploymentMonitor:
             self.nodes[host].apply(Launched(record=rec))
 
     def apply(self, ev: NodeEvent | DeploymentVerdict) -> StateChanged | None:
-        """One item of `watch_deployment`'s stream; the change to announce once the verdict comes."""
+        """One item of `watch_target`'s stream; the change to announce once the verdict comes."""
         if isinstance(ev, NodeEvent):
             node = self.nodes.get(ev.host)
             if node is not None:
