@@ -168,6 +168,7 @@ def box_state_dir(monkeypatch):
     folders are siblings in the run's folder (_run_folder: the drift hash cache beside them is one)."""
     path = Path(tempfile.mkdtemp(prefix="servers-", dir=os.environ[_BOX_STATES]))  # made at configure
     monkeypatch.setenv("SPECDEBUG_STATE_DIR", str(path))
+    monkeypatch.setenv("SPECDEBUG_BISECT_LOCKS", str(path))  # the box's bisection lock: this test's own
     return path
 
 

@@ -114,6 +114,21 @@ def session_hosts(session_dir: Path) -> set[str]:
     return hosts
 
 
+def latest_by_host() -> list[tuple[str, Path]]:
+    """Each host's latest session, oldest first, labelled: what plain `history` shows (issue 41: the
+    latest session of any host was an empty one after a verb touched another host).
+
+    A session's label is the host its events name, `", "`-joined hosts for a session joined on purpose
+    (--session), or "" when they name none; only the newest session of each label is kept."""
+    root = sessions_root()
+    if not root.is_dir():
+        return []
+    latest: dict[str, Path] = {}
+    for d in sorted(p for p in root.iterdir() if (p / EVENTS_FILE).is_file()):
+        latest[", ".join(sorted(session_hosts(d)))] = d  # sorted by name: the start time
+    return sorted(((label, d) for label, d in latest.items()), key=lambda item: item[1].name)
+
+
 class Journal:
     """Append-only event log of one session folder (created on first use)."""
 

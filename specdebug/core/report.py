@@ -334,6 +334,15 @@ def report_title(session_name: str, events: Sequence[JournalRecord]) -> str:
     return f"specdebug session {name}"
 
 
+def session_markdown(
+    events: Sequence[JournalRecord], session_label: str, *, include_failed: bool = False
+) -> str:
+    """The report of one session journal (its label: a folder or `box:NAME`): what `specdebug report`
+    prints and the Bench pane's report view shows, made in one place."""
+    name = session_label.rstrip("/").rsplit("/", 1)[-1]
+    return render_markdown(events, title=report_title(name, events), include_failed=include_failed)
+
+
 def _describe_mark(ev: MarkRecord) -> str:
     """A mark in words: its label, and where it was set (log position) when the logs pane set it."""
     label = (ev.label or "").strip()

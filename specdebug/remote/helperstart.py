@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 HELPER_ATTEMPTS = 2
 CONCURRENT_STARTS = 8
+END_ON_CANCEL_S = 8.0  # a cancelled start's python3 is ended within this (end_spawned waits ~5 s for it)
 
 _gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
@@ -52,6 +53,7 @@ async def start_helper(
     why = ""
     for attempt in range(1, HELPER_ATTEMPTS + 1):
         proc = None
+        probe: ProbeChannel | None = None
         timed_out = False
         try:
             async with helper_start_gate():
@@ -63,6 +65,16 @@ async def start_helper(
                     if probe.noise:
                         warn(noise_warning(probe.noise))
             return probe, info
+        except asyncio.CancelledError:
+            # the owner gave up (a verb's connect deadline, a close): a python3 that has not greeted
+            # is ended on the box, not left there (a hanging python3 left its `sleep` behind)
+            if probe is not None and probe.spawned_pid is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(end_spawned(transport, probe.spawned_pid), END_ON_CANCEL_S)
+            if proc is not None:
+                with contextlib.suppress(Exception):
+                    proc.close()
+            raise
         except HelperStartFailed as exc:
             why = str(exc)
             timed_out = isinstance(exc.__cause__, TimeoutError)

@@ -4,7 +4,8 @@ A supervisor task connects the transport, starts the resident helper (specdebug/
 on one long-lived process, watches both, and reconnects with capped exponential backoff (0.5 s
 doubling to 30 s).  State changes go to listeners, so a dead host only changes its own row.  A
 connect the transport calls hopeless (TransportFailed: a refused host key, failed
-authentication, an ended allocation) makes the host FAILED until `restart()`.
+authentication, an ended allocation) makes the host FAILED until `restart()`; so does a
+ProxyCommand that ends before the first handshake (a reconnect retries it: the route may come back).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from specdebug.transport.base import (
     ConnState,
     ConnStatus,
     NotConnected,
+    ProxyFailed,
     RemoteError,
     Transport,
     TransportFailed,
@@ -61,6 +63,7 @@ class Session:
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
         self._generation = 0
+        self._helper_since: float | None = None  # the link is up and the helper's python3 is starting
 
     # ---- state -------------------------------------------------------------------------------
     @property
@@ -140,6 +143,13 @@ class Session:
         try:
             await asyncio.wait_for(_wait(), timeout)
         except TimeoutError as exc:
+            if self._helper_since is not None:  # the login works: python3 is what did not answer
+                waited = time.monotonic() - self._helper_since
+                raise NotConnected(
+                    f"{self.name}: python3 on the box did not answer within {waited:.0f} s (the SSH login "
+                    "works; specdebug's helper runs the first python3 on the box's PATH)",
+                    "a python3 earlier on the box's PATH that hangs? `ssh HOST python3 -c 1` runs the same one",
+                ) from exc
             raise NotConnected(
                 f"{self.name}: not connected after {timeout} s ({self._status.state.value}"
                 f"{': ' + self._status.last_error if self._status.last_error else ''})",
@@ -155,7 +165,10 @@ class Session:
 
     async def close(self) -> None:
         self._closing = True
-        await self._teardown()
+        if self._helper_since is None:
+            await self._teardown()
+        # else the link stays up while the supervisor is cancelled: a helper start in flight ends its
+        # python3 on the box (start_helper), which OpenSSH leaves running when the link just goes
         if self._supervisor is not None:
             self._supervisor.cancel()
             try:
@@ -164,6 +177,7 @@ class Session:
                 pass
             except Exception:  # the supervisor's own bug: closing goes on, the traceback is kept
                 log.debug("%s: supervisor ended with an error", self.name, exc_info=True)
+        await self._teardown()
         # the supervisor was cancelled inside its watch, before it cleared this: left set, a closed
         # remote said "connected" while every open failed, and a log follower retried in a hot loop
         self._connected.clear()
@@ -181,14 +195,13 @@ class Session:
             try:
                 await self.transport.connect()
                 await self._setup()
-            except TransportFailed as exc:
-                await self._teardown()
-                self._fail(exc)
-                return
             except asyncio.CancelledError:
                 raise
             except (RemoteError, OSError, TimeoutError, ValueError) as exc:
                 await self._teardown()
+                if self._hopeless(exc):
+                    self._fail(exc)
+                    return
                 last_error = str(exc) or type(exc).__name__
                 log.info("%s: connect attempt %d failed: %s", self.name, attempt, last_error)
                 self._set_status(ConnStatus(ConnState.RECONNECTING, attempt=attempt, last_error=last_error))
@@ -210,17 +223,26 @@ class Session:
             await self._teardown()
         self._set_status(ConnStatus(ConnState.CLOSED))
 
+    def _hopeless(self, exc: BaseException) -> bool:
+        """A connect failure retrying cannot fix: the transport says so, or a ProxyCommand ended
+        before the first handshake (the same command would fail again; a reconnect retries it)."""
+        return isinstance(exc, TransportFailed) or (isinstance(exc, ProxyFailed) and self._generation == 0)
+
     async def _setup(self) -> None:
         self.probe = None
         if not self._use_helper:
             return
-        self.probe, self.helper_info = await start_helper(
-            self.transport,
-            self.name,
-            self.warn,
-            timeout=self._helper_start_s,
-            quiet=self._require_helper,
-        )
+        self._helper_since = time.monotonic()
+        try:
+            self.probe, self.helper_info = await start_helper(
+                self.transport,
+                self.name,
+                self.warn,
+                timeout=self._helper_start_s,
+                quiet=self._require_helper,
+            )
+        finally:
+            self._helper_since = None
 
     async def _watch(self) -> str:
         """Wait until the link or the helper ends; refresh the RTT figure meanwhile."""

@@ -61,6 +61,12 @@ class HostKeyRefused(TransportFailed):
         self.changed = changed
 
 
+class ProxyFailed(RemoteError):
+    """The local command that carries the link (ssh config's ProxyCommand) ended before the SSH
+    handshake, or could not start; the message quotes its status and stderr.  A first connect
+    fails at once on it (the same command would only fail again); a reconnect retries it."""
+
+
 class RequestTimeout(RemoteError):
     """A probe request took longer than its timeout; the channel stays usable."""
 

@@ -1,6 +1,9 @@
-"""`specdebug history` (the session's benchmark results) and `specdebug report` (markdown for a PR).
+"""`specdebug history` (the sessions' benchmark results) and `specdebug report` (markdown for a PR).
 
-    specdebug history [--session DIR] [--json]      -> {"results": [...]}
+    specdebug history [--json]                      every host's latest session, labelled by host
+                                                    -> {"sessions": [{"host", "results": [...]}, ...]}
+    specdebug history --host HOST [--json]          that host's session (the one `bench HOST` appends to)
+    specdebug history --session DIR [--host HOST] [--json]   -> {"results": [...]} (of HOST only)
     specdebug history --compare A B [--json]        the bench pane's compare: config + metric diff
     specdebug history --baseline N                  the bench pane's "set baseline"
     specdebug report  [--session DIR] [-o FILE]
@@ -9,8 +12,10 @@ Failed runs (more than 5 % of requests failed, no result) are listed but never t
 a delta and never compared, unless --include-failed asks for them.
     specdebug mark TEXT [--session DIR]             the logs pane's mark: "config changed here"
 
-Without --session: $SPECDEBUG_SESSION, else the most recent session. A journal kept on the box
-(`--session box:NAME`, as the TUI and `bench HOST --session box:NAME`) is read over ssh: add --host HOST.
+Without --session: $SPECDEBUG_SESSION, else HOST's latest session with --host (report, mark too), else
+`history` shows each host's latest session (one alone: as one session) and report/mark the latest.
+A journal kept on the box (`--session box:NAME`, as the TUI and `bench HOST --session box:NAME`) is
+read over ssh: add --host HOST.
 Exit 0, or 2 when there is no session to read (or a failed run is named for --compare/--baseline
 without --include-failed).
 """
@@ -18,6 +23,7 @@ without --include-failed).
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,7 +31,7 @@ from typing import Any
 
 from specdebug.core.bench.headline import headline_of, settings_differ
 from specdebug.core.drift.compare import drift_lines
-from specdebug.core.journal import resolve_session
+from specdebug.core.journal import Journal, latest_by_host, resolve_session
 from specdebug.core.records import MarkRecord
 from specdebug.core.report import (
     HistoryEntry,
@@ -40,8 +46,7 @@ from specdebug.core.report import (
     history,
     metric_diff,
     other_host,
-    render_markdown,
-    report_title,
+    session_markdown,
 )
 from specdebug.core.sanitize import visible
 from specdebug.verbs.common import (
@@ -56,12 +61,17 @@ from specdebug.verbs.common import (
     session_journal,
 )
 
-SESSION_HELP = "session folder (default: the latest), or box:NAME with --host HOST"
+SESSION_HELP = "session folder (default: HOST's with --host, else the latest), or box:NAME with --host HOST"
 
 
 def _box_args(p: argparse.ArgumentParser) -> None:
-    """--host for a session kept on the box (the TUI's `box:NAME`), and the usual ssh options."""
-    p.add_argument("--host", metavar="HOST", help="the box that keeps a --session box:NAME journal")
+    """--host: a host's session here (or its results in --session DIR), or the box that keeps a
+    --session box:NAME journal (the TUI's); and the usual ssh options."""
+    p.add_argument(
+        "--host",
+        metavar="HOST",
+        help="HOST's session (its results only, in --session DIR); with --session box:NAME the box keeping it",
+    )
     add_ssh_args(p)
 
 
@@ -101,16 +111,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 @asynccontextmanager
 async def _opened(args: argparse.Namespace, *, for_writing: bool = False) -> AsyncIterator[Any]:
-    """The session's journal (None: nothing to read, already said); box:NAME over --host's connection."""
+    """The session's journal (None: nothing to read, already said); box:NAME over --host's connection.
+
+    A local session: --session DIR, else $SPECDEBUG_SESSION, else with --host HOST the session of that
+    host (the one `bench HOST` appends to), else the latest."""
     if box_session(args.session) is None:
-        if args.host:
-            err("--host is only for a journal kept on the box (--session box:NAME)")
+        target = args.host if not (args.session or os.environ.get("SPECDEBUG_SESSION")) else None
+        if not for_writing and not _local_exists(args.session, target):
             yield None
             return
-        if not for_writing and not _local_exists(args.session):
-            yield None
-            return
-        async with session_journal(args.session, None, for_writing=for_writing) as journal:
+        async with session_journal(args.session, None, for_writing=for_writing, target=target) as journal:
             yield journal
         return
     if not args.host:
@@ -123,10 +133,14 @@ async def _opened(args: argparse.Namespace, *, for_writing: bool = False) -> Asy
         yield journal
 
 
-def _local_exists(arg: str | None) -> bool:
-    session = resolve_session(arg, for_writing=False)
+def _local_exists(arg: str | None, target: str | None = None) -> bool:
+    session = resolve_session(arg, for_writing=False, target=target)
     if session is None:
-        err("no session yet (run a benchmark first, or pass --session DIR)")
+        err(
+            f"no session of {target} yet (plain `history` lists every host's)"
+            if target
+            else "no session yet (run a benchmark first, or pass --session DIR)"
+        )
         return False
     if arg and not Path(session).is_dir():
         err(f"no session folder at {session}")
@@ -134,25 +148,86 @@ def _local_exists(arg: str | None) -> bool:
     return True
 
 
+def _every_host(args: argparse.Namespace) -> bool:
+    """Plain `history`: no session named (--session, $SPECDEBUG_SESSION) and no --host."""
+    return not (args.session or os.environ.get("SPECDEBUG_SESSION") or args.host)
+
+
 @run_verb
 async def cmd_history(args: argparse.Namespace) -> int:
+    if _every_host(args):
+        return _history_by_host(args)
     async with _opened(args) as journal:
         return 2 if journal is None else _history(args, journal)
+
+
+def _history_by_host(args: argparse.Namespace) -> int:
+    """Each host's latest session, labelled by its host (core.journal.latest_by_host); one alone reads
+    as before, --compare/--baseline need one (--host or --session says which)."""
+    sessions = latest_by_host()
+    if not sessions:
+        err("no session yet (run a benchmark first, or pass --session DIR)")
+        return 2
+    if len(sessions) == 1:
+        return _history(args, Journal(sessions[0][1]))
+    if args.compare or args.baseline is not None:
+        hosts = ", ".join(label or "(no host)" for label, _ in sessions)
+        err(f"sessions of several hosts ({hosts}): say which with --host HOST or --session DIR")
+        return 2
+    if args.json:
+        docs = []
+        for label, folder in sessions:
+            journal = Journal(folder)
+            docs.append({"host": label or None, **_history_doc(journal, args)})
+            say_skipped(journal)
+        print_json({"sessions": docs})
+        return 0
+    for n, (label, folder) in enumerate(sessions):
+        if n:
+            out()
+        out(f"== {label or '(no host)'} ==", newlines=False)
+        _history(args, Journal(folder))
+    return 0
 
 
 HISTORY_KINDS = {"bench_result", "mark"}  # results and the baseline mark: the rest is not read
 
 
+def _history_doc(journal: Any, args: argparse.Namespace, events: list[Any] | None = None) -> dict[str, Any]:
+    """`history --json`'s object for one session: its results (of --host's host only, with --host)."""
+    events = journal.records(HISTORY_KINDS) if events is None else events
+    entries = _of_host(history(events), args)
+    base = baseline_of(events, entries, include_failed=args.include_failed)
+    return {
+        "session": str(journal.label),
+        "baseline": base.id if base else None,
+        "hosts": sorted({e.result.host for e in entries if e.result.host}),
+        "results": [e.to_json() for e in entries],
+    }
+
+
+def _of_host(entries: list[HistoryEntry], args: argparse.Namespace) -> list[HistoryEntry]:
+    """With --host on a local session: that host's results (ids stay the session's)."""
+    if not args.host or box_session(args.session) is not None:
+        return entries
+    return [e for e in entries if e.result.host == args.host]
+
+
 def _history(args: argparse.Namespace, journal: Any) -> int:
     events = journal.records(HISTORY_KINDS)  # a 1 GB journal of launches is passed over, not held
     say_skipped(journal)
-    entries = history(events)
+    entries = _of_host(history(events), args)
     if args.compare or args.baseline is not None:
         by_id = {e.id: e for e in entries}
         wanted = list(args.compare or []) + ([args.baseline] if args.baseline is not None else [])
         missing = [n for n in wanted if n not in by_id]
         if missing:
-            err(f"no run #{missing[0]} in {journal.label} (runs 1..{len(entries)})")
+            ids = f"runs {entries[0].id}..{entries[-1].id}" if entries else "no runs"
+            err(
+                f"no run #{missing[0]} in {journal.label}"
+                + (f" of {args.host}" if args.host else "")
+                + f" ({ids})"
+            )
             return 2
         refused = [n for n in wanted if not by_id[n].result.usable()] if not args.include_failed else []
         if refused:
@@ -174,18 +249,13 @@ def _history(args: argparse.Namespace, journal: Any) -> int:
         return _compare(first, second, args.json)
     base = baseline_of(events, entries, include_failed=args.include_failed)
     if args.json:
-        print_json(
-            {
-                "session": str(journal.label),
-                "baseline": base.id if base else None,
-                "hosts": sorted({e.result.host for e in entries if e.result.host}),
-                "results": [e.to_json() for e in entries],
-            }
-        )
+        print_json(_history_doc(journal, args, events))
         return 0
     failed = sum(1 for e in entries if not e.result.usable())
     out(
-        f"session {journal.label}: {len(entries)} result(s)"
+        f"session {journal.label}"
+        + (f", results of {args.host}" if args.host and box_session(args.session) is None else "")
+        + f": {len(entries)} result(s)"
         + (f", {failed} failed (not results)" if failed else "")
     )
     for e in entries:
@@ -268,11 +338,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
             return 2
         events = journal.records()
         say_skipped(journal)
-    text = render_markdown(
-        events,
-        title=report_title(Path(journal.label).name, events),
-        include_failed=args.include_failed,
-    )
+    text = session_markdown(events, str(journal.label), include_failed=args.include_failed)
     if args.output:
         # the file is read in a terminal or pasted into a PR: the same visible escapes as stdout
         Path(args.output).write_text(visible(text, newlines=True), encoding="utf-8")

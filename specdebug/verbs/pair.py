@@ -2,7 +2,7 @@
 
     specdebug pair [-F FILE] HOST... [-c PROFILE] [--name NAME] [--allow USER]... [--allow-ro USER]...
                    [--detach] [--json]
-    specdebug pair --join NAME [--readonly] [--socket PATH]
+    specdebug pair --join NAME [--readonly] [--socket PATH] [--owner USER]
     specdebug pair --list [--json]
     specdebug pair --grant USER [--rw] | --revoke USER  [--name NAME] [--json]
     specdebug pair --web [HOST... [-c PROFILE] [--session box:NAME]] [--name NAME] [--port N]
@@ -51,6 +51,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--join", metavar="NAME", help="attach to the pairing session NAME")
     p.add_argument("--readonly", action="store_true", help="with --join: attach read-only")
     p.add_argument("--socket", metavar="PATH", help="with --join: the session's tmux socket")
+    p.add_argument(
+        "--owner",
+        metavar="USER",
+        help="with --join: the user whose session you mean to join (another user's is joined only "
+        "after you say yes at the terminal, or with this)",
+    )
     p.add_argument("--list", action="store_true", help="list the pairing sessions you may join")
     p.add_argument(
         "--grant", metavar="USER", help="give USER a read-only seat in your session --name (again)"
@@ -189,13 +195,38 @@ def _attach(argv: list[str]) -> int:
 def _join(args: argparse.Namespace) -> int:
     info = pair_find.find(args.join, args.socket)
     argv = pair.join_argv(info.socket, info.session, readonly=args.readonly)
+    pair_find.check_owner(info, args.owner)  # --owner USER names someone else: refused
     if args.json:
         print_json({**info.to_json(), "join": shlex.join(argv)})
         return 0
     # said before attaching: whose screen this is (folder and socket checked to be theirs)
     out(f"joining pairing session {info.name!r} of {info.owner} (uid {info.owner_uid}): {info.socket}")
     sys.stdout.flush()
+    if info.owner_uid != os.getuid() and args.owner is None and not _agreed_to_join(info):
+        return 2
     return _attach(argv)
+
+
+def _agreed_to_join(info: pair.PairInfo) -> bool:
+    """Another user's screen is joined only once the user says so at the terminal: what is typed
+    there goes to that user's programs (a look-alike prompt there took a password).  No terminal to
+    ask on: refused, naming --owner."""
+    if not sys.stdin.isatty():
+        err(
+            f"pair --join {info.name}: not joining: the session is {info.owner}'s (uid {info.owner_uid}), "
+            f"not yours, and there is no terminal to ask on; give --owner {info.owner} to join it"
+        )
+        return False
+    sys.stdout.write(
+        f"This is {info.owner}'s session, not yours: what you type there goes to {info.owner}'s "
+        "programs (never type a password into it). Join? [y/N] "
+    )
+    sys.stdout.flush()
+    answer = sys.stdin.readline(64).strip().lower()
+    if answer in ("y", "yes"):
+        return True
+    err(f"pair --join {info.name}: not joined")
+    return False
 
 
 def _change_seat(args: argparse.Namespace) -> int:

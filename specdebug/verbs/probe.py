@@ -55,7 +55,7 @@ async def probe(args: argparse.Namespace) -> int:
 
 def _print_text(info: HostInfo) -> None:
     if not info.connected:
-        out(f"{info.host}: not connected ({info.error})", newlines=False)
+        out(f"{info.host}: not connected", newlines=False)  # why: said once on stderr (probe's err)
         return
     mem = f"{info.mem_total_bytes / 2**30:.1f} GiB" if info.mem_total_bytes else "?"
     load = " ".join(f"{x:.2f}" for x in info.load or [])

@@ -30,10 +30,11 @@ def allocation_spec(text: str) -> SlurmSpec | None:
 
 
 async def _probe_node(args: argparse.Namespace, host: str, hosts: ModuleType) -> Any:
+    """One node's facts; a failure is said once on stderr (open_remote or here), and kept in the JSON."""
     try:
         async with open_remote(args, host) as remote:
             return await hosts.gather_host_info(remote)
-    except VerbExit as exc:
+    except VerbExit as exc:  # open_remote has said why
         return hosts.HostInfo(host=host, connected=False, error=exc.message or str(exc))
     except RemoteError as exc:
         err(f"{host}: {exc}")
@@ -41,32 +42,40 @@ async def _probe_node(args: argparse.Namespace, host: str, hosts: ModuleType) ->
 
 
 async def probe_allocation(args: argparse.Namespace, spec: SlurmSpec, hosts: ModuleType) -> int:
+    """Every node of the allocation at once.  Each error is printed once, on stderr (Slurm's own words
+    went to stdout and stderr both before, and a job that is not running once more per node): a job
+    that is not running has its nodes listed, not probed (each would fail with the job's error)."""
     doc: dict[str, Any] = {"host": args.host, "job": spec.job, "state": None, "name": None}
     try:
         job = await job_info(spec.job)
     except RemoteError as exc:
         err(f"{args.host}: {exc}")
         doc.update(connected=False, error=str(exc), nodes=[])
-    else:
+        if args.json:
+            print_json(doc)
+        return 1
+    doc.update(state=job.state, name=job.name)
+    if job.running:
         infos = await asyncio.gather(*(_probe_node(args, spec.on(n).text, hosts) for n in job.nodes))
-        doc.update(state=job.state, name=job.name)
-        doc["connected"] = bool(infos) and all(i.connected for i in infos)
-        doc["error"] = None if job.running else f"job {spec.job} is {job.state}, not running"
-        doc["nodes"] = [
-            {"node": n, **i.model_dump(mode="json")} for n, i in zip(job.nodes, infos, strict=True)
+        doc["error"] = None
+    else:
+        doc["error"] = f"job {spec.job} is {job.state}, not running"
+        err(f"{args.host}: {doc['error']}")
+        infos = [
+            hosts.HostInfo(host=spec.on(n).text, connected=False, error="not probed: the job is not running")
+            for n in job.nodes
         ]
+    doc["connected"] = bool(infos) and all(i.connected for i in infos)
+    doc["nodes"] = [{"node": n, **i.model_dump(mode="json")} for n, i in zip(job.nodes, infos, strict=True)]
     if args.json:
         print_json(doc)
     else:
-        out(
-            f"{args.host}: job {spec.job} {doc['state'] or '?'} {doc.get('error') or ''}".rstrip(),
-            newlines=False,
-        )
+        out(f"{args.host}: job {spec.job} {doc['state']}", newlines=False)
         for node in doc["nodes"]:
             what = (
                 f"{node['hostname']}  {node['cpus']} cpus"
                 if node["connected"]
-                else f"not connected ({node['error']})"
+                else ("not connected" if job.running else "not probed")
             )
-            out(f"  {node['node']}: {what}", newlines=False)
+            out(f"  {node['node']}: {what}", newlines=False)  # why not: said once on stderr
     return 0 if doc["connected"] else 1

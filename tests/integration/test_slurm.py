@@ -485,3 +485,28 @@ def test_another_users_job_is_refused_at_once_with_slurms_words(tmp_path: Path) 
             own.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_slurm_error_is_printed_once(cluster: Slurm, job: str, slurm_env, tmp_path: Path) -> None:
+    """`probe slurm:JOB` on a job that is gone or never was says Slurm's error once (issue 41: it was in
+    the job line on stdout and again on stderr, and a cancelled job's once more per node)."""
+    gone = cluster.allocate(nodes=1, name="specdebug-once")
+    cluster.run("scancel", gone)
+    deadline = time.monotonic() + 15
+    while gone in cluster.job_ids() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    cases = {
+        f"slurm:{gone}": f"job {gone} is CANCELLED, not running",
+        "slurm:999999": "Invalid job id specified",
+    }
+    for host, words in cases.items():
+        res = cli(slurm_env, tmp_path, "probe", host)
+        both = res.stdout + res.stderr
+        assert res.returncode == 1, both
+        assert both.count(words) == 1, both
+        assert "Traceback" not in both
+    cancelled = cli(slurm_env, tmp_path, "probe", f"slurm:{gone}")
+    assert f"job {gone} CANCELLED" in cancelled.stdout and "  n1: not probed" in cancelled.stdout
+    as_json = cli(slurm_env, tmp_path, "probe", f"slurm:{gone}", "--json")  # the JSON keeps the why
+    assert json.loads(as_json.stdout)["error"] == cases[f"slurm:{gone}"]
+    assert as_json.stderr.count(cases[f"slurm:{gone}"]) == 1

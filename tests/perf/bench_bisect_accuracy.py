@@ -108,6 +108,17 @@ def classify(s: Scenario, verdict: str, culprits: set[str], confirmed: bool) -> 
     return "wrong"
 
 
+def noise_source(result) -> str:
+    """What the judge's noise came from: runs (repeats) | steps (the server's per-step lines) | start
+    (start / no start: no noise) | floor (not measured)."""
+    e = result.evidence
+    if result.metric_used.startswith("failed_start") and "then" not in result.metric_used:
+        return "start"
+    if e is None or not e.noise_dof:
+        return "floor"
+    return "steps" if "per-step figure" in e.why else "runs"
+
+
 async def one(remote, work: Path, s: Scenario, run: int) -> dict:
     tag = f"bxacc-{s.name}-{run}-"
     folder = work / tag
@@ -166,6 +177,7 @@ async def one(remote, work: Path, s: Scenario, run: int) -> dict:
         "launches": result.launches,
         "naive": result.naive_launches,
         "class": cls,
+        "noise": noise_source(result),
         "budget": s.budget,
         "ends": (result.evidence.why[:60] if result.evidence else ""),
         "s": time.monotonic() - t0,
@@ -231,17 +243,21 @@ async def main_async(runs: int, parallel: int, only: set[str], show_trials: bool
     naive = sum(r["naive"] for r in rows)
     print(f"launches: {launches} in all, one knob at a time (each knob once, each end twice): {naive}")
     print()
-    print("| scenario | run | class | verdict | launches | one knob at a time | goal |")
-    print("|---|---:|---|---|---:|---:|---:|")
+    print("| scenario | run | class | verdict | judge's noise | launches | one knob at a time | goal |")
+    print("|---|---:|---|---|---|---:|---:|---:|")
     for r in sorted(rows, key=lambda r: (r["scenario"], r["run"])):
         over = " (over)" if r["launches"] > r["naive"] else ""
         print(
-            f"| {r['scenario']} | {r['run']} | {r['class']} | {r['verdict']} | {r['launches']}{over} | "
-            f"{r['naive']} | {r.get('budget') or ''} |"
+            f"| {r['scenario']} | {r['run']} | {r['class']} | {r['verdict']} | {r.get('noise', '')} | "
+            f"{r['launches']}{over} | {r['naive']} | {r.get('budget') or ''} |"
         )
     above = sum(1 for r in rows if r["launches"] > r["naive"])
-    print(f"rows over one knob at a time: {above} of {len(rows)}")
+    over_goal = sum(1 for r in rows if r.get("budget") and r["launches"] > r["budget"])
     bad = counts["partial"] + counts["wrong"]
+    print(
+        f"SUMMARY rows over one knob at a time: {above} of {len(rows)}; over the issue's goal: {over_goal} of "
+        f"{sum(1 for r in rows if r.get('budget'))}; wrong or partial with exit 0: {bad}"
+    )
     print(f"RESULT {'ok' if bad == 0 else 'FAIL'}: {bad} run(s) wrong or partial with exit 0")
     return 1 if bad else 0
 

@@ -97,7 +97,7 @@ def test_lookalike_sessions_are_refused_and_the_real_owner_is_named(tmp_path: Pa
             assert r.returncode == 0, r.stderr
             info = json.loads(r.stdout)
             assert info["owner"] == friend and info["owner_uid"] == friend_uid
-            r = specdebug_pair(root, "--join", real)  # no terminal here: it says whose, then stops
+            r = specdebug_pair(root, "--join", real, "--owner", friend)  # no terminal: says whose, stops
             assert f"joining pairing session {real!r} of {friend} (uid {friend_uid})" in r.stdout, r.stdout
 
             listed = json.loads(specdebug_pair(root, "--list", "--json").stdout)

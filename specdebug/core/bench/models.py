@@ -73,6 +73,9 @@ class ServerMetrics(Model):
     samples: int = 0  # number of metric samples seen in the log slice
     log_bytes: int = 0  # size of the log slice scanned
     extra: dict[str, float] = Field(default_factory=dict)  # profile-defined patterns (means)
+    # figure -> the standard error of its mean over the log lines (robust: MAD of the lines / sqrt(lines)),
+    # when 3 or more lines gave it: the noise of the server's own per-step figure within this run
+    se: dict[str, float] = Field(default_factory=dict)
     sources: dict[str, str] = Field(default_factory=dict)  # field -> "log" or "/metrics" when not the log
     # field -> what the figure is and over which window (the whole server, its log interval or the
     # bench's /metrics window): never a per-stream figure, so never beside the client's decode rate bare

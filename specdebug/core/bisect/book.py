@@ -13,7 +13,17 @@ from collections.abc import Callable, Sequence
 
 from specdebug.core.bisect.gate import Gate
 from specdebug.core.bisect.interleave import detrend, drift_slope
-from specdebug.core.bisect.judge import FULL, START_METRIC, ZERO, Judge, Reading, plausible
+from specdebug.core.bisect.judge import (
+    FULL,
+    LINES_SUFFIX,
+    SE_SUFFIX,
+    START_METRIC,
+    ZERO,
+    Judge,
+    Reading,
+    Within,
+    plausible,
+)
 from specdebug.core.bisect.models import (
     BisectOptions,
     Judged,
@@ -176,7 +186,21 @@ class Book:
             others=others,
             threshold=o.threshold,
             min_gap_pct=o.min_gap_pct,
+            within=self.within(),
         )
+
+    def within(self) -> list[Within]:
+        """Every run's own noise where the metric is a server figure read from its log lines (its
+        standard error over the lines, relative): what one launch tells of the noise (issue 39)."""
+        name = self.options.metric
+        out = []
+        for ms in self.cache.values():
+            for m in ms:
+                value, se = m.metrics.get(name), m.metrics.get(name + SE_SUFFIX)
+                lines = int(m.metrics.get(name + LINES_SUFFIX, 0))
+                if m.status is Status.OK and value and se is not None and lines > 2:
+                    out.append(Within(se / abs(value), lines - 2))
+        return out
 
     def reading(self, fp: str, judge: Judge) -> Reading | None:
         """The share of the gap this config shows (None: it could not be measured)."""

@@ -33,6 +33,8 @@ PROBE_TOKENS = 64  # the probe request: enough decode steps for a per-10-steps p
 class GateError(ValueError, SpecdebugError):
     """A gate expression that cannot be used (usage error, exit 2)."""
 
+    exit_code = 2
+
 
 @dataclass(frozen=True)
 class Gate:

@@ -20,6 +20,10 @@ from dataclasses import dataclass
 from specdebug.core.bench.models import BenchResult
 from specdebug.core.bisect.models import Evidence
 
+DECISIVE = 2.0  # ends this many times the 99 % margin apart after one run each need no second run
+# ... and one run of a config at the bad end's level is placed within this share of the gap at 99 % (what
+# the confirmation from the good side allows, plan.MAX_RESIDUAL_HIGH): else the second runs are needed anyway
+PRECISE = 0.35
 MIN_SPREAD = 0.003  # relative floor of the spread: two equal readings do not prove zero noise
 # Student's t, two-sided 99 %, by degrees of freedom (interpolated between, 2.576 beyond)
 _T99: tuple[tuple[int, float], ...] = ((1, 63.66), (2, 9.925), (3, 5.841), (4, 4.604), (5, 4.032))
@@ -47,6 +51,10 @@ METRIC_CHOICES: tuple[tuple[str, str], ...] = (
     ("accept_len", "the server's accept length"),
 )
 
+# beside a server figure read from its log: the standard error of its mean over the run's lines, and the
+# lines (the noise of the server's own per-step figure within one run: known after a single launch)
+SE_SUFFIX = ".se"
+LINES_SUFFIX = ".lines"
 START_METRIC = "failed_start"  # 1 when the config did not start, 0 when it did (the bad end does not start)
 
 
@@ -88,6 +96,10 @@ def metrics_of(result: BenchResult) -> dict[str, float]:
                 out[name] = float(value)
         for name, value in (result.server.extra or {}).items():
             out.setdefault(name, float(value))
+        for name, se in (result.server.se or {}).items():
+            if name in out and name not in result.server.sources:  # from the log's lines, not /metrics
+                out[f"{name}{SE_SUFFIX}"] = float(se)
+                out[f"{name}{LINES_SUFFIX}"] = float(result.server.samples)
     return out
 
 
@@ -142,6 +154,26 @@ class Noise:
     sd: float  # relative: the sd of log(cost), about the sd as a fraction of the cost (see Judge.cost)
     dof: int
     measured: bool  # False: the floor, not the data (no config measured twice)
+    # where it comes from: runs (configs measured more than once) | steps (the server's per-step figure:
+    # its lines' spread within each run, taken as one run's noise while no repeat shows more) | floor
+    source: str = "runs"
+
+
+@dataclass(frozen=True)
+class Within:
+    """One run's own noise: the relative standard error of its figure over its lines, and their dof."""
+
+    rel: float
+    dof: int
+
+
+def pooled_within(runs: Sequence[Within]) -> Noise | None:
+    """The relative noise of one run's figure from the runs' own lines (dof-weighted), or None."""
+    dof = sum(w.dof for w in runs if w.dof > 0)
+    if not runs or dof < 1:
+        return None
+    var = sum(w.dof * w.rel**2 for w in runs if w.dof > 0) / dof
+    return Noise(max(math.sqrt(var), MIN_SPREAD), dof, True, "steps")
 
 
 class Judge:
@@ -157,6 +189,7 @@ class Judge:
         threshold: float | None = None,
         min_gap_pct: float = 5.0,
         exact: bool = False,
+        within: Sequence[Within] = (),
     ) -> None:
         self.metric = metric
         self.exact = exact  # start / no start: no noise
@@ -168,6 +201,13 @@ class Judge:
         self.good_mean = statistics.fmean(self.good) if self.good else None
         self.bad_mean = statistics.fmean(self.bad) if self.bad else None
         self.noise = Noise(0.0, 0, False) if exact else self._noise([self.good, self.bad, *others])
+        steps = None if exact else pooled_within(within)
+        if steps is not None and not self.noise.measured:
+            # no config measured twice yet: one run's noise from its own lines.  Repeats, once there,
+            # measure the run-to-run noise itself and win (the sim's lines scatter 3.5 % per run from
+            # its acceptance pattern while its runs agree within 0.5 %; a real box may move more
+            # between launches than within one)
+            self.noise = steps
         self.rel = self.noise.sd
         self.t = 0.0 if exact else t99(self.noise.dof)
         cg, cb = [self.cost(x) for x in self.good], [self.cost(x) for x in self.bad]
@@ -194,7 +234,7 @@ class Judge:
         costs = [[self.cost(x) for x in g] for g in groups if g]
         logs = [[math.log(x) for x in g] for g in costs if len(g) >= 2 and all(0 < x < math.inf for x in g)]
         if not logs:
-            return Noise(MIN_SPREAD, 0, False)
+            return Noise(MIN_SPREAD, 0, False, "floor")
         ss = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in logs)
         dof = sum(len(g) - 1 for g in logs)
         return Noise(max(math.sqrt(ss / dof), MIN_SPREAD), dof, True)
@@ -243,9 +283,12 @@ class Judge:
         )
         z = abs(gap) / se if se else math.inf
         source = (
-            f"run-to-run sd {self.rel * 100:.1f}% over {len(self.good)}+{len(self.bad)} runs"
-            if self.noise.measured
-            else "noise not measured yet"
+            "noise not measured yet"
+            if not self.noise.measured
+            else f"noise {self.rel * 100:.1f}% per run from the server's per-step figure "
+            f"(the spread of its log lines within each run, {self.noise.dof} dof; no repeat shows more)"
+            if self.noise.source == "steps"
+            else f"run-to-run sd {self.rel * 100:.1f}% over {len(self.good)}+{len(self.bad)} runs"
         )
         why = f"ends differ by {gap_pct:.1f}% ({g:.2f} vs {b:.2f}), {z:.1f} standard errors ({source}; "
         why += f"needs {self.t:.1f} at 99 %)"
@@ -276,6 +319,20 @@ class Judge:
         ca = statistics.fmean([self.cost(x) for x in after])
         se = self._sd_at(cb) * math.sqrt(1 / len(after) + 1 / len(before))
         return abs(ca - cb) > self.t * se if math.isfinite(self.t) else False
+
+    def decisive(self) -> bool:
+        """The ends are distinct by at least DECISIVE times the margin the test needs (z >= DECISIVE t),
+        and one run places a config at the bad end's level to PRECISE of the gap: one run of each end is enough, a second of
+        each would decide nothing (issue 39).  Only on a noise measured (the server's per-step
+        figure, or repeats): never on the floor."""
+        if self.exact or not self.noise.measured or self.ends()[0] != "distinct":
+            return False
+        assert self.g_cost is not None and self.b_cost is not None and self.gap is not None
+        se = math.sqrt(
+            self._sd_at(self.g_cost) ** 2 / len(self.good) + self._sd_at(self.b_cost) ** 2 / len(self.bad)
+        )
+        precise = self.t * self.rel * math.hypot(self.b_cost / self.gap, self.g_cost / self.gap) <= PRECISE
+        return abs(self.gap) >= DECISIVE * self.t * se and precise
 
     def evidence(self) -> Evidence:
         state, why, _ = self.ends()

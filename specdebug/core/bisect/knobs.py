@@ -33,6 +33,8 @@ def settings_for(good: Profile, options: BisectOptions) -> Settings:
 class GroupError(ValueError, SpecdebugError):
     """A --group that matches no knob (usage error)."""
 
+    exit_code = 2
+
 
 def knob_rows(knobs: list[Knob], units: list[Unit]) -> list[KnobRow]:
     unit_of = {k: u.name for u in units for k in u.knobs}

@@ -10,6 +10,7 @@ after the current trial, a judgement by hand, measure a config again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import statistics
 import time
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from specdebug.core.bisect.book import END_FAILURES, Book, failure_kind
+from specdebug.core.bisect.boxlock import hold_box
 from specdebug.core.bisect.checks import busy_server, drift_of
 from specdebug.core.bisect.gate import Gate, parse_gate
 from specdebug.core.bisect.interleave import next_step, reference_end, steady_drift
@@ -107,6 +109,8 @@ class Bisection:
         self._mine: set[str] = set()  # profile names launched by this run
         self.current: Profile | None = None  # the config of the trial running now (front ends clean up)
         self.drift: Drift | None = None
+        self._box_lock = contextlib.AsyncExitStack()  # the box's bisection lock, from the first launch
+        self._box_locked = False
         launched = self.book.load(journal.records()) if journal is not None else {}
         prefix = good.name + NAME_SUFFIX
         own = self.book.own_pids
@@ -140,6 +144,20 @@ class Bisection:
 
     # ---- the run ------------------------------------------------------------------------------
     async def events(self) -> AsyncIterator[Any]:
+        """The run; from its first launch on, under the box's bisection lock (boxlock.py: a second
+        bisection on the box is refused before it launches, naming this one)."""
+        async with contextlib.AsyncExitStack() as self._box_lock:
+            async for ev in self._run():
+                yield ev
+
+    async def _lock_box(self) -> None:
+        if not self._box_locked:
+            c = self.cands
+            lock = hold_box(self.remote, self.remote.name, self.id, c.good.name, c.bad.name, self.warnings)
+            await self._box_lock.enter_async_context(lock)
+            self._box_locked = True
+
+    async def _run(self) -> AsyncIterator[Any]:
         t0 = self.clock()
         c = self.cands
         if self.journal is not None:
@@ -335,7 +353,9 @@ class Bisection:
 
     async def _ends(self, ends: tuple[tuple[str, Role, Profile], ...] | None = None) -> AsyncIterator[Any]:
         """good, bad, good, bad ... at least twice each (the noise is measured, not assumed), more up to
-        --repeats while the gap is within the noise; an end that fails is launched once more (book)."""
+        --repeats while the gap is within the noise; an end that fails is launched once more (book).
+        Once each when the server's per-step figure (its log lines' spread within each run) puts them
+        many noise widths apart: a second run of each would decide nothing (issue 39)."""
         c = self.cands
         ends = ends or ((c.good_fp, Role.GOOD, c.good), (c.bad_fp, Role.BAD, c.bad))
         for i in range(max(MIN_END_RUNS, self.options.repeats)):
@@ -348,7 +368,10 @@ class Bisection:
                 yield TrialDone(row=self.book.update_row(fp, self.book.judge()))
             if any(self.book.end_failed(fp) for fp, _, _ in ends):
                 return
-            state, _why, need = self.book.judge().ends()
+            judge = self.book.judge()
+            if judge.decisive():
+                return  # many noise widths apart after one run each (the server's per-step figure)
+            state, _why, need = judge.ends()
             if i + 1 >= MIN_END_RUNS and state != "unresolved":
                 return
             if i + 1 >= MIN_END_RUNS and need is not None and need > FUTILE * self.options.repeats:
@@ -433,6 +456,7 @@ class Bisection:
     async def _measure(
         self, profile: Profile, fp: str, role: Role, query: frozenset[int]
     ) -> AsyncIterator[Any]:
+        await self._lock_box()
         row = self.book.row(fp, role, profile.name, self.cands.knob_names(query))
         spec = TrialSpec(
             bisect=self.id,

@@ -124,6 +124,10 @@ class PortHolder(Model):
     cmdline: list[str] = Field(default_factory=list)
     owners: list[dict[str, Any]] = Field(default_factory=list)  # [{uid, user}] of the listening sockets
     self_uid: int | None = None  # the box login's uid (None: an older box op)
+    # a port nobody listens on now, when this one is taken (box/ports.py): from the login's
+    # $SPECDEBUG_SIM_PORTS block (free_from names it) or the first above; the launch checks it again
+    free: int | None = Field(default=None, ge=1, le=65535)
+    free_from: str = ""
 
     @property
     def pid(self) -> int | None:

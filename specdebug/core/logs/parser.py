@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from specdebug.core.limits import MAX_LINE
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.shapelearn import learn
-from specdebug.core.logs.shapes import ShapeCache
+from specdebug.core.logs.shapes import Shape, ShapeCache
 from specdebug.core.logs.userrx import UserPattern
 from specdebug.core.secrets import Scrubber
 from specdebug.engines import PACKS, get_pack
@@ -271,6 +271,28 @@ class LogParser:
             if hit is not None:
                 return hit
         return self._general(raw, line, builtin, offset, lineno, inode, truncated)
+
+    def block_shapes(self) -> list[Shape] | None:
+        """The shapes whose lines a caller may take in bulk (Analyzer.feed_block), or None while
+        every line must come through `parse` (no pack yet, user or grep patterns, a scrubber of
+        another kind). `parse` turns a line one of them matches into exactly that shape's event and
+        metrics, with the current warmup flag, provided the caller checked that the block holds no
+        value the scrubber knows (`Scrubber.knows_none_of`), no ESC, no CR and no overlong line."""
+        if self._shapes is None or self.pack is None or type(self.scrub) is not Scrubber:
+            return None
+        return self._shapes.block_shapes()
+
+    def count_block_hits(self, n: int) -> None:
+        """Lines matched in bulk count as shape hits (they pay for later learning, as in `parse`)."""
+        if self._shapes is not None:
+            self._shapes.hits += n
+
+    def shape_epoch(self) -> tuple[object, ...]:
+        """Changes when the shapes or what the scrubber knows changed (the caller holds the shapes
+        it compares against, so their ids are not reused meanwhile)."""
+        shapes = self._shapes
+        known = len(self.scrub.values) if isinstance(self.scrub, Scrubber) else -1
+        return (id(shapes), frozenset(map(id, shapes.shapes)) if shapes else None, known)
 
     def parse_batch(
         self, batch: Sequence[RawLike | LogEvent], preselected: bool = False

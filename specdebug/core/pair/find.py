@@ -82,6 +82,16 @@ def find(name: str, socket: str | None = None) -> pair.PairInfo:
     raise pair.PairError(f"several sessions named {name!r} (owners: {owners}): give --socket PATH")
 
 
+def check_owner(info: pair.PairInfo, owner: str | None) -> None:
+    """PairError when `owner` (pair --join --owner USER) is not the user whose session `info` is:
+    the joiner meant someone else's screen."""
+    if owner is not None and owner != info.owner:
+        raise pair.PairError(
+            f"not joining pairing session {info.name!r}: it is {info.owner}'s (uid {info.owner_uid}), "
+            f"not {owner}'s"
+        )
+
+
 def _by_socket(name: str, sock: Path) -> pair.PairInfo:
     """--socket PATH: the session of whoever owns the socket, if its folder is theirs too."""
     try:

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specdebug.core.spec.arith import fit_line
 from specdebug.sim.box.ports import free_port
 from specdebug.sim.server.sglang.launcher import SIDECAR_SUFFIX
 
@@ -205,5 +204,15 @@ def decode_rate(arrivals: Sequence[tuple[float, int]]) -> float:
     for t, n in arrivals[1:]:
         total += n
         points.append((t - t0, float(total)))
-    line = fit_line(points)
-    return line.slope if line is not None else 0.0
+    return _slope(points)
+
+
+def _slope(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope (0.0 with fewer than two distinct x): the sim's own, as the sim imports
+    nothing of core (the simulated box must not share the tool's code it is there to check)."""
+    if len({x for x, _ in points}) < 2:
+        return 0.0
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sxx

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import Sequence
@@ -33,10 +34,12 @@ from specdebug.transport.ssh.hostkeys import KeyDecision
 from specdebug.transport.ssh.hostspec import HostSpec, ResolvedHost, resolve
 from specdebug.transport.ssh.options import HostKeyCallback, SSHOptions
 from specdebug.transport.ssh.process import SSHProcess
+from specdebug.transport.ssh.proxy import ProxyLink, through_proxy
 from specdebug.transport.ssh.quote import sh_join
 from specdebug.transport.ssh.slots import SlotLimiter
 from specdebug.transport.teardown import best_effort
 
+PROXY_CLOSE_WAIT_S = 2.0  # a closing link over a ProxyCommand: its goodbye, before the command is stopped
 _CONNECT_ERRORS = (OSError, asyncssh.Error, TimeoutError, asyncio.TimeoutError)
 
 
@@ -59,6 +62,7 @@ class SSHTransport:
         self._conn: asyncssh.SSHClientConnection | None = None
         self._once_keys: list[asyncssh.SSHKey] = []
         self._forwards: set[SSHForward] = set()
+        self._proxy: ProxyLink | None = None  # the ProxyCommand under the live connection, if any
 
     # ---- connecting --------------------------------------------------------------------------
     def _connect_kwargs(self) -> dict[str, Any]:
@@ -82,16 +86,43 @@ class SSHTransport:
             kwargs["known_hosts"] = ([], [], [])  # nothing trusted yet: every key is unknown
         return kwargs
 
+    async def _open(self) -> asyncssh.SSHClientConnection:
+        """One asyncssh connect, over a ProxyCommand we run ourselves where the config names one
+        (proxy.py: its exit and stderr are seen at once)."""
+        command = self.resolved.proxy_command
+        if command is None:
+            return await asyncssh.connect(self.spec.host, **self._connect_kwargs())
+        kwargs = self._connect_kwargs()
+        conn, link = await through_proxy(
+            self.name, command, lambda sock: asyncssh.connect(self.spec.host, sock=sock, **kwargs)
+        )
+        self._proxy = link
+        return conn
+
+    async def _host_key(self) -> asyncssh.SSHKey | None:
+        r = self.resolved
+        if r.proxy_command is None:
+            return await asyncssh.get_server_host_key(
+                self.spec.host, self.spec.port or (), config=r.config_paths or None
+            )
+        key, link = await through_proxy(
+            self.name,
+            r.proxy_command,
+            lambda sock: asyncssh.get_server_host_key(
+                self.spec.host, self.spec.port or (), sock=sock, config=r.config_paths or None
+            ),
+        )
+        await link.close()
+        return key
+
     async def _connect_checked(self) -> asyncssh.SSHClientConnection:
         try:
-            return await asyncssh.connect(self.spec.host, **self._connect_kwargs())
+            return await self._open()
         except asyncssh.HostKeyNotVerifiable:
-            pass
+            await self._drop_proxy()
         # unknown or changed: fetch the key ourselves and tell the two apart
         r = self.resolved
-        key = await asyncssh.get_server_host_key(
-            self.spec.host, self.spec.port or (), config=r.config_paths or None
-        )
+        key = await self._host_key()
         if key is None:
             raise RemoteError(f"{self.name}: server offered no host key")
         changed = hostkeys.classify(key, r.hostname, r.port, r.known_hosts) or hostkeys.differs_from_session(
@@ -121,9 +152,15 @@ class SSHTransport:
             # keys accepted "once" stay this session's keys for the host: a retry never turns a
             # changed key into an "unknown" one that could be accepted again
             self._once_keys = [key]
-        return await asyncssh.connect(self.spec.host, **self._connect_kwargs())
+        return await self._open()
+
+    async def _drop_proxy(self) -> None:
+        link, self._proxy = self._proxy, None
+        if link is not None:
+            await link.close()
 
     async def connect(self) -> None:
+        await self._drop_proxy()  # a command left from an earlier link
         try:
             conn = await self._connect_checked()
         except asyncssh.PermissionDenied as exc:
@@ -133,7 +170,11 @@ class SSHTransport:
                 "`ssh -v HOST true` shows which keys the box refused",
             ) from exc
         except _CONNECT_ERRORS as exc:
+            await self._drop_proxy()
             raise RemoteError(_describe_error(exc)) from exc
+        except BaseException:
+            await self._drop_proxy()
+            raise
         self._conn = conn
         await self._slots.reset()
         for fwd in list(self._forwards):
@@ -141,6 +182,29 @@ class SSHTransport:
                 await fwd.bind(conn)
             except (asyncssh.Error, OSError) as exc:
                 self.warnings.append(f"forward to port {fwd.remote_port} could not be restored: {exc}")
+
+    async def host_key_unchanged(self, timeout: float) -> bool:
+        """Whether this connection may still answer for the host: the key it verified is still
+        trusted (known_hosts, or this session's key accepted once) and the host still shows it to a
+        new connection.  A kept connection (the local agent's) asks before each use, so a changed
+        host key is met by a fresh connect, refused in its own words, not answered from the old link."""
+        conn, r = self._conn, self.resolved
+        kept = conn.get_server_host_key() if conn is not None else None
+        if kept is None:
+            return False
+        trusted = self._once_keys or hostkeys.trusted_keys(r.hostname, r.port, r.known_hosts)
+        if kept.public_data not in {k.public_data for k in trusted}:
+            return False
+        try:
+            now = await asyncio.wait_for(
+                asyncssh.get_server_host_key(
+                    self.spec.host, self.spec.port or (), config=r.config_paths or None
+                ),
+                timeout,
+            )
+        except _CONNECT_ERRORS:
+            return False
+        return now is not None and now.public_data == kept.public_data
 
     async def wait_lost(self) -> None:
         if self._conn is not None:
@@ -152,6 +216,10 @@ class SSHTransport:
             fwd.unbind()
         if conn is not None:
             conn.close()
+            if self._proxy is not None:  # the link's goodbye through the command, then the command
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(conn.wait_closed(), PROXY_CLOSE_WAIT_S)
+        await self._drop_proxy()
 
     async def shut(self) -> None:
         """The owner is done with the host: forwards go for good, then the link."""
@@ -162,6 +230,8 @@ class SSHTransport:
     def abort(self) -> None:
         if self._conn is not None:
             self._conn.abort()
+        if self._proxy is not None:
+            self._proxy.kill()
 
     def _live(self) -> asyncssh.SSHClientConnection:
         if self._conn is None:

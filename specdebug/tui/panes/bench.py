@@ -53,6 +53,7 @@ from specdebug.remote.api import Remote
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane, describe_error
 from specdebug.tui.panes.bench_view import bar, chart, compare_renderable, progress_text
+from specdebug.tui.views_action import open_report
 from specdebug.tui.widgets.measured_table import MeasuredTable
 from specdebug.tui.widgets.spec_panel import spec_renderable
 from specdebug.tui.widgets.steady import Steady
@@ -116,6 +117,7 @@ class BenchPane(Pane):
         Binding("a", "spec", "Speculation arithmetic", id="bench.spec", show=False),  # `specdebug spec`
         Binding("escape", "close_compare", "Close compare", id="bench.close_compare", show=False),
         Binding("f", "toggle_failed", "Include failed runs", id="bench.include_failed", show=False),
+        Binding("R", "report", "Session report", id="bench.report", show=False),  # `specdebug report`
         Binding("r", "reload", "Reload history", id="bench.reload", show=False),
         # in help and the palette, not the footer; B because b runs a benchmark
         Binding("g", "bisect_end('good')", "Bisect: good end", id="bench.bisect_good", show=False),
@@ -416,6 +418,18 @@ class BenchPane(Pane):
 
     def action_reload(self) -> None:
         self.reload()
+
+    def action_report(self) -> None:
+        """The session's markdown report, as `specdebug report` (failed runs as the `f` toggle says)."""
+        journal = self.ctx.journal
+        if journal is None:
+            self.notify("no session journal here: nothing to report", severity="warning")
+            return
+        self.run_worker(
+            open_report(self.app, journal, str(journal.label), include_failed=self.include_failed),
+            group="bench-report",
+            exclusive=True,
+        )
 
     def action_toggle_failed(self) -> None:
         self.include_failed = not self.include_failed

@@ -7,7 +7,7 @@ pane shows its progress and renders the report.  Every value shown comes from th
 
 The check acts on the profile's target (`ctx.target()`).  One node is the one-box screen.  On a
 deployment every node's workers are columns (a node row says whose): the check is
-`core.deployment.node_env.deployment_env` (each node's env check with its node profile, and its NCCL
+`core.deployment.node_env.target_env` (each node's env check with its node profile, and its NCCL
 lines of this run), the same calls as `specdebug env -c PROFILE --json` (`nodes`, `transport`), and
 the verdict says per node, then the transport (`ib-gdrdma`, `ib`, `socket`, `unproven` with how to
 make the lines exist) and its findings.
@@ -27,7 +27,7 @@ from textual.widgets import DataTable, Static
 from specdebug.core.control.events import ServerState
 from specdebug.core.control.records import ServerRecord
 from specdebug.core.deployment.nccl import TransportProof
-from specdebug.core.deployment.node_env import NodeEnv, deployment_env
+from specdebug.core.deployment.node_env import NodeEnv, target_env
 from specdebug.core.env.events import EnvDone, EnvProcessesFound
 from specdebug.core.env.model import BOX_WIDE_VERDICT, DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv
 from specdebug.core.env.probe import ServerNotRunning, env_events, query_for_profile
@@ -48,6 +48,7 @@ from specdebug.tui.panes.env_view import (
     var_cell,
 )
 from specdebug.tui.stacks_action import open_stacks
+from specdebug.tui.views_action import open_drift
 from specdebug.tui.widgets.measured_table import MeasuredTable
 from specdebug.tui.widgets.steady import Steady
 
@@ -72,6 +73,8 @@ class EnvPane(Pane):
         # `env --all-matching`: every matching process on the box, labelled, never a verdict
         Binding("a", "all_matching", "Box-wide look", id="env.all_matching", show=False),
         Binding("escape", "clear_marks", "Clear diff", id="env.clear_diff", show=False),
+        # `specdebug drift`: the box as the server sees it, beyond the profile's knobs
+        Binding("d", "drift", "Drift snapshot", id="env.drift", show=False),
     ]
     IN_TURN_ACTIONS = frozenset({"mark", "stacks"})  # the highlighted process column
     DEFAULT_CSS = """
@@ -231,7 +234,7 @@ class EnvPane(Pane):
         try:
             for node in target.nodes:
                 await target.remote(node).wait_connected(CONNECT_WAIT_S)
-            envs, proof = await deployment_env(target.remotes, target.deployment, all_matching=all_matching)
+            envs, proof = await target_env(target, all_matching=all_matching)
         except (RemoteError, LookupError, OSError, TimeoutError) as exc:
             self.check_failed(exc, quiet)
             return
@@ -269,6 +272,15 @@ class EnvPane(Pane):
             )
             return
         self.run_worker(open_stacks(self.app, remote, profile, [pid]), group="env-stacks", exclusive=True)
+
+    def action_drift(self) -> None:
+        """The drift snapshot of the selected host (on a deployment: that node's profile), as `drift`."""
+        target = self.ctx.target()
+        remote, profile = self.where_runs(self.ctx.selected if target is not None and target.multi else None)
+        if remote is None or profile is None:
+            self.notify("choose a host and a profile first (P picks a profile)", severity="warning")
+            return
+        self.run_worker(open_drift(self.app, remote, profile), group="env-drift", exclusive=True)
 
     def where_runs(self, node: str | None) -> tuple[Remote | None, Profile | None]:
         """Where a column's process runs: its node's connection and node profile (one box: the
