@@ -252,13 +252,15 @@ async def open_target(
     partial: bool = False,
     one_node: bool = False,
     helper: bool = True,
+    host: str | None = None,
 ) -> AsyncIterator[Target]:
     """The verbs' one way to the server the user named (core.target.open_target with `open_remote`
     as the connector): a one-box profile is one node on HOST, a deployment every node (HOST, if
     given, its leader).  A profile that cannot be placed as asked is one line and exit 2; a node
     that cannot be reached is open_remote's line and exit, except with `partial` (stop, status: the
     other nodes are still acted on).  one_node: HOST names the one node acted on (any node of a
-    deployment; none: the leader)."""
+    deployment; none: the leader).  host: the HOST when the verb's arguments name it otherwise
+    (grep's HOST:PATH)."""
     from specdebug.core.deployment import DeploymentError
     from specdebug.core.target import open_target as place_and_connect
 
@@ -268,7 +270,7 @@ async def open_target(
     try:
         async with place_and_connect(
             profile,
-            getattr(args, "host", None),
+            host or getattr(args, "host", None),
             connect,
             ssh_config=getattr(args, "ssh_config", None),
             partial=(VerbExit,) if partial else (),

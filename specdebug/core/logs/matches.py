@@ -7,12 +7,18 @@ fallback) the parser selects every line itself.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import Follower
 from specdebug.core.logs.parser import LogParser, PlainMatch
-from specdebug.remote.api import Remote
+from specdebug.remote.api import Remote, RemoteError
+
+if TYPE_CHECKING:
+    from specdebug.core.deployment import Node
+    from specdebug.core.target import Target
 
 Match = LogMatch | PlainMatch
 
@@ -77,3 +83,49 @@ async def follow_match_batches(
                 yield out
     finally:
         await batches.aclose()
+
+
+async def follow_target_logs(
+    target: Target,
+    make_parser: Callable[[], LogParser],
+    *,
+    from_start: bool = False,
+    once: bool = False,
+    path: str | None = None,
+) -> AsyncGenerator[tuple[Node, list[Match | LogEvent] | RemoteError], None]:
+    """Every node's log of the target at once (`grep -c PROFILE`, the Logs pane): one follower per
+    node, on its own connection with its own parser, their blocks tagged with the node as they
+    arrive.  A node whose log cannot be read gives its RemoteError and the others go on.
+    path: this file instead of the node's log (`grep HOST:PATH -c PROFILE`: a one-node target)."""
+    from specdebug.core.profiles.paths import box_path
+
+    done = object()
+    queue: asyncio.Queue[tuple[Node, Any]] = asyncio.Queue()
+
+    async def one(node: Node) -> None:
+        remote = target.remote(node)
+        try:
+            where = await box_path(remote, path or node.profile.server.log_file)
+            async for batch in follow_match_batches(
+                remote, where, make_parser(), from_start=from_start, once=once
+            ):
+                await queue.put((node, batch))
+        except RemoteError as exc:
+            await queue.put((node, exc))
+        finally:
+            await queue.put((node, done))
+
+    tasks = [asyncio.create_task(one(n)) for n in target.reachable()]
+    try:
+        left = len(tasks)
+        while left:
+            node, got = await queue.get()
+            if got is done:
+                left -= 1
+            else:
+                yield node, got
+    finally:
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
