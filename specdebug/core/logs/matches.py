@@ -99,12 +99,18 @@ async def follow_target_logs(
     once: bool = False,
     path: str | None = None,
     runs: bool = False,
+    this_run: bool = False,
+    on_follower: Callable[[Node, Follower], None] | None = None,
 ) -> AsyncGenerator[tuple[Node, list[Match | PlainRun | LogEvent] | RemoteError], None]:
     """Every node's log of the target at once (`grep -c PROFILE`, the Logs pane): one follower per
     node, on its own connection with its own parser, their blocks tagged with the node as they
     arrive.  A node whose log cannot be read gives its RemoteError and the others go on.
     path: this file instead of the node's log (`grep HOST:PATH -c PROFILE`: a one-node target).
-    runs: a plain grep's consecutive lines come as one PlainRun (follow_match_batches)."""
+    runs: a plain grep's consecutive lines come as one PlainRun (follow_match_batches).
+    this_run: each node's log from where its recorded server's run began (the Logs pane: earlier
+    runs' numbers never mix in); on_follower: each node's Follower as it starts (its offset, inode
+    and resolved path, read while following)."""
+    from specdebug.core.control.records import this_run_offset
     from specdebug.core.profiles.paths import box_path
 
     done = object()
@@ -114,8 +120,21 @@ async def follow_target_logs(
         remote = target.remote(node)
         try:
             where = await box_path(remote, path or node.profile.server.log_file)
+            parser = make_parser()
+            offset = await this_run_offset(remote, node.profile.name) if this_run else None
+            follower = Follower(
+                remote,
+                where,
+                prefilter=parser.candidate_patterns(),
+                offset=0 if from_start else offset,
+                once=once,
+                names=parser.pattern_names(),
+                runs=runs and parser.takes_runs(),
+            )
+            if on_follower is not None:
+                on_follower(node, follower)
             async for batch in follow_match_batches(
-                remote, where, make_parser(), from_start=from_start, once=once, runs=runs
+                remote, where, parser, from_start=from_start, once=once, follower=follower
             ):
                 await queue.put((node, batch))
         except RemoteError as exc:

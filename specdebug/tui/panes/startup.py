@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
@@ -33,12 +32,14 @@ from textual.widgets import Static
 from specdebug.core.control import actions as server_control
 from specdebug.core.control.actions import LaunchRefused, ServerStatus
 from specdebug.core.control.events import Launched, ServerPhase, ServerState, StartupEvent, Verdict
-from specdebug.core.control.monitor import ServerMonitor, StateChanged, watch_liveness
+from specdebug.core.control.launch import Launching
+from specdebug.core.control.monitor import ServerMonitor, StateChanged
 from specdebug.core.control.observe import observe
 from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.control.tracker import StartupHistory, startup_history, verdict_of_run
-from specdebug.core.control.watch import launch_and_watch, watch
 from specdebug.core.deployment.control import (
+    DeploymentStop,
+    attach_target,
     finish_launches,
     launch_target,
     records_of,
@@ -47,9 +48,10 @@ from specdebug.core.deployment.control import (
 )
 from specdebug.core.deployment.monitor import DeploymentMonitor, watch_deployment_liveness
 from specdebug.core.deployment.status import target_status
+from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import JournalRecord, LaunchRecord, StopRecord, VerdictRecord, profile_of
-from specdebug.core.target import Target, target_of
+from specdebug.core.target import Target
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane, RunningServer, describe_error, error_toast
@@ -95,7 +97,7 @@ class StartupPane(StartupView, Pane):
         super().__init__(ctx, **kwargs)
         self.clock = time.time
         self.known: dict[str, RunningServer] = {}  # profile -> server seen running (for the quit note)
-        self.mon = ServerMonitor()  # the server's state: core's machine, the pane only draws it
+        self._no_target = ServerMonitor()  # what `mon` is without a target (no profile, no host)
         self._armed: dict[str, float] = {}  # action -> when its first press asked for confirmation
         self.history: StartupHistory | None = None
         self._dirty = True
@@ -103,7 +105,11 @@ class StartupPane(StartupView, Pane):
     # the monitor's state, read by the view (startup_view.py) and the tests
     @property
     def state(self) -> ServerState:
-        return (self.nodes_monitor() or self.mon).state
+        return self.shown().state
+
+    def shown(self) -> DeploymentMonitor | ServerMonitor:
+        """What the screen draws: a deployment's monitor (a row per node), or its one node's server."""
+        return self.nodes_monitor() or self.mon
 
     @property
     def record(self) -> ServerRecord | None:
@@ -127,7 +133,7 @@ class StartupPane(StartupView, Pane):
 
     @property
     def message(self) -> str:
-        return self.mon.message
+        return self.shown().message
 
     @property
     def found(self) -> ServerStatus | None:
@@ -187,49 +193,68 @@ class StartupPane(StartupView, Pane):
         """Fold what `status` found on open into the pane: a running server shows RUNNING (READY
         when healthy) with its PID and log, without a launch or an attach (nothing is written)."""
         change = self.mon.apply_status(st)
+        if (dmon := self.watched()) is not None and self.nodes_monitor() is None:
+            dmon.state = self.mon.state  # one node: the target is as its server (its liveness watch)
         if self.mon.found is not None and st.record is not None:
             self._remember(st.record)
         self._announce(change)
 
     def _announce(self, change: StateChanged | None) -> None:
+        """Tell the other panes (the state the screen shows: one node's own, e.g. EXITED)."""
         if change is not None:
-            self.post_message(self.ServerStateChanged(change.state, change.record))
+            self.post_message(self.ServerStateChanged(self.state, change.record))
         self._dirty = True
 
-    def _remember(self, record: ServerRecord) -> None:
-        remote = self.ctx.remote()
-        host = self.ctx.selected or (remote.name if remote is not None else "") or record.host
+    def _remember(self, record: ServerRecord, name: str | None = None) -> None:
+        """A server seen running, for the quit note: the target's, by its leader (`stop -c PROFILE`)."""
+        target = self.ctx.target()
+        host = target.leader.host if target is not None else record.host
         path = str(self.ctx.profile_path) if self.ctx.profile_path else None
-        self.known[record.profile] = RunningServer(host, record.profile, path, record.pid, record.port)
+        name = name or (target.profile.name if target is not None else record.profile)
+        self.known[name] = RunningServer(host, name, path, record.pid, record.port)
 
     def running_servers(self) -> list[RunningServer]:
         """Servers this pane saw running and did not see stop (the current profile's: by its state)."""
         current = self.profile.name if self.profile is not None else None
         out = [srv for name, srv in self.known.items() if name != current]
-        if (dmon := self.nodes_monitor()) is not None:
-            return out + self.nodes_running(dmon)
-        if current in self.known and self.server_alive():
+        dmon = self.watched()
+        rec = self.mon.record if dmon is None else dmon.leader_record
+        if current is not None and rec is not None and self.server_alive():
+            self._remember(rec, current)
             out.append(self.known[current])
         return out
 
     def server_alive(self) -> bool:
         """The shown server is (as far as the pane knows) alive: a failed startup only while its
         processes are still there."""
-        return self.mon.alive()
+        return self.shown().alive()
 
     def elapsed(self) -> float | None:
         return self.mon.elapsed(self.clock())
 
-    def nodes_monitor(self) -> DeploymentMonitor | None:
-        """The monitor of the target's nodes when it is a deployment (None: one box, `self.mon`)."""
+    def watched(self) -> DeploymentMonitor | None:
+        """The monitor of the target's nodes (one ServerMonitor per node; a one-box profile's one
+        node is `self.mon`), kept while the target's placement stays; None without a target."""
         target = self.ctx.target()
-        dep = target.deployment if target is not None and target.multi else None
+        dep = target.deployment if target is not None else None
         if dep is None:
             self._dmon = None
         elif self._dmon is None or self._dmon.deployment is not dep:
             self._dmon = DeploymentMonitor(dep)
-        self.set_class(self._dmon is not None, "-nodes")
+        self.set_class(dep is not None and target is not None and target.multi, "-nodes")
         return self._dmon
+
+    def nodes_monitor(self) -> DeploymentMonitor | None:
+        """The monitor the screen draws as a row per node: a deployment's (None: one node's screen)."""
+        dmon = self.watched()
+        return dmon if dmon is not None and dmon.deployment.multi else None
+
+    @property
+    def mon(self) -> ServerMonitor:
+        """One node's server as the one-box screen draws it: the target's leader's (the only node of
+        a one-box profile); without a target, a monitor of nothing."""
+        dmon = self.watched()
+        return dmon.nodes[dmon.deployment.leader.host] if dmon is not None else self._no_target
 
     def stacks_target(self, target: Target) -> tuple[Remote, Profile]:
         """Whose workers `k` shows: the selected node's on a deployment (the leader's by default), its
@@ -237,117 +262,22 @@ class StartupPane(StartupView, Pane):
         node = target.node(self.ctx.selected or "") or target.leader
         return target.remote(node), node.profile
 
-    def _announce_nodes(self, change: StateChanged | None) -> None:
-        if change is not None:
-            self.post_message(self.ServerStateChanged(change.state, change.record))
+    def _set_state(self, dmon: DeploymentMonitor, state: ServerState) -> None:
+        """The target's state, and (drawn on one node's screen) its one node's."""
+        dmon.state = self.mon.state = state
         self._dirty = True
 
-    async def run_nodes(self, mon: DeploymentMonitor, mode: str) -> None:
-        """launch | restart | attach every node, then watch them as one, then their liveness."""
-        dep, journal = mon.deployment, self.ctx.journal
-        remotes = self._node_remotes(mon)
-        try:
-            if mode == "restart":
-                mon.state = ServerState.STOPPING
-                self._dirty = True
-                self._announce_nodes(mon.stopped(await stop_target(target_of(dep, remotes), journal=journal)))
-            mon.reset_run(ServerState.LAUNCHING)
-            self._dirty = True
-            if (
-                mode == "attach"
-            ):  # a read-only seat observes the driver's servers: records read, nothing written
-                journal = None if self.ctx.readonly else journal
-                records: dict[str, ServerRecord] = {}
-                for node in dep.nodes:
-                    try:
-                        records[node.host] = await (
-                            observe(remotes[node.host], node.profile)
-                            if self.ctx.readonly
-                            else server_control.attach(remotes[node.host], node.profile, journal=journal)
-                        )
-                    except LaunchRefused as exc:
-                        raise LaunchRefused(f"{node.host}: {exc}") from None
-                deadline = self.clock() + dep.profile.ready.timeout_s
-            else:
-                launched = await launch_target(target_of(dep, remotes), journal=journal)
-                await finish_launches(launched)
-                records, deadline = records_of(launched), None
-            mon.launched(records)
-            self._dirty = True
-            async for ev in watch_target(
-                target_of(dep, remotes), records, deadline=deadline, journal=journal
-            ):
-                self._announce_nodes(mon.apply(ev))
-            if mon.state is ServerState.READY:
-                await self.watch_nodes(mon)
-        except LaunchRefused as exc:
-            mon.state, mon.message = ServerState.IDLE, str(exc)
-            self.notify(str(exc), severity="error")
-        except Exception as exc:
-            if mon.state in (ServerState.LAUNCHING, ServerState.STARTING):
-                mon.state = ServerState.FAILED
-            mon.message = describe_error(exc)
-            self.notify(f"{mode} failed: {describe_error(exc)}", severity="error")
-        finally:
-            self._dirty = True
-
-    async def watch_nodes(self, mon: DeploymentMonitor) -> None:
-        """After ready (or found running): every node's liveness; a node gone fails the deployment."""
-        remotes = self._node_remotes(mon)
-        async for change in watch_deployment_liveness(
-            mon, remotes, liveness=server_control.liveness, interval=self.MONITOR_S
-        ):
+    async def _watch_live(self, target: Target, dmon: DeploymentMonitor) -> None:
+        """After ready (or found running): every node's liveness; a node gone fails the target (its
+        one node's screen says EXITED, a deployment's names the node)."""
+        changes = watch_deployment_liveness(
+            dmon, target.remotes, liveness=server_control.liveness, interval=self.MONITOR_S
+        )
+        async for change in changes:
             if change is not None and change.state is ServerState.FAILED:
-                self.notify(f"{mon.deployment.profile.name}: {mon.message}", severity="error")
-            self._announce_nodes(change)
-
-    async def stop_nodes(self, mon: DeploymentMonitor) -> None:
-        mon.state = ServerState.STOPPING
-        self._dirty = True
-        try:
-            dep = mon.deployment
-            result = await stop_target(target_of(dep, self._node_remotes(mon)), journal=self.ctx.journal)
-            self._announce_nodes(mon.stopped(result))
-            self.notify(result.message, severity="information" if result.stopped else "error")
-        except Exception as exc:
-            mon.state = ServerState.FAILED
-            self.notify(f"stop failed: {describe_error(exc)}", severity="error")
-        finally:
-            self._dirty = True
-
-    async def recognise_nodes(self, mon: DeploymentMonitor, target: Target) -> None:
-        """Is the deployment already running on its nodes?  `status` on every node: reads only."""
-        dep = mon.deployment
-        mon.reset_run(ServerState.CHECKING)
-        self._dirty = True
-        try:
-            if target.unreachable:
-                raise LookupError(f"no connection to {', '.join(target.unreachable)} here")
-            for node in dep.nodes:
-                await target.remote(node).wait_connected(CONNECT_WAIT_S)
-            st = await target_status(target)
-        except Exception as exc:  # a down node is the hosts pane's news; the pane cannot tell
-            mon.reset_run(ServerState.IDLE)
-            mon.message = f"could not check for a running deployment: {describe_error(exc)}"
-            self._dirty = True
-            return
-        self._announce_nodes(mon.apply_status(st))
-        if mon.state in (ServerState.READY, ServerState.RUNNING):
-            await self.watch_nodes(mon)
-
-    def nodes_running(self, mon: DeploymentMonitor) -> list[RunningServer]:
-        """The deployment left running at quit: one line, stopped from its leader (`stop -c PROFILE`)."""
-        rec = mon.leader_record
-        if rec is None or not mon.alive():
-            return []
-        path = str(self.ctx.profile_path) if self.ctx.profile_path else None
-        return [
-            RunningServer(mon.deployment.leader.host, mon.deployment.profile.name, path, rec.pid, rec.port)
-        ]
-
-    def _node_remotes(self, mon: DeploymentMonitor) -> Mapping[str, Remote]:
-        """Every node's connection (the actions that reach here checked that each has one)."""
-        return {n.host: self.ctx.remotes[n.host] for n in mon.deployment.nodes}
+                self.known.pop(target.profile.name, None)
+                self.notify(f"{target.profile.name}: {self.message}", severity="error")
+            self._announce(change)
 
     # -- rendering ------------------------------------------------------------------------------
 
@@ -393,7 +323,7 @@ class StartupPane(StartupView, Pane):
     def _confirmed(self, action: str, what: str) -> bool:
         """A running server costs minutes to bring back: stop/restart need a second press within
         CONFIRM_S (the key, or the palette entry again; the palette goes through here too)."""
-        if (self.nodes_monitor() or self.mon).nothing_running():
+        if self.shown().nothing_running():
             return True
         now = time.monotonic()
         last = self._armed.get(action)
@@ -430,48 +360,62 @@ class StartupPane(StartupView, Pane):
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _run(self, mode: str) -> None:
-        if (dmon := self.nodes_monitor()) is not None:
-            return await self.run_nodes(dmon, mode)
-        target = self.ctx.target()
-        if target is None:  # acting_target said so already
+        """launch | restart | attach every node of the target (the `launch|restart|attach` verbs'
+        calls), watch them as one, then their liveness."""
+        target, dmon = self.ctx.target(), self.watched()
+        if target is None or dmon is None:  # acting_target said so already
             return
-        remote, profile = target.leader_remote, target.leader.profile
         journal = self.ctx.journal
         self.load_history()
         try:
             if mode == "restart":
-                self.mon.state = ServerState.STOPPING
-                self._dirty = True
-                self.apply(await server_control.stop(remote, profile, journal=journal))
+                self._set_state(dmon, ServerState.STOPPING)
+                self._stopped(await stop_target(target, journal=journal))
             self.reset_run(ServerState.LAUNCHING)
-            if mode == "attach":
-                if self.ctx.readonly:  # observe the driver's server: its record is read, nothing written
-                    journal, record = None, await observe(remote, profile)
-                else:
-                    record = await server_control.attach(remote, profile, journal=journal)
-                self.apply(Launched(record=record))
-                deadline = self.clock() + profile.ready.timeout_s
-                events = watch(remote, record, profile, journal=journal, deadline=deadline)
+            launched: dict[str, Launching] = {}
+            if mode == "attach":  # a read-only seat observes the driver's servers: nothing written
+                journal = None if self.ctx.readonly else journal
+                records = await self._adopt(target, journal)
+                deadline: float | None = self.clock() + target.profile.ready.timeout_s
             else:
-                events = launch_and_watch(remote, profile, journal=journal)
-            async for ev in events:
-                self.apply(ev)
+                launched = await launch_target(target, journal=journal)
+                records, deadline = records_of(launched), None
+            dmon.launched(records)
+            if target.leader.host in records:
+                self._remember(records[target.leader.host])
+            self._dirty = True
+            async for ev in watch_target(target, records, deadline=deadline, journal=journal):
+                self._announce(dmon.apply(ev))
+            await finish_launches(launched)  # the drift snapshots, journaled with the launches
             self.load_history()
-            if self.state is ServerState.READY and self.record is not None:
-                await self._monitor(remote, self.record, profile)
+            if dmon.state is ServerState.READY:
+                await self._watch_live(target, dmon)
         except LaunchRefused as exc:
-            self.mon.state = ServerState.IDLE
-            self.mon.message = str(exc)
+            self._set_state(dmon, ServerState.IDLE)
+            dmon.message = self.mon.message = str(exc)
             error_toast(self.app, exc)  # with its hint: the port to change, the stop command
             if exc.record is not None:  # the profile's server already runs: show it as if found
                 self.call_later(self.recognise)
         except Exception as exc:
             if self.state in (ServerState.LAUNCHING, ServerState.STARTING):
-                self.mon.state = ServerState.FAILED
-            self.mon.message = describe_error(exc)
+                self._set_state(dmon, ServerState.FAILED)
+            dmon.message = self.mon.message = describe_error(exc)
             self.notify(f"{mode} failed: {describe_error(exc)}", severity="error")
         finally:
             self._dirty = True
+
+    async def _adopt(self, target: Target, journal: EventJournal | None) -> dict[str, ServerRecord]:
+        """Every node's running server adopted (`attach`), or on a read-only seat only read."""
+        if not self.ctx.readonly:
+            return await attach_target(target, journal=journal)
+        return {n.host: await observe(target.remote(n), n.profile) for n in target.nodes}
+
+    def _stopped(self, result: DeploymentStop) -> None:
+        dmon = self.watched()
+        if dmon is not None:
+            self._announce(dmon.stopped(result))
+        if result.stopped and self.profile is not None:
+            self.known.pop(self.profile.name, None)
 
     def profile_changed(self, profile: Profile) -> None:
         """Another profile was picked: this pane's phases and verdict belonged to the old one."""
@@ -518,59 +462,52 @@ class StartupPane(StartupView, Pane):
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _recognise(self) -> None:
-        target = self.ctx.target()
-        if target is None:
+        """`status` on every node of the target (reads only); a running one is watched."""
+        target, dmon = self.ctx.target(), self.watched()
+        if target is None or dmon is None:
             return
-        if (dmon := self.nodes_monitor()) is not None:
-            return await self.recognise_nodes(dmon, target)
-        remote, profile = target.leader_remote, target.leader.profile
         try:
-            await remote.wait_connected(CONNECT_WAIT_S)
-            st = await server_control.status(remote, profile)
+            if target.unreachable:
+                raise LookupError(f"no connection to {', '.join(target.unreachable)} here")
+            for node in target.nodes:
+                await target.remote(node).wait_connected(CONNECT_WAIT_S)
+            st = await target_status(target)
         except Exception as exc:  # a down host is the header's news; the pane just cannot tell
             if self.state is ServerState.CHECKING:
                 self.reset_run(ServerState.IDLE)
-                self.mon.message = f"could not check for a running server: {describe_error(exc)}"
+                self.mon.message = dmon.message = (
+                    f"could not check for a running server: {describe_error(exc)}"
+                )
             return
-        if profile is not self.profile:
+        if target.profile is not self.profile:
             return
-        self.apply_status(st)
-        if self.state in (ServerState.READY, ServerState.RUNNING) and self.record is not None:
-            await self._monitor(remote, self.record, profile)
+        self._announce(dmon.apply_status(st))
+        if dmon.leader_record is not None and self.state in (ServerState.READY, ServerState.RUNNING):
+            self._remember(dmon.leader_record)
+        if dmon.state in (ServerState.READY, ServerState.RUNNING):
+            await self._watch_live(target, dmon)
 
     MONITOR_S = 0.5  # liveness after ready: a killed main process shows within about this (issue 25)
 
-    async def _monitor(self, remote: Remote, record: ServerRecord, profile: Profile) -> None:
-        """After ready (or found running), keep watching (core's watch_liveness drives the monitor)."""
-        changes = watch_liveness(
-            self.mon, remote, record, profile, liveness=server_control.liveness, interval=self.MONITOR_S
-        )
-        async for change in changes:
-            if change is not None and change.state is ServerState.EXITED:
-                self.known.pop(profile.name, None)
-                self.notify(f"{profile.name}: server exited", severity="error")
-            self._announce(change)
-
     def reset_run(self, state: ServerState) -> None:
-        self.mon.reset_run(state)
+        """A new run (or none) of the target: every node's state forgotten."""
+        dmon = self.watched()
+        (dmon or self.mon).reset_run(state)
         self._dirty = True
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _stop(self) -> None:
-        if (dmon := self.nodes_monitor()) is not None:
-            return await self.stop_nodes(dmon)
-        self.mon.state = ServerState.STOPPING
-        self._dirty = True
+        """Every node of the target stopped at once (the `stop` verb's call)."""
+        target, dmon = self.ctx.target(), self.watched()
+        if target is None or dmon is None:  # acting_target said so already
+            return
+        self._set_state(dmon, ServerState.STOPPING)
         try:
-            target = self.ctx.target()
-            if target is None:  # acting_target said so already
-                return
-            remote, profile = target.leader_remote, target.leader.profile
-            result = await server_control.stop(remote, profile, journal=self.ctx.journal)
-            self.apply(result)
+            result = await stop_target(target, journal=self.ctx.journal)
+            self._stopped(result)
             self.notify(result.message, severity="information" if result.stopped else "error")
         except Exception as exc:
-            self.mon.state = ServerState.FAILED
+            self._set_state(dmon, ServerState.FAILED)
             self.notify(f"stop failed: {describe_error(exc)}", severity="error")
         finally:
             self._dirty = True

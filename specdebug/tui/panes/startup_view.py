@@ -61,12 +61,15 @@ def fmt_s(seconds: float | None) -> str:
 class StartupView:
     """Rendering of StartupPane's state (state, record, phases, verdict, history, found...)."""
 
-    mon: ServerMonitor
     history: StartupHistory | None
     clock: Clock
 
     @property
     def profile(self) -> Profile | None:  # provided by the pane
+        raise NotImplementedError
+
+    @property
+    def mon(self) -> ServerMonitor:  # provided by the pane: one node's server
         raise NotImplementedError
 
     def elapsed(self) -> float | None:  # provided by the pane
