@@ -382,7 +382,8 @@ class LogsPane(LogsBoxes):
         self._follow(remote, path, target)
         server = target.leader.profile.server if target is not None else None
         if target is not None and server is not None and server.port and target.leader in reachable:
-            self._watch_prom(target.leader_remote, server.port, server.kind)  # the leader serves
+            # the leader serves, at its --host (core.fingerprint.server_host)
+            self._watch_prom(target.leader_remote, server.port, server.kind, server.listen_host)
 
     def action_stop(self) -> None:
         self.workers.cancel_group(self, "logs-follow")
@@ -481,12 +482,12 @@ class LogsPane(LogsBoxes):
 
     # -- the server's /metrics: a second source, shown above the log's numbers --------------------------
     @work(exclusive=True, group="logs-prom", exit_on_error=False)
-    async def _watch_prom(self, remote: Remote, port: int, kind: str | None) -> None:
+    async def _watch_prom(self, remote: Remote, port: int, kind: str | None, host: str = "127.0.0.1") -> None:
         from specdebug.core.metrics import watch_metrics
 
         panel = self.query_one(MetricsPanel)
         try:
-            async for ev in watch_metrics(remote, port, kind=kind, interval=1.0):
+            async for ev in watch_metrics(remote, port, kind=kind, interval=1.0, host=host):
                 panel.show_prom(ev)
         except (RemoteError, OSError) as exc:
             panel.show_prom_error(exc)
