@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="HOST:PATH",
         nargs="?",
         help=LOG_HELP
-        + "; left out with -c of a profile with [deployment]: every node's log, lines tagged by node",
+        + "; with -c PROFILE, HOST alone is the profile's log on HOST, and left out (a profile with "
+        "[deployment]) every node's log, lines tagged by node",
     )
     p.add_argument(
         "-e",
@@ -168,6 +169,8 @@ async def grep(args: argparse.Namespace) -> int:
         err(str(exc))
         raise VerbExit(2, str(exc)) from exc
     host, path = split_host_path(args.log) if args.log is not None else (None, None)
+    if prof is not None and host is None and path is not None and _names_a_host(path):
+        host, path = path, None  # `grep HOST -c PROFILE`: the profile's log on HOST, as every verb reads it
     if args.log is None and prof is None:
         err("grep: give HOST:PATH (or -c PROFILE of a profile with [deployment]: every node's log)")
         raise VerbExit(2)
@@ -191,6 +194,15 @@ async def grep(args: argparse.Namespace) -> int:
             runs=True,
         )
         return await _show(args, stream, multi=target.multi)
+
+
+def _names_a_host(text: str) -> bool:
+    """With -c PROFILE, a LOG with no `:PATH` is the box when it cannot be a local file: no `/`
+    in it and no such file here (`grep gpubox -c P` reads P's log on gpubox; `grep x.log -c P`
+    a local x.log)."""
+    import os
+
+    return bool(text) and "/" not in text and not os.path.exists(text)
 
 
 def _grep_local(args: argparse.Namespace, parser: LogParser, path: str) -> int:

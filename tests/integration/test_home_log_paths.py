@@ -88,6 +88,9 @@ def test_tilde_log_file_in_every_verb(home_box, tmp_path: Path) -> None:
 
         r = specdebug("grep", "-F", cfg, f"gpubox:~/logs/{name}.log", "-e", "fired up and ready")
         assert r.returncode == 0 and "fired up and ready" in r.stdout, r.stderr
+        # HOST -c PROFILE: the profile's log on that host, as every other verb reads HOST -c PROFILE
+        r = specdebug("grep", "-F", cfg, "gpubox", "-c", str(prof), "-e", "fired up and ready")
+        assert r.returncode == 0 and "fired up and ready" in r.stdout, r.stderr
     finally:
         r = specdebug("stop", "-F", cfg, "gpubox", "-c", str(prof), "--grace", "5")
         try:
