@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,26 @@ def test_agent_status_names_what_blocks_the_agent(sshd):
             found = status(env)
             assert found["state"] == "blocked" and "belongs to" in found["why"] and "65534" in found["why"]
             os.chown(where, 0, 0)
+
+
+def test_the_host_is_asked_for_its_key_at_most_every_two_seconds(tmp_path):
+    """Each ask is a connection without a login, which OpenSSH >= 9.8 penalises (PerSourcePenalties
+    noauth, refused past 15 s of penalty): a busy agent asking on every use would lock its user out."""
+    ask_every_s = 2.0  # specdebug.agent.pool.KEY_ASK_EVERY_S
+    box = start_sshd(tmp_path / "box")
+    log = tmp_path / "box" / "sshd.log"
+    try:
+        with agent_env() as env:
+            cfg = str(box.config_path)
+            assert sd(env, "probe", "-F", cfg, box.alias, "--json").returncode == 0
+            wait_kept(env, box.alias)
+            before = log.read_text().count("[preauth]")
+            started = time.monotonic()
+            for _ in range(8):
+                got = sd(env, "probe", "-F", cfg, box.alias, "--json")
+                assert got.returncode == 0 and "specdebug:" not in got.stderr, got.stderr
+            elapsed = time.monotonic() - started
+            asked = log.read_text().count("[preauth]") - before
+            assert 1 <= asked <= elapsed / ask_every_s + 1, (asked, elapsed)
+    finally:
+        box.stop()

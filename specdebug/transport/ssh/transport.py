@@ -142,11 +142,12 @@ class SSHTransport:
             except (asyncssh.Error, OSError) as exc:
                 self.warnings.append(f"forward to port {fwd.remote_port} could not be restored: {exc}")
 
-    async def host_key_unchanged(self, timeout: float) -> bool:
+    async def host_key_unchanged(self, timeout: float, ask_host: bool = True) -> bool:
         """Whether this connection may still answer for the host: the key it verified is still
-        trusted (known_hosts, or this session's key accepted once) and the host still shows it to a
-        new connection.  A kept connection (the local agent's) asks before each use, so a changed
-        host key is met by a fresh connect, refused in its own words, not answered from the old link."""
+        trusted (known_hosts, or this session's key accepted once) and, with `ask_host`, the host
+        still shows it to a new connection (one key exchange, no login, at most `timeout` s).  A kept
+        connection (the local agent's) asks before it answers, so a changed host key is met by a fresh
+        connect, refused in its own words, not answered from the old link."""
         conn, r = self._conn, self.resolved
         kept = conn.get_server_host_key() if conn is not None else None
         if kept is None:
@@ -154,6 +155,8 @@ class SSHTransport:
         trusted = self._once_keys or hostkeys.trusted_keys(r.hostname, r.port, r.known_hosts)
         if kept.public_data not in {k.public_data for k in trusted}:
             return False
+        if not ask_host:
+            return True
         try:
             now = await asyncio.wait_for(
                 asyncssh.get_server_host_key(
