@@ -152,15 +152,26 @@ class SSHTransport:
         kept = conn.get_server_host_key() if conn is not None else None
         if kept is None:
             return False
-        trusted = self._once_keys or hostkeys.trusted_keys(r.hostname, r.port, r.known_hosts)
-        if kept.public_data not in {k.public_data for k in trusted}:
+        keys, cas, revoked = hostkeys.trusted_keys(r.hostname, r.port, r.known_hosts)
+        if kept.public_data in {k.public_data for k in revoked}:
+            return False
+        # a host known by its CA (@cert-authority) was checked against it at connect: the host is
+        # asked below whether it still shows the same key
+        trusted = self._once_keys or keys
+        if not (cas and not self._once_keys) and kept.public_data not in {k.public_data for k in trusted}:
             return False
         if not ask_host:
             return True
+        # the same kind of key as the kept one: a box has several (ed25519, ecdsa, rsa) and left to
+        # itself the exchange may pick another kind, which is no change
+        algs = [a.decode() for a in getattr(kept, "sig_algorithms", ())] or ()
         try:
             now = await asyncio.wait_for(
                 asyncssh.get_server_host_key(
-                    self.spec.host, self.spec.port or (), config=r.config_paths or None
+                    self.spec.host,
+                    self.spec.port or (),
+                    config=r.config_paths or None,
+                    server_host_key_algs=algs,
                 ),
                 timeout,
             )
