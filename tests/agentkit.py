@@ -31,7 +31,7 @@ def agent_env(**extra: str) -> Iterator[dict[str, str]]:
     """An environment whose agent folder is a new temp folder (short: a socket path fits 108 bytes)."""
     run = Path(tempfile.mkdtemp(prefix="sda-"))
     env = {k: v for k, v in os.environ.items() if k not in STRAY_ENV}
-    env.update(XDG_RUNTIME_DIR=str(run), SPECDEBUG_AGENT_IDLE_S="60", **extra)
+    env.update({"XDG_RUNTIME_DIR": str(run), "SPECDEBUG_AGENT_IDLE_S": "60", **extra})
     try:
         yield env
     finally:

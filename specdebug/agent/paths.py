@@ -60,34 +60,30 @@ def env_differences(mine: Mapping[str, str], theirs: Mapping[str, str]) -> list[
 
 def code_identity() -> dict[str, str]:
     """What an agent must share with its caller: specdebug's version, a stamp of its source files
-    (path, size, mtime of every module: an upgrade or an edited checkout changes it; ~3 ms) and the
-    interpreter (its path and version)."""
+    (path, size, mtime of every module: an upgrade or an edited checkout changes it; one stat a
+    module, a few ms) and the interpreter (its path and version)."""
     import specdebug
 
-    package = Path(specdebug.__file__).parent
-    stamp = hashlib.sha256()
-
-    def walk(folder: str) -> None:
+    seen: list[tuple[str, int, int]] = []
+    pending = [os.path.dirname(specdebug.__file__)]
+    while pending:
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            entries = list(os.scandir(pending.pop()))
         except OSError:
-            return
+            continue
         for entry in entries:
-            if entry.name == "__pycache__":
-                continue
             try:
-                if entry.is_dir(follow_symlinks=False):
-                    walk(entry.path)
-                elif entry.name.endswith(".py"):
-                    st = entry.stat()
-                    stamp.update(f"{entry.path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                if entry.name.endswith(".py"):
+                    st = entry.stat(follow_symlinks=False)
+                    seen.append((entry.path, st.st_size, st.st_mtime_ns))
+                elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
             except OSError:
                 continue
-
-    walk(str(package))
+    seen.sort()
     return {
         "version": str(getattr(specdebug, "__version__", "?")),
-        "code": stamp.hexdigest()[:16],
+        "code": hashlib.sha256(repr(seen).encode()).hexdigest()[:16],
         "python": f"{sys.executable} {sys.version.split()[0]}",
     }
 

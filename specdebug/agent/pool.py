@@ -4,9 +4,12 @@ The key is what the host name resolves to NOW (user, HostName, port, the config'
 proxy, the known_hosts files), as OpenSSH's ControlPath `%C` hashes user, host and port: the name is
 resolved again on every request, so re-pointing an alias in the ssh config reaches the new host, and
 the connection made for the old target is closed (it would reconnect to the new target under the old
-key).  A kept connection answers only while the host still shows the key it verified and known_hosts
-still trusts it; otherwise the request connects afresh, which refuses a changed key in the direct
-path's words.
+key).  A kept connection answers only while known_hosts still trusts the key it verified (checked on
+every use) and the host still shows that key to a new connection (one key exchange without a login,
+beside the verb, at most every KEY_ASK_EVERY_S per login: OpenSSH's PerSourcePenalties counts each
+such connection as `noauth`, 1 s of penalty, and refuses a source past 15 s, so asking on every use of
+a busy agent would lock the user out of the box); otherwise the request connects afresh, which refuses
+a changed key in the direct path's words.
 
 A kept connection has its resident helper (a probe is one helper round trip, not a new SSH channel).
 A connection that is down when a request comes is given the request's connect timeout to come back;
@@ -18,7 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 from specdebug.remote.api import ConnState
 
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from specdebug.remote.api import Connection
 
 HOST_KEY_CHECK_S = 5.0  # at most this long to ask the host for its key before a kept connection answers
+KEY_ASK_EVERY_S = 2.0  # a login's host is asked for its key at most this often (penalty: 0.5 s/s < decay)
 
 Key = tuple[object, ...]
 
@@ -56,9 +61,15 @@ class KeptConnections:
         self._asked_as: dict[Key, str] = {}  # key -> the name it was last asked by (for status)
         self._resolved: dict[Key, Key] = {}  # name -> the key it resolved to last time
         self._locks: dict[Key, asyncio.Lock] = {}
+        # key -> (when, the check that asked the host, the connection it was about)
+        self._asked: dict[Key, tuple[float, asyncio.Future[bool], Connection]] = {}
 
-    async def get(self, host: str, args: argparse.Namespace) -> Connection:
-        """A connected remote for this host and settings; raises RemoteError like `connect`."""
+    async def get(
+        self, host: str, args: argparse.Namespace
+    ) -> tuple[Connection, asyncio.Future[bool] | None]:
+        """A connected remote for this host and settings, and for a kept one the check (running) that
+        its host key is unchanged and trusted: the caller answers from it only once that says True
+        (False drops it).  Raises RemoteError like `connect`."""
         from specdebug.verbs.common import DEFAULT_CONNECT_TIMEOUT_S, connect, make_remote
 
         key = connection_key(host, args)
@@ -77,8 +88,7 @@ class KeptConnections:
                 except Exception:
                     pass
             if remote is not None and remote.status.state is ConnState.CONNECTED:
-                if await _still_trusted(remote, min(timeout, HOST_KEY_CHECK_S)):
-                    return remote
+                return remote, self._check(key, remote, min(timeout, HOST_KEY_CHECK_S))
             if remote is not None:
                 await self._drop(key)
             remote = make_remote(host, args, helper=True)
@@ -88,11 +98,46 @@ class KeptConnections:
                 await remote.close()
                 raise
             self._conns[key] = remote
-            return remote
+            return remote, None  # just verified by the connect
+
+    def _check(self, key: Key, remote: Connection, timeout: float) -> asyncio.Future[bool] | None:
+        """The running check that `remote` may answer: known_hosts now, and the host's key from a
+        check started for it within KEY_ASK_EVERY_S (shared) or a new one."""
+        if _key_check(remote) is None:
+            return None  # no host key of its own (Slurm steps, this machine)
+        now = time.monotonic()
+        asked = self._asked.get(key)
+        if (
+            asked is not None
+            and asked[2] is remote
+            and (not asked[1].done() or now - asked[0] < KEY_ASK_EVERY_S)
+        ):
+            return asyncio.ensure_future(self._confirm(key, remote, timeout, asked[1]))
+        check = asyncio.ensure_future(self._confirm(key, remote, timeout))
+        self._asked[key] = (now, check, remote)
+        return check
+
+    async def _confirm(
+        self, key: Key, remote: Connection, timeout: float, asked: asyncio.Future[bool] | None = None
+    ) -> bool:
+        """Whether the kept `remote` may answer; when not, it is dropped (the next use connects afresh)."""
+        check = _key_check(remote)
+        if asked is not None:
+            ok = (
+                await asyncio.shield(asked)
+                and check is not None
+                and bool(await check(timeout, ask_host=False))
+            )
+        else:
+            ok = check is not None and bool(await check(timeout))
+        if not ok and self._conns.get(key) is remote:
+            await self._drop(key)
+        return ok
 
     async def _drop(self, key: Key) -> None:
         remote = self._conns.pop(key, None)
         self._asked_as.pop(key, None)
+        self._asked.pop(key, None)
         if remote is not None:
             await remote.close()
 
@@ -115,10 +160,6 @@ class KeptConnections:
             await remote.close()
 
 
-async def _still_trusted(remote: Connection, timeout: float) -> bool:
-    """Whether a kept connection may answer: its host key is unchanged and still trusted (SSH only;
-    other transports have no host key of their own)."""
-    check = getattr(getattr(remote, "transport", None), "host_key_unchanged", None)
-    if check is None:
-        return True
-    return bool(await check(timeout))
+def _key_check(remote: Connection) -> Any:
+    """The transport's host-key check (SSH only: other transports have no host key of their own)."""
+    return getattr(getattr(remote, "transport", None), "host_key_unchanged", None)

@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specdebug.agent.client import AGENT_VERBS, ALIVE_S, PROTOCOL
 from specdebug.agent.paths import (
@@ -42,13 +42,49 @@ from specdebug.agent.paths import (
 )
 from specdebug.agent.pool import KeptConnections
 
+if TYPE_CHECKING:
+    from specdebug.remote.api import Connection
+
 DEFAULT_IDLE_S = 600.0
 MAX_REQUEST = 1 << 20
+CALLER_WAIT_S = 10.0  # a caller must send its request, and read replies, within this
 LOCK_WAIT_S = 10.0  # a new agent waits this long for the one it replaces to let go of the socket
 
 _SINK: contextvars.ContextVar[Callable[[str, str], None] | None] = contextvars.ContextVar(
     "sink", default=None
 )
+
+
+class _Output:
+    """One request's stdout/stderr lines to its caller: sent as printed until a kept connection is
+    taken, then held until that connection's host-key check (`checks`) says it may answer."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.checks: list[asyncio.Future[bool]] = []
+        self.held: list[tuple[str, str]] = []
+        self.streamed = False
+
+    def write(self, kind: str, text: str) -> None:
+        if self.checks:
+            self.held.append((kind, text))
+            return
+        self.streamed = True
+        self.writer.write(json.dumps({kind: text}).encode() + b"\n")
+
+    async def confirmed(self) -> bool:
+        """Whether every kept connection the verb used still has its verified host key (each check
+        is bounded: pool.HOST_KEY_CHECK_S)."""
+        return all(await asyncio.gather(*self.checks)) if self.checks else True
+
+    def drop(self) -> None:
+        """Forget what is held: it came from a connection that may not answer."""
+        self.held, self.checks = [], []
+
+    def release(self) -> None:
+        held, self.held, self.checks = self.held, [], []
+        for kind, text in held:
+            self.write(kind, text)
 
 
 class _Routed(io.TextIOBase):
@@ -69,6 +105,12 @@ class _Routed(io.TextIOBase):
 
     def isatty(self) -> bool:
         return False
+
+
+async def _send(writer: asyncio.StreamWriter, reply: dict[str, Any]) -> None:
+    """One reply line, flushed within CALLER_WAIT_S (a caller that stopped reading is let go)."""
+    writer.write(json.dumps(reply).encode() + b"\n")
+    await asyncio.wait_for(writer.drain(), CALLER_WAIT_S)
 
 
 def peer_uid(writer: asyncio.StreamWriter) -> int | None:
@@ -99,25 +141,22 @@ class Agent:
         try:
             if peer_uid(writer) != os.getuid():
                 return
-            try:
-                request = json.loads(await reader.readline())
-            except (ValueError, asyncio.LimitOverrunError):
+            try:  # a caller that connects and says nothing (stopped) does not keep the agent alive
+                request = json.loads(await asyncio.wait_for(reader.readline(), CALLER_WAIT_S))
+            except (ValueError, asyncio.LimitOverrunError, TimeoutError):
                 return
             if isinstance(request, dict) and request.get("control") in ("status", "stop"):
-                writer.write(json.dumps(self._control(request["control"])).encode() + b"\n")
-                await writer.drain()
+                await _send(writer, self._control(request["control"]))
                 return
             refusal = self._refusal(request)
             if refusal is not None:
-                writer.write(json.dumps({"refused": True, **refusal}).encode() + b"\n")
-                await writer.drain()
+                await _send(writer, {"refused": True, **refusal})
                 return
             writer.write(json.dumps({"accepted": os.getpid()}).encode() + b"\n")
             self.served += 1
             rc = await self._run(request["verb"], request["argv"], writer)
-            writer.write(json.dumps({"rc": rc}).encode() + b"\n")
-            await writer.drain()
-        except (ConnectionError, OSError):
+            await _send(writer, {"rc": rc})
+        except (ConnectionError, OSError, TimeoutError):
             pass
         finally:
             self.active -= 1
@@ -172,12 +211,10 @@ class Agent:
         return True
 
     async def _run(self, verb: str, argv: list[str], writer: asyncio.StreamWriter) -> int:
-        from specdebug.errors import SpecdebugError
-        from specdebug.verbs.common import KEPT, VerbExit, fail
-        from specdebug.verbs.table import verb_parser
-
-        def sink(kind: str, text: str) -> None:
-            writer.write(json.dumps({kind: text}).encode() + b"\n")
+        """Run the verb; what it prints after taking a kept connection is held until that
+        connection's host key is confirmed (the check runs beside the verb, so it costs no wall time
+        of its own when the verb takes as long).  A changed key: the output is dropped and the verb runs
+        again, connecting afresh, which refuses the key in the direct path's words."""
 
         async def beat() -> None:  # the caller takes a quiet agent for a stuck one
             while True:
@@ -185,7 +222,38 @@ class Agent:
                 writer.write(b'{"alive": 1}\n')
 
         heartbeat = asyncio.ensure_future(beat())
-        tokens = (_SINK.set(sink), KEPT.set(self.kept.get))
+        try:
+            out = _Output(writer)
+            rc = await self._attempt(verb, argv, out)
+            if await out.confirmed():
+                out.release()
+                return rc
+            if not out.streamed:  # nothing shown yet: the login whose key changed connects afresh
+                out = _Output(writer)
+                rc = await self._attempt(verb, argv, out)
+                if await out.confirmed():
+                    out.release()
+                    return rc
+            out.drop()
+            out.write(
+                "e", "specdebug: a host's key changed while the agent ran the verb; its answer is dropped\n"
+            )
+            return 1
+        finally:
+            heartbeat.cancel()
+
+    async def _attempt(self, verb: str, argv: list[str], out: _Output) -> int:
+        from specdebug.errors import SpecdebugError
+        from specdebug.verbs.common import KEPT, VerbExit, fail
+        from specdebug.verbs.table import verb_parser
+
+        async def kept(host: str, args: argparse.Namespace) -> Connection:
+            remote, check = await self.kept.get(host, args)
+            if check is not None:
+                out.checks.append(check)
+            return remote
+
+        tokens = (_SINK.set(out.write), KEPT.set(kept))
         try:
             args, extras = verb_parser(verb).parse_known_args(argv)
             if extras:
@@ -202,7 +270,6 @@ class Agent:
         except SystemExit as exc:  # argparse's own errors (usage printed to stderr)
             return exc.code if isinstance(exc.code, int) else 2
         finally:
-            heartbeat.cancel()
             _SINK.reset(tokens[0])
             KEPT.reset(tokens[1])
 
@@ -221,7 +288,9 @@ async def prewarm(agent: Agent, verb_argv: list[str]) -> None:
         if verb_argv and verb_argv[0] in AGENT_VERBS:
             args, _ = verb_parser(verb_argv[0]).parse_known_args(verb_argv[1:])
             if getattr(args, "host", None):
-                await agent.kept.get(args.host, args)
+                _, check = await agent.kept.get(args.host, args)
+                if check is not None:
+                    await check
     except (Exception, SystemExit):
         pass  # the next request connects and reports in the verb's own words
 

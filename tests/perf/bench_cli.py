@@ -73,7 +73,7 @@ def main() -> None:
         commands = {
             "python": [sys.executable, "-c", "pass"],
             "help": [*sd, "--help"],
-            "cold": [*sd, "probe", "-F", cfg, box.alias, "--json"],
+            "cold": [*sd, "probe", "-F", cfg, box.alias, "--json", "--no-agent"],
             "fresh": ["ssh", "-F", cfg, box.alias, "cat", "/proc/loadavg"],
             "warm": [*sd, "probe", "-F", cfg, box.alias, "--json"],
             "cm": ["ssh", "-F", cfg, box.cm_alias, "cat", "/proc/loadavg"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 
 import pytest
 
@@ -45,3 +46,20 @@ def test_a_stopped_agent_is_waited_for_a_bounded_time_then_the_verb_runs_directl
         stopped = json.loads(sd(env, "agent", "stop", "--json").stdout)
         assert stopped["stopped"] and stopped["pid"] == pid
         wait_for("the stopped agent ends", lambda: process_gone(pid), timeout=15)
+
+
+def test_a_caller_that_connects_and_says_nothing_does_not_keep_the_agent_alive(sshd):
+    """The agent's own waits are bounded too: a caller stopped after connecting (or any process of
+    the user's that opens the socket and stays silent) held a request open forever, and with it the
+    agent past its idle time, keeping the box's connection and helper alive."""
+    cfg = str(sshd.config_path)
+    with agent_env(SPECDEBUG_AGENT_IDLE_S="4") as env:
+        assert sd(env, "probe", "-F", cfg, sshd.alias, "--json").returncode == 0
+        found = wait_kept(env, sshd.alias)
+        silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            silent.connect(found["socket"])
+            # idle time 4 s, plus the agent's bound on a silent caller (10 s), plus its idle check
+            wait_for("the agent ends although a caller never spoke", lambda: process_gone(found["pid"]), 40)
+        finally:
+            silent.close()

@@ -15,6 +15,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,77 @@ def test_agent_status_names_what_blocks_the_agent(sshd):
             found = status(env)
             assert found["state"] == "blocked" and "belongs to" in found["why"] and "65534" in found["why"]
             os.chown(where, 0, 0)
+
+
+def test_the_host_is_asked_for_its_key_at_most_every_two_seconds(tmp_path):
+    """Each ask is a connection without a login, which OpenSSH >= 9.8 penalises (PerSourcePenalties
+    noauth, refused past 15 s of penalty): a busy agent asking on every use would lock its user out."""
+    ask_every_s = 2.0  # specdebug.agent.pool.KEY_ASK_EVERY_S
+    box = start_sshd(tmp_path / "box")
+    log = tmp_path / "box" / "sshd.log"
+    try:
+        with agent_env() as env:
+            cfg = str(box.config_path)
+            assert sd(env, "probe", "-F", cfg, box.alias, "--json").returncode == 0
+            wait_kept(env, box.alias)
+            before = log.read_text().count("[preauth]")
+            started = time.monotonic()
+            for _ in range(8):
+                got = sd(env, "probe", "-F", cfg, box.alias, "--json")
+                assert got.returncode == 0 and "specdebug:" not in got.stderr, got.stderr
+            elapsed = time.monotonic() - started
+            asked = log.read_text().count("[preauth]") - before
+            assert 1 <= asked <= elapsed / ask_every_s + 1, (asked, elapsed)
+    finally:
+        box.stop()
+
+
+def test_a_box_with_several_host_keys_keeps_its_kept_connection(tmp_path):
+    """A box has several host keys (ed25519, ecdsa, rsa): the agent asks for the kind it verified, so
+    another kind offered first is not taken for a changed key (which would reconnect on every ask)."""
+    ask_every_s = 2.0  # specdebug.agent.pool.KEY_ASK_EVERY_S
+    (tmp_path / "box").mkdir()
+    extra = []
+    for kind in ("ecdsa", "rsa"):
+        key = tmp_path / "box" / f"hostkey_{kind}"
+        subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-f", str(key)], check=True)
+        extra.append(f"HostKey {key}")
+    box = start_sshd(tmp_path / "box", extra_config=tuple(extra))
+    log = tmp_path / "box" / "sshd.log"
+    try:
+        with agent_env() as env:
+            cfg = str(box.config_path)
+            assert sd(env, "probe", "-F", cfg, box.alias, "--json").returncode == 0
+            wait_kept(env, box.alias)
+            logins, asks = log.read_text().count("Accepted publickey"), log.read_text().count("[preauth]")
+            for _ in range(2):
+                time.sleep(ask_every_s + 0.1)  # past the ask interval: this probe asks the host again
+                got = sd(env, "probe", "-F", cfg, box.alias, "--json")
+                assert got.returncode == 0 and "specdebug:" not in got.stderr, got.stderr
+            text = log.read_text()
+            assert text.count("[preauth]") > asks, "the host was never asked for its key"
+            assert text.count("Accepted publickey") == logins, "the kept connection was dropped"
+    finally:
+        box.stop()
+
+
+def test_a_key_known_hosts_no_longer_trusts_is_not_answered_from_the_kept_connection(tmp_path):
+    """The user's known_hosts now names another key for the host (it was re-keyed, they were told):
+    the direct path refuses it as changed, so the agent must not answer from its kept link."""
+    box = start_sshd(tmp_path / "box")
+    try:
+        with agent_env() as env:
+            cfg = str(box.config_path)
+            for _ in range(2):
+                assert sd(env, "probe", "-F", cfg, box.alias, "--json").returncode == 0
+            wait_kept(env, box.alias)
+            other = tmp_path / "other"
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+            kind, key = other.with_suffix(".pub").read_text().split()[:2]
+            box.known_hosts.write_text(f"[127.0.0.1]:{box.port} {kind} {key}\n")
+            through = sd(env, "probe", "-F", cfg, box.alias, "--json")
+            direct = sd(env, "probe", "-F", cfg, box.alias, "--json", "--no-agent")
+            assert direct.returncode == through.returncode == 1 and "HOST KEY CHANGED" in through.stderr
+            assert (through.stdout, through.stderr) == (direct.stdout, direct.stderr)
+    finally:
+        box.stop()

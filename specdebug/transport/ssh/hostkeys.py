@@ -53,17 +53,25 @@ def classify(key: asyncssh.SSHKey, hostname: str, port: int, known_hosts: list[P
     return False
 
 
-def trusted_keys(hostname: str, port: int, known_hosts: list[Path]) -> list[asyncssh.SSHKey]:
-    """The keys known_hosts trusts for this host now (unreadable files trust nothing)."""
+def trusted_keys(
+    hostname: str, port: int, known_hosts: list[Path]
+) -> tuple[list[asyncssh.SSHKey], list[asyncssh.SSHKey], list[asyncssh.SSHKey]]:
+    """What known_hosts says of this host now: (trusted keys, trusted CA keys, revoked keys);
+    unreadable files say nothing."""
     keys: list[asyncssh.SSHKey] = []
+    cas: list[asyncssh.SSHKey] = []
+    revoked: list[asyncssh.SSHKey] = []
     for path in known_hosts:
         if not path.is_file():
             continue
         try:
-            keys += asyncssh.read_known_hosts(str(path)).match(hostname, "", port)[0]
+            found = asyncssh.read_known_hosts(str(path)).match(hostname, "", port)
         except (OSError, ValueError, asyncssh.Error):
             continue
-    return keys
+        keys += found[0]
+        cas += found[1]
+        revoked += found[2]
+    return keys, cas, revoked
 
 
 def differs_from_session(key: asyncssh.SSHKey, session_keys: list[asyncssh.SSHKey]) -> bool:

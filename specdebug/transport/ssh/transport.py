@@ -183,22 +183,36 @@ class SSHTransport:
             except (asyncssh.Error, OSError) as exc:
                 self.warnings.append(f"forward to port {fwd.remote_port} could not be restored: {exc}")
 
-    async def host_key_unchanged(self, timeout: float) -> bool:
+    async def host_key_unchanged(self, timeout: float, ask_host: bool = True) -> bool:
         """Whether this connection may still answer for the host: the key it verified is still
-        trusted (known_hosts, or this session's key accepted once) and the host still shows it to a
-        new connection.  A kept connection (the local agent's) asks before each use, so a changed
-        host key is met by a fresh connect, refused in its own words, not answered from the old link."""
+        trusted (known_hosts, or this session's key accepted once) and, with `ask_host`, the host
+        still shows it to a new connection (one key exchange, no login, at most `timeout` s).  A kept
+        connection (the local agent's) asks before it answers, so a changed host key is met by a fresh
+        connect, refused in its own words, not answered from the old link."""
         conn, r = self._conn, self.resolved
         kept = conn.get_server_host_key() if conn is not None else None
         if kept is None:
             return False
-        trusted = self._once_keys or hostkeys.trusted_keys(r.hostname, r.port, r.known_hosts)
-        if kept.public_data not in {k.public_data for k in trusted}:
+        keys, cas, revoked = hostkeys.trusted_keys(r.hostname, r.port, r.known_hosts)
+        if kept.public_data in {k.public_data for k in revoked}:
             return False
+        # a host known by its CA (@cert-authority) was checked against it at connect: the host is
+        # asked below whether it still shows the same key
+        trusted = self._once_keys or keys
+        if not (cas and not self._once_keys) and kept.public_data not in {k.public_data for k in trusted}:
+            return False
+        if not ask_host:
+            return True
+        # the same kind of key as the kept one: a box has several (ed25519, ecdsa, rsa) and left to
+        # itself the exchange may pick another kind, which is no change
+        algs = [a.decode() for a in getattr(kept, "sig_algorithms", ())] or ()
         try:
             now = await asyncio.wait_for(
                 asyncssh.get_server_host_key(
-                    self.spec.host, self.spec.port or (), config=r.config_paths or None
+                    self.spec.host,
+                    self.spec.port or (),
+                    config=r.config_paths or None,
+                    server_host_key_algs=algs,
                 ),
                 timeout,
             )
