@@ -91,7 +91,7 @@ def test_the_follower_yields_runs_with_the_offsets_of_their_lines() -> None:
         RawRun(300, [b"e"]),
         RawRun(302, [b"ff"]),
     ]
-    flat = []
+    flat: list[object] = []
     for x in by_run:
         if isinstance(x, RawRun):
             at = x.offset
