@@ -29,6 +29,7 @@ ODD = [
     b"Decode batch \x01 control \xe2\x80\xae bidi",
     b"Decode batch broken \xff\xfe utf-8",
     b"Decode batch\ttab",
+    b"Decode batch del \x7f",
     b"Decode batch back\\slash",
     b'Decode batch "quoted"',
     "Decode batch caf\u00e9 \u4e2d".encode(),
