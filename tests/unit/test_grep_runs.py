@@ -29,6 +29,7 @@ ODD = [
     b"Decode batch \x01 control \xe2\x80\xae bidi",
     b"Decode batch broken \xff\xfe utf-8",
     b"Decode batch\ttab",
+    b"Decode batch del \x7f",
     b"Decode batch back\\slash",
     b'Decode batch "quoted"',
     "Decode batch caf\u00e9 \u4e2d".encode(),
@@ -91,7 +92,7 @@ def test_the_follower_yields_runs_with_the_offsets_of_their_lines() -> None:
         RawRun(300, [b"e"]),
         RawRun(302, [b"ff"]),
     ]
-    flat = []
+    flat: list[object] = []
     for x in by_run:
         if isinstance(x, RawRun):
             at = x.offset
