@@ -152,9 +152,13 @@ def test_startup_view_names_an_unreadable_log_before_the_verdict() -> None:
 
     class View(StartupView):
         def __init__(self) -> None:
-            self.mon = ServerMonitor()
+            self._mon = ServerMonitor()
             self.history = None
             self.clock = lambda: T0
+
+        @property
+        def mon(self) -> ServerMonitor:
+            return self._mon
 
         @property
         def profile(self):
