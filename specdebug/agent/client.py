@@ -4,7 +4,12 @@ Imported by `cli.py` for every verb the agent serves, before anything heavy: whe
 the verb never imports asyncssh at all.  When none runs, the verb takes the direct path in this
 process and an agent is started in the background for the next verbs (as the first `ssh` does with
 ControlMaster/ControlPersist).  Anything unexpected (no safe folder, a refused or dead socket, an agent
-of an older protocol) also means the direct path, never an error of its own.
+of other code) also means the direct path, never an error of its own.
+
+Every wait is bounded: the agent must accept a request within `handshake_s()` (a stopped agent's socket
+still accepts connections: the kernel queues them) and say something (its output, or that it is alive,
+every ALIVE_S) at least every QUIET_S while the verb runs.  When it does not, the verb runs directly,
+after one line on stderr saying why.  An agent of other code or another interpreter is replaced.
 """
 
 from __future__ import annotations
@@ -14,16 +19,38 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
-from specdebug.agent.paths import env_fingerprint, runtime_dir, socket_path
+from specdebug.agent.paths import (
+    agent_folder,
+    caller_env,
+    code_identity,
+    env_differences,
+    env_fingerprint,
+    folder_problem,
+    pid_path,
+    runtime_dir,
+    socket_path,
+)
 
-PROTOCOL = 1
+PROTOCOL = 2
 # verbs the agent runs; each is read-only on the box and reads no stdin
 AGENT_VERBS = frozenset({"probe"})
 # options whose value is a local path: made absolute here, since the agent runs in another folder
 PATH_OPTIONS = frozenset({"-F", "--ssh-config", "-c", "--profile"})
 MAX_REPLY_LINE = 8 << 20
+DEFAULT_HANDSHAKE_S = 3.0  # an idle agent accepts in milliseconds; this is for a loaded machine
+ALIVE_S = 1.0  # the agent says it is alive this often while a verb runs
+QUIET_S = 10.0  # ... and is taken for stuck after this long without a line
+
+
+def handshake_s() -> float:
+    """How long a verb waits for the agent to accept it (SPECDEBUG_AGENT_WAIT_S)."""
+    try:
+        value = float(os.environ.get("SPECDEBUG_AGENT_WAIT_S", DEFAULT_HANDSHAKE_S))
+    except ValueError:
+        return DEFAULT_HANDSHAKE_S
+    return value if 0 < value < 3600 else DEFAULT_HANDSHAKE_S
 
 
 def disabled(argv: list[str]) -> bool:
@@ -54,6 +81,13 @@ def absolute_paths(argv: list[str], cwd: str) -> list[str]:
     return fixed
 
 
+def note(text: str, stderr: TextIO | None = None) -> None:
+    """One line on stderr: why this verb did not go through the agent."""
+    stream = stderr or sys.stderr
+    stream.write(f"specdebug: {text}\n")
+    stream.flush()
+
+
 def try_run(
     verb: str, argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = None
 ) -> int | None:
@@ -62,61 +96,153 @@ def try_run(
         return None
     folder = runtime_dir()
     if folder is None:
-        return None
+        return None  # `agent status` says why
     fingerprint = env_fingerprint()
     sock_path = socket_path(folder, fingerprint)
     if sock_path is None:
         return None
+    argv = absolute_paths(argv, os.getcwd())
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    wait = handshake_s()
     try:
-        sock.settimeout(1.0)
-        sock.connect(str(sock_path))
-    except OSError:
-        sock.close()
-        start_agent(sock_path, verb, absolute_paths(argv, os.getcwd()))
-        return None
-    request = {"v": PROTOCOL, "verb": verb, "argv": absolute_paths(argv, os.getcwd()), "env": fingerprint}
-    try:
-        sock.settimeout(None)  # the verb's own timeouts bound it (connect timeout, request timeouts)
+        sock.settimeout(min(1.0, wait))
+        try:
+            sock.connect(str(sock_path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            start_agent(sock_path, verb, argv)  # none runs: the next verb finds one
+            return None
+        except OSError as exc:
+            note(f"the agent's socket did not take the request ({_why(exc)}); {_direct(sock_path)}", stderr)
+            return None
+        request = {
+            "v": PROTOCOL,
+            "verb": verb,
+            "argv": argv,
+            "env": caller_env(),
+            "fingerprint": fingerprint,
+            "identity": code_identity(),
+        }
+        sock.settimeout(wait)
         sock.sendall(json.dumps(request).encode() + b"\n")
-        return _relay(sock.makefile("rb"), stdout or sys.stdout, stderr or sys.stderr)
-    except OSError:
+        replies = sock.makefile("rb")
+        try:
+            first = json.loads(replies.readline(MAX_REPLY_LINE) or b"null")
+        except TimeoutError:
+            note(f"the agent did not answer within {wait:g} s; {_direct(sock_path)}", stderr)
+            return None
+        except ValueError:
+            first = None
+        if not isinstance(first, dict) or not first.get("accepted"):
+            _refused(first, sock_path, verb, argv, stderr)
+            return None
+        sock.settimeout(QUIET_S)
+        return _relay(replies, stdout or sys.stdout, stderr or sys.stderr, sock_path)
+    except OSError as exc:
+        note(f"the agent's connection failed ({_why(exc)}); {_direct(sock_path)}", stderr)
         return None
     finally:
         sock.close()
 
 
-def _relay(replies, stdout: TextIO, stderr: TextIO) -> int | None:
-    """Print the agent's output as it comes; None when it ended before saying anything."""
+def _why(exc: OSError) -> str:
+    return "timed out" if isinstance(exc, TimeoutError | socket.timeout) else (exc.strerror or str(exc))
+
+
+def _direct(sock_path: Path) -> str:
+    """The end of a note: what runs instead and where to look."""
+    pid = agent_pid(sock_path)
+    who = f"agent pid {pid}: {process_state(pid)}" if pid else "no agent process"
+    return f"running directly ({who}; `specdebug agent status` says more)"
+
+
+def _refused(reply: object, sock_path: Path, verb: str, argv: list[str], stderr: TextIO | None) -> None:
+    """An agent that refused: one of other code is replaced (it stops itself; an agent of an older
+    protocol is asked to), one with other settings is left alone; either way this verb runs directly."""
+    why = reply.get("why") if isinstance(reply, dict) else None
+    replace = reply.get("replace", True) if isinstance(reply, dict) else True
+    if replace:
+        if not (isinstance(reply, dict) and reply.get("stopping")):
+            _ask(sock_path, "stop", handshake_s())
+        start_agent(sock_path, verb, argv)
+        note(f"replaced the agent ({why or 'an older protocol'}); running directly this time", stderr)
+    else:
+        note(f"the agent refused the request ({why or 'no reason given'}); running directly", stderr)
+
+
+def _relay(replies: BinaryIO, stdout: TextIO, stderr: TextIO, sock_path: Path) -> int | None:
+    """Print the agent's output as it comes; None when it ended (or went quiet) before saying anything."""
     said = False
-    for raw in iter(lambda: replies.readline(MAX_REPLY_LINE), b""):
-        try:
-            reply = json.loads(raw)
-        except ValueError:
-            break
-        if "rc" in reply:
-            return int(reply["rc"])
-        if reply.get("refused"):
-            return None if not said else 1
-        stream = stdout if "o" in reply else stderr
-        stream.write(str(reply.get("o", reply.get("e", ""))))
-        stream.flush()
-        said = True
-    if said:
-        stderr.write("specdebug: the agent ended before the verb finished; run it again with --no-agent\n")
+    try:
+        for raw in iter(lambda: replies.readline(MAX_REPLY_LINE), b""):
+            try:
+                reply = json.loads(raw)
+            except ValueError:
+                break
+            if not isinstance(reply, dict) or "alive" in reply:
+                continue
+            if "rc" in reply:
+                return int(reply["rc"])
+            stream = stdout if "o" in reply else stderr
+            stream.write(str(reply.get("o", reply.get("e", ""))))
+            stream.flush()
+            said = True
+    except TimeoutError:
+        if not said:
+            note(
+                f"the agent went quiet for {QUIET_S:g} s while running the verb; {_direct(sock_path)}", stderr
+            )
+            return None
+        note(
+            f"the agent went quiet for {QUIET_S:g} s in the middle of the verb; run it again with --no-agent",
+            stderr,
+        )
         return 1
+    if said:
+        note("the agent ended before the verb finished; run it again with --no-agent", stderr)
+        return 1
+    note(f"the agent ended without an answer; {_direct(sock_path)}", stderr)
     return None
 
 
-def control(what: str) -> dict[str, object] | None:
-    """Ask this environment's agent for its status (or to stop); None when no agent answers."""
-    folder = runtime_dir(create=False)
-    sock_path = socket_path(folder) if folder is not None else None
-    if sock_path is None:
+def agent_pid(sock_path: Path) -> int | None:
+    """The pid the agent of this socket wrote (it holds its pid file's lock while it lives)."""
+    try:
+        text = pid_path(sock_path).read_text().strip()
+        return int(text) if text else None
+    except (OSError, ValueError):
         return None
+
+
+def process_state(pid: int) -> str:
+    """A few words on what process `pid` is doing, from /proc (Linux); a stopped one says so."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone" if not _alive(pid) else "running"
+    state = stat_line.rsplit(")", 1)[-1].split()[0] if ")" in stat_line else "?"
+    return {
+        "T": "stopped by a signal (kill -STOP or Ctrl+Z)",
+        "t": "stopped by a debugger",
+        "Z": "ended (a zombie)",
+        "D": "waiting on the disk",
+    }.get(state, "running")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _ask(sock_path: Path, what: str, timeout: float) -> dict[str, object] | None:
+    """One control request (status, stop) to the agent at `sock_path`; None when it does not answer."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(5.0)
+        sock.settimeout(timeout)
         sock.connect(str(sock_path))
         sock.sendall(json.dumps({"v": PROTOCOL, "control": what}).encode() + b"\n")
         reply = json.loads(sock.makefile("rb").readline(MAX_REPLY_LINE) or b"null")
@@ -127,24 +253,117 @@ def control(what: str) -> dict[str, object] | None:
     return reply if isinstance(reply, dict) else None
 
 
+def control(what: str) -> dict[str, object] | None:
+    """Ask this environment's agent for its status (or to stop); None when no agent answers."""
+    folder = runtime_dir(create=False)
+    sock_path = socket_path(folder) if folder is not None else None
+    return _ask(sock_path, what, handshake_s()) if sock_path is not None else None
+
+
+def inspect(what: str = "status") -> dict[str, object]:
+    """The truth about this environment's agent for `agent status|stop`: running (and what it keeps),
+    not answering (its pid and why: stopped, busy), blocked (the folder, and by whom), or none; plus
+    agents of other settings in the folder and the settings they differ in."""
+    folder = agent_folder()
+    problem = folder_problem(folder)
+    if problem is not None:
+        if not folder.exists() and not folder.is_symlink():
+            return {"running": False, "state": "none", "why": "no agent has run for this user yet"}
+        return {
+            "running": False,
+            "state": "blocked",
+            "folder": str(folder),
+            "why": f"no agent can run: {problem}; every verb connects directly",
+        }
+    sock_path = socket_path(folder)
+    if sock_path is None:
+        return {
+            "running": False,
+            "state": "blocked",
+            "folder": str(folder),
+            "why": f"no agent can run: the socket path in {folder} is too long for a Unix socket "
+            "(set XDG_RUNTIME_DIR to a shorter folder)",
+        }
+    reply = _ask(sock_path, what, handshake_s())
+    others = _other_agents(folder, sock_path)
+    if reply is not None:
+        return {
+            "running": True,
+            "state": "stopping" if what == "stop" else "running",
+            **reply,
+            "others": others,
+        }
+    pid = agent_pid(sock_path)
+    if pid is not None and _is_our_agent(pid, sock_path):
+        state = process_state(pid)
+        found: dict[str, object] = {
+            "running": False,
+            "state": "not-answering",
+            "pid": pid,
+            "socket": str(sock_path),
+            "why": f"agent pid {pid} does not answer within {handshake_s():g} s: {state}; verbs wait "
+            f"{handshake_s():g} s for it, then connect directly",
+            "others": others,
+        }
+        if what == "stop":
+            found["stopped"] = _end(pid)
+            found["state"] = "stopping"
+        return found
+    why = "no agent runs for these settings"
+    if others:
+        why += f"; {len(others)} other agent(s) run for other settings"
+    return {"running": False, "state": "none", "why": why, "others": others}
+
+
+def _is_our_agent(pid: int, sock_path: Path) -> bool:
+    """Whether `pid` is this user's agent for `sock_path` (a pid file can outlive its process)."""
+    try:
+        st = os.stat(f"/proc/{pid}")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and b"specdebug.agent" in cmdline and str(sock_path).encode() in cmdline
+
+
+def _end(pid: int) -> bool:
+    """End an agent that does not answer (TERM, then CONT so a stopped one receives it)."""
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGTERM)
+        os.kill(pid, signal.SIGCONT)
+    except OSError:
+        return False
+    return True
+
+
+def _other_agents(folder: Path, mine: Path) -> list[dict[str, object]]:
+    """Agents in the folder for other settings: pid, and the names of the settings they differ in."""
+    found: list[dict[str, object]] = []
+    env = caller_env()
+    for sock in sorted(folder.glob("agent-*.sock")):
+        if sock == mine:
+            continue
+        reply = _ask(sock, "status", min(1.0, handshake_s()))
+        entry: dict[str, object] = {"socket": str(sock), "pid": agent_pid(sock), "answers": reply is not None}
+        theirs = reply.get("env") if reply is not None else None
+        if isinstance(theirs, dict):
+            entry["differs_in"] = env_differences(env, {str(k): str(v) for k, v in theirs.items()})
+        found.append(entry)
+    return found
+
+
 def start_agent(sock_path: Path, verb: str, argv: list[str]) -> None:
     """Start an agent for this socket in the background (its own session, no terminal, nothing printed);
-    it opens the connection this verb needs at once, so the next verb finds it warm."""
+    it opens the connection this verb needs at once, so the next verb finds it warm.  The verb and its
+    arguments reach it on its stdin, never on its command line (which every local user can read)."""
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k != "SPECDEBUG_NO_AGENT"}
     try:
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "specdebug.agent",
-                "--socket",
-                str(sock_path),
-                "--warm",
-                json.dumps([verb, *argv]),
-            ],
-            stdin=subprocess.DEVNULL,
+        child = subprocess.Popen(
+            [sys.executable, "-m", "specdebug.agent", "--socket", str(sock_path)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             cwd="/",
@@ -152,5 +371,11 @@ def start_agent(sock_path: Path, verb: str, argv: list[str]) -> None:
             start_new_session=True,
             close_fds=True,
         )
+    except OSError:
+        return
+    assert child.stdin is not None
+    try:
+        child.stdin.write(json.dumps([verb, *argv]).encode() + b"\n")  # far below a pipe's buffer
+        child.stdin.close()
     except OSError:
         pass

@@ -2,9 +2,13 @@
 imports this on every verb, so it must stay cheap).
 
 The folder is $XDG_RUNTIME_DIR/specdebug, else /tmp/specdebug-agent-UID; it must be a real folder (not a
-symlink) owned by the user with no group or other access, or no agent is used at all.  The socket's
-name carries a hash of the environment that changes what a verb does (HOME, the ssh agent, config and
-data folders, SPECDEBUG_* settings), so two terminals with different settings never share an agent.
+symlink) owned by the user with no group or other access, or no agent is used at all (`folder_problem`
+says why, for `agent status`).  The socket's name carries a hash of the environment that changes what
+a verb does (HOME, the user's name, the ssh agent, config and data folders, Slurm's and kubectl's
+settings, SPECDEBUG_* settings), so two terminals with different settings never share an agent: a
+verb the agent runs sees the caller's environment where it matters.  The agent also checks the values
+themselves on each request (`caller_env`), and the code and interpreter it runs (`code_identity`):
+an agent of other code (an upgrade, an edited checkout) or another Python is replaced, not asked.
 """
 
 from __future__ import annotations
@@ -12,27 +16,85 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
-# what a verb's result may depend on besides its argv: an agent is shared only when these agree
-ENV_KEYS = ("HOME", "SSH_AUTH_SOCK", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "PATH")
+# what a verb's result may depend on besides its argv: an agent is shared only when these agree.
+# USER/LOGNAME: ssh's default login name (getpass); SLURM_CONF and the client commands' own settings:
+# which cluster `slurm:JOB` asks; KUBECONFIG: which cluster kubectl asks; KRB5CCNAME: GSSAPI logins
+ENV_KEYS = (
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SSH_AUTH_SOCK",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "PATH",
+    "TMPDIR",
+    "KUBECONFIG",
+    "KRB5CCNAME",
+)
+ENV_PREFIXES = ("SPECDEBUG_", "SLURM_", "SQUEUE_", "SCONTROL_", "SINFO_", "SBATCH_", "SALLOC_", "SRUN_")
+NOT_ENV = frozenset({"SPECDEBUG_NO_AGENT"})  # how the agent is reached, not what a verb does
 
 
-def env_fingerprint(env: dict[str, str] | os._Environ[str] | None = None) -> str:
-    """A short hash of the settings that change what a verb does."""
+def caller_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings that change what a verb does, as the caller has them (absent ones: empty)."""
     env = os.environ if env is None else env
-    items = [(k, env.get(k, "")) for k in ENV_KEYS]
-    items += sorted(
-        (k, v) for k, v in env.items() if k.startswith("SPECDEBUG_") and k != "SPECDEBUG_NO_AGENT"
-    )
-    return hashlib.sha256(repr(items).encode()).hexdigest()[:12]
+    picked = {k: env.get(k, "") for k in ENV_KEYS}
+    picked.update((k, v) for k, v in env.items() if k.startswith(ENV_PREFIXES) and k not in NOT_ENV)
+    return dict(sorted(picked.items()))
+
+
+def env_fingerprint(env: Mapping[str, str] | None = None) -> str:
+    """A short hash of the settings that change what a verb does."""
+    return hashlib.sha256(repr(sorted(caller_env(env).items())).encode()).hexdigest()[:12]
+
+
+def env_differences(mine: Mapping[str, str], theirs: Mapping[str, str]) -> list[str]:
+    """The names (never the values) of the settings two environments disagree on."""
+    return sorted(k for k in set(mine) | set(theirs) if mine.get(k, "") != theirs.get(k, ""))
+
+
+def code_identity() -> dict[str, str]:
+    """What an agent must share with its caller: specdebug's version, a stamp of its source files
+    (path, size, mtime of every module: an upgrade or an edited checkout changes it; ~3 ms) and the
+    interpreter (its path and version)."""
+    import specdebug
+
+    package = Path(specdebug.__file__).parent
+    stamp = hashlib.sha256()
+
+    def walk(folder: str) -> None:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name == "__pycache__":
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    walk(entry.path)
+                elif entry.name.endswith(".py"):
+                    st = entry.stat()
+                    stamp.update(f"{entry.path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            except OSError:
+                continue
+
+    walk(str(package))
+    return {
+        "version": str(getattr(specdebug, "__version__", "?")),
+        "code": stamp.hexdigest()[:16],
+        "python": f"{sys.executable} {sys.version.split()[0]}",
+    }
 
 
 def runtime_dir(create: bool = True) -> Path | None:
     """The user's private agent folder, or None when it is missing or not safe to use."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    uid = os.getuid()
-    folder = Path(base) / "specdebug" if base and os.path.isabs(base) else Path(f"/tmp/specdebug-agent-{uid}")
+    folder = agent_folder()
     if create:
         try:
             folder.mkdir(mode=0o700, exist_ok=True)
@@ -41,13 +103,48 @@ def runtime_dir(create: bool = True) -> Path | None:
     return folder if is_private(folder) else None
 
 
+def agent_folder() -> Path:
+    """Where this user's agents live, usable or not."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    return (
+        Path(base) / "specdebug"
+        if base and os.path.isabs(base)
+        else Path(f"/tmp/specdebug-agent-{os.getuid()}")
+    )
+
+
 def is_private(folder: Path) -> bool:
     """A real folder of this user that nobody else can enter or list."""
+    return folder_problem(folder) is None
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why `folder` cannot hold an agent's socket (None: it can): missing, not a folder, a symlink,
+    another user's, or open to others."""
     try:
         st = folder.lstat()
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+    except FileNotFoundError:
+        return f"{folder} does not exist"
+    except OSError as exc:
+        return f"{folder}: {exc.strerror or exc}"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{folder} is a symlink (a folder only this user owns is required)"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{folder} is not a folder"
+    if st.st_uid != os.getuid():
+        return f"{folder} belongs to {_user_name(st.st_uid)}, not to you"
+    if st.st_mode & 0o077:
+        return f"{folder} is open to others (mode {stat.S_IMODE(st.st_mode):04o}; 0700 is required)"
+    return None
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (KeyError, ImportError):
+        return f"uid {uid}"
 
 
 MAX_SOCKET_PATH = 100  # a Unix socket's path must fit sun_path (108 bytes on Linux, 104 elsewhere)

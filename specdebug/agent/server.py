@@ -1,11 +1,16 @@
 """The agent process: a Unix-socket server that runs verbs on kept connections.
 
-One request per socket connection: `{"v", "verb", "argv", "env"}` in, then `{"o": text}` / `{"e": text}`
-lines (the verb's stdout and stderr, in order) and one `{"rc": code}`.  The verb runs through the same
-parser and function as on the direct path; only `open_remote` differs (verbs.common.KEPT: a connection
-kept per host and settings, with its resident helper).  A peer of another uid is refused, and so is a
-request of another protocol or environment (the client then runs the verb itself).  The agent ends
-after `idle_s` with no request, closing its connections and removing its socket.
+One request per socket connection: `{"v", "verb", "argv", "env", "identity"}` in, then at once
+`{"accepted": pid}` or `{"refused": true, "why", "replace"}`, then `{"o": text}` / `{"e": text}` lines
+(the verb's stdout and stderr, in order), `{"alive": 1}` every ALIVE_S while the verb runs, and one
+`{"rc": code}`.  The verb runs through the same parser and function as on the direct path; only
+`open_remote` differs (verbs.common.KEPT: a connection kept per login, with its resident helper).
+
+A peer of another uid is refused; so is a request of another protocol, of other settings (the
+environment the verb would see differs from the caller's: it runs directly) or of other code or
+another interpreter (an upgrade: this agent then retires, and the caller starts a new one).  The
+agent ends after `idle_s` with no request, closing its connections and removing its socket.  Its
+command line names only its socket: the verb that started it comes on stdin.
 """
 
 from __future__ import annotations
@@ -26,12 +31,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specdebug.agent.client import AGENT_VERBS, PROTOCOL
-from specdebug.agent.paths import env_fingerprint, is_private, pid_path
+from specdebug.agent.client import AGENT_VERBS, ALIVE_S, PROTOCOL
+from specdebug.agent.paths import (
+    caller_env,
+    code_identity,
+    env_differences,
+    env_fingerprint,
+    is_private,
+    pid_path,
+)
 from specdebug.agent.pool import KeptConnections
 
 DEFAULT_IDLE_S = 600.0
 MAX_REQUEST = 1 << 20
+LOCK_WAIT_S = 10.0  # a new agent waits this long for the one it replaces to let go of the socket
 
 _SINK: contextvars.ContextVar[Callable[[str, str], None] | None] = contextvars.ContextVar(
     "sink", default=None
@@ -75,6 +88,10 @@ class Agent:
         self.active = 0
         self.last = time.monotonic()
         self.fingerprint = env_fingerprint()
+        self.env = caller_env()
+        self.identity = code_identity()
+        self.retiring = ""  # why this agent ends once its requests are done (other code asked)
+        self.served = 0
         self.done = asyncio.Event()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -90,9 +107,13 @@ class Agent:
                 writer.write(json.dumps(self._control(request["control"])).encode() + b"\n")
                 await writer.drain()
                 return
-            if not self._acceptable(request):
-                writer.write(b'{"refused": true}\n')
+            refusal = self._refusal(request)
+            if refusal is not None:
+                writer.write(json.dumps({"refused": True, **refusal}).encode() + b"\n")
+                await writer.drain()
                 return
+            writer.write(json.dumps({"accepted": os.getpid()}).encode() + b"\n")
+            self.served += 1
             rc = await self._run(request["verb"], request["argv"], writer)
             writer.write(json.dumps({"rc": rc}).encode() + b"\n")
             await writer.drain()
@@ -102,6 +123,8 @@ class Agent:
             self.active -= 1
             self.last = time.monotonic()
             writer.close()
+            if self.retiring and self.active == 0:
+                self.done.set()
 
     def _control(self, what: str) -> dict[str, Any]:
         if what == "stop":
@@ -110,20 +133,43 @@ class Agent:
             "pid": os.getpid(),
             "socket": str(self.sock_path),
             "hosts": self.kept.hosts(),
+            "active": self.active - 1,  # this status request is not one
+            "served": self.served,
             "idle_s": round(time.monotonic() - self.last, 1),
             "idle_limit_s": self.idle_s,
-            "stopping": self.done.is_set(),
+            "stopping": self.done.is_set() or bool(self.retiring),
+            "identity": self.identity,
+            "env": self.env,  # the caller (same uid, checked) compares names only
         }
 
-    def _acceptable(self, request: Any) -> bool:
-        return (
-            isinstance(request, dict)
-            and request.get("v") == PROTOCOL
-            and request.get("env") == self.fingerprint
-            and request.get("verb") in AGENT_VERBS
-            and isinstance(request.get("argv"), list)
-            and all(isinstance(a, str) for a in request["argv"])
-        )
+    def _refusal(self, request: Any) -> dict[str, Any] | None:
+        """Why this agent must not run the request (None: it runs it).  Other code or another
+        interpreter: this agent retires (the caller starts one of its own code); other settings: the
+        caller runs the verb itself, in its own environment."""
+        if not isinstance(request, dict) or request.get("v") != PROTOCOL:
+            return {"why": "another protocol", "replace": True, "stopping": self._retire("another protocol")}
+        theirs = request.get("identity")
+        if theirs != self.identity:
+            why = _identity_difference(self.identity, theirs)
+            return {"why": why, "replace": True, "stopping": self._retire(why)}
+        env = request.get("env")
+        if not isinstance(env, dict) or env != self.env:
+            names = env_differences(self.env, env if isinstance(env, dict) else {})
+            return {"why": f"it runs with another {', '.join(names) or 'environment'}", "replace": False}
+        if (
+            request.get("verb") not in AGENT_VERBS
+            or not isinstance(request.get("argv"), list)
+            or not all(isinstance(a, str) for a in request["argv"])
+        ):
+            return {"why": "a verb the agent does not run", "replace": False}
+        return None
+
+    def _retire(self, why: str) -> bool:
+        """End once the requests in flight are done (the one refused counts as none)."""
+        self.retiring = why
+        if self.active <= 1:
+            self.done.set()
+        return True
 
     async def _run(self, verb: str, argv: list[str], writer: asyncio.StreamWriter) -> int:
         from specdebug.errors import SpecdebugError
@@ -133,6 +179,12 @@ class Agent:
         def sink(kind: str, text: str) -> None:
             writer.write(json.dumps({kind: text}).encode() + b"\n")
 
+        async def beat() -> None:  # the caller takes a quiet agent for a stuck one
+            while True:
+                await asyncio.sleep(ALIVE_S)
+                writer.write(b'{"alive": 1}\n')
+
+        heartbeat = asyncio.ensure_future(beat())
         tokens = (_SINK.set(sink), KEPT.set(self.kept.get))
         try:
             args, extras = verb_parser(verb).parse_known_args(argv)
@@ -150,6 +202,7 @@ class Agent:
         except SystemExit as exc:  # argparse's own errors (usage printed to stderr)
             return exc.code if isinstance(exc.code, int) else 2
         finally:
+            heartbeat.cancel()
             _SINK.reset(tokens[0])
             KEPT.reset(tokens[1])
 
@@ -173,14 +226,42 @@ async def prewarm(agent: Agent, verb_argv: list[str]) -> None:
         pass  # the next request connects and reports in the verb's own words
 
 
+def _identity_difference(mine: dict[str, str], theirs: object) -> str:
+    """Why an agent is of other code than its caller, in a few words."""
+    if not isinstance(theirs, dict):
+        return "a caller of an older specdebug"
+    if mine.get("version") != theirs.get("version"):
+        return f"it runs specdebug {mine.get('version')}, the caller {theirs.get('version')}"
+    if mine.get("python") != theirs.get("python"):
+        return f"it runs under {mine.get('python')}, the caller under {theirs.get('python')}"
+    return "its code changed since it started"
+
+
+async def _take_lock(path: Path) -> Any:
+    """The agent's pid file, locked for its life; None when another agent keeps it past LOCK_WAIT_S
+    (one this agent replaces lets go within that time)."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        lock = open(path, "a+")  # noqa: SIM115 - held for the agent's life
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # the agent that let go removes its pid file first: a lock on that removed file is no lock
+            if os.fstat(lock.fileno()).st_ino == os.stat(path).st_ino:
+                return lock
+        except OSError:
+            pass
+        lock.close()
+        if time.monotonic() > deadline:
+            return None
+        await asyncio.sleep(0.1)
+
+
 async def serve(sock_path: Path, idle_s: float, warm: list[str] | None = None) -> int:
     """Run until idle; 0 also when another agent already serves this socket."""
     if not is_private(sock_path.parent):
         return 2
-    lock = open(pid_path(sock_path), "a+")  # noqa: SIM115 - held for the agent's life
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    lock = await _take_lock(pid_path(sock_path))
+    if lock is None:
         return 0  # another agent holds it
     lock.seek(0)
     lock.truncate()
@@ -212,18 +293,27 @@ async def serve(sock_path: Path, idle_s: float, warm: list[str] | None = None) -
     return 0
 
 
+def _read_warm(stdin: Any) -> list[str]:
+    """The verb that started this agent, as JSON [verb, argv...] on stdin (not on the command line,
+    which every local user can read); empty when stdin says nothing."""
+    try:
+        if stdin is None or stdin.isatty():
+            return []
+        raw = stdin.buffer.readline(MAX_REQUEST) if hasattr(stdin, "buffer") else b""
+        warm = json.loads(raw or b"[]")
+    except (OSError, ValueError, TypeError):
+        return []
+    return [str(a) for a in warm] if isinstance(warm, list) else []
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m specdebug.agent", description="specdebug's local agent")
     ap.add_argument("--socket", required=True, help="the socket to serve (in the user's private folder)")
     ap.add_argument(
         "--idle", type=float, default=float(os.environ.get("SPECDEBUG_AGENT_IDLE_S", DEFAULT_IDLE_S))
     )
-    ap.add_argument("--warm", default="[]", help="JSON [verb, argv...] of the verb that started the agent")
     args = ap.parse_args(argv)
-    try:
-        warm = [str(a) for a in json.loads(args.warm)]
-    except (ValueError, TypeError):
-        warm = []
+    warm = _read_warm(sys.stdin)
     sys.stdout = _Routed("o", None)
     sys.stderr = _Routed("e", None)
     return asyncio.run(serve(Path(args.socket), args.idle, warm))

@@ -5,7 +5,9 @@ Sockets of another user's processes are not visible (their fd folders are not re
 then shows as in use with no PIDs, and the client says so.  Stdlib only, Python >= 3.7.
 
 Op:  port_holder {port} -> {listening, pids, cmdline (of the lowest PID), owners [{uid, user}] of the
-     listening sockets (visible for every user), self_uid (this login's)}
+     listening sockets (visible for every user), self_uid (this login's), and when the port is taken
+     free: a port nobody listens on now, from this login's $SPECDEBUG_SIM_PORTS block (what `specdebug
+     sim install-box` gives each user) else the first above the port, with free_from saying which}
      connected_to {port, pids} -> {pids: those of `pids` holding an ESTABLISHED connection to a remote
      `port`} (a deployment node's processes joined the rendezvous at the leader's port, or did not)
 """
@@ -102,7 +104,51 @@ def port_holder(port: int) -> dict[str, Any]:
 
 
 def op_port_holder(req: dict[str, Any]) -> dict[str, Any]:
-    return port_holder(int(req["port"]))
+    port = int(req["port"])
+    out = port_holder(port)
+    if out["listening"]:
+        out["free"], out["free_from"] = free_port_for(port)
+    return out
+
+
+PORTS_VAR = "SPECDEBUG_SIM_PORTS"  # LOW-HIGH (HIGH excluded): this login's block (sim/box/install.py)
+FREE_SCAN = 1000  # ports looked at above a taken one when the login has no block
+
+
+def listening_ports(tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> set[int]:
+    """Every port some socket listens on (any user's: the tables show them all)."""
+    ports = set()
+    for f in _tcp_rows(tables):
+        if f[3] == LISTEN:
+            try:
+                ports.add(int(f[1].rsplit(":", 1)[1], 16))
+            except ValueError:
+                continue
+    return ports
+
+
+def _own_block() -> tuple[int, int] | None:
+    low, sep, high = os.environ.get(PORTS_VAR, "").strip().partition("-")
+    try:
+        lo, hi = int(low), int(high)
+    except ValueError:
+        return None
+    return (lo, hi) if sep and 1024 <= lo < hi <= 65536 else None
+
+
+def free_port_for(port: int) -> tuple[int | None, str]:
+    """A port to suggest instead of a taken one: nobody listens on it now (the launch checks again).
+    This login's block first (two users of a box then never get the same suggestion), else above."""
+    taken = listening_ports()
+    block = _own_block()
+    if block is not None:
+        for candidate in range(*block):
+            if candidate not in taken:
+                return candidate, PORTS_VAR
+    for candidate in range(port + 1, min(port + 1 + FREE_SCAN, 65536)):
+        if candidate not in taken:
+            return candidate, "above"
+    return None, ""
 
 
 def connected_inodes(port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> set[str]:

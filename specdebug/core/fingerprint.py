@@ -89,3 +89,21 @@ def config_fingerprint(
     """Fingerprint of a launch config given as argv + env + cwd (what a profile's [server] holds)."""
     command, flags = split_argv(list(argv))
     return knob_fingerprint(command, flags, env, kind, cwd)
+
+
+WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]", "*")
+
+
+def server_host(argv: list[str]) -> str:
+    """The address on the box a server started with `argv` answers at: its `--host` (SGLang's and
+    vLLM's bind address), 127.0.0.1 for none, a wildcard or localhost.  Health checks, forwards and
+    the benchmark ask there: a node bound to 127.0.0.3 answers nobody at 127.0.0.1 (issue 41)."""
+    _, flags = split_argv(argv)
+    host = next((values[0] for name, values in reversed(flags) if name == "--host" and len(values) == 1), "")
+    host = host.strip()
+    return "127.0.0.1" if host in WILDCARD_HOSTS or host == "localhost" else host.strip("[]")
+
+
+def url_host(host: str) -> str:
+    """`host` as it goes in a URL (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from specdebug.core.fingerprint import url_host
 from specdebug.core.logs.acceptrate import DEFINITIONS, own_rate, which_definition
 from specdebug.core.model import Model
 from specdebug.core.promparse import REPLICA_LABELS as REPLICA_LABELS  # re-exported
@@ -304,18 +305,20 @@ async def watch_metrics(
     interval: float = 1.0,
     count: int | None = None,
     clock: Callable[[], float] = time.monotonic,
+    host: str = "127.0.0.1",
 ) -> AsyncIterator[MetricsEvent]:
     """Scrape every `interval` s through one forward and one keep-alive client; yield rates over each
     interval (the first sample: counters since server start).  "off" ends the watch; errors are
-    reported and retried.  `count` limits the number of samples (None: until cancelled)."""
+    reported and retried.  `count` limits the number of samples (None: until cancelled).  `host`:
+    where the server answers on the box (its --host)."""
     import httpx
 
-    fwd = await remote.forward_local_port(port)
+    fwd = await remote.forward_local_port(port, host)
     prev: PromSnapshot | None = None
     n = 0
     try:
         async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{fwd.local_port}", trust_env=False
+            base_url=f"http://{url_host(fwd.local_host)}:{fwd.local_port}", trust_env=False
         ) as client:
             while count is None or n < count:
                 started = clock()

@@ -240,6 +240,9 @@ def _triggers(text: str) -> bool:
     )
 
 
+may_hold_secrets = _triggers  # False: the shape rules find nothing in the text (mask_text returns it)
+
+
 def _unquote(val: str) -> tuple[str, str]:
     """(quote, inner) of a matched value."""
     if len(val) >= 2 and val[0] == val[-1] and val[0] in "'\"":
@@ -352,6 +355,16 @@ class Scrubber:
         if new:
             self.values |= new
             self._ordered = _by_length(self.values)
+
+    def knows_none_of(self, text: str) -> bool:
+        """No value this scrubber masks by value occurs in `text`."""
+        return not any(v in text for v in self._ordered)
+
+    def passes(self, text: str) -> bool:
+        """True when this scrubber returns `text`, and each line of it, as it is and learns nothing
+        from it: no known value in it, nothing the shape rules look for (no trigger spans a line
+        break). The block paths (grep, scan) ask once per block instead of scrubbing line by line."""
+        return not may_hold_secrets(text) and self.knows_none_of(text)
 
     def __call__(self, text: str) -> str:
         if not text:

@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from specdebug.core.deployment.place import Deployment, Node, place
+from specdebug.core.deployment.place import Deployment, Node, place, place_one
 from specdebug.core.profiles import Profile
 from specdebug.remote.api import Remote
 
@@ -81,13 +81,19 @@ async def open_target(
     *,
     ssh_config: str | Path | None = None,
     partial: tuple[type[BaseException], ...] = (),
+    one_node: bool = False,
 ) -> AsyncIterator[Target]:
     """The profile placed (`place`: HOST for a one-box profile, the leader or nothing for a
     deployment) and every node connected through `connect`; closed in reverse order on exit.
 
     partial: the errors of `connect` that leave a node out (recorded in `unreachable`) instead of
-    failing the whole open; by default any failure to connect a node fails the target."""
-    deployment = place(profile, host, ssh_config=ssh_config)
+    failing the whole open; by default any failure to connect a node fails the target, and a
+    one-node target always fails (there is no other node to act on).
+    one_node: only the node on HOST (`place_one`: any node of a deployment; none: the leader), for
+    what acts on one node (stacks, metrics, spec, drift)."""
+    deployment = (place_one if one_node else place)(profile, host, ssh_config=ssh_config)
+    if len(deployment.nodes) == 1:
+        partial = ()
     async with AsyncExitStack() as stack:
         remotes: dict[str, Remote] = {}
         unreachable: list[str] = []

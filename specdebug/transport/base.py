@@ -131,6 +131,7 @@ class Forward(Protocol):
     """A local TCP port forwarded to host:port on the box; survives reconnects."""
 
     local_port: int
+    local_host: str  # where this machine reaches it (a tunnel's 127.0.0.1, or the box's own loopback address)
 
     async def close(self) -> None: ...
 

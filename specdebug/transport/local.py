@@ -196,10 +196,11 @@ async def spawn(
 
 
 class DirectForward:
-    """The box's port is this machine's loopback port: no tunnel, the same number."""
+    """The box's port is this machine's loopback port: no tunnel, the same number and address."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
         self.local_port = port
+        self.local_host = "127.0.0.1" if host == "localhost" else host
 
     async def close(self) -> None:
         return None
@@ -293,7 +294,7 @@ class LocalTransport:
         self._procs.discard(proc)
 
     async def forward(self, port: int, host: str = "127.0.0.1") -> DirectForward | None:
-        return DirectForward(port) if is_loopback(host) else None
+        return DirectForward(port, host) if is_loopback(host) else None
 
     def no_forward_reason(self, host: str) -> str:
         return f"{host} is not this machine's loopback"

@@ -96,11 +96,3 @@ class AppContext:
                 self._placed.pop(next(iter(self._placed)))
             known = self._placed[id(profile)] = (profile, host, dep)
         return target_of(known[2], self.remotes) if known[2] is not None else None
-
-    def deployment(self) -> Deployment | None:
-        """The target's deployment when it spans nodes that are all connected here (the panes not yet
-        on `target()` act on it as one); None for a one-box profile."""
-        target = self.target()
-        if target is None or not target.multi or target.unreachable:
-            return None
-        return target.deployment

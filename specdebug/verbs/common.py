@@ -18,7 +18,7 @@ import math
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO, cast, overload
 
 from specdebug.core.sanitize import visible
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from specdebug.core.boxjournal import BoxJournal
     from specdebug.core.journal import Journal
     from specdebug.core.profiles import Profile
+    from specdebug.core.target import Target
     from specdebug.remote.api import Connection, Remote
 
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
@@ -243,6 +244,58 @@ async def open_remote(
         await remote.close()
 
 
+@asynccontextmanager
+async def open_target(
+    args: argparse.Namespace,
+    profile: Profile,
+    *,
+    partial: bool = False,
+    one_node: bool = False,
+    helper: bool = True,
+    host: str | None = None,
+) -> AsyncIterator[Target]:
+    """The verbs' one way to the server the user named (core.target.open_target with `open_remote`
+    as the connector): a one-box profile is one node on HOST, a deployment every node (HOST, if
+    given, its leader).  A profile that cannot be placed as asked is one line and exit 2; a node
+    that cannot be reached is open_remote's line and exit, except with `partial` (stop, status: the
+    other nodes are still acted on).  one_node: HOST names the one node acted on (any node of a
+    deployment; none: the leader).  host: the HOST when the verb's arguments name it otherwise
+    (grep's HOST:PATH)."""
+    from specdebug.core.deployment import DeploymentError
+    from specdebug.core.target import open_target as place_and_connect
+
+    def connect(host: str) -> AbstractAsyncContextManager[Remote]:
+        return open_remote(args, host, helper=helper)
+
+    try:
+        async with place_and_connect(
+            profile,
+            host or getattr(args, "host", None),
+            connect,
+            ssh_config=getattr(args, "ssh_config", None),
+            partial=(VerbExit,) if partial else (),
+            one_node=one_node,
+        ) as target:
+            yield target
+    except DeploymentError as exc:  # placing it (before any connection), or a node's refusal
+        err(str(exc))
+        raise VerbExit(2, str(exc)) from exc
+
+
+def node_profile(args: argparse.Namespace, profile: Profile) -> Profile:
+    """The profile as the node on HOST runs it (any node of a deployment; none: its leader), before
+    connecting: what a verb that reads its session first (spec) keys its records by.  A HOST that
+    is no node of the deployment is one line and exit 2 (open_target's one_node says the same)."""
+    from specdebug.core.deployment import DeploymentError, place_one
+
+    try:
+        placed = place_one(profile, getattr(args, "host", None), ssh_config=getattr(args, "ssh_config", None))
+    except DeploymentError as exc:
+        err(str(exc))
+        raise VerbExit(2, str(exc)) from exc
+    return placed.leader.profile
+
+
 def box_session(arg: str | None) -> str | None:
     """--session (else $SPECDEBUG_SESSION) `box:NAME` -> NAME, None for a local folder; a bad name: exit 2.
 
@@ -418,9 +471,10 @@ def interrupted_lines(
     import shlex
 
     cmd = ["specdebug", "stop"] + (["-F", args.ssh_config] if getattr(args, "ssh_config", None) else [])
-    cmd += [args.host, "-c", args.profile or profile.name]
+    cmd += ([args.host] if args.host else []) + ["-c", args.profile or profile.name]
     where = ", ".join(x for x in (f"PID {pid}" if pid else "", f"port {profile.server.port}") if x)
+    on = args.host or "its nodes"  # a deployment's verb may leave HOST out
     return [
-        f"interrupted: {profile.name} keeps running on {args.host} ({where}); stop it with: {shlex.join(cmd)}",
+        f"interrupted: {profile.name} keeps running on {on} ({where}); stop it with: {shlex.join(cmd)}",
         f"not recorded: {not_recorded}",
     ]

@@ -1,5 +1,9 @@
 """`specdebug env`: did the env reach the workers?  Per worker PID, per variable, with proof.
 
+With -c the workers are the profile's target's (verbs.common.open_target: one node on HOST, or
+every node of a `[deployment]`), checked by core.deployment.node_env.target_env; a multi-node target
+adds a block per node and the NCCL transport proof (JSON: `nodes`, `transport`).
+
 Exit codes: 0 every expected variable is ok on every worker (from the worker's own environ or an
 NCCL 'set by environment' line of that PID); 1 any is missing, different or unverifiable (a launcher
 value alone is inference, not proof), no workers were found, or the profile's server is not
@@ -13,10 +17,11 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import TYPE_CHECKING, Any
 
-from specdebug.core.env.events import EnvDone, EnvProcessesFound
+from specdebug.core.env.events import EnvDone, EnvEvent, EnvProcessesFound
 from specdebug.core.env.model import DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv, VarCheck
-from specdebug.core.env.probe import ServerNotRunning, env_events, query_for_profile
+from specdebug.core.env.probe import NOT_RUNNING_HINT, env_events
 from specdebug.core.sanitize import visible
 from specdebug.remote.shell import is_env_name
 from specdebug.verbs.common import (
@@ -25,11 +30,19 @@ from specdebug.verbs.common import (
     err,
     load_profile_or_exit,
     open_remote,
+    open_target,
     out,
     print_json,
     progress,
     run_verb,
 )
+
+if TYPE_CHECKING:
+    from specdebug.core.deployment import Node
+    from specdebug.core.deployment.nccl import TransportProof
+    from specdebug.core.deployment.node_env import NodeEnv
+    from specdebug.core.profiles import Profile
+    from specdebug.core.target import Target
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -98,48 +111,39 @@ async def run_env(args: argparse.Namespace) -> int:
     if args.show_secrets:
         err("warning: --show-secrets prints secret-looking values (tokens, keys, passwords) in clear")
     prefixes = args.prefix or list(DEFAULT_PREFIXES)
-    if profile is not None and profile.deployment is not None:
-        from specdebug.verbs.env_nodes import run_env_nodes
-
-        return await run_env_nodes(args, profile, expect, prefixes)
+    if profile is not None:
+        return await _env_of_target(args, profile, expect, prefixes)
     if not args.host:
         err("env: give the HOST (or -c PROFILE of a profile with [deployment] naming its nodes)")
         raise VerbExit(2)
+    query = EnvQuery(
+        pids=args.pid or [],
+        match=args.match,
+        expected=expect,
+        expect_from_launcher=args.expect_from_launcher,
+        prefixes=prefixes,
+        log_path=args.log,
+        show_secrets=args.show_secrets,
+    )
+    report: EnvReport | None = None
+    show_progress = sys.stderr.isatty()
     async with open_remote(args) as remote:
-        if profile is not None:
-            try:
-                query = await query_for_profile(
-                    remote,
-                    profile,
-                    expect=expect,
-                    expect_from_launcher=args.expect_from_launcher,
-                    prefixes=prefixes,
-                    log_path=args.log,
-                    show_secrets=args.show_secrets,
-                    all_matching=args.all_matching,
-                )
-            except ServerNotRunning as exc:
-                return not_running(args, profile.name, args.host, exc)
-        else:
-            query = EnvQuery(
-                pids=args.pid or [],
-                match=args.match,
-                expected=expect,
-                expect_from_launcher=args.expect_from_launcher,
-                prefixes=prefixes,
-                log_path=args.log,
-                show_secrets=args.show_secrets,
-            )
-        report: EnvReport | None = None
-        show_progress = sys.stderr.isatty()
         async for ev in env_events(remote, query):
-            if isinstance(ev, EnvProcessesFound) and show_progress:
-                progress(ev.describe())
-            elif isinstance(ev, EnvDone):
+            _progress(show_progress, ev)
+            if isinstance(ev, EnvDone):
                 report = ev.report
-        if show_progress:
-            out(file=sys.stderr)  # end the progress line
     assert report is not None  # env_events ends in EnvDone
+    return _one_report(args, report, show_progress)
+
+
+def _progress(show: bool, ev: EnvEvent) -> None:
+    if show and isinstance(ev, EnvProcessesFound):
+        progress(ev.describe())
+
+
+def _one_report(args: argparse.Namespace, report: EnvReport, shown_progress: bool) -> int:
+    if shown_progress:
+        out(file=sys.stderr)  # end the progress line
     if args.json:
         print_json(report)
     else:
@@ -151,7 +155,38 @@ async def run_env(args: argparse.Namespace) -> int:
     return report.summary.exit_code
 
 
-def not_running(args: argparse.Namespace, profile: str, host: str, exc: ServerNotRunning) -> int:
+async def _env_of_target(
+    args: argparse.Namespace, profile: Profile, expect: dict[str, str], prefixes: list[str]
+) -> int:
+    """The profile's target checked (core.deployment.node_env.target_env): one node's report as
+    one box's, a deployment's per node with the transport proof."""
+    from specdebug.core.deployment.node_env import target_env
+
+    show_progress = sys.stderr.isatty()
+
+    def on_event(node: Node, ev: EnvEvent) -> None:
+        _progress(show_progress, ev)
+
+    async with open_target(args, profile) as target:
+        envs, proof = await target_env(
+            target,
+            expect=expect,
+            expect_from_launcher=args.expect_from_launcher,
+            prefixes=prefixes,
+            show_secrets=args.show_secrets,
+            all_matching=args.all_matching,
+            log_path=args.log,
+            on_event=on_event if not target.multi else None,
+        )
+    if target.multi:
+        return _nodes_report(args, target, envs, proof)
+    got = envs[0]
+    if got.report is None:
+        return not_running(args, profile.name, target.leader.host, got.problem or "", got.hint)
+    return _one_report(args, got.report, show_progress)
+
+
+def not_running(args: argparse.Namespace, profile: str, host: str, problem: str, hint: str | None) -> int:
     """The profile's server is not running: said so (JSON too), exit 1; nothing else is looked at."""
     if args.json:
         print_json(
@@ -159,14 +194,14 @@ def not_running(args: argparse.Namespace, profile: str, host: str, exc: ServerNo
                 "profile": profile,
                 "host": host,
                 "running": False,
-                "error": str(exc),
-                "hint": exc.hint,
+                "error": problem,
+                "hint": hint,
                 "exit_code": 1,
             }
         )
-    err(f"env: {exc}")
-    if exc.hint:
-        err(f"hint: {exc.hint}")
+    err(f"env: {problem}")
+    if hint:
+        err(f"hint: {hint}")
     return 1
 
 
@@ -232,4 +267,84 @@ def format_report(report: EnvReport, host: str) -> str:
         lines += ["", f"{s.verdict}: {s.workers} processes, not this profile's server (no verdict)"]
         return "\n".join(lines)
     lines += ["", f"verdict: {s.verdict}" + (f" ({counts})" if counts else "")]
+    return "\n".join(lines)
+
+
+def _nodes_report(
+    args: argparse.Namespace, target: Target, envs: list[NodeEnv], proof: TransportProof | None
+) -> int:
+    """A deployment's check: a block per node, the transport proof; JSON `nodes` and `transport`."""
+    profile = target.profile
+    rows: list[dict[str, Any]] = []
+    code = 0
+    for g in envs:
+        row: dict[str, Any] = {
+            "host": g.node.host,
+            "rank": g.node.rank,
+            "running": g.running,
+            "problem": g.problem,
+        }
+        if g.report is not None:
+            row.update(g.report.model_dump(mode="json"))
+            code = max(code, g.report.summary.exit_code)
+        else:
+            code = max(code, 1)
+        rows.append(row)
+    if proof is not None and proof.failures:
+        code = max(code, 1)
+    running = any(g.running for g in envs)
+    if args.json:
+        print_json(
+            {
+                "profile": profile.name,
+                "exit_code": code,
+                "running": running,
+                "box_wide": bool(args.all_matching),
+                "nodes": rows,
+                "transport": proof.model_dump(mode="json") if proof is not None else None,
+            }
+        )
+    elif running:
+        for g in envs:
+            out(f"== node {g.node.rank} {g.node.host}")
+            out(format_report(g.report, g.node.host) if g.report is not None else f"  {g.problem}")
+            out()
+        if proof is not None:
+            out(format_transport(proof))
+    if not running:
+        err(f"env: {profile.name} is not running on any of its {len(envs)} nodes")
+    for g in envs:
+        if g.problem:
+            err(f"env: {g.node.host}: {g.problem}")
+        for reason in g.report.summary.reasons if g.report is not None else []:
+            err(f"env: {g.node.host}: {reason}")
+    for failure in proof.failures if proof is not None else []:
+        err(f"env: transport: {failure}")
+    if not running:
+        err(f"hint: {NOT_RUNNING_HINT}")
+    if code == 2:
+        raise VerbExit(2)
+    return code
+
+
+def format_transport(proof: TransportProof) -> str:
+    lines = [f"transport: {proof.verdict} ({visible(proof.reason)})  [{proof.source}]"]
+    for e in proof.edges[:40]:
+        where = f"{e.src_node or '?'} -> {e.dst_node or '?'}"
+        lines.append(
+            f"  {e.node} pid {e.pid}: {e.src}->{e.dst} ({where}) {e.direction or ''} via {visible(e.via)}"
+        )
+    if len(proof.edges) > 40:
+        lines.append(f"  ... {len(proof.edges) - 40} more edges (--json has them all)")
+    for node, counts in proof.intra_node.items():
+        lines.append(
+            f"  intra-node on {visible(node)}: " + ", ".join(f"{n} {t}" for t, n in sorted(counts.items()))
+        )
+    if proof.expected is not None:
+        verdict = "FAILED" if proof.failures else "met"
+        lines.append(f"  expected (profile [deployment] expect_transport): {proof.expected}: {verdict}")
+        lines += [f"  expectation failed: {visible(f)}" for f in proof.failures]
+    lines += [f"  finding: {visible(f)}" for f in proof.findings]
+    if proof.hint:
+        lines.append(f"  to prove it: {proof.hint}")
     return "\n".join(lines)

@@ -1,5 +1,9 @@
 """`specdebug grep HOST:PATH -e REGEX ...`: matching lines of a log on the box, as they come.
 
+With -c PROFILE the logs are its target's (core.logs.matches.follow_target_logs): without HOST:PATH
+every node's log of a `[deployment]` at once, each line tagged with its node (JSON key `node`;
+text `NODE: line`); with HOST:PATH that file on its node.
+
 The regexes (Python syntax, named captures become `fields`) are applied on the box by the
 follow agent, so only matching lines cross the network. `--follow` keeps following (like
 `tail -F | grep`), resuming at the exact byte offset after a reconnect; without it the file is
@@ -11,30 +15,40 @@ be read, 2 usage/pattern error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
+from collections.abc import AsyncGenerator, AsyncIterator
 from json.encoder import encode_basestring_ascii as _quote
+from typing import TYPE_CHECKING, Any
 
 from specdebug.core.limits import open_regular_file, truncation_note
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.location import split_host_path
-from specdebug.core.logs.parser import LogParser, PatternError, PlainMatch
+from specdebug.core.logs.parser import LogParser, PatternError, PlainMatch, PlainRun
+from specdebug.core.logs.runtext import run_text
 from specdebug.core.logs.scan import iter_capped_lines
 from specdebug.core.sanitize import visible
 from specdebug.core.secrets import Scrubber
 from specdebug.engines import ENGINES, PACK_NAMES
 from specdebug.remote.api import RemoteError
 from specdebug.verbs.common import (
+    VerbExit,
     add_ssh_args,
     err,
     json_text,
     load_profile_or_exit,
+    open_remote,
+    open_target,
     out,
     out_block,
     print_json,
     run_verb,
 )
 from specdebug.verbs.scan import LOG_HELP, match_json
+
+if TYPE_CHECKING:
+    from specdebug.remote.api import Remote
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -88,9 +102,11 @@ def _write(lines: list[str]) -> None:
     lines.clear()
 
 
-def _match_text(m: LogMatch | PlainMatch, as_json: bool) -> str:
+def _match_text(m: LogMatch | PlainMatch | PlainRun, as_json: bool) -> str:
     """One output line. Plain matches (no pack fields) are formatted directly: the same text as
     json.dumps(match_json(m)), without building the dict (grep --follow --json at high rates)."""
+    if isinstance(m, PlainRun):
+        return run_text(m, as_json)
     if not as_json:  # box text: control characters shown, never emitted
         if m.truncated is not None:
             return f"{visible(m.line, newlines=False)} {truncation_note(len(m.line.encode()), m.truncated)}\n"
@@ -126,8 +142,6 @@ def _emit(item: LogMatch | PlainMatch | LogEvent, as_json: bool) -> bool:
 @run_verb
 async def grep(args: argparse.Namespace) -> int:
     """`specdebug grep ... | head` ending early is handled once for every verb in cli._finish."""
-    from specdebug.verbs.common import VerbExit, open_remote
-
     if not args.patterns and not args.pack:
         err("grep: give at least one -e REGEX (or --pack to select the pack's lines)")
         raise VerbExit(2)
@@ -153,60 +167,121 @@ async def grep(args: argparse.Namespace) -> int:
     except PatternError as exc:
         err(str(exc))
         raise VerbExit(2, str(exc)) from exc
-    if args.log is None:
-        if prof is None or prof.deployment is None:
-            err("grep: give HOST:PATH (or -c PROFILE of a profile with [deployment]: every node's log)")
-            raise VerbExit(2)
-        from specdebug.verbs.grep_nodes import grep_nodes
-
-        return await grep_nodes(args, prof, make_parser)
-    host, path = split_host_path(args.log)
-    found = False
-    if host is None:
-        if args.follow:
-            err("grep --follow needs HOST:PATH (a file on a box)")
-            raise VerbExit(2)
-        try:
-            f = open_regular_file(path)
-        except OSError as exc:
-            err(f"cannot read {path}: {exc.strerror or exc}")
-            return 1
-        with f:
-            chunks = iter(lambda: f.read(1 << 20), b"")
-            for lineno, (offset, line, full) in enumerate(iter_capped_lines(chunks), 1):
-                m = parser.parse(line, offset=offset, lineno=lineno, truncated=full)
-                if m is not None:
-                    found |= _emit(m, args.json)
-        _report_cut(parser, set())
-        return 0 if found else 1
-
-    from specdebug.core.logs.matches import follow_match_batches
-
+    host, path = split_host_path(args.log) if args.log is not None else (None, None)
+    if args.log is None and prof is None:
+        err("grep: give HOST:PATH (or -c PROFILE of a profile with [deployment]: every node's log)")
+        raise VerbExit(2)
+    if host is None and path is not None:
+        return _grep_local(args, parser, path)
     gc.freeze()  # what import left behind is never garbage: keep collections of new matches cheap
-    failed = False
-    async with open_remote(args, host) as remote:
-        from specdebug.core.profiles.paths import box_path
+    if prof is None:
+        assert host is not None and path is not None
+        async with open_remote(args, host) as remote:
+            return await _show(args, _one_file(remote, path, parser, args), multi=False)
+    # the profile's target: every node's log (no HOST:PATH), or the file HOST:PATH on its node
+    from specdebug.core.logs.matches import follow_target_logs
 
+    async with open_target(args, prof, host=host, one_node=host is not None) as target:
+        stream = follow_target_logs(
+            target,
+            make_parser,
+            from_start=args.from_start or not args.follow,
+            once=not args.follow,
+            path=path,
+            runs=True,
+        )
+        return await _show(args, stream, multi=target.multi)
+
+
+def _grep_local(args: argparse.Namespace, parser: LogParser, path: str) -> int:
+    if args.follow:
+        err("grep --follow needs HOST:PATH (a file on a box)")
+        raise VerbExit(2)
+    try:
+        f = open_regular_file(path)
+    except OSError as exc:
+        err(f"cannot read {path}: {exc.strerror or exc}")
+        return 1
+    found = False
+    with f:
+        chunks = iter(lambda: f.read(1 << 20), b"")
+        for lineno, (offset, line, full) in enumerate(iter_capped_lines(chunks), 1):
+            m = parser.parse(line, offset=offset, lineno=lineno, truncated=full)
+            if m is not None:
+                found |= _emit(m, args.json)
+    _report_cut(parser, set())
+    return 0 if found else 1
+
+
+async def _one_file(
+    remote: Remote, path: str, parser: LogParser, args: argparse.Namespace
+) -> AsyncGenerator[tuple[str, list[Any] | RemoteError], None]:
+    """A file on a box named without a profile: its blocks, as the target's stream gives them."""
+    from specdebug.core.logs.matches import follow_match_batches
+    from specdebug.core.profiles.paths import box_path
+
+    try:
         path = await box_path(remote, path)  # `~/...` as every verb reads it
-        try:
-            async for batch in follow_match_batches(
-                remote, path, parser, from_start=args.from_start or not args.follow, once=not args.follow
-            ):
-                out: list[str] = []
-                for item in batch:
-                    if isinstance(item, LogEvent):
-                        failed |= item.kind == "error"
-                        if out:  # keep stdout and stderr in order
-                            _write(out)
-                        _emit(item, args.json)
-                    else:
-                        out.append(_match_text(item, args.json))
-                        found = True
-                if out:
-                    _write(out)
-        except RemoteError as exc:
-            err(str(exc))
-            return 1
+        async for batch in follow_match_batches(
+            remote,
+            path,
+            parser,
+            from_start=args.from_start or not args.follow,
+            once=not args.follow,
+            runs=True,
+        ):
+            yield remote.name, batch
+    except RemoteError as exc:
+        yield remote.name, exc
+
+
+def _tagged(host: str, item: Any, as_json: bool) -> str:
+    if isinstance(item, PlainRun):  # a block of plain lines: each line names its node
+        text = run_text(item, as_json).splitlines(keepends=True)
+        head = '{"node": ' + json.dumps(host) + ", " if as_json else f"{visible(host)}: "
+        return "".join(head + (line[1:] if as_json else line) for line in text)
+    if as_json:
+        return json_text({"node": host, **match_json(item)}) + "\n"
+    return f"{visible(host)}: {visible(item.line, newlines=False)}\n"
+
+
+async def _show(
+    args: argparse.Namespace, stream: AsyncGenerator[tuple[Any, Any], None], *, multi: bool
+) -> int:
+    """Print the blocks as they come; on a multi-node target every line and event names its node."""
+    async with contextlib.aclosing(stream):
+        return await _show_all(args, stream, multi=multi)
+
+
+async def _show_all(args: argparse.Namespace, stream: AsyncIterator[tuple[Any, Any]], *, multi: bool) -> int:
+    found = failed = False
+    async for who, batch in stream:
+        host = who if isinstance(who, str) else who.host
+        if isinstance(batch, RemoteError):
+            err(f"{host}: {batch}" if multi else str(batch))
+            if not multi:
+                return 1
+            failed = True
+            continue
+        lines: list[str] = []
+        for item in batch:
+            if isinstance(item, LogEvent):
+                failed |= item.kind == "error"
+                if lines:  # keep stdout and stderr in order
+                    _write(lines)
+                if not multi:
+                    _emit(item, args.json)
+                elif item.kind in ("opened", "ended", "resumed"):
+                    continue
+                elif args.json:
+                    print_json({"node": host, **item.model_dump(mode="json")})
+                else:
+                    err(f"{host}: {item.path}: {item.kind}" + (f": {item.detail}" if item.detail else ""))
+                continue
+            lines.append(_tagged(host, item, args.json) if multi else _match_text(item, args.json))
+            found = True
+        if lines:
+            _write(lines)
     if failed and not found:
         return 1
     return 0 if (found or args.follow) else 1

@@ -16,6 +16,7 @@ The engine scenarios drive `Bisection` in-process, as the Bisect pane does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from specdebug.core.bisect import run as bisect_run
 from specdebug.core.bisect.models import (
     TRIAL_EVENT,
     BisectOptions,
@@ -201,7 +203,12 @@ def scenarios(sshd, tmp_path_factory):
     thread = threading.Thread(target=cli, name="bisect-cli")
     thread.start()
     try:
-        results.update(asyncio.run(engine_scenarios(sshd, tmp)))
+        # four bisections share this box at once to save time (one box of a real GPU machine would
+        # refuse the second: core/bisect/boxlock.py, tested in tests/security): the CLI run takes the
+        # lock, the in-process ones run without it
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(bisect_run, "hold_box", _no_lock)
+            results.update(asyncio.run(engine_scenarios(sshd, tmp)))
         thread.join(400)
         yield results
     finally:
@@ -209,6 +216,11 @@ def scenarios(sshd, tmp_path_factory):
             f"{tag}{side}" for tag in ("bx7-", "bxpair-", "bxnoise-", "bxfault-") for side in ("good", "bad")
         ]
         forget_records(sshd, names, sorted(p.parent for p in tmp.rglob("events.jsonl")))
+
+
+@contextlib.asynccontextmanager
+async def _no_lock(*args, **kwargs):
+    yield
 
 
 def told(result) -> str:
@@ -343,8 +355,9 @@ def test_failed_start_skip_then_bad(scenarios) -> None:
     result_bad = faults["events_bad"][-1].result
     assert result_bad.verdict == "several", told(result_bad)
     assert result_bad.culprits == ["--mem-fraction-static", "--disable-cuda-graph"], told(result_bad)
-    # the OOM knob alone, the rest, the good end again, the harmless flag (+ repeats within the noise)
-    assert 4 <= result_bad.launches <= 7
+    # what the first bisection measured is reused (the knobs one at a time, issue 39); the rest, the good
+    # end again, repeats within the noise at most
+    assert 1 <= result_bad.launches <= 7
     cached_fail = next(t for t in result_bad.trials if t.fingerprint == failed.fingerprint)
     assert cached_fail.cached and cached_fail.judged == "bad"
     journal, good = faults["journal"], faults["good"]

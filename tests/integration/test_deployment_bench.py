@@ -17,8 +17,9 @@ from specdebug.core.bisect.deploytrial import run_deployment_trial
 from specdebug.core.bisect.models import Measurement, Role, Settings, Status
 from specdebug.core.bisect.trial import Nodes, TrialSpec
 from specdebug.core.deployment import place
-from specdebug.core.deployment.control import deployment_status
+from specdebug.core.deployment.status import target_status
 from specdebug.core.profiles import load_profile
+from specdebug.core.target import target_of
 from tests.bisectprofiles import BASE, NCCL
 from tests.boxes import ssh_box
 from tests.cluster_harness import Cluster, cluster_fixture, leftovers_fixture
@@ -163,7 +164,7 @@ def test_a_trial_whose_node_fails_is_a_failed_start_naming_it(
                 applied=[], settings=Settings(requests=2, output_len=150, concurrency=1, input_len=32),
             )  # fmt: skip
             out = [x async for x in run_deployment_trial(nodes, spec)]
-            st = await deployment_status(remotes, nodes.place(prof))
+            st = await target_status(target_of(nodes.place(prof), remotes))
             return [*out, st]
         finally:
             for r in remotes.values():

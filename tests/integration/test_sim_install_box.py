@@ -44,14 +44,15 @@ DEBIAN_BASHRC = (
 
 
 @contextlib.contextmanager
-def plain_sshd() -> Iterator:
+def plain_sshd(listen: tuple[str, ...] = ("127.0.0.1",)) -> Iterator:
     """The real sshd as a box has it: sessions get sshd's own PATH and a first-level bash (which reads
     ~/.bashrc), not the harness's fixture PATH and SHLVL=1 (its first SetEnv wins); in a folder
-    every box user can pass through (boxusers.users_sshd)."""
+    every box user can pass through (boxusers.users_sshd).  `listen`: its loopback addresses (the
+    README's two-node recipe logs in at 127.0.0.2 and 127.0.0.3)."""
     root = Path(tempfile.mkdtemp(prefix="sdbox-sshd-", dir="/tmp"))
     os.chmod(root, 0o711)
     tag = f" {TAG_VAR}={os.environ[TAG_VAR]}" if os.environ.get(TAG_VAR) else ""
-    server = start_sshd(root / "sshd", extra_config=(f"SetEnv SPECDEBUG_TEST_SSHD=1{tag}",))
+    server = start_sshd(root / "sshd", extra_config=(f"SetEnv SPECDEBUG_TEST_SSHD=1{tag}",), listen=listen)
     os.chmod(root / "sshd", 0o711)
     try:
         yield server
@@ -87,6 +88,28 @@ def _example_on_port(tmp_path: Path, port: int) -> Path:
     return path
 
 
+def _taken_port_names_a_port_of_the_users_block(user, profile: Path) -> None:
+    """Another user (root, this test) holds the profile's port: the box user's launch is refused before
+    anything starts, naming whose the port is and a free port of the block install-box gave this user
+    (issue 41: the examples' fixed ports collide for two users of one box)."""
+    import re
+    import socket
+    import tomllib
+
+    from specdebug.sim.box.install import user_ports
+
+    port = tomllib.loads(profile.read_text())["server"]["port"]
+    low, high = user_ports(user.uid)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", port))
+        held.listen()
+        r = cli(user, "launch", user.alias, "-c", str(profile), timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"port {port} is in use by another user's process: root (uid 0)" in r.stderr, r.stderr
+    m = re.search(r"(\d+) is free on the box now \(this login's \$SPECDEBUG_SIM_PORTS block\)", r.stderr)
+    assert m is not None and low <= int(m.group(1)) < high, r.stderr
+
+
 def test_second_user_installs_a_sim_box_and_specdebug_launches_an_example_through_sshd(
     tmp_path: Path,
 ) -> None:
@@ -112,6 +135,7 @@ def test_second_user_installs_a_sim_box_and_specdebug_launches_an_example_throug
         assert [g["name"] for g in gpus] == ["NVIDIA H200"] * 8, gpus
 
         profile = _example_on_port(tmp_path, free_port())
+        _taken_port_names_a_port_of_the_users_block(user, profile)
         try:
             r = cli(user, "launch", user.alias, "-c", str(profile), "--wait", timeout=300)
             assert r.returncode == 0, r.stdout + r.stderr

@@ -149,12 +149,14 @@ async def test_found_server_still_starting_turns_ready_when_healthy(monkeypatch)
 
     monkeypatch.setattr(pane_module.server_control, "liveness", liveness)
     app = StartupApp(upto=0, finish=False)
+    app.ctx.remotes = {"box": StillRemote("box")}  # the target: the profile on this (frozen) box
     async with app.run_test(size=(130, 40)) as pilot:
         pane = app.query_one(StartupPane)
+        pane.workers.cancel_group(pane, "startup-run")  # its status check waits on a box that never answers
         pane.MONITOR_S = 0.05
         pane.apply_status(running_status(pane.profile, None))
         assert pane.state == "running"
-        task = asyncio.create_task(pane._monitor(None, pane.record, pane.profile))  # noqa: SLF001
+        task = asyncio.create_task(pane._watch_live(pane.ctx.target(), pane.watched()))  # noqa: SLF001
         await until(pilot, lambda: pane.state == "ready", 30)
         task.cancel()
         assert pane.state == "ready"

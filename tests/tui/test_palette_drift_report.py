@@ -34,8 +34,12 @@ def _shown(app: SpecdebugApp) -> list[str]:
 async def test_the_report_entry_shows_what_the_report_verb_prints(tmp_path: Path, capsys) -> None:
     session = tmp_path / "session"
     journal = Journal(session)
-    journal.append(BenchResultRecord(result=result("baseline", 89.1, "2", {}).model_copy(update={"host": "box"})))
-    journal.append(BenchResultRecord(result=result("eagle3", 93.9, "3", {}).model_copy(update={"host": "box"})))
+    journal.append(
+        BenchResultRecord(result=result("baseline", 89.1, "2", {}).model_copy(update={"host": "box"}))
+    )
+    journal.append(
+        BenchResultRecord(result=result("eagle3", 93.9, "3", {}).model_copy(update={"host": "box"}))
+    )
     assert await asyncio.to_thread(main, ["report", "--session", str(session)]) == 0  # its own loop
     printed = capsys.readouterr().out.splitlines()
     app = SpecdebugApp(AppContext(remotes={"box": StillRemote("box")}, selected="box", journal=journal))

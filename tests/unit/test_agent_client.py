@@ -57,3 +57,50 @@ def test_a_socket_path_too_long_for_the_kernel_means_no_agent(tmp_path):
 
     assert socket_path(tmp_path / ("d" * 120)) is None
     assert socket_path(tmp_path.__class__("/tmp")) is not None
+
+
+def test_the_settings_a_verb_reads_from_the_caller_pick_another_agent():
+    """Slurm's and kubectl's settings and the login name change what a verb does (issue 43: an agent
+    started without SLURM_CONF answered `probe slurm:JOB` for a caller that had one)."""
+    from specdebug.agent.paths import caller_env, env_differences
+
+    base = {"HOME": "/home/a", "PATH": "/bin"}
+    for key, value in (
+        ("SLURM_CONF", "/etc/slurm/other.conf"),
+        ("KUBECONFIG", "/k"),
+        ("USER", "b"),
+        ("SQUEUE_FORMAT", "%i"),
+    ):
+        assert env_fingerprint(base) != env_fingerprint(dict(base, **{key: value})), key
+    assert env_differences(caller_env(base), caller_env(dict(base, SLURM_CONF="/x"))) == ["SLURM_CONF"]
+
+
+def test_the_login_key_is_what_the_alias_resolves_to(tmp_path):
+    """Two names for one login share a key; re-pointing a name changes its key (as ssh -G sees it)."""
+    import argparse
+
+    from specdebug.agent.pool import connection_key
+
+    cfg = tmp_path / "ssh_config"
+    body = "Host a b\n  HostName 10.0.0.1\n  User u\n  Port 2222\n  IdentityFile /k/id\n"
+    cfg.write_text(body)
+    args = argparse.Namespace(ssh_config=str(cfg))
+    assert connection_key("a", args) == connection_key("b", args)
+    assert connection_key("a", args)[1:5] == ("u", "10.0.0.1", 2222, ("/k/id",))
+    assert connection_key("u@10.0.0.1:2222", args)[1:4] == ("u", "10.0.0.1", 2222)
+    cfg.write_text(body.replace("Port 2222", "Port 2223"))
+    assert connection_key("a", args)[3] == 2223
+    cfg.write_text(body.replace("/k/id", "/k/other"))
+    assert connection_key("a", args)[4] == ("/k/other",)
+    assert connection_key("slurm:12", args)[:2] == ("slurm", "slurm:12")
+
+
+def test_an_agent_of_other_code_or_interpreter_says_which():
+    from specdebug.agent.paths import code_identity
+    from specdebug.agent.server import _identity_difference
+
+    mine = code_identity()
+    assert _identity_difference(mine, dict(mine, version="0.0.9")).endswith("the caller 0.0.9")
+    assert "under /other/python" in _identity_difference(mine, dict(mine, python="/other/python 3.12.1"))
+    assert _identity_difference(mine, dict(mine, code="0" * 16)) == "its code changed since it started"
+    assert code_identity() == mine  # stable while nothing changes

@@ -79,3 +79,18 @@ async def test_ends_whose_settling_is_far_beyond_the_repeats_stop_repeating(
 @pytest.fixture(autouse=True)
 def _no_box_state(box_state_dir: Path) -> None:
     """The trial runner is a stand-in here: nothing is launched, nothing recorded on the box."""
+
+
+def test_a_small_set_is_searched_one_knob_at_a_time_until_its_effect_is_explained() -> None:
+    """Issue 39: several culprits among a few knobs cost more launches than one knob at a time (a half,
+    then its members).  A set of 3 is measured knob by knob; once the members measured explain its
+    effect, the rest is cleared unmeasured (shares add): two culprits of 3 in 2 questions and the
+    confirmation besides the bad end (was 4), one culprit in the middle of 3 in 2, its own reading the
+    confirmation (was 3)."""
+    plan, launches = drive(3, lambda q: 0.5 * (0 in q) + 0.5 * (1 in q))
+    r = plan.result
+    assert r.verdict == "several" and r.culprits == {0, 1} and r.confirmed, r
+    assert frozenset({0, 1}) not in plan.readings and launches == 4
+    plan, launches = drive(3, single(1))
+    assert plan.result.culprits == {1} and plan.result.confirmed and launches == 3
+    assert frozenset({2}) not in plan.readings

@@ -7,8 +7,8 @@ from specdebug.core.control.actions import ServerStatus
 from specdebug.core.control.events import ServerState
 from specdebug.core.control.records import ServerRecord
 from specdebug.core.deployment import place
-from specdebug.core.deployment.control import DeploymentStatus
 from specdebug.core.deployment.monitor import DeploymentMonitor
+from specdebug.core.deployment.status import DeploymentStatus
 from specdebug.core.deployment.tracker import NodeSummary
 from specdebug.core.profiles import load_profile
 

@@ -67,7 +67,7 @@ def test_agent_waits_for_acks_and_ends_at_stdin_eof(tmp_path: Path) -> None:
             more = read_for(proc, 5.0, quiet=0.1)
             total += len(more)
         total += len(read_for(proc, 5.0))  # the rest, up to its EOF
-        assert proc.wait(10) == 0
+        assert proc.wait(60) == 0  # a deadline, not a clock: a busy machine starts python slowly
         assert total >= log.stat().st_size  # every line went out once acked
     finally:
         proc.kill()
@@ -77,4 +77,4 @@ def test_agent_waits_for_acks_and_ends_at_stdin_eof(tmp_path: Path) -> None:
     assert proc.stdin is not None
     read_for(proc, 1.0)
     proc.stdin.close()
-    assert proc.wait(10) == 0  # ended by stdin's EOF, not left behind
+    assert proc.wait(60) == 0  # ended by stdin's EOF, not left behind

@@ -259,3 +259,11 @@ def _group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+async def test_a_direct_forward_is_reached_at_the_boxs_own_address() -> None:
+    """A server bound to 127.0.0.3 (a loopback node's --host) is reached there, not at 127.0.0.1."""
+    from specdebug.transport.local import LocalTransport
+
+    fwd = await LocalTransport().forward(4321, "127.0.0.3")
+    assert fwd is not None and (fwd.local_host, fwd.local_port) == ("127.0.0.3", 4321)

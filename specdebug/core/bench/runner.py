@@ -32,6 +32,7 @@ from specdebug.core.bench.models import BenchProgress, BenchResult, NodeGpus, ju
 from specdebug.core.control.records import file_size, this_run_offset
 from specdebug.core.drift.report import drift_warning
 from specdebug.core.drift.snapshot import snapshot_or_error
+from specdebug.core.fingerprint import url_host
 from specdebug.core.httpread import SMALL_BODY, get_bounded
 from specdebug.core.journal import EventJournal
 from specdebug.core.model import Model
@@ -45,6 +46,7 @@ from specdebug.remote.api import Remote, RemoteError
 
 if TYPE_CHECKING:
     from specdebug.core.deployment import Deployment
+    from specdebug.core.target import Target
 
 logger = logging.getLogger(__name__)
 
@@ -246,6 +248,24 @@ async def bench_events(
                 logger.debug("the abandoned benchmark ended with an error", exc_info=True)
 
 
+def target_bench_events(
+    target: Target, request: BenchRequest | None = None, *, journal: EventJournal | None = None
+) -> AsyncGenerator[BenchEvent, None]:
+    """`bench_events` on the target's leader (the node that serves the API): on a multi-node target
+    every node's GPUs are recorded and a dead or failed node refuses or fails the run (the `bench`
+    verb, the Bench pane and a bisection's trials all measure this way)."""
+    multi = target.multi
+    return bench_events(
+        target.leader_remote,
+        target.leader.profile,
+        request,
+        journal=journal,
+        host=target.leader.host,
+        nodes=dict(target.remotes) if multi else None,
+        deployment=target.deployment if multi else None,
+    )
+
+
 async def run_benchmark(
     remote: Remote,
     profile: Profile,
@@ -288,8 +308,8 @@ async def _measure(
         holder_note, measured = await check_port_holder(remote, profile)
     except NotOurServer as exc:
         raise BenchError(str(exc)) from None
-    fwd = await remote.forward_local_port(srv.port)
-    base_url = f"http://127.0.0.1:{fwd.local_port}"
+    fwd = await remote.forward_local_port(srv.port, srv.listen_host)
+    base_url = f"http://{url_host(fwd.local_host)}:{fwd.local_port}"
     window = None
     try:
         async with httpx.AsyncClient(base_url=base_url, trust_env=False) as client:
@@ -398,9 +418,10 @@ async def _measure(
 async def _nodes_before(nodes: Mapping[str, Remote], deployment: Deployment) -> str | None:
     """Before a deployment's run: a dead or failed node refuses it (its leader may still answer,
     serving nothing a benchmark should measure); a node that cannot be proven is a warning."""
-    from specdebug.core.deployment.control import deployment_status
+    from specdebug.core.deployment.status import target_status
+    from specdebug.core.target import target_of
 
-    st = await deployment_status(nodes, deployment)
+    st = await target_status(target_of(deployment, nodes))
     if st.state == "unverified":
         return f"not every node proven running before the run: {st.reason}"
     if st.state != "running":
@@ -412,9 +433,10 @@ async def _nodes_after(
     nodes: Mapping[str, Remote], deployment: Deployment, result: BenchResult, unproven: str | None
 ) -> None:
     """After the run: a node that died or failed meanwhile makes the figures a broken deployment's."""
-    from specdebug.core.deployment.control import deployment_status
+    from specdebug.core.deployment.status import target_status
+    from specdebug.core.target import target_of
 
-    st = await deployment_status(nodes, deployment)
+    st = await target_status(target_of(deployment, nodes))
     if st.state not in ("running", "unverified"):
         why = f"a node failed during the benchmark: {deployment.profile.name} is {st.state}: {st.reason}"
         result.status, result.failure_reason = "failed", why

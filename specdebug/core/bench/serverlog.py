@@ -57,19 +57,24 @@ def _parse(text: str, kind: str, patterns: Mapping[str, str]) -> tuple[dict[str,
 MIN_SE_LINES = 3  # log lines of a figure before its within-run standard error is given
 
 
-def robust_se(values: list[float]) -> float | None:
-    """The standard error of the mean of these lines, leaving out lines under half the median (a line
-    over an idle gap between requests is not the run's noise); None under MIN_SE_LINES lines left."""
+def busy_lines(values: list[float]) -> list[float]:
+    """The lines of a run that cover generation, not an idle gap: with MIN_SE_LINES or more, lines under
+    half the median are left out (SGLang divides the tokens since its last line by the time since, so the
+    line after a pause between two requests reads 7.5 beside 59-74 tok/s, by how long the client paused:
+    it made the sim's figure move 1-2 % between identical runs)."""
+    if len(values) < MIN_SE_LINES:
+        return list(values)
+    med = sorted(values)[len(values) // 2]
+    return [x for x in values if x >= med / 2]
+
+
+def mean_se(values: list[float]) -> float | None:
+    """The standard error of the mean of these lines (None under MIN_SE_LINES lines)."""
     if len(values) < MIN_SE_LINES:
         return None
-    xs = sorted(values)
-    med = xs[len(xs) // 2]
-    kept = [x for x in xs if x >= med / 2]
-    if len(kept) < MIN_SE_LINES:
-        return None
-    mean = sum(kept) / len(kept)
-    var = sum((x - mean) ** 2 for x in kept) / (len(kept) - 1)
-    return float((var / len(kept)) ** 0.5)
+    mean = sum(values) / len(values)
+    var = sum((x - mean) ** 2 for x in values) / (len(values) - 1)
+    return float((var / len(values)) ** 0.5)
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -83,13 +88,16 @@ def server_metrics(
     """Means of the server's own figures over the slice, and the error lines seen in it.
 
     The first gen-throughput sample of a slice covers the idle time before the run (SGLang divides
-    tokens since the last log line by elapsed time), so it is dropped when later samples exist.
+    tokens since the last log line by elapsed time), so it is dropped when later samples exist; so is a
+    line over a pause between requests (busy_lines).  `se`: the standard error of that mean over the
+    lines, the noise of the server's per-step figure within this run.
     """
     text = log_slice.decode("utf-8", "replace")
     series, errors = _parse(text, kind, patterns or {})
     gen = series.get("gen_throughput", [])
     if len(gen) > 1:
         gen = gen[1:]
+    gen = busy_lines(gen)
     res = ServerMetrics(
         accept_len=_mean(series.get("accept_len", [])),
         verify_ms=_mean(series.get("verify_ms", [])),
@@ -98,9 +106,9 @@ def server_metrics(
         log_bytes=len(log_slice),
     )
     res.extra = {k: m for k, v in series.items() if k not in KNOWN and (m := _mean(v)) is not None}
-    if (se := robust_se(gen)) is not None:
+    if (se := mean_se(gen)) is not None:
         res.se["gen_throughput"] = se
-    used = {**series, "gen_throughput": gen}  # the figures as averaged (the first gen sample dropped)
+    used = {**series, "gen_throughput": gen}  # the figures as averaged (idle lines dropped)
     res.what = describe_log_figures(kind, {name: used.get(name, []) for name in KNOWN})
     return res, errors
 

@@ -39,16 +39,19 @@ from specdebug.core.control.events import ServerPhase
 from specdebug.core.control.records import ServerRecord, forget_record
 from specdebug.core.deployment.control import (
     NodeEvent,
-    deployment_status,
-    launch_deployment,
-    stop_deployment,
-    watch_deployment,
+    finish_launches,
+    launch_target,
+    records_of,
+    stop_target,
+    watch_target,
 )
 from specdebug.core.deployment.place import Deployment
+from specdebug.core.deployment.status import target_status
 from specdebug.core.deployment.tracker import DeploymentVerdict
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import BisectLaunchRecord, BisectStopRecord, BisectTrialRecord
+from specdebug.core.target import target_of
 from specdebug.remote.api import Remote, RemoteError
 
 Clock = Callable[[], float]
@@ -98,7 +101,9 @@ async def run_deployment_trial(
                 yield progress(Phase.PORT, f"stopped {node.host}: {', '.join(stopped)}")
         yield progress(Phase.LAUNCH, spec.profile.name, 0.0)
         try:
-            records = await launch_deployment(remotes, dep, journal=own)
+            started = await launch_target(target_of(dep, remotes), journal=own)
+            await finish_launches(started)
+            records = records_of(started)
         except (RemoteError, LaunchRefused) as exc:  # the message names the node
             m.status, m.reason = Status.FAILED_START, f"launch failed: {exc}"
         if records and journal is not None:
@@ -112,7 +117,7 @@ async def run_deployment_trial(
             journal.append(launched, sync=True)
         if records:
             verdict = None
-            async for ev in watch_deployment(remotes, dep, records, journal=own, clock=clock):
+            async for ev in watch_target(target_of(dep, remotes), records, journal=own, clock=clock):
                 if isinstance(ev, NodeEvent) and isinstance(ev.event, ServerPhase):
                     frac = None
                     if spec.expected_startup_s:
@@ -153,7 +158,7 @@ async def run_deployment_trial(
     finally:
         if records:
             with contextlib.suppress(RemoteError, OSError):
-                res = await stop_deployment(remotes, dep, grace_s=STOP_GRACE_S, journal=own)
+                res = await stop_target(target_of(dep, remotes), grace_s=STOP_GRACE_S, journal=own)
                 if journal is not None and res.stopped:
                     journal.append(
                         BisectStopRecord(
@@ -170,7 +175,7 @@ async def _still_one(remotes: Mapping[str, Remote], dep: Deployment, m: Measurem
     """A node that died during the benchmark makes the figure not the deployment's: a failed start
     naming the node (the leader of SGLang keeps serving when a worker node dies)."""
     try:
-        st = await deployment_status(remotes, dep)
+        st = await target_status(target_of(dep, remotes))
     except RemoteError:
         return
     if st.state != "running":

@@ -19,6 +19,7 @@ from specdebug.core.bench.runner import read_slice
 from specdebug.core.bench.serverlog import KNOWN, server_metrics
 from specdebug.core.bisect.models import GateCheck
 from specdebug.core.control.records import ServerRecord, file_size
+from specdebug.core.fingerprint import url_host
 from specdebug.core.profiles import Profile
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
@@ -81,13 +82,13 @@ async def check_gate(remote: Remote, profile: Profile, record: ServerRecord, gat
     if found is None:
         check.probed = True
         with contextlib.suppress(RemoteError, OSError):
-            fwd = await remote.forward_local_port(srv.port)
+            fwd = await remote.forward_local_port(srv.port, srv.listen_host)
             try:
                 params = BuiltinParams.from_spec(
                     profile.bench, requests=1, output_len=PROBE_TOKENS, input_len=32, concurrency=1
                 )
                 params.warmup_requests = 0
-                await run_builtin(f"http://127.0.0.1:{fwd.local_port}", params)
+                await run_builtin(f"http://{url_host(fwd.local_host)}:{fwd.local_port}", params)
             finally:
                 try:
                     await fwd.close()

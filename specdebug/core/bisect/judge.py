@@ -21,8 +21,9 @@ from specdebug.core.bench.models import BenchResult
 from specdebug.core.bisect.models import Evidence
 
 DECISIVE = 2.0  # ends this many times the 99 % margin apart after one run each need no second run
-# ... and one run of a config at the bad end's level is placed within this share of the gap at 99 %
-# (the confirmation's precision, plan.CONFIRM_PRECISION): else the second runs are needed anyway
+# ... and one run of a config at the bad end's level is placed within this share of the gap at 99 % (the
+# confirmation's precision, plan.CONFIRM_PRECISION): else the confirmation repeats instead, and a repeat
+# with one degree of freedom (t99 = 63.7) decides less than the ends' second runs (the sim: 12 launches, not 9)
 PRECISE = 0.2
 MIN_SPREAD = 0.003  # relative floor of the spread: two equal readings do not prove zero noise
 # Student's t, two-sided 99 %, by degrees of freedom (interpolated between, 2.576 beyond)
@@ -322,7 +323,7 @@ class Judge:
 
     def decisive(self) -> bool:
         """The ends are distinct by at least DECISIVE times the margin the test needs (z >= DECISIVE t),
-        and one run places a config to PRECISE of the gap: one run of each end is enough, a second of
+        and one run places a config at the bad end's level to PRECISE of the gap: one run of each end is enough, a second of
         each would decide nothing (issue 39).  Only on a noise measured (the server's per-step
         figure, or repeats): never on the floor."""
         if self.exact or not self.noise.measured or self.ends()[0] != "distinct":

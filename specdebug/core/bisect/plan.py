@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from specdebug.core.bisect.judge import FULL, ZERO, Reading, above, plausible
 
 MIN_SHARE = 0.05  # a culprit's effect is beyond the noise and at least 5 % of the gap
+SINGLES = 3  # a set this small is searched one unit at a time (_singles), not halved
 SMALL = 0.3  # a contributor below 30 % of the gap read once is measured again before it is named
 SAME = 0.1  # two effects are "the same" only when also within 10 % of the gap of each other
 # confirmed: the bad profile with the culprits restored reads as the good end within the noise, under
@@ -406,6 +407,8 @@ class Plan:
             effect, inferred = measured, False
         if not inferred and not above(effect, ZERO):
             return True  # the set's own measurement shows no effect beyond the noise: nothing to find
+        if 1 < len(units) <= SINGLES:
+            return (yield from self._singles(units, effect, inferred=inferred))
         if len(units) == 1:
             if inferred:
                 alone = yield Ask(frozenset(units), effect, why="alone: inferred to carry the effect")
@@ -453,6 +456,44 @@ class Plan:
         rest = Reading(effect.share - x.share, math.hypot(effect.se, x.se), max(effect.t, x.t))
         if above(rest, ZERO):
             yield from self._search(second, rest, inferred=True)
+        return True
+
+    def _singles(self, units: list[int], effect: Reading, *, inferred: bool) -> Gen:
+        """A small set, one unit at a time, until what its members showed explains its effect: the rest
+        are cleared unmeasured (shares of time add).  As cheap as halving in the worst case at this
+        size, cheaper on average, and never a launch for a group beside its members (issue 39: several
+        culprits among 4 knobs took more launches than one knob at a time).  The last unit carries what
+        is left, measured alone; when it shows nothing and no member did, the effect needs knobs together (ddmin)."""
+        shown = Reading(0.0)
+        for i, unit in enumerate(units):
+            left = Reading(
+                effect.share - shown.share, math.hypot(effect.se, shown.se), max(effect.t, shown.t)
+            )
+            if i > 0 and not above(left, ZERO):
+                return True  # explained by the members measured: the rest cleared
+            if i == len(units) - 1:
+                ok = yield from self._search([unit], left, inferred=True)
+                if ok or shown.share > 0:
+                    # what its members showed is named; what is left is the confirmation's to find (it
+                    # searches the rest as a set: an interaction beside an additive knob, by ddmin)
+                    return True
+                if inferred:
+                    return False
+                yield from self._ddmin(units, effect)
+                return True
+            x = yield Ask(frozenset({unit}), left, why="one at a time (a small set)")
+            if x is None:
+                continue
+            x = self._latest([unit], x)
+            if plausible(x, ZERO) and plausible(x, left) and not same(x, ZERO):
+                self.undecided.append(frozenset({unit}))
+                self.settle[frozenset({unit})] = repeats_to_settle(x, left)
+                continue
+            if hurts(x):
+                yield from self._record(unit, x)
+                if unit in self.found:
+                    x = self._latest([unit], self.found[unit])
+                    shown = Reading(shown.share + x.share, math.hypot(shown.se, x.se), max(shown.t, x.t))
         return True
 
     def _record(self, unit: int, effect: Reading) -> Gen:

@@ -203,7 +203,9 @@ async def liveness(remote: Remote, record: ServerRecord, profile: Profile) -> tu
     members = group_members(await remote.processes(**group_filter(record.pgid, record.pid)), record)
     if not members:
         return [], None
-    return sorted(p.pid for p in members), await health_on_box(remote, record.port, profile.ready.health)
+    return sorted(p.pid for p in members), await health_on_box(
+        remote, record.port, profile.ready.health, host=record.listen_host
+    )
 
 
 async def status(remote: Remote, profile: Profile) -> ServerStatus:
@@ -238,7 +240,7 @@ async def status(remote: Remote, profile: Profile) -> ServerStatus:
     ]
     st.state = "running" if members else "exited"
     if members:
-        st.health = await health_on_box(remote, record.port, profile.ready.health)
+        st.health = await health_on_box(remote, record.port, profile.ready.health, host=record.listen_host)
     return st
 
 

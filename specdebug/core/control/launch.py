@@ -27,6 +27,7 @@ from specdebug.core.control.workers import group_filter
 from specdebug.core.drift.snapshot import snapshot_or_error
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
+from specdebug.core.profiles.ports import port_change_hint
 from specdebug.core.records import LaunchRecord
 from specdebug.core.secrets import mask_argv, mask_env, profile_secrets
 from specdebug.core.source import ServerSource, read_source
@@ -146,18 +147,8 @@ async def check_can_launch(remote: Remote, profile: Profile) -> None:
         raise LaunchRefused(
             f"not launching {profile.name}: {holder.describe()}",
             holder=holder,
-            hint=port_change_hint(profile),
+            hint=port_change_hint(profile, holder.free, holder.free_from),
         )
-
-
-def port_change_hint(profile: Profile) -> str:
-    """How to move a profile whose port another server holds (the examples' ports are fixed, and
-    every user of a shared box starts from the same examples)."""
-    where = f" in {profile.source}" if profile.source is not None else ""
-    return (
-        f"to use another port, change `--port {profile.server.port}` in [server] argv and "
-        f"`port = {profile.server.port}`{where} (or in a copy that `extends` it)"
-    )
 
 
 # the largest identity a box can report: a draft record of this size bounds the real one

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from specdebug.capability import require_write
+from specdebug.core.fingerprint import server_host, url_host
 from specdebug.core.model import Model
 from specdebug.core.secrets import mask_argv
 from specdebug.core.source import ServerSource
@@ -68,6 +69,11 @@ class ServerRecord(Model):
     step: str | None = Field(default=None, pattern=r"^[0-9]+\.[0-9]+$")  # the Slurm job step holding it
     stopped_at: float | None = None
     failed_launch: FailedLaunch | None = None
+
+    @property
+    def listen_host(self) -> str:
+        """Where on the box the server answers: its recorded argv's --host (core.fingerprint.server_host)."""
+        return server_host(self.argv)
 
     @model_validator(mode="after")
     def _consistent(self) -> ServerRecord:
@@ -124,6 +130,10 @@ class PortHolder(Model):
     cmdline: list[str] = Field(default_factory=list)
     owners: list[dict[str, Any]] = Field(default_factory=list)  # [{uid, user}] of the listening sockets
     self_uid: int | None = None  # the box login's uid (None: an older box op)
+    # a port nobody listens on now, when this one is taken (box/ports.py): from the login's
+    # $SPECDEBUG_SIM_PORTS block (free_from names it) or the first above; the launch checks it again
+    free: int | None = Field(default=None, ge=1, le=65535)
+    free_from: str = ""
 
     @property
     def pid(self) -> int | None:
@@ -329,12 +339,15 @@ async def find_port_holder(remote: Remote, port: int) -> PortHolder:
     return PortHolder(port=port, **data)
 
 
-async def health_on_box(remote: Remote, port: int, path: str, timeout: float = 2.0) -> int | None:
-    """HTTP status of GET http://127.0.0.1:port/path, asked from the box itself (None: no answer).
+async def health_on_box(
+    remote: Remote, port: int, path: str, timeout: float = 2.0, host: str = "127.0.0.1"
+) -> int | None:
+    """HTTP status of GET http://HOST:port/path, asked from the box itself (None: no answer); HOST is
+    where the server answers (core.profiles.server_host: its --host, else 127.0.0.1).
 
     specdebug/box/health.py; a box that cannot run it (no python3) gives no answer either, as
     before; a lost connection is raised."""
-    url = f"http://127.0.0.1:{port}{path}"
+    url = f"http://{url_host(host)}:{port}{path}"
     try:
         out = await remote.box_op("health", {"url": url, "timeout": timeout}, timeout=timeout + 10)
     except (ConnectionDropped, NotConnected, RequestTimeout):

@@ -27,10 +27,11 @@ from specdebug.core.control.launch import start_launch
 from specdebug.core.control.records import ServerRecord, group_members, health_on_box, main_process_exit
 from specdebug.core.control.tracker import StartupTracker, TrackerEvent
 from specdebug.core.control.workers import group_filter
+from specdebug.core.fingerprint import url_host
 from specdebug.core.journal import EventJournal
 from specdebug.core.limits import cap_text
 from specdebug.core.logs.events import LogEvent
-from specdebug.core.logs.follow import Follower
+from specdebug.core.logs.follow import Follower, RawRun
 from specdebug.core.profiles import Profile
 from specdebug.core.records import VerdictRecord
 from specdebug.core.secrets import Scrubber
@@ -129,7 +130,16 @@ async def watch(
     tasks = [
         follow_task,
         asyncio.create_task(
-            _poll_health(remote, record.port, profile.ready.health, queue, clock, health_interval, poke)
+            _poll_health(
+                remote,
+                record.port,
+                profile.ready.health,
+                queue,
+                clock,
+                health_interval,
+                poke,
+                record.listen_host,
+            )
         ),
         asyncio.create_task(_poll_group(remote, record, queue, clock, group_interval)),
         asyncio.create_task(_watch_main_process(remote, record, queue, clock)),
@@ -256,7 +266,8 @@ async def _follow_log(remote: Remote, follower: Follower, queue: _Queue, clock: 
                     else:
                         logger.debug("startup log %s: %s %s", path, item.kind, item.detail)
                     continue
-                await queue.put(_Line(_clean_line(item.data), clock()))
+                for data in item.lines if isinstance(item, RawRun) else (item.data,):
+                    await queue.put(_Line(_clean_line(data), clock()))
         except ConnectionDropped:
             with contextlib.suppress(RemoteError, asyncio.TimeoutError, TimeoutError):
                 await remote.wait_connected(30)
@@ -278,8 +289,10 @@ async def _poll_health(
     clock: Clock,
     interval: float,
     poke: asyncio.Event | None = None,
+    host: str = "127.0.0.1",
 ) -> None:
-    """GET the health path every `interval` s through a port forward (or from the box if refused);
+    """GET the health path every `interval` s through a port forward (or from the box if refused),
+    at the address the server answers at on the box (`host`: its --host, issue 41);
     each answer's status within HEALTH_DEADLINE_S, its body never read (a health path that streams
     cannot hold the watch)."""
     import httpx
@@ -288,7 +301,7 @@ async def _poll_health(
 
     forward = client = None
     try:
-        forward = await _open_forward(remote, port)
+        forward = await _open_forward(remote, port, host)
         if forward is not None:
             client = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(2.0, connect=1.0))
         while True:
@@ -296,12 +309,12 @@ async def _poll_health(
             status: int | None = None
             try:
                 if client is not None and forward is not None:
-                    url = f"http://127.0.0.1:{forward.local_port}{path}"
+                    url = f"http://{url_host(forward.local_host)}:{forward.local_port}{path}"
                     status = (
                         await get_bounded(client, url, deadline_s=HEALTH_DEADLINE_S, read_body=False)
                     ).status
                 else:
-                    status = await health_on_box(remote, port, path)
+                    status = await health_on_box(remote, port, path, host=host)
             except Exception:  # down or unreachable: no status this round
                 logger.debug("health check of port %s failed", port, exc_info=True)
                 status = None
@@ -327,12 +340,12 @@ async def _poll_health(
                 logger.debug("closing the health forward failed", exc_info=True)
 
 
-async def _open_forward(remote: Remote, port: int) -> Any:
+async def _open_forward(remote: Remote, port: int, host: str = "127.0.0.1") -> Any:
     """A local forward to the server's port; None where there can be none (the check then runs on
     the box).  A drop while opening it is waited out and the forward opened again."""
     for _ in range(3):
         try:
-            return await remote.forward_local_port(port)
+            return await remote.forward_local_port(port, host)
         except ConnectionDropped:
             with contextlib.suppress(RemoteError, asyncio.TimeoutError, TimeoutError):
                 await remote.wait_connected(30)

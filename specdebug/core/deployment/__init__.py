@@ -18,6 +18,7 @@ from specdebug.core.deployment.place import (
     node_args,
     node_record_name,
     place,
+    place_one,
     slug,
     with_flags,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "node_args",
     "node_record_name",
     "place",
+    "place_one",
     "slug",
     "with_flags",
 ]

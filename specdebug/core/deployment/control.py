@@ -1,11 +1,14 @@
-"""Launch, watch, stop and ask after a deployment: the one-box services run on every node at once.
+"""Launch, watch, stop, attach and ask after a target: the one-box services run on every node at once.
 
-Each node is an ordinary one-box server (its Node profile), so the launch, the three watchers, the
-process-group proof before every signal and the records are the one-box code's.  What is the
-deployment's: the order (workers first, the leader last, as SGLang's and vLLM's docs advise), the
+Every front end hands these a `core.target.Target`; a one-box profile is a one-node target, so the
+`launch`/`stop`/`status` verbs, the Startup pane and a bisection's trials all come here, with one
+node or many.  Each node is an ordinary one-box server (its Node profile), so the launch, the three
+watchers, the process-group proof before every signal and the records are the one-box code's.  What
+is the target's: the order (workers first, the leader last, as SGLang's and vLLM's docs advise), the
 refusal of the whole launch when any node cannot launch (nothing is started then), one verdict from
 every node's events (tracker.py), and a status that is FAILED, naming the node, when any node's
-group is gone, even while the leader still answers.
+group is gone, even while the leader still answers.  Messages name the node only on a multi-node
+target (`Target.multi`): a one-box profile's read as they always did.
 """
 
 from __future__ import annotations
@@ -18,18 +21,19 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from specdebug.core.control.actions import LaunchRefused, ServerStatus
+from specdebug.core.control.actions import LaunchRefused
+from specdebug.core.control.launch import Launching
 from specdebug.core.control.records import ServerRecord, StopResult
-from specdebug.core.deployment.place import Deployment, Node
-from specdebug.core.deployment.tracker import DeploymentTracker, DeploymentVerdict, NodeSummary
+from specdebug.core.deployment.place import Node
+from specdebug.core.deployment.tracker import DeploymentTracker, DeploymentVerdict
 from specdebug.core.journal import EventJournal
 from specdebug.core.limits import cap_text
 from specdebug.core.model import Model
 from specdebug.core.records import DeploymentVerdictRecord
+from specdebug.core.target import Target
 from specdebug.errors import SpecdebugError
-from specdebug.remote.api import Remote, RemoteError
+from specdebug.remote.api import RemoteError
 
-Remotes = Mapping[str, Remote]  # node host -> its connection
 RENDEZVOUS_CHECK_S = 1.0  # while a node waits at init: do its processes hold the rendezvous connection?
 
 
@@ -55,36 +59,81 @@ class NodeEvent(Model):
     event: Any
 
 
-async def launch_deployment(
-    remotes: Remotes, deployment: Deployment, *, journal: EventJournal | None = None
-) -> dict[str, ServerRecord]:
-    """Start every node's server, workers first and the leader last; node host -> its record.
+def _named(target: Target, node: Node, exc: Exception) -> str:
+    """An error's text, naming its node on a multi-node target."""
+    return f"{node.host}: {exc}" if target.multi else str(exc)
+
+
+async def launch_target(target: Target, *, journal: EventJournal | None = None) -> dict[str, Launching]:
+    """Start every node's server, workers first and the leader last; node host -> its launch (the
+    record now; `finish_launches` waits for the journaled drift snapshots taken beside the start).
 
     Every node is checked first (its record, its port): one that cannot launch refuses the whole
-    deployment, naming the node, before anything starts.  A launch that fails midway stops the
+    target, naming the node, before anything starts.  A launch that fails midway stops the
     nodes already started, so no half deployment is left behind."""
-    from specdebug.core.control.launch import check_can_launch, launch
+    from specdebug.core.control.launch import check_can_launch, start_launch
 
     async def check(node: Node) -> None:
         try:
-            await check_can_launch(remotes[node.host], node.profile)
+            await check_can_launch(target.remote(node), node.profile)
         except LaunchRefused as exc:
-            raise LaunchRefused(f"{node.host}: {exc}", holder=exc.holder, record=exc.record) from None
+            if not target.multi:
+                raise
+            raise LaunchRefused(_named(target, node, exc), holder=exc.holder, record=exc.record) from None
 
-    await asyncio.gather(*(check(n) for n in deployment.nodes))
-    records: dict[str, ServerRecord] = {}
-    for node in sorted(deployment.nodes, key=lambda n: (n.is_leader, -n.rank)):
+    await asyncio.gather(*(check(n) for n in target.nodes))
+    launched: dict[str, Launching] = {}
+    for node in sorted(target.nodes, key=lambda n: (n.is_leader, -n.rank)):
         try:
-            records[node.host] = await launch(remotes[node.host], node.profile, journal=journal, check=False)
+            launched[node.host] = await start_launch(
+                target.remote(node), node.profile, journal=journal, check=False
+            )
         except (RemoteError, LaunchRefused) as exc:
-            await stop_deployment(remotes, deployment, only=set(records), grace_s=5.0)
-            raise type(exc)(f"{node.host}: {exc}") from exc
+            if launched:
+                await stop_target(target, only=set(launched), grace_s=5.0)
+            if not target.multi:
+                raise
+            raise type(exc)(_named(target, node, exc)) from exc
+    return launched
+
+
+def records_of(launched: Mapping[str, Launching]) -> dict[str, ServerRecord]:
+    return {host: la.record for host, la in launched.items()}
+
+
+async def finish_launches(launched: Mapping[str, Launching]) -> None:
+    """Wait until every node's LaunchRecord (with its drift snapshot) is journaled."""
+    await asyncio.gather(*(la.finish() for la in launched.values()))
+
+
+async def attach_target(
+    target: Target,
+    *,
+    pid: int | None = None,
+    port: int | None = None,
+    log: str | None = None,
+    journal: EventJournal | None = None,
+) -> dict[str, ServerRecord]:
+    """Adopt every node's running server (each by the PID on its node's port); pid/port/log name
+    one server and so go with a one-node target only.  A node whose server cannot be adopted refuses
+    the whole attach, naming the node."""
+    from specdebug.core.control.actions import attach
+
+    records: dict[str, ServerRecord] = {}
+    for node in target.nodes:
+        try:
+            records[node.host] = await attach(
+                target.remote(node), node.profile, pid=pid, port=port, log=log, journal=journal
+            )
+        except LaunchRefused as exc:
+            if not target.multi:
+                raise
+            raise LaunchRefused(_named(target, node, exc), holder=exc.holder, record=exc.record) from None
     return records
 
 
-async def watch_deployment(
-    remotes: Remotes,
-    deployment: Deployment,
+async def watch_target(
+    target: Target,
     records: Mapping[str, ServerRecord],
     *,
     timeout_s: float | None = None,
@@ -92,8 +141,11 @@ async def watch_deployment(
     journal: EventJournal | None = None,
     clock: Any = time.time,
 ) -> AsyncIterator[NodeEvent | DeploymentVerdict]:
-    """Every node's startup events (tagged with the node) and, last, the deployment's verdict."""
+    """Every node's startup events (tagged with the node) and, last, the target's verdict (a
+    one-node target's is its node's own verdict, which the node's watch journals already)."""
     from specdebug.core.control.watch import watch
+
+    deployment = target.deployment
 
     started = min(r.started_at for r in records.values())
     tracker = DeploymentTracker(deployment, started_at=started)
@@ -104,7 +156,7 @@ async def watch_deployment(
 
     async def one(node: Node) -> None:
         async for ev in watch(
-            remotes[node.host],
+            target.remote(node),
             records[node.host],
             node.profile,
             timeout_s=timeout_s,
@@ -122,7 +174,7 @@ async def watch_deployment(
             await asyncio.sleep(RENDEZVOUS_CHECK_S)
             for host, pids in tracker.at_rendezvous():
                 try:
-                    got = await remotes[host].box_op(
+                    got = await target.remote(host).box_op(
                         "connected_to", {"port": spec.dist_init_port, "pids": pids}, timeout=10
                     )
                 except RemoteError:  # an older box helper, a drop: no conclusion this round
@@ -130,7 +182,7 @@ async def watch_deployment(
                 await queue.put((deployment.node(host) or deployment.leader, _Joined(bool(got.get("pids")))))
             if tracker.store_unproven():  # nobody joined: is the leader's store up at all?
                 try:
-                    got = await remotes[deployment.leader.host].box_op(
+                    got = await target.leader_remote.box_op(
                         "port_holder", {"port": spec.dist_init_port}, timeout=10
                     )
                 except RemoteError:
@@ -151,10 +203,10 @@ async def watch_deployment(
                 yield NodeEvent(host=node.host, rank=node.rank, event=ev)
                 verdict = tracker.feed(node.host, ev, clock())
             if verdict is not None:
-                if journal is not None:
+                if journal is not None and target.multi:
                     journal.append(DeploymentVerdictRecord(outcome=verdict), sync=True)
                 if verdict.verdict == "failed":
-                    await _keep_failed(remotes, deployment, records, verdict)
+                    await _keep_failed(target, records, verdict)
                 yield verdict
                 return
     finally:
@@ -167,7 +219,7 @@ SAVE_TIMEOUT_S = 15.0
 
 
 async def _keep_failed(
-    remotes: Remotes, deployment: Deployment, records: Mapping[str, ServerRecord], verdict: DeploymentVerdict
+    target: Target, records: Mapping[str, ServerRecord], verdict: DeploymentVerdict
 ) -> None:
     """Write the failed verdict into every node's record: its groups may all live on (a hung leader,
     a worker waiting for it), and `status` must not call that deployment running.  A node whose
@@ -178,32 +230,33 @@ async def _keep_failed(
 
     async def one(node: Node) -> None:
         record = records.get(node.host)
-        if record is None or node.host not in remotes:
+        if record is None or node.host not in target.remotes:
             return
         try:
             await asyncio.wait_for(
-                save_record(remotes[node.host], record.model_copy(update={"failed_launch": failed})),
+                save_record(target.remote(node), record.model_copy(update={"failed_launch": failed})),
                 SAVE_TIMEOUT_S,
             )
         except (RemoteError, SpecdebugError, TimeoutError):
             pass
 
-    await asyncio.gather(*(one(n) for n in deployment.nodes))
+    await asyncio.gather(*(one(n) for n in target.nodes))
 
 
 class DeploymentStop(Model):
-    """`stop` on a deployment: every node's StopResult; stopped only when nothing is left on any."""
+    """`stop` on a target: every node's StopResult; stopped only when nothing is left on any
+    (`results`, rank order: a one-node target's verbs print its one StopResult as it is)."""
 
     type: Literal["deployment_stopped"] = "deployment_stopped"
     profile: str
     stopped: bool
     nodes: list[dict[str, Any]] = Field(default_factory=list)
     message: str = ""
+    results: list[StopResult] = Field(default_factory=list, exclude=True)
 
 
-async def stop_deployment(
-    remotes: Remotes,
-    deployment: Deployment,
+async def stop_target(
+    target: Target,
     *,
     grace_s: float = 10.0,
     journal: EventJournal | None = None,
@@ -212,13 +265,13 @@ async def stop_deployment(
     """Stop every node at once, each by its proven process group (`only`: these hosts)."""
     from specdebug.core.control.actions import stop
 
-    nodes = [n for n in deployment.nodes if only is None or n.host in only]
+    nodes = [n for n in target.nodes if only is None or n.host in only]
 
     async def one(node: Node) -> StopResult:
-        if node.host not in remotes:
+        if node.host not in target.remotes:
             return StopResult(profile=node.profile.name, refused=True, message="not stopped: not connected")
         try:
-            return await stop(remotes[node.host], node.profile, grace_s=grace_s, journal=journal)
+            return await stop(target.remote(node), node.profile, grace_s=grace_s, journal=journal)
         except RemoteError as exc:
             return StopResult(profile=node.profile.name, refused=True, message=f"not stopped: {exc}")
 
@@ -228,134 +281,9 @@ async def stop_deployment(
         for n, r in zip(nodes, results, strict=True)
     ]
     ok = all(r.stopped for r in results)
-    lines = [f"{n.host}: {r.message}" for n, r in zip(nodes, results, strict=True)]
-    return DeploymentStop(profile=deployment.profile.name, stopped=ok, nodes=rows, message="; ".join(lines))
-
-
-class DeploymentStatus(Model):
-    """`status` on a deployment: running only when every node's group runs; FAILED naming the node
-    whose group is gone (or unproven) while another still runs."""
-
-    type: Literal["deployment_status"] = "deployment_status"
-    profile: str
-    state: Literal["running", "failed", "stopped", "not_launched", "exited", "unverified"]
-    reason: str = ""
-    nodes: list[NodeSummary] = Field(default_factory=list)
-    node_status: list[ServerStatus] = Field(default_factory=list)
-    health: int | None = None  # the leader's
-
-    def describe(self) -> str:
-        lines = [f"{self.profile}: {self.state}" + (f" ({self.reason})" if self.reason else "")]
-        for n in self.nodes:
-            who = f"PID {n.pid} PGID {n.pgid}" if n.pid else "no record"
-            lines.append(
-                f"  node {n.rank} {n.host}: {n.state}, {who}" + (f" ({n.reason})" if n.reason else "")
-            )
-        return "\n".join(lines)
-
-
-async def deployment_status(remotes: Remotes, deployment: Deployment) -> DeploymentStatus:
-    from specdebug.core.control.actions import status
-
-    async def one(node: Node) -> ServerStatus:
-        if node.host not in remotes:
-            port = node.profile.server.port
-            return ServerStatus(
-                profile=node.profile.name, state="unverified", reason="not connected", port=port
-            )
-        try:
-            return await status(remotes[node.host], node.profile)
-        except RemoteError as exc:
-            return ServerStatus(
-                profile=node.profile.name, state="unverified", reason=str(exc), port=node.profile.server.port
-            )
-
-    sts = await asyncio.gather(*(one(n) for n in deployment.nodes))
-    nodes = [
-        NodeSummary(
-            host=n.host,
-            rank=n.rank,
-            pid=s.record.pid if s.record else None,
-            pgid=s.record.pgid if s.record else None,
-            state=s.state,
-            reason=s.reason,
-            log_file=s.record.log_file if s.record else None,
-            port=s.port,
-        )
-        for n, s in zip(deployment.nodes, sts, strict=True)
+    lines = [
+        f"{n.host}: {r.message}" if target.multi else r.message for n, r in zip(nodes, results, strict=True)
     ]
-    lines = await asyncio.gather(
-        *(
-            watchdog_line(remotes[n.host], s.record)
-            for n, s in zip(deployment.nodes, sts, strict=True)
-            if s.state == "running" and s.record is not None
-        )
+    return DeploymentStop(
+        profile=target.profile.name, stopped=ok, nodes=rows, message="; ".join(lines), results=list(results)
     )
-    running = [n for n, s in zip(nodes, sts, strict=True) if s.state == "running" and s.record is not None]
-    for summary, line in zip(running, lines, strict=True):
-        if line is not None:  # its group lives, but a rank's collective timed out: the group is broken
-            summary.state, summary.reason = "failed", f"NCCL watchdog: {line}"
-    out = DeploymentStatus(
-        profile=deployment.profile.name, state="running", nodes=nodes, node_status=list(sts)
-    )
-    out.health = sts[0].health
-    failed = next(
-        (s.record.failed_launch for s in sts if s.state == "running" and s.record and s.record.failed_launch),
-        None,
-    )
-    if failed is not None:  # the launch said failed; its groups living on do not make it running
-        for n in nodes:
-            if n.host == failed.node and n.state == "running":
-                n.state, n.reason = "failed", "the failed launch named this node"
-        alive = [n.host for n, s in zip(nodes, sts, strict=True) if s.state == "running"]
-        out.state = "failed"
-        out.reason = f"launch failed: {failed.reason}; its processes still run on {', '.join(alive)}"
-        return out
-    states = {n.state for n in nodes}
-    if states == {"running"}:
-        return out
-    down = states - {"running", "unverified"}
-    if down and ("running" in states or "failed" in states):  # an unreachable node is not a dead one
-        bad = [n for n in nodes if n.state != "running"]
-        out.state = "failed"
-        still = [n.host for n in nodes if n.state == "running"]
-        out.reason = "; ".join(f"{n.host}: {n.state}" + (f" ({n.reason})" if n.reason else "") for n in bad)
-        out.reason += f"; {', '.join(still)} still running" if still else ""
-        return out
-    for state in ("unverified", "exited", "stopped", "not_launched"):
-        if state in states:
-            out.state = state
-            break
-    out.reason = "; ".join(f"{n.host}: {n.state}" for n in nodes)
-    return out
-
-
-# ProcessGroupNCCL's watchdog (shared/notes/multinode.md 1.4, 1.8: sglang#3932, vllm#13535): the line
-# with "last completed NCCL work" names how far the rank got (compare it across ranks: the laggard)
-WATCHDOG_RX = (
-    r"ProcessGroupNCCL\.cpp:\d+\] .*(?:Watchdog caught collective operation timeout|last completed NCCL work)"
-)
-
-
-async def watchdog_line(remote: Remote, record: ServerRecord) -> str | None:
-    """The last NCCL watchdog line of this run in the node's log (None: none, or the log unreadable)."""
-    from specdebug.core.logs.matches import follow_match_batches
-    from specdebug.core.logs.parser import LogParser
-
-    parser = LogParser("none", grep=[WATCHDOG_RX], from_start=True)
-    progress: str | None = None  # the last line saying how far the rank got
-    other: str | None = None
-    try:
-        async for batch in follow_match_batches(
-            remote, record.log_file, parser, offset=record.log_offset, once=True
-        ):
-            for m in batch:
-                text = getattr(m, "line", None)
-                if isinstance(text, str) and "last completed" in text:
-                    progress = text
-                elif isinstance(text, str):
-                    other = text
-    except RemoteError:
-        return None
-    last = progress or other
-    return cap_text(last, 300) if last is not None else None

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from specdebug.core.control.events import NOTHING_RUNNING, Launched, LogLine, ServerState
 from specdebug.core.control.monitor import LOG_LINES_KEPT, Liveness, ServerMonitor, StateChanged
 from specdebug.core.control.records import ServerRecord, StopResult
-from specdebug.core.deployment.control import DeploymentStatus, DeploymentStop, NodeEvent
+from specdebug.core.deployment.control import DeploymentStop, NodeEvent
 from specdebug.core.deployment.place import Deployment
+from specdebug.core.deployment.status import DeploymentStatus
 from specdebug.core.deployment.tracker import DeploymentVerdict
 from specdebug.core.sanitize import visible
 from specdebug.remote.api import Remote, RemoteError
@@ -88,7 +89,7 @@ class DeploymentMonitor:
             self.nodes[host].apply(Launched(record=rec))
 
     def apply(self, ev: NodeEvent | DeploymentVerdict) -> StateChanged | None:
-        """One item of `watch_deployment`'s stream; the change to announce once the verdict comes."""
+        """One item of `watch_target`'s stream; the change to announce once the verdict comes."""
         if isinstance(ev, NodeEvent):
             node = self.nodes.get(ev.host)
             if node is not None:

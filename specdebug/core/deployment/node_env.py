@@ -1,22 +1,24 @@
-"""One node's half of `env` on a deployment: its workers' env check and this run's NCCL lines.
+"""`env` on a target: every node's workers' env check, and on a deployment this run's NCCL lines.
 
-Why in the core: the `env` verb (verbs/env_nodes.py) and the TUI's Env pane both join, per node,
-the one-box env check (on that node's connection, with its node profile: the node's own env is what
-is expected there) with that node's NCCL lines of this run (from the record's log offset on), which
-together with the workers' environ give the transport verdict (core.deployment.nccl).
+Why in the core: the `env` verb and the TUI's Env pane both call `target_env` with the profile's
+target.  Per node it is the one-box env check (on that node's connection, with its node profile:
+the node's own env is what is expected there); on a multi-node target each node's NCCL lines of
+this run (from the record's log offset on) join it, and together with the workers' environ give
+the transport verdict (core.deployment.nccl).  A one-box profile is the one-node case.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from specdebug.core.deployment.nccl import Expected, TransportProof, prove_transport
-from specdebug.core.deployment.place import Deployment, Node
-from specdebug.core.env.events import EnvDone
+from specdebug.core.deployment.place import Node
+from specdebug.core.env.events import EnvDone, EnvEvent
 from specdebug.core.env.model import EnvReport
 from specdebug.core.env.probe import ServerNotRunning, env_events, query_for_profile
+from specdebug.core.target import Target
 from specdebug.remote.api import Remote, RemoteError
 
 NCCL_RX = r"NCCL (?:INFO|WARN) "
@@ -55,13 +57,15 @@ def worker_environ(report: EnvReport) -> dict[int, dict[str, str]]:
 @dataclass(frozen=True)
 class NodeEnv:
     """One node's env check: its report (None when it could not run), its NCCL lines, the problem
-    (`running` False: the node's recorded server is not running there, nothing was looked at)."""
+    (`running` False: the node's recorded server is not running there, nothing was looked at; the
+    `hint` says what to do)."""
 
     node: Node
     report: EnvReport | None
     nccl: list[str]
     problem: str | None = None
     running: bool = True
+    hint: str | None = None
 
 
 async def node_env(
@@ -73,11 +77,14 @@ async def node_env(
     prefixes: Sequence[str] | None = None,
     show_secrets: bool = False,
     all_matching: bool = False,
+    log_path: str | None = None,
+    nccl: bool = True,
+    on_event: Callable[[Node, EnvEvent], None] | None = None,
 ) -> NodeEnv:
     """The node's env check with its node profile (the options are query_for_profile's; the log is
-    the node's own, from its record), then its NCCL lines of this run.  A node whose server is not
-    running says so; `all_matching` is a box-wide look on the node (no NCCL lines: they are the
-    server's, not those processes')."""
+    `log_path`, else the node's own from its record), then (`nccl`) its NCCL lines of this run.  A
+    node whose server is not running says so; `all_matching` is a box-wide look on the node (no
+    NCCL lines: they are the server's, not those processes').  on_event: each step of the check."""
     try:
         query = await query_for_profile(
             remote,
@@ -85,17 +92,19 @@ async def node_env(
             expect=expect,
             expect_from_launcher=expect_from_launcher,
             prefixes=prefixes,
-            log_path=None,
+            log_path=log_path,
             show_secrets=show_secrets,
             all_matching=all_matching,
         )
     except ServerNotRunning as exc:
-        return NodeEnv(node, None, [], str(exc), running=False)
+        return NodeEnv(node, None, [], str(exc), running=False, hint=exc.hint)
     report: EnvReport | None = None
     async for ev in env_events(remote, query):
+        if on_event is not None:
+            on_event(node, ev)
         if isinstance(ev, EnvDone):
             report = ev.report
-    if all_matching:
+    if all_matching or not nccl:
         return NodeEnv(node, report, [])
     try:
         lines = await nccl_lines(remote, node)
@@ -104,39 +113,47 @@ async def node_env(
     return NodeEnv(node, report, lines)
 
 
-async def deployment_env(
-    remotes: Mapping[str, Remote],
-    deployment: Deployment,
+async def target_env(
+    target: Target,
     *,
     expect: Mapping[str, str] | None = None,
     expect_from_launcher: bool = False,
     prefixes: Sequence[str] | None = None,
     show_secrets: bool = False,
     all_matching: bool = False,
+    log_path: str | None = None,
+    on_event: Callable[[Node, EnvEvent], None] | None = None,
 ) -> tuple[list[NodeEnv], TransportProof | None]:
-    """Every node's env check at once (the `env` verb and the Env pane both call this), and the
-    transport proof from all of them: None when the deployment runs on no node (nothing to prove)
-    or for a box-wide look (those processes are not the server whose NCCL lines the logs hold)."""
-    got = await asyncio.gather(
-        *(
-            node_env(
-                remotes[n.host],
-                n,
-                expect=expect,
-                expect_from_launcher=expect_from_launcher,
-                prefixes=prefixes,
-                show_secrets=show_secrets,
-                all_matching=all_matching,
-            )
-            for n in deployment.nodes
+    """Every node's env check at once (the `env` verb and the Env pane both call this), and on a
+    multi-node target the transport proof from all of them: None for one box, when the deployment
+    runs on no node (nothing to prove), or for a box-wide look (those processes are not the server
+    whose NCCL lines the logs hold).  log_path: the log of a one-node target's NCCL proof lines (a
+    deployment's nodes each read their own, from their record)."""
+    multi = target.multi
+
+    async def one(node: Node) -> NodeEnv:
+        if node.host not in target.remotes:
+            return NodeEnv(node, None, [], "not connected")
+        return await node_env(
+            target.remote(node),
+            node,
+            expect=expect,
+            expect_from_launcher=expect_from_launcher,
+            prefixes=prefixes,
+            show_secrets=show_secrets,
+            all_matching=all_matching,
+            log_path=None if multi else log_path,
+            nccl=multi,
+            on_event=on_event,
         )
-    )
-    proof = None if all_matching else transport_of(list(got), expected_transport(deployment))
-    return list(got), proof
+
+    got = list(await asyncio.gather(*(one(n) for n in target.nodes)))
+    proof = None if all_matching or not multi else transport_of(got, expected_transport(target))
+    return got, proof
 
 
-def expected_transport(deployment: Deployment) -> Expected | None:
-    spec = deployment.profile.deployment
+def expected_transport(target: Target) -> Expected | None:
+    spec = target.profile.deployment
     return spec.expect_transport if spec is not None else None
 
 

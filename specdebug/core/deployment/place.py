@@ -201,3 +201,18 @@ def place(profile: Profile, host: str | None = None, *, ssh_config: str | Path |
         for i, h in enumerate(spec.nodes)
     )
     return Deployment(profile=profile, nodes=nodes, leader_address=leader)
+
+
+def place_one(
+    profile: Profile, host: str | None = None, *, ssh_config: str | Path | None = None
+) -> Deployment:
+    """The profile placed and narrowed to the one node on `host`, for what acts on one node (stacks,
+    metrics, spec, drift): a one-box profile's one node on `host`; a deployment's node named `host`,
+    any of them (none: the leader).  A `host` that is no node of the deployment is refused."""
+    spec = profile.deployment
+    whole = place(profile, host if spec is None else None, ssh_config=ssh_config)
+    node = whole.node(host) if host else whole.leader
+    if node is None:
+        names = ", ".join(n.host for n in whole.nodes)
+        raise DeploymentError(f"{host!r} is not a node of {profile.name}'s deployment ({names})")
+    return Deployment(profile=profile, nodes=(node,), leader_address=whole.leader_address)

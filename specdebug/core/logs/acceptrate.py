@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from specdebug.engines import sglang, vllm
@@ -86,6 +87,33 @@ class AcceptRates:
         rate = self._derive(event, metrics)
         self.derived += rate is not None
         return rate
+
+    def derive_columns(
+        self, event: str, names: Sequence[str], cols: Sequence[list[float]]
+    ) -> list[float] | None:
+        """`derive` for a run of lines with the same metric names (float columns, one per name):
+        the own rate of each line, or None when `derive` gives None for every one of them."""
+        if event == "spec_decode":
+            if "draft_acceptance_rate" not in names:
+                return None
+            self.vllm = True
+            out = [rate / 100.0 for rate in cols[names.index("draft_acceptance_rate")]]
+        elif event == "decode_batch" and "accept_len" in names:
+            lengths = cols[names.index("accept_len")]
+            if "accept_rate" in names:
+                dt = self.draft_tokens
+                self.seen.update(
+                    which_definition(length, printed, dt) or UNKNOWN
+                    for length, printed in zip(lengths, cols[names.index("accept_rate")], strict=True)
+                )
+            if self.draft_tokens is None or self.draft_tokens < 2:
+                return None
+            steps = self.draft_tokens - 1
+            out = [max(length - 1.0, 0.0) / steps for length in lengths]
+        else:
+            return None
+        self.derived += len(out)
+        return out
 
     def _derive(self, event: str, metrics: dict[str, Any]) -> float | None:
         if event == "spec_decode":

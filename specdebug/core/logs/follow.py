@@ -33,6 +33,7 @@ from specdebug.remote.api import ConnectionDropped, ConnState, NotConnected, Rem
 __all__ = [
     "Follower",
     "RawLine",
+    "RawRun",
     "agent_argv",
     "expand_remote_path",
     "tail_argv",
@@ -57,6 +58,17 @@ class RawLine:
     truncated: int | None = None
 
 
+@dataclass(slots=True)
+class RawRun:
+    """Consecutive selected lines of the file as one item (the agent's `!RUN` records): `lines`
+    without newlines, the first at `offset`. A follower made with `runs=True` yields these instead
+    of one RawLine per line (a plain grep prints them as a block: LogParser.parse_batch)."""
+
+    offset: int
+    lines: list[bytes]
+    inode: int | None = None
+
+
 class Follower:
     """Follow `path` on `remote`; iterate `lines()` for RawLine and LogEvent items.
 
@@ -79,6 +91,7 @@ class Follower:
         reconnect: bool = True,
         once: bool = False,
         names: Mapping[str, str] | None = None,
+        runs: bool = False,
     ) -> None:
         for p in prefilter:
             re.compile(p)  # fail here, with a Python traceback, not on the box
@@ -98,8 +111,9 @@ class Follower:
         self.reconnects = 0
         self._eof = False
         self._run_left = self._run_at = 0  # inside a !RUN record: lines still to come, next offset
+        self.runs = runs  # a !RUN record's lines as RawRun items
 
-    async def lines(self) -> AsyncIterator[RawLine | LogEvent]:
+    async def lines(self) -> AsyncIterator[RawLine | RawRun | LogEvent]:
         batches = self.batches()
         try:
             async for batch in batches:
@@ -108,7 +122,7 @@ class Follower:
         finally:
             await batches.aclose()  # closing us ends the remote agent now, not at garbage collection
 
-    async def batches(self) -> AsyncGenerator[list[RawLine | LogEvent], None]:
+    async def batches(self) -> AsyncGenerator[list[RawLine | RawRun | LogEvent], None]:
         """The same items as `lines()`, in lists of what arrived together (one SSH read): the cheap
         way to keep up with tens of thousands of lines per second."""
         restarts = 0
@@ -196,20 +210,32 @@ class Follower:
         at = self.offset if offset is None else offset
         return LogEvent(kind=kind, path=self.path, offset=at, inode=inode, detail=detail)
 
-    def _records(self, recs: list[bytes]) -> list[RawLine | LogEvent]:
+    def _records(self, recs: list[bytes]) -> list[RawLine | RawRun | LogEvent]:
         """Decode complete records (no newline); data records and runs (the hot path) inline, the
-        rest via `_record`. A run's lines are taken as they are, whatever they contain."""
-        out: list[RawLine | LogEvent] = []
+        rest via `_record`. A run's lines are taken as they are, whatever they contain: as one
+        RawRun per read with `runs`, else one RawLine each."""
+        out: list[RawLine | RawRun | LogEvent] = []
         inode = self.inode
         left, at = self._run_left, self._run_at
         end = None
-        for rec in recs:
+        i, n = 0, len(recs)
+        while i < n:
             if left:
-                out.append(RawLine(at, rec, inode))
-                at += len(rec) + 1
-                left -= 1
+                take = min(left, n - i)
+                part = recs[i : i + take]
+                if self.runs:
+                    out.append(RawRun(at, part, inode))
+                    at += sum(map(len, part)) + take
+                else:
+                    for rec in part:
+                        out.append(RawLine(at, rec, inode))
+                        at += len(rec) + 1
+                i += take
+                left -= take
                 end = at
                 continue
+            rec = recs[i]
+            i += 1
             if rec[:1].isdigit():
                 tab = rec.find(b"\t")
                 off = int(rec[:tab])
@@ -232,7 +258,7 @@ class Follower:
             self.offset, self.check = end, None
         return out
 
-    async def _poll(self) -> AsyncIterator[list[RawLine | LogEvent]]:
+    async def _poll(self) -> AsyncIterator[list[RawLine | RawRun | LogEvent]]:
         """Follow (or read once) without an exec channel: the agent runs through `remote.run` (the
         probe channel), each run reading at most POLL_MAX_BYTES and waiting up to POLL_WAIT_S."""
         opened = missing = False
@@ -247,7 +273,7 @@ class Follower:
             if res.exit_status == 127 and not res.stdout:
                 yield [self._event("error", "no python3 on the box")]
                 return
-            batch: list[RawLine | LogEvent] = []
+            batch: list[RawLine | RawRun | LogEvent] = []
             recs = res.stdout.split(b"\n")
             recs.pop()  # after the last newline
             for item in self._records(recs):

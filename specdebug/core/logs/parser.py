@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from itertools import accumulate
 from typing import Any, Protocol
 
 from specdebug.core.limits import MAX_LINE
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.shapelearn import learn
-from specdebug.core.logs.shapes import ShapeCache
+from specdebug.core.logs.shapes import Shape, ShapeCache
 from specdebug.core.logs.userrx import UserPattern
 from specdebug.core.secrets import Scrubber
 from specdebug.engines import PACKS, get_pack
@@ -75,6 +76,25 @@ class PlainMatch:
         return []
 
 
+class PlainRun:
+    """Consecutive lines of a plain grep, selected on the box, as one item: what `grep` prints as
+    one block, with no match object per line (tens of thousands of lines a second). Each line is
+    what `parse` would give for it (LogParser.parse_batch makes one only then): its text as a
+    PlainMatch's `line`, no fields, not truncated; `raw` are the lines as read (their sizes give
+    the offsets)."""
+
+    __slots__ = ("offset", "lines", "raw", "inode")
+
+    def __init__(self, offset: int, lines: list[str], raw: list[bytes], inode: int | None) -> None:
+        self.offset, self.lines, self.raw, self.inode = offset, lines, raw, inode
+
+    def offsets(self) -> list[int]:
+        """Each line's offset in the file."""
+        starts = list(accumulate(map((1).__add__, map(len, self.raw)), initial=self.offset))
+        starts.pop()
+        return starts
+
+
 class RawLike(Protocol):
     """A followed line as parse_batch reads it (follow.RawLine)."""
 
@@ -82,6 +102,14 @@ class RawLike(Protocol):
     data: bytes
     inode: int | None
     truncated: int | None
+
+
+class RunLike(Protocol):
+    """A run of followed lines as parse_batch reads it (follow.RawRun)."""
+
+    offset: int
+    lines: list[bytes]
+    inode: int | None
 
 
 class PatternError(ValueError, SpecdebugError):
@@ -272,32 +300,88 @@ class LogParser:
                 return hit
         return self._general(raw, line, builtin, offset, lineno, inode, truncated)
 
+    def block_shapes(self) -> list[Shape] | None:
+        """The shapes whose lines a caller may take in bulk (Analyzer.feed_block), or None while
+        every line must come through `parse` (no pack yet, user or grep patterns, a scrubber of
+        another kind). `parse` turns a line one of them matches into exactly that shape's event and
+        metrics, with the current warmup flag, provided the caller checked that the block holds no
+        value the scrubber knows (`Scrubber.knows_none_of`), no ESC, no CR and no overlong line."""
+        if self._shapes is None or self.pack is None or type(self.scrub) is not Scrubber:
+            return None
+        return self._shapes.block_shapes()
+
+    def count_block_hits(self, n: int) -> None:
+        """Lines matched in bulk count as shape hits (they pay for later learning, as in `parse`)."""
+        if self._shapes is not None:
+            self._shapes.hits += n
+
+    def shape_epoch(self) -> tuple[object, ...]:
+        """Changes when the shapes or what the scrubber knows changed (the caller holds the shapes
+        it compares against, so their ids are not reused meanwhile)."""
+        shapes = self._shapes
+        known = len(self.scrub.values) if isinstance(self.scrub, Scrubber) else -1
+        return (id(shapes), frozenset(map(id, shapes.shapes)) if shapes else None, known)
+
+    def takes_runs(self) -> bool:
+        """Whether lines selected on the box may come as runs (follow.RawRun) to become PlainRun
+        items: a plain grep without named groups, scrubbing with a Scrubber (it can say of a
+        whole block that it leaves every line as it is)."""
+        return self._plain and not self._grep_groups and type(self.scrub) is Scrubber
+
+    def _plain_run(self, offset: int, raw: list[bytes], inode: int | None) -> PlainRun | None:
+        """A run's lines as one PlainRun when `parse` would give each as it is (preselected, no
+        groups): none over MAX_LINE, no CR (stripped) or ESC (ANSI removed), nothing the scrubber
+        would change or learn from. Else None: the caller parses line by line."""
+        scrub = self.scrub
+        if not self.takes_runs() or not isinstance(scrub, Scrubber) or max(map(len, raw)) > MAX_LINE:
+            return None
+        text = b"\n".join(raw).decode("utf-8", "replace")
+        if "\r" in text or "\x1b" in text or not scrub.passes(text):
+            return None
+        lines = text.split("\n")  # a newline is never part of a sequence the decoder replaces
+        return PlainRun(offset, lines, raw, inode) if len(lines) == len(raw) else None
+
     def parse_batch(
-        self, batch: Sequence[RawLike | LogEvent], preselected: bool = False
-    ) -> list[LogMatch | PlainMatch | LogEvent]:
+        self, batch: Sequence[RawLike | RunLike | LogEvent], preselected: bool = False
+    ) -> list[LogMatch | PlainMatch | PlainRun | LogEvent]:
         """`parse` over a follower's batch, in order (LogEvents pass through): the same results,
         with the repeats of known batch lines going straight to the shape cache (no per-line call
-        of parse and its checks: at tens of thousands of lines a second they add up)."""
-        out: list[LogMatch | PlainMatch | LogEvent] = []
+        of parse and its checks: at tens of thousands of lines a second they add up). A run of
+        lines (follow.RawRun) becomes one PlainRun where `_plain_run` allows, else its lines."""
+        out: list[LogMatch | PlainMatch | PlainRun | LogEvent] = []
         append, scrub, parse = out.append, self.scrub, self.parse
         lits = self._candidate if isinstance(self._candidate, _Literals) else None
         for item in batch:
             if isinstance(item, LogEvent):
                 append(item)
                 continue
-            data, shapes = item.data, self._shapes
-            if shapes is None or lits is None or item.truncated is not None or len(data) > MAX_LINE:
-                m = parse(data, item.offset, None, item.inode, item.truncated, preselected)
+            run_lines: list[bytes] | None = getattr(item, "lines", None)  # a follow.RawRun
+            if run_lines is not None:
+                run = self._plain_run(item.offset, run_lines, item.inode) if preselected else None
+                if run is not None:
+                    append(run)
+                    continue
+                at = item.offset
+                for data in run_lines:
+                    m = parse(data, at, None, item.inode, None, preselected)
+                    at += len(data) + 1
+                    if m is not None:
+                        append(m)
+                continue
+            line_item: RawLike = item  # type: ignore[assignment]  # (not a run: a line)
+            data, shapes = line_item.data, self._shapes
+            if shapes is None or lits is None or line_item.truncated is not None or len(data) > MAX_LINE:
+                m = parse(data, line_item.offset, None, line_item.inode, line_item.truncated, preselected)
             else:  # parse() with what `shapes` implies: a known pack, no user patterns, literal prefilter
                 raw = data.decode("utf-8", "replace").rstrip("\r\n")
                 if "\x1b" in raw:
-                    m = parse(raw, item.offset, None, item.inode, None, preselected)
+                    m = parse(raw, line_item.offset, None, line_item.inode, None, preselected)
                 elif not lits.search(line := scrub(raw)):
                     continue
                 else:
-                    m = shapes.match(line, item.offset, None, item.inode, self.in_warmup)
+                    m = shapes.match(line, line_item.offset, None, line_item.inode, self.in_warmup)
                     if m is None:
-                        m = self._general(raw, line, True, item.offset, None, item.inode, None)
+                        m = self._general(raw, line, True, line_item.offset, None, line_item.inode, None)
             if m is not None:
                 append(m)
         return out

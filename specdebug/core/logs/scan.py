@@ -18,6 +18,7 @@ from pydantic import Field
 
 from specdebug.core.limits import MAX_LINE, open_regular_file
 from specdebug.core.logs.acceptrate import OWN, AcceptRates
+from specdebug.core.logs.blockscan import Runs, flush_runs
 from specdebug.core.logs.events import LogMatch
 from specdebug.core.logs.parser import LogParser, PlainMatch
 from specdebug.core.logs.stats import MetricStore
@@ -63,6 +64,7 @@ class Analyzer:
         self.truncated_lines = 0
         # launches append to the same log: with last_run, a server start line starts the count over
         self.last_run = last_run
+        self.runs = Runs()  # batch/stat lines feed_block took in bulk, not in the store yet
 
     def feed(
         self,
@@ -77,6 +79,8 @@ class Analyzer:
             self.truncated_lines += 1
         m = self.parser.parse(line, offset=offset, lineno=lineno, inode=inode, truncated=truncated)
         if m is not None:
+            if self.runs:  # lines before this one, taken in bulk (blockscan), are accounted first
+                flush_runs(self)
             if self.last_run and m.phase == "args":  # server_args= / vLLM API server version
                 self.store = MetricStore()
                 self.lines = 1
@@ -93,6 +97,13 @@ class Analyzer:
             if rate is not None:
                 match.metrics[OWN] = rate
         self.store.add_match(match)
+
+    def feed_block(self, block: bytes, offset: int, lineno: int) -> int:
+        """Complete lines (joined by newlines, the last without one) as if fed one by one with
+        `feed`, the batch/stat lines in bulk (blockscan.py); returns the last line number."""
+        from specdebug.core.logs.blockscan import feed_block
+
+        return feed_block(self, block, offset, lineno)
 
     def result(self, *, include_warmup: bool = False) -> ScanResult:
         return ScanResult(
@@ -119,27 +130,45 @@ class LineSplitter:
         self._over = 0  # bytes of the pending line beyond the head
 
     def feed(self, chunk: bytes) -> Iterator[tuple[int, bytes, int | None]]:
+        head, at, block = self.split(chunk)
+        if head is not None:
+            yield head
+        if block is not None:
+            yield from self.block_lines(at, block)
+
+    def block_lines(self, offset: int, block: bytes) -> Iterator[tuple[int, bytes, int | None]]:
+        """The lines of a block `split` returned, cut at the limit."""
+        limit = self.limit
+        for line in block.split(b"\n"):
+            n = len(line)
+            yield (offset, line, None) if n <= limit else (offset, line[:limit], n)
+            offset += n + 1
+
+    def split(self, chunk: bytes) -> tuple[tuple[int, bytes, int | None] | None, int, bytes | None]:
+        """(the pending line this chunk ends, if any; the offset of the block; the block: the
+        chunk's further complete lines joined by newlines, the last one's left off, or None when
+        there are none). The rest waits for the next chunk."""
         limit = self.limit
         start = 0
+        head = None
         if self._buf or self._over:
             nl = chunk.find(b"\n")
             if nl < 0:
                 room = max(0, limit - len(self._buf))
                 self._buf += chunk[:room]
                 self._over += len(chunk) - min(room, len(chunk))
-                return
-            yield self._pending(chunk[:nl])
+                return None, self.offset, None
+            head = self._pending(chunk[:nl])
             start = nl + 1
         end = chunk.rfind(b"\n") + 1
-        offset = self.offset
+        at = self.offset
+        block = None
         if end > start:
-            for line in chunk[start : end - 1].split(b"\n"):
-                n = len(line)
-                yield (offset, line, None) if n <= limit else (offset, line[:limit], n)
-                offset += n + 1
-        self.offset = offset
+            block = chunk[start : end - 1]
+            self.offset = at + end - start
         rest = chunk[max(end, start) :]
         self._buf, self._over = rest[:limit], max(0, len(rest) - limit)
+        return head, at, block
 
     def end(self) -> Iterator[tuple[int, bytes, int | None]]:
         """The last line when the data does not end with a newline."""
@@ -188,6 +217,21 @@ class _Counted:
             self.on_progress(self.an.bytes, self.total)
 
 
+def _feed_chunk(
+    an: Analyzer, split: LineSplitter, chunk: bytes, lineno: int, on_match: Callable[[Any], None] | None
+) -> int:
+    """One chunk's lines into the analyzer: in blocks (Analyzer.feed_block) unless each match is
+    wanted (on_match) or lines are cut at a limit of the splitter's own."""
+    if on_match is not None or split.limit != MAX_LINE:
+        return _feed_all(an, split.feed(chunk), lineno, on_match)
+    head, at, block = split.split(chunk)
+    if head is not None:
+        lineno = _feed_all(an, (head,), lineno, None)
+    if block is not None:
+        lineno = an.feed_block(block, at, lineno)
+    return lineno
+
+
 def _feed_all(
     an: Analyzer,
     items: Iterable[tuple[int, bytes, int | None]],
@@ -222,7 +266,7 @@ def scan_chunks(
     lineno = 0
     for chunk in chunks:
         count.add(chunk)
-        lineno = _feed_all(an, split.feed(chunk), lineno, on_match)
+        lineno = _feed_chunk(an, split, chunk, lineno, on_match)
     _feed_all(an, split.end(), lineno, on_match)
     return an.result(include_warmup=include_warmup)
 
@@ -297,6 +341,6 @@ async def scan_remote(
     lineno = 0
     async for data in remote_chunks(remote, path):
         count.add(data)
-        lineno = _feed_all(an, split.feed(data), lineno, on_match)
+        lineno = _feed_chunk(an, split, data, lineno, on_match)
     _feed_all(an, split.end(), lineno, on_match)
     return an.result(include_warmup=include_warmup)

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from specdebug.core.logs.shapes import MetricStep, Shape, getter, grabber, prefix_ts_span
+from specdebug.core.secrets import may_hold_secrets
 from specdebug.engines.pack import Pack
 from specdebug.engines.primitives import Prefix, norm_key, parse_value
 
@@ -234,11 +236,32 @@ def learn(
     if m is None:
         return None
     fields, metrics, spans, ts = shape.extract(m)
-    return shape if same((event, fields, metrics, spans, ts), (*expect, prefix.ts)) else None
+    if not same((event, fields, metrics, spans, ts), (*expect, prefix.ts)):
+        return None
+    return replace(shape, block_safe=_block_safe(shape, b, line, m))
+
+
+def _block_safe(shape: Shape, b: _Builder, line: str, m: re.Match[str]) -> bool:
+    """Whether every line `shape` matches is one the scrubber leaves as it is (no trigger of its
+    shape rules in it), so a block of such lines needs no scrubbing line by line (Analyzer.feed_block).
+
+    Why the learned line decides for all: a shape without free text matches lines that differ from
+    it only in digit runs (the prefix's digits, integers, decimals) and in its True/False values.
+    No trigger holds a digit or a dot, so the text between digits is the same in every such line;
+    a True/False between non-letters cannot join letters into one either ("earer", "asic")."""
+    if not shape.plain or _any_value in b.conv.values() or may_hold_secrets(line):
+        return False
+    for key, conv in b.conv.items():
+        if conv is _BOOLS.__getitem__:
+            s, e = m.span(b.inner[key])
+            if (s and line[s - 1].isalpha()) or (e < len(line) and line[e].isalpha()):
+                return False
+    return True
 
 
 def _shape(b: _Builder, event: str, ts_group: int, steps: list[MetricStep]) -> Shape:
     grabbed = [b.inner[k] for k in b.keys] + ([ts_group] if ts_group else [])
+    metric_keys = [keys[0] for _, _, keys, _ in steps]
     return Shape(
         rx=re.compile("".join(b.src) + r"\Z"),
         event=event,
@@ -253,6 +276,8 @@ def _shape(b: _Builder, event: str, ts_group: int, steps: list[MetricStep]) -> S
         metric_get=getter([keys[0] for _, _, keys, _ in steps]),
         span_get=getter([groups[0] for *_, groups in steps]),
         span_names=tuple((name,) for _, name, _, _ in steps),
+        metric_texts=grabber([b.inner[k] for k in metric_keys]),
+        metric_convs=tuple(b.conv[k] for k in metric_keys),
     )
 
 

@@ -61,6 +61,11 @@ class Shape:
     metric_get: Getter  # over fields: the plain metrics' values
     span_get: Getter  # over m.regs: the plain metrics' value spans
     span_names: tuple[tuple[str], ...]
+    # the block path (scan): a plain shape's metric texts (their groups) and conversions, and
+    # whether every line it can match is one the scrubber leaves as it is (`block_safe`)
+    metric_texts: Callable[[re.Match[str]], tuple[str, ...]] = lambda m: ()
+    metric_convs: tuple[Callable[[str], Any], ...] = ()
+    block_safe: bool = False
 
     def extract(
         self, m: re.Match[str]
@@ -132,6 +137,10 @@ class ShapeCache:
                 )
         return None
 
+    def block_shapes(self) -> list[Shape]:
+        """The shapes a block of lines may be matched with in bulk (Analyzer.feed_block)."""
+        return [s for s in self.shapes if s.block_safe]
+
     def wants(self) -> bool:
         """Whether a line the shapes missed should be learned from (bounded: a log whose batch lines
         never repeat a layout must not pay for learning on every line)."""
@@ -144,6 +153,18 @@ class ShapeCache:
         if len(self.shapes) >= MAX_SHAPES:
             self.shapes.pop()
         self.shapes.append(shape)
+
+
+def metric_columns(shape: Shape, matches: Sequence[re.Match[str]]) -> list[list[float]]:
+    """The plain metrics of lines `shape` matched, one column per metric (`metric_names` order):
+    the values `extract` gives, float(conv(text)), in C loops over the whole run."""
+    texts = zip(*map(shape.metric_texts, matches), strict=True)
+    # an int or float class's text straight to float: float(int(t)) and float(float(t)) round the
+    # same decimal the same way (correctly rounded, half to even) as float(t)
+    return [
+        list(map(float, col if conv is int or conv is float else map(conv, col)))
+        for conv, col in zip(shape.metric_convs, texts, strict=True)
+    ]
 
 
 def grabber(groups: Sequence[int]) -> Callable[[re.Match[str]], tuple[Any, ...]]:

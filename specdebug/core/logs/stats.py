@@ -12,7 +12,7 @@ import operator
 import random
 from array import array
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import reduce
 from itertools import chain, groupby
 from typing import TYPE_CHECKING, Any
@@ -139,17 +139,38 @@ class Series:
         """Algorithm R for a full reservoir: sample i replaces slot randrange(i) when that is below
         the capacity. randrange(n) is `getrandbits(n.bit_length())` retried while >= n in CPython
         (Random._randbelow_with_getrandbits); called inline here, 3x cheaper, same numbers (a unit
-        test compares against randrange)."""
+        test compares against randrange). The bit length is kept by hand: it grows by one when n
+        passes the next power of two."""
         res, cap, bits = self._res_data, self._cap, self._rng.getrandbits
         n = n0 + skip
-        for i in range(skip, len(vals)):
+        k = (n + 1).bit_length()
+        top = (1 << k) - 1  # the largest n of bit length k
+        for value in vals[skip:] if skip else vals:
             n += 1
-            k = n.bit_length()
+            if n > top:
+                k += 1
+                top = (top << 1) | 1
             j = bits(k)
             while j >= n:
                 j = bits(k)
             if j < cap:
-                res[j] = vals[i]
+                res[j] = value
+
+    def clone(self) -> Series:
+        """An independent copy in the same state (its generator too): it goes on as this one would."""
+        self.flush()
+        twin = Series(self._cap, self._recent.maxlen or RECENT)
+        twin._n, twin._total, twin._lo, twin._hi, twin._last = (
+            self._n,
+            self._total,
+            self._lo,
+            self._hi,
+            self._last,
+        )
+        twin._res_data = array("d", self._res_data)
+        twin._rng.setstate(self._rng.getstate())
+        twin._recent.extend(self._recent)
+        return twin
 
     @property
     def n(self) -> int:
@@ -227,6 +248,32 @@ class MetricStore:
             s = table[name] = Series(self._reservoir, self._recent, seed=len(table))
         return s
 
+    def _warm(self, name: str) -> Series:
+        """The all-samples series of `name`, for a warmup sample (one the post-warmup series must
+        not get): a series still shared with its post-warmup twin is copied apart first."""
+        s = self._series(self._all, name)
+        if self._post.get(name) is s:
+            self._post[name] = s.clone()
+        return s
+
+    def _both(self, name: str) -> tuple[Series, ...]:
+        """The all-samples and post-warmup series of `name`, for a sample after warmup. While they
+        would hold the same samples and were seeded alike (a log without warmup samples, or with
+        them only before any series began), they are one object: each sample is taken, and each
+        reservoir draw made, once instead of twice (`_warm` parts them at the first difference)."""
+        a, p = self._all.get(name), self._post.get(name)
+        if p is None:
+            seed = len(self._post)
+            if a is None:
+                a = self._series(self._all, name)
+                if seed == len(self._all) - 1:  # (a is new: no sample yet)
+                    self._post[name] = a
+                    return (a,)
+            p = self._series(self._post, name)
+        elif a is None:
+            a = self._series(self._all, name)
+        return (a,) if a is p else (a, p)
+
     def add_match(self, match: LogMatch | PlainMatch) -> None:
         """Count the line's events; its metrics dict is kept as a row until the next read or FLUSH
         rows (it must not change meanwhile: matches are read-only by convention)."""
@@ -246,6 +293,30 @@ class MetricStore:
             if len(rows) >= FLUSH:
                 self._fold_rows()
 
+    def add_columns(
+        self,
+        events: Sequence[tuple[str, int]],
+        names: Sequence[str],
+        cols: Sequence[list[float]],
+        warmup: bool,
+    ) -> None:
+        """Lines of stat events (event, how many) whose metrics, in line order, are `names` -> the
+        `cols` (floats): the same series, in the same order, as `add_match` of each line (scan's
+        block path: no match object, no dict per line)."""
+        for event, count in events:
+            self.events[event] += count
+        self._fold_rows()
+        self._rows_warmup = warmup
+        self._extend(names, cols, warmup)
+
+    def _extend(self, names: Sequence[str], cols: Iterable[Sequence[float]], warmup: bool) -> None:
+        for name, col in zip(names, cols, strict=True):
+            if warmup:
+                self._warm(name).extend(col)
+                continue
+            for s in self._both(name):
+                s.extend(col)
+
     def _fold_rows(self) -> None:
         """Rows into series. A run of rows with the same keys and only float values goes column by
         column (zip and extend: C loops); a run holding anything else goes value by value. Series
@@ -258,10 +329,7 @@ class MetricStore:
             run = list(group)
             cols = list(zip(*map(dict.values, run), strict=True))
             if all(set(map(type, col)) == _FLOATS for col in cols):
-                for name, col in zip(keys, cols, strict=True):
-                    self._series(self._all, name).extend(col)
-                    if not warmup:
-                        self._series(self._post, name).extend(col)
+                self._extend(keys, cols, warmup)
                 continue
             for metrics in run:
                 for name, value in metrics.items():
@@ -283,9 +351,11 @@ class MetricStore:
             for i, v in enumerate(value):
                 self._add_now(f"{name}[{i}]", v, warmup)
             return
-        self._series(self._all, name).add(value)
-        if not warmup:
-            self._series(self._post, name).add(value)
+        if warmup:
+            self._warm(name).add(value)
+            return
+        for s in self._both(name):
+            s.add(value)
 
     def names(self) -> list[str]:
         self._fold_rows()

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from specdebug.core.fingerprint import config_fingerprint, normal_cwd, split_argv
+from specdebug.core.fingerprint import config_fingerprint, normal_cwd, server_host, split_argv
 from specdebug.core.model import Model
 from specdebug.core.profiles.deployment import DeploymentSpec
 from specdebug.core.profiles.diff import SWITCH_SHOWN, Knob, KnobValue
@@ -89,6 +89,11 @@ class ServerSpec(_Strict):
         default=True,
         description="Launch with SPT_NOENV=1 so setproctitle leaves workers' /proc/PID/environ readable.",
     )
+
+    @property
+    def listen_host(self) -> str:
+        """Where on the box the server answers (server_host of its argv)."""
+        return server_host(self.argv)
 
     @field_validator("env")
     @classmethod

@@ -91,7 +91,7 @@ class SlurmTransport:
         return proc
 
     async def forward(self, port: int, host: str = "127.0.0.1") -> DirectForward | None:
-        return DirectForward(port) if self.forwards and is_loopback(host) else None
+        return DirectForward(port, host) if self.forwards and is_loopback(host) else None
 
     def no_forward_reason(self, host: str) -> str:
         return (

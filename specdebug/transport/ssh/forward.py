@@ -41,6 +41,7 @@ class SSHForward:
         self.remote_host = remote_host
         self.remote_port = remote_port
         self.local_port = 0
+        self.local_host = "127.0.0.1"  # the listener below
         self._listener: asyncssh.SSHListener | None = None
 
     async def bind(self, conn: asyncssh.SSHClientConnection) -> None:

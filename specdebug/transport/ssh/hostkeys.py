@@ -53,6 +53,19 @@ def classify(key: asyncssh.SSHKey, hostname: str, port: int, known_hosts: list[P
     return False
 
 
+def trusted_keys(hostname: str, port: int, known_hosts: list[Path]) -> list[asyncssh.SSHKey]:
+    """The keys known_hosts trusts for this host now (unreadable files trust nothing)."""
+    keys: list[asyncssh.SSHKey] = []
+    for path in known_hosts:
+        if not path.is_file():
+            continue
+        try:
+            keys += asyncssh.read_known_hosts(str(path)).match(hostname, "", port)[0]
+        except (OSError, ValueError, asyncssh.Error):
+            continue
+    return keys
+
+
 def differs_from_session(key: asyncssh.SSHKey, session_keys: list[asyncssh.SSHKey]) -> bool:
     """True when the user accepted another key "once" for this host in this session: the key CHANGED.
 

@@ -66,6 +66,8 @@ class ResolvedHost:
     keepalive_interval: float | None = None
     proxy_command: str | None = None  # ssh config's ProxyCommand, its %h/%p expanded (proxy.py runs it)
     warnings: list[str] = field(default_factory=list)
+    identities: tuple[str, ...] = ()  # the config's IdentityFile/CertificateFile (a login's identity)
+    proxy: str = ""  # the config's ProxyJump or ProxyCommand (the way the host is reached)
 
     @property
     def config_paths(self) -> list[str]:
@@ -99,8 +101,14 @@ def resolve(spec: HostSpec) -> ResolvedHost:
     else:
         known = [Path("~/.ssh/known_hosts").expanduser()]
     interval = cfg.get("ServerAliveInterval")
-    proxy = cfg.get("ProxyCommand")
+    proxy_cmd = cfg.get("ProxyCommand")
     warnings = _ignored_option_warnings(paths, spec.host)
+    identities = tuple(
+        str(Path(str(f)).expanduser())
+        for name in ("IdentityFile", "CertificateFile")
+        for f in _listed(cfg.get(name))
+    )
+    route = " ".join(str(cfg.get(name) or "") for name in ("ProxyJump", "ProxyCommand")).strip()
     return ResolvedHost(
         spec=spec,
         hostname=hostname,
@@ -108,8 +116,10 @@ def resolve(spec: HostSpec) -> ResolvedHost:
         user=user,
         known_hosts=known,
         keepalive_interval=float(str(interval)) if interval else None,
-        proxy_command=_proxy_command(proxy),
+        proxy_command=_proxy_command(proxy_cmd),
         warnings=warnings,
+        identities=identities,
+        proxy=route,
     )
 
 
@@ -119,6 +129,13 @@ def _proxy_command(value: object) -> str | None:
         value = " ".join(str(v) for v in value)
     text = str(value).strip() if value else ""
     return text if text and text.lower() != "none" else None
+
+
+def _listed(value: object) -> list[object]:
+    """A config value that may be given once or many times, as a list."""
+    if value is None or value == ():
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
 
 
 MAX_INCLUDE_DEPTH = 16  # OpenSSH's own limit on nested Include

@@ -183,6 +183,29 @@ class SSHTransport:
             except (asyncssh.Error, OSError) as exc:
                 self.warnings.append(f"forward to port {fwd.remote_port} could not be restored: {exc}")
 
+    async def host_key_unchanged(self, timeout: float) -> bool:
+        """Whether this connection may still answer for the host: the key it verified is still
+        trusted (known_hosts, or this session's key accepted once) and the host still shows it to a
+        new connection.  A kept connection (the local agent's) asks before each use, so a changed
+        host key is met by a fresh connect, refused in its own words, not answered from the old link."""
+        conn, r = self._conn, self.resolved
+        kept = conn.get_server_host_key() if conn is not None else None
+        if kept is None:
+            return False
+        trusted = self._once_keys or hostkeys.trusted_keys(r.hostname, r.port, r.known_hosts)
+        if kept.public_data not in {k.public_data for k in trusted}:
+            return False
+        try:
+            now = await asyncio.wait_for(
+                asyncssh.get_server_host_key(
+                    self.spec.host, self.spec.port or (), config=r.config_paths or None
+                ),
+                timeout,
+            )
+        except _CONNECT_ERRORS:
+            return False
+        return now is not None and now.public_data == kept.public_data
+
     async def wait_lost(self) -> None:
         if self._conn is not None:
             await self._conn.wait_closed()

@@ -7,7 +7,7 @@ pane shows its progress and renders the report.  Every value shown comes from th
 
 The check acts on the profile's target (`ctx.target()`).  One node is the one-box screen.  On a
 deployment every node's workers are columns (a node row says whose): the check is
-`core.deployment.node_env.deployment_env` (each node's env check with its node profile, and its NCCL
+`core.deployment.node_env.target_env` (each node's env check with its node profile, and its NCCL
 lines of this run), the same calls as `specdebug env -c PROFILE --json` (`nodes`, `transport`), and
 the verdict says per node, then the transport (`ib-gdrdma`, `ib`, `socket`, `unproven` with how to
 make the lines exist) and its findings.
@@ -26,14 +26,14 @@ from textual.widgets import DataTable, Static
 
 from specdebug.core.control.events import ServerState
 from specdebug.core.control.records import ServerRecord
+from specdebug.core.deployment import Node
 from specdebug.core.deployment.nccl import TransportProof
-from specdebug.core.deployment.node_env import NodeEnv, deployment_env
-from specdebug.core.env.events import EnvDone, EnvProcessesFound
+from specdebug.core.deployment.node_env import NodeEnv, target_env
+from specdebug.core.env.events import EnvDone, EnvEvent, EnvProcessesFound
 from specdebug.core.env.model import BOX_WIDE_VERDICT, DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv
-from specdebug.core.env.probe import ServerNotRunning, env_events, query_for_profile
+from specdebug.core.env.probe import env_events
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
-from specdebug.core.target import Target
 from specdebug.engines import worker_match
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
@@ -99,10 +99,11 @@ class EnvPane(Pane):
             self.report = report
 
     class NodesReady(Message):
-        def __init__(self, envs: list[NodeEnv], proof: TransportProof | None) -> None:
+        def __init__(
+            self, envs: list[NodeEnv], proof: TransportProof | None, multi: bool = True, quiet: bool = True
+        ) -> None:
             super().__init__()
-            self.envs = envs
-            self.proof = proof
+            self.envs, self.proof, self.multi, self.quiet = envs, proof, multi, quiet
 
     def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
@@ -189,56 +190,54 @@ class EnvPane(Pane):
 
     @work(exclusive=True, group="env-check", exit_on_error=False)
     async def run_check(self, quiet: bool = False, all_matching: bool = False) -> None:
-        """The profile's target checked (a deployment: every node and the transport); without a
-        profile, what runs on the selected host, labelled as such."""
+        """The profile's target checked (`target_env`, as the `env` verb: a deployment's every node
+        and the transport); without a profile, what runs on the selected host, labelled as such."""
         target = self.ctx.target()
-        if target is not None and target.multi:
-            return await self.check_nodes(target, quiet, all_matching)
-        remote = target.leader_remote if target is not None else self.ctx.remote()
+        if target is None:
+            return await self.check_box(quiet)
+        if target.multi:
+            count, name = len(target.nodes), target.profile.name
+            self.query_one("#env-how", Static).update(
+                Text(f"checking the workers on {count} nodes of {name}…", style="dim")
+            )
+        if target.unreachable:
+            return self.check_failed(f"no connection to {', '.join(target.unreachable)} here", quiet)
+        try:
+            for node in target.nodes:
+                await target.remote(node).wait_connected(CONNECT_WAIT_S)
+            envs, proof = await target_env(
+                target, all_matching=all_matching, on_event=None if target.multi else self._progress
+            )
+        except (RemoteError, LookupError, OSError, TimeoutError) as exc:
+            self.check_failed(exc, quiet)
+            return
+        self.post_message(self.NodesReady(envs, proof, target.multi, quiet))
+
+    def _progress(self, node: Node, ev: EnvEvent) -> None:
+        if isinstance(ev, EnvProcessesFound):
+            self.query_one("#env-how", Static).update(Text(ev.describe(), style="dim"))
+
+    async def check_box(self, quiet: bool) -> None:
+        """No server named: every engine's workers on the selected host (a box-wide look, no verdict)."""
+        remote = self.ctx.remote()
         if remote is None:
             return
+        query = EnvQuery(
+            match=DEFAULT_MATCH, prefixes=list(DEFAULT_PREFIXES), expect_from_launcher=True, box_wide=True
+        )
         try:
             await remote.wait_connected(CONNECT_WAIT_S)
-            if target is not None:
-                query = await query_for_profile(remote, target.leader.profile, all_matching=all_matching)
-            else:  # no server named: what runs on the box, labelled as such
-                query = EnvQuery(
-                    match=DEFAULT_MATCH,
-                    prefixes=list(DEFAULT_PREFIXES),
-                    expect_from_launcher=True,
-                    box_wide=True,
-                )
             report = None
             async for ev in env_events(remote, query):
                 if isinstance(ev, EnvProcessesFound):
                     self.query_one("#env-how", Static).update(Text(ev.describe(), style="dim"))
                 elif isinstance(ev, EnvDone):
                     report = ev.report
-        except ServerNotRunning as exc:
-            self.show_not_running(str(exc), quiet)
-            return
         except (RemoteError, LookupError, OSError, TimeoutError) as exc:
             self.check_failed(exc, quiet)
             return
         if report is not None:
             self.post_message(self.ReportReady(report))
-
-    async def check_nodes(self, target: Target, quiet: bool, all_matching: bool = False) -> None:
-        """Every node's env check and the transport proof (inside the check worker); a node with no
-        connection here is said, not checked."""
-        how = self.query_one("#env-how", Static)
-        count, name = len(target.nodes), target.profile.name
-        how.update(Text(f"checking the workers on {count} nodes of {name}…", style="dim"))
-        if target.unreachable:
-            return self.check_failed(f"no connection to {', '.join(target.unreachable)} here", quiet)
-        try:
-            for node in target.nodes:
-                await target.remote(node).wait_connected(CONNECT_WAIT_S)
-            envs, proof = await deployment_env(target.remotes, target.deployment, all_matching=all_matching)
-        except (RemoteError, LookupError, OSError, TimeoutError) as exc:
-            self.check_failed(exc, quiet)
-            return
-        self.post_message(self.NodesReady(envs, proof))
 
     def check_failed(self, why: Exception | str, quiet: bool) -> None:
         if not quiet:
@@ -251,7 +250,14 @@ class EnvPane(Pane):
 
     @on(NodesReady)
     def _nodes_ready(self, event: NodesReady) -> None:
-        self.show_nodes(event.envs, event.proof)
+        """A deployment's check: a line per node and the transport; one node's: its report, or that
+        its server is not running (nothing of any other process)."""
+        if event.multi:
+            return self.show_nodes(event.envs, event.proof)
+        got = event.envs[0]
+        if got.report is None:
+            return self.show_not_running(got.problem or "not running", event.quiet)
+        self.show_report(got.report)
 
     def action_mark(self) -> None:
         table = self.query_one("#env-matrix", DataTable)

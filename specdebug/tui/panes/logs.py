@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from rich.style import Style
@@ -29,13 +30,13 @@ from textual.containers import Horizontal
 from textual.widgets import Input, Static
 
 from specdebug.core.control.events import ServerState
-from specdebug.core.control.records import ServerRecord, file_size, this_run_offset
+from specdebug.core.control.records import ServerRecord, file_size
 from specdebug.core.deployment import Node
 from specdebug.core.logs.context import read_context
 from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import Follower
-from specdebug.core.logs.matches import follow_matches
-from specdebug.core.logs.parser import LogParser, PatternError
+from specdebug.core.logs.matches import Match, follow_match_batches, follow_target_logs
+from specdebug.core.logs.parser import LogParser, PatternError, PlainRun
 from specdebug.core.logs.scan import Analyzer
 from specdebug.core.logs.viewbuffer import MAX_VIEW, ViewBuffer
 from specdebug.core.profiles import Profile
@@ -381,7 +382,8 @@ class LogsPane(LogsBoxes):
         self._follow(remote, path, target)
         server = target.leader.profile.server if target is not None else None
         if target is not None and server is not None and server.port and target.leader in reachable:
-            self._watch_prom(target.leader_remote, server.port, server.kind)  # the leader serves
+            # the leader serves, at its --host (core.fingerprint.server_host)
+            self._watch_prom(target.leader_remote, server.port, server.kind, server.listen_host)
 
     def action_stop(self) -> None:
         self.workers.cancel_group(self, "logs-follow")
@@ -393,63 +395,74 @@ class LogsPane(LogsBoxes):
     @work(exclusive=True, group="logs-follow", exit_on_error=False)
     async def _follow(self, remote: Remote, path: str, target: Target | None) -> None:
         """A typed path on the selected host, or every reachable node's log of the target at once
-        (a node whose log cannot be read says so while the others go on)."""
+        (`follow_target_logs`, as `grep -c PROFILE --follow`: each from its run's start; a node whose
+        log cannot be read says so while the others go on)."""
         if target is None:
-            await self._follow_file(remote, path, 0, self.analyzer.parser)
-        else:
-            width = max(len(visible(n.host)) for n in target.nodes) if target.multi else 0
-            nodes = target.reachable()
-            await asyncio.gather(*(self._follow_node(target, n, width, n is nodes[0]) for n in nodes))
-        self.render_status()
+            follower = Follower(remote, path, prefilter=self.analyzer.parser.candidate_patterns(), offset=0)
+            self.follower = follower
+            try:
+                await self._feed_blocks(
+                    remote,
+                    follower,
+                    follow_match_batches(remote, path, self.analyzer.parser, follower=follower),
+                )
+            except (RemoteError, OSError) as exc:
+                self._follow_failed(path, exc, None, 0)
+            return self.render_status()
+        width = max(len(visible(n.host)) for n in target.nodes) if target.multi else 0
+        parsers = iter([self.analyzer.parser])  # a parser keeps its stream's state: one per node
 
-    async def _follow_node(self, target: Target, node: Node, width: int, first: bool) -> None:
-        """One node's log of this run, on its connection; on a deployment every line names the node."""
-        remote, path = target.remote(node), node.profile.server.log_file
-        # a parser keeps its stream's state: one per node (the first node's is the analyzer's)
-        parser = self.analyzer.parser if first else self._new_parser()
-        tag = node.host if target.multi else None
-        try:
-            offset = await this_run_offset(remote, node.profile.name)
-        except (RemoteError, OSError) as exc:
-            return self._follow_failed(path, exc, tag, width)
-        await self._follow_file(remote, path, offset, parser, tag, width)
+        def make_parser() -> LogParser:
+            return next(parsers, None) or self._new_parser()
 
-    async def _follow_file(
-        self,
-        remote: Remote,
-        path: str,
-        offset: int,
-        parser: LogParser,
-        node: str | None = None,
-        width: int = 0,
-    ) -> None:
-        follower = Follower(remote, path, prefilter=parser.candidate_patterns(), offset=offset)
-        if self.follower is None:
-            self.follower = follower  # the one followed (a deployment's: the leader's) marks and measures
-        if node is not None:
-            self.node_followers[node] = follower
+        def on_follower(node: Node, follower: Follower) -> None:
+            if self.follower is None:
+                self.follower = follower  # the first node's (the leader's) marks and measures
+            self.node_followers[node.host] = follower
+
+        stream = follow_target_logs(target, make_parser, this_run=True, on_follower=on_follower)
         slice_start = time.monotonic()
         n = 0
         try:
-            async for item in follow_matches(remote, path, parser, follower=follower):
-                if isinstance(item, LogEvent):
-                    self.feed_event(item, node, width)
-                elif isinstance(item, LogMatch):  # the pane parses with a pack: never a pack-less PlainMatch
-                    self.feed_match(item, node, width)
-                n += 1
-                if (
-                    n % 64 == 0
-                    and follower is self.follower
-                    and time.monotonic() - self._size_at > BEHIND_EVERY_S
-                ):
+            async for node, got in stream:
+                tag = node.host if target.multi else None
+                if isinstance(got, RemoteError):
+                    self._follow_failed(node.profile.server.log_file, got, tag, width)
+                    continue
+                for item in got:
+                    self._feed(item, tag, width)
+                n += len(got)
+                if n >= 64 and time.monotonic() - self._size_at > BEHIND_EVERY_S and self.follower:
                     self._size_at = time.monotonic()  # while lines flow: how much is still unread?
-                    self._measure_size(remote, follower)
-                if n % 64 == 0 and time.monotonic() - slice_start > 0.01:
+                    self._measure_size(target.remote(node), self.follower)
+                if time.monotonic() - slice_start > 0.01:
                     # a flood must not starve the UI (nor the other nodes): a breath every 10 ms of parsing
                     await asyncio.sleep(0.005)
                     slice_start = time.monotonic()
-        except (RemoteError, OSError) as exc:
-            self._follow_failed(path, exc, node, width)
+        finally:
+            await stream.aclose()
+        self.render_status()
+
+    def _feed(self, item: Match | PlainRun | LogEvent, node: str | None, width: int) -> None:
+        if isinstance(item, LogEvent):
+            self.feed_event(item, node, width)
+        elif isinstance(item, LogMatch):  # the pane parses with a pack: never a pack-less PlainMatch
+            self.feed_match(item, node, width)
+
+    async def _feed_blocks(
+        self, remote: Remote, follower: Follower, blocks: AsyncIterator[list[Match | PlainRun | LogEvent]]
+    ) -> None:
+        """A typed path's blocks into the view, measuring how far behind the file's end it is."""
+        slice_start = time.monotonic()
+        async for block in blocks:
+            for item in block:
+                self._feed(item, None, 0)
+            if time.monotonic() - self._size_at > BEHIND_EVERY_S:
+                self._size_at = time.monotonic()
+                self._measure_size(remote, follower)
+            if time.monotonic() - slice_start > 0.01:
+                await asyncio.sleep(0.005)
+                slice_start = time.monotonic()
 
     def _follow_failed(self, path: str, exc: Exception, node: str | None, width: int) -> None:
         """The followed log cannot be read: the status says it; a deployment's node on its own line."""
@@ -469,12 +482,12 @@ class LogsPane(LogsBoxes):
 
     # -- the server's /metrics: a second source, shown above the log's numbers --------------------------
     @work(exclusive=True, group="logs-prom", exit_on_error=False)
-    async def _watch_prom(self, remote: Remote, port: int, kind: str | None) -> None:
+    async def _watch_prom(self, remote: Remote, port: int, kind: str | None, host: str = "127.0.0.1") -> None:
         from specdebug.core.metrics import watch_metrics
 
         panel = self.query_one(MetricsPanel)
         try:
-            async for ev in watch_metrics(remote, port, kind=kind, interval=1.0):
+            async for ev in watch_metrics(remote, port, kind=kind, interval=1.0, host=host):
                 panel.show_prom(ev)
         except (RemoteError, OSError) as exc:
             panel.show_prom_error(exc)

@@ -5,8 +5,13 @@ startups of the same profile (journal verdicts), the last log lines, and the ver
 reason (rendering: startup_view.py).  On open it recognises the profile's server if it already
 runs.  All the work is `specdebug.core.control` (the same calls as the headless verbs); the pane
 only applies the events it streams: its state is a `core.control.monitor.ServerMonitor` (the same
-machine a bisection run uses without a screen).  A profile with `[deployment]` is launched,
-watched and stopped on every node as one, a phase row per node (startup_nodes.py).
+machine a bisection run uses without a screen).
+
+The pane acts on the profile's target (`ctx.target()`).  One node is the one-box screen.  A
+deployment is launched, watched and stopped on every node as one, through the same calls as
+`specdebug launch|attach|restart|stop|status -c PROFILE`: the stream is each node's events tagged
+with its node, and the state a `core.deployment.monitor.DeploymentMonitor` (one ServerMonitor per
+node), drawn as a phase row per node with the verdict naming the node that failed.
 """
 
 from __future__ import annotations
@@ -27,17 +32,29 @@ from textual.widgets import Static
 from specdebug.core.control import actions as server_control
 from specdebug.core.control.actions import LaunchRefused, ServerStatus
 from specdebug.core.control.events import Launched, ServerPhase, ServerState, StartupEvent, Verdict
-from specdebug.core.control.monitor import ServerMonitor, StateChanged, watch_liveness
+from specdebug.core.control.launch import Launching
+from specdebug.core.control.monitor import ServerMonitor, StateChanged
 from specdebug.core.control.observe import observe
 from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.control.tracker import StartupHistory, startup_history, verdict_of_run
-from specdebug.core.control.watch import launch_and_watch, watch
+from specdebug.core.deployment.control import (
+    DeploymentStop,
+    attach_target,
+    finish_launches,
+    launch_target,
+    records_of,
+    stop_target,
+    watch_target,
+)
+from specdebug.core.deployment.monitor import DeploymentMonitor, watch_deployment_liveness
+from specdebug.core.deployment.status import target_status
+from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import JournalRecord, LaunchRecord, StopRecord, VerdictRecord, profile_of
+from specdebug.core.target import Target
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
-from specdebug.tui.pane import RunningServer, describe_error, error_toast
-from specdebug.tui.panes.startup_nodes import StartupNodes
+from specdebug.tui.pane import Pane, RunningServer, describe_error, error_toast
 from specdebug.tui.panes.startup_view import LOG_LINES_SHOWN, StartupView
 from specdebug.tui.stacks_action import open_stacks
 from specdebug.tui.widgets.steady import Steady
@@ -47,7 +64,7 @@ CONNECT_WAIT_S = 30.0
 logger = logging.getLogger(__name__)
 
 
-class StartupPane(StartupView, StartupNodes):
+class StartupPane(StartupView, Pane):
     PANE_ID = "startup"
     TITLE = "Startup"
     BINDINGS = [
@@ -69,13 +86,18 @@ class StartupPane(StartupView, StartupNodes):
     StartupPane #startup-log { text-wrap: nowrap; text-overflow: ellipsis; }
     StartupPane #startup-log-title { height: 1; padding: 0 1; color: $text-muted; margin-top: 1; }
     StartupPane #startup-log { height: 1fr; padding: 0 1; }
+    StartupPane.-nodes #startup-phases { width: 74; }
+    StartupPane.-nodes #startup-verdict-text { text-wrap: wrap; }
+    StartupPane.-nodes.-narrow #startup-body { layout: vertical; }
+    StartupPane.-nodes.-narrow #startup-phases { width: 1fr; }
     """
+    _dmon: DeploymentMonitor | None = None
 
     def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
         self.clock = time.time
         self.known: dict[str, RunningServer] = {}  # profile -> server seen running (for the quit note)
-        self.mon = ServerMonitor()  # the server's state: core's machine, the pane only draws it
+        self._no_target = ServerMonitor()  # what `mon` is without a target (no profile, no host)
         self._armed: dict[str, float] = {}  # action -> when its first press asked for confirmation
         self.history: StartupHistory | None = None
         self._dirty = True
@@ -83,7 +105,11 @@ class StartupPane(StartupView, StartupNodes):
     # the monitor's state, read by the view (startup_view.py) and the tests
     @property
     def state(self) -> ServerState:
-        return (self.nodes_monitor() or self.mon).state
+        return self.shown().state
+
+    def shown(self) -> DeploymentMonitor | ServerMonitor:
+        """What the screen draws: a deployment's monitor (a row per node), or its one node's server."""
+        return self.nodes_monitor() or self.mon
 
     @property
     def record(self) -> ServerRecord | None:
@@ -107,7 +133,7 @@ class StartupPane(StartupView, StartupNodes):
 
     @property
     def message(self) -> str:
-        return self.mon.message
+        return self.shown().message
 
     @property
     def found(self) -> ServerStatus | None:
@@ -167,38 +193,91 @@ class StartupPane(StartupView, StartupNodes):
         """Fold what `status` found on open into the pane: a running server shows RUNNING (READY
         when healthy) with its PID and log, without a launch or an attach (nothing is written)."""
         change = self.mon.apply_status(st)
+        if (dmon := self.watched()) is not None and self.nodes_monitor() is None:
+            dmon.state = self.mon.state  # one node: the target is as its server (its liveness watch)
         if self.mon.found is not None and st.record is not None:
             self._remember(st.record)
         self._announce(change)
 
     def _announce(self, change: StateChanged | None) -> None:
+        """Tell the other panes (the state the screen shows: one node's own, e.g. EXITED)."""
         if change is not None:
-            self.post_message(self.ServerStateChanged(change.state, change.record))
+            self.post_message(self.ServerStateChanged(self.state, change.record))
         self._dirty = True
 
-    def _remember(self, record: ServerRecord) -> None:
-        remote = self.ctx.remote()
-        host = self.ctx.selected or (remote.name if remote is not None else "") or record.host
+    def _remember(self, record: ServerRecord, name: str | None = None) -> None:
+        """A server seen running, for the quit note: the target's, by its leader (`stop -c PROFILE`)."""
+        target = self.ctx.target()
+        host = target.leader.host if target is not None else record.host
         path = str(self.ctx.profile_path) if self.ctx.profile_path else None
-        self.known[record.profile] = RunningServer(host, record.profile, path, record.pid, record.port)
+        name = name or (target.profile.name if target is not None else record.profile)
+        self.known[name] = RunningServer(host, name, path, record.pid, record.port)
 
     def running_servers(self) -> list[RunningServer]:
         """Servers this pane saw running and did not see stop (the current profile's: by its state)."""
         current = self.profile.name if self.profile is not None else None
         out = [srv for name, srv in self.known.items() if name != current]
-        if (dmon := self.nodes_monitor()) is not None:
-            return out + self.nodes_running(dmon)
-        if current in self.known and self.server_alive():
+        dmon = self.watched()
+        rec = self.mon.record if dmon is None else dmon.leader_record
+        if current is not None and rec is not None and self.server_alive():
+            self._remember(rec, current)
             out.append(self.known[current])
         return out
 
     def server_alive(self) -> bool:
         """The shown server is (as far as the pane knows) alive: a failed startup only while its
         processes are still there."""
-        return self.mon.alive()
+        return self.shown().alive()
 
     def elapsed(self) -> float | None:
         return self.mon.elapsed(self.clock())
+
+    def watched(self) -> DeploymentMonitor | None:
+        """The monitor of the target's nodes (one ServerMonitor per node; a one-box profile's one
+        node is `self.mon`), kept while the target's placement stays; None without a target."""
+        target = self.ctx.target()
+        dep = target.deployment if target is not None else None
+        if dep is None:
+            self._dmon = None
+        elif self._dmon is None or self._dmon.deployment is not dep:
+            self._dmon = DeploymentMonitor(dep)
+        self.set_class(dep is not None and target is not None and target.multi, "-nodes")
+        return self._dmon
+
+    def nodes_monitor(self) -> DeploymentMonitor | None:
+        """The monitor the screen draws as a row per node: a deployment's (None: one node's screen)."""
+        dmon = self.watched()
+        return dmon if dmon is not None and dmon.deployment.multi else None
+
+    @property
+    def mon(self) -> ServerMonitor:
+        """One node's server as the one-box screen draws it: the target's leader's (the only node of
+        a one-box profile); without a target, a monitor of nothing."""
+        dmon = self.watched()
+        return dmon.nodes[dmon.deployment.leader.host] if dmon is not None else self._no_target
+
+    def stacks_target(self, target: Target) -> tuple[Remote, Profile]:
+        """Whose workers `k` shows: the selected node's on a deployment (the leader's by default), its
+        own connection and node profile, so its record is found; one box: the host's."""
+        node = target.node(self.ctx.selected or "") or target.leader
+        return target.remote(node), node.profile
+
+    def _set_state(self, dmon: DeploymentMonitor, state: ServerState) -> None:
+        """The target's state, and (drawn on one node's screen) its one node's."""
+        dmon.state = self.mon.state = state
+        self._dirty = True
+
+    async def _watch_live(self, target: Target, dmon: DeploymentMonitor) -> None:
+        """After ready (or found running): every node's liveness; a node gone fails the target (its
+        one node's screen says EXITED, a deployment's names the node)."""
+        changes = watch_deployment_liveness(
+            dmon, target.remotes, liveness=server_control.liveness, interval=self.MONITOR_S
+        )
+        async for change in changes:
+            if change is not None and change.state is ServerState.FAILED:
+                self.known.pop(target.profile.name, None)
+                self.notify(f"{target.profile.name}: {self.message}", severity="error")
+            self._announce(change)
 
     # -- rendering ------------------------------------------------------------------------------
 
@@ -235,18 +314,8 @@ class StartupPane(StartupView, StartupNodes):
 
     # -- actions --------------------------------------------------------------------------------
 
-    def _ready_to_act(self) -> Remote | None:
-        remote = self.ctx.remote()
-        if remote is None:
-            self.notify("no host connected", severity="error")
-            return None
-        if self.profile is None:
-            self.notify("no profile loaded: start specdebug with -c PROFILE", severity="error")
-            return None
-        return remote
-
     def action_launch(self) -> None:
-        if self._ready_to_act() is not None:
+        if self.acting_target() is not None:
             self._run("launch")
 
     CONFIRM_S = 3.0
@@ -254,7 +323,7 @@ class StartupPane(StartupView, StartupNodes):
     def _confirmed(self, action: str, what: str) -> bool:
         """A running server costs minutes to bring back: stop/restart need a second press within
         CONFIRM_S (the key, or the palette entry again; the palette goes through here too)."""
-        if (self.nodes_monitor() or self.mon).nothing_running():
+        if self.shown().nothing_running():
             return True
         now = time.monotonic()
         last = self._armed.get(action)
@@ -273,67 +342,80 @@ class StartupPane(StartupView, StartupNodes):
         return f"{again} within {self.CONFIRM_S:.0f} s to {what} {name}"
 
     def action_restart(self) -> None:
-        if self._ready_to_act() is not None and self._confirmed("restart", "restart"):
+        if self.acting_target() is not None and self._confirmed("restart", "restart"):
             self._run("restart")
 
     def action_attach(self) -> None:
-        if self._ready_to_act() is not None:
+        if self.acting_target() is not None:
             self._run("attach")
 
     def action_stop(self) -> None:
-        if self._ready_to_act() is not None and self._confirmed("stop", "stop"):
+        if self.acting_target() is not None and self._confirmed("stop", "stop"):
             self._stop()
 
     def action_stacks(self) -> None:  # a deployment's: the selected node's (the leader's by default)
-        if (remote := self._ready_to_act()) is not None and (target := self.stacks_target(remote)):
-            self.run_worker(open_stacks(self.app, *target), group="startup-stacks", exclusive=True)
+        if (target := self.acting_target()) is not None:
+            remote, profile = self.stacks_target(target)
+            self.run_worker(open_stacks(self.app, remote, profile), group="startup-stacks", exclusive=True)
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _run(self, mode: str) -> None:
-        if (dmon := self.nodes_monitor()) is not None:
-            return await self.run_nodes(dmon, mode)
-        remote = self.ctx.remote()
-        if remote is None:  # _ready_to_act said so already
-            return
-        profile = self.profile
-        if profile is None:  # _ready_to_act said so already
+        """launch | restart | attach every node of the target (the `launch|restart|attach` verbs'
+        calls), watch them as one, then their liveness."""
+        target, dmon = self.ctx.target(), self.watched()
+        if target is None or dmon is None:  # acting_target said so already
             return
         journal = self.ctx.journal
         self.load_history()
         try:
             if mode == "restart":
-                self.mon.state = ServerState.STOPPING
-                self._dirty = True
-                self.apply(await server_control.stop(remote, profile, journal=journal))
+                self._set_state(dmon, ServerState.STOPPING)
+                self._stopped(await stop_target(target, journal=journal))
             self.reset_run(ServerState.LAUNCHING)
-            if mode == "attach":
-                if self.ctx.readonly:  # observe the driver's server: its record is read, nothing written
-                    journal, record = None, await observe(remote, profile)
-                else:
-                    record = await server_control.attach(remote, profile, journal=journal)
-                self.apply(Launched(record=record))
-                deadline = self.clock() + profile.ready.timeout_s
-                events = watch(remote, record, profile, journal=journal, deadline=deadline)
+            launched: dict[str, Launching] = {}
+            if mode == "attach":  # a read-only seat observes the driver's servers: nothing written
+                journal = None if self.ctx.readonly else journal
+                records = await self._adopt(target, journal)
+                deadline: float | None = self.clock() + target.profile.ready.timeout_s
             else:
-                events = launch_and_watch(remote, profile, journal=journal)
-            async for ev in events:
-                self.apply(ev)
+                launched = await launch_target(target, journal=journal)
+                records, deadline = records_of(launched), None
+            dmon.launched(records)
+            if target.leader.host in records:
+                self._remember(records[target.leader.host])
+            self._dirty = True
+            async for ev in watch_target(target, records, deadline=deadline, journal=journal):
+                self._announce(dmon.apply(ev))
+            await finish_launches(launched)  # the drift snapshots, journaled with the launches
             self.load_history()
-            if self.state is ServerState.READY and self.record is not None:
-                await self._monitor(remote, self.record, profile)
+            if dmon.state is ServerState.READY:
+                await self._watch_live(target, dmon)
         except LaunchRefused as exc:
-            self.mon.state = ServerState.IDLE
-            self.mon.message = str(exc)
+            self._set_state(dmon, ServerState.IDLE)
+            dmon.message = self.mon.message = str(exc)
             error_toast(self.app, exc)  # with its hint: the port to change, the stop command
             if exc.record is not None:  # the profile's server already runs: show it as if found
                 self.call_later(self.recognise)
         except Exception as exc:
             if self.state in (ServerState.LAUNCHING, ServerState.STARTING):
-                self.mon.state = ServerState.FAILED
-            self.mon.message = describe_error(exc)
+                self._set_state(dmon, ServerState.FAILED)
+            dmon.message = self.mon.message = describe_error(exc)
             self.notify(f"{mode} failed: {describe_error(exc)}", severity="error")
         finally:
             self._dirty = True
+
+    async def _adopt(self, target: Target, journal: EventJournal | None) -> dict[str, ServerRecord]:
+        """Every node's running server adopted (`attach`), or on a read-only seat only read."""
+        if not self.ctx.readonly:
+            return await attach_target(target, journal=journal)
+        return {n.host: await observe(target.remote(n), n.profile) for n in target.nodes}
+
+    def _stopped(self, result: DeploymentStop) -> None:
+        dmon = self.watched()
+        if dmon is not None:
+            self._announce(dmon.stopped(result))
+        if result.stopped and self.profile is not None:
+            self.known.pop(self.profile.name, None)
 
     def profile_changed(self, profile: Profile) -> None:
         """Another profile was picked: this pane's phases and verdict belonged to the old one."""
@@ -373,64 +455,59 @@ class StartupPane(StartupView, StartupNodes):
         """Is the profile's server already running (state record + liveness + health)?  Asked on
         open and after a profile switch, through core `status`: reads only, so a read-only seat
         may ask too, and nothing is journaled."""
-        if self.profile is None or self.ctx.remote() is None or self.state is not ServerState.IDLE:
+        if self.ctx.target() is None or self.state is not ServerState.IDLE:
             return  # a launch (the demo's, or a quick key) already runs: it knows better
         self.reset_run(ServerState.CHECKING)
         self._recognise()
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _recognise(self) -> None:
-        if (dmon := self.nodes_monitor()) is not None:
-            return await self.recognise_nodes(dmon)
-        remote, profile = self.ctx.remote(), self.profile
-        if remote is None or profile is None:
+        """`status` on every node of the target (reads only); a running one is watched."""
+        target, dmon = self.ctx.target(), self.watched()
+        if target is None or dmon is None:
             return
         try:
-            await remote.wait_connected(CONNECT_WAIT_S)
-            st = await server_control.status(remote, profile)
+            if target.unreachable:
+                raise LookupError(f"no connection to {', '.join(target.unreachable)} here")
+            for node in target.nodes:
+                await target.remote(node).wait_connected(CONNECT_WAIT_S)
+            st = await target_status(target)
         except Exception as exc:  # a down host is the header's news; the pane just cannot tell
             if self.state is ServerState.CHECKING:
                 self.reset_run(ServerState.IDLE)
-                self.mon.message = f"could not check for a running server: {describe_error(exc)}"
+                self.mon.message = dmon.message = (
+                    f"could not check for a running server: {describe_error(exc)}"
+                )
             return
-        if profile is not self.profile:
+        if target.profile is not self.profile:
             return
-        self.apply_status(st)
-        if self.state in (ServerState.READY, ServerState.RUNNING) and self.record is not None:
-            await self._monitor(remote, self.record, profile)
+        self._announce(dmon.apply_status(st))
+        if dmon.leader_record is not None and self.state in (ServerState.READY, ServerState.RUNNING):
+            self._remember(dmon.leader_record)
+        if dmon.state in (ServerState.READY, ServerState.RUNNING):
+            await self._watch_live(target, dmon)
 
     MONITOR_S = 0.5  # liveness after ready: a killed main process shows within about this (issue 25)
 
-    async def _monitor(self, remote: Remote, record: ServerRecord, profile: Profile) -> None:
-        """After ready (or found running), keep watching (core's watch_liveness drives the monitor)."""
-        changes = watch_liveness(
-            self.mon, remote, record, profile, liveness=server_control.liveness, interval=self.MONITOR_S
-        )
-        async for change in changes:
-            if change is not None and change.state is ServerState.EXITED:
-                self.known.pop(profile.name, None)
-                self.notify(f"{profile.name}: server exited", severity="error")
-            self._announce(change)
-
     def reset_run(self, state: ServerState) -> None:
-        self.mon.reset_run(state)
+        """A new run (or none) of the target: every node's state forgotten."""
+        dmon = self.watched()
+        (dmon or self.mon).reset_run(state)
         self._dirty = True
 
     @work(exclusive=True, group="startup-run", exit_on_error=False)
     async def _stop(self) -> None:
-        if (dmon := self.nodes_monitor()) is not None:
-            return await self.stop_nodes(dmon)
-        self.mon.state = ServerState.STOPPING
-        self._dirty = True
+        """Every node of the target stopped at once (the `stop` verb's call)."""
+        target, dmon = self.ctx.target(), self.watched()
+        if target is None or dmon is None:  # acting_target said so already
+            return
+        self._set_state(dmon, ServerState.STOPPING)
         try:
-            remote, profile = self.ctx.remote(), self.profile
-            if remote is None or profile is None:  # _ready_to_act said so already
-                return
-            result = await server_control.stop(remote, profile, journal=self.ctx.journal)
-            self.apply(result)
+            result = await stop_target(target, journal=self.ctx.journal)
+            self._stopped(result)
             self.notify(result.message, severity="information" if result.stopped else "error")
         except Exception as exc:
-            self.mon.state = ServerState.FAILED
+            self._set_state(dmon, ServerState.FAILED)
             self.notify(f"stop failed: {describe_error(exc)}", severity="error")
         finally:
             self._dirty = True

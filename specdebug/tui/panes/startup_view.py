@@ -1,6 +1,7 @@
 """What the startup pane shows: the head line, the phase checklist and the verdict, rendered from
-the pane's state (a mixin, so the pane module keeps only state and actions).  Log text is plain
-`Text`, never markup."""
+the pane's state (a mixin, so the pane module keeps only state and actions): one node's server as
+its checklist, a deployment's as a phase row per node with the verdict naming the node that failed
+(from `core.deployment.monitor.DeploymentMonitor`).  Log text is plain `Text`, never markup."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from rich.text import Text
 from specdebug.core.control.events import Clock, ServerState
 from specdebug.core.control.monitor import ServerMonitor
 from specdebug.core.control.tracker import StartupHistory
+from specdebug.core.deployment.monitor import DeploymentMonitor
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
 from specdebug.engines import NO_ENGINE_PHASES, engine_of
@@ -38,6 +40,15 @@ STATE_STYLE = {
 }
 
 
+MARK = {
+    ServerState.READY: ("✓", "green"),
+    ServerState.RUNNING: ("✓", "yellow"),
+    ServerState.STARTING: ("▶", "bold yellow"),
+    ServerState.FAILED: ("✗", "bold red"),
+    ServerState.EXITED: ("✗", "bold red"),
+}
+
+
 def fmt_s(seconds: float | None) -> str:
     if seconds is None:
         return ""
@@ -50,12 +61,15 @@ def fmt_s(seconds: float | None) -> str:
 class StartupView:
     """Rendering of StartupPane's state (state, record, phases, verdict, history, found...)."""
 
-    mon: ServerMonitor
     history: StartupHistory | None
     clock: Clock
 
     @property
     def profile(self) -> Profile | None:  # provided by the pane
+        raise NotImplementedError
+
+    @property
+    def mon(self) -> ServerMonitor:  # provided by the pane: one node's server
         raise NotImplementedError
 
     def elapsed(self) -> float | None:  # provided by the pane
@@ -199,4 +213,68 @@ class StartupView:
             for line in shown:
                 style = "bold red" if v.reason and v.reason in line else "dim"
                 text.append(visible(line[:300], tab=" ") + "\n", style=style)
+        return text
+
+    # -- a deployment: a phase row per node ----------------------------------------------------
+
+    def nodes_views(self, mon: DeploymentMonitor, lines: int) -> tuple[Text, Table, Text, list[str]]:
+        """Head, a phase row per node, the verdict, and the last `lines` of every node's log."""
+        log = list(mon.log_lines)[-lines:]
+        return self.nodes_head(mon), self.nodes_table(mon), self.nodes_verdict(mon), log
+
+    def nodes_head(self, mon: DeploymentMonitor) -> Text:
+        dep = mon.deployment
+        text = Text(dep.profile.name, style="bold cyan")
+        text.append(f"  deployment of {len(dep.nodes)} nodes  ")
+        text.append(mon.state.upper(), style=STATE_STYLE.get(mon.state, "dim"))
+        elapsed = mon.elapsed(self.clock())
+        if mon.found is not None:
+            text.append("  (found running, not launched from this screen)")
+        elif elapsed is not None:
+            text.append(f"  elapsed {fmt_s(elapsed)}")
+        rec = mon.leader_record
+        port = rec.port if rec is not None else dep.leader.profile.server.port
+        text.append(f"\nleader {dep.leader.host} port {port}", style="dim")
+        if dep.leader_address:
+            text.append(f"  rendezvous {dep.leader_address}", style="dim")
+        if mon.state is ServerState.IDLE:
+            text.append("\nl launch every node  a attach  x stop  R restart", style="dim")
+        return text
+
+    def nodes_table(self, mon: DeploymentMonitor) -> Table:
+        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False, expand=False)
+        table.add_column("", width=1)
+        table.add_column("node", min_width=8, no_wrap=True)
+        table.add_column("state", min_width=8)
+        table.add_column("phase", min_width=14)
+        table.add_column("at", justify="right", min_width=6)
+        table.add_column("PID", justify="right", min_width=6)
+        table.add_column("procs", justify="right")
+        for row in mon.rows():
+            mark, style = MARK.get(row.state, ("·", "dim"))
+            name = Text(visible(row.host), style="bold red" if row.host == mon.failed_node else "bold")
+            name.append(" leader" if row.rank == 0 else f" #{row.rank}", style="dim")
+            table.add_row(
+                Text(mark, style=style),
+                name,
+                Text(row.state.value, style=STATE_STYLE.get(row.state, "dim")),
+                Text(row.phase or "-", style="" if row.phase else "dim"),
+                fmt_s(row.phase_at),
+                str(row.pid or ""),
+                str(row.processes or ""),
+            )
+        return table
+
+    def nodes_verdict(self, mon: DeploymentMonitor) -> Text:
+        text = Text(no_wrap=False)
+        v = mon.verdict
+        if mon.state is ServerState.READY:
+            after = f" after {fmt_s(v.elapsed_s)}" if v is not None else ""
+            text.append(f"READY as one{after} on {len(mon.deployment.nodes)} nodes", style="bold green")
+        elif mon.state is ServerState.FAILED:
+            after = f" after {fmt_s(v.elapsed_s)}" if v is not None else ""
+            who = f": {mon.failed_node}" if mon.failed_node else ""
+            text.append(f"FAILED{after}{who}", style="bold red")
+        if mon.message:  # one line per node's part (`node0: ...; node1: ...`)
+            text.append(("\n" if text else "") + visible(mon.message, newlines=True).replace("; ", "\n"))
         return text

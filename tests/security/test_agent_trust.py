@@ -1,0 +1,171 @@
+"""The local agent answers only as the direct path would (issue 43, 40): real sshds, real CLI runs.
+
+Each test has its own agent folder (tests/agentkit.py).  What each shows:
+- re-pointing an alias in the ssh config reaches the new host, never the old kept connection;
+- a host whose key changed is refused in the direct path's words, not answered from the kept link;
+- an agent of other code is replaced (a new pid serves), the verb saying so in one line;
+- a verb sees the caller's SLURM_CONF: an agent started without it does not answer for it;
+- nothing a verb was asked shows on the agent's command line (ps);
+- `agent status` names what blocks the agent (a folder open to others, another user's folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+import specdebug
+from tests.agentkit import agent_env, agent_pids, folder, process_gone, sd, status, wait_for, wait_kept
+from tests.sshd_harness import SSHD, _children, start_sshd
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(SSHD is None, reason="OpenSSH sshd not installed")]
+
+
+def _gpu_names(result) -> list[str]:
+    assert result.returncode == 0, result.stderr
+    return [g["name"] for g in json.loads(result.stdout)["gpus"]]
+
+
+def test_a_re_pointed_alias_reaches_the_new_host_not_the_kept_connection(sshd, tmp_path):
+    rows = tmp_path / "other-gpus.csv"
+    rows.write_text(
+        "0, OTHER BOX GPU, GPU-00000000-0000-0000-0000-000000000000, 1, 1, 80000, 30, 50.0, 1000, 1980, "
+        "0x0000000000000000\n"
+    )
+    other = start_sshd(tmp_path / "other", address_env={"127.0.0.1": {"SPECDEBUG_FAKE_GPUS": str(rows)}})
+    try:
+        known = tmp_path / "known_hosts"
+        known.write_text(sshd.known_hosts.read_text() + other.known_hosts.read_text())
+        cfg = tmp_path / "ssh_config"
+        with agent_env() as env:
+            sshd.write_client_config(cfg, known, alias="box")
+            first = _gpu_names(sd(env, "probe", "-F", str(cfg), "box", "--json"))
+            assert "OTHER BOX GPU" not in first
+            wait_kept(env, "box")
+            assert "OTHER BOX GPU" not in _gpu_names(sd(env, "probe", "-F", str(cfg), "box", "--json"))
+
+            other.write_client_config(cfg, known, alias="box")  # the alias now names the other box
+            direct = _gpu_names(sd(env, "probe", "-F", str(cfg), "box", "--json", "--no-agent"))
+            through = _gpu_names(sd(env, "probe", "-F", str(cfg), "box", "--json"))
+            assert direct == through == ["OTHER BOX GPU"]
+            logins = [h.get("login") for h in status(env)["hosts"] if h["host"] == "box"]
+            assert logins and all(str(login).endswith(f"@127.0.0.1:{other.port}") for login in logins)
+    finally:
+        other.stop()
+
+
+def test_a_changed_host_key_is_refused_not_answered_from_the_kept_connection(tmp_path):
+    first = start_sshd(tmp_path / "first")
+    second = None
+    sessions: list[int] = []
+    try:
+        with agent_env() as env:
+            cfg = str(first.config_path)
+            assert sd(env, "probe", "-F", cfg, first.alias, "--json").returncode == 0
+            wait_kept(env, first.alias)
+            # the box's sshd comes back on the same port with another host key; the kept session's
+            # own sshd process lives on (only the listener ends), as on a box whose sshd restarted
+            sessions = _children(first.proc.pid)
+            assert sessions, "the agent keeps no session open"
+            first.proc.terminate()
+            first.proc.wait(10)
+            (tmp_path / "second").mkdir()
+            for name in ("client", "client.pub"):
+                shutil.copy(tmp_path / "first" / name, tmp_path / "second" / name)
+            second = start_sshd(tmp_path / "second", port=first.port)
+            assert any(not process_gone(pid) for pid in sessions), "the kept session did not outlive sshd"
+
+            direct = sd(env, "probe", "-F", cfg, first.alias, "--json", "--no-agent")
+            through = sd(env, "probe", "-F", cfg, first.alias, "--json")
+            assert direct.returncode == through.returncode == 1, through.stdout
+            assert "HOST KEY CHANGED" in through.stderr
+            assert (through.stdout, through.stderr) == (direct.stdout, direct.stderr)
+    finally:
+        for pid in sessions:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        first.stop()
+        if second is not None:
+            second.stop()
+
+
+def test_an_agent_of_other_code_is_replaced(sshd):
+    cfg = str(sshd.config_path)
+    module = Path(specdebug.__file__).parent / "agent" / "__init__.py"
+    before = os.stat(module)
+    with agent_env() as env:
+        assert sd(env, "probe", "-F", cfg, sshd.alias, "--json").returncode == 0
+        old = wait_kept(env, sshd.alias)["pid"]
+        try:
+            # the checkout is edited (an upgrade changes the files the same way): same version, other code
+            os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+            got = sd(env, "probe", "-F", cfg, sshd.alias, "--json")
+            assert got.returncode == 0 and json.loads(got.stdout)["connected"], got.stderr
+            notes = [line for line in got.stderr.splitlines() if line.startswith("specdebug:")]
+            assert len(notes) == 1 and "replaced the agent" in notes[0] and "code changed" in notes[0]
+            wait_for("the old agent ends", lambda: process_gone(old), timeout=20)
+            new = wait_kept(env, sshd.alias)["pid"]
+            assert new != old
+            again = sd(env, "probe", "-F", cfg, sshd.alias, "--json")
+            assert again.returncode == 0 and "specdebug:" not in again.stderr, again.stderr
+            assert status(env)["pid"] == new
+        finally:
+            os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_verb_sees_the_callers_slurm_conf(sshd, tmp_path):
+    """An agent started without SLURM_CONF must not answer `probe slurm:JOB` for a caller that has one
+    (issue 43: scontrol then said "Could not establish a configuration source")."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("")  # scontrol fails at once, in words that name this file's problem
+    cfg = str(sshd.config_path)
+    with agent_env() as env:
+        assert sd(env, "probe", "-F", cfg, sshd.alias, "--json").returncode == 0
+        wait_kept(env, sshd.alias)
+        caller = dict(env, SLURM_CONF=str(conf))
+        direct = sd(caller, "probe", "slurm:1", "--json", "--no-agent")
+        through = sd(caller, "probe", "slurm:1", "--json")
+        assert "Could not establish a configuration source" not in through.stdout + through.stderr
+        assert (through.returncode, through.stdout) == (direct.returncode, direct.stdout)
+
+
+def test_nothing_a_verb_was_asked_shows_on_the_agents_command_line(sshd, tmp_path):
+    marker = "asked-7f3a9c"
+    cfg = sshd.write_client_config(tmp_path / f"cfg-{marker}", sshd.known_hosts, alias=f"box-{marker}")
+    with agent_env() as env:
+        assert sd(env, "probe", "-F", str(cfg), f"box-{marker}", "--json").returncode == 0
+        wait_kept(env, f"box-{marker}")
+        pids = agent_pids(env)
+        assert pids
+        for pid in pids + [c for p in pids for c in _children(p)]:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            assert marker.encode() not in cmdline and b"probe" not in cmdline, cmdline
+
+
+def test_agent_status_names_what_blocks_the_agent(sshd):
+    cfg = str(sshd.config_path)
+    with agent_env() as env:
+        assert sd(env, "probe", "-F", cfg, sshd.alias, "--json", "--no-agent").returncode == 0
+        where = folder(env)
+        where.mkdir(mode=0o700)
+        os.chmod(where, 0o755)  # others can enter: no agent may run
+        assert sd(env, "probe", "-F", cfg, sshd.alias, "--json").returncode == 0
+        found = status(env)
+        assert not found["running"] and found["state"] == "blocked"
+        assert str(where) in found["why"] and "open to others" in found["why"]
+        assert not list(where.glob("*.sock"))
+        text = sd(env, "agent", "status").stdout
+        assert "no agent can run" in text and "0755" in text
+        if os.geteuid() == 0:  # another user's folder (root can make one)
+            os.chmod(where, 0o700)
+            os.chown(where, 65534, 65534)
+            found = status(env)
+            assert found["state"] == "blocked" and "belongs to" in found["why"] and "65534" in found["why"]
+            os.chown(where, 0, 0)
