@@ -126,11 +126,7 @@ def cli_scenario(sshd, tmp: Path) -> dict:
 async def engine_run(remote, good: Path, bad: Path, options: BisectOptions, journal: Journal) -> list:
     g, b = load_profile(good), load_profile(bad)
     try:
-        engine = Bisection(remote, g, b, options, journal=journal)
-        # the scenarios' sims hold no GPUs and run side by side on one box on purpose (time): each
-        # keeps its box lock in its own folder (core/bisect/boxlock.py); their runs in turn share it
-        engine.lock_root = str(good.parent)
-        return [ev async for ev in engine.events()]
+        return [ev async for ev in Bisection(remote, g, b, options, journal=journal).events()]
     finally:
         for name in (g.name, b.name):
             await forget_record(remote, name)

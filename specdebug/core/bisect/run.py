@@ -111,7 +111,6 @@ class Bisection:
         self.drift: Drift | None = None
         self._box_lock = contextlib.AsyncExitStack()  # the box's bisection lock, from the first launch
         self._box_locked = False
-        self.lock_root: str | None = None  # the box folder of lock records (None: boxlock.lock_root())
         launched = self.book.load(journal.records()) if journal is not None else {}
         prefix = good.name + NAME_SUFFIX
         own = self.book.own_pids
@@ -154,8 +153,7 @@ class Bisection:
     async def _lock_box(self) -> None:
         if not self._box_locked:
             c = self.cands
-            names = (self.id, c.good.name, c.bad.name)
-            lock = hold_box(self.remote, self.remote.name, *names, self.warnings, self.lock_root)
+            lock = hold_box(self.remote, self.remote.name, self.id, c.good.name, c.bad.name, self.warnings)
             await self._box_lock.enter_async_context(lock)
             self._box_locked = True
 
