@@ -112,6 +112,9 @@ def _run_folder() -> str:
     folder = tempfile.mkdtemp(prefix="specdebug-suite-")
     os.environ[_BOX_STATES] = os.path.join(folder, "box-states")
     os.makedirs(os.environ[_BOX_STATES], mode=0o700)
+    # the box's bisection lock (core/bisect/boxlock.py; default /tmp, shared by every run on the
+    # machine): the run's own, where no test has one of its own (box_state_dir)
+    os.environ["SPECDEBUG_BISECT_LOCKS"] = os.environ[_BOX_STATES]
     return folder
 
 

@@ -33,6 +33,8 @@ from specdebug.remote.boxcode import python_argv
 LOCK_ROOT_ENV = "SPECDEBUG_BISECT_LOCKS"
 DEFAULT_ROOT = "/tmp"
 ANSWER_WAIT_S = 30.0  # the holder's first line (a busy box's python3 start included)
+ORPHAN_WAIT_S = 15.0  # a holder whose client here is gone is waited for this long (its link's watchdog)
+ORPHAN_POLL_S = 0.5
 
 
 class BoxBusy(TrialError):
@@ -75,30 +77,69 @@ def describe(record: dict[str, Any], host: str) -> str:
 
 @contextlib.asynccontextmanager
 async def hold_box(
-    remote: Remote, host: str, bisect: str, good: str, bad: str, warnings: list[str]
+    remote: Remote,
+    host: str,
+    bisect: str,
+    good: str,
+    bad: str,
+    warnings: list[str],
+    root: str | None = None,
 ) -> AsyncIterator[None]:
     """The box's bisection lock for the block; BoxBusy naming the holder when another run has it.
-    Where no lock can be taken the block runs all the same, with a warning in `warnings`."""
-    argv = python_argv("bisect_lock.py", lock_root(), json.dumps(_asked(bisect, good, bad)))
-    lines = remote.stream(argv).__aiter__()
-    try:
+    Where no lock can be taken the block runs all the same, with a warning in `warnings`.  `root`:
+    the box folder of the records (default lock_root())."""
+    argv = python_argv("bisect_lock.py", root or lock_root(), json.dumps(_asked(bisect, good, bad)))
+    deadline = time.monotonic() + ORPHAN_WAIT_S
+    while True:
+        lines = remote.stream(argv).__aiter__()
         try:
-            first = await asyncio.wait_for(anext(lines, ""), ANSWER_WAIT_S)
-        except (RemoteError, OSError, TimeoutError) as exc:
-            first = f"error {exc or type(exc).__name__}"
-        word, _, rest = str(first).partition(" ")
-        if word == "busy":
-            try:
-                record = json.loads(rest)
-            except ValueError:
-                record = {}
-            raise BoxBusy(describe(record if isinstance(record, dict) else {}, host))
-        if word != "held":
-            warnings.append(
-                f"the box's bisection lock could not be taken ({visible(rest or 'no answer')[:300]}): "
-                "a second bisection on this box would not be told of this one"
-            )
-        yield
-    finally:
-        with contextlib.suppress(RemoteError, OSError):
-            await lines.aclose()  # type: ignore[attr-defined]
+            word, record, said = await _answer(lines)
+            if word == "busy" and _orphaned(record) and time.monotonic() < deadline:
+                await asyncio.sleep(ORPHAN_POLL_S)  # its link is gone: the box's watchdog ends it
+                continue
+            if word == "busy":
+                raise BoxBusy(describe(record, host))
+            if word != "held":
+                warnings.append(
+                    f"the box's bisection lock could not be taken ({visible(said or 'no answer')[:300]}): "
+                    "a second bisection on this box would not be told of this one"
+                )
+            yield
+            return
+        finally:
+            with contextlib.suppress(RemoteError, OSError):
+                await lines.aclose()  # type: ignore[attr-defined]
+
+
+async def _answer(lines: AsyncIterator[str]) -> tuple[str, dict[str, Any], str]:
+    """The holder's first line: (held|busy|error, the holder's record when busy, the rest)."""
+    try:
+        first = await asyncio.wait_for(anext(lines, ""), ANSWER_WAIT_S)
+    except (RemoteError, OSError, TimeoutError) as exc:
+        first = f"error {exc or type(exc).__name__}"
+    word, _, rest = str(first).partition(" ")
+    record: Any = {}
+    if word == "busy":
+        with contextlib.suppress(ValueError):
+            record = json.loads(rest)
+    return word, record if isinstance(record, dict) else {}, rest
+
+
+def _orphaned(record: dict[str, Any]) -> bool:
+    """The holder was started from this machine by a specdebug that is gone (a kill -9), or by this
+    very process (a bisection just ended here): its box process ends once the box sees the link
+    closed, so the lock is waited for a little, not refused."""
+    if record.get("client_host") != socket.gethostname():
+        return False
+    pid = record.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
