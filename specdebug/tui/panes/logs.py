@@ -408,7 +408,8 @@ class LogsPane(LogsBoxes):
             except (RemoteError, OSError) as exc:
                 self._follow_failed(path, exc, None, 0)
             return self.render_status()
-        width = max(len(visible(n.host)) for n in target.nodes) if target.multi else 0
+        multi = target.multi  # a deployment's lines carry their node's column
+        width = max(len(visible(n.host)) for n in target.nodes) if multi else 0
         parsers = iter([self.analyzer.parser])  # a parser keeps its stream's state: one per node
 
         def make_parser() -> LogParser:
@@ -424,7 +425,7 @@ class LogsPane(LogsBoxes):
         n = 0
         try:
             async for node, got in stream:
-                tag = node.host if target.multi else None
+                tag = node.host if multi else None
                 if isinstance(got, RemoteError):
                     self._follow_failed(node.profile.server.log_file, got, tag, width)
                     continue

@@ -241,13 +241,14 @@ class StartupPane(StartupView, Pane):
             self._dmon = None
         elif self._dmon is None or self._dmon.deployment is not dep:
             self._dmon = DeploymentMonitor(dep)
-        self.set_class(dep is not None and target is not None and target.multi, "-nodes")
         return self._dmon
 
     def nodes_monitor(self) -> DeploymentMonitor | None:
         """The monitor the screen draws as a row per node: a deployment's (None: one node's screen)."""
         dmon = self.watched()
-        return dmon if dmon is not None and dmon.deployment.multi else None
+        rows = dmon if dmon is not None and dmon.deployment.multi else None
+        self.set_class(rows is not None, "-nodes")  # a row per node needs a wider table
+        return rows
 
     @property
     def mon(self) -> ServerMonitor:
