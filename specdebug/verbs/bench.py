@@ -17,15 +17,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from specdebug.core.bench.events import BenchDone, BenchLine
 from specdebug.core.bench.external import read_output_file
 from specdebug.core.bench.headline import headline_of, result_json
 from specdebug.core.bench.models import BenchProgress, BenchResult, ServerMetrics, judge_failures
 from specdebug.core.bench.parsing import EXPECTED, UnknownResult, parse_results
-from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
+from specdebug.core.bench.runner import BenchError, BenchRequest, target_bench_events
 from specdebug.core.journal import Journal, resolve_session
 from specdebug.core.records import BenchResultRecord
 from specdebug.core.report import fmt
@@ -39,7 +39,7 @@ from specdebug.verbs.common import (
     err,
     interrupted_lines,
     load_profile_or_exit,
-    open_remote,
+    open_target,
     out,
     positive_int,
     print_json,
@@ -47,6 +47,9 @@ from specdebug.verbs.common import (
     run_verb,
     session_journal,
 )
+
+if TYPE_CHECKING:
+    from specdebug.core.target import Target
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -91,13 +94,7 @@ async def cmd_bench(args: argparse.Namespace) -> int:
     if args.parse:
         return _cmd_parse(args)
     profile = load_profile_or_exit(args.profile, "bench") if args.profile else None
-    dep = None
-    if profile is not None and profile.deployment is not None:  # a deployment: bench targets its leader
-        from specdebug.verbs.deployment import placed
-
-        dep = placed(args, profile)
-        args.host, profile = dep.leader.host, dep.leader.profile
-    if not args.host or profile is None:
+    if profile is None:
         err("bench needs HOST and -c PROFILE (or --parse FILE)")
         return 2
     box_session(args.session)  # a bad box:NAME before connecting
@@ -110,46 +107,12 @@ async def cmd_bench(args: argparse.Namespace) -> int:
         seed=args.seed,
         label=args.label,
     )
-    show_progress = sys.stderr.isatty()
-    result: BenchResult | None = None
-    async with AsyncExitStack() as stack:
-        if dep is not None:  # every node's GPUs are recorded: a throttled worker slows the leader
-            from specdebug.verbs.deployment import open_nodes
-
-            nodes = await stack.enter_async_context(open_nodes(args, dep))
-            remote = nodes[dep.leader.host]
-        else:
-            nodes, remote = None, await stack.enter_async_context(open_remote(args))
-        journal = await stack.enter_async_context(session_journal(args.session, remote))
-        session = journal.label if journal is not None else None
-        try:
-            async for ev in bench_events(
-                remote, profile, request, journal=journal, host=args.host, nodes=nodes, deployment=dep
-            ):
-                if isinstance(ev, BenchProgress) and show_progress:
-                    rate = f"{ev.tok_s:.1f} tok/s" if ev.tok_s else ""
-                    progress(f"{ev.phase}: {ev.done_requests}/{ev.total_requests} requests {rate}   ")
-                elif isinstance(ev, BenchLine):
-                    # the external tool's output: colour codes dropped, a \r progress bar in its last state
-                    out(ANSI_RE.sub("", ev.text).rsplit("\r", 1)[-1], file=sys.stderr)
-                elif isinstance(ev, BenchDone):
-                    result = ev.result
-        except asyncio.CancelledError:  # Ctrl+C or SIGTERM (cli._finish turns it into a cancel)
-            if show_progress:
-                out(file=sys.stderr)
-            for line in interrupted_lines(args, profile, pid=None, not_recorded="this benchmark (no result)"):
-                err(line)
-            raise
-        except BenchError as exc:
-            err(str(exc))
-            raise VerbExit(1) from exc
-        except RemoteError as exc:
-            err(f"{args.host}: {exc}")
-            raise VerbExit(1) from exc
-        finally:
-            if show_progress:
-                out(file=sys.stderr)
-    assert result is not None  # bench_events ends in BenchDone or raises
+    # the target's leader is benchmarked; a deployment's every node is connected (its GPUs recorded)
+    async with open_target(args, profile) as target:
+        args.host = target.leader.host
+        async with session_journal(args.session, target.leader_remote) as journal:
+            session = journal.label if journal is not None else None
+            result = await _measure(args, target, request, journal)
     if args.json:
         print_json({**result_json(result), "session": session})
     else:
@@ -157,6 +120,43 @@ async def cmd_bench(args: argparse.Namespace) -> int:
         if session:
             out(f"recorded in {session}")
     return 0 if result.status == "done" else 1
+
+
+async def _measure(
+    args: argparse.Namespace, target: Target, request: BenchRequest, journal: Any
+) -> BenchResult:
+    """core.bench.runner.target_bench_events on the target, its progress on a terminal."""
+    show_progress = sys.stderr.isatty()
+    result: BenchResult | None = None
+    try:
+        async for ev in target_bench_events(target, request, journal=journal):
+            if isinstance(ev, BenchProgress) and show_progress:
+                rate = f"{ev.tok_s:.1f} tok/s" if ev.tok_s else ""
+                progress(f"{ev.phase}: {ev.done_requests}/{ev.total_requests} requests {rate}   ")
+            elif isinstance(ev, BenchLine):
+                # the external tool's output: colour codes dropped, a \r progress bar in its last state
+                out(ANSI_RE.sub("", ev.text).rsplit("\r", 1)[-1], file=sys.stderr)
+            elif isinstance(ev, BenchDone):
+                result = ev.result
+    except asyncio.CancelledError:  # Ctrl+C or SIGTERM (cli._finish turns it into a cancel)
+        if show_progress:
+            out(file=sys.stderr)
+        for line in interrupted_lines(
+            args, target.leader.profile, pid=None, not_recorded="this benchmark (no result)"
+        ):
+            err(line)
+        raise
+    except BenchError as exc:
+        err(str(exc))
+        raise VerbExit(1) from exc
+    except RemoteError as exc:
+        err(f"{args.host}: {exc}")
+        raise VerbExit(1) from exc
+    finally:
+        if show_progress:
+            out(file=sys.stderr)
+    assert result is not None  # bench_events ends in BenchDone or raises
+    return result
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:

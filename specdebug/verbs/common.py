@@ -282,6 +282,20 @@ async def open_target(
         raise VerbExit(2, str(exc)) from exc
 
 
+def node_profile(args: argparse.Namespace, profile: Profile) -> Profile:
+    """The profile as the node on HOST runs it (any node of a deployment; none: its leader), before
+    connecting: what a verb that reads its session first (spec) keys its records by.  A HOST that
+    is no node of the deployment is one line and exit 2 (open_target's one_node says the same)."""
+    from specdebug.core.deployment import DeploymentError, place_one
+
+    try:
+        placed = place_one(profile, getattr(args, "host", None), ssh_config=getattr(args, "ssh_config", None))
+    except DeploymentError as exc:
+        err(str(exc))
+        raise VerbExit(2, str(exc)) from exc
+    return placed.leader.profile
+
+
 def box_session(arg: str | None) -> str | None:
     """--session (else $SPECDEBUG_SESSION) `box:NAME` -> NAME, None for a local folder; a bad name: exit 2.
 

@@ -16,8 +16,7 @@ import argparse
 
 from specdebug.core.drift.describe import describe
 from specdebug.core.drift.snapshot import take_snapshot
-from specdebug.verbs.common import add_host_args, load_profile_or_exit, open_remote, out, print_json, run_verb
-from specdebug.verbs.deployment import on_node
+from specdebug.verbs.common import add_host_args, load_profile_or_exit, open_target, out, print_json, run_verb
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,9 +34,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 @run_verb
 async def cmd_drift(args: argparse.Namespace) -> int:
     profile = load_profile_or_exit(args.profile, "drift")
-    profile = on_node(args, profile, "drift")  # a deployment: the profile as HOST runs it
-    async with open_remote(args, helper=False) as remote:
-        snap = await take_snapshot(remote, profile)
+    # the node on HOST (any node of a deployment), with the profile as it runs it there
+    async with open_target(args, profile, one_node=True, helper=False) as target:
+        snap = await take_snapshot(target.leader_remote, target.leader.profile)
     if args.json:
         print_json(snap)
     else:

@@ -24,12 +24,11 @@ from specdebug.verbs.common import (
     add_host_args,
     err,
     load_profile_or_exit,
-    open_remote,
+    open_target,
     out,
     print_json,
     run_verb,
 )
-from specdebug.verbs.deployment import on_node
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -118,7 +117,6 @@ def _result(
 @run_verb
 async def cmd_metrics(args: argparse.Namespace) -> int:
     profile = load_profile_or_exit(args.profile, "metrics")
-    profile = on_node(args, profile, "metrics")  # a deployment: the profile as HOST runs it
     if args.count is not None and args.count < 1:
         err("metrics: --count must be at least 1")
         return 2
@@ -127,7 +125,10 @@ async def cmd_metrics(args: argparse.Namespace) -> int:
     count = (args.count if args.watch else 2) or None
     code = 0
     first: PromRates | None = None
-    async with open_remote(args) as remote:
+    # the node on HOST (any node of a deployment), with the profile as it runs it there
+    async with open_target(args, profile, one_node=True) as target:
+        remote, profile, host = target.leader_remote, target.leader.profile, target.leader.host
+        srv = profile.server
         async for ev in watch_metrics(remote, srv.port, kind=kind, interval=args.interval, count=count):
             if ev.kind == "sample" and not args.watch and first is None:
                 first = ev.rates  # the first scrape: counters since the server started
@@ -137,14 +138,14 @@ async def cmd_metrics(args: argparse.Namespace) -> int:
                 if not args.json:
                     err(ev.message or ev.kind)
                 else:
-                    print_json(_result(ev, args.host, srv.port))
+                    print_json(_result(ev, host, srv.port))
                 if ev.kind == "off" or not args.watch:
                     break
                 continue
             # the live speculative gauges (SGLang 0.5.23) against the profile's flags
             findings = spec_mismatches(ev.rates, *profile_spec_flags(srv.argv)) if ev.rates else []
             if args.json:
-                print_json(_result(ev, args.host, srv.port, first, findings))
+                print_json(_result(ev, host, srv.port, first, findings))
             else:
                 out("\n".join(format_rates(ev.rates)) if ev.rates is not None else "no rates yet")
                 if ev.rates is not None:

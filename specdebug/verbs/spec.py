@@ -49,13 +49,13 @@ from specdebug.verbs.common import (
     box_session,
     err,
     load_profile_or_exit,
-    open_remote,
+    node_profile,
+    open_target,
     out,
     print_json,
     run_verb,
     session_journal,
 )
-from specdebug.verbs.deployment import on_node
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -161,7 +161,7 @@ def _show_tried(t: SpecAdviceTryRecord) -> list[str]:
 
 
 async def _gather(
-    args: argparse.Namespace, fp: str, profile: Any
+    args: argparse.Namespace, fp: str, whole: Any, profile: Any
 ) -> tuple[list[JournalRecord], str | None, HistoryEntry | None]:
     """The session's records and, for a profile with no result in it, its server log now."""
     live = None
@@ -170,28 +170,28 @@ async def _gather(
             events = journal.records() if journal is not None else []
             label = journal.label if journal is not None else None
         if _needs_live(args, history(events), fp):  # no result of it recorded: its log now
-            async with open_remote(args, helper=False) as remote:
-                live = await live_entry(remote, profile)
+            async with open_target(args, whole, one_node=True, helper=False) as target:
+                live = await live_entry(target.leader_remote, profile)
         return events, label, live
     async with (
-        open_remote(args, helper=False) as remote,
-        session_journal(args.session, remote) as journal,
+        open_target(args, whole, one_node=True, helper=False) as target,
+        session_journal(args.session, target.leader_remote) as journal,
     ):
         events = journal.records() if journal is not None else []
         label = journal.label if journal is not None else None
         if _needs_live(args, history(events), fp):
-            live = await live_entry(remote, profile)
+            live = await live_entry(target.leader_remote, profile)
     return events, label, live
 
 
 @run_verb
 async def cmd_spec(args: argparse.Namespace) -> int:
-    profile = load_profile_or_exit(args.profile, "spec")
-    profile = on_node(args, profile, "spec")  # a deployment: the profile as HOST runs it
+    whole = load_profile_or_exit(args.profile, "spec")
+    profile = node_profile(args, whole)  # a deployment: the profile as HOST (its leader) runs it
     fp = profile.fingerprint()
     if args.try_advice:
-        return await _cmd_try(args, profile)
-    events, label, live = await _gather(args, fp, profile)
+        return await _cmd_try(args, whole, profile)
+    events, label, live = await _gather(args, fp, whole, profile)
     entries = history(events)
     if live is not None:
         entries = [*(e for e in entries if e.result.fingerprint != fp), live]
@@ -239,10 +239,14 @@ def _arith(
     return data, mine, lines
 
 
-async def _cmd_try(args: argparse.Namespace, profile: Any) -> int:
+async def _cmd_try(args: argparse.Namespace, whole: Any, profile: Any) -> int:
     """--try: the advice from the session, then its best depth launched, benchmarked and stopped."""
     fp = profile.fingerprint()
-    async with open_remote(args) as remote, session_journal(args.session, remote) as journal:
+    async with (
+        open_target(args, whole, one_node=True) as target,
+        session_journal(args.session, target.leader_remote) as journal,
+    ):
+        remote = target.leader_remote
         events = journal.records() if journal is not None else []
         label = journal.label if journal is not None else None
         entries = history(events)

@@ -31,13 +31,12 @@ from specdebug.verbs.common import (
     add_host_args,
     err,
     load_profile_or_exit,
-    open_remote,
+    open_target,
     out,
     positive_int,
     print_json,
     run_verb,
 )
-from specdebug.verbs.deployment import on_node
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -111,8 +110,9 @@ async def cmd_stacks(args: argparse.Namespace) -> int:
         err("stacks: give HOST and -c PROFILE (or --compare A B)")
         return 2
     profile = load_profile_or_exit(args.profile, "stacks")
-    profile = on_node(args, profile, "stacks")  # a deployment: the profile as HOST runs it
-    async with open_remote(args) as remote:  # the resident helper lists /proc
+    # the node on HOST (any node of a deployment), with the profile as it runs it there
+    async with open_target(args, profile, one_node=True) as target:  # the resident helper lists /proc
+        remote, profile = target.leader_remote, target.leader.profile
         try:
             if args.record:
                 data = await collect.record(remote, profile, args.record, rate=args.rate, py_spy=args.py_spy)

@@ -13,11 +13,11 @@ from typing import Any
 
 from textual.widgets import DataTable
 
+from specdebug.core.bench import runner as bench_runner
 from specdebug.core.profiles import load_profile
 from specdebug.errors import SpecdebugError
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
-from specdebug.tui.panes import bench as bench_pane
 from specdebug.tui.panes import bisect as bisect_pane
 from specdebug.tui.panes.bench import BenchPane
 from specdebug.tui.panes.bisect import BisectPane
@@ -40,7 +40,7 @@ async def test_bench_pane_benchmarks_the_leader_as_placed_with_every_node(tmp_pa
         return
         yield  # an async generator that ends at once: no result
 
-    monkeypatch.setattr(bench_pane, "bench_events", spy)
+    monkeypatch.setattr(bench_runner, "bench_events", spy)  # what target_bench_events runs
     ctx = two_node_ctx(tmp_path, path)
     app = SpecdebugApp(ctx, panes=[BenchPane])
     async with app.run_test(size=(150, 30)) as pilot:

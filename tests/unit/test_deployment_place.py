@@ -153,14 +153,14 @@ def test_a_one_box_verb_on_a_node_reads_that_nodes_profile(tmp_path):
     import argparse
 
     from specdebug.verbs.common import VerbExit
-    from specdebug.verbs.deployment import on_node
+    from specdebug.verbs.common import node_profile
 
     profile = load(tmp_path, SGLANG)
-    got = on_node(argparse.Namespace(host="node1", ssh_config=None), profile, "metrics")
+    got = node_profile(argparse.Namespace(host="node1", ssh_config=None), profile)
     assert got.name == "big.node1" and got.server.log_file.endswith("big.node1.log")
-    assert on_node(argparse.Namespace(host=None, ssh_config=None), profile, "metrics").name == "big.node0"
+    assert node_profile(argparse.Namespace(host=None, ssh_config=None), profile).name == "big.node0"
     with pytest.raises(VerbExit):
-        on_node(argparse.Namespace(host="elsewhere", ssh_config=None), profile, "metrics")
+        node_profile(argparse.Namespace(host="elsewhere", ssh_config=None), profile)
 
 
 def test_expect_transport_is_read(tmp_path):

@@ -45,6 +45,7 @@ from specdebug.remote.api import Remote, RemoteError
 
 if TYPE_CHECKING:
     from specdebug.core.deployment import Deployment
+    from specdebug.core.target import Target
 
 logger = logging.getLogger(__name__)
 
@@ -244,6 +245,24 @@ async def bench_events(
                 pass
             except Exception:  # its result is not wanted any more; the reason is kept for --debug
                 logger.debug("the abandoned benchmark ended with an error", exc_info=True)
+
+
+def target_bench_events(
+    target: Target, request: BenchRequest | None = None, *, journal: EventJournal | None = None
+) -> AsyncGenerator[BenchEvent, None]:
+    """`bench_events` on the target's leader (the node that serves the API): on a multi-node target
+    every node's GPUs are recorded and a dead or failed node refuses or fails the run (the `bench`
+    verb, the Bench pane and a bisection's trials all measure this way)."""
+    multi = target.multi
+    return bench_events(
+        target.leader_remote,
+        target.leader.profile,
+        request,
+        journal=journal,
+        host=target.leader.host,
+        nodes=dict(target.remotes) if multi else None,
+        deployment=target.deployment if multi else None,
+    )
 
 
 async def run_benchmark(
