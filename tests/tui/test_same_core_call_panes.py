@@ -21,6 +21,7 @@ import pytest
 from textual.widgets import DataTable
 
 from specdebug.core.deployment import place
+from specdebug.core.logs.follow import Follower
 from specdebug.core.profiles import load_profile
 from specdebug.core.target import Target
 from specdebug.errors import SpecdebugError
@@ -128,6 +129,8 @@ async def test_logs_follow_calls_follow_target_logs_with_the_profiles_target(
     async def follow_target_logs(target: Target, make_parser: Any, **kwargs: Any):
         got.append(target)
         assert kwargs.get("this_run") is True  # this run's lines: earlier runs' numbers never mix in
+        for node in target.nodes:  # each node's follower as it starts, as the core hands them over
+            kwargs["on_follower"](node, Follower(target.remote(node), node.profile.server.log_file))
         return
         yield
 
@@ -135,10 +138,17 @@ async def test_logs_follow_calls_follow_target_logs_with_the_profiles_target(
     monkeypatch.setattr(LogsPane, "_watch_prom", lambda self, *a: None)  # the /metrics panel: not this test's
     app = SpecdebugApp(ctx, panes=[LogsPane])
     async with app.run_test(size=(150, 40)) as pilot:
-        app.query_one(LogsPane).focus()
+        pane = app.query_one(LogsPane)
+        pane.focus()
         await pilot.press("f")
         await until(pilot, lambda: bool(got), 10)
+        await pilot.pause()
+        where = pane.where() or ""
     assert_the_verbs_target(got[0], ctx, host)
+    if kind == "one-box":  # one node: the one-box status line, host:path
+        assert where.startswith("gpubox:") and where.endswith("(one-box's log)"), where
+    else:
+        assert where.startswith("2 nodes' logs (node0, node1)"), where
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -418,7 +418,8 @@ class LogsPane(LogsBoxes):
         def on_follower(node: Node, follower: Follower) -> None:
             if self.follower is None:
                 self.follower = follower  # the first node's (the leader's) marks and measures
-            self.node_followers[node.host] = follower
+            if multi:  # a line's node column finds its follower (the context of a line)
+                self.node_followers[node.host] = follower
 
         stream = follow_target_logs(target, make_parser, this_run=True, on_follower=on_follower)
         slice_start = time.monotonic()
