@@ -17,10 +17,10 @@ from textual.widgets import Static
 from specdebug.core.deployment import Deployment
 from specdebug.core.deployment.nccl import TransportProof
 from specdebug.core.deployment.node_env import NodeEnv, target_env
-from specdebug.core.target import target_of
 from specdebug.core.env.model import BOX_WIDE_VERDICT, EnvReport
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
+from specdebug.core.target import target_of
 from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.pane import Pane
 
