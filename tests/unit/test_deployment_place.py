@@ -152,8 +152,7 @@ def test_bad_deployment_is_one_line_naming_file_line_field(tmp_path, extra, wher
 def test_a_one_box_verb_on_a_node_reads_that_nodes_profile(tmp_path):
     import argparse
 
-    from specdebug.verbs.common import VerbExit
-    from specdebug.verbs.common import node_profile
+    from specdebug.verbs.common import VerbExit, node_profile
 
     profile = load(tmp_path, SGLANG)
     got = node_profile(argparse.Namespace(host="node1", ssh_config=None), profile)
