@@ -35,12 +35,11 @@ from typing import Any
 
 from specdebug.core.bisect import models as bm
 from specdebug.core.bisect.book import unfinished
-from specdebug.core.bisect.deploytrial import refusal
 from specdebug.core.bisect.gate import GateError, parse_gate
 from specdebug.core.bisect.judge import known_metrics
 from specdebug.core.bisect.knobs import Candidates, GroupError
 from specdebug.core.bisect.run import Bisection
-from specdebug.core.bisect.trial import Nodes, TrialError
+from specdebug.core.bisect.trial import Nodes, TrialError, refusal
 from specdebug.core.drift.report import ends_drift
 from specdebug.core.records import BisectStartRecord
 from specdebug.verbs.common import (
@@ -50,6 +49,7 @@ from specdebug.verbs.common import (
     err,
     load_profile_or_exit,
     open_remote,
+    open_target,
     out,
     positive_int,
     print_json,
@@ -238,21 +238,18 @@ async def _bisect(args: argparse.Namespace, journal: Any, remote: Any) -> int:
 async def _targets(
     args: argparse.Namespace, good: Any, remote: Any
 ) -> AsyncIterator[tuple[Any, Nodes | None]]:
-    """(the leader's connection, every node's) for a deployment; (the HOST's, None) for one box."""
-    if good.deployment is None:
-        async with contextlib.nullcontext(remote) if remote is not None else open_remote(args) as remote:
-            yield remote, None
-        return
+    """The good profile's target (the box journal's connection reused): (its leader's connection,
+    every node's for a deployment, whose trials place each candidate on those nodes; None for one
+    box, whose trials place it on the one connection)."""
     from specdebug.core.deployment import place
-    from specdebug.verbs.deployment import open_nodes, placed
-
-    dep = placed(args, good)  # a HOST other than the leader is refused here
 
     def placer(profile: Any) -> Any:
         return place(profile, ssh_config=getattr(args, "ssh_config", None))
 
-    async with open_nodes(args, dep) as remotes:
-        yield remotes[dep.leader.host], Nodes(remotes=remotes, place=placer)
+    held = {args.host: remote} if remote is not None else None
+    async with open_target(args, good, held=held) as target:
+        nodes = Nodes(remotes=target.remotes, place=placer) if target.multi else None
+        yield target.leader_remote, nodes
 
 
 def _say(text: str) -> None:

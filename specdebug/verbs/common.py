@@ -17,7 +17,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO, cast, overload
 
@@ -253,6 +253,7 @@ async def open_target(
     one_node: bool = False,
     helper: bool = True,
     host: str | None = None,
+    held: Mapping[str, Remote] | None = None,
 ) -> AsyncIterator[Target]:
     """The verbs' one way to the server the user named (core.target.open_target with `open_remote`
     as the connector): a one-box profile is one node on HOST, a deployment every node (HOST, if
@@ -260,11 +261,16 @@ async def open_target(
     that cannot be reached is open_remote's line and exit, except with `partial` (stop, status: the
     other nodes are still acted on).  one_node: HOST names the one node acted on (any node of a
     deployment; none: the leader).  host: the HOST when the verb's arguments name it otherwise
-    (grep's HOST:PATH)."""
+    (grep's HOST:PATH).  held: connections the verb already has (host -> remote: the box journal's),
+    used as they are and left open."""
+    from contextlib import nullcontext
+
     from specdebug.core.deployment import DeploymentError
     from specdebug.core.target import open_target as place_and_connect
 
     def connect(host: str) -> AbstractAsyncContextManager[Remote]:
+        if held and host in held:
+            return nullcontext(held[host])
         return open_remote(args, host, helper=helper)
 
     try:

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from specdebug.core.bisect.deploytrial import run_deployment_trial
 from specdebug.core.bisect.models import Measurement, Role, Settings, Status
-from specdebug.core.bisect.trial import Nodes, TrialSpec
+from specdebug.core.bisect.trial import Nodes, TrialSpec, run_trial
 from specdebug.core.deployment import place
 from specdebug.core.deployment.status import target_status
 from specdebug.core.profiles import load_profile
@@ -163,7 +162,7 @@ def test_a_trial_whose_node_fails_is_a_failed_start_naming_it(
                 bisect="t", index=1, role=Role.BAD, profile=prof, fingerprint=prof.fingerprint(),
                 applied=[], settings=Settings(requests=2, output_len=150, concurrency=1, input_len=32),
             )  # fmt: skip
-            out = [x async for x in run_deployment_trial(nodes, spec)]
+            out = [x async for x in run_trial(remotes["node0"], spec, nodes=nodes)]
             st = await target_status(target_of(nodes.place(prof), remotes))
             return [*out, st]
         finally:

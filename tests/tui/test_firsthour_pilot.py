@@ -385,7 +385,7 @@ def test_history_compare_uses_the_same_direction(tmp_path: Path, capsys) -> None
 
 
 async def test_bench_failure_is_one_named_toast(monkeypatch) -> None:
-    from specdebug.tui.panes import bench as bench_module
+    from specdebug.core.bench import runner as bench_module  # the pane's target_bench_events runs it
 
     async def boom(*args, **kwargs):
         raise httpx.ReadError("")
@@ -402,7 +402,7 @@ async def test_bench_failure_is_one_named_toast(monkeypatch) -> None:
 
 
 async def test_bench_cancel_is_one_toast(monkeypatch) -> None:
-    from specdebug.tui.panes import bench as bench_module
+    from specdebug.core.bench import runner as bench_module  # the pane's target_bench_events runs it
 
     async def forever(*args, **kwargs):
         await asyncio.Event().wait()

@@ -13,11 +13,11 @@ from typing import Any
 
 from textual.widgets import DataTable
 
+from specdebug.core.bench import runner as bench_runner
 from specdebug.core.profiles import load_profile
 from specdebug.errors import SpecdebugError
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
-from specdebug.tui.panes import bench as bench_pane
 from specdebug.tui.panes import bisect as bisect_pane
 from specdebug.tui.panes.bench import BenchPane
 from specdebug.tui.panes.bisect import BisectPane
@@ -40,7 +40,7 @@ async def test_bench_pane_benchmarks_the_leader_as_placed_with_every_node(tmp_pa
         return
         yield  # an async generator that ends at once: no result
 
-    monkeypatch.setattr(bench_pane, "bench_events", spy)
+    monkeypatch.setattr(bench_runner, "bench_events", spy)  # what target_bench_events runs
     ctx = two_node_ctx(tmp_path, path)
     app = SpecdebugApp(ctx, panes=[BenchPane])
     async with app.run_test(size=(150, 30)) as pilot:
@@ -90,3 +90,34 @@ async def test_bisect_pane_places_its_trials_on_every_node(tmp_path, monkeypatch
     placed = nodes.place(good_profile)
     assert [n.host for n in placed.nodes] == ["node0", "node1"]
     assert "--node-rank" in placed.nodes[1].profile.server.argv
+
+
+async def test_a_deployment_node_with_no_connection_here_is_said_and_nothing_is_launched(
+    tmp_path, monkeypatch
+) -> None:
+    """node1 of the deployment is not a host of this app: `l` names it and launches nothing (before,
+    the pane fell back to one box and launched the unplaced profile on node0 alone)."""
+    from specdebug.tui.panes import startup as startup_pane
+    from specdebug.tui.panes.startup import StartupPane
+
+    path = dep_profile(tmp_path, "partial")
+    calls: list[Any] = []
+
+    async def launch_target(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        raise SpecdebugError("spied")
+
+    monkeypatch.setattr(startup_pane, "launch_target", launch_target)
+    ctx = AppContext(remotes={"node0": StillRemote("node0")}, selected="node0", profile=load_profile(path))
+    assert ctx.target() is not None and ctx.target().unreachable == ("node1",)  # type: ignore[union-attr]
+    app = SpecdebugApp(ctx, panes=[StartupPane])
+    async with app.run_test(size=(150, 40)) as pilot:
+        pane = app.query_one(StartupPane)
+        pane.workers.cancel_group(pane, "startup-run")
+        pane.focus()
+        await pilot.press("l")
+        await until(pilot, lambda: any("node1" in n.message for n in app._notifications), 10)
+        await pilot.pause()
+    said = [n.message for n in app._notifications]
+    assert any("no connection to node1 here" in m for m in said), said
+    assert calls == []

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specdebug.core.bisect.deploytrial import refusal
 from specdebug.core.bisect.knobs import Candidates
+from specdebug.core.bisect.trial import refusal
 from specdebug.core.deployment import place
 from specdebug.core.profiles import load_profile
 

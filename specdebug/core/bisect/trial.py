@@ -1,10 +1,15 @@
-"""One trial: clear the port, launch, wait ready (bounded), optional verify gate, benchmark, stop.
+"""One trial: the candidate placed on the bisection's target and run there: clear the ports,
+launch, wait ready (bounded), optional verify gate, benchmark, stop.
 
-Built from the core services a user drives by hand (startup.launch/watch, the bench runner,
-startup.stop_record), so a trial is exactly what `specdebug launch --wait; specdebug bench;
-specdebug stop` would do.  It streams TrialProgress events and ends with one Measurement, which is
-journaled (fsync) the moment the measuring is over, before the stop: a kill -9 after that point
-costs no repeat.  Whatever happens (failure, cancel = the user's abort), the server is stopped.
+Built from the core services a user drives by hand over a target (core.deployment.control's
+launch/watch/stop, the bench runner's target_bench_events), so a trial is exactly what `specdebug
+launch --wait; specdebug bench; specdebug stop` would do, on one box (the common case: a one-node
+target) or on every node of a `[deployment]` at once.  A knob of the bisection is the profile's, so
+placing the candidate on its nodes applies it on every node.  It streams TrialProgress events and
+ends with one Measurement, which is journaled (fsync) the moment the measuring is over, before the
+stop: a kill -9 after that point costs no repeat.  Whatever happens (failure, cancel = the user's
+abort), every node's server is stopped.  A node that never joins or dies (during the bench too) is
+a failed start whose reason names the node (the deployment tracker's reason).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 from specdebug.core.bench.events import BenchDone
 from specdebug.core.bench.models import BenchProgress, BenchResult
-from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events
+from specdebug.core.bench.runner import BenchError, BenchRequest, target_bench_events
 from specdebug.core.bisect.gate import Gate, check_gate
 from specdebug.core.bisect.judge import metrics_of
 from specdebug.core.bisect.knobs import NAME_SUFFIX
@@ -32,8 +37,8 @@ from specdebug.core.bisect.models import (
     TrialProgress,
 )
 from specdebug.core.control import actions as server_control
+from specdebug.core.control.actions import LaunchRefused
 from specdebug.core.control.events import ServerPhase, Verdict
-from specdebug.core.control.launch import launch
 from specdebug.core.control.records import (
     ServerRecord,
     find_port_holder,
@@ -41,11 +46,21 @@ from specdebug.core.control.records import (
     group_members,
     load_record,
 )
-from specdebug.core.control.watch import watch
-from specdebug.core.deployment.place import Deployment, node_record_name
+from specdebug.core.deployment.control import (
+    NodeEvent,
+    finish_launches,
+    launch_target,
+    records_of,
+    stop_target,
+    watch_target,
+)
+from specdebug.core.deployment.place import Deployment, node_record_name, place
+from specdebug.core.deployment.status import target_status
+from specdebug.core.deployment.tracker import DeploymentVerdict
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import BisectLaunchRecord, BisectStopRecord, BisectTrialRecord
+from specdebug.core.target import Target, target_of
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 
@@ -83,12 +98,20 @@ class TrialSpec:
 
 @dataclass(frozen=True)
 class Nodes:
-    """Where a deployment's trials run: every node's connection (host -> Remote, in rank order)
-    and how a profile is placed on its nodes (the verb's `place`, with its ssh config for the
-    leader's address)."""
+    """Where a bisection's trials run: every node's connection (host -> Remote, in rank order) and
+    how a candidate is placed on them (the verb's `place`, with its ssh config for the leader's
+    address): each trial's target is the candidate placed on these same nodes.  `one` is one box's."""
 
     remotes: Mapping[str, Remote]
     place: Callable[[Profile], Deployment]
+
+    @classmethod
+    def one(cls, remote: Remote) -> Nodes:
+        """One box (a profile without `[deployment]`): the candidate is one node on this connection."""
+        return cls(remotes={remote.name: remote}, place=lambda p: place(p, remote.name))
+
+    def target(self, profile: Profile) -> Target:
+        return target_of(self.place(profile), self.remotes)
 
     def record_names(self, names: list[str], rank: int) -> list[str]:
         """The records these bisection profiles left on the node of this rank."""
@@ -109,7 +132,7 @@ def gpu_summary(gpus: list[Any]) -> list[dict[str, Any]]:
 
 def begin(spec: TrialSpec, clock: Clock) -> tuple[Measurement, Callable[..., TrialProgress]]:
     """A trial's Measurement, stamped with its config and start, and its progress events (elapsed
-    since then); one trial or a deployment's (core.bisect.deploytrial)."""
+    since then)."""
     m = Measurement(
         bisect=spec.bisect,
         config=spec.profile.name,
@@ -191,56 +214,33 @@ async def run_trial(
     clock: Clock = time.time,
     nodes: Nodes | None = None,
 ) -> AsyncIterator[TrialProgress | Measurement]:
-    """Measure one config once; yields progress, then the Measurement (already journaled).
-    A deployment's config (`nodes` given) is measured on every node: core.bisect.deploytrial."""
-    if nodes is not None and spec.profile.deployment is not None:
-        from specdebug.core.bisect.deploytrial import run_deployment_trial  # it builds on this module
-
-        async for step in run_deployment_trial(nodes, spec, journal=journal, clock=clock):
-            yield step
-        return
-    profile = spec.profile
+    """Measure one config once on its target (the candidate placed on `nodes`, else one node on
+    `remote`); yields progress, then the Measurement (already journaled)."""
+    target = (nodes or Nodes.one(remote)).target(spec.profile)
     m, progress = begin(spec, clock)
-    record: ServerRecord | None = None
     own = launch_journal(spec, journal)
+    records: dict[str, ServerRecord] = {}
     try:
-        yield progress(Phase.PORT, f"port {profile.server.port}")
-        stopped = await clear_port(remote, profile, spec.ours)
-        if stopped:
-            yield progress(Phase.PORT, f"stopped {', '.join(stopped)}")
-        yield progress(Phase.LAUNCH, profile.name, 0.0)
+        async for step in _clear_ports(target, spec, progress):
+            yield step
+        yield progress(Phase.LAUNCH, spec.profile.name, 0.0)
         try:
-            record = await launch(remote, profile, journal=own, clock=clock, check=False)
-            if journal is not None:  # the ends' too: what a resume of this bisection may stop as its own
-                launched = BisectLaunchRecord(
-                    profile=profile.name,
-                    pid=record.pid,
-                    port=record.port,
-                    bisect=spec.bisect,
-                    host=record.host or None,
-                )
-                journal.append(launched, sync=True)
-        except RemoteError as exc:
+            launched = await launch_target(target, journal=own, clock=clock)
+            await finish_launches(launched)
+            records = records_of(launched)
+        except (RemoteError, LaunchRefused) as exc:  # a deployment's message names the node
             m.status, m.reason = Status.FAILED_START, f"launch failed: {exc}"
-        if record is not None:
-            verdict = None
-            async for ev in watch(remote, record, profile, journal=own, clock=clock):
-                if isinstance(ev, ServerPhase):
-                    frac = None
-                    if spec.expected_startup_s:
-                        frac = min(0.99, ev.elapsed_s / spec.expected_startup_s)
-                    yield progress(Phase.READY, ev.name, frac)
-                elif isinstance(ev, Verdict):
-                    verdict = ev
-            assert verdict is not None
-            m.startup_s = verdict.elapsed_s
-            if verdict.verdict != "ready":
-                rejected = any(ARGS_REJECTED.search(line) for line in verdict.excerpt)
-                m.status = Status.INVALID if rejected else Status.FAILED_START
-                m.reason = f"{'rejected its arguments' if rejected else 'failed to start'}: {verdict.reason}"
-        if m.status is Status.OK and spec.gate is not None and record is not None:
+        if (
+            records and journal is not None
+        ):  # the ends' too: what a resume of this bisection may stop as its own
+            journal.append(_launch_record(target, spec, records), sync=True)
+        if records:
+            async for step in _wait_ready(target, spec, records, m, progress, own, clock):
+                yield step
+        leader = target.leader
+        if m.status is Status.OK and spec.gate is not None:
             yield progress(Phase.GATE, spec.gate.expr)
-            m.gate = await check_gate(remote, profile, record, spec.gate)
+            m.gate = await check_gate(target.leader_remote, leader.profile, records[leader.host], spec.gate)
             if m.gate.passed is False and spec.gate_judges:
                 m.status = Status.GATED
                 m.reason = f"gate {spec.gate.expr}: {m.gate.name} = {m.gate.value:.2f}"
@@ -249,39 +249,138 @@ async def run_trial(
                     f"gate {spec.gate.expr}: no {spec.gate.name} in the log, benchmarked instead"
                 )
         if m.status is Status.OK:
-            async for got in bench(remote, spec, progress):
+            async for got in bench(target, spec, progress):
                 if isinstance(got, TrialProgress):
                     yield got
                 else:
                     take_result(m, got)
+            if target.multi:
+                await _still_one(target, m)
         m.finished_at = clock()
         if journal is not None:
             journal.append(BisectTrialRecord(trial=m), sync=True)
-        yield progress(Phase.STOP, profile.name)
+        yield progress(Phase.STOP, spec.profile.name)
     finally:
-        if record is not None:
-            with contextlib.suppress(RemoteError, OSError):
-                stop_result = await server_control.stop_record(
-                    remote, record, grace_s=STOP_GRACE_S, journal=own
-                )
-                if journal is not None and stop_result.stopped:
-                    journal.append(
-                        BisectStopRecord(profile=profile.name, pid=record.pid, host=record.host or None)
-                    )
-                if spec.forget:
-                    await forget_record(remote, profile.name)
+        if records:
+            await _stop(target, spec, records, journal, own)
     yield m
 
 
-async def bench(
-    remote: Remote,
+async def _clear_ports(
+    target: Target, spec: TrialSpec, progress: Callable[..., TrialProgress]
+) -> AsyncIterator[TrialProgress]:
+    """This bisection's leftovers stopped on every node; anything else on a port refuses."""
+    for node in target.nodes:
+        where = f"{node.host}: " if target.multi else ""
+        names = [node_record_name(n, node.rank) for n in spec.ours] if target.multi else spec.ours
+        yield progress(Phase.PORT, f"{where}port {node.profile.server.port}")
+        try:
+            stopped = await clear_port(target.remote(node), node.profile, names)
+        except TrialError as exc:
+            if not target.multi:
+                raise
+            raise TrialError(f"{node.host}: {exc}") from None
+        if stopped:
+            yield progress(Phase.PORT, f"stopped {where}{', '.join(stopped)}")
+
+
+def _launch_record(
+    target: Target, spec: TrialSpec, records: Mapping[str, ServerRecord]
+) -> BisectLaunchRecord:
+    leader = records[target.leader.host]
+    return BisectLaunchRecord(
+        profile=spec.profile.name,
+        pid=leader.pid,
+        port=leader.port,
+        bisect=spec.bisect,
+        host=_host(target, leader),
+    )
+
+
+def _host(target: Target, record: ServerRecord) -> str | None:
+    """The host a journal record names: a deployment's leader by its node, one box as its record says."""
+    return target.leader.host if target.multi else (record.host or None)
+
+
+async def _wait_ready(
+    target: Target,
     spec: TrialSpec,
+    records: dict[str, ServerRecord],
+    m: Measurement,
     progress: Callable[..., TrialProgress],
-    profile: Profile | None = None,
-    nodes: Mapping[str, Remote] | None = None,
+    own: EventJournal | None,
+    clock: Clock,
+) -> AsyncIterator[TrialProgress]:
+    """Every node's startup as progress; a target that is not ready is a failed start (or an invalid
+    config, when the server rejected its arguments).  One node's verdict is its server's own."""
+    verdict: DeploymentVerdict | None = None
+    node_verdict: Verdict | None = None
+    async for ev in watch_target(target, records, journal=own, clock=clock):
+        if isinstance(ev, DeploymentVerdict):
+            verdict = ev
+        elif isinstance(ev, NodeEvent) and isinstance(ev.event, ServerPhase):
+            frac = None
+            if spec.expected_startup_s:
+                frac = min(0.99, ev.event.elapsed_s / spec.expected_startup_s)
+            yield progress(
+                Phase.READY, f"{ev.host}: {ev.event.name}" if target.multi else ev.event.name, frac
+            )
+        elif isinstance(ev, NodeEvent) and isinstance(ev.event, Verdict):
+            node_verdict = ev.event
+    assert verdict is not None
+    if not target.multi and node_verdict is not None:
+        m.startup_s = node_verdict.elapsed_s
+        excerpt: list[str] = list(node_verdict.excerpt)
+        ready, reason = node_verdict.verdict == "ready", node_verdict.reason
+    else:
+        m.startup_s = verdict.elapsed_s
+        excerpt = [str(line) for line in (verdict.leader or {}).get("excerpt") or []]
+        ready, reason = verdict.verdict == "ready", verdict.reason
+        if ready:
+            yield progress(Phase.READY, "ready")
+    if not ready:
+        rejected = any(ARGS_REJECTED.search(line) for line in excerpt)
+        m.status = Status.INVALID if rejected else Status.FAILED_START
+        m.reason = f"{'rejected its arguments' if rejected else 'failed to start'}: {reason}"
+
+
+async def _stop(
+    target: Target,
+    spec: TrialSpec,
+    records: Mapping[str, ServerRecord],
+    journal: EventJournal | None,
+    own: EventJournal | None,
+) -> None:
+    """Every node's server stopped (and its record forgotten for a candidate), whatever happened."""
+    leader = records.get(target.leader.host)
+    with contextlib.suppress(RemoteError, OSError):
+        res = await stop_target(target, grace_s=STOP_GRACE_S, journal=own)
+        if journal is not None and res.stopped and leader is not None:
+            journal.append(
+                BisectStopRecord(profile=spec.profile.name, pid=leader.pid, host=_host(target, leader))
+            )
+        if spec.forget:
+            for node in target.reachable():
+                await forget_record(target.remote(node), node.profile.name)
+
+
+async def _still_one(target: Target, m: Measurement) -> None:
+    """A node that died during the benchmark makes the figure not the deployment's: a failed start
+    naming the node (the leader of SGLang keeps serving when a worker node dies)."""
+    try:
+        st = await target_status(target)
+    except RemoteError:
+        return
+    if st.state != "running":
+        m.status = Status.FAILED_START
+        m.reason = f"a node died during the benchmark: {st.reason or st.state}"
+
+
+async def bench(
+    target: Target, spec: TrialSpec, progress: Callable[..., TrialProgress]
 ) -> AsyncIterator[TrialProgress | BenchResult | Exception]:
-    """The bench stream: its progress becomes TrialProgress events, then the result (or the error
-    that kept it from running).  A deployment: `profile` is its leader's, `nodes` every node's."""
+    """The bench stream on the target's leader (core.bench.runner.target_bench_events): its progress
+    becomes TrialProgress events, then the result (or the error that kept it from running)."""
     total = spec.settings.requests
     request = BenchRequest(
         requests=spec.settings.requests,
@@ -290,7 +389,7 @@ async def bench(
         input_len=spec.settings.input_len,
     )
     yield progress(Phase.BENCH, f"0/{total} requests", 0.0)
-    events = bench_events(remote, profile or spec.profile, request, journal=None, nodes=nodes)
+    events = target_bench_events(target, request, journal=None)
     result: BenchResult | Exception | None = None
     try:
         async for ev in events:
@@ -320,3 +419,24 @@ def take_result(m: Measurement, item: BenchResult | Exception) -> None:
     if item.status != "done":
         m.status = Status.BENCH_FAILED
         m.reason = f"benchmark {item.status}: {'; '.join(item.errors[:2]) or 'no request succeeded'}"
+
+
+def refusal(good: Profile, bad: Profile) -> str | None:
+    """Why these two profiles cannot be bisected as deployments (None: they can).  A bisection
+    moves knobs, not placement: both ends on the same nodes with the same rendezvous.  What
+    `node_env` / `node_args` set differently on a node is a knob of that node (core.bisect.nodeknobs)."""
+    a, b = good.deployment, bad.deployment
+    if a is None and b is None:
+        return None
+    if a is None or b is None:
+        has, lacks = ("bad", "good") if a is None else ("good", "bad")
+        return f"the {has} profile has [deployment] and the {lacks} one does not: both must run on the same nodes"
+    if a.nodes != b.nodes:
+        return (
+            f"the deployments' nodes differ (good: {', '.join(a.nodes)}; bad: {', '.join(b.nodes)}): "
+            "a bisection moves knobs on the same nodes, not nodes"
+        )
+    for name in ("dist_init_port", "leader_address"):
+        if getattr(a, name) != getattr(b, name):
+            return f"[deployment].{name} differs ({getattr(a, name)} vs {getattr(b, name)}): make it equal"
+    return None

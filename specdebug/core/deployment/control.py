@@ -64,7 +64,9 @@ def _named(target: Target, node: Node, exc: Exception) -> str:
     return f"{node.host}: {exc}" if target.multi else str(exc)
 
 
-async def launch_target(target: Target, *, journal: EventJournal | None = None) -> dict[str, Launching]:
+async def launch_target(
+    target: Target, *, journal: EventJournal | None = None, clock: Any = time.time
+) -> dict[str, Launching]:
     """Start every node's server, workers first and the leader last; node host -> its launch (the
     record now; `finish_launches` waits for the journaled drift snapshots taken beside the start).
 
@@ -86,7 +88,7 @@ async def launch_target(target: Target, *, journal: EventJournal | None = None) 
     for node in sorted(target.nodes, key=lambda n: (n.is_leader, -n.rank)):
         try:
             launched[node.host] = await start_launch(
-                target.remote(node), node.profile, journal=journal, check=False
+                target.remote(node), node.profile, journal=journal, clock=clock, check=False
             )
         except (RemoteError, LaunchRefused) as exc:
             if launched:

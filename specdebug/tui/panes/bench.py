@@ -14,7 +14,6 @@ failed runs" (f), the twin of `specdebug history --include-failed`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from rich.text import Text
@@ -26,12 +25,11 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Log, Static
 
-from specdebug.core.bench.events import BenchEvent, BenchLine
+from specdebug.core.bench.events import BenchLine
 from specdebug.core.bench.headline import headline_text
 from specdebug.core.bench.models import BenchProgress, BenchResult
-from specdebug.core.bench.runner import BenchRequest, bench_events
+from specdebug.core.bench.runner import BenchRequest, target_bench_events
 from specdebug.core.control import actions as server_control
-from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
 from specdebug.core.records import JournalRecord
 from specdebug.core.report import (
@@ -83,24 +81,6 @@ async def not_running_hint(remote: Remote, profile: Profile) -> str | None:
     if st.state == "running" or (st.port_holder is not None and st.port_holder.listening):
         return None
     return f"{profile.name} is not running: press 2, then l (launch it in the Startup pane)"
-
-
-def target_bench_events(
-    target: Target, request: BenchRequest, journal: EventJournal | None
-) -> AsyncIterator[BenchEvent]:
-    """`bench_events` on the target as the `bench` verb calls it: the leader's node profile and
-    connection; a deployment's every node (GPUs, a dead node refuses the run)."""
-    leader = target.leader
-    whole = target.multi  # a one-box target: no nodes to watch beside the one benchmarked
-    return bench_events(
-        target.remote(leader),
-        leader.profile,
-        request,
-        journal=journal,
-        host=leader.host,
-        nodes=target.remotes if whole else None,
-        deployment=target.deployment if whole else None,
-    )
 
 
 class BenchPane(Pane):
@@ -281,7 +261,7 @@ class BenchPane(Pane):
         leader = target.leader
         try:
             result = None
-            async for ev in target_bench_events(target, BenchRequest(kind=kind), self.ctx.journal):
+            async for ev in target_bench_events(target, BenchRequest(kind=kind), journal=self.ctx.journal):
                 if isinstance(ev, BenchProgress):
                     self.progress = ev
                     self._dirty = True

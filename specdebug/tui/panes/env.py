@@ -100,10 +100,10 @@ class EnvPane(Pane):
 
     class NodesReady(Message):
         def __init__(
-            self, envs: list[NodeEnv], proof: TransportProof | None, multi: bool = True, quiet: bool = True
+            self, envs: list[NodeEnv], proof: TransportProof | None, per_node: bool = True, quiet: bool = True
         ) -> None:
             super().__init__()
-            self.envs, self.proof, self.multi, self.quiet = envs, proof, multi, quiet
+            self.envs, self.proof, self.per_node, self.quiet = envs, proof, per_node, quiet
 
     def __init__(self, ctx: AppContext, **kwargs: Any) -> None:
         super().__init__(ctx, **kwargs)
@@ -195,7 +195,8 @@ class EnvPane(Pane):
         target = self.ctx.target()
         if target is None:
             return await self.check_box(quiet)
-        if target.multi:
+        per_node = target.multi  # a deployment: a line per node and the transport proof
+        if per_node:
             count, name = len(target.nodes), target.profile.name
             self.query_one("#env-how", Static).update(
                 Text(f"checking the workers on {count} nodes of {name}…", style="dim")
@@ -206,12 +207,12 @@ class EnvPane(Pane):
             for node in target.nodes:
                 await target.remote(node).wait_connected(CONNECT_WAIT_S)
             envs, proof = await target_env(
-                target, all_matching=all_matching, on_event=None if target.multi else self._progress
+                target, all_matching=all_matching, on_event=None if per_node else self._progress
             )
         except (RemoteError, LookupError, OSError, TimeoutError) as exc:
             self.check_failed(exc, quiet)
             return
-        self.post_message(self.NodesReady(envs, proof, target.multi, quiet))
+        self.post_message(self.NodesReady(envs, proof, per_node, quiet))
 
     def _progress(self, node: Node, ev: EnvEvent) -> None:
         if isinstance(ev, EnvProcessesFound):
@@ -252,7 +253,7 @@ class EnvPane(Pane):
     def _nodes_ready(self, event: NodesReady) -> None:
         """A deployment's check: a line per node and the transport; one node's: its report, or that
         its server is not running (nothing of any other process)."""
-        if event.multi:
+        if event.per_node:
             return self.show_nodes(event.envs, event.proof)
         got = event.envs[0]
         if got.report is None:
@@ -281,8 +282,7 @@ class EnvPane(Pane):
 
     def action_drift(self) -> None:
         """The drift snapshot of the selected host (on a deployment: that node's profile), as `drift`."""
-        target = self.ctx.target()
-        remote, profile = self.where_runs(self.ctx.selected if target is not None and target.multi else None)
+        remote, profile = self.where_runs(self.ctx.selected)  # one box: its one node is the selected host
         if remote is None or profile is None:
             self.notify("choose a host and a profile first (P picks a profile)", severity="warning")
             return

@@ -409,7 +409,8 @@ class LogsPane(LogsBoxes):
             except (RemoteError, OSError) as exc:
                 self._follow_failed(path, exc, None, 0)
             return self.render_status()
-        width = max(len(visible(n.host)) for n in target.nodes) if target.multi else 0
+        multi = target.multi  # a deployment's lines carry their node's column
+        width = max(len(visible(n.host)) for n in target.nodes) if multi else 0
         parsers = iter([self.analyzer.parser])  # a parser keeps its stream's state: one per node
 
         def make_parser() -> LogParser:
@@ -418,14 +419,15 @@ class LogsPane(LogsBoxes):
         def on_follower(node: Node, follower: Follower) -> None:
             if self.follower is None:
                 self.follower = follower  # the first node's (the leader's) marks and measures
-            self.node_followers[node.host] = follower
+            if multi:  # a line's node column finds its follower (the context of a line)
+                self.node_followers[node.host] = follower
 
         stream = follow_target_logs(target, make_parser, this_run=True, on_follower=on_follower)
         slice_start = time.monotonic()
         n = 0
         try:
             async for node, got in stream:
-                tag = node.host if target.multi else None
+                tag = node.host if multi else None
                 if isinstance(got, RemoteError):
                     self._follow_failed(node.profile.server.log_file, got, tag, width)
                     continue

@@ -3,15 +3,16 @@
 Shows the startup phases as a checklist with durations, elapsed time and an ETA from earlier
 startups of the same profile (journal verdicts), the last log lines, and the verdict with its
 reason (rendering: startup_view.py).  On open it recognises the profile's server if it already
-runs.  All the work is `specdebug.core.control` (the same calls as the headless verbs); the pane
-only applies the events it streams: its state is a `core.control.monitor.ServerMonitor` (the same
-machine a bisection run uses without a screen).
+runs.
 
-The pane acts on the profile's target (`ctx.target()`).  One node is the one-box screen.  A
-deployment is launched, watched and stopped on every node as one, through the same calls as
-`specdebug launch|attach|restart|stop|status -c PROFILE`: the stream is each node's events tagged
-with its node, and the state a `core.deployment.monitor.DeploymentMonitor` (one ServerMonitor per
-node), drawn as a phase row per node with the verdict naming the node that failed.
+The pane acts on the profile's target (`ctx.target()`), through the calls of `specdebug
+launch|attach|restart|stop|status -c PROFILE`: `core.deployment.control`'s launch_target,
+watch_target, stop_target, target_status and attach_target, for one node and many.  The pane only
+applies the events they stream (each tagged with its node) to a
+`core.deployment.monitor.DeploymentMonitor`: one `core.control.monitor.ServerMonitor` per node (the
+machine a bisection run uses without a screen).  One node is the one-box screen, drawn from its
+node's ServerMonitor; a deployment is a phase row per node with the verdict naming the node that
+failed.
 """
 
 from __future__ import annotations
@@ -241,13 +242,14 @@ class StartupPane(StartupView, Pane):
             self._dmon = None
         elif self._dmon is None or self._dmon.deployment is not dep:
             self._dmon = DeploymentMonitor(dep)
-        self.set_class(dep is not None and target is not None and target.multi, "-nodes")
         return self._dmon
 
     def nodes_monitor(self) -> DeploymentMonitor | None:
         """The monitor the screen draws as a row per node: a deployment's (None: one node's screen)."""
         dmon = self.watched()
-        return dmon if dmon is not None and dmon.deployment.multi else None
+        rows = dmon if dmon is not None and dmon.deployment.multi else None
+        self.set_class(rows is not None, "-nodes")  # a row per node needs a wider table
+        return rows
 
     @property
     def mon(self) -> ServerMonitor:
