@@ -94,3 +94,37 @@ def test_a_small_set_is_searched_one_knob_at_a_time_until_its_effect_is_explaine
     plan, launches = drive(3, single(1))
     assert plan.result.culprits == {1} and plan.result.confirmed and launches == 3
     assert frozenset({2}) not in plan.readings
+
+
+async def test_the_confirmation_stops_repeating_once_it_closes_the_gap(tmp_path: Path, monkeypatch) -> None:
+    """Issue 39: the bad profile with the culprits restored was measured 3-4 times after one reading
+    already closed the gap within the bounds (a fixed width asked of it).  A sequential test: once it
+    reads as the good end within them (or clearly does not), it stops."""
+    journal, c = session(tmp_path, lambda names: 94.0)
+    journal.path.write_text("")
+    culprits = {"NCCL_PROTO", "--speculative-num-steps"}
+    launched: list[tuple[str, ...]] = []
+    wobble = iter([0.8, 0.8, -0.8, -0.8] + [0.0] * 40)  # the ends scatter, the rest reads true
+
+    async def trial(remote, spec, *, journal=None, clock=None, nodes=None):
+        launched.append(tuple(spec.applied) if spec.role is bm.Role.CANDIDATE else (spec.role.value,))
+        hit = (
+            len(culprits & set(spec.applied))
+            if spec.role is bm.Role.CANDIDATE
+            else 2 * (spec.role is bm.Role.BAD)
+        )
+        rate = 1 / (1 / 94 + (1 / 60 - 1 / 94) / 2 * hit) * (1 + next(wobble) / 100)
+        now = 1000.0 + 60 * len(launched)
+        yield bm.Measurement(
+            bisect=spec.bisect, config=spec.profile.name, fingerprint=spec.fingerprint,
+            settings=spec.settings.key(), role=spec.role, applied=list(spec.applied),
+            metrics={"output_tok_s": rate}, started_at=now, finished_at=now,
+        )  # fmt: skip
+
+    monkeypatch.setattr(bisect_run, "run_trial", trial)
+    result = await run(
+        Bisection(NoRemote(), c.good, c.bad, bm.BisectOptions(max_age_s=None), journal=journal)
+    )
+    assert result.verdict == "several" and set(result.culprits) == culprits and result.confirmed, result
+    rest = [a for a in launched if a and not culprits & set(a) and a not in (("good",), ("bad",))]
+    assert rest and all(rest.count(a) == 1 for a in rest), launched

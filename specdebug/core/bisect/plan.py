@@ -53,6 +53,9 @@ class Ask:
     fresh: bool = False
     why: str = ""
     precision: float | None = None  # also repeat while the 99 % half-width is wider than this
+    # a confirmation: repeat only until `settled` (it closes the gap, or clearly does not), whatever the
+    # width: "residual" (the bad profile with the culprits restored) | "forward" (the culprits alone)
+    settle: str = ""
 
 
 Answer = Reading | None
@@ -93,6 +96,34 @@ def repeats_to_settle(x: Reading, parent: Reading) -> int:
     """Runs of x that would tell it from zero or from the parent (its se shrinking as 1/sqrt(n), t near 2.6)."""
     d = max(abs(x.share), abs(parent.share - x.share)) or 1e-9
     return max(x.n + 1, math.ceil(x.n * (2.6 * math.hypot(x.se, parent.se) / d) ** 2))
+
+
+def closes(residual: Reading) -> bool:
+    """The bad profile with the culprits restored reads as the good end: within the noise of it, under
+    MAX_RESIDUAL of the gap, and the noise allows no more than MAX_RESIDUAL_HIGH (or it is below MIN_SHARE)."""
+    near = plausible(residual, ZERO) and residual.share < MAX_RESIDUAL.share
+    return near and residual.high < MAX_RESIDUAL_HIGH or residual.high < MIN_SHARE
+
+
+def forward_confirms(forward: Reading) -> bool:
+    """The good profile with only the culprits changed reads as the bad end, within the noise and
+    precisely enough (the same bounds as the confirmation from the bad side)."""
+    return (
+        plausible(forward, FULL)
+        and forward.share > 1 - MAX_RESIDUAL.share
+        and forward.low > 1 - MAX_RESIDUAL_HIGH
+    )
+
+
+def settled(ask: Ask, r: Reading) -> bool:
+    """A sequential test for a confirmation: stop repeating once the answer is known either way (it
+    confirms, or it clearly does not), not at a fixed width (issue 39: the confirmation repeated 3-4
+    times after one reading already closed the gap within the allowed bounds)."""
+    if ask.settle == "residual":
+        return closes(r) or above(r, MAX_RESIDUAL)
+    if ask.settle == "forward":
+        return forward_confirms(r) or r.high < 1 - MAX_RESIDUAL.share or above(r, FULL)
+    return True
 
 
 def hurts(x: Reading) -> bool:
@@ -239,7 +270,12 @@ class Plan:
             if not culprits:
                 break
             forward = self.readings.get(culprits) if rest else None
-            if forward is not None and forward.n >= 1 and self._forward_confirms(forward):
+            if (
+                forward is not None
+                and forward.n >= 1
+                and self._forward_confirms(forward)
+                and self._adds_up(forward)
+            ):
                 # the good profile with only the culprits changed was measured in the search (the
                 # culprit alone, or a set together) and reads as the bad end: the confirmation,
                 # measured already (issue 39: launches that decide nothing).  Measured (n >= 1): a
@@ -262,14 +298,15 @@ class Plan:
                 MAX_RESIDUAL,
                 fresh=not rest,
                 why="confirmation: the bad profile with the culprits restored",
-                precision=CONFIRM_PRECISION,
+                precision=CONFIRM_PRECISION if not rest else None,
+                settle="residual" if rest else "",
             )
             if residual is None:
                 forward = yield Ask(
                     culprits,
                     FULL,
                     why="confirmation: the good profile with only the culprits changed",
-                    precision=CONFIRM_PRECISION,
+                    settle="forward",
                 )
                 if forward is not None and self._forward_confirms(forward):
                     explained = forward
@@ -283,8 +320,7 @@ class Plan:
                     )
                 notes.append("the confirmation could not be measured")
                 break
-            closed = plausible(residual, ZERO) and residual.share < MAX_RESIDUAL.share
-            if closed and residual.high < MAX_RESIDUAL_HIGH or residual.high < MIN_SHARE:
+            if closes(residual):
                 if self._named() != culprits and rnd < ROUNDS:
                     continue  # repeats since moved a named knob's reading: confirm what is named now
                 return self._result(
@@ -364,15 +400,22 @@ class Plan:
             last = "the culprits do not close the gap (confirmation)"
         return PlanResult("inconclusive", culprits, self._search_name(), notes + [last])
 
+    def _adds_up(self, forward: Reading) -> bool:
+        """The culprits' own readings alone add up to what they read together, within the noise.  When
+        they do not (a box that drifted while they were measured: 0.46 and 1.59 of the gap alone, 1.09
+        together), their reading together is no confirmation: the bad side is measured."""
+        culprits = self._named()
+        if len(culprits) < 2 or not all(u in self.found for u in culprits):
+            return True
+        parts = [self._latest([u], self.found[u]) for u in culprits]
+        total = Reading(
+            sum(p.share for p in parts), math.sqrt(sum(p.se**2 for p in parts)), max(p.t for p in parts)
+        )
+        return plausible(total, forward)
+
     @staticmethod
     def _forward_confirms(forward: Reading) -> bool:
-        """The good profile with only the culprits changed reads as the bad end, within the noise and
-        precisely enough (the same bounds as the confirmation from the bad side)."""
-        return (
-            plausible(forward, FULL)
-            and forward.share > 1 - MAX_RESIDUAL.share
-            and forward.low > 1 - MAX_RESIDUAL_HIGH
-        )
+        return forward_confirms(forward)
 
     def name(self, unit: int) -> str:
         return self.names[unit]
