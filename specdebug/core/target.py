@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from specdebug.core.deployment.place import Deployment, Node, place, place_one
+from specdebug.core.deployment.place import Deployment, Node, node_record_name, place, place_one
 from specdebug.core.profiles import Profile
 from specdebug.remote.api import Remote
 
@@ -64,6 +64,16 @@ class Target:
 
     def node(self, host: str) -> Node | None:
         return self.deployment.node(host)
+
+    def named(self, node: Node | str, text: object) -> str:
+        """`NODE: text` on a multi-node target, `text` on one box: the one place output and errors
+        decide whether to name the node (a one-box profile's read as they always did)."""
+        host = node if isinstance(node, str) else node.host
+        return f"{host}: {text}" if self.multi else str(text)
+
+    def record_names(self, names: list[str], node: Node) -> list[str]:
+        """The records these profiles' servers have on `node` (a deployment's: per rank, `NAME.nodeR`)."""
+        return [node_record_name(n, node.rank) for n in names] if self.multi else list(names)
 
 
 def target_of(deployment: Deployment, remotes: Mapping[str, Remote]) -> Target:

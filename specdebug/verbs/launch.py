@@ -120,12 +120,12 @@ async def _watch_and_report(
         if not isinstance(ev, NodeEvent):
             verdict = ev
             continue
-        inner, who = ev.event, f"{ev.host}: " if target.multi else ""
+        inner = ev.event
         if isinstance(inner, ServerPhase):
-            _say(args, f"  {inner.elapsed_s:7.1f}s  {who}{inner.name}")
+            _say(args, f"  {inner.elapsed_s:7.1f}s  " + target.named(ev.host, inner.name))
             said_ready.update([ev.host] if inner.name == "ready" else [])
         elif isinstance(inner, ConnectionNote):
-            _say(args, f"  {who}connection {inner.state}: {inner.detail}")
+            _say(args, "  " + target.named(ev.host, f"connection {inner.state}: {inner.detail}"))
         elif isinstance(inner, Verdict):
             own = inner
             if target.multi and inner.verdict == "ready" and ev.host not in said_ready:

@@ -226,15 +226,13 @@ async def run_trial(
         yield progress(Phase.LAUNCH, spec.profile.name, 0.0)
         try:
             launched = await launch_target(target, journal=own, clock=clock)
+            records = records_of(launched)  # from here on the finally stops them, whatever follows
             await finish_launches(launched)
-            records = records_of(launched)
         except (RemoteError, LaunchRefused) as exc:  # a deployment's message names the node
             m.status, m.reason = Status.FAILED_START, f"launch failed: {exc}"
-        if (
-            records and journal is not None
-        ):  # the ends' too: what a resume of this bisection may stop as its own
+        if records and journal is not None:  # the ends' too: what a resume may stop as its own
             journal.append(_launch_record(target, spec, records), sync=True)
-        if records:
+        if records and m.status is Status.OK:
             async for step in _wait_ready(target, spec, records, m, progress, own, clock):
                 yield step
         leader = target.leader
@@ -271,17 +269,15 @@ async def _clear_ports(
 ) -> AsyncIterator[TrialProgress]:
     """This bisection's leftovers stopped on every node; anything else on a port refuses."""
     for node in target.nodes:
-        where = f"{node.host}: " if target.multi else ""
-        names = [node_record_name(n, node.rank) for n in spec.ours] if target.multi else spec.ours
-        yield progress(Phase.PORT, f"{where}port {node.profile.server.port}")
+        yield progress(Phase.PORT, target.named(node, f"port {node.profile.server.port}"))
         try:
-            stopped = await clear_port(target.remote(node), node.profile, names)
+            stopped = await clear_port(
+                target.remote(node), node.profile, target.record_names(spec.ours, node)
+            )
         except TrialError as exc:
-            if not target.multi:
-                raise
-            raise TrialError(f"{node.host}: {exc}") from None
+            raise TrialError(target.named(node, exc)) from None
         if stopped:
-            yield progress(Phase.PORT, f"stopped {where}{', '.join(stopped)}")
+            yield progress(Phase.PORT, "stopped " + target.named(node, ", ".join(stopped)))
 
 
 def _launch_record(
@@ -322,9 +318,7 @@ async def _wait_ready(
             frac = None
             if spec.expected_startup_s:
                 frac = min(0.99, ev.event.elapsed_s / spec.expected_startup_s)
-            yield progress(
-                Phase.READY, f"{ev.host}: {ev.event.name}" if target.multi else ev.event.name, frac
-            )
+            yield progress(Phase.READY, target.named(ev.host, ev.event.name), frac)
         elif isinstance(ev, NodeEvent) and isinstance(ev.event, Verdict):
             node_verdict = ev.event
     assert verdict is not None
@@ -354,7 +348,7 @@ async def _stop(
     """Every node's server stopped (and its record forgotten for a candidate), whatever happened."""
     leader = records.get(target.leader.host)
     with contextlib.suppress(RemoteError, OSError):
-        res = await stop_target(target, grace_s=STOP_GRACE_S, journal=own)
+        res = await stop_target(target, grace_s=STOP_GRACE_S, journal=own, records=records)
         if journal is not None and res.stopped and leader is not None:
             journal.append(
                 BisectStopRecord(profile=spec.profile.name, pid=leader.pid, host=_host(target, leader))

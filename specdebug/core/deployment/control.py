@@ -59,11 +59,6 @@ class NodeEvent(Model):
     event: Any
 
 
-def _named(target: Target, node: Node, exc: Exception) -> str:
-    """An error's text, naming its node on a multi-node target."""
-    return f"{node.host}: {exc}" if target.multi else str(exc)
-
-
 async def launch_target(
     target: Target, *, journal: EventJournal | None = None, clock: Any = time.time
 ) -> dict[str, Launching]:
@@ -81,7 +76,7 @@ async def launch_target(
         except LaunchRefused as exc:
             if not target.multi:
                 raise
-            raise LaunchRefused(_named(target, node, exc), holder=exc.holder, record=exc.record) from None
+            raise LaunchRefused(target.named(node, exc), holder=exc.holder, record=exc.record) from None
 
     await asyncio.gather(*(check(n) for n in target.nodes))
     launched: dict[str, Launching] = {}
@@ -95,7 +90,7 @@ async def launch_target(
                 await stop_target(target, only=set(launched), grace_s=5.0)
             if not target.multi:
                 raise
-            raise type(exc)(_named(target, node, exc)) from exc
+            raise type(exc)(target.named(node, exc)) from exc
     return launched
 
 
@@ -130,7 +125,7 @@ async def attach_target(
         except LaunchRefused as exc:
             if not target.multi:
                 raise
-            raise LaunchRefused(_named(target, node, exc), holder=exc.holder, record=exc.record) from None
+            raise LaunchRefused(target.named(node, exc), holder=exc.holder, record=exc.record) from None
     return records
 
 
@@ -263,17 +258,23 @@ async def stop_target(
     grace_s: float = 10.0,
     journal: EventJournal | None = None,
     only: set[str] | None = None,
+    records: Mapping[str, ServerRecord] | None = None,
 ) -> DeploymentStop:
-    """Stop every node at once, each by its proven process group (`only`: these hosts)."""
-    from specdebug.core.control.actions import stop
+    """Stop every node at once, each by its proven process group (`only`: these hosts).  records:
+    the servers the caller launched (host -> record), stopped as launched (a trial's), instead of
+    as each node's record on its box now says."""
+    from specdebug.core.control.actions import stop, stop_record
 
     nodes = [n for n in target.nodes if only is None or n.host in only]
 
     async def one(node: Node) -> StopResult:
         if node.host not in target.remotes:
             return StopResult(profile=node.profile.name, refused=True, message="not stopped: not connected")
+        remote = target.remote(node)
         try:
-            return await stop(target.remote(node), node.profile, grace_s=grace_s, journal=journal)
+            if records is not None and node.host in records:
+                return await stop_record(remote, records[node.host], grace_s=grace_s, journal=journal)
+            return await stop(remote, node.profile, grace_s=grace_s, journal=journal)
         except RemoteError as exc:
             return StopResult(profile=node.profile.name, refused=True, message=f"not stopped: {exc}")
 
@@ -283,9 +284,7 @@ async def stop_target(
         for n, r in zip(nodes, results, strict=True)
     ]
     ok = all(r.stopped for r in results)
-    lines = [
-        f"{n.host}: {r.message}" if target.multi else r.message for n, r in zip(nodes, results, strict=True)
-    ]
+    lines = [target.named(n, r.message) for n, r in zip(nodes, results, strict=True)]
     return DeploymentStop(
         profile=target.profile.name, stopped=ok, nodes=rows, message="; ".join(lines), results=list(results)
     )
