@@ -217,11 +217,11 @@ def _agreed_to_join(info: pair.PairInfo) -> bool:
             f"not yours, and there is no terminal to ask on; give --owner {info.owner} to join it"
         )
         return False
-    sys.stdout.write(
+    out(
         f"This is {info.owner}'s session, not yours: what you type there goes to {info.owner}'s "
-        "programs (never type a password into it). Join? [y/N] "
+        "programs (never type a password into it). Join? [y/N] ",
+        end="",
     )
-    sys.stdout.flush()
     answer = sys.stdin.readline(64).strip().lower()
     if answer in ("y", "yes"):
         return True
