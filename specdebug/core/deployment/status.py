@@ -59,6 +59,8 @@ async def target_status(target: Target) -> DeploymentStatus:
         try:
             return await status(target.remote(node), node.profile)
         except RemoteError as exc:
+            if not target.multi:  # one box: its error is the answer (the verb says it, exit 1), as always
+                raise
             return ServerStatus(
                 profile=node.profile.name, state="unverified", reason=str(exc), port=node.profile.server.port
             )
