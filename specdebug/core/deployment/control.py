@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from specdebug.capability import require_write
 from specdebug.core.control.actions import LaunchRefused
 from specdebug.core.control.launch import Launching
 from specdebug.core.control.records import ServerRecord, StopResult
@@ -69,6 +70,8 @@ async def launch_target(
     target, naming the node, before anything starts.  A launch that fails midway stops the
     nodes already started, so no half deployment is left behind."""
     from specdebug.core.control.launch import check_can_launch, start_launch
+
+    require_write("launch", *target.remotes.values(), journal)  # a read-only seat: refused before any check
 
     async def check(node: Node) -> None:
         try:
