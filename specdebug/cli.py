@@ -13,7 +13,8 @@ Exit codes: 0 ok, 1 the thing checked failed, 2 usage or config error.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy takes the name as True)
 
 if TYPE_CHECKING:
     import argparse
@@ -43,16 +44,38 @@ def top_parser() -> argparse.ArgumentParser:
 
     from specdebug.verbs.table import VERBS
 
+    class Formatter(argparse.RawDescriptionHelpFormatter):
+        """argparse's, told the terminal's width (its own asks shutil, which imports bz2 and lzma)."""
+
+        def __init__(self, prog: str) -> None:
+            super().__init__(prog, width=_columns() - 2)
+
     parser = argparse.ArgumentParser(
         prog="specdebug",
         description="Debug speculative-decoding LLM servers on remote GPU boxes over SSH.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=Formatter,
     )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for verb in VERBS:
         sub.add_parser(verb.name, help=verb.help, add_help=False)
     return parser
+
+
+def _columns() -> int:
+    """The terminal's width as shutil.get_terminal_size finds it: $COLUMNS, the terminal, else 80."""
+    import os
+
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns if sys.__stdout__ else 0
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def split_leading_options(argv: list[str]) -> tuple[list[str], int]:

@@ -21,7 +21,6 @@ import json
 import os
 import socket
 import sys
-from typing import TYPE_CHECKING
 
 from specdebug.agent import AGENT_VERBS
 from specdebug.agent.paths import (
@@ -32,6 +31,8 @@ from specdebug.agent.paths import (
     runtime_folder,
     socket_name,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy takes the name as True)
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy takes the name as True)
 
 if TYPE_CHECKING:  # nothing here imports pathlib or typing's collections at run time: the client is one
     from collections.abc import Mapping  # socket round trip and its imports are most of its cost
@@ -51,10 +52,13 @@ def caller_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def env_fingerprint(env: Mapping[str, str] | None = None) -> str:
-    """A short hash of the settings that change what a verb does."""
-    import hashlib
+    """A short hash of the settings that change what a verb does: the socket's name.  Two checksums
+    (zlib: 2 ms to import where hashlib takes 10-15 ms on a loaded machine, on every verb); a
+    collision costs nothing but a direct run, since the agent compares the values themselves."""
+    import zlib
 
-    return hashlib.sha256(repr(sorted(caller_env(env).items())).encode()).hexdigest()[:12]
+    data = repr(sorted(caller_env(env).items())).encode()
+    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"[:12]
 
 
 def env_differences(mine: Mapping[str, str], theirs: Mapping[str, str]) -> list[str]:
