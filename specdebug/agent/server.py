@@ -276,7 +276,6 @@ class Agent:
     async def _attempt(self, verb: str, argv: list[str], out: _Output) -> int:
         from specdebug.errors import SpecdebugError
         from specdebug.verbs.common import KEPT, VerbExit, fail
-        from specdebug.verbs.table import verb_parser
 
         async def kept(host: str, args: argparse.Namespace) -> Connection:
             remote, check = await self.kept.get(host, args)
@@ -286,7 +285,7 @@ class Agent:
 
         tokens = (_SINK.set(out.write), KEPT.set(kept))
         try:
-            args, extras = verb_parser(verb).parse_known_args(argv)
+            args, extras = _parser(verb).parse_known_args(argv)
             if extras:
                 sys.stderr.write(f"specdebug {verb}: unrecognized arguments: {' '.join(extras)}\n")
                 return 2
@@ -315,17 +314,30 @@ class Agent:
 
 async def prewarm(agent: Agent, verb_argv: list[str]) -> None:
     """Open the connection the verb that started this agent needed, so the next one finds it warm."""
-    from specdebug.verbs.table import verb_parser
-
     try:
         if verb_argv and verb_argv[0] in AGENT_VERBS:
-            args, _ = verb_parser(verb_argv[0]).parse_known_args(verb_argv[1:])
+            args, _ = _parser(verb_argv[0]).parse_known_args(verb_argv[1:])
             if getattr(args, "host", None):
                 _, check = await agent.kept.get(args.host, args)
                 if check is not None:
                     await check
     except (Exception, SystemExit):
         pass  # the next request connects and reports in the verb's own words
+
+
+_PARSERS: dict[str, argparse.ArgumentParser] = {}
+
+
+def _parser(verb: str) -> argparse.ArgumentParser:
+    """The verb's parser, made once per agent (its code cannot change under it: it retires then):
+    argparse looks its translations up on disk (gettext) for every option it adds, which was half of
+    the agent's time per warm request (py-spy)."""
+    parser = _PARSERS.get(verb)
+    if parser is None:
+        from specdebug.verbs.table import verb_parser
+
+        parser = _PARSERS[verb] = verb_parser(verb)
+    return parser
 
 
 async def _true_or_none(check: asyncio.Future[bool]) -> bool:
@@ -336,10 +348,8 @@ async def _true_or_none(check: asyncio.Future[bool]) -> bool:
 def _needs_caller(verb: str, argv: list[str], cwd: str) -> str | None:
     """Why the request must run in the caller's process (None: the agent runs it): what follows or
     watches streams until the user stops it; a local file or a saved record is the caller's."""
-    from specdebug.verbs.table import verb_parser
-
     try:
-        args, _ = verb_parser(verb).parse_known_args(argv)
+        args, _ = _parser(verb).parse_known_args(argv)
     except (Exception, SystemExit):
         return None  # a usage error: the agent says it in the verb's words
     if verb == "grep":

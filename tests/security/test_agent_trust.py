@@ -259,9 +259,10 @@ def test_the_host_is_asked_beside_the_requests_and_a_changed_key_drops_the_kept_
     try:
         with agent_env() as env:
             cfg = str(first.config_path)
-            for _ in range(2):  # the first starts the agent, the second is served and asks the host
-                assert sd(env, "probe", "-F", cfg, first.alias, "--json").returncode == 0
-            wait_kept(env, first.alias)
+            assert sd(env, "probe", "-F", cfg, first.alias, "--json").returncode == 0  # starts the agent
+            served = wait_kept(env, first.alias).get("served", 0)
+            assert sd(env, "probe", "-F", cfg, first.alias, "--json").returncode == 0  # served: asks the host
+            assert status(env)["served"] == served + 1
             asked = log.read_text().count("[preauth]")
             # no request now: the host is asked again all the same (twice: not one late ask)
             wait_for(
