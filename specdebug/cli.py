@@ -2,7 +2,8 @@
 
 Verbs come from the table in specdebug/verbs/table.py: name, module under specdebug/verbs/,
 one-line help.  Only the module of the verb that runs is imported (`specdebug --help` must not pay
-for asyncssh, httpx or the TUI).
+for asyncssh, httpx or the TUI).  A verb the local agent serves (`specdebug VERB ...`) is asked of
+it before the table is imported: a warm answer costs the interpreter, os, socket and json.
 
 Options may come before the verb, as with OpenSSH (`specdebug -F cfg probe box`): they are moved
 behind the verb and parsed by the verb's own parser.
@@ -11,10 +12,12 @@ Exit codes: 0 ok, 1 the thing checked failed, 2 usage or config error.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from specdebug.verbs.table import VALUE_OPTIONS, VERBS, deepest, verb_named, verb_parser
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy takes the name as True)
+
+if TYPE_CHECKING:
+    import argparse
 
 EPILOG = """\
 Without a verb: specdebug [-F FILE] [-c PROFILE] HOST [HOST ...] opens the TUI (needs a terminal).
@@ -23,13 +26,35 @@ Options may come before the verb, as with ssh: specdebug -F ./ssh_config probe g
 """
 
 
+_TABLE_NAMES = frozenset({"VALUE_OPTIONS", "VERBS", "deepest", "verb_named", "verb_parser"})
+
+
+def __getattr__(name: str) -> object:
+    """The verb table's names, as `specdebug.cli.verb_parser` was, imported on first use only."""
+    if name in _TABLE_NAMES:
+        from specdebug.verbs import table
+
+        return getattr(table, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def top_parser() -> argparse.ArgumentParser:
     """The top-level parser for help only: verbs listed from the table, no verb module imported."""
+    import argparse
+
+    from specdebug.verbs.table import VERBS
+
+    class Formatter(argparse.RawDescriptionHelpFormatter):
+        """argparse's, told the terminal's width (its own asks shutil, which imports bz2 and lzma)."""
+
+        def __init__(self, prog: str) -> None:
+            super().__init__(prog, width=_columns() - 2)
+
     parser = argparse.ArgumentParser(
         prog="specdebug",
         description="Debug speculative-decoding LLM servers on remote GPU boxes over SSH.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=Formatter,
     )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for verb in VERBS:
@@ -37,8 +62,26 @@ def top_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _columns() -> int:
+    """The terminal's width as shutil.get_terminal_size finds it: $COLUMNS, the terminal, else 80."""
+    import os
+
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns if sys.__stdout__ else 0
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 def split_leading_options(argv: list[str]) -> tuple[list[str], int]:
     """(options before the first positional, index of that positional or len(argv))."""
+    from specdebug.verbs.table import VALUE_OPTIONS
+
     i = 0
     while i < len(argv):
         tok = argv[i]
@@ -55,6 +98,18 @@ def split_leading_options(argv: list[str]) -> tuple[list[str], int]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    asked = False
+    if argv and not argv[0].startswith("-"):
+        from specdebug.agent import AGENT_VERBS
+
+        if argv[0] in AGENT_VERBS:  # `specdebug probe ...`: a warm agent answers before any other import
+            from specdebug.agent.client import try_run
+
+            answered, asked = try_run(argv[0], argv[1:]), True
+            if answered is not None:
+                return answered
+    from specdebug.verbs.table import verb_named, verb_parser
+
     leading, at = split_leading_options(argv)
     if not argv or any(tok in ("-h", "--help") for tok in leading):
         top_parser().print_help()
@@ -76,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         rest = argv[at + 1 :]
         # leading options go behind the verb (before a `--`, which ends the options)
         cut = rest.index("--") if "--" in rest else len(rest)
-        return run_verb(first, [*rest[:cut], *leading, *rest[cut:]])
+        return run_verb(first, [*rest[:cut], *leading, *rest[cut:]], ask_agent=not asked)
     if first is not None:
         guess = mistyped_verb(first, argv)
         if guess is not None:  # `specdebug prbe box` must not open a TUI retrying a host `prbe`
@@ -91,6 +146,8 @@ def mistyped_verb(word: str, argv: list[str]) -> str | None:
     """The verb `word` is a typo of, when it is close to one and cannot be a host: not a host
     spec's shape (`user@h`, `h:22`, `h.example`), no ssh config `Host` names it, no resolver knows it."""
     import difflib
+
+    from specdebug.verbs.table import VERBS
 
     if any(c in word for c in "@:.[]/") or word.startswith("-"):
         return None
@@ -114,12 +171,17 @@ def ssh_config_arg(argv: list[str]) -> str | None:
     return None
 
 
-def run_verb(name: str, argv: list[str]) -> int:
-    from specdebug.agent.client import try_run
+def run_verb(name: str, argv: list[str], *, ask_agent: bool = True) -> int:
+    from specdebug.agent import AGENT_VERBS
 
-    answered = try_run(name, argv)  # a running local agent (kept connections) answers without imports
-    if answered is not None:
-        return answered
+    if ask_agent and name in AGENT_VERBS:
+        from specdebug.agent.client import try_run
+
+        answered = try_run(name, argv)  # a running local agent (kept connections) answers without imports
+        if answered is not None:
+            return answered
+    from specdebug.verbs.table import deepest, verb_parser
+
     parser = verb_parser(name)
     args, extras = parser.parse_known_args(argv)
     if extras:

@@ -7,3 +7,8 @@ starts the agent in the background, later verbs send their argv over a Unix sock
 folder the user owns, peer uid checked) and the agent runs the same verb code on a kept connection.
 `--no-agent` (or SPECDEBUG_NO_AGENT=1) takes the direct path; the agent ends after an idle time.
 """
+
+# verbs the agent runs; each is read-only on the box and reads no stdin (the agent runs grep without
+# --follow, metrics without --watch, stacks without --record/--save/--compare; the rest run directly).
+# Here, so that cli.py can tell an agent verb from the rest before importing anything.
+AGENT_VERBS = frozenset({"probe", "status", "env", "grep", "metrics", "stacks"})

@@ -1,7 +1,10 @@
 """The verb side of the agent: send argv to a running agent, print what it answers (stdlib only).
 
-Imported by `cli.py` for every verb the agent serves, before anything heavy: when an agent answers,
-the verb never imports asyncssh at all.  When none runs, the verb takes the direct path in this
+Imported by `cli.py` for every verb the agent serves, before anything else (not even the verb table):
+when an agent answers, the process imports os, socket and json and nothing of specdebug but this
+module and agent/paths.py (no pathlib, no argparse; `python -X importtime` shows it).  The agent
+parses the argv with the verb's own parser and says when a request needs this process (a local
+file, --follow): then the verb runs here, without a note.  When none runs, the verb takes the direct path in this
 process and an agent is started in the background for the next verbs (as the first `ssh` does with
 ControlMaster/ControlPersist).  Anything unexpected (no safe folder, a refused or dead socket, an agent
 of other code) also means the direct path, never an error of its own.
@@ -18,24 +21,25 @@ import json
 import os
 import socket
 import sys
-from pathlib import Path
-from typing import BinaryIO, TextIO
 
+from specdebug.agent import AGENT_VERBS
 from specdebug.agent.paths import (
-    agent_folder,
     caller_env,
-    code_identity,
-    env_differences,
+    caller_identity,
     env_fingerprint,
-    folder_problem,
-    pid_path,
-    runtime_dir,
-    socket_path,
+    pid_name,
+    runtime_folder,
+    socket_name,
 )
 
-PROTOCOL = 2
-# verbs the agent runs; each is read-only on the box and reads no stdin
-AGENT_VERBS = frozenset({"probe"})
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy takes the name as True)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import BinaryIO, TextIO
+
+PROTOCOL = 3
+__all__ = ["AGENT_VERBS", "try_run"]
 # options whose value is a local path: made absolute here, since the agent runs in another folder
 PATH_OPTIONS = frozenset({"-F", "--ssh-config", "-c", "--profile"})
 MAX_REPLY_LINE = 8 << 20
@@ -59,20 +63,28 @@ def disabled(argv: list[str]) -> bool:
     return os.environ.get("SPECDEBUG_NO_AGENT", "").lower() in ("1", "true", "yes", "on")
 
 
+def _here(value: str, cwd: str) -> str:
+    """A path option's value as the agent must read it: a relative path to a file here made absolute;
+    anything else as typed (`-c baseline` names an example profile; a missing file fails in the same
+    words in the agent, whose folder holds only its sockets)."""
+    if os.path.isabs(value) or value.startswith("~"):
+        return value
+    joined = os.path.join(cwd, value)
+    return joined if os.path.exists(joined) else value
+
+
 def absolute_paths(argv: list[str], cwd: str) -> list[str]:
-    """argv with the values of path options made absolute against the caller's folder."""
+    """argv with the values of path options (to files here) made absolute against the caller's folder."""
     fixed: list[str] = []
     take = False
     for tok in argv:
         if take:
-            fixed.append(tok if os.path.isabs(tok) else os.path.join(cwd, os.path.expanduser(tok)))
+            fixed.append(_here(tok, cwd))
             take = False
             continue
         name, eq, value = tok.partition("=")
         if name in PATH_OPTIONS and eq and value:
-            fixed.append(
-                f"{name}={value if os.path.isabs(value) else os.path.join(cwd, os.path.expanduser(value))}"
-            )
+            fixed.append(f"{name}={_here(value, cwd)}")
         elif tok in PATH_OPTIONS:
             fixed.append(tok)
             take = True
@@ -94,20 +106,22 @@ def try_run(
     """The verb's exit code when an agent ran it; None: run it directly (an agent may be starting)."""
     if verb not in AGENT_VERBS or disabled(argv):
         return None
-    folder = runtime_dir()
+    folder = runtime_folder()
     if folder is None:
         return None  # `agent status` says why
     fingerprint = env_fingerprint()
-    sock_path = socket_path(folder, fingerprint)
+    sock_path = socket_name(folder, fingerprint)
     if sock_path is None:
         return None
-    argv = absolute_paths(argv, os.getcwd())
+    cwd = os.getcwd()
+    argv = absolute_paths(argv, cwd)
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     wait = handshake_s()
     try:
         sock.settimeout(min(1.0, wait))
         try:
-            sock.connect(str(sock_path))
+            sock.connect(sock_path)
         except (FileNotFoundError, ConnectionRefusedError):
             start_agent(sock_path, verb, argv)  # none runs: the next verb finds one
             return None
@@ -118,9 +132,11 @@ def try_run(
             "v": PROTOCOL,
             "verb": verb,
             "argv": argv,
+            "cwd": cwd,
+            "tty": [_isatty(stdout), _isatty(stderr)],
             "env": caller_env(),
             "fingerprint": fingerprint,
-            "identity": code_identity(),
+            "identity": caller_identity(),
         }
         sock.settimeout(wait)
         sock.sendall(json.dumps(request).encode() + b"\n")
@@ -132,11 +148,13 @@ def try_run(
             return None
         except ValueError:
             first = None
+        if isinstance(first, dict) and first.get("direct"):
+            return None  # the request needs this process (a local file, --follow): no note
         if not isinstance(first, dict) or not first.get("accepted"):
             _refused(first, sock_path, verb, argv, stderr)
             return None
         sock.settimeout(QUIET_S)
-        return _relay(replies, stdout or sys.stdout, stderr or sys.stderr, sock_path)
+        return _relay(replies, stdout, stderr, sock_path, verb, argv)
     except OSError as exc:
         note(f"the agent's connection failed ({_why(exc)}); {_direct(sock_path)}", stderr)
         return None
@@ -144,18 +162,25 @@ def try_run(
         sock.close()
 
 
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def _why(exc: OSError) -> str:
     return "timed out" if isinstance(exc, TimeoutError | socket.timeout) else (exc.strerror or str(exc))
 
 
-def _direct(sock_path: Path) -> str:
+def _direct(sock_path: str) -> str:
     """The end of a note: what runs instead and where to look."""
     pid = agent_pid(sock_path)
     who = f"agent pid {pid}: {process_state(pid)}" if pid else "no agent process"
     return f"running directly ({who}; `specdebug agent status` says more)"
 
 
-def _refused(reply: object, sock_path: Path, verb: str, argv: list[str], stderr: TextIO | None) -> None:
+def _refused(reply: object, sock_path: str, verb: str, argv: list[str], stderr: TextIO | None) -> None:
     """An agent that refused: one of other code is replaced (it stops itself; an agent of an older
     protocol is asked to), one with other settings is left alone; either way this verb runs directly."""
     why = reply.get("why") if isinstance(reply, dict) else None
@@ -169,8 +194,11 @@ def _refused(reply: object, sock_path: Path, verb: str, argv: list[str], stderr:
         note(f"the agent refused the request ({why or 'no reason given'}); running directly", stderr)
 
 
-def _relay(replies: BinaryIO, stdout: TextIO, stderr: TextIO, sock_path: Path) -> int | None:
-    """Print the agent's output as it comes; None when it ended (or went quiet) before saying anything."""
+def _relay(
+    replies: BinaryIO, stdout: TextIO, stderr: TextIO, sock_path: str, verb: str, argv: list[str]
+) -> int | None:
+    """Print the agent's output as it comes; None when it ended (or went quiet) before saying anything,
+    or found (beside the verb, before showing anything) that it runs other code: it is replaced."""
     said = False
     try:
         for raw in iter(lambda: replies.readline(MAX_REPLY_LINE), b""):
@@ -180,6 +208,9 @@ def _relay(replies: BinaryIO, stdout: TextIO, stderr: TextIO, sock_path: Path) -
                 break
             if not isinstance(reply, dict) or "alive" in reply:
                 continue
+            if "refused" in reply and not said:
+                _refused(reply, sock_path, verb, argv, stderr)
+                return None
             if "rc" in reply:
                 return int(reply["rc"])
             stream = stdout if "o" in reply else stderr
@@ -204,10 +235,11 @@ def _relay(replies: BinaryIO, stdout: TextIO, stderr: TextIO, sock_path: Path) -
     return None
 
 
-def agent_pid(sock_path: Path) -> int | None:
+def agent_pid(sock_path: Path | str) -> int | None:
     """The pid the agent of this socket wrote (it holds its pid file's lock while it lives)."""
     try:
-        text = pid_path(sock_path).read_text().strip()
+        with open(pid_name(str(sock_path))) as pid_file:
+            text = pid_file.read().strip()
         return int(text) if text else None
     except (OSError, ValueError):
         return None
@@ -216,7 +248,8 @@ def agent_pid(sock_path: Path) -> int | None:
 def process_state(pid: int) -> str:
     """A few words on what process `pid` is doing, from /proc (Linux); a stopped one says so."""
     try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
+        with open(f"/proc/{pid}/stat") as stat_file:
+            stat_line = stat_file.read()
     except OSError:
         return "gone" if not _alive(pid) else "running"
     state = stat_line.rsplit(")", 1)[-1].split()[0] if ")" in stat_line else "?"
@@ -238,7 +271,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _ask(sock_path: Path, what: str, timeout: float) -> dict[str, object] | None:
+def _ask(sock_path: Path | str, what: str, timeout: float) -> dict[str, object] | None:
     """One control request (status, stop) to the agent at `sock_path`; None when it does not answer."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -255,6 +288,8 @@ def _ask(sock_path: Path, what: str, timeout: float) -> dict[str, object] | None
 
 def control(what: str) -> dict[str, object] | None:
     """Ask this environment's agent for its status (or to stop); None when no agent answers."""
+    from specdebug.agent.paths import runtime_dir, socket_path
+
     folder = runtime_dir(create=False)
     sock_path = socket_path(folder) if folder is not None else None
     return _ask(sock_path, what, handshake_s()) if sock_path is not None else None
@@ -264,6 +299,8 @@ def inspect(what: str = "status") -> dict[str, object]:
     """The truth about this environment's agent for `agent status|stop`: running (and what it keeps),
     not answering (its pid and why: stopped, busy), blocked (the folder, and by whom), or none; plus
     agents of other settings in the folder and the settings they differ in."""
+    from specdebug.agent.paths import agent_folder, folder_problem, socket_path
+
     folder = agent_folder()
     problem = folder_problem(folder)
     if problem is not None:
@@ -319,7 +356,8 @@ def _is_our_agent(pid: int, sock_path: Path) -> bool:
     """Whether `pid` is this user's agent for `sock_path` (a pid file can outlive its process)."""
     try:
         st = os.stat(f"/proc/{pid}")
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline_file:
+            cmdline = cmdline_file.read().split(b"\0")
     except OSError:
         return False
     return st.st_uid == os.getuid() and b"specdebug.agent" in cmdline and str(sock_path).encode() in cmdline
@@ -339,6 +377,8 @@ def _end(pid: int) -> bool:
 
 def _other_agents(folder: Path, mine: Path) -> list[dict[str, object]]:
     """Agents in the folder for other settings: pid, and the names of the settings they differ in."""
+    from specdebug.agent.paths import env_differences
+
     found: list[dict[str, object]] = []
     env = caller_env()
     for sock in sorted(folder.glob("agent-*.sock")):
@@ -353,7 +393,7 @@ def _other_agents(folder: Path, mine: Path) -> list[dict[str, object]]:
     return found
 
 
-def start_agent(sock_path: Path, verb: str, argv: list[str]) -> None:
+def start_agent(sock_path: Path | str, verb: str, argv: list[str]) -> None:
     """Start an agent for this socket in the background (its own session, no terminal, nothing printed);
     it opens the connection this verb needs at once, so the next verb finds it warm.  The verb and its
     arguments reach it on its stdin, never on its command line (which every local user can read)."""
@@ -366,7 +406,7 @@ def start_agent(sock_path: Path, verb: str, argv: list[str]) -> None:
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            cwd="/",
+            cwd=os.path.dirname(str(sock_path)),  # relative paths it is sent find none of the caller's files
             env=env,
             start_new_session=True,
             close_fds=True,

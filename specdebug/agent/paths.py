@@ -13,12 +13,15 @@ an agent of other code (an upgrade, an edited checkout) or another Python is rep
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import sys
-from collections.abc import Mapping
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy takes the name as True)
+
+if TYPE_CHECKING:  # nothing here imports pathlib or typing's collections at run time: the client is one
+    from collections.abc import Mapping  # socket round trip and its imports are most of its cost
+    from pathlib import Path
 
 # what a verb's result may depend on besides its argv: an agent is shared only when these agree.
 # USER/LOGNAME: ssh's default login name (getpass); SLURM_CONF and the client commands' own settings:
@@ -49,8 +52,13 @@ def caller_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def env_fingerprint(env: Mapping[str, str] | None = None) -> str:
-    """A short hash of the settings that change what a verb does."""
-    return hashlib.sha256(repr(sorted(caller_env(env).items())).encode()).hexdigest()[:12]
+    """A short hash of the settings that change what a verb does: the socket's name.  Two checksums
+    (zlib: 2 ms to import where hashlib takes 10-15 ms on a loaded machine, on every verb); a
+    collision costs nothing but a direct run, since the agent compares the values themselves."""
+    import zlib
+
+    data = repr(sorted(caller_env(env).items())).encode()
+    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"[:12]
 
 
 def env_differences(mine: Mapping[str, str], theirs: Mapping[str, str]) -> list[str]:
@@ -58,14 +66,33 @@ def env_differences(mine: Mapping[str, str], theirs: Mapping[str, str]) -> list[
     return sorted(k for k in set(mine) | set(theirs) if mine.get(k, "") != theirs.get(k, ""))
 
 
-def code_identity() -> dict[str, str]:
-    """What an agent must share with its caller: specdebug's version, a stamp of its source files
-    (path, size, mtime of every module: an upgrade or an edited checkout changes it; one stat a
-    module, a few ms) and the interpreter (its path and version)."""
+def caller_identity() -> dict[str, str]:
+    """What a caller says of its code (no file is read: the client stays one socket round trip):
+    specdebug's version, where its package is, and the interpreter.  The agent compares these, and
+    checks the stamp of the files there itself, beside the verb (`code_stamp`)."""
     import specdebug
 
+    return {
+        "version": str(getattr(specdebug, "__version__", "?")),
+        "package": os.path.dirname(specdebug.__file__),
+        "python": f"{sys.executable} {sys.version.split()[0]}",
+    }
+
+
+def code_identity() -> dict[str, str]:
+    """An agent's identity: the caller's (`caller_identity`) and a stamp of its source files
+    (`code_stamp`): an upgrade or an edited checkout changes the stamp."""
+    identity = caller_identity()
+    return {**identity, "code": code_stamp(identity["package"])}
+
+
+def code_stamp(package: str) -> str:
+    """A stamp of the package's source files: path, size, mtime of every module (one stat a module;
+    10-30 ms on a loaded machine, which is why the agent computes it, beside the verb)."""
+    import hashlib
+
     seen: list[tuple[str, int, int]] = []
-    pending = [os.path.dirname(specdebug.__file__)]
+    pending = [package]
     while pending:
         try:
             entries = list(os.scandir(pending.pop()))
@@ -81,19 +108,25 @@ def code_identity() -> dict[str, str]:
             except OSError:
                 continue
     seen.sort()
-    return {
-        "version": str(getattr(specdebug, "__version__", "?")),
-        "code": hashlib.sha256(repr(seen).encode()).hexdigest()[:16],
-        "python": f"{sys.executable} {sys.version.split()[0]}",
-    }
+    return hashlib.sha256(repr(seen).encode()).hexdigest()[:16]
 
 
 def runtime_dir(create: bool = True) -> Path | None:
     """The user's private agent folder, or None when it is missing or not safe to use."""
-    folder = agent_folder()
+    from pathlib import Path
+
+    folder = runtime_folder(create)
+    return Path(folder) if folder is not None else None
+
+
+def runtime_folder(create: bool = True) -> str | None:
+    """`runtime_dir` as a string (the client's path: no pathlib)."""
+    folder = agent_folder_name()
     if create:
         try:
-            folder.mkdir(mode=0o700, exist_ok=True)
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
         except OSError:
             return None
     return folder if is_private(folder) else None
@@ -101,24 +134,30 @@ def runtime_dir(create: bool = True) -> Path | None:
 
 def agent_folder() -> Path:
     """Where this user's agents live, usable or not."""
+    from pathlib import Path
+
+    return Path(agent_folder_name())
+
+
+def agent_folder_name() -> str:
     base = os.environ.get("XDG_RUNTIME_DIR")
     return (
-        Path(base) / "specdebug"
+        os.path.join(base, "specdebug")
         if base and os.path.isabs(base)
-        else Path(f"/tmp/specdebug-agent-{os.getuid()}")
+        else f"/tmp/specdebug-agent-{os.getuid()}"
     )
 
 
-def is_private(folder: Path) -> bool:
+def is_private(folder: Path | str) -> bool:
     """A real folder of this user that nobody else can enter or list."""
     return folder_problem(folder) is None
 
 
-def folder_problem(folder: Path) -> str | None:
+def folder_problem(folder: Path | str) -> str | None:
     """Why `folder` cannot hold an agent's socket (None: it can): missing, not a folder, a symlink,
     another user's, or open to others."""
     try:
-        st = folder.lstat()
+        st = os.lstat(folder)
     except FileNotFoundError:
         return f"{folder} does not exist"
     except OSError as exc:
@@ -149,9 +188,20 @@ MAX_SOCKET_PATH = 100  # a Unix socket's path must fit sun_path (108 bytes on Li
 def socket_path(folder: Path, fingerprint: str | None = None) -> Path | None:
     """The socket for this environment in `folder`; None when its path is too long for a socket
     (a deep $XDG_RUNTIME_DIR): then no agent is used."""
-    path = folder / f"agent-{fingerprint or env_fingerprint()}.sock"
-    return path if len(str(path).encode()) <= MAX_SOCKET_PATH else None
+    path = socket_name(str(folder), fingerprint)
+    return folder / os.path.basename(path) if path is not None else None
+
+
+def socket_name(folder: str, fingerprint: str | None = None) -> str | None:
+    """`socket_path` as a string (the client's path: no pathlib)."""
+    path = os.path.join(folder, f"agent-{fingerprint or env_fingerprint()}.sock")
+    return path if len(path.encode()) <= MAX_SOCKET_PATH else None
 
 
 def pid_path(sock: Path) -> Path:
     return sock.with_suffix(".pid")
+
+
+def pid_name(sock: str) -> str:
+    """`pid_path` as a string."""
+    return os.path.splitext(sock)[0] + ".pid"

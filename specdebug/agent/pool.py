@@ -11,6 +11,13 @@ such connection as `noauth`, 1 s of penalty, and refuses a source past 15 s, so 
 a busy agent would lock the user out of the box); otherwise the request connects afresh, which refuses
 a changed key in the direct path's words.
 
+The host is asked off the answer's path where that is safe: after a request, the agent keeps asking
+every KEY_ASK_EVERY_S for KEEP_ASKING_S (while the user works, the next request finds an answer at
+most FRESH_S old and is answered at once, known_hosts still read on every use); a request that finds
+no answer that fresh (the first after a quiet spell) holds its output until the host answers, as
+before.  So a changed key is met within FRESH_S, and an answer waits for the host at most once per
+quiet spell, never more than once per KEY_ASK_EVERY_S.
+
 A kept connection has its resident helper (a probe is one helper round trip, not a new SSH channel).
 A connection that is down when a request comes is given the request's connect timeout to come back;
 one that fails is dropped, so the next request connects afresh and says why in the same words as the
@@ -31,6 +38,8 @@ if TYPE_CHECKING:
 
 HOST_KEY_CHECK_S = 5.0  # at most this long to ask the host for its key before a kept connection answers
 KEY_ASK_EVERY_S = 2.0  # a login's host is asked for its key at most this often (penalty: 0.5 s/s < decay)
+KEEP_ASKING_S = 30.0  # after a request, the host is asked every KEY_ASK_EVERY_S for this long
+FRESH_S = 4.0  # a host's answer this recent lets a request answer without waiting for a new one
 
 Key = tuple[object, ...]
 
@@ -63,6 +72,10 @@ class KeptConnections:
         self._locks: dict[Key, asyncio.Lock] = {}
         # key -> (when, the check that asked the host, the connection it was about)
         self._asked: dict[Key, tuple[float, asyncio.Future[bool], Connection]] = {}
+        # key -> (the connection, when the host was last asked and showed its key)
+        self._confirmed: dict[Key, tuple[Connection, float]] = {}
+        self._used: dict[Key, float] = {}  # key -> when a request last used it
+        self._askers: dict[Key, asyncio.Task[None]] = {}  # key -> the task asking while it is used
 
     async def get(
         self, host: str, args: argparse.Namespace
@@ -101,11 +114,20 @@ class KeptConnections:
             return remote, None  # just verified by the connect
 
     def _check(self, key: Key, remote: Connection, timeout: float) -> asyncio.Future[bool] | None:
-        """The running check that `remote` may answer: known_hosts now, and the host's key from a
-        check started for it within KEY_ASK_EVERY_S (shared) or a new one."""
+        """The running check that `remote` may answer: known_hosts now, and the host's key from an ask
+        at most FRESH_S old (kept fresh in the background while requests come), else from an ask
+        started for it within KEY_ASK_EVERY_S (shared) or a new one."""
         if _key_check(remote) is None:
             return None  # no host key of its own (Slurm steps, this machine)
         now = time.monotonic()
+        self._used[key] = now
+        self._keep_asking(key, remote, timeout)
+        confirmed = self._confirmed.get(key)
+        if confirmed is not None and confirmed[0] is remote and now - confirmed[1] < FRESH_S:
+            return asyncio.ensure_future(self._confirm(key, remote, timeout, ask_host=False))
+        return self._ask(key, remote, timeout, now)
+
+    def _ask(self, key: Key, remote: Connection, timeout: float, now: float) -> asyncio.Future[bool]:
         asked = self._asked.get(key)
         if (
             asked is not None
@@ -117,19 +139,48 @@ class KeptConnections:
         self._asked[key] = (now, check, remote)
         return check
 
+    def _keep_asking(self, key: Key, remote: Connection, timeout: float) -> None:
+        """Ask the host every KEY_ASK_EVERY_S while requests use `remote` (KEEP_ASKING_S after the last)."""
+        running = self._askers.get(key)
+        if running is not None and not running.done():
+            return
+        self._askers[key] = asyncio.ensure_future(self._asker(key, remote, timeout))
+
+    async def _asker(self, key: Key, remote: Connection, timeout: float) -> None:
+        while self._conns.get(key) is remote:
+            now = time.monotonic()
+            if now - self._used.get(key, 0.0) > KEEP_ASKING_S:
+                return
+            asked = self._asked.get(key)
+            due = asked[0] + KEY_ASK_EVERY_S if asked is not None and asked[2] is remote else now
+            if not (asked is None or asked[1].done()) or due > now:
+                await asyncio.sleep(max(due - now, 0.05))
+                continue
+            if not await self._ask(key, remote, timeout, now):
+                return  # dropped: the next request connects afresh
+
     async def _confirm(
-        self, key: Key, remote: Connection, timeout: float, asked: asyncio.Future[bool] | None = None
+        self,
+        key: Key,
+        remote: Connection,
+        timeout: float,
+        asked: asyncio.Future[bool] | None = None,
+        *,
+        ask_host: bool = True,
     ) -> bool:
         """Whether the kept `remote` may answer; when not, it is dropped (the next use connects afresh)."""
         check = _key_check(remote)
-        if asked is not None:
+        started = time.monotonic()
+        if asked is not None or not ask_host:
             ok = (
-                await asyncio.shield(asked)
+                (asked is None or await asyncio.shield(asked))
                 and check is not None
                 and bool(await check(timeout, ask_host=False))
             )
         else:
             ok = check is not None and bool(await check(timeout))
+            if ok:
+                self._confirmed[key] = (remote, started)
         if not ok and self._conns.get(key) is remote:
             await self._drop(key)
         return ok
@@ -138,6 +189,10 @@ class KeptConnections:
         remote = self._conns.pop(key, None)
         self._asked_as.pop(key, None)
         self._asked.pop(key, None)
+        self._confirmed.pop(key, None)
+        asker = self._askers.pop(key, None)
+        if asker is not None and asker is not asyncio.current_task():
+            asker.cancel()
         if remote is not None:
             await remote.close()
 
@@ -155,6 +210,8 @@ class KeptConnections:
         return shown
 
     async def close_all(self) -> None:
+        for asker in self._askers.values():
+            asker.cancel()
         conns, self._conns = list(self._conns.values()), {}
         for remote in conns:
             await remote.close()

@@ -1,9 +1,14 @@
 """The agent process: a Unix-socket server that runs verbs on kept connections.
 
-One request per socket connection: `{"v", "verb", "argv", "env", "identity"}` in, then at once
-`{"accepted": pid}` or `{"refused": true, "why", "replace"}`, then `{"o": text}` / `{"e": text}` lines
-(the verb's stdout and stderr, in order), `{"alive": 1}` every ALIVE_S while the verb runs, and one
-`{"rc": code}`.  The verb runs through the same parser and function as on the direct path; only
+One request per socket connection: `{"v", "verb", "argv", "cwd", "tty", "env", "identity"}` in, then
+at once `{"accepted": pid}`, `{"direct": why}` (the request needs the caller's process: a local file,
+--follow, --watch; no note) or `{"refused": true, "why", "replace"}`, then `{"o": text}` / `{"e": text}`
+lines (the verb's stdout and stderr, in order), `{"alive": 1}` every ALIVE_S while the verb runs, and
+one `{"rc": code}` (or, before any output, a refusal: the agent found its code changed).
+
+The caller's identity (version, package folder, interpreter) is compared at once; the stamp of the
+source files (agent.paths.code_stamp, 10-30 ms) is taken beside the verb, whose output is held until it
+agrees, so the caller pays no file scan of its own.  The verb runs through the same parser and function as on the direct path; only
 `open_remote` differs (verbs.common.KEPT: a connection kept per login, with its resident helper).
 
 A peer of another uid is refused; so is a request of another protocol, of other settings (the
@@ -19,6 +24,7 @@ import argparse
 import asyncio
 import contextvars
 import fcntl
+import gc
 import inspect
 import io
 import json
@@ -35,6 +41,7 @@ from specdebug.agent.client import AGENT_VERBS, ALIVE_S, PROTOCOL
 from specdebug.agent.paths import (
     caller_env,
     code_identity,
+    code_stamp,
     env_differences,
     env_fingerprint,
     is_private,
@@ -53,6 +60,8 @@ LOCK_WAIT_S = 10.0  # a new agent waits this long for the one it replaces to let
 _SINK: contextvars.ContextVar[Callable[[str, str], None] | None] = contextvars.ContextVar(
     "sink", default=None
 )
+# whether the caller's stdout / stderr is a terminal (a verb shows progress lines only on one)
+_TTY: contextvars.ContextVar[tuple[bool, bool]] = contextvars.ContextVar("tty", default=(False, False))
 
 
 class _Output:
@@ -104,7 +113,7 @@ class _Routed(io.TextIOBase):
         pass
 
     def isatty(self) -> bool:
-        return False
+        return _TTY.get()[0 if self.kind == "o" else 1]
 
 
 async def _send(writer: asyncio.StreamWriter, reply: dict[str, Any]) -> None:
@@ -152,9 +161,23 @@ class Agent:
             if refusal is not None:
                 await _send(writer, {"refused": True, **refusal})
                 return
+            direct = _needs_caller(request["verb"], request["argv"], str(request.get("cwd") or "/"))
+            if direct is not None:
+                await _send(writer, {"direct": direct})
+                return
             writer.write(json.dumps({"accepted": os.getpid()}).encode() + b"\n")
             self.served += 1
+            tty = request.get("tty")
+            _TTY.set(
+                (bool(tty[0]), bool(tty[1])) if isinstance(tty, list) and len(tty) == 2 else (False, False)
+            )
             rc = await self._run(request["verb"], request["argv"], writer)
+            if rc is None:  # its code changed since it started: the caller replaces it
+                why = "its code changed since it started"
+                await _send(
+                    writer, {"refused": True, "why": why, "replace": True, "stopping": self._retire(why)}
+                )
+                return
             await _send(writer, {"rc": rc})
         except (ConnectionError, OSError, TimeoutError):
             pass
@@ -188,7 +211,7 @@ class Agent:
         if not isinstance(request, dict) or request.get("v") != PROTOCOL:
             return {"why": "another protocol", "replace": True, "stopping": self._retire("another protocol")}
         theirs = request.get("identity")
-        if theirs != self.identity:
+        if not isinstance(theirs, dict) or {**theirs, "code": self.identity.get("code")} != self.identity:
             why = _identity_difference(self.identity, theirs)
             return {"why": why, "replace": True, "stopping": self._retire(why)}
         env = request.get("env")
@@ -210,11 +233,16 @@ class Agent:
             self.done.set()
         return True
 
-    async def _run(self, verb: str, argv: list[str], writer: asyncio.StreamWriter) -> int:
-        """Run the verb; what it prints after taking a kept connection is held until that
-        connection's host key is confirmed (the check runs beside the verb, so it costs no wall time
-        of its own when the verb takes as long).  A changed key: the output is dropped and the verb runs
-        again, connecting afresh, which refuses the key in the direct path's words."""
+    async def _run(self, verb: str, argv: list[str], writer: asyncio.StreamWriter) -> int | None:
+        """Run the verb; what it prints is held until the stamp of the agent's source files agrees
+        with the one it started with, and what it prints after taking a kept connection until that
+        connection's host key is confirmed (both checks run beside the verb, so they cost no wall time
+        of their own when the verb takes as long).  A changed key: the output is dropped and the verb
+        runs again, connecting afresh, which refuses the key in the direct path's words.  Changed
+        code: None, nothing shown (the caller runs the verb itself and replaces this agent)."""
+        loop = asyncio.get_running_loop()
+        package, started_as = self.identity.get("package", ""), self.identity.get("code")
+        code_same = loop.run_in_executor(None, lambda: code_stamp(package) == started_as)
 
         async def beat() -> None:  # the caller takes a quiet agent for a stuck one
             while True:
@@ -224,7 +252,10 @@ class Agent:
         heartbeat = asyncio.ensure_future(beat())
         try:
             out = _Output(writer)
+            out.checks.append(asyncio.ensure_future(_true_or_none(code_same)))
             rc = await self._attempt(verb, argv, out)
+            if not await code_same:
+                return None
             if await out.confirmed():
                 out.release()
                 return rc
@@ -245,7 +276,6 @@ class Agent:
     async def _attempt(self, verb: str, argv: list[str], out: _Output) -> int:
         from specdebug.errors import SpecdebugError
         from specdebug.verbs.common import KEPT, VerbExit, fail
-        from specdebug.verbs.table import verb_parser
 
         async def kept(host: str, args: argparse.Namespace) -> Connection:
             remote, check = await self.kept.get(host, args)
@@ -255,7 +285,7 @@ class Agent:
 
         tokens = (_SINK.set(out.write), KEPT.set(kept))
         try:
-            args, extras = verb_parser(verb).parse_known_args(argv)
+            args, extras = _parser(verb).parse_known_args(argv)
             if extras:
                 sys.stderr.write(f"specdebug {verb}: unrecognized arguments: {' '.join(extras)}\n")
                 return 2
@@ -272,6 +302,8 @@ class Agent:
         finally:
             _SINK.reset(tokens[0])
             KEPT.reset(tokens[1])
+            if gc.get_freeze_count():  # grep freezes what import left (a one-shot process); here it
+                gc.unfreeze()  # would keep every request's garbage for the agent's life
 
     async def idle_watch(self) -> None:
         while not self.done.is_set():
@@ -282,17 +314,60 @@ class Agent:
 
 async def prewarm(agent: Agent, verb_argv: list[str]) -> None:
     """Open the connection the verb that started this agent needed, so the next one finds it warm."""
-    from specdebug.verbs.table import verb_parser
-
     try:
         if verb_argv and verb_argv[0] in AGENT_VERBS:
-            args, _ = verb_parser(verb_argv[0]).parse_known_args(verb_argv[1:])
+            args, _ = _parser(verb_argv[0]).parse_known_args(verb_argv[1:])
             if getattr(args, "host", None):
                 _, check = await agent.kept.get(args.host, args)
                 if check is not None:
                     await check
     except (Exception, SystemExit):
         pass  # the next request connects and reports in the verb's own words
+
+
+_PARSERS: dict[str, argparse.ArgumentParser] = {}
+
+
+def _parser(verb: str) -> argparse.ArgumentParser:
+    """The verb's parser, made once per agent (its code cannot change under it: it retires then):
+    argparse looks its translations up on disk (gettext) for every option it adds, which was half of
+    the agent's time per warm request (py-spy)."""
+    parser = _PARSERS.get(verb)
+    if parser is None:
+        from specdebug.verbs.table import verb_parser
+
+        parser = _PARSERS[verb] = verb_parser(verb)
+    return parser
+
+
+async def _true_or_none(check: asyncio.Future[bool]) -> bool:
+    """The code check as the output's hold sees it: False only means 'do not show' (handled apart)."""
+    return bool(await check)
+
+
+def _needs_caller(verb: str, argv: list[str], cwd: str) -> str | None:
+    """Why the request must run in the caller's process (None: the agent runs it): what follows or
+    watches streams until the user stops it; a local file or a saved record is the caller's."""
+    try:
+        args, _ = _parser(verb).parse_known_args(argv)
+    except (Exception, SystemExit):
+        return None  # a usage error: the agent says it in the verb's words
+    if verb == "grep":
+        if args.follow:
+            return "grep --follow streams until stopped"
+        log = args.log
+        if log is not None:
+            from specdebug.core.logs.location import split_host_path
+
+            host, _ = split_host_path(log)
+            names_a_host = args.profile and "/" not in log and not os.path.exists(os.path.join(cwd, log))
+            if host is None and not names_a_host:
+                return "grep of a local file"
+    if verb == "metrics" and args.watch:
+        return "metrics --watch streams until stopped"
+    if verb == "stacks" and (args.record or args.save or args.compare):
+        return "stacks --record/--save/--compare"
+    return None
 
 
 def _identity_difference(mine: dict[str, str], theirs: object) -> str:

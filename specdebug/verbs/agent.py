@@ -50,7 +50,9 @@ def describe(found: dict[str, object], action: str) -> list[str]:
         stopped = "sent TERM (and CONT)" if found.get("stopped") else "could not signal it"
         lines = [f"{found.get('why')}; {stopped} to pid {found.get('pid')}"]
     elif state == "none" and action == "status":
-        lines = [f"{found.get('why')} (the next probe starts one; --no-agent: never)"]
+        lines = [
+            f"{found.get('why')} (the next probe, status, env, grep, metrics or stacks starts one; --no-agent: never)"
+        ]
     else:
         lines = [str(found.get("why"))]
     others = found.get("others")

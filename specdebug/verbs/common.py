@@ -120,6 +120,11 @@ def add_ssh_args(parser: argparse.ArgumentParser) -> None:
         help=f"give up connecting after S seconds (default {DEFAULT_CONNECT_TIMEOUT_S:g}); "
         "a refused connection or an unknown host name fails at once",
     )
+    parser.add_argument(
+        "--no-agent",
+        action="store_true",
+        help="connect from this process; do not use (or start) the local agent that keeps connections",
+    )
     add_state_dir_arg(parser)
 
 

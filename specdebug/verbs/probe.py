@@ -18,11 +18,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("probe")
     add_host_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument(
-        "--no-agent",
-        action="store_true",
-        help="connect from this process; do not use (or start) the local agent that keeps connections",
-    )
     p.set_defaults(func=probe)
 
 

@@ -9,15 +9,23 @@ async, returning the exit code).  Adding a verb = one line in VERBS + its module
 
 from __future__ import annotations
 
-import argparse
-import importlib
-from typing import NamedTuple
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy takes the name as True)
+if TYPE_CHECKING:
+    import argparse
 
 
-class Verb(NamedTuple):
-    name: str
-    module: str  # under specdebug.verbs; one module may register several verbs
-    help: str  # shown by `specdebug --help` without importing the module
+class Verb:
+    """One verb (a plain class: `specdebug --help` imports neither typing nor argparse's helpers here)."""
+
+    __slots__ = ("name", "module", "help")
+
+    def __init__(self, name: str, module: str, help: str) -> None:  # noqa: A002 - argparse's word
+        self.name = name
+        self.module = module  # under specdebug.verbs; one module may register several verbs
+        self.help = help  # shown by `specdebug --help` without importing the module
+
+    def __repr__(self) -> str:
+        return f"Verb({self.name!r}, {self.module!r}, {self.help!r})"
 
 
 # in help order
@@ -74,26 +82,39 @@ def verb_named(name: str) -> Verb | None:
     return next((v for v in VERBS if v.name == name), None)
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that tells its sub-commands, which argparse keeps to itself."""
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """An ArgumentParser that tells its sub-commands, which argparse keeps to itself (made on first
+    use: the table is imported before argparse is needed)."""
+    global _PARSER
+    if _PARSER is None:
+        import argparse
 
-    @property
-    def subcommands(self) -> dict[str, argparse.ArgumentParser]:
-        """Name -> parser of the sub-commands added so far (none: {})."""
-        for action in self._actions:
-            # the sub-parsers action (argparse.PARSER nargs), not named: its class is private
-            if action.nargs == argparse.PARSER and isinstance(action.choices, dict):
-                return action.choices
-        return {}
+        class _Parser(argparse.ArgumentParser):
+            @property
+            def subcommands(self) -> dict[str, argparse.ArgumentParser]:
+                """Name -> parser of the sub-commands added so far (none: {})."""
+                for action in self._actions:
+                    # the sub-parsers action (argparse.PARSER nargs), not named: its class is private
+                    if action.nargs == argparse.PARSER and isinstance(action.choices, dict):
+                        return action.choices
+                return {}
+
+        _PARSER = _Parser
+    return _PARSER
+
+
+_PARSER: type[argparse.ArgumentParser] | None = None
 
 
 def verb_parser(name: str) -> argparse.ArgumentParser:
     """The parser of one verb (prog `specdebug VERB`), importing only that verb's module."""
+    import importlib
+
     verb = verb_named(name)
     if verb is None:
         raise KeyError(name)
     module = importlib.import_module(f"specdebug.verbs.{verb.module}")
-    holder = _Parser(prog="specdebug")  # sub-parsers made under it are _Parsers too
+    holder = _parser_class()(prog="specdebug")  # sub-parsers made under it are _Parsers too
     sub = holder.add_subparsers(dest="verb", metavar="VERB")
     module.register(sub)
     return sub.choices[name]
@@ -101,8 +122,9 @@ def verb_parser(name: str) -> argparse.ArgumentParser:
 
 def deepest(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
     """The innermost sub-command parser named in argv (`profile check`), so errors show its usage."""
-    if isinstance(parser, _Parser):
+    subcommands = getattr(parser, "subcommands", None) if isinstance(parser, _parser_class()) else None
+    if subcommands:
         for i, tok in enumerate(argv):
-            if tok in parser.subcommands:
-                return deepest(parser.subcommands[tok], argv[i + 1 :])
+            if tok in subcommands:
+                return deepest(subcommands[tok], argv[i + 1 :])
     return parser

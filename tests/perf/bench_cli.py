@@ -11,15 +11,19 @@ start (tests/perf/cleanbox.py; root's ~/.bashrc would add its own start-up to ev
   fresh       `ssh box cat /proc/loadavg`, a new connection each time
   warm        `specdebug probe box --json` answered by the local agent    (goal <= 1.5x cm)
   cm          `ssh boxcm cat /proc/loadavg` through a warm ControlMaster
-  status      `specdebug status box -c P --json`: a profile whose port a box process holds
+  status      `specdebug status box -c P --json` answered by the agent        (goal <= 1.5x status_cm)
+  status_cm   `ssh boxcm curl -s http://127.0.0.1:PORT/health` through the warm ControlMaster
+  status_cold `specdebug status ... --no-agent`: a profile whose port a box process holds
   status_ssh  `ssh box curl -s http://127.0.0.1:PORT/health`: the same question by hand, fresh ssh
-  env         `specdebug env box --pid N --expect K=V --json`: one worker's env checked
-  env_ssh     `ssh box cat /proc/N/environ`: the same by hand, fresh ssh          (goal <= 1.5x each)
+  env         `specdebug env box --pid N --expect K=V --json` answered by the agent (goal <= 1.5x env_cm)
+  env_cm      `ssh boxcm cat /proc/N/environ` through the warm ControlMaster
+  env_cold    `specdebug env ... --no-agent`: one worker's env checked
+  env_ssh     `ssh box cat /proc/N/environ`: the same by hand, fresh ssh    (goal <= 1.5x each cold)
 The box process is a `python3 -m http.server` the box user starts (its own process, as a server
 started by hand), answering /health; it is ended with the box user.
 Last line:
     RESULT cli help_s=.. cold_s=.. fresh_s=.. warm_s=.. cm_s=.. cold_over_fresh=.. warm_over_cm=..
-        status_over_ssh=.. env_over_ssh=..
+        status_over_ssh=.. env_over_ssh=.. status_warm_over_cm=.. env_warm_over_cm=..
 Connects only to 127.0.0.1.
 """
 
@@ -70,6 +74,8 @@ def main() -> None:
             f'port = {port}\nlog_file = "/tmp/bench-cli-{port}.log"\n'
         )
         profile.chmod(0o644)
+        status_argv = ["status", "-F", cfg, box.alias, "-c", str(profile), "--json"]
+        env_argv = ["env", "-F", cfg, box.alias, "--pid", str(pid), "--expect", "BENCH_CLI=1", "--json"]
         commands = {
             "python": [sys.executable, "-c", "pass"],
             "help": [*sd, "--help"],
@@ -77,25 +83,20 @@ def main() -> None:
             "fresh": ["ssh", "-F", cfg, box.alias, "cat", "/proc/loadavg"],
             "warm": [*sd, "probe", "-F", cfg, box.alias, "--json"],
             "cm": ["ssh", "-F", cfg, box.cm_alias, "cat", "/proc/loadavg"],
-            "status": [*sd, "status", "-F", cfg, box.alias, "-c", str(profile), "--json"],
+            "status": [*sd, *status_argv],
+            "status_cm": ["ssh", "-F", cfg, box.cm_alias, "curl", "-s", f"http://127.0.0.1:{port}/health"],
+            "status_cold": [*sd, *status_argv, "--no-agent"],
             "status_ssh": ["ssh", "-F", cfg, box.alias, "curl", "-s", f"http://127.0.0.1:{port}/health"],
-            "env": [
-                *sd,
-                "env",
-                "-F",
-                cfg,
-                box.alias,
-                "--pid",
-                str(pid),
-                "--expect",
-                "BENCH_CLI=1",
-                "--json",
-            ],
+            "env": [*sd, *env_argv],
+            "env_cm": ["ssh", "-F", cfg, box.cm_alias, "cat", f"/proc/{pid}/environ"],
+            "env_cold": [*sd, *env_argv, "--no-agent"],
             "env_ssh": ["ssh", "-F", cfg, box.alias, "cat", f"/proc/{pid}/environ"],
         }
         try:
             # `status` of a server specdebug did not launch says so with exit 1: its answer, not a failure
-            ok = {name: (0, 1) if name == "status" else (0,) for name in commands}
+            ok = {
+                name: (0, 1) if name.startswith("status_c") or name == "status" else (0,) for name in commands
+            }
             for name, argv in commands.items():  # warm the page cache, start the agent and the ControlMaster
                 timed(argv, env, ok[name])
             _wait_for_agent(sd, env, box.alias)
@@ -115,15 +116,21 @@ def main() -> None:
     print(f"--help: {med['help']:.3f} s (goal < 0.15 s; bare python {med['python']:.3f} s)")
     print(f"cold probe / fresh ssh: {cold:.2f}x (goal <= 1.5x)")
     print(f"warm probe (agent) / ssh through a warm ControlMaster: {warm:.2f}x (goal <= 1.5x)")
-    status, env_ = med["status"] / med["status_ssh"], med["env"] / med["env_ssh"]
+    status, env_ = med["status_cold"] / med["status_ssh"], med["env_cold"] / med["env_ssh"]
+    status_warm, env_warm = med["status"] / med["status_cm"], med["env"] / med["env_cm"]
     print(f"cold status / fresh ssh curl /health: {status:.2f}x (goal <= 1.5x)")
     print(f"cold env / fresh ssh cat /proc/PID/environ: {env_:.2f}x (goal <= 1.5x)")
+    print(f"warm status (agent) / ControlMaster ssh curl /health: {status_warm:.2f}x (goal <= 1.5x)")
+    print(f"warm env (agent) / ControlMaster ssh cat /proc/PID/environ: {env_warm:.2f}x (goal <= 1.5x)")
     print(
         f"RESULT cli help_s={med['help']:.3f} cold_s={med['cold']:.3f} fresh_s={med['fresh']:.3f} "
         f"warm_s={med['warm']:.3f} cm_s={med['cm']:.3f} python_s={med['python']:.3f} "
-        f"status_s={med['status']:.3f} status_ssh_s={med['status_ssh']:.3f} env_s={med['env']:.3f} "
+        f"status_s={med['status']:.3f} status_cm_s={med['status_cm']:.3f} "
+        f"status_cold_s={med['status_cold']:.3f} status_ssh_s={med['status_ssh']:.3f} "
+        f"env_s={med['env']:.3f} env_cm_s={med['env_cm']:.3f} env_cold_s={med['env_cold']:.3f} "
         f"env_ssh_s={med['env_ssh']:.3f} cold_over_fresh={cold:.2f} warm_over_cm={warm:.2f} "
-        f"status_over_ssh={status:.2f} env_over_ssh={env_:.2f}"
+        f"status_over_ssh={status:.2f} env_over_ssh={env_:.2f} status_warm_over_cm={status_warm:.2f} "
+        f"env_warm_over_cm={env_warm:.2f}"
     )
 
 

@@ -8,18 +8,32 @@ from specdebug.agent.client import absolute_paths, disabled
 from specdebug.agent.paths import env_fingerprint, is_private, runtime_dir
 
 
-def test_path_options_are_made_absolute_for_the_agent_and_nothing_else():
+def test_path_options_are_made_absolute_for_the_agent_and_nothing_else(tmp_path):
+    (tmp_path / "cfg").write_text("")
+    (tmp_path / "p.toml").write_text("")
     argv = ["-F", "cfg", "box", "--json", "--profile=p.toml", "-c", "/abs.toml", "--session", "s"]
-    assert absolute_paths(argv, "/home/u/proj") == [
+    assert absolute_paths(argv, str(tmp_path)) == [
         "-F",
-        "/home/u/proj/cfg",
+        f"{tmp_path}/cfg",
         "box",
         "--json",
-        "--profile=/home/u/proj/p.toml",
+        f"--profile={tmp_path}/p.toml",
         "-c",
         "/abs.toml",
         "--session",
         "s",
+    ]
+
+
+def test_a_name_that_is_no_file_here_reaches_the_agent_as_typed(tmp_path):
+    """`-c baseline` names an example profile (no such file here): made absolute it named a missing
+    file in the caller's folder, and a missing file would fail naming another path than typed."""
+    assert absolute_paths(["-c", "baseline", "--profile=nope.toml", "-F", "gone"], str(tmp_path)) == [
+        "-c",
+        "baseline",
+        "--profile=nope.toml",
+        "-F",
+        "gone",
     ]
 
 
@@ -102,5 +116,8 @@ def test_an_agent_of_other_code_or_interpreter_says_which():
     mine = code_identity()
     assert _identity_difference(mine, dict(mine, version="0.0.9")).endswith("the caller 0.0.9")
     assert "under /other/python" in _identity_difference(mine, dict(mine, python="/other/python 3.12.1"))
-    assert _identity_difference(mine, dict(mine, code="0" * 16)) == "its code changed since it started"
+    assert (
+        _identity_difference(mine, dict(mine, package="/other/checkout"))
+        == "its code changed since it started"
+    )
     assert code_identity() == mine  # stable while nothing changes
