@@ -158,7 +158,10 @@ def test_hand_started_with_spt_noenv_all_ok(sshd, hand_sim):
         "env", "-F", str(sshd.config_path), "gpubox", *sim.pid_args(), "--expect", "NCCL_CUMEM_ENABLE=1"
     )
     assert r2.returncode == 1
-    assert "different   0 (expected 1)  [overwritten by server]" in r2.stdout
+    assert (
+        f"NCCL_CUMEM_ENABLE (expected 1): has 0 [set by the server itself] on every worker ({TP})"
+        in r2.stdout
+    )
     assert "NCCL_CUMEM_ENABLE was not exported to the server" in r2.stderr
 
 
@@ -234,7 +237,9 @@ def test_clobbered_with_nccl_debug_lists_the_proof_lines(sshd, hand_sim):
     )
     assert r.returncode == 0, r.stderr
     assert "warning: environ of sglang::scheduler_TP0" in r.stderr
-    assert "[nccl_log]" in r.stdout
+    proven = [line.split() for line in r.stdout.splitlines() if line.startswith(tuple(TUNING))]
+    # the launcher's own environ, then each worker's NCCL line
+    assert [row[2:] for row in proven] == [["ok", *["ok*"] * TP]] * len(TUNING)
 
 
 def test_launched_by_specdebug_profile_ok(sshd, tmp_path, box_state_dir):

@@ -292,3 +292,65 @@ def test_a_main_process_ending_after_an_error_keeps_the_errors_verdict():
     failing = t.failing
     t.leader_gone(T0 + 1.6)
     assert t.failing is failing  # the error line's failure, not replaced by the exit
+
+
+BIND = (
+    "[2026-01-01 10:00:00] ERROR:    [Errno 98] error while attempting to bind on address "
+    "('127.0.0.1', 30000): address already in use"
+)
+SHUTDOWN = [
+    "[2026-01-01 10:00:00] INFO:     Waiting for application shutdown.",
+    "[2026-01-01 10:00:00] INFO:     Application shutdown complete.",
+]
+OTHER = "port 30000 is in use by PID 99 (python3 -m http.server 30000), not of the server's process group 7"
+
+
+def test_a_health_answer_from_another_processs_listener_is_not_ready() -> None:
+    """Issue 41: node1's server answered node0's /health; node0 was called ready, then failed to
+    bind.  Health is the server's only when the box says its listener is of the launched group."""
+    t = tracker(check_listener=True)
+    events = feed(t, STARTUP)
+    events += t.health(200, T0 + 3)
+    assert t.listener_check_due(T0 + 3) and not verdicts(events)
+    events += t.listener(False, OTHER, T0 + 3.1)
+    events += feed(t, [READY], start=T0 + 3.2)
+    events += t.health(200, T0 + 3.3)
+    assert not verdicts(events) and t.verdict is None
+    events += feed(t, [BIND, *SHUTDOWN], start=T0 + 3.4, step=0.01)
+    events += t.group([], T0 + 4) + t.group([], T0 + 4.5) + t.tick(T0 + 6)
+    (v,) = verdicts(events)
+    assert v.verdict == "failed"
+    assert v.reason.startswith("ERROR:    [Errno 98] error while attempting to bind")
+    assert "Application shutdown complete" not in v.reason
+    assert f"answered by another process ({OTHER})" in v.reason
+
+
+def test_the_listener_is_checked_again_at_the_verdict() -> None:
+    """Found the server's at the first health answer, and again once the ready line makes it ready."""
+    t = tracker(check_listener=True)
+    feed(t, STARTUP)
+    t.health(200, T0 + 3)
+    assert t.listener(True, "ours", T0 + 3.1) == []  # no ready line yet
+    assert not t.listener_check_due(T0 + 3.2)
+    feed(t, [READY], start=T0 + 4)
+    assert t.verdict is None and t.listener_check_due(T0 + 4.1)
+    (v,) = verdicts(t.listener(True, "ours", T0 + 4.2))
+    assert v.verdict == "ready" and v.ready_at == T0 + 4
+
+
+def test_a_foreign_listener_is_named_by_the_timeout() -> None:
+    t = tracker(check_listener=True, require_ready_line=False)
+    t.health(200, T0 + 1)
+    t.listener(False, OTHER, T0 + 1.1)
+    assert not t.listener_check_due(T0 + 1.5) and t.listener_check_due(
+        T0 + 2.2
+    )  # asked again, not every poll
+    (v,) = verdicts(t.tick(T0 + 61))
+    assert v.verdict == "failed" and f"health answered by another process: {OTHER}" in v.reason
+
+
+def test_a_listener_the_box_cannot_see_keeps_the_health_answer() -> None:
+    t = tracker(check_listener=True, require_ready_line=False)
+    t.health(200, T0 + 1)
+    (v,) = verdicts(t.listener(None, "who listens could not be checked", T0 + 1.1))
+    assert v.verdict == "ready"

@@ -87,6 +87,7 @@ class StartupTracker:
     # refused as "already running".  So the verdict waits for the group to go, this long at most,
     # and says when it did not
     EXIT_WAIT_S = 15.0
+    LISTENER_RECHECK_S = 1.0  # another process holds the port: how often to ask again
 
     def __init__(
         self,
@@ -101,6 +102,7 @@ class StartupTracker:
         pgid: int | None = None,
         log_file: str | None = None,
         deadline: float | None = None,
+        check_listener: bool = False,
     ) -> None:
         self.pack = _packs().get(kind)
         self.require_ready_line = require_ready_line and self.pack is not None
@@ -125,6 +127,12 @@ class StartupTracker:
         self.last_progress_at = started_at
         self.failing: _Failing | None = None
         self.verdict: Verdict | None = None
+        # a health answer is the server's only when its port's listener is of the launched group
+        # (issue 41: another process on the port answered): the watch asks the box and says
+        self.check_listener = check_listener
+        self.listener_ours_at: float | None = None  # when the listener was last found ours
+        self.listener_checked_at: float | None = None
+        self.foreign_listener: str | None = None  # who answered instead (None: nobody else seen)
 
     # inputs ---------------------------------------------------------------------------------
 
@@ -233,6 +241,42 @@ class StartupTracker:
         )
         return []
 
+    def listener_check_due(self, at: float) -> bool:
+        """Health answers and the box should say whose listener answered: at the first answer, then
+        when every other ready condition holds (the verdict's own check), at most every
+        LISTENER_RECHECK_S while another process holds the port."""
+        if not self.check_listener or self.verdict is not None or self.failing is not None:
+            return False
+        if self.health_status != 200:
+            return False
+        last = self.listener_checked_at
+        if last is None:
+            return True
+        if not self._ready_but_listener() or (self.listener_ours_at or 0.0) >= self._ready_inputs_at():
+            return False
+        return self.foreign_listener is None or at - last >= self.LISTENER_RECHECK_S
+
+    def listener(self, ours: bool | None, detail: str, at: float) -> list[TrackerEvent]:
+        """The box's answer on who listens on the port: ours (or `None`, it cannot tell: the
+        health answer is taken as before), or another process (`detail` names it): then health
+        alone never makes the server ready; its own error or exit, or the timeout, ends the watch."""
+        self.listener_checked_at = at
+        if ours is False:
+            self.foreign_listener = detail
+            self.listener_ours_at = None
+            return []
+        self.foreign_listener = None
+        self.listener_ours_at = at
+        return list(self._check_ready(at)) if self.verdict is None else []
+
+    def _ready_but_listener(self) -> bool:
+        if self.failing is not None or self.health_ok_at is None:
+            return False
+        return not (self.require_ready_line and self.ready_line_at is None)
+
+    def _ready_inputs_at(self) -> float:
+        return max(self.health_ok_at or 0.0, self.ready_line_at or 0.0)
+
     def log_unreadable(self, detail: str, at: float) -> list[TrackerEvent]:
         """The log cannot be followed.  When the verdict needs the ready line it can never come:
         fail now, naming the log and why (not a timeout minutes later).  Otherwise health alone
@@ -297,11 +341,11 @@ class StartupTracker:
         return self.phases[-1].name
 
     def _check_ready(self, at: float) -> list[Verdict]:
-        if self.failing is not None or self.health_ok_at is None:
+        if not self._ready_but_listener():
             return []
-        if self.require_ready_line and self.ready_line_at is None:
-            return []
-        ready_at = max(self.health_ok_at, self.ready_line_at or 0.0)
+        ready_at = self._ready_inputs_at()
+        if self.check_listener and (self.listener_ours_at is None or self.listener_ours_at < ready_at):
+            return []  # whose listener answered is checked (again) once everything else says ready
         if "ready" not in self._seen_phases:
             self._seen_phases.add("ready")
             self.phases.append(ServerPhase(name="ready", at=ready_at, elapsed_s=ready_at - self.started_at))
@@ -345,6 +389,8 @@ class StartupTracker:
             if len(excerpt) > EXCERPT_MAX:
                 head, tail = excerpt[:20], excerpt[-(EXCERPT_MAX - 21) :]
                 excerpt = [*head, f"[... {len(excerpt) - len(head) - len(tail)} lines ...]", *tail]
+        if self.foreign_listener is not None:
+            reason += f"; its /health was answered by another process ({self.foreign_listener})"
         return self._finish("failed", at, reason, f.kind, excerpt)
 
     def _timeout(self, at: float) -> Verdict:
@@ -356,6 +402,8 @@ class StartupTracker:
             reason += ", ready line " + ("seen" if self.ready_line_at else "not seen")
         if self.log_problem is not None:
             reason += f", log {self.who.log_file} unreadable: {self.log_problem}"
+        if self.foreign_listener is not None:
+            reason += f", health answered by another process: {self.foreign_listener}"
         reason += ")"
         return self._finish("failed", at, reason, "timeout", [t for _, t in list(self.lines)[-20:]])
 

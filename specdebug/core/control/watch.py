@@ -24,7 +24,13 @@ from specdebug.core.control.events import (
     Verdict,
 )
 from specdebug.core.control.launch import start_launch
-from specdebug.core.control.records import ServerRecord, group_members, health_on_box, main_process_exit
+from specdebug.core.control.records import (
+    ServerRecord,
+    find_port_holder,
+    group_members,
+    health_on_box,
+    main_process_exit,
+)
 from specdebug.core.control.tracker import StartupTracker, TrackerEvent
 from specdebug.core.control.workers import group_filter
 from specdebug.core.fingerprint import url_host
@@ -118,6 +124,7 @@ async def watch(
         pgid=record.pgid,
         log_file=record.log_file,
         deadline=deadline,
+        check_listener=True,
     )
     if deadline is None and timeout_s is not None:
         tracker.deadline = record.started_at + timeout_s
@@ -158,6 +165,9 @@ async def watch(
                         poke.set()
                 case _Health(status, at):
                     events = tracker.health(status, at)
+                    if tracker.listener_check_due(clock()):
+                        ours, detail = await listener_is_ours(remote, record)
+                        events += tracker.listener(ours, detail, clock())
                 case _Group(pids, at):
                     events = tracker.group(pids, at)
                 case _LeaderGone(at):
@@ -187,6 +197,29 @@ async def watch(
             t.cancel()
         # bounded: a watcher stuck in library code must not keep the caller from its verdict
         await asyncio.wait(tasks, timeout=5)
+
+
+async def listener_is_ours(remote: Remote, record: ServerRecord) -> tuple[bool | None, str]:
+    """Does the server's port listener belong to its process group?  False (with who holds it)
+    when another process listens there: its /health answer is not this server's (issue 41: two
+    nodes on one machine bound one address, the other's server answered).  None when the box
+    cannot tell (no listener it can see, an unreadable table, a box without the op): the health
+    answer is then taken as before."""
+    try:
+        holder = await find_port_holder(remote, record.port)
+        if not holder.listening:
+            return None, f"no listener on port {record.port} visible on the box"
+        if not holder.pids:
+            others = holder.others() if holder.self_uid is not None else []
+            return (False, holder.describe()) if others else (None, holder.describe())
+        procs = await remote.processes(**group_filter(record.pgid, record.pid))
+    except Exception:  # the check is extra proof; without it the watch goes on as it did
+        logger.debug("who listens on port %s could not be checked", record.port, exc_info=True)
+        return None, f"who listens on port {record.port} could not be checked"
+    group = {p.pid for p in group_members(procs, record)}
+    if group & set(holder.pids):
+        return True, f"port {record.port} is held by the server's process group {record.pgid}"
+    return False, holder.describe() + f", not of the server's process group {record.pgid}"
 
 
 async def launch_and_watch(

@@ -30,6 +30,7 @@ from specdebug.core.deployment import Node
 from specdebug.core.deployment.nccl import TransportProof
 from specdebug.core.deployment.node_env import NodeEnv, target_env
 from specdebug.core.env.events import EnvDone, EnvEvent, EnvProcessesFound
+from specdebug.core.env.matrix import env_matrix
 from specdebug.core.env.model import BOX_WIDE_VERDICT, DEFAULT_PREFIXES, EnvQuery, EnvReport, ProcEnv
 from specdebug.core.env.probe import env_events
 from specdebug.core.profiles import Profile
@@ -42,7 +43,6 @@ from specdebug.tui.panes.env_view import (
     ENVIRON_STYLE,
     LEGEND,
     clip,
-    col_key,
     short_title,
     tui_warnings,
     var_cell,
@@ -419,44 +419,46 @@ class EnvPane(Pane):
         return text
 
     def _render_matrix(self) -> None:
+        """The core's matrix (core.env.matrix, the one `specdebug env` prints), one column per
+        process, each cell drawn in colour."""
         table = self.query_one("#env-matrix", DataTable)
         table.clear(columns=True)
         assert self.report is not None
-        procs = self._procs()
-        self._columns = [(n, p.pid) for _, p, n in procs]
+        matrix = env_matrix(self.reports)
+        self._columns = [(c.node, c.proc.pid) for c in matrix.columns]
         table.add_column("variable", key="var")
         table.add_column("expected", key="expected")
-        for role, proc, node in procs:
+        for col in matrix.columns:
+            launcher = col.role == "launcher"
             label = Text(
-                f"{'launcher' if role == 'launcher' else short_title(proc)} {proc.pid}",
-                style="bold" if role == "launcher" else "",
+                f"{'launcher' if launcher else short_title(col.proc)} {col.proc.pid}",
+                style="bold" if launcher else "",
             )
-            table.add_column(label, key=col_key(proc.pid, node))
+            table.add_column(label, key=col.key)
         if self.node_envs:  # the node column of every process, first
             row = [Text("node", style="italic"), Text("")]
             table.add_row(
-                *row, *(Text(visible(n or ""), style="bold cyan") for _, _, n in procs), key="__node__"
+                *row,
+                *(Text(visible(c.node or ""), style="bold cyan") for c in matrix.columns),
+                key="__node__",
             )
         row = [Text("environ", style="italic"), Text("")]
-        for _, proc, _ in procs:
-            row.append(Text(proc.environ_state, style=ENVIRON_STYLE[proc.environ_state]))
+        for col in matrix.columns:
+            row.append(Text(col.proc.environ_state, style=ENVIRON_STYLE[col.proc.environ_state]))
         table.add_row(*row, key="__environ__")
-        expect = self.expected_by_name()
-        extras = sorted({n for _, p, _ in procs for n in p.extra} - set(expect))
-        for name in list(expect) + extras:
-            expected = expect.get(name)
+        for var in matrix.rows:
             row = [
-                Text(name),
-                Text(clip(expected), style="bold") if expected is not None else Text("-", style="dim"),
+                Text(var.name),
+                Text(clip(var.expected), style="bold")
+                if var.expected is not None
+                else Text("-", style="dim"),
             ]
-            row += [var_cell(proc, name) for _, proc, _ in procs]
-            table.add_row(*row, key=name)
+            row += [var_cell(col.proc, var.name) for col in matrix.columns]
+            table.add_row(*row, key=var.name)
 
     def expected_by_name(self) -> dict[str, str]:
         """The expected column: each variable's expected value (`by node` where the nodes differ)."""
-        names = dict.fromkeys(n for _, report in self.reports for n in report.expected)
-        values = {n: {report.expected.get(n) for _, report in self.reports} for n in names}
-        return {n: str(next(iter(v))) if len(v) == 1 else "(by node)" for n, v in values.items()}
+        return {r.name: r.expected for r in env_matrix(self.reports).rows if r.expected is not None}
 
     def diff_rows(self, a: int | Column, b: int | Column) -> list[tuple[str, str | None, str | None]]:
         """Variables whose visible (masked) values differ between two processes."""

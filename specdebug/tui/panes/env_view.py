@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from specdebug.core.env.matrix import short_title as core_short_title
 from specdebug.core.env.model import EnvReport, ProcEnv
 from specdebug.core.sanitize import visible
 
@@ -33,17 +34,9 @@ def clip(value: str, limit: int = MAX_VALUE) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
-def col_key(pid: int, node: str | None = None) -> str:
-    """A process column's key: `p201` on one box, `node1:p201` on a deployment (PIDs repeat across nodes)."""
-    return f"{node}:p{pid}" if node else f"p{pid}"
-
-
 def short_title(proc: ProcEnv) -> str:
-    """`sglang::scheduler_TP0` -> `TP0`; other titles: first word's basename."""
-    head = proc.title.split(" ")[0] if proc.title else ""
-    if "::" in head:
-        head = head.split("::", 1)[1].removeprefix("scheduler_")
-    return clip(head.rsplit("/", 1)[-1] or "?", 18)
+    """`sglang::scheduler_TP0` -> `TP0` (core.env.matrix's label), controls shown as escapes."""
+    return clip(core_short_title(proc), 18)
 
 
 def var_cell(proc: ProcEnv, name: str) -> Text:
