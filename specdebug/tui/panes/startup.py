@@ -34,7 +34,7 @@ from specdebug.core.control import actions as server_control
 from specdebug.core.control.actions import LaunchRefused, ServerStatus
 from specdebug.core.control.events import Launched, ServerPhase, ServerState, StartupEvent, Verdict
 from specdebug.core.control.launch import Launching
-from specdebug.core.control.monitor import ServerMonitor, StateChanged
+from specdebug.core.control.monitor import ServerMonitor, StateChanged, record_changes, record_now
 from specdebug.core.control.observe import observe
 from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.control.tracker import StartupHistory, startup_history, verdict_of_run
@@ -157,6 +157,7 @@ class StartupPane(StartupView, Pane):
         self.load_history()
         self.render_view()
         self.recognise()
+        self.watch_records()
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -271,15 +272,87 @@ class StartupPane(StartupView, Pane):
 
     async def _watch_live(self, target: Target, dmon: DeploymentMonitor) -> None:
         """After ready (or found running): every node's liveness; a node gone fails the target (its
-        one node's screen says EXITED, a deployment's names the node)."""
-        changes = watch_deployment_liveness(
-            dmon, target.remotes, liveness=server_control.liveness, interval=self.MONITOR_S
-        )
-        async for change in changes:
-            if change is not None and change.state is ServerState.FAILED:
-                self.known.pop(target.profile.name, None)
-                self.notify(f"{target.profile.name}: {self.message}", severity="error")
-            self._announce(change)
+        one node's screen says EXITED, a deployment's names the node), unless the box's record says
+        another specdebug session stopped it (STOPPED, saying who) or relaunched it (followed)."""
+        while True:
+            changes = watch_deployment_liveness(
+                dmon, target.remotes, liveness=server_control.liveness, interval=self.MONITOR_S
+            )
+            async for change in changes:
+                if change is not None and change.state is ServerState.FAILED:
+                    self.known.pop(target.profile.name, None)
+                    self.notify(f"{target.profile.name}: {self.message}", severity="error")
+                elif change is not None and change.state is ServerState.STOPPED:
+                    self.known.pop(target.profile.name, None)
+                    self.notify(f"{target.profile.name}: {self.message}", severity="warning")
+                self._announce(change)
+            newer = {h: m.relaunched for h, m in dmon.nodes.items() if m.relaunched is not None}
+            if not newer or not await self._follow_run(target, dmon, newer, self.message):
+                return
+
+    async def _follow_run(
+        self, target: Target, dmon: DeploymentMonitor, newer: dict[str, ServerRecord], note: str
+    ) -> bool:
+        """Watch a run another specdebug session launched (a bisection's trial, `launch` in a shell)
+        from its launch: its PID, phases and health, nothing journaled (its launcher does that).
+        True once it is ready (then its liveness is watched)."""
+        records = dict(newer)
+        for node in target.nodes:  # a deployment: every node's newer run, or none is followed
+            if node.host not in records:
+                rec = await record_now(target.remote(node), node.profile.name)
+                if rec is None or rec.stopped_at is not None:
+                    return False
+                records[node.host] = rec
+        dmon.launched(records)
+        dmon.message = note
+        for m in dmon.nodes.values():
+            m.message = note
+        if target.leader.host in records:
+            self._remember(records[target.leader.host])
+        self._dirty = True
+        async for ev in watch_target(target, records, journal=None):
+            self._announce(dmon.apply(ev))
+        self.load_history()
+        return dmon.state is ServerState.READY
+
+    def watch_records(self) -> None:
+        """Follow the profile's record on the box while this pane shows it: a run another session
+        launches (a bisection's trial, `launch` in a shell) is followed from its launch."""
+        self.run_worker(self._watch_records(), group="startup-records", exclusive=True, exit_on_error=False)
+
+    async def _watch_records(self) -> None:
+        target = self.ctx.target()
+        if target is None or target.unreachable:
+            return
+        profile = target.profile
+        async for rec in record_changes(target.leader_remote, target.leader.profile.name):
+            now = self.ctx.target()
+            if now is None or now.deployment is not target.deployment:
+                return  # another profile or host: profile_changed started a watch of its own
+            if rec is None or rec.stopped_at is not None:
+                continue
+            if not self.shown().nothing_running() or self.state is ServerState.CHECKING:
+                continue  # our own launch or watch: it knows this run
+            dmon = self.watched()
+            if dmon is None or any(r.same_run(rec) for r in dmon.records().values()):
+                continue  # the run this pane watched (a failed launch of ours)
+            by = rec.launched_by.describe() if rec.launched_by else "who: not recorded"
+            note = f"relaunched by another specdebug session ({by}): now PID {rec.pid}"
+            self.notify(f"{profile.name}: {note}", severity="information")
+            self._follow(target.leader.host, rec, note)
+
+    @work(exclusive=True, group="startup-run", exit_on_error=False)
+    async def _follow(self, host: str, rec: ServerRecord, note: str) -> None:
+        target, dmon = self.ctx.target(), self.watched()
+        if target is None or dmon is None:
+            return
+        try:
+            if await self._follow_run(target, dmon, {host: rec}, note):
+                await self._watch_live(target, dmon)
+        except Exception as exc:
+            dmon.message = self.mon.message = f"following the relaunch failed: {describe_error(exc)}"
+        finally:
+            self._dirty = True
 
     # -- rendering ------------------------------------------------------------------------------
 
@@ -428,6 +501,7 @@ class StartupPane(StartupView, Pane):
         self.mon.log_lines.clear()
         self.load_history()
         self.recognise()
+        self.watch_records()
 
     def journal_changed(self, events: list[JournalRecord]) -> None:
         """Another seat acted on this profile's server (a `box:NAME` session's journal): show its

@@ -201,6 +201,10 @@ class StartupView:
             return text
         if v.verdict == "ready":
             text.append(f"READY after {fmt_s(v.elapsed_s)}", style="bold green")
+            if self.mon.state is not ServerState.READY and self.mon.message:  # how it ended since
+                style = "bold red" if self.mon.state is ServerState.EXITED else "yellow"
+                text.append(f"\n{self.mon.state.upper()}: ", style=style)
+                text.append(visible(self.mon.message))
             return text
         text.append(f"FAILED after {fmt_s(v.elapsed_s)} in phase {v.last_phase}", style="bold red")
         if v.error_kind:

@@ -1,0 +1,122 @@
+"""The Startup pane beside another specdebug session on the same box (issue 41), over the loopback
+sshd on the sim:
+
+* `specdebug stop` from another terminal stops the server the pane watches: the pane says
+  "stopped by another specdebug session (specdebug stop, who, when)", never "died (killed or
+  crashed)", and `status` says the same from the record's stop mark;
+* `specdebug launch` from another terminal relaunches it: the pane follows the new PID from its
+  launch (its phases, then READY) and says who relaunched it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from textual.app import App, ComposeResult
+
+from specdebug.core.control.events import ServerState
+from specdebug.core.control.records import forget_record, group_members, load_record
+from specdebug.core.profiles import Profile
+from specdebug.tui.context import AppContext
+from specdebug.tui.panes.startup import StartupPane
+from tests import clifork
+from tests.simprofiles import sim_profile
+from tests.tui.pilotwait import until
+
+pytestmark = pytest.mark.slow
+
+
+class LiveApp(App):
+    def __init__(self, ctx: AppContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def compose(self) -> ComposeResult:
+        yield StartupPane(self.ctx)
+
+
+def profile_file(profile: Profile, folder: Path) -> Path:
+    """The profile as a file another specdebug process (the CLI) reads with -c."""
+    server = profile.server
+    path = folder / f"{profile.name}.toml"
+    path.write_text(
+        "\n".join(
+            [
+                f"name = {json.dumps(profile.name)}",
+                "[server]",
+                f"kind = {json.dumps(server.kind)}",
+                f"argv = {json.dumps(server.argv)}",
+                f"log_file = {json.dumps(server.log_file)}",
+                "[ready]",
+                f"timeout_s = {profile.ready.timeout_s}",
+            ]
+        )
+        + "\n"
+    )
+    return path
+
+
+def other_session(sshd, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`specdebug VERB -F CONFIG gpubox ARGS...`: another specdebug process, as from another terminal."""
+    cmd = [sys.executable, "-m", "specdebug.cli", args[0], "-F", str(sshd.config_path), "gpubox", *args[1:]]
+    return clifork.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+async def test_a_stop_and_relaunch_by_another_session_are_told_and_followed(
+    sshd, remote, tmp_path: Path
+) -> None:
+    profile = sim_profile(tmp_path, f"other-{uuid.uuid4().hex[:6]}")
+    path = profile_file(profile, tmp_path)
+    ctx = AppContext(remotes={remote.name: remote}, selected=remote.name, profile=profile)
+    app = LiveApp(ctx)
+    try:
+        async with app.run_test(size=(130, 40)) as pilot:
+            pane = app.query_one(StartupPane)
+            pane.focus()
+            await pilot.press("l")
+            assert await until(pilot, lambda: pane.state in ("ready", "failed"), 60), pane.message
+            assert pane.state == "ready", pane.verdict
+            first = pane.record
+            assert first is not None
+
+            stopped = await asyncio.to_thread(other_session, sshd, "stop", "-c", str(path))
+            assert stopped.returncode == 0, stopped.stderr[-2000:]
+            assert await until(pilot, lambda: pane.state is not ServerState.READY, 30)
+            assert pane.state is ServerState.STOPPED, (pane.state, pane.message)
+            assert "stopped by another specdebug session (specdebug stop" in pane.message, pane.message
+            assert "died" not in pane.message and "crashed" not in pane.message
+            await pilot.pause(0.1)
+            shown = pane.verdict_text().plain + pane.head_text().plain
+            assert "stopped by another specdebug session" in shown and "STOPPED" in shown
+
+            status = await asyncio.to_thread(other_session, sshd, "status", "-c", str(path), "--json")
+            got = json.loads(status.stdout)
+            assert got["state"] == "stopped" and got["record"]["pid"] == first.pid  # the keys it had
+            assert got["reason"].startswith("stopped by another specdebug session (specdebug stop"), got
+            assert got["stopped_by"]["what"] == "specdebug stop"
+
+            launched = await asyncio.to_thread(other_session, sshd, "launch", "-c", str(path), "--json")
+            assert launched.returncode == 0, launched.stderr[-2000:]
+            new_pid = json.loads(launched.stdout)["pid"]
+            assert new_pid != first.pid
+            assert await until(pilot, lambda: pane.record is not None and pane.record.pid == new_pid, 30), (
+                pane.state,
+                pane.message,
+            )
+            assert "relaunched by another specdebug session (specdebug launch" in pane.message
+            assert await until(pilot, lambda: pane.state in ("ready", "failed"), 60), pane.message
+            assert pane.state == "ready", pane.verdict
+            assert any(p.name == "cuda_graph" for p in pane.phases)  # its phases, from its launch
+            await pilot.pause(0.1)
+            assert f"PID {new_pid}" in pane.head_text().plain
+    finally:
+        record = await load_record(remote, profile.name)
+        if record is not None and group_members(await remote.processes(), record):
+            await remote.run(["kill", "-KILL", "--", f"-{record.pgid}"])
+        await forget_record(remote, profile.name)
