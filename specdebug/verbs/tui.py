@@ -171,10 +171,10 @@ def run_tui_from_argv(argv: list[str]) -> int:
     if not has_terminal():
         out(f"specdebug: {NO_TERMINAL}", file=sys.stderr)
         return 2
+    from specdebug.core.control.records import set_acting
     from specdebug.core.profiles import ProfileError
     from specdebug.remote.api import HostSpecError
     from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, SSHOptions, connect_host
-    from specdebug.core.control.records import set_acting
 
     set_acting("the specdebug TUI")  # named in the marks it leaves on server records (stop, launch)
 
