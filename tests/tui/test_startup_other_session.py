@@ -120,3 +120,54 @@ async def test_a_stop_and_relaunch_by_another_session_are_told_and_followed(
         if record is not None and group_members(await remote.processes(), record):
             await remote.run(["kill", "-KILL", "--", f"-{record.pgid}"])
         await forget_record(remote, profile.name)
+
+
+async def test_a_launch_onto_gpus_another_server_or_a_bisection_holds_asks_first(
+    sshd, remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specdebug.core.bisect.boxlock import LOCK_ROOT_ENV, hold_box
+
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    monkeypatch.setenv(LOCK_ROOT_ENV, str(locks))  # this test's own bisection lock folder on the box
+    other = sim_profile(tmp_path, f"holder-{uuid.uuid4().hex[:6]}")
+    profile = sim_profile(tmp_path, f"second-{uuid.uuid4().hex[:6]}")
+    ctx = AppContext(remotes={remote.name: remote}, selected=remote.name, profile=profile)
+    app = LiveApp(ctx)
+    try:
+        launched = await asyncio.to_thread(
+            other_session, sshd, "launch", "-c", str(profile_file(other, tmp_path)), "--json"
+        )
+        assert launched.returncode == 0, launched.stderr[-2000:]
+        other_pid = json.loads(launched.stdout)["pid"]
+        warnings: list[str] = []
+        async with hold_box(remote, "gpubox", "b1s3c7", "good-prof", "bad-prof", warnings):
+            assert not warnings, warnings
+            async with app.run_test(size=(130, 40)) as pilot:
+                pane = app.query_one(StartupPane)
+                assert await until(pilot, lambda: pane.state is ServerState.IDLE, 30)
+                pane.focus()
+                await pilot.press("l")
+                assert await until(pilot, lambda: "launch" in pane.message and "again" in pane.message, 30), (
+                    pane.state,
+                    pane.message,
+                )
+                assert f"{other.name} (PID {other_pid}" in pane.message, pane.message  # named
+                assert "specdebug launch" in pane.message  # who launched it
+                assert (
+                    "another bisection runs on gpubox" in pane.message
+                    and "good-prof vs bad-prof" in pane.message
+                )
+                assert pane.state is ServerState.IDLE and await load_record(remote, profile.name) is None
+                await pilot.pause(0.1)
+                assert other.name in pane.verdict_text().plain  # on the screen, not only in a toast
+
+                await pilot.press("l")  # the second press launches anyway
+                assert await until(pilot, lambda: pane.state in ("ready", "failed"), 60), pane.message
+                assert pane.record is not None and pane.record.pid != other_pid
+    finally:
+        for name in (other.name, profile.name):
+            record = await load_record(remote, name)
+            if record is not None and group_members(await remote.processes(), record):
+                await remote.run(["kill", "-KILL", "--", f"-{record.pgid}"])
+            await forget_record(remote, name)

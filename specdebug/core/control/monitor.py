@@ -226,7 +226,7 @@ async def watch_liveness(
                 await asyncio.wait({leader}, timeout=interval)
             try:
                 pids, health = await liveness(remote, record, profile)
-                now = await record_now(remote, profile.name) if monitor.gone(pids) else None
+                now = await record_now(remote, record.profile) if monitor.gone(pids) else None
             except RemoteError:
                 continue  # connection trouble is the header's news; try again
             yield monitor.liveness(pids, health, now)

@@ -17,6 +17,7 @@ failed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -35,6 +36,7 @@ from specdebug.core.control.actions import LaunchRefused, ServerStatus
 from specdebug.core.control.events import Launched, ServerPhase, ServerState, StartupEvent, Verdict
 from specdebug.core.control.launch import Launching
 from specdebug.core.control.monitor import ServerMonitor, StateChanged, record_changes, record_now
+from specdebug.core.control.neighbours import GpuNeighbour, gpu_neighbours
 from specdebug.core.control.observe import observe
 from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.control.tracker import StartupHistory, startup_history, verdict_of_run
@@ -389,9 +391,57 @@ class StartupPane(StartupView, Pane):
 
     # -- actions --------------------------------------------------------------------------------
 
+    LAUNCH_CONFIRM_S = 15.0  # long enough to read who holds the GPUs
+
     def action_launch(self) -> None:
-        if self.acting_target() is not None:
+        """Launch, unless another server of this user or a bisection holds GPUs the launch would
+        use: then say who and launch only on a second press within LAUNCH_CONFIRM_S."""
+        if self.acting_target() is None:
+            return
+        asked = self._armed.pop("launch", None)
+        if asked is not None and time.monotonic() - asked < self.LAUNCH_CONFIRM_S:
             self._run("launch")
+            return
+        self._launch_if_free()
+
+    @work(exclusive=True, group="startup-preflight", exit_on_error=False)
+    async def _launch_if_free(self) -> None:
+        target = self.ctx.target()
+        if target is None:
+            return
+        try:
+            found = await self._gpu_neighbours(target)
+        except Exception as exc:  # cannot tell: launch as before, and say the check could not be made
+            logger.debug("the GPU neighbour check failed", exc_info=True)
+            self.notify(f"could not check who else holds the GPUs: {describe_error(exc)}", severity="warning")
+            found = []
+        if not found:
+            self._run("launch")
+            return
+        self._armed["launch"] = time.monotonic()
+        binding = next(b for b in self.BINDINGS if isinstance(b, Binding) and b.action == "launch")
+        key = (self.ctx.keys_of(binding) or [binding.key])[0]
+        again = f"press {key} again" + (" (or pick it in the palette again)" if self.from_palette else "")
+        text = "\n".join(n.sentence for n in found)
+        warning = (
+            f"{text}\n{again} within {self.LAUNCH_CONFIRM_S:.0f} s to launch {target.profile.name} anyway"
+        )
+        if (dmon := self.watched()) is not None:
+            dmon.message = self.mon.message = warning
+        self._dirty = True
+        self.notify(warning, severity="warning", timeout=self.LAUNCH_CONFIRM_S)
+
+    async def _gpu_neighbours(self, target: Target) -> list[GpuNeighbour]:
+        """Every node's: servers of this user and bisections holding GPUs the launch would use."""
+        per_node = await asyncio.wait_for(
+            asyncio.gather(
+                *(gpu_neighbours(target.remote(n), n.profile, n.host) for n in target.reachable())
+            ),
+            self.NEIGHBOUR_CHECK_S,
+        )
+        return [n for found in per_node for n in found]
+
+    NEIGHBOUR_CHECK_S = 20.0
 
     CONFIRM_S = 3.0
 
