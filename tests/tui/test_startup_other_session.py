@@ -69,7 +69,7 @@ def other_session(sshd, *args: str, timeout: float = 120) -> subprocess.Complete
 
 
 async def test_a_stop_and_relaunch_by_another_session_are_told_and_followed(
-    sshd, remote, tmp_path: Path
+    box_state_dir, sshd, remote, tmp_path: Path
 ) -> None:
     profile = sim_profile(tmp_path, f"other-{uuid.uuid4().hex[:6]}")
     path = profile_file(profile, tmp_path)
@@ -123,13 +123,10 @@ async def test_a_stop_and_relaunch_by_another_session_are_told_and_followed(
 
 
 async def test_a_launch_onto_gpus_another_server_or_a_bisection_holds_asks_first(
-    sshd, remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    box_state_dir, sshd, remote, tmp_path: Path
 ) -> None:
-    from specdebug.core.bisect.boxlock import LOCK_ROOT_ENV, hold_box
+    from specdebug.core.bisect.boxlock import hold_box
 
-    locks = tmp_path / "locks"
-    locks.mkdir()
-    monkeypatch.setenv(LOCK_ROOT_ENV, str(locks))  # this test's own bisection lock folder on the box
     other = sim_profile(tmp_path, f"holder-{uuid.uuid4().hex[:6]}")
     profile = sim_profile(tmp_path, f"second-{uuid.uuid4().hex[:6]}")
     ctx = AppContext(remotes={remote.name: remote}, selected=remote.name, profile=profile)
