@@ -115,6 +115,7 @@ async def test_a_stop_and_relaunch_by_another_session_are_told_and_followed(
             assert any(p.name == "cuda_graph" for p in pane.phases)  # its phases, from its launch
             await pilot.pause(0.1)
             assert f"PID {new_pid}" in pane.head_text().plain
+            assert "launched by another specdebug session (specdebug launch" in pane.verdict_text().plain
     finally:
         record = await load_record(remote, profile.name)
         if record is not None and group_members(await remote.processes(), record):
@@ -145,23 +146,19 @@ async def test_a_launch_onto_gpus_another_server_or_a_bisection_holds_asks_first
                 assert await until(pilot, lambda: pane.state is ServerState.IDLE, 30)
                 pane.focus()
                 await pilot.press("l")
-                assert await until(pilot, lambda: "launch" in pane.message and "again" in pane.message, 30), (
-                    pane.state,
-                    pane.message,
-                )
-                assert f"{other.name} (PID {other_pid}" in pane.message, pane.message  # named
-                assert "specdebug launch" in pane.message  # who launched it
-                assert (
-                    "another bisection runs on gpubox" in pane.message
-                    and "good-prof vs bad-prof" in pane.message
-                )
+                assert await until(pilot, lambda: "again within" in pane.launch_warning, 30), pane.message
+                warning = pane.launch_warning
+                assert f"{other.name} (PID {other_pid}" in warning, warning  # named
+                assert "specdebug launch" in warning  # who launched it
+                assert "another bisection runs on gpubox" in warning and "good-prof vs bad-prof" in warning
                 assert pane.state is ServerState.IDLE and await load_record(remote, profile.name) is None
                 await pilot.pause(0.1)
-                assert other.name in pane.verdict_text().plain  # on the screen, not only in a toast
+                assert other.name in pane.head_text().plain  # on the screen, not only in a toast
 
                 await pilot.press("l")  # the second press launches anyway
                 assert await until(pilot, lambda: pane.state in ("ready", "failed"), 60), pane.message
                 assert pane.record is not None and pane.record.pid != other_pid
+                assert pane.launch_warning == ""
     finally:
         for name in (other.name, profile.name):
             record = await load_record(remote, name)

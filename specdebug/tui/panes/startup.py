@@ -399,6 +399,8 @@ class StartupPane(StartupView, Pane):
         if self.acting_target() is None:
             return
         asked = self._armed.pop("launch", None)
+        self.launch_warning = ""
+        self._dirty = True
         if asked is not None and time.monotonic() - asked < self.LAUNCH_CONFIRM_S:
             self._run("launch")
             return
@@ -426,10 +428,16 @@ class StartupPane(StartupView, Pane):
         warning = (
             f"{text}\n{again} within {self.LAUNCH_CONFIRM_S:.0f} s to launch {target.profile.name} anyway"
         )
-        if (dmon := self.watched()) is not None:
-            dmon.message = self.mon.message = warning
+        self.launch_warning = warning  # on the screen (the head) until the launch or the window ends
+        self.set_timer(self.LAUNCH_CONFIRM_S, self._warning_over)
         self._dirty = True
         self.notify(warning, severity="warning", timeout=self.LAUNCH_CONFIRM_S)
+
+    def _warning_over(self) -> None:
+        asked = self._armed.get("launch")
+        if asked is None or time.monotonic() - asked >= self.LAUNCH_CONFIRM_S - 0.05:
+            self.launch_warning = ""
+            self._dirty = True
 
     async def _gpu_neighbours(self, target: Target) -> list[GpuNeighbour]:
         """Every node's: servers of this user and bisections holding GPUs the launch would use."""
