@@ -165,3 +165,32 @@ async def test_a_launch_onto_gpus_another_server_or_a_bisection_holds_asks_first
             if record is not None and group_members(await remote.processes(), record):
                 await remote.run(["kill", "-KILL", "--", f"-{record.pgid}"])
             await forget_record(remote, name)
+
+
+async def test_a_stop_by_another_session_while_starting_is_no_crash(
+    box_state_dir, sshd, remote, tmp_path: Path
+) -> None:
+    profile = sim_profile(tmp_path, f"early-{uuid.uuid4().hex[:6]}", time_scale="0.3")
+    path = profile_file(profile, tmp_path)
+    ctx = AppContext(remotes={remote.name: remote}, selected=remote.name, profile=profile)
+    app = LiveApp(ctx)
+    try:
+        async with app.run_test(size=(130, 40)) as pilot:
+            pane = app.query_one(StartupPane)
+            assert await until(pilot, lambda: pane.state is ServerState.IDLE, 30)
+            pane.focus()
+            await pilot.press("l")
+            assert await until(pilot, lambda: len(pane.phases) >= 2, 60), (pane.state, pane.message)
+            assert pane.state is ServerState.STARTING
+            stopped = await asyncio.to_thread(other_session, sshd, "stop", "-c", str(path))
+            assert stopped.returncode == 0, stopped.stderr[-2000:]
+            assert await until(pilot, lambda: pane.verdict is not None, 30), (pane.state, pane.message)
+            assert pane.verdict is not None and pane.verdict.error_kind == "stopped", pane.verdict
+            reason = pane.verdict.reason or ""
+            assert reason.startswith("stopped by another specdebug session (specdebug stop"), reason
+            assert "died" not in reason
+    finally:
+        record = await load_record(remote, profile.name)
+        if record is not None and group_members(await remote.processes(), record):
+            await remote.run(["kill", "-KILL", "--", f"-{record.pgid}"])
+        await forget_record(remote, profile.name)

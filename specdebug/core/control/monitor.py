@@ -162,11 +162,6 @@ class ServerMonitor:
         if ours is None or record_now is None:
             return None
         if record_now.same_run(ours):
-            mark = record_now.stopped_by
-            if mark is None:
-                return None
-            if mark.is_this_process():  # another pane of this very TUI (its Bisect pane's trials)
-                return f"stopped by this specdebug session ({mark.describe()})"
             return record_now.stopped_elsewhere()
         if record_now.stopped_at is not None:
             return None  # a newer run, already over: it says nothing of how ours ended

@@ -150,7 +150,8 @@ class ServerRecord(Model):
         """`stopped by another specdebug session (…)` when a stop mark says so, else None."""
         if self.stopped_by is None:
             return None
-        return f"stopped by another specdebug session ({self.stopped_by.describe()})"
+        whose = "this" if self.stopped_by.is_this_process() else "another"  # this: e.g. the TUI's Bisect pane
+        return f"stopped by {whose} specdebug session ({self.stopped_by.describe()})"
 
     def identity(self) -> dict[str, Any]:
         """What the box-side check compares (specdebug/box/procctl.py judge)."""

@@ -24,7 +24,13 @@ from specdebug.core.control.events import (
     Verdict,
 )
 from specdebug.core.control.launch import start_launch
-from specdebug.core.control.records import ServerRecord, group_members, health_on_box, main_process_exit
+from specdebug.core.control.records import (
+    ServerRecord,
+    group_members,
+    health_on_box,
+    load_record,
+    main_process_exit,
+)
 from specdebug.core.control.tracker import StartupTracker, TrackerEvent
 from specdebug.core.control.workers import group_filter
 from specdebug.core.fingerprint import url_host
@@ -176,6 +182,8 @@ async def watch(
                     yield ConnectionNote(state=state, detail=detail, at=at)
                     continue
             for ev in events:
+                if isinstance(ev, Verdict) and ev.verdict == "failed" and ev.error_kind == "exited":
+                    ev = await _stopped_while_starting(remote, record, ev)
                 if isinstance(ev, Verdict) and journal is not None:
                     journal.append(VerdictRecord(outcome=ev, host=record.host or None), sync=True)
                 yield ev
@@ -187,6 +195,20 @@ async def watch(
             t.cancel()
         # bounded: a watcher stuck in library code must not keep the caller from its verdict
         await asyncio.wait(tasks, timeout=5)
+
+
+async def _stopped_while_starting(remote: Remote, record: ServerRecord, verdict: Verdict) -> Verdict:
+    """A group gone while starting: when the box's record carries a stop mark on this run, another
+    specdebug session stopped it (a bisection, `stop` in another terminal), and the verdict says so
+    instead of "died (killed or crashed)"."""
+    try:
+        now = await load_record(remote, record.profile)
+    except RemoteError:
+        return verdict
+    why = now.stopped_elsewhere() if now is not None and now.same_run(record) else None
+    if why is None:
+        return verdict
+    return verdict.model_copy(update={"reason": why, "error_kind": "stopped"})
 
 
 async def launch_and_watch(
