@@ -100,6 +100,10 @@ async def test_a_stop_and_relaunch_by_another_session_are_told_and_followed(
             assert got["state"] == "stopped" and got["record"]["pid"] == first.pid  # the keys it had
             assert got["reason"].startswith("stopped by another specdebug session (specdebug stop"), got
             assert got["stopped_by"]["what"] == "specdebug stop"
+            said = await asyncio.to_thread(other_session, sshd, "status", "-c", str(path))
+            assert f"{profile.name}: stopped by another specdebug session (specdebug stop" in said.stdout, (
+                said.stdout
+            )
 
             launched = await asyncio.to_thread(other_session, sshd, "launch", "-c", str(path), "--json")
             assert launched.returncode == 0, launched.stderr[-2000:]

@@ -201,6 +201,8 @@ class ServerStatus(Model):
             assert r is not None
             text = f"{self.profile}: running, PID {r.pid} PGID {r.pgid}, {len(self.pids)} processes"
             text += f", health {self.health or 'not answering'} on port {self.port}"
+        elif self.stopped_by is not None and self.reason:  # `P: stopped by another specdebug session (...)`
+            text = f"{self.profile}: {self.reason}"
         else:
             text = f"{self.profile}: {self.state}" + (f" ({self.reason})" if self.reason else "")
         if self.port_holder and self.port_holder.listening and self.state != "running":
