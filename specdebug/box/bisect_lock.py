@@ -13,7 +13,7 @@ and the process it names (this holder, on the box) is alive with the same uid an
 holder killed without its TERM leaves a stale record that nobody mistakes for a live one.
 
 Prints one line: `held` (then waits until ended, and removes the record) or `busy JSON` (the live
-holder's record) or `error TEXT`.
+holder's record) or `error TEXT`; with `--peek` for RECORD_JSON, only `holders JSON_LIST` (takes nothing).
 """
 
 from __future__ import annotations
@@ -145,6 +145,9 @@ def remove_if_mine(folder: str, path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv[2:3] == ["--peek"]:  # read only: who holds the lock now (a launch warns before it starts)
+        print("holders " + json.dumps(live_holders(argv[1])), flush=True)
+        return 0
     root, asked = argv[1], json.loads(argv[2])
     try:
         folder = own_folder(root)

@@ -417,7 +417,28 @@ def op_forget_state(req: Request) -> dict[str, Any]:
     return {"state": "ok", "path": path}
 
 
+LIST_MAX = 64  # records listed at most (a launch's check of who else holds the GPUs)
+
+
+def op_list_states(req: Request) -> dict[str, Any]:
+    """Every server record of this login in the state folder, each checked as read_state checks one."""
+    d = _state_dir(req)
+    why = _check_dir(d, False)
+    if why == "missing":
+        return {"state": "ok", "records": []}
+    if why is not None:
+        return {"state": "refused", "reason": why}
+    names = sorted(n[: -len(".json")] for n in os.listdir(d) if n.endswith(".json"))
+    records = []
+    for name in [n for n in names if NAME_RE.match(n)][:LIST_MAX]:
+        got = op_read_state({"dir": req.get("dir"), "name": name})
+        if got["state"] == "ok":
+            records.append({"name": name, "data": got["data"]})
+    return {"state": "ok", "records": records}
+
+
 OPS: dict[str, Callable[[Request], dict[str, Any]]] = {
+    "list_states": op_list_states,
     "check": op_check,
     "signal": op_signal,
     "inspect": op_inspect,

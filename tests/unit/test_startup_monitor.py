@@ -17,8 +17,9 @@ from specdebug.core.control.events import (
     Verdict,
 )
 from specdebug.core.control.monitor import EXITED_MESSAGE, ServerMonitor, watch_liveness
-from specdebug.core.control.records import ServerRecord, StopResult
+from specdebug.core.control.records import ActorMark, ServerRecord, StopResult
 from specdebug.core.control.tracker import StartupTracker
+from specdebug.remote.api import RemoteError
 
 T0 = 1_700_000_000.0
 
@@ -94,6 +95,21 @@ def test_found_healthy_announces_ready_and_exited_record_says_gone() -> None:
     assert mon.state is ServerState.IDLE and "is gone" in mon.message
 
 
+class RecordOnBox:
+    """A box whose only answer is the profile's record (read_state), or none (the helper fails)."""
+
+    state_dir = "/s"
+
+    def __init__(self, rec: ServerRecord | None) -> None:
+        self.rec = rec
+
+    async def box_op(self, op: str, request: dict, timeout: float = 30) -> dict:
+        if self.rec is None:
+            raise RemoteError("no helper")
+        assert op == "read_state" and request["name"] == "p"
+        return {"state": "ok", "path": "/s/p.json", "data": self.rec.model_dump_json()}
+
+
 async def test_watch_liveness_drives_the_monitor() -> None:
     answers = iter([([42], 200), ([], None)])
 
@@ -104,10 +120,39 @@ async def test_watch_liveness_drives_the_monitor() -> None:
     mon.apply_status(status(None))
     seen = [
         c.state if c else None
-        async for c in watch_liveness(mon, None, record(), None, liveness=liveness, interval=0.01)  # type: ignore[arg-type]
+        async for c in watch_liveness(
+            mon, RecordOnBox(None), record(), None, liveness=liveness, interval=0.01
+        )  # type: ignore[arg-type]
     ]
     assert seen == [ServerState.READY, ServerState.EXITED]
     assert await asyncio.wait_for(_drained(mon), 1) is None
+
+
+def test_the_records_stop_mark_makes_a_gone_group_stopped_by_another_session_not_died() -> None:
+    mark = ActorMark(what="specdebug bisect", user="alice", host="laptop", pid=4242, at=T0 + 5)
+    mon = ServerMonitor()
+    mon.apply_status(status(200))
+    change = mon.liveness([], None, record().model_copy(update={"stopped_by": mark}))
+    assert change is not None and change.state is ServerState.STOPPED
+    assert mon.message.startswith(
+        "stopped by another specdebug session (specdebug bisect, alice@laptop PID 4242"
+    )
+    assert "died" not in mon.message and mon.relaunched is None
+
+    mon.apply_status(status(200))  # no mark: it died, as before
+    mon.liveness([43], None, record())
+    assert mon.state is ServerState.EXITED and "died (killed or crashed)" in mon.message
+
+    newer = ServerRecord(
+        profile="p", pid=77, pgid=77, port=30000, log_file="/l", started_at=T0 + 9, launched_by=mark
+    )
+    mon.apply_status(status(200))
+    mon.liveness([], None, newer)  # relaunched elsewhere: the newer run is named, to be followed
+    assert mon.state is ServerState.STOPPED and mon.relaunched == newer
+    assert (
+        "relaunched by another specdebug session (specdebug bisect" in mon.message
+        and "now PID 77" in mon.message
+    )
 
 
 async def _drained(mon: ServerMonitor) -> None:

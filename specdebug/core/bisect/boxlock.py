@@ -111,6 +111,22 @@ async def hold_box(
                 await lines.aclose()  # type: ignore[attr-defined]
 
 
+async def running_bisections(remote: Remote, root: str | None = None) -> list[dict[str, Any]] | None:
+    """The live holders of the box's bisection lock (any user's), read only; None: cannot tell."""
+    try:
+        res = await remote.run(python_argv("bisect_lock.py", root or lock_root(), "--peek"), timeout=30)
+    except RemoteError:
+        return None
+    word, _, rest = res.out.strip().partition(" ")
+    if not res.ok or word != "holders":
+        return None
+    try:
+        holders = json.loads(rest)
+    except ValueError:
+        return None
+    return [h for h in holders if isinstance(h, dict)] if isinstance(holders, list) else None
+
+
 async def _answer(lines: AsyncIterator[str]) -> tuple[str, dict[str, Any], str]:
     """The holder's first line: (held|busy|error, the holder's record when busy, the rest)."""
     try:

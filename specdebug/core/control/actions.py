@@ -20,6 +20,7 @@ from pydantic import Field
 
 from specdebug.capability import require_write
 from specdebug.core.control.records import (
+    ActorMark,
     PortHolder,
     ServerRecord,
     StateFileError,
@@ -81,6 +82,10 @@ async def stop_record(
     if record.stopped_at is not None:
         result.message = f"{record.profile}: not running (already stopped)"
         return _finish(result, journal, t0, clock, record.host)
+    # the stop mark first: a session watching this server sees its group go as our stop, not a crash
+    marked = record.model_copy(update={"stopped_by": ActorMark.now(clock)})
+    with contextlib.suppress(RemoteError):
+        await save_record(remote, marked)
     for sig, wait_s in (("TERM", grace_s), ("KILL", 10.0)):
         verdict = await signal_group(remote, record, sig)
         state = verdict["state"]
@@ -94,6 +99,8 @@ async def stop_record(
             result.stopped, result.refused = False, True
             result.remaining = list(verdict.get("members") or [])
             result.message = f"{record.profile}: not stopped: {verdict['reason']}; nothing was signalled"
+            with contextlib.suppress(RemoteError):  # not stopped: the mark would be a lie
+                await save_record(remote, record)
             return _finish(result, journal, t0, clock, record.host)
         result.was_running = True
         result.signals.append(sig)
@@ -113,7 +120,8 @@ async def stop_record(
         await _cancel_step(remote, record.step, result)
     if result.stopped:
         with contextlib.suppress(RemoteError):
-            await save_record(remote, record.model_copy(update={"stopped_at": clock()}))
+            ended = marked if result.was_running else record  # it was gone already: nobody stopped it
+            await save_record(remote, ended.model_copy(update={"stopped_at": clock()}))
     return _finish(result, journal, t0, clock, record.host)
 
 
@@ -182,6 +190,8 @@ class ServerStatus(Model):
     port: int
     port_holder: PortHolder | None = None
     health: int | None = None
+    # the specdebug run that stopped it (the record's stop mark): `stopped` / `exited` by whom
+    stopped_by: ActorMark | None = None
 
     def describe(self) -> str:
         if self.state == "not_launched":
@@ -191,6 +201,8 @@ class ServerStatus(Model):
             assert r is not None
             text = f"{self.profile}: running, PID {r.pid} PGID {r.pgid}, {len(self.pids)} processes"
             text += f", health {self.health or 'not answering'} on port {self.port}"
+        elif self.stopped_by is not None and self.reason:  # `P: stopped by another specdebug session (...)`
+            text = f"{self.profile}: {self.reason}"
         else:
             text = f"{self.profile}: {self.state}" + (f" ({self.reason})" if self.reason else "")
         if self.port_holder and self.port_holder.listening and self.state != "running":
@@ -220,14 +232,18 @@ async def status(remote: Remote, profile: Profile) -> ServerStatus:
     )
     if record is None:
         return st
+    st.stopped_by = record.stopped_by
     if record.stopped_at is not None:
-        st.state, st.reason = "stopped", "already stopped"
+        st.state, st.reason = "stopped", record.stopped_elsewhere() or "already stopped"
         return st
     verdict = await check_group(remote, record)
     if verdict["state"] != "running":
         st.state = "exited" if verdict["state"] in ("gone", "mismatch") else "unverified"
         st.reason = ("group reused: " if verdict["state"] == "mismatch" else "") + verdict["reason"]
+        if verdict["state"] == "gone" and record.stopped_by is not None:
+            st.reason = f"{record.stopped_elsewhere()}; {st.reason}"  # the stop ended before its record
         return st
+    st.stopped_by = None  # still running: a stop was asked but has not ended it (yet)
     members = [
         p
         for p in group_members(await remote.processes(**group_filter(record.pgid, record.pid)), record)

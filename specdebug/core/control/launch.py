@@ -17,6 +17,7 @@ from specdebug.core.control.actions import LaunchRefused, stop_record
 from specdebug.core.control.events import Clock
 from specdebug.core.control.records import (
     MAX_RECORD_BYTES,
+    ActorMark,
     ServerRecord,
     find_port_holder,
     group_members,
@@ -182,6 +183,7 @@ def _record(
         cwd=profile.server.cwd,
         step=got.step,
         source=source,  # its identity: which commit runs (core.source)
+        launched_by=ActorMark.now(),  # another session following this profile says who relaunched it
     )
 
 

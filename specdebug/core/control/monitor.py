@@ -27,7 +27,7 @@ from specdebug.core.control.events import (
     StartupEvent,
     Verdict,
 )
-from specdebug.core.control.records import ServerRecord, StopResult, main_process_exit
+from specdebug.core.control.records import ServerRecord, StopResult, load_record, main_process_exit
 from specdebug.core.control.tracker import leader_died
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
@@ -36,6 +36,7 @@ from specdebug.remote.api import Remote, RemoteError
 LOG_LINES_KEPT = 500
 MONITOR_S = 0.25  # one helper round trip per server: a dead server is seen within about this
 EXITED_MESSAGE = "the server's process group is gone (crashed or killed outside specdebug)"
+RECORD_POLL_S = 1.0  # how soon a relaunch by another session is followed (one box op per poll)
 
 Liveness = Callable[[Remote, ServerRecord, Profile], Awaitable[tuple[list[int], int | None]]]
 
@@ -66,6 +67,7 @@ class ServerMonitor:
         self.pids: list[int] = []
         self.message = ""
         self.log_problem: str | None = None
+        self.relaunched: ServerRecord | None = None  # the box's record names a newer run than ours
 
     # inputs ---------------------------------------------------------------------------------
 
@@ -118,24 +120,62 @@ class ServerMonitor:
             self.message = (self.message + "\n" if self.message else "") + st.port_holder.describe()
         return StateChanged(self.state, self.record) if self.state is ServerState.READY else None
 
-    def liveness(self, pids: list[int], health: int | None) -> StateChanged | None:
-        """One liveness answer after ready (or found running)."""
+    def gone(self, pids: list[int]) -> bool:
+        """This liveness answer says the run ends: its group is gone, or its main process."""
+        leader = self.record.pid if self.record is not None else None
+        return not pids or (leader is not None and leader not in pids)
+
+    def liveness(
+        self, pids: list[int], health: int | None, record_now: ServerRecord | None = None
+    ) -> StateChanged | None:
+        """One liveness answer after ready (or found running).  `record_now`: the profile's record
+        as the box holds it now, read once the group went: its stop mark says another specdebug
+        session stopped this run, a newer run in it says the profile was relaunched elsewhere;
+        without either the run died (killed or crashed)."""
         if self.state not in (ServerState.READY, ServerState.RUNNING):
             return None  # stopped or relaunched meanwhile
         self.pids, self.health = pids, health
-        if not pids:
-            self.state, self.found = ServerState.EXITED, None
-            self.message = EXITED_MESSAGE
-            return StateChanged(self.state, self.record)
-        leader = self.record.pid if self.record is not None else None
-        if leader is not None and leader not in pids:
-            self.state, self.found = ServerState.EXITED, None
-            self.message = leader_died(leader, pids)
-            return StateChanged(self.state, self.record)
+        if self.gone(pids):
+            return self._ended(pids, record_now)
         if self.state is ServerState.RUNNING and health == 200:
             self.state = ServerState.READY
             return StateChanged(self.state, self.record)
         return None
+
+    def _ended(self, pids: list[int], record_now: ServerRecord | None) -> StateChanged:
+        ours, self.found = self.record, None
+        elsewhere = self.ended_elsewhere(record_now)
+        if elsewhere is not None:
+            self.state, self.message = ServerState.STOPPED, elsewhere
+            if not pids:
+                self.health = None
+            return StateChanged(self.state, ours)
+        self.state = ServerState.EXITED
+        leader = ours.pid if ours is not None else None
+        self.message = EXITED_MESSAGE if not pids or leader is None else leader_died(leader, pids)
+        return StateChanged(self.state, ours)
+
+    def ended_elsewhere(self, record_now: ServerRecord | None) -> str | None:
+        """Why the watched run ended, when the box's record says another session ended it (or ran
+        a newer one): the sentence, else None (sets `relaunched` to the newer run)."""
+        ours = self.record
+        if ours is None or record_now is None:
+            return None
+        if record_now.same_run(ours):
+            return record_now.stopped_elsewhere()
+        if record_now.stopped_at is not None:
+            return None  # a newer run, already over: it says nothing of how ours ended
+        self.relaunched = record_now
+        by = record_now.launched_by
+        return (
+            f"relaunched by another specdebug session ({by.describe() if by else 'who: not recorded'}): "
+            f"now PID {record_now.pid}; PID {ours.pid} ended before it"
+        )
+
+    def follow(self, record: ServerRecord, note: str) -> None:
+        """Watch a run another session launched, from its launch (its phases replay from its log)."""
+        self.apply(Launched(record=record))
+        self.message = note
 
     # questions ------------------------------------------------------------------------------
 
@@ -181,8 +221,38 @@ async def watch_liveness(
                 await asyncio.wait({leader}, timeout=interval)
             try:
                 pids, health = await liveness(remote, record, profile)
+                now = await record_now(remote, record.profile) if monitor.gone(pids) else None
             except RemoteError:
                 continue  # connection trouble is the header's news; try again
-            yield monitor.liveness(pids, health)
+            yield monitor.liveness(pids, health, now)
     finally:
         leader.cancel()
+
+
+async def record_now(remote: Remote, profile_name: str) -> ServerRecord | None:
+    """The profile's record on the box now (None: none, or not readable): the evidence of who ended a run."""
+    try:
+        return await load_record(remote, profile_name)
+    except (RemoteError, ValueError):
+        return None
+
+
+async def record_changes(
+    remote: Remote, profile_name: str, *, interval: float = RECORD_POLL_S
+) -> AsyncIterator[ServerRecord | None]:
+    """The profile's record on the box each time it changes (a launch, a stop, a relaunch by
+    another session); the first read is the baseline and is not yielded.  Reads only; a read that
+    fails is tried again next time."""
+    last: str | None = None
+    first = True
+    while True:
+        try:
+            rec = await load_record(remote, profile_name)
+        except (RemoteError, ValueError):
+            await asyncio.sleep(interval)
+            continue
+        text = rec.model_dump_json() if rec is not None else ""
+        if not first and text != last:
+            yield rec
+        first, last = False, text
+        await asyncio.sleep(interval)

@@ -11,6 +11,9 @@ are untrusted input when read back: owner, mode, type and schema are checked bef
 from __future__ import annotations
 
 import asyncio
+import getpass
+import os
+import socket
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -35,6 +38,48 @@ DEFAULT_STATE_DIR = "~/.specdebug/servers"  # on the box; `~` is the box user's 
 
 
 MAX_RECORD_BYTES = 1 << 20  # box/procctl.py's MAX_STATE: what read_state (stop, status) accepts
+
+
+ACTING = "specdebug"  # what this process is, for the marks it leaves on records (set_acting)
+
+
+def set_acting(what: str) -> None:
+    """Name this process for the marks it writes (`specdebug stop`, `specdebug bisect`, the TUI):
+    another session reading a record then says who stopped or launched its server."""
+    global ACTING
+    ACTING = what
+
+
+class ActorMark(Model):
+    """Who acted on a server (stopped or launched it): the specdebug run, its user, host and PID, and when.
+
+    Written by that run into the record on the box, so any other session (another terminal, a
+    TUI watching the server) tells "stopped by another specdebug session" from "died"."""
+
+    what: str = Field(default="specdebug", max_length=200)
+    user: str = Field(default="", max_length=200)
+    host: str = Field(default="", max_length=200)
+    pid: int = 0
+    at: float = 0.0
+
+    @classmethod
+    def now(cls, clock: Any = time.time) -> ActorMark:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = str(os.getuid())
+        return cls(what=ACTING, user=user, host=socket.gethostname(), pid=os.getpid(), at=clock())
+
+    def is_this_process(self) -> bool:
+        return self.pid == os.getpid() and self.host == socket.gethostname()
+
+    def describe(self) -> str:
+        """`specdebug bisect, alice@laptop PID 4242, at 10:02:03 UTC` (the fields are made visible)."""
+        from specdebug.core.sanitize import visible
+
+        when = time.strftime(" at %H:%M:%S UTC", time.gmtime(self.at)) if 0 < self.at < 1e11 else ""
+        who = f"{visible(self.user)[:64]}@{visible(self.host)[:64]}" if self.user or self.host else "?"
+        return f"{visible(self.what)[:64]}, {who} PID {self.pid}{when}"
 
 
 class FailedLaunch(Model):
@@ -68,6 +113,10 @@ class ServerRecord(Model):
     attached: bool = False  # found running, not launched by us
     step: str | None = Field(default=None, pattern=r"^[0-9]+\.[0-9]+$")  # the Slurm job step holding it
     stopped_at: float | None = None
+    # who launched it, and who stopped it: the stop mark is written before the first signal, so a
+    # watcher that sees the group go already finds it (stopped_at only once the group is gone)
+    launched_by: ActorMark | None = None
+    stopped_by: ActorMark | None = None
     failed_launch: FailedLaunch | None = None
 
     @property
@@ -86,6 +135,23 @@ class ServerRecord(Model):
             if self.start_ticks != self.pid_start_ticks:
                 raise ValueError("a launched server's start_ticks and pid_start_ticks differ")
         return self
+
+    def same_run(self, other: ServerRecord) -> bool:
+        """The other record names this very run (a stop mark added to it changes nothing here)."""
+        return (self.pgid, self.pid, self.start_ticks, self.launch_id, self.started_at) == (
+            other.pgid,
+            other.pid,
+            other.start_ticks,
+            other.launch_id,
+            other.started_at,
+        )
+
+    def stopped_elsewhere(self) -> str | None:
+        """`stopped by another specdebug session (…)` when a stop mark says so, else None."""
+        if self.stopped_by is None:
+            return None
+        whose = "this" if self.stopped_by.is_this_process() else "another"  # this: e.g. the TUI's Bisect pane
+        return f"stopped by {whose} specdebug session ({self.stopped_by.describe()})"
 
     def identity(self) -> dict[str, Any]:
         """What the box-side check compares (specdebug/box/procctl.py judge)."""

@@ -26,9 +26,15 @@ from specdebug.core.control.events import (
 from specdebug.core.control.launch import start_launch
 from specdebug.core.control.records import (
     ServerRecord,
+<<<<<<< HEAD
     find_port_holder,
     group_members,
     health_on_box,
+=======
+    group_members,
+    health_on_box,
+    load_record,
+>>>>>>> startup-truth
     main_process_exit,
 )
 from specdebug.core.control.tracker import StartupTracker, TrackerEvent
@@ -186,6 +192,8 @@ async def watch(
                     yield ConnectionNote(state=state, detail=detail, at=at)
                     continue
             for ev in events:
+                if isinstance(ev, Verdict) and ev.verdict == "failed" and ev.error_kind == "exited":
+                    ev = await _stopped_while_starting(remote, record, ev)
                 if isinstance(ev, Verdict) and journal is not None:
                     journal.append(VerdictRecord(outcome=ev, host=record.host or None), sync=True)
                 yield ev
@@ -199,6 +207,7 @@ async def watch(
         await asyncio.wait(tasks, timeout=5)
 
 
+<<<<<<< HEAD
 async def listener_is_ours(remote: Remote, record: ServerRecord) -> tuple[bool | None, str]:
     """Does the server's port listener belong to its process group?  False (with who holds it)
     when another process listens there: its /health answer is not this server's (issue 41: two
@@ -220,6 +229,20 @@ async def listener_is_ours(remote: Remote, record: ServerRecord) -> tuple[bool |
     if group & set(holder.pids):
         return True, f"port {record.port} is held by the server's process group {record.pgid}"
     return False, holder.describe() + f", not of the server's process group {record.pgid}"
+=======
+async def _stopped_while_starting(remote: Remote, record: ServerRecord, verdict: Verdict) -> Verdict:
+    """A group gone while starting: when the box's record carries a stop mark on this run, another
+    specdebug session stopped it (a bisection, `stop` in another terminal), and the verdict says so
+    instead of "died (killed or crashed)"."""
+    try:
+        now = await load_record(remote, record.profile)
+    except RemoteError:
+        return verdict
+    why = now.stopped_elsewhere() if now is not None and now.same_run(record) else None
+    if why is None:
+        return verdict
+    return verdict.model_copy(update={"reason": why, "error_kind": "stopped"})
+>>>>>>> startup-truth
 
 
 async def launch_and_watch(

@@ -16,7 +16,13 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from specdebug.core.control.events import NOTHING_RUNNING, Launched, LogLine, ServerState
-from specdebug.core.control.monitor import LOG_LINES_KEPT, Liveness, ServerMonitor, StateChanged
+from specdebug.core.control.monitor import (
+    LOG_LINES_KEPT,
+    Liveness,
+    ServerMonitor,
+    StateChanged,
+    record_now,
+)
 from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.deployment.control import DeploymentStop, NodeEvent
 from specdebug.core.deployment.place import Deployment
@@ -138,12 +144,19 @@ class DeploymentMonitor:
             self.message = st.reason
         return StateChanged(self.state, self.leader_record) if self.state is ServerState.READY else None
 
-    def liveness(self, host: str, pids: list[int], health: int | None) -> StateChanged | None:
-        """One node's liveness answer after ready (or found running)."""
+    def liveness(
+        self, host: str, pids: list[int], health: int | None, record_now: ServerRecord | None = None
+    ) -> StateChanged | None:
+        """One node's liveness answer after ready (or found running); `record_now`: that node's
+        record on the box, read once its group went (ServerMonitor.liveness)."""
         node = self.nodes.get(host)
         if node is None or self.state not in LIVE:
             return None
-        node.liveness(pids, health)
+        node.liveness(pids, health, record_now)
+        if node.state is ServerState.STOPPED:  # another specdebug session stopped (or relaunched) it
+            self.state, self.found = ServerState.STOPPED, None
+            self.message = node.message if not self.deployment.multi else f"{host}: {node.message}"
+            return StateChanged(self.state, self.leader_record)
         if node.state is ServerState.EXITED:
             running = [h for h, m in self.nodes.items() if h != host and m.pids]
             self.state, self.failed_node, self.found = ServerState.FAILED, host, None
@@ -216,15 +229,17 @@ async def watch_deployment_liveness(
     (or None) while the deployment is ready or running."""
     nodes = [n for n in monitor.deployment.nodes if n.host in remotes]
 
-    async def one(host: str) -> tuple[list[int], int | None] | None:
+    async def one(host: str) -> tuple[list[int], int | None, ServerRecord | None] | None:
         rec = monitor.nodes[host].record
         node = monitor.deployment.node(host)
         if rec is None or node is None:
             return None
         try:
-            return await liveness(remotes[host], rec, node.profile)
+            pids, health = await liveness(remotes[host], rec, node.profile)
         except RemoteError:
             return None  # connection trouble is the header's news; ask again next time
+        gone = monitor.nodes[host].gone(pids)  # who ended it: the record's stop mark, or a newer run
+        return pids, health, await record_now(remotes[host], node.profile.name) if gone else None
 
     while monitor.state in LIVE:
         await asyncio.sleep(interval)

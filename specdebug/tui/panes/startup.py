@@ -17,6 +17,7 @@ failed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -34,7 +35,8 @@ from specdebug.core.control import actions as server_control
 from specdebug.core.control.actions import LaunchRefused, ServerStatus
 from specdebug.core.control.events import Launched, ServerPhase, ServerState, StartupEvent, Verdict
 from specdebug.core.control.launch import Launching
-from specdebug.core.control.monitor import ServerMonitor, StateChanged
+from specdebug.core.control.monitor import ServerMonitor, StateChanged, record_changes, record_now
+from specdebug.core.control.neighbours import GpuNeighbour, gpu_neighbours
 from specdebug.core.control.observe import observe
 from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.control.tracker import StartupHistory, startup_history, verdict_of_run
@@ -157,6 +159,7 @@ class StartupPane(StartupView, Pane):
         self.load_history()
         self.render_view()
         self.recognise()
+        self.watch_records()
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -271,15 +274,87 @@ class StartupPane(StartupView, Pane):
 
     async def _watch_live(self, target: Target, dmon: DeploymentMonitor) -> None:
         """After ready (or found running): every node's liveness; a node gone fails the target (its
-        one node's screen says EXITED, a deployment's names the node)."""
-        changes = watch_deployment_liveness(
-            dmon, target.remotes, liveness=server_control.liveness, interval=self.MONITOR_S
-        )
-        async for change in changes:
-            if change is not None and change.state is ServerState.FAILED:
-                self.known.pop(target.profile.name, None)
-                self.notify(f"{target.profile.name}: {self.message}", severity="error")
-            self._announce(change)
+        one node's screen says EXITED, a deployment's names the node), unless the box's record says
+        another specdebug session stopped it (STOPPED, saying who) or relaunched it (followed)."""
+        while True:
+            changes = watch_deployment_liveness(
+                dmon, target.remotes, liveness=server_control.liveness, interval=self.MONITOR_S
+            )
+            async for change in changes:
+                if change is not None and change.state is ServerState.FAILED:
+                    self.known.pop(target.profile.name, None)
+                    self.notify(f"{target.profile.name}: {self.message}", severity="error")
+                elif change is not None and change.state is ServerState.STOPPED:
+                    self.known.pop(target.profile.name, None)
+                    self.notify(f"{target.profile.name}: {self.message}", severity="warning")
+                self._announce(change)
+            newer = {h: m.relaunched for h, m in dmon.nodes.items() if m.relaunched is not None}
+            if not newer or not await self._follow_run(target, dmon, newer, self.message):
+                return
+
+    async def _follow_run(
+        self, target: Target, dmon: DeploymentMonitor, newer: dict[str, ServerRecord], note: str
+    ) -> bool:
+        """Watch a run another specdebug session launched (a bisection's trial, `launch` in a shell)
+        from its launch: its PID, phases and health, nothing journaled (its launcher does that).
+        True once it is ready (then its liveness is watched)."""
+        records = dict(newer)
+        for node in target.nodes:  # a deployment: every node's newer run, or none is followed
+            if node.host not in records:
+                rec = await record_now(target.remote(node), node.profile.name)
+                if rec is None or rec.stopped_at is not None:
+                    return False
+                records[node.host] = rec
+        dmon.launched(records)
+        dmon.message = note
+        for m in dmon.nodes.values():
+            m.message = note
+        if target.leader.host in records:
+            self._remember(records[target.leader.host])
+        self._dirty = True
+        async for ev in watch_target(target, records, journal=None):
+            self._announce(dmon.apply(ev))
+        self.load_history()
+        return dmon.state is ServerState.READY
+
+    def watch_records(self) -> None:
+        """Follow the profile's record on the box while this pane shows it: a run another session
+        launches (a bisection's trial, `launch` in a shell) is followed from its launch."""
+        self.run_worker(self._watch_records(), group="startup-records", exclusive=True, exit_on_error=False)
+
+    async def _watch_records(self) -> None:
+        target = self.ctx.target()
+        if target is None or target.unreachable:
+            return
+        profile = target.profile
+        async for rec in record_changes(target.leader_remote, target.leader.profile.name):
+            now = self.ctx.target()
+            if now is None or now.deployment is not target.deployment:
+                return  # another profile or host: profile_changed started a watch of its own
+            if rec is None or rec.stopped_at is not None:
+                continue
+            if not self.shown().nothing_running() or self.state is ServerState.CHECKING:
+                continue  # our own launch or watch: it knows this run
+            dmon = self.watched()
+            if dmon is None or any(r.same_run(rec) for r in dmon.records().values()):
+                continue  # the run this pane watched (a failed launch of ours)
+            by = rec.launched_by.describe() if rec.launched_by else "who: not recorded"
+            note = f"relaunched by another specdebug session ({by}): now PID {rec.pid}"
+            self.notify(f"{profile.name}: {note}", severity="information")
+            self._follow(target.leader.host, rec, note)
+
+    @work(exclusive=True, group="startup-run", exit_on_error=False)
+    async def _follow(self, host: str, rec: ServerRecord, note: str) -> None:
+        target, dmon = self.ctx.target(), self.watched()
+        if target is None or dmon is None:
+            return
+        try:
+            if await self._follow_run(target, dmon, {host: rec}, note):
+                await self._watch_live(target, dmon)
+        except Exception as exc:
+            dmon.message = self.mon.message = f"following the relaunch failed: {describe_error(exc)}"
+        finally:
+            self._dirty = True
 
     # -- rendering ------------------------------------------------------------------------------
 
@@ -316,9 +391,65 @@ class StartupPane(StartupView, Pane):
 
     # -- actions --------------------------------------------------------------------------------
 
+    LAUNCH_CONFIRM_S = 15.0  # long enough to read who holds the GPUs
+
     def action_launch(self) -> None:
-        if self.acting_target() is not None:
+        """Launch, unless another server of this user or a bisection holds GPUs the launch would
+        use: then say who and launch only on a second press within LAUNCH_CONFIRM_S."""
+        if self.acting_target() is None:
+            return
+        asked = self._armed.pop("launch", None)
+        self.launch_warning = ""
+        self._dirty = True
+        if asked is not None and time.monotonic() - asked < self.LAUNCH_CONFIRM_S:
             self._run("launch")
+            return
+        self._launch_if_free()
+
+    @work(exclusive=True, group="startup-preflight", exit_on_error=False)
+    async def _launch_if_free(self) -> None:
+        target = self.ctx.target()
+        if target is None:
+            return
+        try:
+            found = await self._gpu_neighbours(target)
+        except Exception as exc:  # cannot tell: launch as before, and say the check could not be made
+            logger.debug("the GPU neighbour check failed", exc_info=True)
+            self.notify(f"could not check who else holds the GPUs: {describe_error(exc)}", severity="warning")
+            found = []
+        if not found:
+            self._run("launch")
+            return
+        self._armed["launch"] = time.monotonic()
+        binding = next(b for b in self.BINDINGS if isinstance(b, Binding) and b.action == "launch")
+        key = (self.ctx.keys_of(binding) or [binding.key])[0]
+        again = f"press {key} again" + (" (or pick it in the palette again)" if self.from_palette else "")
+        text = "\n".join(n.sentence for n in found)
+        warning = (
+            f"{text}\n{again} within {self.LAUNCH_CONFIRM_S:.0f} s to launch {target.profile.name} anyway"
+        )
+        self.launch_warning = warning  # on the screen (the head) until the launch or the window ends
+        self.set_timer(self.LAUNCH_CONFIRM_S, self._warning_over)
+        self._dirty = True
+        self.notify(warning, severity="warning", timeout=self.LAUNCH_CONFIRM_S)
+
+    def _warning_over(self) -> None:
+        asked = self._armed.get("launch")
+        if asked is None or time.monotonic() - asked >= self.LAUNCH_CONFIRM_S - 0.05:
+            self.launch_warning = ""
+            self._dirty = True
+
+    async def _gpu_neighbours(self, target: Target) -> list[GpuNeighbour]:
+        """Every node's: servers of this user and bisections holding GPUs the launch would use."""
+        per_node = await asyncio.wait_for(
+            asyncio.gather(
+                *(gpu_neighbours(target.remote(n), n.profile, n.host) for n in target.reachable())
+            ),
+            self.NEIGHBOUR_CHECK_S,
+        )
+        return [n for found in per_node for n in found]
+
+    NEIGHBOUR_CHECK_S = 20.0
 
     CONFIRM_S = 3.0
 
@@ -428,6 +559,7 @@ class StartupPane(StartupView, Pane):
         self.mon.log_lines.clear()
         self.load_history()
         self.recognise()
+        self.watch_records()
 
     def journal_changed(self, events: list[JournalRecord]) -> None:
         """Another seat acted on this profile's server (a `box:NAME` session's journal): show its

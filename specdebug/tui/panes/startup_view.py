@@ -63,6 +63,7 @@ class StartupView:
 
     history: StartupHistory | None
     clock: Clock
+    launch_warning: str = ""  # who else holds the GPUs a launch would use (asked before launching)
 
     @property
     def profile(self) -> Profile | None:  # provided by the pane
@@ -108,6 +109,8 @@ class StartupView:
             text.append("\nl launch  a attach  s stop  R restart", style="dim")
         elif self.mon.state is ServerState.CHECKING:
             text.append("\nchecking whether this profile's server is already running…", style="dim")
+        if self.launch_warning:
+            text.append(f"\n{visible(self.launch_warning, newlines=True)}", style="bold yellow")
         return text
 
     def phases_view(self) -> Table | Text:
@@ -201,6 +204,13 @@ class StartupView:
             return text
         if v.verdict == "ready":
             text.append(f"READY after {fmt_s(v.elapsed_s)}", style="bold green")
+            by = self.mon.record.launched_by if self.mon.record is not None else None
+            if by is not None and not by.is_this_process():  # a run followed, not launched here
+                text.append(f"\nlaunched by another specdebug session ({by.describe()})", style="dim")
+            if self.mon.state is not ServerState.READY and self.mon.message:  # how it ended since
+                style = "bold red" if self.mon.state is ServerState.EXITED else "yellow"
+                text.append(f"\n{self.mon.state.upper()}: ", style=style)
+                text.append(visible(self.mon.message))
             return text
         text.append(f"FAILED after {fmt_s(v.elapsed_s)} in phase {v.last_phase}", style="bold red")
         if v.error_kind:
