@@ -26,15 +26,10 @@ from specdebug.core.control.events import (
 from specdebug.core.control.launch import start_launch
 from specdebug.core.control.records import (
     ServerRecord,
-<<<<<<< HEAD
     find_port_holder,
     group_members,
     health_on_box,
-=======
-    group_members,
-    health_on_box,
     load_record,
->>>>>>> startup-truth
     main_process_exit,
 )
 from specdebug.core.control.tracker import StartupTracker, TrackerEvent
@@ -207,7 +202,6 @@ async def watch(
         await asyncio.wait(tasks, timeout=5)
 
 
-<<<<<<< HEAD
 async def listener_is_ours(remote: Remote, record: ServerRecord) -> tuple[bool | None, str]:
     """Does the server's port listener belong to its process group?  False (with who holds it)
     when another process listens there: its /health answer is not this server's (issue 41: two
@@ -229,7 +223,8 @@ async def listener_is_ours(remote: Remote, record: ServerRecord) -> tuple[bool |
     if group & set(holder.pids):
         return True, f"port {record.port} is held by the server's process group {record.pgid}"
     return False, holder.describe() + f", not of the server's process group {record.pgid}"
-=======
+
+
 async def _stopped_while_starting(remote: Remote, record: ServerRecord, verdict: Verdict) -> Verdict:
     """A group gone while starting: when the box's record carries a stop mark on this run, another
     specdebug session stopped it (a bisection, `stop` in another terminal), and the verdict says so
@@ -242,7 +237,6 @@ async def _stopped_while_starting(remote: Remote, record: ServerRecord, verdict:
     if why is None:
         return verdict
     return verdict.model_copy(update={"reason": why, "error_kind": "stopped"})
->>>>>>> startup-truth
 
 
 async def launch_and_watch(
