@@ -130,3 +130,53 @@ def test_stray_output_of_the_interpreter_is_skipped_and_said(sshd, tmp_path: Pat
     assert res.returncode == 0, res.stderr.decode()
     snap = json.loads(res.stdout)
     assert any("conda says hello" in e for e in snap["errors"]), snap["errors"]
+
+
+def _venv_with_pth(root: Path, pth: str) -> tuple[Path, Path]:
+    """(the venv's python, its site-packages) with one .pth holding `pth` and nothing else hostile."""
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "zz.pth").write_text(pth)
+    return venv / "bin" / "python", site
+
+
+def _drift_json(sshd, tmp_path: Path, python: Path) -> tuple[subprocess.CompletedProcess, float]:
+    profile = write_profile(
+        tmp_path / "p.toml",
+        unique("pth"),
+        {"argv": [str(python), "-m", "http.server"], "log_file": str(tmp_path / "l")},
+    )
+    t0 = time.monotonic()
+    res = run(
+        sshd, "drift", "gpubox", "-c", str(profile), "--json", timeout=DRIFT_BOUND_S + 60,
+        env={"SPECDEBUG_STATE_DIR": str(tmp_path / "servers")},
+    )  # fmt: skip
+    return res, time.monotonic() - t0
+
+
+def test_a_pth_that_prints_one_line_leaves_the_snapshot_whole(sshd, tmp_path: Path) -> None:
+    """Only a .pth whose import line prints (no FIFO): the old snapshot imported `site`, the line
+    went to stdout before the JSON reply, and drift failed with "not JSON"."""
+    python, site = _venv_with_pth(tmp_path, "import sys; print('pth says hi')\n")
+    res, took = _drift_json(sshd, tmp_path, python)
+    print(f"drift beside a printing .pth: exit {res.returncode} after {took:.2f} s")
+    assert res.returncode == 0, res.stderr.decode()
+    snap = json.loads(res.stdout)
+    assert not any("not JSON" in e for e in snap["errors"]), snap["errors"]
+    assert str(site / "zz.pth") in {c["path"] for c in snap["startup_code"]}, snap["startup_code"]
+    assert snap["python"]["version"], snap["python"]
+
+
+def test_a_pth_that_runs_code_is_listed_not_run(sshd, tmp_path: Path) -> None:
+    """Only a quiet .pth that runs code (leaves a marker file): the old snapshot ran it, with the box
+    user's rights, at every drift, launch and bench.  Now it is listed as start-up code, not run."""
+    marker = tmp_path / "pth-ran"
+    python, site = _venv_with_pth(tmp_path, f"import os; open({str(marker)!r}, 'w').close()\n")
+    res, took = _drift_json(sshd, tmp_path, python)
+    print(f"drift beside a .pth that runs code: exit {res.returncode} after {took:.2f} s")
+    assert res.returncode == 0, res.stderr.decode()
+    assert not marker.exists(), "the .pth's code ran during the drift snapshot"
+    snap = json.loads(res.stdout)
+    assert str(site / "zz.pth") in {c["path"] for c in snap["startup_code"]}, snap["startup_code"]
+    assert "not run" in snap["python"]["site"], snap["python"]
