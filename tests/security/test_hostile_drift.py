@@ -180,3 +180,44 @@ def test_a_pth_that_runs_code_is_listed_not_run(sshd, tmp_path: Path) -> None:
     snap = json.loads(res.stdout)
     assert str(site / "zz.pth") in {c["path"] for c in snap["startup_code"]}, snap["startup_code"]
     assert "not run" in snap["python"]["site"], snap["python"]
+
+
+def test_bench_beside_a_fifo_in_a_record_is_not_held_by_the_snapshot(sshd, tmp_path: Path) -> None:
+    """`bench` takes a drift snapshot under the profile's interpreter beside its run: the old one
+    waited 120 s on the FIFO before the first request.  The server is a short one of the test's
+    (tests/security/hostile_http.py, a plain 3-token stream); only the drift interpreter is hostile."""
+    python, _site = hostile_venv(tmp_path)
+    root = Path(__file__).resolve().parents[2]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.security.hostile_http", "plain"],
+        stdout=subprocess.PIPE, start_new_session=True, cwd=root,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        profile = write_profile(
+            tmp_path / "bench.toml",
+            unique("fifobench"),
+            {
+                "argv": [str(python), "-m", "sglang.launch_server"],
+                "port": port,
+                "log_file": str(tmp_path / "l"),
+            },
+            ready={"health": "/health", "require_ready_line": False},
+            bench={"requests": 2, "output_len": 4, "input_len": 8, "warmup_requests": 0, "timeout_s": 30},
+        )
+        t0 = time.monotonic()
+        res = run(
+            sshd, "bench", "gpubox", "-c", str(profile), "--json", timeout=DRIFT_BOUND_S + 120,
+            env={"SPECDEBUG_STATE_DIR": str(tmp_path / "servers")},
+        )  # fmt: skip
+        took = time.monotonic() - t0
+        print(f"bench beside a FIFO in a RECORD: exit {res.returncode} after {took:.2f} s")
+        assert res.returncode == 0, res.stderr.decode()[-2000:]
+        assert took < DRIFT_BOUND_S, f"bench took {took:.1f} s"
+        result = json.loads(res.stdout)
+        skipped = (result.get("drift") or {}).get("skipped") or []
+        assert any("FIFO" in s["why"] for s in skipped), result.get("drift")
+    finally:
+        server.kill()
+        server.wait()
