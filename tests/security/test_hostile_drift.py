@@ -221,3 +221,31 @@ def test_bench_beside_a_fifo_in_a_record_is_not_held_by_the_snapshot(sshd, tmp_p
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_file_too_slow_to_hash_is_skipped_within_its_budget(sshd, tmp_path: Path) -> None:
+    """A RECORD naming a 64 GiB (sparse) source file: sources are hashed whatever the byte budget, so
+    the old snapshot read all of it (its 120 s timeout, then no snapshot).  Now one file's hash stops
+    at its own time bound (box/drift.py FILE_TIME_S) and the file is named as skipped."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "huge").mkdir()
+    big = site / "huge" / "__init__.py"
+    with open(big, "wb") as fh:
+        fh.truncate(64 << 30)
+    info = site / "huge-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: huge\nVersion: 1.0\n\n")
+    (info / "RECORD").write_text(
+        "huge/__init__.py,sha256=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA,68719476736\n"
+        "huge-1.0.dist-info/RECORD,,\n"
+    )
+    res, took = _drift_json(sshd, tmp_path, venv / "bin" / "python")
+    print(f"drift beside a 64 GiB source file: exit {res.returncode} after {took:.2f} s")
+    assert res.returncode == 0, res.stderr.decode()
+    assert took < DRIFT_BOUND_S, f"drift took {took:.1f} s"
+    snap = json.loads(res.stdout)
+    assert any(s["path"] == str(big) and "hashing took over" in s["why"] for s in snap["skipped"]), snap[
+        "skipped"
+    ]
