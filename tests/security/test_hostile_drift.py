@@ -249,3 +249,38 @@ def test_a_file_too_slow_to_hash_is_skipped_within_its_budget(sshd, tmp_path: Pa
     assert any(s["path"] == str(big) and "hashing took over" in s["why"] for s in snap["skipped"]), snap[
         "skipped"
     ]
+
+
+def test_the_hash_cache_is_0600_in_a_0700_folder(sshd, tmp_path: Path) -> None:
+    """A plain venv: the old cache was ~/.specdebug/drift-cache.json, 0644 in a 0755 folder (every
+    hashed path of the user's venvs readable by other users of the box)."""
+    python, site = _venv_with_pth(tmp_path, "\n")
+    (site / "tiny").mkdir()
+    (site / "tiny" / "__init__.py").write_text("x = 1\n")  # one file to hash, so a cache is written
+    (site / "tiny-1.0.dist-info").mkdir()
+    (site / "tiny-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n\n"
+    )
+    (site / "tiny-1.0.dist-info" / "RECORD").write_text(
+        "tiny/__init__.py,sha256=nia_NpkRxFwkPGhBR7I_yeHc_PJX0pmhxjIBam_NM_Q,6\n"
+    )
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    profile = write_profile(
+        tmp_path / "p.toml",
+        unique("cache"),
+        {"argv": [str(python), "-m", "http.server"], "log_file": str(tmp_path / "l")},
+    )
+    res = run(
+        sshd, "drift", "gpubox", "-c", str(profile), "--json", timeout=DRIFT_BOUND_S + 60,
+        env={"SPECDEBUG_STATE_DIR": str(home / "servers")},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr.decode()
+    caches = [p for p in home.rglob("*cache*") if p.is_file()]
+    print(
+        f"drift caches: {[(str(p.relative_to(home)), oct(stat.S_IMODE(p.stat().st_mode))) for p in caches]}"
+    )
+    assert caches, "no hash cache written"
+    for cache in caches:
+        assert stat.S_IMODE(cache.stat().st_mode) == 0o600, cache
+        assert stat.S_IMODE(cache.parent.stat().st_mode) == 0o700, cache.parent
