@@ -70,8 +70,12 @@ def test_a_login_that_exits_is_not_a_healthy_box(users) -> None:
     assert "\n" not in info["error"]
 
     st = cli(users["exits"], "status", users["exits"].alias, "-c", _profile(users["exits"]), timeout=120)
-    print(f"status, login exits: exit {st.returncode}: {st.stderr.strip()}")
-    assert st.returncode == 1 and "exited with status 0 without running it" in st.stderr, st.stderr
+    print(f"status, login exits: exit {st.returncode}: {st.stdout.strip()} / stderr: {st.stderr.strip()}")
+    # status over the target (issue 38) says it on its line for the node, on stdout
+    said = [
+        ln for ln in (st.stdout + st.stderr).splitlines() if "exited with status 0 without running it" in ln
+    ]
+    assert st.returncode == 1 and len(said) == 1, st.stdout + st.stderr
 
 
 def test_a_login_that_asks_for_input_says_so(users) -> None:
