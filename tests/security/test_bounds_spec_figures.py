@@ -79,7 +79,9 @@ def test_spec_leaves_out_absurd_log_figures_and_prints_strict_json(sshd, tmp_pat
     cfg = data["config"]
     assert all(math.isfinite(x) and abs(x) < 1e9 for x in numbers(data)), cfg
     assert cfg["predicted_tok_s"] is None and cfg["draft_ms"] == 4.0, cfg
-    assert any(n.startswith(f"{note} from the server log now") and "left out" in n for n in cfg["notes"]), cfg["notes"]
+    assert any(n.startswith(f"{note} from the server log now") and "left out" in n for n in cfg["notes"]), (
+        cfg["notes"]
+    )
 
     human = run(sshd, "spec", "gpubox", "-c", str(profile), "--session", str(session), "--live")
     text = human.stdout.decode()
