@@ -108,6 +108,8 @@ class ProbeChannel:
                 ) from exc
             if not line:
                 err = await self._stderr_tail()
+                if not err and self.spawned_pid is None:  # SPAWN_SH never ran: the login did not hand over
+                    raise HelperStartFailed(await self._login_ended(), None)
                 raise HelperStartFailed(f"probe helper did not start: {err or 'no output'}", self.spawned_pid)
             if self._noise_bytes > NOISE_MAX_BYTES or self._login_noise_bytes > LOGIN_NOISE_MAX_BYTES:
                 over, who = (
@@ -129,6 +131,16 @@ class ProbeChannel:
                 raise HelperStartFailed("probe helper sent an unexpected greeting", self.spawned_pid)
             self._reader = asyncio.create_task(self._read_loop())
             return hello
+
+    async def _login_ended(self) -> str:
+        """Why: a login whose ~/.bashrc runs `exit 0` ends the session before the helper's command,
+        silently; "no output" then read as a box without python3."""
+        status = None
+        with best_effort("read the session's exit status"):
+            status = await asyncio.wait_for(self.proc.wait(), 1.0)
+        shown = f" with status {status}" if status is not None else ""
+        printed = f", after printing {self.noise_count} line(s)" if self.noise_count else ""
+        return f"the box's login shell ended{shown} before running the probe helper{printed}"
 
     async def _stderr_tail(self) -> str:
         with best_effort("read the probe helper's stderr"):

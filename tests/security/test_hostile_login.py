@@ -76,6 +76,7 @@ def test_a_login_that_exits_is_not_a_healthy_box(users) -> None:
         ln for ln in (st.stdout + st.stderr).splitlines() if "exited with status 0 without running it" in ln
     ]
     assert st.returncode == 1 and len(said) == 1, st.stdout + st.stderr
+    assert "login shell ended with status 0" in st.stderr, st.stderr  # what ended the helper's start
 
 
 def test_a_login_that_asks_for_input_says_so(users) -> None:
