@@ -91,5 +91,5 @@ async def start_helper(
     if quiet:
         raise RemoteError(f"{name}: the helper did not start: {why}")
     log.warning("%s: resident helper unavailable (%s); using one exec channel per request", name, why)
-    warn(f"no python3 helper on the box ({why}); probes use exec channels (slower)")
+    warn(f"no python3 helper ({why}); probes use exec channels (slower)")
     return None, None

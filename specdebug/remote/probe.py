@@ -21,7 +21,10 @@ from specdebug.transport.teardown import best_effort
 HELPER_START_S = 10.0  # a python3 that has not greeted by then is ended (connects go on without it)
 PROBE_LINE_MAX = 96 << 20  # the helper's answers are bounded (runs 2 x 8 MiB, reads 64 MiB) in base64
 NOISE_KEPT = 3
-NOISE_MAX_BYTES = 1 << 20
+NOISE_MAX_BYTES = 1 << 20  # printed by the box after our spawn frame (python3's start-up, a wrapper)
+# printed before it: the login's own output (a 1.3 MB welcome text was seen); the start's deadline
+# (HELPER_START_S) bounds the time, this the bytes, and only NOISE_KEPT lines are held
+LOGIN_NOISE_MAX_BYTES = 64 << 20
 
 
 class HelperStartFailed(RemoteError):
@@ -46,13 +49,17 @@ class ProbeChannel:
         self.spawned_pid: int | None = None  # the helper's PID on the box, told before it starts
         self.noise: list[str] = []  # first lines the box printed outside the protocol (skipped)
         self.noise_count = 0
-        self._noise_bytes = 0
+        self._noise_bytes = 0  # after the spawn frame
+        self._login_noise_bytes = 0  # before it: what the login printed
 
     def _note_noise(self, text: str) -> None:
         if not text.strip():
             return
         self.noise_count += 1
-        self._noise_bytes += len(text)
+        if self.spawned_pid is None:
+            self._login_noise_bytes += len(text)
+        else:
+            self._noise_bytes += len(text)
         if len(self.noise) < NOISE_KEPT:
             self.noise.append(text.rstrip("\r\n")[:200])
 
@@ -101,10 +108,17 @@ class ProbeChannel:
                 ) from exc
             if not line:
                 err = await self._stderr_tail()
+                if not err and self.spawned_pid is None:  # SPAWN_SH never ran: the login did not hand over
+                    raise HelperStartFailed(await self._login_ended(), None)
                 raise HelperStartFailed(f"probe helper did not start: {err or 'no output'}", self.spawned_pid)
-            if self._noise_bytes > NOISE_MAX_BYTES:
+            if self._noise_bytes > NOISE_MAX_BYTES or self._login_noise_bytes > LOGIN_NOISE_MAX_BYTES:
+                over, who = (
+                    (NOISE_MAX_BYTES, "python3 printed")
+                    if self._noise_bytes > NOISE_MAX_BYTES
+                    else (LOGIN_NOISE_MAX_BYTES, "the login printed")
+                )
                 raise HelperStartFailed(
-                    f"probe helper did not start: over {NOISE_MAX_BYTES} bytes of other output first",
+                    f"probe helper did not start: {who} over {over} bytes of other output first",
                     self.spawned_pid,
                 )
             hello = self._frame(line)
@@ -117,6 +131,16 @@ class ProbeChannel:
                 raise HelperStartFailed("probe helper sent an unexpected greeting", self.spawned_pid)
             self._reader = asyncio.create_task(self._read_loop())
             return hello
+
+    async def _login_ended(self) -> str:
+        """Why: a login whose ~/.bashrc runs `exit 0` ends the session before the helper's command,
+        silently; "no output" then read as a box without python3."""
+        status = None
+        with best_effort("read the session's exit status"):
+            status = await asyncio.wait_for(self.proc.wait(), 1.0)
+        shown = f" with status {status}" if status is not None else ""
+        printed = f", after printing {self.noise_count} line(s)" if self.noise_count else ""
+        return f"the box's login shell ended{shown} before running the probe helper{printed}"
 
     async def _stderr_tail(self) -> str:
         with best_effort("read the probe helper's stderr"):

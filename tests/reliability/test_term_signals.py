@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from specdebug.core.journal import Journal
 from tests.bisectprofiles import CULPRIT, forget_records, write_pair
 from tests.security.boxkit import forget_server, run, unique, write_profile
@@ -75,7 +77,9 @@ def test_term_to_bisect_stops_its_trial_server(sshd, tmp_path: Path) -> None:
         forget_records(sshd, [f"{tag}good", f"{tag}bad"], [session])
 
 
-def test_term_to_launch_wait_names_what_keeps_running(sshd, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["TERM", "INT"])
+def test_term_to_launch_wait_names_what_keeps_running(sshd, tmp_path: Path, sig: int, code: int) -> None:
+    """TERM (a scheduler, `kill`) and INT (Ctrl+C) alike: the old launch --wait said nothing."""
     name = unique("termwait")
     port = free_port()
     profile = write_profile(
@@ -96,11 +100,14 @@ def test_term_to_launch_wait_names_what_keeps_running(sshd, tmp_path: Path) -> N
         )
         record = json.loads((Path(os.environ["SPECDEBUG_STATE_DIR"]) / f"{name}.json").read_text())
         time.sleep(0.5)  # the watch has begun (the record is written before it)
-        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
         text = err.decode()
-        print(f"launch --wait after TERM: exit {proc.returncode}: {text.strip()}")
-        assert proc.returncode == 143, text
+        print(
+            f"launch --wait after {sig!r}: exit {proc.returncode} in {time.monotonic() - t0:.2f} s: {text.strip()}"
+        )
+        assert proc.returncode == code, text
         assert f"{name} keeps running on gpubox (PID {record['pid']}" in text, text
         assert f"stop it with: specdebug stop -F {sshd.config_path} gpubox -c {profile}" in text, text
         assert alive(record["pid"])  # TERM ends the watch, not the server

@@ -70,8 +70,13 @@ def test_a_login_that_exits_is_not_a_healthy_box(users) -> None:
     assert "\n" not in info["error"]
 
     st = cli(users["exits"], "status", users["exits"].alias, "-c", _profile(users["exits"]), timeout=120)
-    print(f"status, login exits: exit {st.returncode}: {st.stderr.strip()}")
-    assert st.returncode == 1 and "exited with status 0 without running it" in st.stderr, st.stderr
+    print(f"status, login exits: exit {st.returncode}: {st.stdout.strip()} / stderr: {st.stderr.strip()}")
+    # status over the target (issue 38) says it on its line for the node, on stdout
+    said = [
+        ln for ln in (st.stdout + st.stderr).splitlines() if "exited with status 0 without running it" in ln
+    ]
+    assert st.returncode == 1 and len(said) == 1, st.stdout + st.stderr
+    assert "login shell ended with status 0" in st.stderr, st.stderr  # what ended the helper's start
 
 
 def test_a_login_that_asks_for_input_says_so(users) -> None:
@@ -99,3 +104,32 @@ def _profile(user) -> str:
     path = folder / "p.toml"
     path.write_text('name = "plain"\n[server]\nargv = ["sleep", "1"]\nport = 1\nlog_file = "/tmp/x.log"\n')
     return str(path)
+
+
+def test_a_flooding_login_still_lists_processes(users) -> None:
+    """The 1.3 MB login was also read by the process listing: after the flood was taken for
+    nvidia-smi rows, `status` of a launched server said "process listing needs python3 on the box"
+    (it is there).  Launch, status and stop of a plain server as that user."""
+    from tests.sshd_harness import free_port
+
+    user = users["floods"]
+    folder = Path(tempfile.mkdtemp(prefix="sdbox-prof-"))
+    name = f"flood-{os.getpid()}"
+    profile = folder / "p.toml"
+    profile.write_text(
+        f'name = "{name}"\n[server]\nargv = ["sh", "-c", "exec sleep 300", "{name}"]\n'
+        f'port = {free_port()}\nlog_file = "{user.home}/{name}.log"\nkind = "custom"\n'
+    )
+    launched = cli(user, "launch", user.alias, "-c", str(profile), timeout=120)
+    try:
+        assert launched.returncode == 0, launched.stderr
+        t0 = time.monotonic()
+        st = cli(user, "status", user.alias, "-c", str(profile), timeout=120)
+        took = time.monotonic() - t0
+        print(f"status of a server behind a 1.1 MB login: exit {st.returncode} after {took:.1f} s")
+        assert "needs python3" not in st.stdout + st.stderr, st.stderr
+        assert st.returncode == 0 and "running" in st.stdout, st.stdout + st.stderr
+    finally:
+        stopped = cli(user, "stop", user.alias, "-c", str(profile), "--grace", "2", timeout=120)
+        shutil.rmtree(folder, ignore_errors=True)
+    assert stopped.returncode == 0 and "needs python3" not in stopped.stderr, stopped.stderr
