@@ -71,7 +71,7 @@ def test_a_login_that_exits_is_not_a_healthy_box(users) -> None:
 
     st = cli(users["exits"], "status", users["exits"].alias, "-c", _profile(users["exits"]), timeout=120)
     print(f"status, login exits: exit {st.returncode}: {st.stdout.strip()} / stderr: {st.stderr.strip()}")
-    # status over the target (issue 38) says it on its line for the node, on stdout
+    # said once (a one-box status: the box error on stderr, exit 1)
     said = [
         ln for ln in (st.stdout + st.stderr).splitlines() if "exited with status 0 without running it" in ln
     ]
