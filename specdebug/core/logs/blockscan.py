@@ -16,12 +16,15 @@ that changed the parser (a new shape, a secret learned) makes the rest of the bl
 from __future__ import annotations
 
 import re
-from itertools import accumulate, groupby
+from collections.abc import Callable
+from functools import lru_cache
+from itertools import accumulate, chain, groupby
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from specdebug.core.limits import MAX_LINE
 from specdebug.core.logs.acceptrate import OWN
-from specdebug.core.logs.shapes import Shape, metric_columns
+from specdebug.core.logs.shapes import Getter, Shape, getter
 from specdebug.core.secrets import Scrubber
 
 if TYPE_CHECKING:
@@ -30,8 +33,13 @@ if TYPE_CHECKING:
 _DERIVING = ("decode_batch", "spec_decode")  # events AcceptRates counts (in line order)
 
 
-class Runs(list[tuple[Shape, list[re.Match[str]]]]):
-    """Runs of lines matched in bulk, in line order, all read under one warmup flag."""
+Texts = list[tuple[str, ...]]  # a run's metric texts: one column per metric (shape.metric_names order)
+MEMO_MAX = 4096  # distinct texts a column's float memo holds before it converts each text again
+
+
+class Runs(list[tuple[Shape, int, Texts]]):
+    """Runs of lines matched in bulk, in line order, all read under one warmup flag: (layout, how
+    many lines, their metric texts)."""
 
     warmup = False
 
@@ -63,7 +71,7 @@ def feed_block(an: Analyzer, block: bytes, offset: int, lineno: int) -> int:
                 lineno = feeder.feed(lineno, i, n)  # (what it knows only grows)
                 i = n
             else:
-                i, lineno = _shaped(an, shapes, lines, feeder, lineno, i)
+                i, lineno = _shaped(an, shapes, lines, text, feeder, lineno, i)
     flush_runs(an)
     return lineno
 
@@ -86,25 +94,25 @@ class _Slow:
 
 
 def _shaped(
-    an: Analyzer, shapes: list[Shape], lines: list[str], slow: _Slow, lineno: int, i: int
+    an: Analyzer, shapes: list[Shape], lines: list[str], text: str, slow: _Slow, lineno: int, i: int
 ) -> tuple[int, int]:
     """Lines from `i` on: runs of lines a shape matches in bulk, the rest through `feed`, up to the
     end or up to a line fed that changed the parser; returns (next line, last line number)."""
     parser = an.parser
     epoch = parser.shape_epoch()
     rest = lines[i:] if i else lines
-    found: list[re.Match[str] | None] = list(map(shapes[0].rx.match, rest))
-    kinds = [0 if m is not None else -1 for m in found]
-    for k, shape in enumerate(shapes[1:], 1):
-        for j in [j for j, kind in enumerate(kinds) if kind < 0]:
-            m = shape.rx.match(rest[j])
-            if m is not None:
-                found[j], kinds[j] = m, k
+    both = _combined(tuple(shapes))
+    found = both.rx.findall("\n".join(rest) if i else text) if both is not None else []
+    if both is None or len(found) != len(rest):  # (one tuple per line: never seen otherwise)
+        return i + len(rest), slow.feed(lineno, i, i + len(rest))
+    kinds = list(map(both.kind, found))
+    picks = both.picks
     at = 0
     for kind, group in groupby(kinds):
-        count = sum(1 for _ in group)
+        count = len(list(group))
         if kind >= 0:
-            _take(an, shapes[kind], found[at : at + count])  # type: ignore[arg-type]
+            texts = picks[kind](list(zip(*found[at : at + count], strict=True)))
+            _take(an, shapes[kind], count, texts)
             lineno += count
             at += count
             continue
@@ -116,15 +124,137 @@ def _shaped(
     return i + at, lineno
 
 
-def _take(an: Analyzer, shape: Shape, found: list[re.Match[str]]) -> None:
+class _Combined:
+    """One regex for every line of a block: `^(?:A|B|...|.*)$`, each layout an alternative whose
+    only groups are its metric values (a layout without metrics: its whole text, one group), so
+    one findall gives one tuple per line, with no match object; "" in every group: no layout."""
+
+    def __init__(self, shapes: tuple[Shape, ...]) -> None:
+        alts: list[str] = []
+        self.picks: list[Callable[[list[tuple[str, ...]]], Texts]] = []  # a run's metric columns
+        firsts: list[int] = []
+        at = 0
+        for shape in shapes:
+            kept = sorted(set(shape.metric_groups))
+            body = _only_groups(shape.rx.pattern.removesuffix(r"\Z"), set(kept))
+            if not kept:
+                body, kept = f"({body})", [0]
+            alts.append(f"(?:{body})")
+            firsts.append(at)
+            self.picks.append(_picker(getter([at + kept.index(g) for g in shape.metric_groups])))
+            at += len(kept)
+        pattern = "(?m)^(?:" + "|".join(alts) + "|.*)$" + ("()" if at == 1 else "")
+        self.rx = re.compile(pattern)
+        if self.rx.groups != max(at, 2):
+            raise ValueError("a layout's groups were miscounted")
+        pairs = [(f, k) for k, f in enumerate(firsts)]
+
+        def kind(row: tuple[str, ...]) -> int:
+            for first, k in pairs:
+                if row[first]:
+                    return k
+            return -1
+
+        self.kind = kind
+
+
+def _picker(pick: Getter) -> Callable[[list[tuple[str, ...]]], Texts]:
+    """A run's metric columns out of all its group columns."""
+    return lambda cols: list(pick(cols))
+
+
+def _only_groups(src: str, keep: set[int]) -> str:
+    """Regex source with every capturing group not in `keep` made non-capturing (the learned
+    sources: escapes, classes without parentheses, groups `(` and `(?...)`)."""
+    out: list[str] = []
+    group = 0
+    in_class = False
+    i = 0
+    while i < len(src):
+        c = src[i]
+        if c == "\\":
+            out.append(src[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(" and not src.startswith("?", i + 1):
+            group += 1
+            if group not in keep:
+                c = "(?:"
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=16)
+def _combined(shapes: tuple[Shape, ...]) -> _Combined | None:
+    """The combined regex of these layouts (None: one of them would not fit in it)."""
+    try:
+        return _Combined(shapes)
+    except (ValueError, re.error):
+        return None
+
+
+class _Floats:
+    """Texts to floats through a memo: a server's metrics repeat few texts (running requests,
+    queue lengths, rates with two decimals), and a dict look-up costs a third of float(text)."""
+
+    def __init__(self) -> None:
+        self.memo: dict[str, float] = {}
+        self.many = False  # too many distinct texts: float() each
+
+    def __call__(self, texts: tuple[str, ...]) -> list[float]:
+        if self.many:
+            return list(map(float, texts))
+        memo = self.memo
+        try:
+            return list(map(memo.__getitem__, texts))
+        except KeyError:
+            pass
+        for text in set(texts).difference(memo):
+            memo[text] = float(text)
+        if len(memo) > MEMO_MAX:
+            self.many = True
+            memo.clear()
+            return list(map(float, texts))
+        return list(map(memo.__getitem__, texts))
+
+
+_FLOATS: WeakKeyDictionary[Shape, list[_Floats]] = WeakKeyDictionary()
+
+
+def metric_columns(shape: Shape, cols: list[Texts]) -> list[list[float]]:
+    """The plain metrics of runs of lines (their metric texts), one float column per metric, as `extract` gives them:
+    float(conv(text)); an int or float class's text straight to float (float(int(t)) and
+    float(float(t)) round the same decimal the same way as float(t))."""
+    floats = _FLOATS.get(shape)
+    if floats is None:
+        floats = _FLOATS[shape] = [_Floats() for _ in shape.metric_names]
+    return [
+        to_float(col) if conv is int or conv is float else list(map(float, map(conv, col)))
+        for conv, to_float, col in zip(shape.metric_convs, floats, _joined(cols), strict=True)
+    ]
+
+
+def _joined(runs: list[Texts]) -> list[tuple[str, ...]]:
+    """The runs' columns, metric by metric, end to end."""
+    if len(runs) == 1:
+        return runs[0]
+    return [tuple(chain.from_iterable(parts)) for parts in zip(*runs, strict=True)]
+
+
+def _take(an: Analyzer, shape: Shape, count: int, texts: Texts) -> None:
     """Lines `shape` matched: counted now, accounted (store, rates) in line order by flush_runs."""
     warmup = an.parser.in_warmup
     if an.runs and an.runs.warmup != warmup:
         flush_runs(an)
     an.runs.warmup = warmup
-    an.runs.append((shape, found))
-    an.lines += len(found)
-    an.parser.count_block_hits(len(found))
+    an.runs.append((shape, count, texts))
+    an.lines += count
+    an.parser.count_block_hits(count)
 
 
 def flush_runs(an: Analyzer) -> None:
@@ -136,7 +266,7 @@ def flush_runs(an: Analyzer) -> None:
     if not runs:
         return
     an.runs = Runs()
-    if len({shape for shape, _ in runs if shape.event in _DERIVING}) > 1:
+    if len({shape for shape, _, _ in runs if shape.event in _DERIVING}) > 1:
         # two layouts of lines whose accept rates are judged: keep that in line order, run by run
         for run in runs:
             _account(an, [run], runs.warmup)
@@ -144,22 +274,24 @@ def flush_runs(an: Analyzer) -> None:
     _account(an, runs, runs.warmup)
 
 
-def _account(an: Analyzer, runs: list[tuple[Shape, list[re.Match[str]]]], warmup: bool) -> None:
-    groups: dict[Shape, list[re.Match[str]]] = {}
-    for shape, found in runs:
-        groups.setdefault(shape, []).extend(found)
+def _account(an: Analyzer, runs: list[tuple[Shape, int, Texts]], warmup: bool) -> None:
+    groups: dict[Shape, list[Texts]] = {}
+    lines: dict[Shape, int] = {}
+    for shape, count, texts in runs:
+        groups.setdefault(shape, []).append(texts)
+        lines[shape] = lines.get(shape, 0) + count
     names: list[str] = []
     owners: dict[str, list[Shape]] = {}
     by_shape: dict[Shape, dict[str, list[float]]] = {}
     events: list[tuple[str, int]] = []
-    for shape, found in groups.items():
+    for shape, parts in groups.items():
         shape_names = list(shape.metric_names)
-        cols = metric_columns(shape, found)
+        cols = metric_columns(shape, parts)
         own = an.rates.derive_columns(shape.event, shape_names, cols)
         if own is not None:
             shape_names.append(OWN)
             cols.append(own)
-        events.append((shape.event, len(found)))
+        events.append((shape.event, lines[shape]))
         by_shape[shape] = dict(zip(shape_names, cols, strict=True))
         for name in shape_names:
             if name not in owners:
@@ -170,8 +302,8 @@ def _account(an: Analyzer, runs: list[tuple[Shape, list[re.Match[str]]]], warmup
     merged: dict[str, list[float]] = {name: [] for name in shared}
     if shared:
         cursor = dict.fromkeys(groups, 0)
-        for shape, found in runs:
-            at, count = cursor[shape], len(found)
+        for shape, count, _ in runs:
+            at = cursor[shape]
             cursor[shape] = at + count
             for name, col in by_shape[shape].items():
                 if name in shared:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import operator
 import random
 from array import array
+from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from functools import reduce
@@ -34,7 +35,7 @@ RESERVOIR = 65_536
 RECENT = 240
 _FLOATS = {float}
 FLUSH = 4096  # pending samples per series before they are folded in (bounds their memory)
-PLAN = 64  # reservoir replacements planned (random numbers drawn) at a time
+PLAN = 256  # reservoir replacements planned (random numbers drawn) at a time
 _BELOW_ONE = 1.0 - 2.0**-53  # the largest float below 1
 
 
@@ -166,7 +167,7 @@ class Series:
         vals.clear()
 
     def _shrunk(self, w: float) -> float:
-        return w * (1.0 - self._rng.random()) ** (1.0 / self._cap)
+        return w * float((1.0 - self._rng.random()) ** (1.0 / self._cap))
 
     def _plan_from(self, last: int) -> None:
         """PLAN replacements after sample number `last` (Algorithm L: the gap to the next kept
@@ -182,11 +183,13 @@ class Series:
             slots = list(map(rng.randrange, repeat(cap, PLAN)))
         ws = list(accumulate(map(pow, shrink, repeat(1.0 / cap)), operator.mul, initial=self._w))
         self._w = ws.pop()
-        # W kept inside (0, 1): log1p(-W) is then finite and negative (W near 1 or 0 only by rounding)
-        steps = [
-            int(log(u) / log1p(-min(max(w, 1e-300), _BELOW_ONE))) + 1 for u, w in zip(gaps, ws, strict=True)
-        ]
-        take = list(accumulate(steps, initial=last))[1:]
+        # W stays inside (0, 1), so log1p(-W) is finite and negative; it only shrinks, so its first
+        # and last values bound it (outside only by rounding, in a 1e-11 case: clamped)
+        if ws[0] >= _BELOW_ONE or ws[-1] <= 1e-300:
+            ws = [min(max(w, 1e-300), _BELOW_ONE) for w in ws]
+        gaps_left = map(int, map(operator.truediv, map(log, gaps), map(log1p, map(operator.neg, ws))))
+        # sample numbers: last + the gaps so far + one per replacement
+        take = list(map(operator.add, accumulate(gaps_left, initial=last), range(PLAN + 1)))[1:]
         take.reverse()  # the next one at the end
         slots.reverse()
         self._take, self._slots = take, slots
@@ -197,11 +200,9 @@ class Series:
         res, end = self._res_data, n0 + len(vals)
         while self._take[-1] <= end:
             take, slots = self._take, self._slots
-            lo = len(take) - 1
-            while lo and take[lo - 1] <= end:
-                lo -= 1
-            for at, slot in zip(reversed(take[lo:]), reversed(slots[lo:]), strict=True):
-                res[slot] = vals[at - n0 - 1]
+            lo = bisect_left(take, -end, key=operator.neg)  # (descending: the first one <= end)
+            at = map(operator.sub, reversed(take[lo:]), repeat(n0 + 1))
+            deque(map(res.__setitem__, reversed(slots[lo:]), map(vals.__getitem__, at)), maxlen=0)
             last = take[lo]
             del take[lo:], slots[lo:]
             if not take:
