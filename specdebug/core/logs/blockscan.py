@@ -15,16 +15,17 @@ that changed the parser (a new shape, a secret learned) makes the rest of the bl
 
 from __future__ import annotations
 
+import operator
 import re
-from collections.abc import Callable
-from functools import lru_cache
-from itertools import accumulate, chain, groupby
-from typing import TYPE_CHECKING
-from weakref import WeakKeyDictionary
+from collections.abc import Sequence
+from functools import lru_cache, partial, reduce
+from itertools import accumulate, compress, groupby
+from itertools import count as count_from
+from typing import TYPE_CHECKING, overload
 
 from specdebug.core.limits import MAX_LINE
 from specdebug.core.logs.acceptrate import OWN
-from specdebug.core.logs.shapes import Getter, Shape, getter
+from specdebug.core.logs.shapes import Shape
 from specdebug.core.secrets import Scrubber
 
 if TYPE_CHECKING:
@@ -33,13 +34,13 @@ if TYPE_CHECKING:
 _DERIVING = ("decode_batch", "spec_decode")  # events AcceptRates counts (in line order)
 
 
-Texts = list[tuple[str, ...]]  # a run's metric texts: one column per metric (shape.metric_names order)
 MEMO_MAX = 4096  # distinct texts a column's float memo holds before it converts each text again
 
 
-class Runs(list[tuple[Shape, int, Texts]]):
-    """Runs of lines matched in bulk, in line order, all read under one warmup flag: (layout, how
-    many lines, their metric texts)."""
+class Runs(list[tuple["_Block", int, int]]):
+    """Lines matched in bulk, in line order, all read under one warmup flag: (block, first line,
+    end) per stretch of a block's lines (lines no layout matched between them, fed one by one,
+    gave no match: they have no metric text and are left out when accounting)."""
 
     warmup = False
 
@@ -96,7 +97,7 @@ class _Slow:
 def _shaped(
     an: Analyzer, shapes: list[Shape], lines: list[str], text: str, slow: _Slow, lineno: int, i: int
 ) -> tuple[int, int]:
-    """Lines from `i` on: runs of lines a shape matches in bulk, the rest through `feed`, up to the
+    """Lines from `i` on: the lines a layout matches in bulk, the rest through `feed`, up to the
     end or up to a line fed that changed the parser; returns (next line, last line number)."""
     parser = an.parser
     epoch = parser.shape_epoch()
@@ -105,62 +106,53 @@ def _shaped(
     found = both.rx.findall("\n".join(rest) if i else text) if both is not None else []
     if both is None or len(found) != len(rest):  # (one tuple per line: never seen otherwise)
         return i + len(rest), slow.feed(lineno, i, i + len(rest))
-    kinds = list(map(both.kind, found))
-    picks = both.picks
-    at = 0
-    for kind, group in groupby(kinds):
-        count = len(list(group))
-        if kind >= 0:
-            texts = picks[kind](list(zip(*found[at : at + count], strict=True)))
-            _take(an, shapes[kind], count, texts)
-            lineno += count
-            at += count
-            continue
-        for _ in range(count):
-            lineno = slow.feed(lineno, i + at, i + at + 1)
-            at += 1
-            if parser.shape_epoch() != epoch:
-                return i + at, lineno
-    return i + at, lineno
+    block = _Block(both, found)
+    anyone = block.matched()
+    n, start = len(rest), 0
+    while True:
+        try:
+            other = anyone.index("", start)  # the next line no layout matched
+        except ValueError:
+            other = n
+        if other > start:
+            _take(an, block, start, other)
+            lineno += other - start
+        if other == n:
+            return i + n, lineno
+        lineno = slow.feed(lineno, i + other, i + other + 1)
+        start = other + 1
+        if parser.shape_epoch() != epoch:
+            return i + start, lineno
 
 
 class _Combined:
     """One regex for every line of a block: `^(?:A|B|...|.*)$`, each layout an alternative whose
     only groups are its metric values (a layout without metrics: its whole text, one group), so
-    one findall gives one tuple per line, with no match object; "" in every group: no layout."""
+    one findall gives one tuple per line, with no match object; "" in every group: no layout.
+    A layout's first group is never "" on its lines (a number, or its whole text)."""
 
     def __init__(self, shapes: tuple[Shape, ...]) -> None:
         alts: list[str] = []
-        self.picks: list[Callable[[list[tuple[str, ...]]], Texts]] = []  # a run's metric columns
-        firsts: list[int] = []
+        self.shapes = shapes
+        self.firsts: list[int] = []  # per layout: its first group (0-based, in a findall tuple)
+        self.metrics: list[list[int]] = []  # per layout, per metric name: its group
         at = 0
         for shape in shapes:
+            if any(conv is not int and conv is not float for conv in shape.metric_convs):
+                raise ValueError("a metric whose text is not a number")
             kept = sorted(set(shape.metric_groups))
             body = _only_groups(shape.rx.pattern.removesuffix(r"\Z"), set(kept))
             if not kept:
                 body, kept = f"({body})", [0]
             alts.append(f"(?:{body})")
-            firsts.append(at)
-            self.picks.append(_picker(getter([at + kept.index(g) for g in shape.metric_groups])))
+            self.firsts.append(at)
+            self.metrics.append([at + kept.index(g) for g in shape.metric_groups])
             at += len(kept)
         pattern = "(?m)^(?:" + "|".join(alts) + "|.*)$" + ("()" if at == 1 else "")
         self.rx = re.compile(pattern)
         if self.rx.groups != max(at, 2):
             raise ValueError("a layout's groups were miscounted")
-        pairs = [(f, k) for k, f in enumerate(firsts)]
-
-        def kind(row: tuple[str, ...]) -> int:
-            for first, k in pairs:
-                if row[first]:
-                    return k
-            return -1
-
-        self.kind = kind
-
-
-def _picker(pick: Getter) -> Callable[[list[tuple[str, ...]]], Texts]:
-    """A run's metric columns out of all its group columns."""
-    return lambda cols: list(pick(cols))
+        self.floats: dict[str, _Floats] = {}  # per metric name
 
 
 def _only_groups(src: str, keep: set[int]) -> str:
@@ -198,115 +190,177 @@ def _combined(shapes: tuple[Shape, ...]) -> _Combined | None:
         return None
 
 
+class _Block:
+    """A block's lines as the combined regex read them: one column of texts per group."""
+
+    def __init__(self, both: _Combined, found: list[tuple[str, ...]]) -> None:
+        self.both = both
+        self.found = found
+        self.cols: list[tuple[str, ...]] = list(zip(*found, strict=True)) if found else []
+
+    def matched(self) -> list[str]:
+        """Per line: "" when no layout matched it (the layouts' first groups joined)."""
+        firsts = [self.cols[f] for f in self.both.firsts]
+        if len(firsts) == 1:
+            return list(firsts[0])
+        return list(reduce(partial(map, operator.add), firsts))  # type: ignore[arg-type]
+
+    def kinds(self, start: int, end: int) -> list[int]:
+        """Per line: which layout matched it (-1: none); for the rare path only."""
+        firsts = list(enumerate(self.both.firsts))
+        return [next((k for k, f in firsts if row[f]), -1) for row in self.found[start:end]]
+
+
 class _Floats:
     """Texts to floats through a memo: a server's metrics repeat few texts (running requests,
-    queue lengths, rates with two decimals), and a dict look-up costs a third of float(text)."""
+    queue lengths, rates with two decimals), and a dict look-up costs a third of float(text).
+    float(text) of an int or float class's text is what `extract` gives: float(int(t)) and
+    float(float(t)) round the same decimal the same way (correctly rounded, half to even)."""
 
     def __init__(self) -> None:
         self.memo: dict[str, float] = {}
         self.many = False  # too many distinct texts: float() each
 
-    def __call__(self, texts: tuple[str, ...]) -> list[float]:
+    def __call__(self, texts: Sequence[str]) -> list[float]:
+        """The floats of the texts that are not "" (lines of other layouts), in order."""
         if self.many:
-            return list(map(float, texts))
+            return list(map(float, filter(None, texts)))
         memo = self.memo
         try:
-            return list(map(memo.__getitem__, texts))
+            return list(map(memo.__getitem__, filter(None, texts)))
         except KeyError:
             pass
-        for text in set(texts).difference(memo):
+        new = set(texts).difference(memo)
+        new.discard("")
+        for text in new:
             memo[text] = float(text)
         if len(memo) > MEMO_MAX:
             self.many = True
             memo.clear()
-            return list(map(float, texts))
-        return list(map(memo.__getitem__, texts))
+            return list(map(float, filter(None, texts)))
+        return list(map(memo.__getitem__, filter(None, texts)))
 
 
-_FLOATS: WeakKeyDictionary[Shape, list[_Floats]] = WeakKeyDictionary()
-
-
-def metric_columns(shape: Shape, cols: list[Texts]) -> list[list[float]]:
-    """The plain metrics of runs of lines (their metric texts), one float column per metric, as `extract` gives them:
-    float(conv(text)); an int or float class's text straight to float (float(int(t)) and
-    float(float(t)) round the same decimal the same way as float(t))."""
-    floats = _FLOATS.get(shape)
-    if floats is None:
-        floats = _FLOATS[shape] = [_Floats() for _ in shape.metric_names]
-    return [
-        to_float(col) if conv is int or conv is float else list(map(float, map(conv, col)))
-        for conv, to_float, col in zip(shape.metric_convs, floats, _joined(cols), strict=True)
-    ]
-
-
-def _joined(runs: list[Texts]) -> list[tuple[str, ...]]:
-    """The runs' columns, metric by metric, end to end."""
-    if len(runs) == 1:
-        return runs[0]
-    return [tuple(chain.from_iterable(parts)) for parts in zip(*runs, strict=True)]
-
-
-def _take(an: Analyzer, shape: Shape, count: int, texts: Texts) -> None:
-    """Lines `shape` matched: counted now, accounted (store, rates) in line order by flush_runs."""
+def _take(an: Analyzer, block: _Block, start: int, end: int) -> None:
+    """Lines a layout matched: counted now, accounted (store, rates) in line order by flush_runs."""
     warmup = an.parser.in_warmup
-    if an.runs and an.runs.warmup != warmup:
+    runs = an.runs
+    if runs and runs.warmup != warmup:
         flush_runs(an)
-    an.runs.warmup = warmup
-    an.runs.append((shape, count, texts))
-    an.lines += count
-    an.parser.count_block_hits(count)
+        runs = an.runs
+    runs.warmup = warmup
+    if runs and runs[-1][0] is block:  # (the lines between gave no match: one stretch)
+        runs[-1] = (block, runs[-1][1], end)
+    else:
+        runs.append((block, start, end))
+    an.lines += end - start
+    an.parser.count_block_hits(end - start)
 
 
 def flush_runs(an: Analyzer) -> None:
-    """The buffered runs into the rates and the store, as feeding their lines would have put them:
-    per metric in line order, series created in the order their names first come, events counted
-    in the order they first come. One column per metric for all runs (a metric two layouts share,
-    like running_req of Decode and Prefill lines, put together run by run in line order)."""
+    """The buffered lines into the rates and the store, as feeding them would have put them: per
+    metric in line order, series created in the order their names first come, events counted in
+    the order they first come."""
     runs = an.runs
     if not runs:
         return
     an.runs = Runs()
-    if len({shape for shape, _, _ in runs if shape.event in _DERIVING}) > 1:
+    for block, start, end in runs:
+        _account(an, block, start, end, runs.warmup)
+
+
+def _account(an: Analyzer, block: _Block, start: int, end: int, warmup: bool) -> None:
+    both, cols = block.both, block.cols
+    present: list[tuple[int, int, int]] = []  # (first line, layout, lines)
+    for k, f in enumerate(both.firsts):
+        col = cols[f][start:end]
+        count = len(col) - col.count("")
+        if count:
+            present.append((next(compress(count_from(start), col)), k, count))
+    present.sort()
+    deriving = [k for _, k, _ in present if both.shapes[k].event in _DERIVING]
+    if len(deriving) > 1:
         # two layouts of lines whose accept rates are judged: keep that in line order, run by run
-        for run in runs:
-            _account(an, [run], runs.warmup)
+        at = start
+        for kind, same in groupby(block.kinds(start, end)):
+            count = len(list(same))
+            if kind >= 0:
+                _account(an, block, at, at + count, warmup)
+            at += count
         return
-    _account(an, runs, runs.warmup)
-
-
-def _account(an: Analyzer, runs: list[tuple[Shape, int, Texts]], warmup: bool) -> None:
-    groups: dict[Shape, list[Texts]] = {}
-    lines: dict[Shape, int] = {}
-    for shape, count, texts in runs:
-        groups.setdefault(shape, []).append(texts)
-        lines[shape] = lines.get(shape, 0) + count
     names: list[str] = []
-    owners: dict[str, list[Shape]] = {}
-    by_shape: dict[Shape, dict[str, list[float]]] = {}
-    events: list[tuple[str, int]] = []
-    for shape, parts in groups.items():
-        shape_names = list(shape.metric_names)
-        cols = metric_columns(shape, parts)
-        own = an.rates.derive_columns(shape.event, shape_names, cols)
-        if own is not None:
-            shape_names.append(OWN)
-            cols.append(own)
-        events.append((shape.event, lines[shape]))
-        by_shape[shape] = dict(zip(shape_names, cols, strict=True))
-        for name in shape_names:
+    owners: dict[str, list[int]] = {}  # name -> its groups, one per layout that has it
+    for _, k, _ in present:
+        for name, group in zip(both.shapes[k].metric_names, both.metrics[k], strict=True):
             if name not in owners:
                 names.append(name)
                 owners[name] = []
-            owners[name].append(shape)
-    shared = {name for name in names if len(owners[name]) > 1}
-    merged: dict[str, list[float]] = {name: [] for name in shared}
-    if shared:
-        cursor = dict.fromkeys(groups, 0)
-        for shape, count, _ in runs:
-            at = cursor[shape]
-            cursor[shape] = at + count
-            for name, col in by_shape[shape].items():
-                if name in shared:
-                    merged[name] += col[at : at + count]
-    columns = [merged[name] if name in shared else by_shape[owners[name][0]][name] for name in names]
-    an.store.add_columns(events, names, columns, warmup)
+            owners[name].append(group)
+        if k in deriving:
+            names.append(OWN)  # (its place if the rates derive one: after the layout's own names)
+    columns: dict[str, list[float]] = {}
+    for name in names:
+        if name == OWN:
+            continue
+        groups = owners[name]
+        texts = (
+            cols[groups[0]][start:end]
+            if len(groups) == 1
+            else list(reduce(partial(map, operator.add), (cols[g][start:end] for g in groups)))  # type: ignore[arg-type]
+        )
+        columns[name] = _floats(both, name)(texts)
+    if deriving:
+        k = deriving[0]
+        shape = both.shapes[k]
+        own = an.rates.derive_columns(
+            shape.event, shape.metric_names, _OwnColumns(block, k, start, end, columns, owners)
+        )
+        if own is None:
+            names.remove(OWN)
+        else:
+            columns[OWN] = own
+    an.store.add_columns(
+        [(both.shapes[k].event, count) for _, k, count in present], names, [columns[n] for n in names], warmup
+    )
+
+
+def _floats(both: _Combined, name: str) -> _Floats:
+    floats = both.floats.get(name)
+    if floats is None:
+        floats = both.floats[name] = _Floats()
+    return floats
+
+
+class _OwnColumns(Sequence[list[float]]):
+    """One layout's metric columns (its metric_names order), made when read: a metric other
+    layouts share is its own lines' values only (AcceptRates reads two or three of them)."""
+
+    def __init__(
+        self,
+        block: _Block,
+        k: int,
+        start: int,
+        end: int,
+        columns: dict[str, list[float]],
+        owners: dict[str, list[int]],
+    ) -> None:
+        self.block, self.k, self.start, self.end = block, k, start, end
+        self.columns, self.owners = columns, owners
+        self.names = block.both.shapes[k].metric_names
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @overload
+    def __getitem__(self, i: int) -> list[float]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[list[float]]: ...
+    def __getitem__(self, i: int | slice) -> list[float] | Sequence[list[float]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(len(self))[i]]
+        name = self.names[i]
+        if len(self.owners[name]) == 1:
+            return self.columns[name]
+        group = self.block.both.metrics[self.k][i]
+        texts = self.block.cols[group][self.start : self.end]
+        return _floats(self.block.both, name)(texts)

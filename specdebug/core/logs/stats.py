@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import operator
 import random
+import sys
 from array import array
 from bisect import bisect_left
 from collections import Counter, deque
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from functools import reduce
 from itertools import accumulate, chain, groupby, repeat
 from math import log, log1p
+from operator import call
 from typing import TYPE_CHECKING, Any
 
 from specdebug.core.logs.events import LogMatch
@@ -90,6 +92,19 @@ def percentile(sorted_values: list[float] | array[float], q: float) -> float | N
     return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac)
 
 
+if sys.version_info < (3, 12):
+
+    def _sum_on(total: float, vals: list[float]) -> float:
+        """total + vals[0] + vals[1] + ...: sum() of floats adds one by one in order up to 3.11."""
+        return sum(vals, total)
+
+else:
+
+    def _sum_on(total: float, vals: list[float]) -> float:
+        """(3.12's sum() of floats compensates rounding: no longer what adding one by one gives)"""
+        return reduce(operator.add, vals, total)
+
+
 class Series:
     """One metric's samples: exact running aggregates + a reservoir + a recent ring.
 
@@ -150,7 +165,7 @@ class Series:
             return
         n0 = self._n
         self._n = n0 + len(vals)
-        self._total = reduce(operator.add, vals, self._total)  # left to right, like one by one
+        self._total = _sum_on(self._total, vals)  # left to right, like one by one
         # min/max starting from the old bound replace on the same `<`/`>` tests as one by one (NaN too)
         self._lo = min(chain((self._lo,), vals))
         self._hi = max(chain((self._hi,), vals))
@@ -175,8 +190,8 @@ class Series:
         the slot is uniform). Random numbers are drawn in the same order whatever the batching."""
         rng, cap = self._rng, self._cap
         rnd = rng.random
-        gaps = [1.0 - rnd() for _ in range(PLAN)]  # in (0, 1]: log() is defined
-        shrink = [1.0 - rnd() for _ in range(PLAN)]
+        gaps = list(map(operator.sub, repeat(1.0, PLAN), map(call, repeat(rnd, PLAN))))  # (0, 1]: for log()
+        shrink = list(map(operator.sub, repeat(1.0, PLAN), map(call, repeat(rnd, PLAN))))
         if cap & (cap - 1) == 0:  # (RESERVOIR is a power of two: one getrandbits per slot)
             slots = list(map(rng.getrandbits, repeat(cap.bit_length() - 1, PLAN)))
         else:
