@@ -49,9 +49,10 @@ def feed_block(an: Analyzer, block: bytes, offset: int, lineno: int) -> int:
     """Analyzer.feed_block (see the module docstring)."""
     from specdebug.core.logs.scan import LineSplitter
 
-    lines_b = block.split(b"\n")
     text = block.decode("utf-8", "replace")
     lines = text.split("\n")  # a newline is never part of a sequence the decoder replaces
+    # ASCII (a server's log, nearly always): each text line is its bytes, same length, same count
+    lines_b: list[bytes] | list[str] = lines if block.isascii() else block.split(b"\n")
     feeder = _Slow(an, lines_b, offset)
     n = len(lines)
     if max(map(len, lines_b)) > MAX_LINE:
@@ -78,9 +79,10 @@ def feed_block(an: Analyzer, block: bytes, offset: int, lineno: int) -> int:
 
 
 class _Slow:
-    """`Analyzer.feed` of a block's lines by index, each at its offset in the file."""
+    """`Analyzer.feed` of a block's lines by index, each at its offset in the file (the lines as
+    bytes, or the text lines of an ASCII block: fed as their bytes)."""
 
-    def __init__(self, an: Analyzer, lines_b: list[bytes], offset: int) -> None:
+    def __init__(self, an: Analyzer, lines_b: list[bytes] | list[str], offset: int) -> None:
         self.an, self.lines_b, self.offset = an, lines_b, offset
         self._starts: list[int] | None = None
 
@@ -90,7 +92,8 @@ class _Slow:
         feed, starts, lines_b = self.an.feed, self._starts, self.lines_b
         for i in range(start, end):
             lineno += 1
-            feed(lines_b[i], offset=starts[i], lineno=lineno)
+            line = lines_b[i]
+            feed(line.encode() if isinstance(line, str) else line, offset=starts[i], lineno=lineno)
         return lineno
 
 
