@@ -9,6 +9,11 @@ access lines, a server start and the ready line, in SGLang's exact format) in a 
 and an awk one-liner averaging `accept len` (what a person would type instead). With --over-ssh the
 same file is scanned as gpubox:LOG through a loopback sshd (the probe helper reads 1 MiB chunks).
 The log is deleted afterwards. The last line printed is `RESULT scan ...`.
+
+To compare with older code in the same session, copy the package with the old files
+(`git show main:FILE`) to DIR/specdebug and run this script with PYTHONPATH=DIR from outside the
+checkout: `python -m` puts the current directory first on sys.path, so a run from the checkout
+measures the checkout's code whatever PYTHONPATH says.
 """
 
 from __future__ import annotations

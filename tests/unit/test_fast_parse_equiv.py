@@ -28,7 +28,7 @@ from specdebug.core.logs.events import LogEvent, LogMatch
 from specdebug.core.logs.follow import RawLine
 from specdebug.core.logs.parser import LogParser
 from specdebug.core.logs.shapelearn import same
-from specdebug.core.logs.stats import MetricStore, Series
+from specdebug.core.logs.stats import PLAN, MetricStore, Series
 from tests.pyparse import parse_file
 
 HERE = Path(__file__).resolve().parent
@@ -278,13 +278,32 @@ def test_variants_parse_the_same(data: st.DataObject) -> None:
 
 
 class RefSeries:
-    """Series as it was before batching: one sample at a time, randrange for the reservoir."""
+    """Series as it was before batching: one sample at a time; the reservoir by Algorithm L step by
+    step (scalar arithmetic), drawing its random numbers in Series' order: PLAN gap draws, PLAN
+    shrink draws, PLAN slots, again each time PLAN replacements were used up."""
 
     def __init__(self, reservoir: int, recent: int, seed: int = 0) -> None:
         self.n, self.total, self.lo, self.hi, self.last = 0, 0.0, float("inf"), float("-inf"), None
         self.res: array[float] = array("d")
         self.cap, self.rng = reservoir, random.Random(seed)
         self.recent: deque[float] = deque(maxlen=recent)
+        self.w, self.next_at = 0.0, 0
+        self.draws: list[tuple[float, float, int]] = []
+
+    def _step(self) -> None:
+        if not self.draws:
+            rnd = self.rng.random
+            gaps = [1.0 - rnd() for _ in range(PLAN)]
+            shrink = [1.0 - rnd() for _ in range(PLAN)]
+            if self.cap & (self.cap - 1) == 0:
+                slots = [self.rng.getrandbits(self.cap.bit_length() - 1) for _ in range(PLAN)]
+            else:
+                slots = [self.rng.randrange(self.cap) for _ in range(PLAN)]
+            self.draws = list(zip(gaps, shrink, slots, strict=True))[::-1]
+        gap, shrink, self.slot = self.draws.pop()
+        w = min(max(self.w, 1e-300), 1.0 - 2.0**-53)
+        self.next_at += int(math.log(gap) / math.log1p(-w)) + 1
+        self.w = self.w * shrink ** (1.0 / self.cap)
 
     def add(self, value: float) -> None:
         self.n += 1
@@ -297,10 +316,13 @@ class RefSeries:
         self.recent.append(value)
         if len(self.res) < self.cap:
             self.res.append(value)
-        else:
-            j = self.rng.randrange(self.n)
-            if j < self.cap:
-                self.res[j] = value
+            if len(self.res) == self.cap:
+                self.w = (1.0 - self.rng.random()) ** (1.0 / self.cap)
+                self.next_at = self.cap
+                self._step()
+        elif self.n == self.next_at:
+            self.res[self.slot] = value
+            self._step()
 
 
 @settings(max_examples=60, deadline=None)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import random
 import statistics
 from pathlib import Path
 
@@ -43,6 +45,64 @@ def test_series_bounded_memory_and_sane_percentiles() -> None:
     assert st.n == 20_000 and st.mean == pytest.approx(49.5) and st.min == 0 and st.max == 99
     assert len(s._res) == 1000 and len(s.recent) == 50
     assert 40 <= st.p50 <= 60 and 80 <= st.p90 <= 99
+
+
+class _CountingRandom(random.Random):
+    """random.Random that counts the numbers drawn (random() and getrandbits/randrange)."""
+
+    drawn = 0
+
+    def random(self) -> float:
+        self.drawn += 1
+        return super().random()
+
+    def getrandbits(self, k: int) -> int:
+        self.drawn += 1
+        return super().getrandbits(k)
+
+
+def test_reservoir_draws_only_for_the_samples_it_keeps() -> None:
+    """Past the reservoir, random numbers are drawn per sample kept (about k*ln(n/k) of them), not
+    per sample: a 200k-sample series with a 1024 reservoir draws a few thousand, not 200k."""
+    s = Series(reservoir=1024, recent=8, seed=2)
+    s._rng = _CountingRandom(2)
+    n = 200_000
+    s.extend(float(i) for i in range(n))
+    assert s.n == n
+    kept = 1024 * math.log(n / 1024)  # expected replacements
+    assert s._rng.drawn < 3 * (2 * kept + 256), s._rng.drawn  # 3 numbers per replacement + a plan ahead
+
+
+def test_reservoir_is_exact_below_its_size_and_repeats_for_a_seed() -> None:
+    vals = [float((i * 7919) % 1000) for i in range(1000)]
+    s = Series(reservoir=1000)
+    s.extend(vals)
+    assert list(s._res) == vals  # every sample kept, in order: p50/p90 exact
+    st = s.stats()
+    assert st.p50 == statistics.median(vals)
+    many = [float(i) for i in range(50_000)]
+    one, two = Series(reservoir=1000, seed=4), Series(reservoir=1000, seed=4)
+    one.extend(many)
+    for v in many:
+        two.add(v)
+    assert list(one._res) == list(two._res)  # seeded and independent of how samples were batched
+    three = Series(reservoir=1000, seed=5)
+    three.extend(many)
+    assert list(three._res) != list(one._res)
+
+
+def test_reservoir_is_a_uniform_sample() -> None:
+    """Each of n samples ends in a k reservoir with probability k/n: over many seeds, each tenth of
+    the stream holds a tenth of the kept samples (within 5 %; the spread expected is about 1 %)."""
+    n, cap, seeds = 2000, 100, 600
+    per_tenth = [0] * 10
+    for seed in range(seeds):
+        s = Series(reservoir=cap, recent=1, seed=seed)
+        s.extend(float(i) for i in range(n))
+        for v in s._res:
+            per_tenth[int(v) * 10 // n] += 1
+    want = seeds * cap / 10
+    assert all(abs(c - want) < 0.05 * want for c in per_tenth), per_tenth
 
 
 def test_store_list_metrics_and_warmup() -> None:

@@ -182,3 +182,30 @@ def test_store_twin_series_part_exactly_at_the_first_warmup_sample() -> None:
     assert store._all["accept_len"] is not store._post["accept_len"]
     for mine, theirs in ((store._all, ref.all), (store._post, ref.post)):
         assert {k: _state(v) for k, v in mine.items()} == {k: _state(v) for k, v in theirs.items()}
+
+
+def test_empty_and_near_miss_lines_and_both_float_modes_scan_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The combined regex of the block path (one findall per block, one tuple per line): empty
+    lines, a layout's line cut short or one digit turned into a letter, lines of two layouts that
+    share metrics interleaved; and the texts-to-floats memo both while it holds every text and
+    after it gave up (too many distinct texts: float() of each)."""
+    from specdebug.core.logs import blockscan
+
+    rng = random.Random(8)
+    lines = [ARGS, READY]
+    for line in server_lines(rng, 3000):
+        r = rng.random()
+        if r < 0.03:
+            lines.append("")
+        elif r < 0.05:
+            lines.append(line[: len(line) // 2])
+        elif r < 0.07:
+            lines.append(line.replace("1", "l", 1))
+        lines.append(line)
+    data = ("\n".join(lines) + "\n\n").encode()
+    assert_same(data, (1 << 20, 3000), ("auto", "sglang"))
+    monkeypatch.setattr(blockscan, "MEMO_MAX", 8)
+    blockscan._combined.cache_clear()  # (fresh memos)
+    assert_same(data, (1 << 20,), ("sglang",))

@@ -100,7 +100,10 @@ class AcceptRates:
             out = [rate / 100.0 for rate in cols[names.index("draft_acceptance_rate")]]
         elif event == "decode_batch" and "accept_len" in names:
             lengths = cols[names.index("accept_len")]
-            if "accept_rate" in names:
+            if "accept_rate" in names and (self.draft_tokens is None or self.draft_tokens < 2):
+                if lengths:  # (which_definition cannot tell without them)
+                    self.seen[UNKNOWN] += len(lengths)
+            elif "accept_rate" in names:
                 dt = self.draft_tokens
                 self.seen.update(
                     which_definition(length, printed, dt) or UNKNOWN

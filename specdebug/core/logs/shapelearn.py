@@ -277,6 +277,7 @@ def _shape(b: _Builder, event: str, ts_group: int, steps: list[MetricStep]) -> S
         span_get=getter([groups[0] for *_, groups in steps]),
         span_names=tuple((name,) for _, name, _, _ in steps),
         metric_texts=grabber([b.inner[k] for k in metric_keys]),
+        metric_groups=tuple(b.inner[k] for k in metric_keys),
         metric_convs=tuple(b.conv[k] for k in metric_keys),
     )
 

@@ -65,6 +65,7 @@ class Shape:
     # whether every line it can match is one the scrubber leaves as it is (`block_safe`)
     metric_texts: Callable[[re.Match[str]], tuple[str, ...]] = lambda m: ()
     metric_convs: tuple[Callable[[str], Any], ...] = ()
+    metric_groups: tuple[int, ...] = ()  # the groups metric_texts reads
     block_safe: bool = False
 
     def extract(
@@ -153,18 +154,6 @@ class ShapeCache:
         if len(self.shapes) >= MAX_SHAPES:
             self.shapes.pop()
         self.shapes.append(shape)
-
-
-def metric_columns(shape: Shape, matches: Sequence[re.Match[str]]) -> list[list[float]]:
-    """The plain metrics of lines `shape` matched, one column per metric (`metric_names` order):
-    the values `extract` gives, float(conv(text)), in C loops over the whole run."""
-    texts = zip(*map(shape.metric_texts, matches), strict=True)
-    # an int or float class's text straight to float: float(int(t)) and float(float(t)) round the
-    # same decimal the same way (correctly rounded, half to even) as float(t)
-    return [
-        list(map(float, col if conv is int or conv is float else map(conv, col)))
-        for conv, col in zip(shape.metric_convs, texts, strict=True)
-    ]
 
 
 def grabber(groups: Sequence[int]) -> Callable[[re.Match[str]], tuple[Any, ...]]:
