@@ -50,6 +50,22 @@ async def follow_matches(
         await batches.aclose()
 
 
+def parser_follower(
+    remote: Remote, path: str, parser: LogParser, *, offset: int | None, once: bool, runs: bool
+) -> Follower:
+    """A follower that selects on the box what `parser` wants (its patterns, named for the cut
+    report; runs only for a plain grep parser)."""
+    return Follower(
+        remote,
+        path,
+        prefilter=parser.candidate_patterns(),
+        offset=offset,
+        once=once,
+        names=parser.pattern_names(),
+        runs=runs and parser.takes_runs(),
+    )
+
+
 async def follow_match_batches(
     remote: Remote,
     path: str,
@@ -66,14 +82,8 @@ async def follow_match_batches(
     runs: the caller takes PlainRun items too (a block of plain grep lines, printed as they are:
     no match object, no scrub call per line); only a plain grep parser (`takes_runs`) makes them."""
     if follower is None:
-        follower = Follower(
-            remote,
-            path,
-            prefilter=parser.candidate_patterns(),
-            offset=0 if from_start else offset,
-            once=once,
-            names=parser.pattern_names(),
-            runs=runs and parser.takes_runs(),
+        follower = parser_follower(
+            remote, path, parser, offset=0 if from_start else offset, once=once, runs=runs
         )
     cut_seen = len(parser.cut_patterns)
     batches = follower.batches()
@@ -122,14 +132,8 @@ async def follow_target_logs(
             where = await box_path(remote, path or node.profile.server.log_file)
             parser = make_parser()
             offset = await this_run_offset(remote, node.profile.name) if this_run else None
-            follower = Follower(
-                remote,
-                where,
-                prefilter=parser.candidate_patterns(),
-                offset=0 if from_start else offset,
-                once=once,
-                names=parser.pattern_names(),
-                runs=runs and parser.takes_runs(),
+            follower = parser_follower(
+                remote, where, parser, offset=0 if from_start else offset, once=once, runs=runs
             )
             if on_follower is not None:
                 on_follower(node, follower)
