@@ -180,7 +180,7 @@ def run_verb(name: str, argv: list[str], *, ask_agent: bool = True) -> int:
         answered = try_run(name, argv)  # a running local agent (kept connections) answers without imports
         if answered is not None:
             return answered
-    from specdebug.core.control.records import set_acting
+    from specdebug.acting import set_acting
     from specdebug.verbs.table import deepest, verb_parser
 
     set_acting(f"specdebug {name}")  # named in the marks this run leaves on server records

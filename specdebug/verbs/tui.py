@@ -171,7 +171,7 @@ def run_tui_from_argv(argv: list[str]) -> int:
     if not has_terminal():
         out(f"specdebug: {NO_TERMINAL}", file=sys.stderr)
         return 2
-    from specdebug.core.control.records import set_acting
+    from specdebug.acting import set_acting
     from specdebug.core.profiles import ProfileError
     from specdebug.remote.api import HostSpecError
     from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, SSHOptions, connect_host

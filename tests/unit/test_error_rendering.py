@@ -26,7 +26,9 @@ HINT = "to use another port, change `--port 30000` in [server] argv"
 def verb_raising(monkeypatch: pytest.MonkeyPatch, func) -> None:
     parser = argparse.ArgumentParser(prog="specdebug launch")
     parser.set_defaults(func=func)
-    monkeypatch.setattr(cli, "verb_parser", lambda name: parser)
+    from specdebug.verbs import table
+
+    monkeypatch.setattr(table, "verb_parser", lambda name: parser)  # cli imports it when a verb runs
     monkeypatch.setenv("SPECDEBUG_NO_AGENT", "1")
 
 

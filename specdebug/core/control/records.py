@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from specdebug.acting import acting
 from specdebug.capability import require_write
 from specdebug.core.fingerprint import server_host, url_host
 from specdebug.core.model import Model
@@ -40,16 +41,6 @@ DEFAULT_STATE_DIR = "~/.specdebug/servers"  # on the box; `~` is the box user's 
 MAX_RECORD_BYTES = 1 << 20  # box/procctl.py's MAX_STATE: what read_state (stop, status) accepts
 
 
-ACTING = "specdebug"  # what this process is, for the marks it leaves on records (set_acting)
-
-
-def set_acting(what: str) -> None:
-    """Name this process for the marks it writes (`specdebug stop`, `specdebug bisect`, the TUI):
-    another session reading a record then says who stopped or launched its server."""
-    global ACTING
-    ACTING = what
-
-
 class ActorMark(Model):
     """Who acted on a server (stopped or launched it): the specdebug run, its user, host and PID, and when.
 
@@ -68,7 +59,7 @@ class ActorMark(Model):
             user = getpass.getuser()
         except (KeyError, OSError):
             user = str(os.getuid())
-        return cls(what=ACTING, user=user, host=socket.gethostname(), pid=os.getpid(), at=clock())
+        return cls(what=acting(), user=user, host=socket.gethostname(), pid=os.getpid(), at=clock())
 
     def is_this_process(self) -> bool:
         return self.pid == os.getpid() and self.host == socket.gethostname()
