@@ -385,6 +385,9 @@ async def py_spy(
                 "--rate",
                 "500",
                 "--gil",
+                # never ptrace-stop it: blocking py-spy lost bytes a profiled Python wrote to a pipe
+                # (1 MB of 250 MB in a plain writer beside it; here lines of grep's output)
+                "--nonblocking",
                 "-o",
                 str(into / f"{tag}-{name}.txt"),
             ]
@@ -471,7 +474,21 @@ async def phase_once(
         for sp in spies:
             await sp.wait()
         for r in readers:
-            await r.until(base[r.name] + n, 60)
+            try:
+                await r.until(base[r.name] + n, 60)
+            except TimeoutError:  # say where it stands before giving up: its client and box stacks
+                for pid in [r.proc.pid, *r.box_pids] if r.proc else []:  # type: ignore[union-attr]
+                    dump = await asyncio.create_subprocess_exec(
+                        shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy"),
+                        "dump",
+                        "--locals",
+                        "--pid",
+                        str(pid),
+                        stdout=None,
+                        stderr=None,
+                    )
+                    await dump.wait()
+                raise
         wall = time.monotonic() - t0
         for r in readers:
             out[f"cli_{phase}_cpu_pct_{r.name}"] = 100 * (proc_cpu_s(r.proc.pid) - cpu0[r.name]) / wall  # type: ignore[union-attr]
@@ -640,16 +657,17 @@ async def cli_compare(
         "behind50k_s_tail_grep": out.get("cli_50k_behind_s_tail|grep", float("nan")),
     }
     kept_up = goals["behind50k_s"] <= goals["behind50k_s_tail_grep"] + 1.0
-    met = {
+    met: dict[str, bool | None] = {  # None: that phase did not run
         "throughput >= 0.8x": goals["tp_ratio"] >= 0.8,
-        "lag p99 at 10k within 10 ms": goals["lat10k_p99_diff_ms"] <= 10,
-        "keeps up at 50k": kept_up,
-        "client CPU at 50k <= 2x": goals["cpu50k_ratio"] <= 2,
+        "lag p99 at 10k within 10 ms": None if args.cli_rate != 10_000 else goals["lat10k_p99_diff_ms"] <= 10,
+        "keeps up at 50k": None if args.cli_high_rate != 50_000 else kept_up,
+        "client CPU at 50k <= 2x": None if args.cli_high_rate != 50_000 else goals["cpu50k_ratio"] <= 2,
     }
-    print("goals: " + "; ".join(f"{k}: {'met' if v else 'MISSED'}" for k, v in met.items()), flush=True)
+    said = {True: "met", False: "MISSED", None: "not measured (other rate)"}
+    print("goals: " + "; ".join(f"{k}: {said[v]}" for k, v in met.items()), flush=True)
     out.update({f"goal_{k}": v for k, v in goals.items()})
-    out["goals_met"] = float(sum(met.values()))
-    out["goals"] = float(len(met))
+    out["goals_met"] = float(sum(v is True for v in met.values()))
+    out["goals"] = float(sum(v is not None for v in met.values()))
     return {k.replace("|", "_"): v for k, v in out.items()}
 
 
