@@ -23,7 +23,7 @@ from specdebug.core.control.monitor import (
     StateChanged,
     record_now,
 )
-from specdebug.core.control.records import ServerRecord, StopResult
+from specdebug.core.control.records import ServerRecord, StopResult, main_process_exit
 from specdebug.core.deployment.control import DeploymentStop, NodeEvent
 from specdebug.core.deployment.place import Deployment
 from specdebug.core.deployment.status import DeploymentStatus
@@ -241,9 +241,24 @@ async def watch_deployment_liveness(
         gone = monitor.nodes[host].gone(pids)  # who ended it: the record's stop mark, or a newer run
         return pids, health, await record_now(remotes[host], node.profile.name) if gone else None
 
-    while monitor.state in LIVE:
-        await asyncio.sleep(interval)
-        answers = await asyncio.gather(*(one(n.host) for n in nodes))
-        for node, got in zip(nodes, answers, strict=True):
-            if got is not None:
-                yield monitor.liveness(node.host, *got)
+    # each node's main process watched on its box (a pidfd in the resident helper): its end asks
+    # at once, not at the next interval (a kill -9 named in a round trip; issue 43)
+    leaders = [
+        asyncio.create_task(main_process_exit(remotes[n.host], rec))
+        for n in nodes
+        if (rec := monitor.nodes[n.host].record) is not None
+    ]
+    try:
+        while monitor.state in LIVE:
+            waiting = [t for t in leaders if not t.done()]
+            if waiting:
+                await asyncio.wait(waiting, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await asyncio.sleep(interval)
+            answers = await asyncio.gather(*(one(n.host) for n in nodes))
+            for node, got in zip(nodes, answers, strict=True):
+                if got is not None:
+                    yield monitor.liveness(node.host, *got)
+    finally:
+        for t in leaders:
+            t.cancel()
