@@ -226,7 +226,9 @@ _NUMBER_RE = re.compile(r"^[+-]?\d+(\.\d+)?$")
 
 
 def _triggers(text: str) -> bool:
-    """Cheap test before the regexes: most log lines (batch stats) hold none of these."""
+    """Cheap test before the regexes: most log lines (batch stats) hold none of these.  A word is
+    searched at ~2 ns a character, one character at memchr speed: the upper-case words only where
+    their rare capital is there at all (grep's runs pass here, issue 43)."""
     return (
         "=" in text
         or "--" in text
@@ -234,9 +236,9 @@ def _triggers(text: str) -> bool:
         or '"' in text
         or "'" in text
         or "earer" in text
-        or "EARER" in text
+        or ("R" in text and "EARER" in text)
         or "asic" in text
-        or "ASIC" in text
+        or ("C" in text and "ASIC" in text)
     )
 
 
