@@ -92,7 +92,9 @@ async def pane_warning(remote, profile_path: Path) -> list[str]:
 
 async def test_launch_and_restart_refuse_gpus_another_server_holds(sshd, remote, tmp_path: Path) -> None:
     names = [unique("holder"), unique("second"), unique("apart")]
-    holder, second, apart = (gpu_profile(tmp_path, n, g) for n, g in zip(names, ["0,1", "1,2", "2,3"]))
+    holder, second, apart = (
+        gpu_profile(tmp_path, n, g) for n, g in zip(names, ["0,1", "1,2", "2,3"], strict=True)
+    )
     try:
         first = await run_cli(sshd, "launch", "-c", str(holder), "--json")
         assert first.returncode == 0, first.stderr[-2000:]
@@ -103,7 +105,9 @@ async def test_launch_and_restart_refuse_gpus_another_server_holds(sshd, remote,
         refused = await run_cli(sshd, "launch", "-c", str(second))
         assert refused.returncode == 1, refused.stdout + refused.stderr
         said = refused.stderr
-        assert f"launch: {names[0]} (PID {pid}, port {held['port']}, launched by specdebug launch" in said, said
+        assert f"launch: {names[0]} (PID {pid}, port {held['port']}, launched by specdebug launch" in said, (
+            said
+        )
         assert "holds GPU 1 (CUDA_VISIBLE_DEVICES=0,1; this launch: 1,2)" in said, said
         assert f"`specdebug stop gpubox -c PROFILE` (PROFILE: {names[0]}'s file)" in said, said
         assert f"`kill -TERM -- -{pgid}` on gpubox" in said, said
@@ -112,7 +116,9 @@ async def test_launch_and_restart_refuse_gpus_another_server_holds(sshd, remote,
 
         # the TUI's warning for the same target is the verb's, line for line
         warned = await pane_warning(remote, second)
-        verb_lines = [line.removeprefix("specdebug: launch: ") for line in said.splitlines() if "runs on gpubox" in line]
+        verb_lines = [
+            line.removeprefix("specdebug: launch: ") for line in said.splitlines() if "runs on gpubox" in line
+        ]
         assert warned == verb_lines, (warned, verb_lines)
 
         as_json = await run_cli(sshd, "launch", "-c", str(second), "--json")
