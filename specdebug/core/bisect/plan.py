@@ -5,16 +5,16 @@ indices to apply to the good config) and is told the answer (`answer(reading)`: 
 good-bad gap that config shows, or None when it could not be measured); the caller owns launching,
 repeating within the noise, caching and judging.
 
-* Split: a set with a measured effect is halved and its first half measured.  The half carries the
-  whole effect -> the other half is cleared (one culprit costs about log2 N launches); the half
-  carries none -> the other half is inferred to carry it; part of it -> the other half is measured
-  too and both are searched, down to one knob at a time (independent contributors, each its share).
-* A knob inferred to carry an effect is always measured alone; when it shows none, the effect needs
-  knobs together, and delta debugging (Zeller and Hildebrandt's ddmin) over the set whose effect
-  was measured finds a 1-minimal set that reproduces it: an interaction, shown by the numbers.
-* Confirmation: the bad profile with the culprits restored (every other knob applied) must measure
-  as the good end within the noise.  When it does not, the good end is measured again (drift?),
-  then the rest is searched for what remains, twice at most; what is left is reported unexplained.
+* The search (search.py): a set with a measured effect is halved; the half carries the whole effect ->
+  the other half is cleared; none -> the other half is inferred to carry it; part of it -> both are
+  searched, the larger share first, down to one knob at a time.  A knob inferred to carry an effect is
+  measured alone; when it shows none, delta debugging finds the minimal set that hurts only together.
+  A set inside a measured set that showed no effect is not launched (shares of time add).
+* Confirmation: the bad profile with the culprits restored (every other knob applied) must read as the
+  good end within the noise; when it does not, the rest is searched as a set (split, then ddmin),
+  twice at most, or, when the engine's launch budget cannot pay for that search, said as one
+  unresolved set with its share.  No culprit stands on this alone: the engine fits every reading of
+  the run (verify.py) before an answer with exit 0.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """The bisection engine: the async iterator of typed events that the Bisect pane and the verb consume.
 
-Ends first (each at least twice, more while the gap is within the noise; proven apart), then the
+Ends first (once each when the noise known tells them 15 % apart, else again: ends.py), then the
 plan's questions answered one by one, repeated while a reading cannot decide: from this
-bisection's fresh journaled measurements when there are some, else by a trial.  Judging is the
-judge's; the search is the plan's; launching is the trial's.  Controls for a front end: pause
-after the current trial, a judgement by hand, measure a config again.
+bisection's fresh journaled measurements when there are some, else by a trial; then the additive fit
+over every reading before any answer with exit 0 (verify_phase.py), all within one knob at a time's
+launches.  Judging is the judge's; the search is the plan's; launching is the trial's.  Controls for a
+front end: pause after the current trial, a judgement by hand, measure a config again.
 """
 
 from __future__ import annotations
