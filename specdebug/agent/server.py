@@ -9,7 +9,7 @@ one `{"rc": code}` (or, before any output, a refusal: the agent found its code c
 The caller's identity (version, package folder, interpreter) is compared at once; the stamp of the
 source files (agent.paths.code_stamp, 10-30 ms) is taken beside the verb, whose output is held until it
 agrees, so the caller pays no file scan of its own.  The verb runs through the same parser and function as on the direct path; only
-`open_remote` differs (verbs.common.KEPT: a connection kept per login, with its resident helper).
+`open_remote` differs (verbs.connecting.KEPT: a connection kept per login, with its resident helper).
 
 A peer of another uid is refused; so is a request of another protocol, of other settings (the
 environment the verb would see differs from the caller's: it runs directly) or of other code or
@@ -275,7 +275,8 @@ class Agent:
 
     async def _attempt(self, verb: str, argv: list[str], out: _Output) -> int:
         from specdebug.errors import SpecdebugError
-        from specdebug.verbs.common import KEPT, VerbExit, fail
+        from specdebug.verbs.common import VerbExit, fail
+        from specdebug.verbs.connecting import KEPT
 
         async def kept(host: str, args: argparse.Namespace) -> Connection:
             remote, check = await self.kept.get(host, args)
