@@ -415,7 +415,9 @@ def start_agent(sock_path: Path | str, verb: str, argv: list[str]) -> None:
         return
     assert child.stdin is not None
     try:
-        child.stdin.write(dumps([verb, *argv]).encode() + b"\n")  # far below a pipe's buffer
+        child.stdin.write(
+            dumps({"warm": [verb, *argv], "after": os.getpid()}).encode() + b"\n"
+        )  # far below a pipe's buffer
         child.stdin.close()
     except OSError:
         pass
