@@ -28,9 +28,9 @@ class _LazyPattern:
 # in-process sshd) imports this package before asyncssh.  Only deprecation notices attributed to
 # asyncssh's own modules are dropped; every other warning shows as before.  This is what
 # `filterwarnings("ignore", message=r".*\bdeprecated\b", module=r"asyncssh(\.|$)")` adds, without
-# importing `re` at start.
+# importing `re` at start (each warning reads the list afresh; the registry version filterwarnings
+# also bumps only forgets warnings already shown, and an ignore filter shows none).
 _warnings.filters.insert(  # type: ignore[attr-defined]
     0,
     ("ignore", _LazyPattern(r".*\bdeprecated\b", 2), Warning, _LazyPattern(r"asyncssh(\.|$)"), 0),  # 2: re.I
 )
-_warnings._filters_mutated()  # type: ignore[attr-defined]
