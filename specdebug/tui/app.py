@@ -24,7 +24,7 @@ from textual.driver import Driver
 from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import Footer, Header, Static, TabbedContent, TabPane, Tabs
+from textual.widgets import Header, Static, TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState
 
 from specdebug.capability import hold_readonly
@@ -44,6 +44,7 @@ from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.screens.help import keys_label
 from specdebug.tui.settings import KEYMAP_FILE, LAYOUT_DIRS, KeymapFile, find_layout, load_keymap
 from specdebug.tui.store import EndPick, JournalNews, ServerNews
+from specdebug.tui.widgets.keybar import KeyBar
 from specdebug.tui.widgets.seats import JournalFollower, SeatsBar, SeatsProvider
 from specdebug.tui.widgets.steady import Steady
 
@@ -143,6 +144,9 @@ class SpecdebugApp(App[None]):
     ) -> None:
         self.layout_path = find_layout(layout)
         super().__init__(css_path=[self.layout_path])
+        # no animations: the tab bar's underline slid for ~0.3 s after every pane switch, ~15 full
+        # screen updates each (a switch cost 1.5x its CPU with them); a debugger's screen jumps
+        self.animation_level = "none"
         self.ctx = ctx
         self.set_reactive(SpecdebugApp.profile, ctx.profile)
         self.set_reactive(SpecdebugApp.selected, ctx.selected)
@@ -174,7 +178,7 @@ class SpecdebugApp(App[None]):
                         journal_news=SpecdebugApp.journal_news,
                         end_pick=SpecdebugApp.end_pick,
                     )
-        yield Footer()
+        yield KeyBar()
 
     async def on_mount(self) -> None:
         for problem in self._keymap.problems if isinstance(self._keymap, KeymapFile) else ():
