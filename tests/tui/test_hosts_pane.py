@@ -21,8 +21,16 @@ async def test_hosts_pane_shows_connected_host_and_gpus(sshd):
     app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox"))
     async with app.run_test(size=(140, 40)) as pilot:
         pane = app.query_one(HostsPane)
-        assert await until(pilot, lambda: "gpubox" in pane.infos, 60.0), "condition not reached"
         table = app.query_one("#hosts-table", DataTable)
+        gpus = app.query_one("#gpu-table", DataTable)
+
+        # the table takes the hosts' news in batches (hosts.BATCH_S): wait for what it shows
+        def shown() -> bool:
+            return (
+                "gpubox" in pane.infos and str(table.get_cell("gpubox", "gpus")) != "" and gpus.row_count > 0
+            )
+
+        assert await until(pilot, shown, 60.0), "condition not reached"
         row = [str(c) for c in table.get_row("gpubox")]
         assert row[1].startswith("connected")
         assert row[3] == pane.infos["gpubox"].hostname and row[2].startswith("4")  # gpus after the state
