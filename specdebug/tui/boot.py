@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from textual.binding import Binding
 
+from specdebug.errors import SpecdebugError
+
 if TYPE_CHECKING:
     from textual.command import Provider
 
@@ -55,7 +57,7 @@ def binding_ids() -> set[str]:
     return ids
 
 
-class BootFailed(Exception):
+class BootFailed(SpecdebugError):
     """What the command line cannot open (a bad host, a profile that does not load): said on stderr."""
 
 
