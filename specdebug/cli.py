@@ -193,7 +193,20 @@ def run_verb(name: str, argv: list[str], *, ask_agent: bool = True) -> int:
         return 2
     from specdebug.errors import SpecdebugError
     from specdebug.verbs.common import VerbExit, fail
+    from specdebug.verbs.connecting import ONE_SHOT, OPENSSH_VERBS
 
+    if name in OPENSSH_VERBS:  # no agent answered: this verb's connection goes through the system's ssh,
+        ONE_SHOT.set(True)  # whose handshake starts now, beside the imports of what the verb runs
+        if getattr(args, "host", None):
+            from specdebug.remote.openssh import start_early
+            from specdebug.verbs.connecting import DEFAULT_CONNECT_TIMEOUT_S
+
+            start_early(
+                args.host,
+                getattr(args, "ssh_config", None),
+                accept_new=bool(getattr(args, "accept_new_host_key", False)),
+                connect_timeout=getattr(args, "connect_timeout", DEFAULT_CONNECT_TIMEOUT_S),
+            )
     try:
         return _finish(args.func(args))
     except VerbExit as exc:

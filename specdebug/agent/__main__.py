@@ -2,6 +2,6 @@
 
 import sys
 
-from specdebug.agent.server import main
+from specdebug.agent.lifecycle import main
 
 sys.exit(main())

@@ -1,8 +1,10 @@
 """The verb side of the agent: send argv to a running agent, print what it answers (stdlib only).
 
 Imported by `cli.py` for every verb the agent serves, before anything else (not even the verb table):
-when an agent answers, the process imports os, socket and json and nothing of specdebug but this
-module and agent/paths.py (no pathlib, no argparse; `python -X importtime` shows it).  The agent
+when an agent answers, the process imports the C modules `_socket`, `_json` and `zlib` and nothing of
+specdebug but this module, agent/paths.py and agent/wire.py (no json, socket or re: their imports
+cost more than the interpreter's start; no pathlib, no argparse; `python -X importtime` shows it,
+tests/unit/test_agent_fastpath.py holds it).  The agent
 parses the argv with the verb's own parser and says when a request needs this process (a local
 file, --follow): then the verb runs here, without a note.  When none runs, the verb takes the direct path in this
 process and an agent is started in the background for the next verbs (as the first `ssh` does with
@@ -17,9 +19,7 @@ after one line on stderr saying why.  An agent of other code or another interpre
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import sys
 
 from specdebug.agent import AGENT_VERBS
@@ -31,12 +31,13 @@ from specdebug.agent.paths import (
     runtime_folder,
     socket_name,
 )
+from specdebug.agent.wire import Connection, dumps, loads
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy takes the name as True)
 
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import BinaryIO, TextIO
+    from typing import TextIO
 
 PROTOCOL = 3
 __all__ = ["AGENT_VERBS", "try_run"]
@@ -116,7 +117,7 @@ def try_run(
     cwd = os.getcwd()
     argv = absolute_paths(argv, cwd)
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = Connection()
     wait = handshake_s()
     try:
         sock.settimeout(min(1.0, wait))
@@ -139,10 +140,9 @@ def try_run(
             "identity": caller_identity(),
         }
         sock.settimeout(wait)
-        sock.sendall(json.dumps(request).encode() + b"\n")
-        replies = sock.makefile("rb")
+        sock.send(request)
         try:
-            first = json.loads(replies.readline(MAX_REPLY_LINE) or b"null")
+            first = loads(sock.readline(MAX_REPLY_LINE) or b"null")
         except TimeoutError:
             note(f"the agent did not answer within {wait:g} s; {_direct(sock_path)}", stderr)
             return None
@@ -154,7 +154,7 @@ def try_run(
             _refused(first, sock_path, verb, argv, stderr)
             return None
         sock.settimeout(QUIET_S)
-        return _relay(replies, stdout, stderr, sock_path, verb, argv)
+        return _relay(sock, stdout, stderr, sock_path, verb, argv)
     except OSError as exc:
         note(f"the agent's connection failed ({_why(exc)}); {_direct(sock_path)}", stderr)
         return None
@@ -170,7 +170,7 @@ def _isatty(stream: TextIO) -> bool:
 
 
 def _why(exc: OSError) -> str:
-    return "timed out" if isinstance(exc, TimeoutError | socket.timeout) else (exc.strerror or str(exc))
+    return "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
 
 
 def _direct(sock_path: str) -> str:
@@ -195,7 +195,7 @@ def _refused(reply: object, sock_path: str, verb: str, argv: list[str], stderr: 
 
 
 def _relay(
-    replies: BinaryIO, stdout: TextIO, stderr: TextIO, sock_path: str, verb: str, argv: list[str]
+    replies: Connection, stdout: TextIO, stderr: TextIO, sock_path: str, verb: str, argv: list[str]
 ) -> int | None:
     """Print the agent's output as it comes; None when it ended (or went quiet) before saying anything,
     or found (beside the verb, before showing anything) that it runs other code: it is replaced."""
@@ -203,7 +203,7 @@ def _relay(
     try:
         for raw in iter(lambda: replies.readline(MAX_REPLY_LINE), b""):
             try:
-                reply = json.loads(raw)
+                reply = loads(raw)
             except ValueError:
                 break
             if not isinstance(reply, dict) or "alive" in reply:
@@ -273,12 +273,12 @@ def _alive(pid: int) -> bool:
 
 def _ask(sock_path: Path | str, what: str, timeout: float) -> dict[str, object] | None:
     """One control request (status, stop) to the agent at `sock_path`; None when it does not answer."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = Connection()
     try:
         sock.settimeout(timeout)
         sock.connect(str(sock_path))
-        sock.sendall(json.dumps({"v": PROTOCOL, "control": what}).encode() + b"\n")
-        reply = json.loads(sock.makefile("rb").readline(MAX_REPLY_LINE) or b"null")
+        sock.send({"v": PROTOCOL, "control": what})
+        reply = loads(sock.readline(MAX_REPLY_LINE) or b"null")
     except (OSError, ValueError):
         return None
     finally:
@@ -415,7 +415,9 @@ def start_agent(sock_path: Path | str, verb: str, argv: list[str]) -> None:
         return
     assert child.stdin is not None
     try:
-        child.stdin.write(json.dumps([verb, *argv]).encode() + b"\n")  # far below a pipe's buffer
+        child.stdin.write(
+            dumps({"warm": [verb, *argv], "after": os.getpid()}).encode() + b"\n"
+        )  # far below a pipe's buffer
         child.stdin.close()
     except OSError:
         pass

@@ -75,8 +75,16 @@ def caller_identity() -> dict[str, str]:
     return {
         "version": str(getattr(specdebug, "__version__", "?")),
         "package": os.path.dirname(specdebug.__file__),
-        "python": f"{sys.executable} {sys.version.split()[0]}",
+        "python": interpreter(),
     }
+
+
+def interpreter() -> str:
+    """The interpreter as an agent must match it: the program's real file and the environment it runs
+    in (sys.prefix: a venv), and its version; not the name it was started by (the console script's
+    `#!.venv/bin/python3` and `python -m specdebug` are one interpreter, and two agents replaced each
+    other on every call when they alternated)."""
+    return f"{os.path.realpath(sys.executable)} in {sys.prefix} {sys.version.split()[0]}"
 
 
 def code_identity() -> dict[str, str]:

@@ -83,7 +83,7 @@ class KeptConnections:
         """A connected remote for this host and settings, and for a kept one the check (running) that
         its host key is unchanged and trusted: the caller answers from it only once that says True
         (False drops it).  Raises RemoteError like `connect`."""
-        from specdebug.verbs.common import DEFAULT_CONNECT_TIMEOUT_S, connect, make_remote
+        from specdebug.verbs.connecting import DEFAULT_CONNECT_TIMEOUT_S, connect, make_remote
 
         key = connection_key(host, args)
         name = _name(host, args)

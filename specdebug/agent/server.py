@@ -9,7 +9,7 @@ one `{"rc": code}` (or, before any output, a refusal: the agent found its code c
 The caller's identity (version, package folder, interpreter) is compared at once; the stamp of the
 source files (agent.paths.code_stamp, 10-30 ms) is taken beside the verb, whose output is held until it
 agrees, so the caller pays no file scan of its own.  The verb runs through the same parser and function as on the direct path; only
-`open_remote` differs (verbs.common.KEPT: a connection kept per login, with its resident helper).
+`open_remote` differs (verbs.connecting.KEPT: a connection kept per login, with its resident helper).
 
 A peer of another uid is refused; so is a request of another protocol, of other settings (the
 environment the verb would see differs from the caller's: it runs directly) or of other code or
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextvars
-import fcntl
 import gc
 import inspect
 import io
@@ -44,8 +43,6 @@ from specdebug.agent.paths import (
     code_stamp,
     env_differences,
     env_fingerprint,
-    is_private,
-    pid_path,
 )
 from specdebug.agent.pool import KeptConnections
 
@@ -55,7 +52,6 @@ if TYPE_CHECKING:
 DEFAULT_IDLE_S = 600.0
 MAX_REQUEST = 1 << 20
 CALLER_WAIT_S = 10.0  # a caller must send its request, and read replies, within this
-LOCK_WAIT_S = 10.0  # a new agent waits this long for the one it replaces to let go of the socket
 
 _SINK: contextvars.ContextVar[Callable[[str, str], None] | None] = contextvars.ContextVar(
     "sink", default=None
@@ -275,7 +271,8 @@ class Agent:
 
     async def _attempt(self, verb: str, argv: list[str], out: _Output) -> int:
         from specdebug.errors import SpecdebugError
-        from specdebug.verbs.common import KEPT, VerbExit, fail
+        from specdebug.verbs.common import VerbExit, fail
+        from specdebug.verbs.connecting import KEPT
 
         async def kept(host: str, args: argparse.Namespace) -> Connection:
             remote, check = await self.kept.get(host, args)
@@ -310,19 +307,6 @@ class Agent:
             await asyncio.sleep(min(5.0, self.idle_s / 4))
             if self.active == 0 and time.monotonic() - self.last > self.idle_s:
                 self.done.set()
-
-
-async def prewarm(agent: Agent, verb_argv: list[str]) -> None:
-    """Open the connection the verb that started this agent needed, so the next one finds it warm."""
-    try:
-        if verb_argv and verb_argv[0] in AGENT_VERBS:
-            args, _ = _parser(verb_argv[0]).parse_known_args(verb_argv[1:])
-            if getattr(args, "host", None):
-                _, check = await agent.kept.get(args.host, args)
-                if check is not None:
-                    await check
-    except (Exception, SystemExit):
-        pass  # the next request connects and reports in the verb's own words
 
 
 _PARSERS: dict[str, argparse.ArgumentParser] = {}
@@ -379,85 +363,3 @@ def _identity_difference(mine: dict[str, str], theirs: object) -> str:
     if mine.get("python") != theirs.get("python"):
         return f"it runs under {mine.get('python')}, the caller under {theirs.get('python')}"
     return "its code changed since it started"
-
-
-async def _take_lock(path: Path) -> Any:
-    """The agent's pid file, locked for its life; None when another agent keeps it past LOCK_WAIT_S
-    (one this agent replaces lets go within that time)."""
-    deadline = time.monotonic() + LOCK_WAIT_S
-    while True:
-        lock = open(path, "a+")  # noqa: SIM115 - held for the agent's life
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            # the agent that let go removes its pid file first: a lock on that removed file is no lock
-            if os.fstat(lock.fileno()).st_ino == os.stat(path).st_ino:
-                return lock
-        except OSError:
-            pass
-        lock.close()
-        if time.monotonic() > deadline:
-            return None
-        await asyncio.sleep(0.1)
-
-
-async def serve(sock_path: Path, idle_s: float, warm: list[str] | None = None) -> int:
-    """Run until idle; 0 also when another agent already serves this socket."""
-    if not is_private(sock_path.parent):
-        return 2
-    lock = await _take_lock(pid_path(sock_path))
-    if lock is None:
-        return 0  # another agent holds it
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"{os.getpid()}\n")
-    lock.flush()
-    sock_path.unlink(missing_ok=True)
-    agent = Agent(sock_path, idle_s)
-    old_umask = os.umask(0o177)
-    try:
-        server = await asyncio.start_unix_server(agent.handle, path=str(sock_path), limit=MAX_REQUEST)
-    finally:
-        os.umask(old_umask)
-    import signal
-
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        asyncio.get_running_loop().add_signal_handler(signum, agent.done.set)
-    watch = asyncio.ensure_future(agent.idle_watch())
-    warming = asyncio.ensure_future(prewarm(agent, warm or []))
-    try:
-        await agent.done.wait()
-    finally:
-        watch.cancel()
-        warming.cancel()
-        server.close()
-        sock_path.unlink(missing_ok=True)
-        await agent.kept.close_all()
-        pid_path(sock_path).unlink(missing_ok=True)
-        lock.close()
-    return 0
-
-
-def _read_warm(stdin: Any) -> list[str]:
-    """The verb that started this agent, as JSON [verb, argv...] on stdin (not on the command line,
-    which every local user can read); empty when stdin says nothing."""
-    try:
-        if stdin is None or stdin.isatty():
-            return []
-        raw = stdin.buffer.readline(MAX_REQUEST) if hasattr(stdin, "buffer") else b""
-        warm = json.loads(raw or b"[]")
-    except (OSError, ValueError, TypeError):
-        return []
-    return [str(a) for a in warm] if isinstance(warm, list) else []
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specdebug.agent", description="specdebug's local agent")
-    ap.add_argument("--socket", required=True, help="the socket to serve (in the user's private folder)")
-    ap.add_argument(
-        "--idle", type=float, default=float(os.environ.get("SPECDEBUG_AGENT_IDLE_S", DEFAULT_IDLE_S))
-    )
-    args = ap.parse_args(argv)
-    warm = _read_warm(sys.stdin)
-    sys.stdout = _Routed("o", None)
-    sys.stderr = _Routed("e", None)
-    return asyncio.run(serve(Path(args.socket), args.idle, warm))

@@ -15,6 +15,8 @@ Op:  port_holder {port} -> {listening, pids, cmdline (of the lowest PID), owners
 from __future__ import annotations
 
 import os
+import socket
+import struct
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: never evaluated by the box's python3
@@ -25,17 +27,86 @@ ESTABLISHED = "01"
 MAX_PIDS = 4096
 
 
-def listening_inodes(
-    port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6"), uids: set[int] | None = None
-) -> set[str]:
-    """fd link texts (`socket:[INODE]`) of the sockets listening on `port` (their owners' uids,
-    which /proc/net/tcp shows for every user's socket, go into `uids`)."""
-    inodes = set()
+TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+TCP_LISTEN = 10  # the kernel's TCP state number of LISTEN (0A in /proc/net/tcp)
+SOCK_DIAG = 4  # NETLINK_SOCK_DIAG
+SOCK_DIAG_BY_FAMILY, NLMSG_ERROR, NLMSG_DONE = 20, 2, 3
+NLM_F_REQUEST_DUMP = 0x301  # NLM_F_REQUEST | NLM_F_DUMP
+
+
+def listeners(tables: tuple[str, ...] = TABLES) -> list[tuple[int, int, str]]:
+    """(port, owner uid, fd link text `socket:[INODE]`) of every TCP socket listening (any user's).
+
+    From the kernel's sock_diag netlink where it answers: it walks the listening sockets only, ~0.1 ms,
+    where /proc/net/tcp (and tcp6, even when empty) walks every socket of the machine, ~4 ms each on a
+    box with a few hundred connections, which was 80 % of a warm `status`.  Else from the tables."""
+    if tables == TABLES:
+        found = _diag_listeners(socket.AF_INET)
+        found6 = _diag_listeners(socket.AF_INET6) if found is not None else None
+        if found is not None and found6 is not None:
+            return found + found6
+    rows: list[tuple[int, int, str]] = []
     for f in _tcp_rows(tables):
-        if f[3] == LISTEN and int(f[1].rsplit(":", 1)[1], 16) == port:
-            inodes.add(f"socket:[{f[9]}]")
-            if uids is not None and f[7].isdigit():
-                uids.add(int(f[7]))
+        if f[3] == LISTEN:
+            try:
+                port = int(f[1].rsplit(":", 1)[1], 16)
+            except ValueError:
+                continue
+            rows.append((port, int(f[7]) if f[7].isdigit() else -1, f"socket:[{f[9]}]"))
+    return rows
+
+
+def _diag_listeners(family: int) -> list[tuple[int, int, str]] | None:
+    """The listening TCP sockets of one address family from sock_diag; None where it does not answer
+    (no netlink: not Linux, a sandbox), so the tables are read instead."""
+    try:
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, SOCK_DIAG)
+    except (AttributeError, OSError):
+        return None
+    try:
+        sock.settimeout(2.0)
+        # inet_diag_req_v2: family, protocol, ext, pad, states; then inet_diag_sockid (48 bytes, any)
+        req = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << TCP_LISTEN) + bytes(48)
+        sock.sendall(
+            struct.pack("=IHHII", 16 + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST_DUMP, 1, 0) + req
+        )
+        found: list[tuple[int, int, str]] = []
+        while True:
+            data = sock.recv(1 << 16)
+            if not data:
+                return None
+            at = 0
+            while at + 16 <= len(data):
+                length, kind = struct.unpack_from("=IH", data, at)
+                if kind == NLMSG_DONE:
+                    return found
+                if kind == NLMSG_ERROR or length < 16:
+                    return None
+                body = at + 16  # inet_diag_msg: family, state, timer, retrans, sockid (sport first), ...
+                if length >= 16 + 72 and data[body + 1] == TCP_LISTEN:
+                    port = struct.unpack_from("!H", data, body + 4)[0]
+                    uid, inode = struct.unpack_from("=II", data, body + 64)
+                    found.append((port, uid, f"socket:[{inode}]"))
+                at += (length + 3) & ~3
+    except (OSError, struct.error):
+        return None
+    finally:
+        sock.close()
+
+
+def listening_inodes(port: int, tables: tuple[str, ...] = TABLES, uids: set[int] | None = None) -> set[str]:
+    """fd link texts (`socket:[INODE]`) of the sockets listening on `port` (their owners' uids,
+    which the kernel shows for every user's socket, go into `uids`)."""
+    return _inodes_on(port, listeners(tables), uids)
+
+
+def _inodes_on(port: int, found: list[tuple[int, int, str]], uids: set[int] | None = None) -> set[str]:
+    inodes = set()
+    for listen_port, uid, inode in found:
+        if listen_port == port:
+            inodes.add(inode)
+            if uids is not None and uid >= 0:
+                uids.add(uid)
     return inodes
 
 
@@ -82,9 +153,9 @@ def _user(uid: int) -> str:
         return str(uid)
 
 
-def port_holder(port: int) -> dict[str, Any]:
+def port_holder(port: int, found: list[tuple[int, int, str]] | None = None) -> dict[str, Any]:
     uids: set[int] = set()
-    inodes = listening_inodes(port, uids=uids)
+    inodes = _inodes_on(port, listeners() if found is None else found, uids)
     pids = holders(inodes)
     cmd: list[str] = []
     if pids:
@@ -105,9 +176,10 @@ def port_holder(port: int) -> dict[str, Any]:
 
 def op_port_holder(req: dict[str, Any]) -> dict[str, Any]:
     port = int(req["port"])
-    out = port_holder(port)
+    found = listeners()  # read once: the holder and the free port come from the same look
+    out = port_holder(port, found)
     if out["listening"]:
-        out["free"], out["free_from"] = free_port_for(port)
+        out["free"], out["free_from"] = free_port_for(port, found)
     return out
 
 
@@ -115,16 +187,9 @@ PORTS_VAR = "SPECDEBUG_SIM_PORTS"  # LOW-HIGH (HIGH excluded): this login's bloc
 FREE_SCAN = 1000  # ports looked at above a taken one when the login has no block
 
 
-def listening_ports(tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> set[int]:
-    """Every port some socket listens on (any user's: the tables show them all)."""
-    ports = set()
-    for f in _tcp_rows(tables):
-        if f[3] == LISTEN:
-            try:
-                ports.add(int(f[1].rsplit(":", 1)[1], 16))
-            except ValueError:
-                continue
-    return ports
+def listening_ports(tables: tuple[str, ...] = TABLES) -> set[int]:
+    """Every port some socket listens on (any user's: the kernel shows them all)."""
+    return {port for port, _, _ in listeners(tables)}
 
 
 def _own_block() -> tuple[int, int] | None:
@@ -136,10 +201,10 @@ def _own_block() -> tuple[int, int] | None:
     return (lo, hi) if sep and 1024 <= lo < hi <= 65536 else None
 
 
-def free_port_for(port: int) -> tuple[int | None, str]:
+def free_port_for(port: int, found: list[tuple[int, int, str]] | None = None) -> tuple[int | None, str]:
     """A port to suggest instead of a taken one: nobody listens on it now (the launch checks again).
     This login's block first (two users of a box then never get the same suggestion), else above."""
-    taken = listening_ports()
+    taken = {p for p, _, _ in found} if found is not None else listening_ports()
     block = _own_block()
     if block is not None:
         for candidate in range(*block):
@@ -151,7 +216,7 @@ def free_port_for(port: int) -> tuple[int | None, str]:
     return None, ""
 
 
-def connected_inodes(port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> set[str]:
+def connected_inodes(port: int, tables: tuple[str, ...] = TABLES) -> set[str]:
     """fd link texts of the ESTABLISHED sockets whose remote end is on `port`."""
     inodes = set()
     for name in tables:

@@ -11,19 +11,23 @@ asyncssh is imported only when a verb connects: local verbs (scan FILE, profile)
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextvars
 import json
 import math
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO, cast, overload
 
 from specdebug.core.sanitize import visible
 from specdebug.errors import SpecdebugError
-from specdebug.remote.api import ConnState, ConnStatus, RemoteError
+from specdebug.remote.api import RemoteError
+
+# connecting is verbs/connecting.py's; these names are also imported from here
+from specdebug.verbs.connecting import DEFAULT_CONNECT_TIMEOUT_S as DEFAULT_CONNECT_TIMEOUT_S
+from specdebug.verbs.connecting import KEPT as KEPT
+from specdebug.verbs.connecting import connect as connect
+from specdebug.verbs.connecting import make_remote as make_remote
 
 if TYPE_CHECKING:
     from specdebug.core.boxjournal import BoxJournal
@@ -31,40 +35,6 @@ if TYPE_CHECKING:
     from specdebug.core.profiles import Profile
     from specdebug.core.target import Target
     from specdebug.remote.api import Connection, Remote
-
-DEFAULT_CONNECT_TIMEOUT_S = 15.0
-
-# set inside the local agent (specdebug.agent): open_remote takes a kept connection from it instead of
-# connecting and closing one per verb
-KEPT: contextvars.ContextVar[Callable[[str, argparse.Namespace], Awaitable[Connection]] | None] = (
-    contextvars.ContextVar("kept_connections", default=None)
-)
-
-# first-attempt failures a headless verb reports at once instead of retrying until the timeout
-_FAST_FAIL = (
-    ("name or service not known", "cannot resolve the host name"),
-    ("nodename nor servname", "cannot resolve the host name"),
-    ("no address associated with hostname", "cannot resolve the host name"),
-    ("temporary failure in name resolution", "cannot resolve the host name (DNS not answering)"),
-    ("connection refused", "connection refused"),
-    ("network is unreachable", "network is unreachable"),
-    ("no route to host", "no route to host"),
-)
-_NAME_HINT = (
-    "check the spelling; an ssh config alias is read from ~/.ssh/config or the file given with -F FILE"
-)
-_ROUTE_HINT = "the box cannot be reached from here: a VPN, or a jump host (ProxyJump in the ssh config)?"
-# what the user can do about each fast failure (verbs.common.fail prints it under the error)
-_FAST_FAIL_HINTS = {
-    "cannot resolve the host name": _NAME_HINT,
-    "cannot resolve the host name (DNS not answering)": "the resolver does not answer: check the network, or use an address",
-    "connection refused": (
-        "nothing listens on that SSH port: is sshd running on the box, and is the port right "
-        "(HOST:PORT, or Port in the ssh config)?"
-    ),
-    "network is unreachable": _ROUTE_HINT,
-    "no route to host": _ROUTE_HINT,
-}
 
 
 class VerbExit(Exception):
@@ -145,69 +115,6 @@ def add_host_args(parser: argparse.ArgumentParser, *, required: bool = True) -> 
         nargs=None if required else "?",
         help="HOST, user@HOST, user@HOST:PORT, an ssh config alias, or slurm:JOBID[:NODE]",
     )
-
-
-def make_remote(host: str, args: argparse.Namespace, *, helper: bool = True) -> Connection:
-    """helper=False: no resident probe helper (a one-shot verb pays the box's python3 start-up
-    for nothing; a few exec channels are cheaper)."""
-    from specdebug.remote.factory import (
-        ConnectOptions,
-        SSHOptions,
-        accept_and_save_keys,
-        connect_host,
-        refuse_unknown_keys,
-    )
-
-    policy = accept_and_save_keys if getattr(args, "accept_new_host_key", False) else refuse_unknown_keys
-    options = ConnectOptions(
-        ssh=SSHOptions(ssh_config=getattr(args, "ssh_config", None), on_host_key=policy),
-        state_dir=getattr(args, "state_dir", None),
-        use_helper=helper,
-    )
-    return connect_host(host, options)
-
-
-def fast_fail_reason(error: str | None) -> str | None:
-    """A first connect error not worth retrying in a headless verb (DNS, refused), as short text."""
-    low = (error or "").lower()
-    return next((say for needle, say in _FAST_FAIL if needle in low), None)
-
-
-def _one_line(host: str, text: str) -> str:
-    """`HOST: text` without saying HOST twice (remote errors often start with it already)."""
-    text = text.strip()
-    return text if text.startswith(f"{host}:") or text.startswith(f"{host} ") else f"{host}: {text}"
-
-
-async def connect(remote: Connection, host: str, timeout: float, ssh_config: str | None = None) -> None:
-    """Wait until connected; a refused port or an unknown name fails after the first attempt.
-
-    Raises RemoteError with one line naming the host once."""
-    failed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-
-    def on_status(status: ConnStatus) -> None:
-        reason = fast_fail_reason(status.last_error) if status.state is not ConnState.CONNECTED else None
-        if reason and not failed.done() and remote.generation == 0:
-            failed.set_result(reason)
-
-    unsubscribe = remote.subscribe(on_status)
-    await remote.start()
-    waiter = asyncio.ensure_future(remote.wait_connected(timeout))
-    try:
-        either: set[asyncio.Future[Any]] = {waiter, failed}
-        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-        if waiter.done():
-            waiter.result()  # raises HostKeyRefused / NotConnected
-            return
-        from specdebug.remote.factory import address_note
-
-        reason = failed.result()
-        raise RemoteError(f"{host}: {reason}{address_note(host, ssh_config)}", _FAST_FAIL_HINTS.get(reason))
-    except RemoteError as exc:
-        raise RemoteError(_one_line(host, str(exc)), exc.hint) from exc
-    finally:
-        waiter.cancel()
-        unsubscribe()
 
 
 @asynccontextmanager

@@ -121,3 +121,25 @@ def test_an_agent_of_other_code_or_interpreter_says_which():
         == "its code changed since it started"
     )
     assert code_identity() == mine  # stable while nothing changes
+
+
+def test_the_interpreter_is_one_whatever_name_started_it():
+    """The console script runs `.venv/bin/python3`, `python -m specdebug` runs `.venv/bin/python`: one
+    interpreter, one agent (they replaced each other's agent on every call when a user alternated)."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    here = os.path.dirname(sys.executable)
+    names = [n for n in ("python", "python3") if os.path.exists(os.path.join(here, n))]
+    if len(names) < 2:
+        pytest.skip("one name for the interpreter here")
+    code = "from specdebug.agent.paths import caller_identity; print(caller_identity()['python'])"
+    seen = {
+        subprocess.run(
+            [os.path.join(here, n), "-c", code], capture_output=True, text=True, timeout=60, check=True
+        ).stdout
+        for n in names
+    }
+    assert len(seen) == 1, seen
