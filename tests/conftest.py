@@ -163,6 +163,24 @@ def _sim_ports_of_this_worker():
 
 
 @pytest.fixture(autouse=True)
+def _keep_toasts(monkeypatch):
+    """Every App keeps each toast it raises (tests.tui.pilotwait.toasts): a toast expires after its
+    timeout, and a test that looks after a loaded machine's stall found none.  Only where the test
+    module imported Textual (nothing is imported for the others)."""
+    textual_app = sys.modules.get("textual.app")
+    if textual_app is None:
+        return
+    notify = textual_app.App.notify
+
+    def keeping(self, message, *args, **kwargs):
+        said = (str(message), str(kwargs.get("severity", "information")))
+        self.__dict__.setdefault("_toasts_in_test", []).append(said)
+        return notify(self, message, *args, **kwargs)
+
+    monkeypatch.setattr(textual_app.App, "notify", keeping)
+
+
+@pytest.fixture(autouse=True)
 def box_state_dir(monkeypatch):
     """This test's own folder for server records on the box (the box is this machine).
 

@@ -169,7 +169,7 @@ def start_sshd(
     proc = subprocess.Popen(
         [*wrap, SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log, start_new_session=True
     )
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             socket.create_connection((listen[0], port), timeout=0.2).close()

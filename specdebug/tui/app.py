@@ -11,9 +11,10 @@ becomes a notification, never a crash.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import events
@@ -24,71 +25,58 @@ from textual.driver import Driver
 from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import Footer, Header, Static, TabbedContent, TabPane, Tabs
+from textual.widgets import Header, Static, TabbedContent, TabPane, Tabs
 from textual.worker import Worker, WorkerState
 
-from specdebug.capability import hold_readonly
-from specdebug.core.profiles import Profile
-from specdebug.remote.api import ConnState, ConnStatus
-from specdebug.transport.ssh.hostkeys import HostKeyInfo, KeyDecision
+from specdebug.tui.boot import Boot, BootFailed, actions_provider, binding_ids, load_panes, seats_provider
 from specdebug.tui.context import AppContext
 from specdebug.tui.driver import terminal_driver
-from specdebug.tui.palette import ActionsProvider
-from specdebug.tui.pane import Pane, RunningServer, describe_error, worker_toast
-from specdebug.tui.panes.bench import BenchPane
-from specdebug.tui.panes.bisect import BisectPane
-from specdebug.tui.panes.env import EnvPane
-from specdebug.tui.panes.hosts import HostsPane
-from specdebug.tui.panes.logs import LogsPane
-from specdebug.tui.panes.startup import StartupPane
-from specdebug.tui.screens.help import keys_label
 from specdebug.tui.settings import KEYMAP_FILE, LAYOUT_DIRS, KeymapFile, find_layout, load_keymap
-from specdebug.tui.store import EndPick, JournalNews, ServerNews
-from specdebug.tui.widgets.seats import JournalFollower, SeatsBar, SeatsProvider
+from specdebug.tui.widgets.keybar import KeyBar
+from specdebug.tui.widgets.status_line import connection_line
 from specdebug.tui.widgets.steady import Steady
 
-__all__ = [
-    "ActionsProvider",
+if TYPE_CHECKING:
+    from specdebug.core.profiles import Profile
+    from specdebug.remote.api import ConnStatus
+    from specdebug.transport.ssh.hostkeys import HostKeyInfo, KeyDecision
+    from specdebug.tui.pane import Pane, RunningServer
+    from specdebug.tui.store import EndPick, JournalNews, ServerNews
+
+# This module is what the first screen needs and no more (see tui.boot): the panes, the core and the
+# transport are imported when used, and by the command line's app in a thread after its first screen.
+
+__all__ = [  # and, imported when asked for (__getattr__): ActionsProvider, HostsPane, RunningServer
+    "Boot",
+    "BootFailed",
     "KEYMAP_FILE",
     "LAYOUT_DIRS",
-    "HostsPane",
     "KeymapFile",
-    "RunningServer",
+    "load_panes",
     "binding_ids",
     "SpecdebugApp",
     "find_layout",
     "load_keymap",
 ]
 
-PANES: list[type[Pane]] = [HostsPane, StartupPane, LogsPane, EnvPane, BenchPane, BisectPane]  # tab order
 log = logging.getLogger(__name__)
 
 
-def load_panes() -> list[type[Pane]]:
-    return list(PANES)
+def __getattr__(name: str) -> Any:
+    """The names this module used to import at its top, imported when asked for."""
+    if name == "ActionsProvider":
+        from specdebug.tui.palette import ActionsProvider
 
+        return ActionsProvider
+    if name == "HostsPane":
+        from specdebug.tui.panes.hosts import HostsPane
 
-def binding_ids() -> set[str]:
-    """Every binding id a keymap may name: those of the app, its panes, screens and widgets (their
-    modules imported here, as some are only imported when first shown) and Textual's own."""
-    import importlib
-    import pkgutil
+        return HostsPane
+    if name == "RunningServer":
+        from specdebug.tui.pane import RunningServer
 
-    from textual.dom import DOMNode
-
-    import specdebug.tui.screens
-    import specdebug.tui.widgets
-
-    for package in (specdebug.tui.screens, specdebug.tui.widgets):
-        for module in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{package.__name__}.{module.name}")
-    ids: set[str] = set()
-    todo: list[type] = [DOMNode]
-    while todo:
-        cls = todo.pop()
-        todo += cls.__subclasses__()
-        ids.update(b.id for b in vars(cls).get("BINDINGS", ()) if isinstance(b, Binding) and b.id)
-    return ids
+        return RunningServer
+    raise AttributeError(name)
 
 
 class AppTabPane(TabPane):
@@ -101,9 +89,17 @@ class AppTabPane(TabPane):
         event.stop()
 
 
+class AppBody(Widget):
+    """Everything under the status line that needs the heavy modules: the seats bar, the journal
+    follower and the tabs (SpecdebugApp._compose_body).  Composed with the app, or mounted once
+    the command line's Boot is in."""
+
+    DEFAULT_CSS = "AppBody { height: 1fr; layout: vertical; }"
+
+
 class SpecdebugApp(App[None]):
     TITLE = "specdebug"
-    COMMANDS = App.COMMANDS | {ActionsProvider, SeatsProvider}
+    COMMANDS = App.COMMANDS | {actions_provider, seats_provider}
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("ctrl+c", "quit", "Quit", id="app.quit_ctrl_c", show=False, priority=True),
@@ -120,6 +116,7 @@ class SpecdebugApp(App[None]):
     CSS = """
     TabbedContent { height: 1fr; }
     #status-line { height: 1; padding: 0 1; background: $boost; }
+    #boot-hosts { height: 1fr; padding: 1 2; }
     """
 
     # the store (specdebug/tui/store.py): bound into every pane at compose
@@ -134,49 +131,131 @@ class SpecdebugApp(App[None]):
 
     def __init__(
         self,
-        ctx: AppContext,
+        ctx: AppContext | None = None,
         *,
         layout: str = "default",
         keymap: dict[str, str] | None = None,
         owns_remotes: bool = True,
         panes: list[type[Pane]] | None = None,
+        boot: Boot | None = None,
     ) -> None:
+        """`ctx`: the hosts and context, ready; or `boot` (the command line): the first screen shows
+        `boot.hosts` connecting while the rest is imported and built (see Boot)."""
         self.layout_path = find_layout(layout)
         super().__init__(css_path=[self.layout_path])
-        self.ctx = ctx
-        self.set_reactive(SpecdebugApp.profile, ctx.profile)
-        self.set_reactive(SpecdebugApp.selected, ctx.selected)
+        # no animations: the tab bar's underline slid for ~0.3 s after every pane switch, ~15 full
+        # screen updates each (a switch cost 1.5x its CPU with them); a debugger's screen jumps
+        self.animation_level = "none"
+        if ctx is None and boot is None:
+            raise ValueError("SpecdebugApp needs a ctx or a boot")
+        self._boot = boot if ctx is None else None
+        self.ctx = ctx if ctx is not None else AppContext(readonly=boot.readonly if boot else False)
         self.layout_name = layout
-        self._keymap = keymap if keymap is not None else {}
-        ctx.keymap = self._keymap  # panes read it through ctx.keys_of
+        self._keymap: dict[str, str] = {}
         self._owns_remotes = owns_remotes
-        self.pane_classes = panes if panes is not None else load_panes()
+        self._panes_given = panes
+        self.pane_classes: list[type[Pane]] = []
         self._unsubscribe: list[Callable[[], None]] = []  # status listeners, removed on unmount
         self.autorun: list[str] = []  # binding ids to run once mounted (the demo launches the sim)
         self.still_running: list[RunningServer] = []  # servers left running at quit (printed after exit)
+        # the command line's app freezes what start-up built (see _freeze_start_up); tests share one
+        # process between many apps, whose garbage a freeze would keep for good
+        self.freeze_gc = False
+        self._status_due = False  # a status-line redraw is scheduled (_status_changed)
+        self._wanted_tab: int | None = None  # a tab key pressed before the panes were there
+        self.boot_error: str | None = None  # what the Boot could not open (the command line says it)
+        if self.ctx.readonly:
+            self.sub_title = "read-only"
+        if ctx is not None:
+            self._adopt(ctx, keymap if keymap is not None else {})
+
+    def _adopt(self, ctx: AppContext, keymap: dict[str, str]) -> None:
+        """Take the hosts and context (at construction, or once the Boot has built them)."""
+        self.ctx = ctx
+        self.set_reactive(SpecdebugApp.profile, ctx.profile)
+        self.set_reactive(SpecdebugApp.selected, ctx.selected)
+        self._keymap = keymap
+        ctx.keymap = self._keymap  # panes read it through ctx.keys_of
+        self.pane_classes = self._panes_given if self._panes_given is not None else load_panes()
         if ctx.readonly:
+            from specdebug.capability import hold_readonly
+
             self.sub_title = "read-only"
             hold_readonly(*ctx.remotes.values(), ctx.journal)  # core refuses writes through them
+
+    @property
+    def ready(self) -> bool:
+        """Whether the panes are there (always, but for the command line's first screen)."""
+        return self._boot is None
 
     # ---- composition -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         yield Steady(id="status-line")
-        yield SeatsBar(readonly=self.ctx.readonly)  # shown only inside a `specdebug pair` session
-        yield JournalFollower(self.ctx)  # live updates from a journal kept on the box
-        with TabbedContent(id="tabs"):
-            for cls in self.pane_classes:
-                with AppTabPane(cls.TITLE, id=f"tab-{cls.PANE_ID}"):
-                    yield cls(self.ctx).data_bind(
-                        bound_profile=SpecdebugApp.profile,
-                        bound_host=SpecdebugApp.selected,
-                        server_news=SpecdebugApp.server_news,
-                        journal_news=SpecdebugApp.journal_news,
-                        end_pick=SpecdebugApp.end_pick,
-                    )
-        yield Footer()
+        if self._boot is None:
+            yield from self._compose_body()
+        else:  # the first screen: the hosts, connecting, before the heavy imports
+            yield Static(self._boot_hosts_text(), id="boot-hosts")
+        yield KeyBar()
+
+    def _compose_body(self) -> ComposeResult:
+        """The body (AppBody), composed here: the panes bind to the app's reactives, which Textual
+        allows only while the app composes or mounts."""
+        from specdebug.tui.widgets.seats import JournalFollower, SeatsBar
+
+        with AppBody():
+            yield SeatsBar(readonly=self.ctx.readonly)  # shown only inside a `specdebug pair` session
+            yield JournalFollower(self.ctx)  # live updates from a journal kept on the box
+            with TabbedContent(id="tabs"):
+                for cls in self.pane_classes:
+                    with AppTabPane(cls.TITLE, id=f"tab-{cls.PANE_ID}"):
+                        yield cls(self.ctx).data_bind(
+                            bound_profile=SpecdebugApp.profile,
+                            bound_host=SpecdebugApp.selected,
+                            server_news=SpecdebugApp.server_news,
+                            journal_news=SpecdebugApp.journal_news,
+                            end_pick=SpecdebugApp.end_pick,
+                        )
+
+    def _boot_hosts_text(self) -> Text:
+        text = Text()
+        for host in self._boot.hosts if self._boot is not None else []:
+            text.append(f"{host}  ", style="bold")
+            text.append("connecting…\n", style="yellow")
+        return text
 
     async def on_mount(self) -> None:
+        self.refresh_status()
+        if self._boot is None:
+            await self._start()
+        else:
+            self.call_after_refresh(self._begin_boot)  # after the first screen is painted
+
+    def _begin_boot(self) -> None:
+        self.run_worker(self._run_boot(), name="start-up", exit_on_error=False)
+
+    async def _run_boot(self) -> None:
+        """The heavy imports in a thread (the screen keeps answering), then the context, the panes
+        and the connections."""
+        boot = self._boot
+        assert boot is not None
+        try:
+            await asyncio.to_thread(boot.imports)
+            ctx, keymap = boot.build()
+        except BootFailed as exc:
+            self.boot_error = str(exc)
+            self.exit(return_code=2)
+            return
+        self._adopt(ctx, keymap)
+        self._boot = None
+        await self.screen.mount_compose(self._compose_body(), before=self.query_one(KeyBar))
+        await self.query_one("#boot-hosts").remove()
+        await self._start()
+        if self._wanted_tab is not None:
+            self.action_show_tab(self._wanted_tab)
+
+    async def _start(self) -> None:
+        """Once the panes are there: the keymap, focus, and the connections."""
         for problem in self._keymap.problems if isinstance(self._keymap, KeymapFile) else ():
             self.notify(problem, severity="error", timeout=10)
         if self._keymap:
@@ -198,48 +277,63 @@ class SpecdebugApp(App[None]):
                 self.notify(f"{remote.name}: {warning}", severity="warning", timeout=10)
             await remote.start()
         self.refresh_status()
+        if self.freeze_gc:
+            self.call_after_refresh(self._freeze_start_up)
         if self.autorun:
             self.call_after_refresh(self._run_autorun)
 
+    @staticmethod
+    def _freeze_start_up() -> None:
+        """Move what start-up built (modules, widgets, styles: ~100k objects) out of the collector's
+        reach: a full collection walked them all, ~100 ms on a loaded client, at random keys (the
+        tail of the key latency, tests/perf/bench_keys.py).  They live as long as the app anyway."""
+        gc.collect()
+        gc.freeze()
+
+    STATUS_BATCH_S = 0.2  # the status line is redrawn at most this often, however many hosts change
+
     def _status_changed(self, _status: ConnStatus) -> None:
-        self.call_later(self.refresh_status)
+        """One redraw of the status line per batch: with 64 hosts an RTT figure changes ~13 times a
+        second, and each redraw built and drew every host's state again."""
+        if not self._status_due:
+            self._status_due = True
+            self.set_timer(self.STATUS_BATCH_S, self._status_batch_due)
+
+    def _status_batch_due(self) -> None:
+        self._status_due = False
+        self.refresh_status()
+
+    def panes(self) -> list[Pane]:
+        """The panes mounted (none on the command line's first screen)."""
+        if not self.ready:
+            return []
+        from specdebug.tui.pane import Pane
+
+        return list(self.query(Pane))
 
     async def _run_autorun(self) -> None:
         for binding_id in self.autorun:
-            for pane in self.query(Pane):
+            for pane in self.panes():
                 for b in pane.BINDINGS:
                     if isinstance(b, Binding) and b.id == binding_id:
                         self.show_pane(pane.PANE_ID)
                         await pane.run_action(b.action)
 
     def refresh_status(self) -> None:
-        parts = Text()
-        for name, remote in self.ctx.remotes.items():
-            st = remote.status
-            style = {"connected": "green", "failed": "bold red", "reconnecting": "bold yellow"}.get(
-                st.state.value, "yellow"
-            )
-            if parts:
-                parts.append("  ")
-            parts.append(f"{name} ", style="bold")
-            parts.append(st.state.value, style=style)
-            if st.state is ConnState.CONNECTED and st.rtt_ms is not None:
-                parts.append(f" {st.rtt_ms:.1f}ms", style="dim")
-            if st.state is ConnState.RECONNECTING:
-                parts.append(f" (attempt {st.attempt}: {st.last_error or ''})", style="dim")
-            if st.state is ConnState.FAILED:
-                parts.append(f" ({st.last_error or ''})"[:100], style="dim")
-        if self.ctx.profile is not None:
-            parts.append(f"   profile {self.ctx.profile.name}", style="cyan")
-        if self.ctx.readonly:
-            parts.append("   READ-ONLY", style="bold magenta")
+        line = connection_line(
+            self._boot.hosts if self._boot is not None else [],
+            self.ctx.remotes,
+            self.ctx.profile.name if self.ctx.profile is not None else None,
+            self.ctx.readonly,
+        )
         try:
-            self.query_one("#status-line", Static).update(parts)
+            self.query_one("#status-line", Static).update(line)
         except NoMatches:  # a status change before compose or after the screen went: nothing to show
             pass
 
     # ---- host keys ---------------------------------------------------------------------------------
     async def ask_host_key(self, info: HostKeyInfo) -> KeyDecision:
+        from specdebug.transport.ssh.hostkeys import KeyDecision
         from specdebug.tui.screens.hostkey import HostKeyScreen
 
         future: asyncio.Future[KeyDecision] = asyncio.get_running_loop().create_future()
@@ -253,11 +347,12 @@ class SpecdebugApp(App[None]):
 
     # ---- actions ------------------------------------------------------------------------------------
     def action_help(self) -> None:
-        from specdebug.tui.screens.help import HelpScreen
+        from specdebug.tui.pane import Pane
+        from specdebug.tui.screens.help import HelpScreen, keys_label
 
         rows = []
-        active = self.query_one(TabbedContent).active
-        panes = [p for p in self.query(Pane) if f"tab-{p.PANE_ID}" == active]
+        active = self.query_one(TabbedContent).active if self.ready else None
+        panes = [p for p in self.panes() if f"tab-{p.PANE_ID}" == active]
         for scope, node in [(p.TITLE, p) for p in panes] + [("app", self)]:
             for b in node.BINDINGS:
                 if isinstance(b, Binding) and b.description:
@@ -269,51 +364,9 @@ class SpecdebugApp(App[None]):
         self.push_screen(HelpScreen(rows, f"specdebug keys: {panes[0].TITLE if panes else 'app'}"))
 
     def action_pick_profile(self) -> None:
-        from specdebug.core.profiles import ProfileError, load_profile
-        from specdebug.tui.screens.profiles import ProfileChoice, ProfilePicker
+        from specdebug.tui.profile_action import pick_profile
 
-        loader = self.ctx.profile_loader or load_profile
-        choices = []
-        for path in self.ctx.profile_choices:  # loaded, so the list shows names and what does not load
-            try:
-                p = loader(path)
-                choices.append(ProfileChoice(path, p.name, getattr(p, "description", "") or ""))
-            except (ProfileError, OSError, ValueError) as exc:
-                choices.append(ProfileChoice(path, path.stem, error=str(exc).splitlines()[0]))
-        if not choices:
-            self.notify(
-                "no profiles to choose from: start with -c PROFILE (its folder is offered)",
-                severity="warning",
-            )
-            return
-        current = self.ctx.profile_path
-        ends = getattr(self.active_pane(), "end_marker", lambda: None)()  # the Bisect pane: g/b mark ends
-        self.push_screen(ProfilePicker(choices, current, ends=ends), self._profile_picked)
-
-    def _profile_picked(self, path: Path | None) -> None:
-        if path is None:
-            return
-        from specdebug.core.profiles import ProfileError, load_profile
-
-        loader = self.ctx.profile_loader or load_profile
-        try:
-            profile = loader(path)
-        except (ProfileError, OSError, ValueError) as exc:
-            self.notify(f"{path.name}: {exc}", severity="error")
-            return
-        missing = [
-            h for h in (profile.deployment.nodes if profile.deployment else []) if h not in self.ctx.remotes
-        ]
-        if missing:  # the panes would act on one box for a server that spans several: refuse
-            self.notify(
-                f"{profile.name}: its [deployment] nodes {', '.join(missing)} are not connected here; "
-                f"open it with `specdebug -c {path}`",
-                severity="error",
-            )
-            return
-        self.ctx.profile, self.ctx.profile_path = profile, path
-        self.profile = profile  # every pane's profile_changed runs (bound reactives)
-        self.notify(f"profile: {profile.name}")
+        pick_profile(self)
 
     def watch_profile(self, profile: Profile | None) -> None:
         self.ctx.profile = profile
@@ -333,6 +386,9 @@ class SpecdebugApp(App[None]):
         return True
 
     def action_show_tab(self, index: int) -> None:
+        if not self.ready:  # a tab key on the first screen: shown once the panes are there
+            self._wanted_tab = index
+            return
         if 0 <= index < len(self.pane_classes):
             self.show_pane(self.pane_classes[index].PANE_ID)
 
@@ -350,11 +406,13 @@ class SpecdebugApp(App[None]):
         return widget is not None and (widget is pane or pane in widget.ancestors)
 
     def active_pane(self) -> Pane | None:
+        if not self.ready:
+            return None
         try:
             active = self.query_one(TabbedContent).active
         except NoMatches:  # quitting: the screen is gone
             return None
-        return next((p for p in self.query(Pane) if f"tab-{p.PANE_ID}" == active), None)
+        return next((p for p in self.panes() if f"tab-{p.PANE_ID}" == active), None)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         """A click on a tab: put focus inside the shown pane, so its keys work without a click."""
@@ -408,19 +466,25 @@ class SpecdebugApp(App[None]):
         the screen out. Either way the screen's last size is its old one, Textual paints nothing
         for that, and the footer stayed blank until something redrew it.
         """
-        for pane in self.query(Pane):
+        for pane in self.panes():
             pane.set_class(event.size.width < self.NARROW_COLUMNS, "-narrow")
         if self.screen_stack:
             self.screen.refresh()  # the whole screen's region is dirty: a full update
 
     # ---- messages up, into the store ---------------------------------------------------------------
     def on_pane_server_state_changed(self, event: Pane.ServerStateChanged) -> None:
+        from specdebug.tui.store import ServerNews
+
         self.server_news = ServerNews(event.state, event.record)
 
     def on_pane_journal_changed(self, event: Pane.JournalChanged) -> None:
+        from specdebug.tui.store import JournalNews
+
         self.journal_news = JournalNews(tuple(event.events))
 
     def on_pane_end_picked(self, event: Pane.EndPicked) -> None:
+        from specdebug.tui.store import EndPick
+
         self.end_pick = EndPick(event.side, event.result_profile)
 
     def on_pane_host_selected(self, event: Pane.HostSelected) -> None:
@@ -442,13 +506,15 @@ class SpecdebugApp(App[None]):
     # ---- failures (a pane action that reaches a read-only refusal says so: pane.py) -----------------
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR:
+            from specdebug.tui.pane import describe_error, worker_toast
+
             worker_toast(self, event.worker, describe_error)
 
     # ---- quitting ----------------------------------------------------------------------------------
     async def action_quit(self) -> None:
         """Servers are left running on purpose (they take minutes to start): remember which, so
         the command line can say so, with the command that stops them, once the screen is gone."""
-        self.still_running = [s for pane in self.query(Pane) for s in pane.running_servers()]
+        self.still_running = [s for pane in self.panes() for s in pane.running_servers()]
         self.exit()
 
     async def on_unmount(self) -> None:

@@ -12,16 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from textual.binding import Binding
+if TYPE_CHECKING:  # light at import: the app's first screen makes one before the core is imported
+    from textual.binding import Binding
 
-from specdebug.core.boxjournal import BoxJournal
-from specdebug.core.deployment import Deployment, DeploymentError, place
-from specdebug.core.journal import Journal
-from specdebug.core.profiles import Profile
-from specdebug.core.target import Target, target_of
-from specdebug.remote.api import Connection
-
-if TYPE_CHECKING:
+    from specdebug.core.boxjournal import BoxJournal
+    from specdebug.core.deployment import Deployment
+    from specdebug.core.journal import Journal
+    from specdebug.core.profiles import Profile
+    from specdebug.core.target import Target
+    from specdebug.remote.api import Connection
     from specdebug.remote.factory import HostKeyPrompt
 
 
@@ -82,6 +81,9 @@ class AppContext:
         the app holds: a one-box profile is one node on the selected host; a deployment is its nodes
         (`target_of`: a node with no connection here is in `unreachable`; a pane acting says so).  None: no profile,
         no host for a one-box profile, or a deployment that cannot be placed."""
+        from specdebug.core.deployment import DeploymentError, place
+        from specdebug.core.target import target_of
+
         profile = profile or self.profile
         if profile is None:
             return None

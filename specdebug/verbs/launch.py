@@ -6,6 +6,14 @@ prints is the target's: a one-node target's lines and JSON are one server's (the
 verdict, the status), a multi-node target's name each node (`nodes`: `host`, `rank`, `pid`, `pgid`,
 `state`, `reason`).
 
+Before `launch` and `restart` start (or stop) anything they ask who else holds the GPUs the target
+would use (core.control.neighbours.target_neighbours, the TUI's Startup pane asks the same): another
+running server of this box user whose CUDA_VISIBLE_DEVICES meets the profile's (or where either
+names none), or a running bisection.  They refuse then, naming each (profile, PID, GPUs, how to stop
+it), unless `--force`: a second server on those GPUs fails for memory, or makes a bisection's trial
+fail for memory and cost the bisection a data point (issue 41); a warning a script never reads would
+not prevent that.  `--json` gives them as `neighbours` (null: the check could not be made).
+
 Exit codes: 0 ready / stopped / running, 1 failed / refused / not running, 2 usage or profile error.
 """
 
@@ -30,6 +38,7 @@ from specdebug.verbs.common import (
     run_verb,
     session_journal,
 )
+from specdebug.verbs.gpu_check import add_force_arg, gpus_free_or_forced, with_neighbours
 from specdebug.verbs.signals import on_term
 
 # Each verb imports what it runs, in its body: `status` (a question asked many times a day) paid
@@ -62,12 +71,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     common(p)
     p.add_argument("--wait", action="store_true", help="watch the startup and print the verdict")
     p.add_argument("--timeout", type=float, metavar="S", help="override the profile's ready.timeout_s")
+    add_force_arg(p)
     p.set_defaults(func=cmd_launch)
 
     p = subparsers.add_parser("restart")
     common(p)
     p.add_argument("--wait", action="store_true", help="watch the startup and print the verdict")
     p.add_argument("--timeout", type=float, metavar="S", help="override the profile's ready.timeout_s")
+    add_force_arg(p)
     p.add_argument("--grace", type=float, default=10.0, metavar="S", help="seconds between TERM and KILL")
     p.set_defaults(func=cmd_restart)
 
@@ -140,7 +151,7 @@ async def _watch_and_report(
 
 def _report_one(args: argparse.Namespace, verdict: Verdict) -> None:
     if args.json:
-        print_json(verdict.summary())
+        print_json(with_neighbours(args, verdict.summary()))
     elif verdict.verdict == "ready":
         out(f"ready after {verdict.elapsed_s:.1f}s (PID {verdict.pid}, PGID {verdict.pgid})", newlines=False)
     else:
@@ -157,7 +168,7 @@ def _report_one(args: argparse.Namespace, verdict: Verdict) -> None:
 def _report_nodes(args: argparse.Namespace, target: Target, verdict: DeploymentVerdict) -> None:
     name = target.profile.name
     if args.json:
-        print_json(verdict.summary())
+        print_json(with_neighbours(args, verdict.summary()))
     elif verdict.verdict == "ready":
         out(
             f"{name}: ready as one after {verdict.elapsed_s:.1f}s on {len(target.nodes)} nodes",
@@ -202,17 +213,24 @@ def _refused(args: argparse.Namespace, target: Target, exc: Exception) -> int:
     if not args.json:
         return 1
     if target.multi:
-        print_json({"verdict": "refused", "profile": target.profile.name, "reason": str(exc), "nodes": []})
+        print_json(
+            with_neighbours(
+                args, {"verdict": "refused", "profile": target.profile.name, "reason": str(exc), "nodes": []}
+            )
+        )
         return 1
     holder = exc.holder if isinstance(exc, LaunchRefused) else None
     record = exc.record if isinstance(exc, LaunchRefused) else None
     print_json(
-        {
-            "verdict": "refused",
-            "reason": str(exc),
-            "port_holder": holder.model_dump(mode="json") if holder else None,
-            "pid": holder.pid if holder else (record.pid if record else None),
-        }
+        with_neighbours(
+            args,
+            {
+                "verdict": "refused",
+                "reason": str(exc),
+                "port_holder": holder.model_dump(mode="json") if holder else None,
+                "pid": holder.pid if holder else (record.pid if record else None),
+            },
+        )
     )
     return 1
 
@@ -239,6 +257,8 @@ async def _launch(
     from specdebug.core.deployment.control import finish_launches, launch_target, records_of, stop_target
     from specdebug.remote.api import RemoteError
 
+    if not await gpus_free_or_forced(args, target, "restart" if restart else "launch"):
+        return 1  # before a restart stops anything: its server keeps running
     if restart:
         stopped = await stop_target(target, grace_s=args.grace, journal=journal)
         _say(args, stopped.message)
@@ -264,14 +284,17 @@ def _no_wait(args: argparse.Namespace, target: Target, records: dict[str, Server
         _say_launched(args, target, records)
         if args.json:
             print_json(
-                {
-                    "verdict": "launched",
-                    "profile": target.profile.name,
-                    "nodes": _launched_nodes(target, records),
-                }
+                with_neighbours(
+                    args,
+                    {
+                        "verdict": "launched",
+                        "profile": target.profile.name,
+                        "nodes": _launched_nodes(target, records),
+                    },
+                )
             )
     elif args.json:
-        print_json(records[target.leader.host])
+        print_json(with_neighbours(args, records[target.leader.host]))
     else:
         r = records[target.leader.host]
         out(f"launched {target.profile.name}: PID {r.pid}, PGID {r.pgid}, log {r.log_file}", newlines=False)

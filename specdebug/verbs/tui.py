@@ -103,17 +103,24 @@ def tui_hosts(args: argparse.Namespace) -> list[str]:
     return hosts
 
 
-def run_app(ctx: AppContext, layout: str, ssh_config: str | None = None) -> int:
-    from specdebug.tui.app import KeymapFile, SpecdebugApp, binding_ids, load_keymap
+def run_app(
+    ctx: AppContext | None, layout: str, ssh_config: str | None = None, boot: CommandLineBoot | None = None
+) -> int:
+    """Run the TUI on `ctx`, or (the command line) on what `boot` builds after the first screen."""
+    from specdebug.tui.app import SpecdebugApp
     from specdebug.tui.driver import HANGUP_EXIT_CODE
 
-    try:
-        keymap = load_keymap(known=binding_ids())
-    except (OSError, ValueError) as exc:
-        out(f"specdebug: keymap ignored: {exc}", file=sys.stderr)
-        keymap = KeymapFile()
-    app = SpecdebugApp(ctx, layout=layout, keymap=keymap)
+    if boot is not None:
+        app = SpecdebugApp(layout=layout, boot=boot)
+    else:
+        app = SpecdebugApp(ctx, layout=layout, keymap=read_keymap())
+    app.freeze_gc = True
     app.run()
+    if app.boot_error is not None:
+        out(f"specdebug: {app.boot_error}", file=sys.stderr)
+        return 2
+    for line in boot.said if boot is not None else []:
+        out(line, file=sys.stderr)
     lines = still_running_lines(app.still_running, ssh_config)
     save_quit_note(lines)
     if app.return_code == HANGUP_EXIT_CODE:
@@ -121,6 +128,67 @@ def run_app(ctx: AppContext, layout: str, ssh_config: str | None = None) -> int:
     for line in lines:
         out(line)
     return 0
+
+
+def read_keymap() -> dict[str, str]:
+    from specdebug.tui.app import KeymapFile, binding_ids, load_keymap
+
+    try:
+        return load_keymap(known=binding_ids())
+    except (OSError, ValueError) as exc:
+        out(f"specdebug: keymap ignored: {exc}", file=sys.stderr)
+        return KeymapFile()
+
+
+class CommandLineBoot:
+    """What `specdebug HOST...` opens, built after the TUI's first screen (tui.app.Boot): the
+    modules in a thread, then the connections and the session journal on the app's loop."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.hosts: list[str] = list(args.hosts)  # a profile's [deployment] nodes join at build
+        self.readonly: bool = args.readonly
+        self.said: list[str] = []  # warnings for stderr once the screen is gone
+
+    def imports(self) -> None:
+        """The heavy modules (asyncssh, pydantic models, the panes), in a thread."""
+        import importlib
+
+        from specdebug.tui.app import binding_ids
+
+        for module in ("remote.factory", "core.profiles", "core.journal", "core.boxjournal"):
+            importlib.import_module(f"specdebug.{module}")
+
+        binding_ids()  # imports every pane, screen and widget
+
+    def build(self) -> tuple[AppContext, dict[str, str]]:
+        from specdebug.core.profiles import ProfileError
+        from specdebug.remote.api import HostSpecError
+        from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, SSHOptions, connect_host
+        from specdebug.tui.app import BootFailed
+
+        args = self.args
+        prompt = HostKeyPrompt()  # the app's host-key screen answers it once it is up
+        options = ConnectOptions(
+            ssh=SSHOptions(ssh_config=args.ssh_config, on_host_key=prompt), state_dir=args.state_dir
+        )
+        remotes = {}
+        try:
+            for host in tui_hosts(args):
+                remote = connect_host(host, options)
+                self.said += [f"specdebug: warning: {w}" for w in remote.warnings]
+                remotes[host] = remote
+            ctx = build_context(args, remotes)
+        except (HostSpecError, ProfileError, ValueError) as exc:
+            raise BootFailed(str(exc)) from exc
+        ctx.host_key_prompt = prompt
+        from specdebug.tui.app import KeymapFile, binding_ids, load_keymap
+
+        try:
+            keymap = load_keymap(known=binding_ids())
+        except (OSError, ValueError) as exc:  # said on the screen (the app owns the terminal now)
+            keymap = KeymapFile(problems=[f"keymap ignored: {exc}"])
+        return ctx, keymap
 
 
 def save_quit_note(lines: list[str]) -> None:
@@ -172,9 +240,6 @@ def run_tui_from_argv(argv: list[str]) -> int:
         out(f"specdebug: {NO_TERMINAL}", file=sys.stderr)
         return 2
     from specdebug.acting import set_acting
-    from specdebug.core.profiles import ProfileError
-    from specdebug.remote.api import HostSpecError
-    from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, SSHOptions, connect_host
 
     set_acting("the specdebug TUI")  # named in the marks it leaves on server records (stop, launch)
 
@@ -182,23 +247,15 @@ def run_tui_from_argv(argv: list[str]) -> int:
         from specdebug.capability import enter_readonly_process
 
         enter_readonly_process()
-    remotes = {}
-    prompt = HostKeyPrompt()  # the app's host-key screen answers it once it is up
-    options = ConnectOptions(
-        ssh=SSHOptions(ssh_config=args.ssh_config, on_host_key=prompt), state_dir=args.state_dir
-    )
-    try:
-        for host in tui_hosts(args):
-            remote = connect_host(host, options)
-            for w in remote.warnings:
-                out(f"specdebug: warning: {w}", file=sys.stderr)
-            remotes[host] = remote
-        ctx = build_context(args, remotes)
-        ctx.host_key_prompt = prompt
-        from specdebug.tui.app import find_layout
+    from specdebug.tui.settings import find_layout
 
+    try:
         find_layout(args.layout)
-    except (HostSpecError, ProfileError, ValueError) as exc:
+    except ValueError as exc:
         out(f"specdebug: {exc}", file=sys.stderr)
         return 2
-    return run_app(ctx, args.layout, args.ssh_config)
+    if not args.hosts and not args.profile:
+        out("specdebug: give a HOST (or -c PROFILE with a [deployment] naming its nodes)", file=sys.stderr)
+        return 2
+    # the first screen comes before the heavy imports: the connections are built behind it
+    return run_app(None, args.layout, args.ssh_config, boot=CommandLineBoot(args))

@@ -153,8 +153,8 @@ def test_env_shows_every_nodes_workers_and_the_transport_verdict(cluster: Cluste
     node1_env = {"NCCL_IB_DISABLE": "1", "NCCL_DEBUG_FILE": str(tmp_path / "nccl.%h.%p")}
     prof = dep_profile(tmp_path, "env", env={"NCCL_DEBUG": "INFO"}, node1_env=node1_env)
     plain = dep_profile(tmp_path, "envib", env={"NCCL_DEBUG": "INFO"})
-    for p in (prof, plain):
-        run = cli(cluster, "launch", "-c", str(p), "--wait", "--json")
+    for p in (prof, plain):  # side by side on the same loopback nodes: --force past the GPU check
+        run = cli(cluster, "launch", "-c", str(p), "--wait", "--json", "--force")
         assert run.returncode == 0, run.stderr
     env = cli(cluster, "env", "-c", str(prof), "--json")
     data = json.loads(env.stdout)

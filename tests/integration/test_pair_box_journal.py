@@ -79,7 +79,7 @@ async def test_result_recorded_by_one_instance_shows_in_the_other(sshd, remote, 
             # a mark by the driver reaches the viewer too
             driver.query_one(BenchPane).focus()
             ja.append(MarkRecord(label="regression seen", origin="test"))
-            await wait_until(lambda: any(e.get("label") == "regression seen" for e in jb.events()), 5)
+            await wait_until(lambda: any(e.get("label") == "regression seen" for e in jb.events()), 60)
         lines = Path(shared, "events.jsonl").read_bytes().splitlines()
         assert [json.loads(x)["kind"] for x in lines] == ["bench_result", "bench_result", "mark"]
     finally:

@@ -92,7 +92,7 @@ async def test_reconnects_after_server_side_killed(sshd, remote):
     remote.subscribe(lambda st: states.append(st.state))
     assert (await remote.run(["true"])).ok
     assert sshd.kill_sessions() >= 1
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while ConnState.RECONNECTING not in states and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert ConnState.RECONNECTING in states
@@ -120,7 +120,7 @@ async def test_cancelled_stream_leaves_no_remote_process(remote):
         assert word == "started"
         break  # leaving the loop closes the stream
     await stream.aclose()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while _still_there(int(pid), arg) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert not _still_there(int(pid), arg)
@@ -135,14 +135,14 @@ async def test_task_cancel_ends_remote_stream(remote):
             pids.append(int(line.split()[1]))
 
     task = asyncio.create_task(consume())
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while not (pids and _still_there(pids[0], arg)) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert pids and _still_there(pids[0], arg)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while _still_there(pids[0], arg) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert not _still_there(pids[0], arg)
@@ -285,7 +285,7 @@ async def test_forward_survives_reconnect_on_same_local_port(sshd, remote):
     sshd.kill_sessions()
     await asyncio.sleep(0.3)
     await remote.wait_connected(20)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while True:  # the listener is rebound right after the reconnect
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", local)

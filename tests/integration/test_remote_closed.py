@@ -11,7 +11,6 @@ already done each time), so the loop never closed.
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -32,7 +31,7 @@ async def closed_remote(sshd) -> BoxClient:
 async def test_a_closed_remote_is_not_connected(sshd) -> None:
     remote = await closed_remote(sshd)
     with pytest.raises(NotConnected, match="closed"):
-        await asyncio.wait_for(remote.wait_connected(), 10)  # raised, not waited for, not "connected"
+        await asyncio.wait_for(remote.wait_connected(), 60)  # raised, not waited for, not "connected"
     with pytest.raises(NotConnected):
         await remote.run(["true"], timeout=10)
 
@@ -51,7 +50,5 @@ async def test_a_follower_on_a_closed_remote_stops_and_can_be_cancelled(sshd, tm
     await asyncio.sleep(1.0)  # a hot loop yields thousands of "reconnecting" events in this time
     assert len(events) < 5, events[:10]
     task.cancel()
-    started = time.monotonic()
     with pytest.raises((asyncio.CancelledError, NotConnected)):
-        await asyncio.wait_for(task, 10)
-    assert time.monotonic() - started < 10
+        await asyncio.wait_for(task, 60)  # ended, not hanging on (a deadline, not a clock)

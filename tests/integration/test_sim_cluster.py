@@ -201,7 +201,7 @@ def test_a_node_that_dies_after_ready_leaves_node0_serving(tmp_path: Path) -> No
         assert n1.wait_exit(30) != 0  # SIGKILLed, with its schedulers
         side1 = n1.sidecar()
         assert side1["state"] == "ready" and side1["dummy_health"] is True  # it was up before it died
-        n1.wait_for(lambda: not any(pid_alive(p) for p in side1["workers"].values()), 10)
+        n1.wait_for(lambda: not any(pid_alive(p) for p in side1["workers"].values()), 60)
         assert status(n1.url + "/health") != 200
         assert status(n0.url + "/health") == 200 and n0.proc.poll() is None  # SGLang's node 0 does not exit
         body = {"model": "m", "prompt": "hi", "max_tokens": 4}
@@ -214,7 +214,7 @@ def test_an_nccl_watchdog_timeout_on_one_rank(tmp_path: Path) -> None:
         assert n0 is not None
         n0.wait_ready(60)
         n1.wait_ready(60)
-        n1.wait_for(lambda: "Watchdog caught collective operation timeout" in out(n1), 20)
+        n1.wait_for(lambda: "Watchdog caught collective operation timeout" in out(n1), 60)
         text = out(n1)
         assert re.search(
             r"\[rank1\]:\[E\d{3,4} [\d:.]+ ProcessGroupNCCL.cpp:616\] \[Rank 1\] Watchdog caught collective operation "
@@ -222,7 +222,7 @@ def test_an_nccl_watchdog_timeout_on_one_rank(tmp_path: Path) -> None:
             text,
         )
         assert "last enqueued NCCL work: 32, last completed NCCL work: 31." in text
-        n1.wait_for(lambda: not [t for t in children_titles(n1.pid).values() if "scheduler" in t], 10)
+        n1.wait_for(lambda: not [t for t in children_titles(n1.pid).values() if "scheduler" in t], 60)
         # the rank aborted; node 1's dummy server (nothing watches its schedulers) still answers 200
         assert status(n1.url + "/health") == 200
         assert status(n0.url + "/health") == 200
@@ -282,7 +282,7 @@ def test_vllm_a_headless_node_that_dies_after_ready_leaves_the_head_serving(tmp_
         assert n1.wait_exit(40) == -9  # SIGKILLed with its workers
         side1 = n1.sidecar()
         assert side1["state"] == "ready"
-        n1.wait_for(lambda: not any(pid_alive(p) for p in side1["workers"].values()), 10)
+        n1.wait_for(lambda: not any(pid_alive(p) for p in side1["workers"].values()), 60)
         assert status(n0.url + "/health") == 200 and n0.proc.poll() is None
 
 

@@ -116,7 +116,7 @@ async def test_sim_over_ssh(remote, tmp_path) -> None:
         await stream.aclose()
         reader.cancel()
     # leaving the stream ends the sim and its workers
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         left = [p for p in await remote.processes() if p.pid == launcher.pid or p.ppid == launcher.pid]
         if not [p for p in left if p.state != "Z"]:

@@ -157,7 +157,9 @@ async def test_hang_at_warmup_times_out(remote, tmp_path: Path) -> None:
     profile = sim_profile(tmp_path, "hangtest", "--hang-at", "warmup", timeout_s=10)
     verdict, _ = await run_to_verdict(remote, profile)
     assert verdict.verdict == "failed" and verdict.error_kind == "timeout"
-    assert 10.0 <= verdict.elapsed_s < 16.0  # at the profile's timeout, not much later (load adds seconds)
+    # at the profile's timeout, never before it; not a second timeout later (a loaded machine's stall
+    # adds seconds, so the upper bound is generous)
+    assert 10.0 <= verdict.elapsed_s < 10.0 + 30, verdict.elapsed_s
     assert verdict.last_phase == "warmup" and "phase warmup" in verdict.reason
     assert (await members(remote, profile)) != []  # a hang stays alive until stopped
     result = await server_control.stop(remote, profile, grace_s=3)
@@ -199,7 +201,7 @@ async def test_attach_by_port(remote, tmp_path: Path) -> None:
             await asyncio.sleep(0.2)
         record = await server_control.attach(remote, profile)
         assert record.pid == proc.pid and record.pgid == proc.pid and record.attached
-        events = [ev async for ev in watch(remote, record, profile, deadline=time.time() + 20)]
+        events = [ev async for ev in watch(remote, record, profile, deadline=time.time() + 60)]
         verdict = events[-1]
         assert verdict.verdict == "ready"
         assert "load_weights" in [p.name for p in verdict.phases]  # replayed from the log
@@ -324,7 +326,7 @@ async def test_launch_quoting_cwd_and_kill_after_grace(remote, tmp_path: Path) -
     record = await launch(remote, profile)
     assert record.pgid == record.pid and record.log_offset == 0
     log = Path(record.log_file)
-    deadline = time.time() + 10
+    deadline = time.time() + 60
     while time.time() < deadline and log.read_text().count("\n") < 2:
         await asyncio.sleep(0.05)
     lines = log.read_text().splitlines()
@@ -373,7 +375,7 @@ async def test_a_follower_behind_when_the_server_exits_still_gives_the_excerpt(
     real = Follower.batches
 
     async def late(self):  # type: ignore[no-untyped-def]
-        await asyncio.sleep(30)  # far behind: the verdict must not wait for it
+        await asyncio.Event().wait()  # never catches up: the verdict must not wait for it
         async for batch in real(self):
             yield batch
 
@@ -384,11 +386,10 @@ async def test_a_follower_behind_when_the_server_exits_still_gives_the_excerpt(
     code = "import sys; print('step one', flush=True); print('RuntimeError: boom', flush=True); sys.exit(3)"
     path.write_text(
         f"name = {json.dumps(name)}\n[server]\nargv = {json.dumps([sys.executable, '-c', code])}\n"
-        f"log_file = {json.dumps(str(tmp_path / 'crash.log'))}\nport = {free_port()}\n[ready]\ntimeout_s = 60\n"
+        f"log_file = {json.dumps(str(tmp_path / 'crash.log'))}\nport = {free_port()}\n[ready]\ntimeout_s = 600\n"
     )
-    t0 = time.monotonic()
-    verdict, _ = await run_to_verdict(remote, load_profile(path))
+    # a verdict that waited for the follower (or the 600 s ready timeout) would miss this deadline
+    verdict, _ = await asyncio.wait_for(run_to_verdict(remote, load_profile(path)), 180)
     assert verdict.verdict == "failed", verdict
     assert "step one" in verdict.excerpt and "RuntimeError: boom" in verdict.excerpt, verdict.excerpt
     assert "boom" in verdict.reason  # the last log line is named in the reason
-    assert time.monotonic() - t0 < 25  # did not wait for the follower

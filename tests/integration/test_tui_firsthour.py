@@ -151,7 +151,7 @@ def test_reopen_readonly_shows_running_server_and_keys_behave(sshd, tmp_path: Pa
         press_until(tmux, "tui", ["3", "Tab", "Tab"], lambda s: "f Follow log" in footer(s))
         # q leaves the server running (right on a real box) and says how to stop it
         tmux("send-keys", "-t", "tui", "q")
-        screen = tmux.wait_screen("tui", lambda s: "still running" in s, 20)
+        screen = tmux.wait_screen("tui", lambda s: "still running" in s, 60)
         text = flat(screen)
         assert f"{name} is still running on gpubox (PID {record.pid}" in text
         assert f"specdebug stop -F {sshd.config_path} gpubox -c {path}" in text

@@ -33,7 +33,7 @@ def test_tui_shows_connected_host_with_hostname_and_gpus(sshd):
         assert "gpubox" in screen
         assert "sw_thermal_slowdown" in screen  # the throttled GPU is shown plainly
         tmux("send-keys", "-t", "tui", "q")
-        tmux.wait_screen("tui", lambda s: "NVIDIA" not in s, 10)
+        tmux.wait_screen("tui", lambda s: "NVIDIA" not in s, 60)
     finally:
         tmux.kill()
 
@@ -75,18 +75,18 @@ def test_a_resize_and_back_while_the_app_is_busy_repaints_the_whole_screen(sshd)
         tmux.wait_screen("tui", lambda s: "connected" in s and "q Quit" in s, 30)
         # a pane that is not redrawn by itself (the Hosts pane's load and RTT redraw it every few seconds)
         tmux("send-keys", "-t", "tui", "6")
-        tmux.wait_screen("tui", lambda s: "a Start (auto)" in s, 10)
+        tmux.wait_screen("tui", lambda s: "a Start (auto)" in s, 60)
         pid = _app_pid(tmux, "tui")
         os.kill(pid, signal.SIGSTOP)  # busy: the two SIGWINCHs coalesce into one
         try:
             tmux("resize-window", "-t", "tui", "-x", "120", "-y", "30")
-            wait_for(lambda: _tty_size(pid) == (120, 30), 10, 0.05, "the shrunk size")
+            wait_for(lambda: _tty_size(pid) == (120, 30), 60, 0.05, "the shrunk size")
             assert "q Quit" not in tmux.screen("tui")  # the footer row is gone
             tmux("resize-window", "-t", "tui", "-x", "150", "-y", "40")
-            wait_for(lambda: _tty_size(pid) == (150, 40), 10, 0.05, "the size back")
+            wait_for(lambda: _tty_size(pid) == (150, 40), 60, 0.05, "the size back")
         finally:
             os.kill(pid, signal.SIGCONT)
-        screen = tmux.wait_screen("tui", lambda s: "q Quit" in s, 10)
+        screen = tmux.wait_screen("tui", lambda s: "q Quit" in s, 60)
         assert "connected" in screen
     finally:
         tmux.kill()

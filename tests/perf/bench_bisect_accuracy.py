@@ -97,12 +97,18 @@ def write_vllm(folder: Path, bad_flags: list[list[str]], tag: str) -> tuple[Path
     return write_vllm_pair(folder, bad_flags, tag=tag)
 
 
-def classify(s: Scenario, verdict: str, culprits: set[str], confirmed: bool) -> str:
+def classify(
+    s: Scenario, verdict: str, culprits: set[str], confirmed: bool, unresolved: frozenset[str] = frozenset()
+) -> str:
+    """correct | coarse (the culprits named are true, and every true one not named lies in the set said
+    unresolved, with its share: nothing claimed is false) | partial | wrong | honest (no exit 0)."""
     exit0 = verdict in EXIT0 and confirmed
     if not exit0:
         return "honest"
     if s.expect and s.expect <= culprits <= s.expect | s.allowed:
         return "correct"
+    if s.expect and culprits <= s.expect | s.allowed and s.expect - culprits <= unresolved:
+        return "coarse"
     if culprits and culprits < s.expect:
         return "partial"
     return "wrong"
@@ -166,7 +172,7 @@ async def one(remote, work: Path, s: Scenario, run: int) -> dict:
             await forget_record(remote, name)
     assert result is not None
     culprits = set(result.culprits)
-    cls = classify(s, result.verdict, culprits, result.confirmed)
+    cls = classify(s, result.verdict, culprits, result.confirmed, frozenset(result.unresolved))
     return {
         "scenario": s.name,
         "run": run,
@@ -175,6 +181,7 @@ async def one(remote, work: Path, s: Scenario, run: int) -> dict:
         "explained": result.explained,
         "confirmed": result.confirmed,
         "launches": result.launches,
+        "unresolved": sorted(result.unresolved),
         "naive": result.naive_launches,
         "class": cls,
         "noise": noise_source(result),
@@ -218,7 +225,8 @@ async def main_async(runs: int, parallel: int, only: set[str], show_trials: bool
                 print(
                     f"{row['scenario']:<20} run {row['run']}  {row['class']:<8} {row['verdict']:<12} "
                     f"culprits={','.join(row['culprits']) or '-'}  explained={row['explained']}  "
-                    f"launches={row['launches']} (one at a time {row['naive']}"
+                    + (f"unresolved={','.join(row['unresolved'])}  " if row.get("unresolved") else "")
+                    + f"launches={row['launches']} (one at a time {row['naive']}"
                     + (f", goal {row['budget']}" if row.get("budget") else "")
                     + f")  {row['s']:.0f}s  {row['note']}",
                     flush=True,
@@ -231,13 +239,17 @@ async def main_async(runs: int, parallel: int, only: set[str], show_trials: bool
         await remote.close()
         sshd.stop()
     counts = {
-        k: sum(1 for r in rows if r["class"] == k) for k in ("correct", "partial", "wrong", "honest", "error")
+        k: sum(1 for r in rows if r["class"] == k)
+        for k in ("correct", "coarse", "partial", "wrong", "honest", "error")
     }
     print()
-    print("| runs | correct | partial (exit 0) | wrong (exit 0) | honest cannot-tell / no exit 0 | errors |")
-    print("|---:|---:|---:|---:|---:|---:|")
     print(
-        f"| {len(rows)} | {counts['correct']} | {counts['partial']} | {counts['wrong']} | {counts['honest']} | {counts['error']} |"
+        "| runs | correct | coarse (rest said unresolved) | partial (exit 0) | wrong (exit 0) | honest cannot-tell / no exit 0 | errors |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"| {len(rows)} | {counts['correct']} | {counts['coarse']} | {counts['partial']} | {counts['wrong']} | "
+        f"{counts['honest']} | {counts['error']} |"
     )
     launches = sum(r["launches"] for r in rows)
     naive = sum(r["naive"] for r in rows)

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def test_term_to_bisect_stops_its_trial_server(sshd, tmp_path: Path) -> None:
         assert proc.returncode == 143, text
         assert "bisect: TERM: stopping the trial's server before exiting" in text, text
         assert "--resume --session" in text, text
-        wait_for("the trial's server gone", lambda: not alive(pid), 10)
+        wait_for("the trial's server gone", lambda: not alive(pid), 60)
         assert "Traceback" not in text, text
     finally:
         if proc.poll() is None:
@@ -99,11 +100,22 @@ def test_term_to_launch_wait_names_what_keeps_running(sshd, tmp_path: Path, sig:
             60,
         )
         record = json.loads((Path(os.environ["SPECDEBUG_STATE_DIR"]) / f"{name}.json").read_text())
-        time.sleep(0.5)  # the watch has begun (the record is written before it)
+        # the watch has begun once the launch is announced (TERM's handler is in place before that
+        # line; the record is written before it): waited for, not slept for
+        said: list[bytes] = []
+
+        def read_stdout() -> None:
+            for line in iter(proc.stdout.readline, b""):
+                said.append(line)
+
+        reader = threading.Thread(target=read_stdout, daemon=True)
+        reader.start()
+        wait_for("the launch announced", lambda: any(b"launched " in line for line in said), 60)
         t0 = time.monotonic()
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
-        text = err.decode()
+        proc.wait(60)
+        reader.join(60)
+        text = proc.stderr.read().decode()
         print(
             f"launch --wait after {sig!r}: exit {proc.returncode} in {time.monotonic() - t0:.2f} s: {text.strip()}"
         )

@@ -12,7 +12,6 @@ import json
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -35,9 +34,7 @@ async def bench(mode: str, **kw) -> object:
 
 
 async def test_endless_stream_stops_past_the_tokens_asked() -> None:
-    t0 = time.monotonic()
-    res = await bench("endless", timeout_s=60)
-    assert time.monotonic() - t0 < 30
+    res = await bench("endless", timeout_s=60)  # the guard's error, not the 60 s deadline's
     assert res.failed_requests == 2 and res.successful_requests == 0
     assert "kept streaming past max_tokens 32" in res.errors[0]
     assert f"slack {token_slack(32)}" in res.errors[0]

@@ -21,6 +21,7 @@ from specdebug.tui.app import SpecdebugApp, load_keymap
 from specdebug.tui.context import AppContext
 from tests.security.cli_run import run_cli
 from tests.tui.fakes import StillRemote
+from tests.tui.pilotwait import toasts, until
 
 DEEP = {
     "array": "x = " + "[" * 5000 + "]" * 5000 + "\n",
@@ -58,8 +59,8 @@ async def test_bad_keymap_is_reported_and_ignored(tmp_path: Path, kind: str) -> 
     assert keymap.problems and str(path) in keymap.problems[0]
     app = SpecdebugApp(AppContext(remotes={"box": StillRemote("box")}, selected="box"), keymap=keymap)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        shown = [n.message for n in app._notifications]
+        assert await until(pilot, lambda: any("keymap" in m for m in toasts(app))), toasts(app)
+        shown = toasts(app)
         assert any("keymap" in m for m in shown), shown
         assert app.is_running
 

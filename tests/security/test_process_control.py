@@ -120,7 +120,7 @@ def kill_group(pgid: int, start: int | None = None) -> None:
         pass
 
 
-async def wait_until(predicate, timeout: float = 15.0) -> None:
+async def wait_until(predicate, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached"

@@ -292,7 +292,18 @@ def test_no_secret_reaches_any_output_or_file(sshd, tmp_path: Path) -> None:
         check("bench", run(sshd, "bench", "gpubox", "-c", str(profile), "--session", str(session), "--json"))
         check(
             "launch --wait (failed)",
-            run(sshd, "launch", "gpubox", "-c", str(crash_profile), "--wait", "--session", str(session)),
+            # beside the first server (GPUs it may hold: refused without --force)
+            run(
+                sshd,
+                "launch",
+                "gpubox",
+                "-c",
+                str(crash_profile),
+                "--wait",
+                "--force",
+                "--session",
+                str(session),
+            ),
             codes=(1,),
         )
         failed = check(
@@ -304,6 +315,7 @@ def test_no_secret_reaches_any_output_or_file(sshd, tmp_path: Path) -> None:
                 "-c",
                 str(crash_profile),
                 "--wait",
+                "--force",
                 "--json",
                 "--session",
                 str(session),

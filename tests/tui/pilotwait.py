@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 
-async def until(pilot: Any, cond: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+async def until(pilot: Any, cond: Callable[[], bool], timeout_s: float = 60.0) -> bool:
     """Pause until `cond()` holds, at most `timeout_s` (a bound, not an expected time): whether it held."""
     return await _poll(cond, timeout_s, lambda: pilot.pause(0.02))
 
@@ -26,3 +26,20 @@ async def _poll(cond: Callable[[], bool], timeout_s: float, wait: Callable[[], A
             return False
         await wait()
     return True
+
+
+TOASTS_ATTR = "_toasts_in_test"  # kept by tests/conftest.py's _keep_toasts on every App
+
+
+def toasts(app: Any) -> list[str]:
+    """Every toast `app` raised, expired or not.  A toast leaves `app._notifications` when its
+    timeout passes (5 s by default), and a loaded machine stalls longer than that between the toast
+    and the test's look: two TUI notifications and the auth-log hint were "not seen" that way."""
+    return [message for message, _ in toasts_with_severity(app)]
+
+
+def toasts_with_severity(app: Any) -> list[tuple[str, str]]:
+    kept = getattr(app, TOASTS_ATTR, None)
+    if kept is not None:
+        return list(kept)
+    return [(str(n.message), n.severity) for n in app._notifications]  # noqa: SLF001

@@ -11,7 +11,7 @@ from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane
 from tests.ports import free_port
-from tests.tui.pilotwait import until
+from tests.tui.pilotwait import toasts, until
 from tests.tui.test_bench_pane import LocalConnection
 from tests.unit.test_bench_runner import make_profile
 
@@ -27,6 +27,6 @@ async def test_run_on_a_stopped_server_says_press_2_then_l(tmp_path: Path) -> No
         app.query_one("#bench-table", DataTable).focus()
         await pilot.press("b")
         await until(pilot, lambda: pane.progress is None, 30)
-        messages = [n.message for n in app._notifications]
+        messages = toasts(app)
         assert any("base is not running: press 2, then l" in m for m in messages), messages
         assert not any("RemoteProtocolError" in m or "ConnectError" in m for m in messages), messages

@@ -20,7 +20,7 @@ from specdebug.tui.context import AppContext
 from specdebug.tui.panes.bench import BenchPane, bar, chart
 from tests.fixtures.bench.fake_sse import FakeServerConfig, FakeSSEServer
 from tests.tui.fakes import StillRemote
-from tests.tui.pilotwait import until
+from tests.tui.pilotwait import toasts, until
 from tests.unit.test_bench_runner import LocalRemote, make_profile
 
 LocalConnection = LocalRemote  # this machine as the box, with the lifecycle the app drives
@@ -150,8 +150,7 @@ async def test_run_and_cancel_against_fake_server(tmp_path: Path) -> None:
 
             srv.config.step_s = 0.05  # slow: cancel mid-run
             await pilot.press("b")
-            await pilot.pause(0.3)
-            assert pane.progress is not None
+            assert await until(pilot, lambda: pane.progress is not None), "the run never started"
             await pilot.press("x")
             await until(pilot, lambda: pane.progress is None, 30)
             assert pane.progress is None
@@ -176,9 +175,8 @@ async def test_run_without_profile_notifies() -> None:
     async with app.run_test(size=(120, 30)) as pilot:
         app.query_one("#bench-table", DataTable).focus()
         await pilot.press("b")
-        await pilot.pause()
+        assert await until(pilot, lambda: any("profile" in m for m in toasts(app))), toasts(app)
         assert app.query_one(BenchPane).progress is None
-        assert any("profile" in str(n.message) for n in app._notifications)  # noqa: SLF001
 
 
 del asyncio, os

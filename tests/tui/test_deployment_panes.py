@@ -19,6 +19,7 @@ from specdebug.tui.context import AppContext
 from specdebug.tui.panes.hosts import HostsPane
 from specdebug.tui.panes.startup import StartupPane
 from tests.tui.fakes import StillRemote, sample_host_info
+from tests.tui.pilotwait import toasts
 
 T0 = 1_700_000_000.0
 PROFILE = """name = "dsv3-2n"
@@ -308,5 +309,5 @@ async def test_picking_a_deployment_whose_nodes_are_not_connected_is_refused(tmp
         app._profile_picked(path)  # what the profile picker calls with the chosen file
         await pilot.pause()
         assert app.ctx.profile is None and app.ctx.target() is None
-        said = [n.message for n in app._notifications]
-        assert any("its [deployment] nodes node0, node1 are not connected here" in m for m in said)
+        said = toasts(app)
+        assert any("its [deployment] nodes node0, node1 are not connected here" in m for m in said), said

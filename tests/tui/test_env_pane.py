@@ -11,7 +11,7 @@ from specdebug.remote.api import FileRead, ProcInfo, RunResult
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.env import EnvPane, short_title
 from tests.boxes import TableBox
-from tests.tui.pilotwait import until
+from tests.tui.pilotwait import toasts, until
 
 SECRET = "hf_PaneSecretValue0001"
 
@@ -187,8 +187,7 @@ async def test_refresh_without_host_notifies():
     app = EnvApp()
     async with app.run_test() as pilot:
         app.query_one(EnvPane).action_refresh()
-        await pilot.pause()
-        assert any("no host" in n.message for n in app._notifications)
+        assert await until(pilot, lambda: any("no host" in m for m in toasts(app))), toasts(app)
 
 
 async def test_variable_column_stays_and_legend_is_not_colour_only():

@@ -12,12 +12,12 @@ from textual.widgets import DataTable
 
 from specdebug.core.bisect.trial import TrialError
 from specdebug.tui.panes.bisect import BisectPane
-from tests.tui.pilotwait import until
+from tests.tui.pilotwait import toasts_with_severity, until
 from tests.tui.test_bisect_pane import make_app
 
 
 def said(app: Any) -> list[tuple[str, str]]:
-    return [(str(n.message), n.severity) for n in app._notifications]  # noqa: SLF001
+    return toasts_with_severity(app)
 
 
 async def test_a_profile_that_does_not_load_is_one_toast_with_its_hint(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from specdebug.tui.screens.help import HelpScreen
 from specdebug.tui.screens.hostkey import HostKeyScreen
 from tests.boxes import ssh_box
 from tests.tui.fakes import StillRemote, sample_host_info
-from tests.tui.pilotwait import until
+from tests.tui.pilotwait import toasts, until
 
 
 async def test_hosts_pane_shows_connected_host_and_gpus(sshd):
@@ -21,8 +21,16 @@ async def test_hosts_pane_shows_connected_host_and_gpus(sshd):
     app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox"))
     async with app.run_test(size=(140, 40)) as pilot:
         pane = app.query_one(HostsPane)
-        assert await until(pilot, lambda: "gpubox" in pane.infos, 15.0), "condition not reached"
         table = app.query_one("#hosts-table", DataTable)
+        gpus = app.query_one("#gpu-table", DataTable)
+
+        # the table takes the hosts' news in batches (hosts.BATCH_S): wait for what it shows
+        def shown() -> bool:
+            return (
+                "gpubox" in pane.infos and str(table.get_cell("gpubox", "gpus")) != "" and gpus.row_count > 0
+            )
+
+        assert await until(pilot, shown, 60.0), "condition not reached"
         row = [str(c) for c in table.get_row("gpubox")]
         assert row[1].startswith("connected")
         assert row[3] == pane.infos["gpubox"].hostname and row[2].startswith("4")  # gpus after the state
@@ -41,12 +49,12 @@ async def test_unknown_host_key_modal_accept_and_save(sshd, tmp_path):
     remote, prompt = _asking_remote(cfg)
     app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox", host_key_prompt=prompt))
     async with app.run_test(size=(140, 40)) as pilot:
-        assert await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 15.0), (
+        assert await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 60.0), (
             "condition not reached"
         )
         assert "SHA256:" in app.screen.info.fingerprint
         await pilot.press("s")
-        assert await until(pilot, lambda: remote.status.state is ConnState.CONNECTED, 15.0), (
+        assert await until(pilot, lambda: remote.status.state is ConnState.CONNECTED, 60.0), (
             "condition not reached"
         )
     assert f"[127.0.0.1]:{sshd.port}" in kh.read_text()
@@ -96,11 +104,11 @@ async def test_silent_host_never_blocks_the_ui_or_the_other_host(sshd):
     try:
         async with app.run_test(size=(140, 40)) as pilot:
             pane = app.query_one(HostsPane)
-            assert await until(pilot, lambda: "gpubox" in pane.infos, 15.0), "condition not reached"
+            assert await until(pilot, lambda: "gpubox" in pane.infos, 60.0), "condition not reached"
             assert await until(
                 pilot,
                 lambda: slow.status.state is ConnState.RECONNECTING and bool(slow.status.last_error),
-                15.0,
+                60.0,
             ), "condition not reached"
             assert "timed out" in slow.status.last_error
             await pilot.press("question_mark")  # the UI still answers keys
@@ -118,20 +126,20 @@ async def test_refused_key_can_be_retried_from_the_hosts_pane(sshd, tmp_path):
     app = SpecdebugApp(ctx, panes=[HostsPane])
     async with app.run_test(size=(140, 40)) as pilot:
         # the ignored ssh option is said in the TUI, not lost behind the screen
-        assert any("StrictHostKeyChecking" in str(n.message) for n in app._notifications)
-        assert await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 15.0), (
+        assert any("StrictHostKeyChecking" in m for m in toasts(app)), toasts(app)
+        assert await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 60.0), (
             "condition not reached"
         )
         await pilot.press("r")  # refuse
-        assert await until(pilot, lambda: remote.status.state is ConnState.FAILED, 15.0), (
+        assert await until(pilot, lambda: remote.status.state is ConnState.FAILED, 60.0), (
             "condition not reached"
         )
         await pilot.press("r")  # refresh the hosts pane: asks again
-        assert await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 15.0), (
+        assert await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 60.0), (
             "condition not reached"
         )
         await pilot.press("o")  # accept once: nothing saved
-        assert await until(pilot, lambda: remote.status.state is ConnState.CONNECTED, 15.0), (
+        assert await until(pilot, lambda: remote.status.state is ConnState.CONNECTED, 60.0), (
             "condition not reached"
         )
     assert not kh.exists() or kh.read_text() == ""
@@ -151,7 +159,9 @@ async def test_authentication_failure_points_at_the_servers_auth_log():
         for _ in range(2):  # said once, not at every status
             pane.post_message(HostsPane.StatusChanged("gpubox", failed))
             await pilot.pause()
-        told = [n.message for n in app._notifications if "auth log" in n.message]
+        assert await until(pilot, lambda: any("auth log" in m for m in toasts(app))), toasts(app)
+        await pilot.pause()
+        told = [m for m in toasts(app) if "auth log" in m]
         assert told == [
             "gpubox: " + "authentication failed: check the key and user, and the server's auth log "
             "(a locked account looks the same from here)"

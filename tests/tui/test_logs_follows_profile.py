@@ -9,6 +9,7 @@ from specdebug.core.profiles import Profile
 from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.logs import LogsPane
+from tests.tui.pilotwait import until
 from tests.tui.test_logs_pane import READY, decode
 from tests.unit.test_log_follow_local import LocalRemote
 
@@ -19,12 +20,10 @@ def profile(name: str, log: Path) -> Profile:
     )
 
 
-async def wait_for(pilot, cond, tries: int = 300) -> None:
-    for _ in range(tries):
-        await pilot.pause(0.02)
-        if cond():
-            return
-    raise AssertionError("condition never held")
+async def wait_for(pilot, cond, timeout_s: float = 60.0) -> None:
+    """A deadline, not a count of turns: 300 turns of 0.02 s passed before a loaded machine's follow."""
+    if not await until(pilot, cond, timeout_s):
+        raise AssertionError("condition never held")
 
 
 async def test_picking_another_profile_follows_its_log(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ and a live follow through the real on-box agent run locally."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from textual.app import App, ComposeResult
@@ -16,7 +15,7 @@ from specdebug.core.profiles import Profile
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.logs import MAX_VIEW, ContextScreen, LogsPane, LogView
 from specdebug.tui.widgets.metrics_panel import MetricsPanel
-from tests.tui.pilotwait import until
+from tests.tui.pilotwait import toasts, until
 from tests.unit.test_log_follow_local import LocalRemote
 
 P = "[2026-01-15 12:00:{:02d} TP0] "
@@ -226,16 +225,14 @@ async def test_follow_typed_path_then_context(tmp_path: Path) -> None:
         assert screen.lines[0].text == body[10]
         await pilot.press("escape")
         await pilot.press("x")
-        await asyncio.sleep(0.05)
-        assert pane.state == "stopped"
+        assert await until(pilot, lambda: pane.state == "stopped"), pane.state
 
 
 async def test_follow_profile_without_profile_warns() -> None:
     app = LogsApp(lines=[])
     async with app.run_test(size=(100, 20)) as pilot:
         await pilot.press("f")
-        await pilot.pause()
-        assert any("log_file" in n.message for n in app._notifications)
+        assert await until(pilot, lambda: any("log_file" in m for m in toasts(app))), toasts(app)
 
 
 async def test_server_ready_starts_following_profile_log(tmp_path: Path) -> None:

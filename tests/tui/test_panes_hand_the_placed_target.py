@@ -23,7 +23,7 @@ from specdebug.tui.panes.bench import BenchPane
 from specdebug.tui.panes.bisect import BisectPane
 from tests.deployprofiles import dep_profile
 from tests.tui.fakes import StillRemote
-from tests.tui.pilotwait import until
+from tests.tui.pilotwait import toasts, until
 
 
 def two_node_ctx(tmp_path: Path, path: Path) -> AppContext:
@@ -47,7 +47,7 @@ async def test_bench_pane_benchmarks_the_leader_as_placed_with_every_node(tmp_pa
         pane = app.query_one(BenchPane)
         app.query_one("#bench-table", DataTable).focus()
         await pilot.press("b")
-        await until(pilot, lambda: bool(calls) and pane.progress is None, 10)
+        await until(pilot, lambda: bool(calls) and pane.progress is None, 60)
     (remote, profile, *_), kwargs = calls[0]
     name = ctx.profile.name
     assert remote is ctx.remotes["node0"]  # the leader serves, whichever host is selected
@@ -116,8 +116,8 @@ async def test_a_deployment_node_with_no_connection_here_is_said_and_nothing_is_
         pane.workers.cancel_group(pane, "startup-run")
         pane.focus()
         await pilot.press("l")
-        await until(pilot, lambda: any("node1" in n.message for n in app._notifications), 10)
+        await until(pilot, lambda: any("node1" in m for m in toasts(app)), 60)
         await pilot.pause()
-    said = [n.message for n in app._notifications]
+    said = toasts(app)
     assert any("no connection to node1 here" in m for m in said), said
     assert calls == []

@@ -25,7 +25,7 @@ from tests.tui.fakes import StillRemote
 
 
 async def _wait(predicate, what: str) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while not predicate():
         assert time.monotonic() < deadline, f"never: {what}"
         await asyncio.sleep(0)

@@ -102,10 +102,10 @@ async def test_startup_launch_calls_launch_target_with_the_profiles_target(
     app = SpecdebugApp(ctx, panes=[StartupPane])
     async with app.run_test(size=(150, 40)) as pilot:
         pane = app.query_one(StartupPane)
-        await until(pilot, lambda: pane.state == "idle", 10)  # its status check on open found nothing
+        await until(pilot, lambda: pane.state == "idle", 60)  # its status check on open found nothing
         pane.focus()
         await pilot.press("l")
-        await until(pilot, lambda: bool(got), 10)
+        await until(pilot, lambda: bool(got), 60)
     assert_the_verbs_target(got[0], ctx, host)
 
 
@@ -121,7 +121,7 @@ async def test_env_check_calls_target_env_with_the_profiles_target(tmp_path, mon
     monkeypatch.setattr(env_pane, "target_env", target_env)
     app = SpecdebugApp(ctx, panes=[EnvPane])
     async with app.run_test(size=(150, 40)) as pilot:
-        await until(pilot, lambda: bool(got), 10)  # the pane checks on open, without a key
+        await until(pilot, lambda: bool(got), 60)  # the pane checks on open, without a key
     assert_the_verbs_target(got[0], ctx, host)
 
 
@@ -147,7 +147,7 @@ async def test_logs_follow_calls_follow_target_logs_with_the_profiles_target(
         pane = app.query_one(LogsPane)
         pane.focus()
         await pilot.press("f")
-        await until(pilot, lambda: bool(got), 10)
+        await until(pilot, lambda: bool(got), 60)
         await pilot.pause()
         where = pane.where() or ""
     assert_the_verbs_target(got[0], ctx, host)
@@ -174,7 +174,7 @@ async def test_bench_run_calls_target_bench_events_with_the_profiles_target(
     async with app.run_test(size=(150, 40)) as pilot:
         app.query_one("#bench-table", DataTable).focus()
         await pilot.press("b")
-        await until(pilot, lambda: bool(got), 10)
+        await until(pilot, lambda: bool(got), 60)
     assert_the_verbs_target(got[0], ctx, host)
 
 
@@ -206,7 +206,7 @@ async def test_bisect_trials_run_on_the_candidate_placed_on_the_profiles_target(
         pane.set_end("bad", bad)
         pane.focus()
         await pilot.press("a")
-        await until(pilot, lambda: bool(made), 10)
+        await until(pilot, lambda: bool(made), 60)
     (remote, good, _bad, *_), kwargs = made[0]
     nodes: Nodes | None = kwargs.get("nodes")
     trial = (nodes or Nodes.one(remote)).target(good)  # what core's run_trial places each trial on

@@ -13,6 +13,7 @@ from specdebug.core.profiles import load_profile
 from specdebug.core.records import parse_record
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.startup import StartupPane
+from tests.tui.pilotwait import toasts, until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 LOG = "/tmp/specdebug/eagle3-3step.log"
@@ -180,8 +181,7 @@ async def test_launch_without_host_notifies():
         pane = app.query_one(StartupPane)
         pane.focus()
         await pilot.press("l")
-        await pilot.pause()
-        assert any("no host" in n.message for n in app._notifications)
+        assert await until(pilot, lambda: any("no host" in m for m in toasts(app))), toasts(app)
 
 
 async def test_usually_does_not_count_the_run_shown():

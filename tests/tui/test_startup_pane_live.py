@@ -14,6 +14,7 @@ from specdebug.core.control.records import forget_record, group_members, load_re
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.startup import StartupPane
 from tests.simprofiles import sim_profile
+from tests.tui.pilotwait import until
 
 pytestmark = pytest.mark.slow
 
@@ -49,8 +50,7 @@ async def test_launch_and_stop_keys(remote, tmp_path: Path) -> None:
             await pilot.press("l")
             await wait_for(lambda: pane.state in ("ready", "failed"))
             assert pane.state == "ready", pane.verdict
-            await pilot.pause(0.2)
-            assert "READY" in pane.verdict_text().plain
+            assert await until(pilot, lambda: "READY" in pane.verdict_text().plain), pane.verdict_text().plain
             assert any(p.name == "cuda_graph" for p in pane.phases)
             await pilot.press("x")  # a running server asks for a second press
             await pilot.pause(0.1)
@@ -83,9 +83,8 @@ async def test_server_killed_after_ready_is_reported_exited(remote, tmp_path: Pa
             assert pane.state == "ready", pane.verdict
             record = await load_record(remote, profile.name)
             await remote.run(["kill", "-KILL", "--", f"-{record.pgid}"])  # killed outside specdebug
-            await wait_for(lambda: pane.state == "exited", 15)
+            await wait_for(lambda: pane.state == "exited", 60)
             assert pane.pids == [] and pane.health is None
-            await pilot.pause(0.2)
-            assert "EXITED" in pane.head_text().plain
+            assert await until(pilot, lambda: "EXITED" in pane.head_text().plain), pane.head_text().plain
     finally:
         await forget_record(remote, profile.name)

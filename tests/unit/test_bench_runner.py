@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from specdebug.core.bench.command import substitute
 from specdebug.core.bench.events import BenchDone, BenchLine
 from specdebug.core.bench.models import BenchProgress
-from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events, run_benchmark, substitute
+from specdebug.core.bench.runner import BenchError, BenchRequest, bench_events, run_benchmark
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile_text
 from specdebug.core.report import history

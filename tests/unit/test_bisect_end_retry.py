@@ -47,15 +47,18 @@ async def test_a_bad_end_that_failed_once_is_launched_again(tmp_path: Path, monk
         yield bm.Measurement(
             bisect=spec.bisect, config=spec.profile.name, fingerprint=spec.fingerprint,
             settings=spec.settings.key(), role=spec.role, applied=list(spec.applied),
-            metrics={"output_tok_s": 60.0 * (1 + 0.002 * len(launched))}, started_at=now, finished_at=now,
+            metrics={"output_tok_s": slow_if("--disable-cuda-graph")(set(spec.applied)) if spec.role is bm.Role.CANDIDATE
+                     else 60.0 * (1 + 0.002 * len(launched))}, started_at=now, finished_at=now,
         )  # fmt: skip
 
     monkeypatch.setattr(bisect_run, "run_trial", relaunch)
     result = await run(Bisection(NoRemote(), c.good, c.bad, journal=journal))
-    assert launched == ["bad", "bad"]  # once more after the failure, then its second run
+    # once more after the failure; not a second time: the good end journaled twice decides the gap, and
+    # the fit over every reading measures the noise (issue 39: no launch only to measure it)
+    assert launched[:1] == ["bad"] and "bad" not in launched[1:], launched
     assert result.metric_used == "output_tok_s"  # not start / no start on one failure
     assert result.verdict == "found" and result.culprits == ["--disable-cuda-graph"] and result.confirmed
-    assert result.launches == 2
+    assert result.launches == len(launched) <= 2
 
 
 async def test_a_bad_end_that_failed_twice_is_searched_by_start_or_no_start(tmp_path: Path) -> None:

@@ -89,14 +89,17 @@ def test_book_judges_a_late_candidate_on_the_drift_corrected_scale(tmp_path: Pat
 
 
 def box_model(slope: float, mild: float, wobble: list[float], order: list[tuple[str, list[str]]]):
-    """run_trial's stand-in: slow (60) with the culprit (the bad end has it); --speculative-num-steps
-    alone costs a little (`mild`, on the good side of the midpoint 77); every launch drifts by `slope`."""
+    """run_trial's stand-in: --speculative-num-steps alone costs a little (`mild`, on the good side of
+    the midpoint), the culprit twice its time per token; the two add (time per token), the bad end has
+    both; every launch drifts by `slope`."""
 
     async def fake_trial(remote, spec, *, journal=None, clock=None, nodes=None):
         t = len(order)
         applied = list(spec.applied) if spec.role is bm.Role.CANDIDATE else []
         has_culprit = spec.role is bm.Role.BAD or CULPRIT in applied
-        true = 60.0 if has_culprit else mild if "--speculative-num-steps" in applied else 94.0
+        has_mild = spec.role is bm.Role.BAD or "--speculative-num-steps" in applied
+        step = 1 / mild - 1 / 94.0
+        true = 1 / (1 / 94.0 + step * has_mild + 2 * step * has_culprit)
         order.append((spec.role.value, applied))
         value = true + slope * t + wobble[t % len(wobble)]
         yield bm.Measurement(
@@ -134,8 +137,10 @@ async def test_drift_without_interleave_is_cannot_tell_and_interleave_corrects_i
     assert set(steady.culprits) == {"--speculative-num-steps", CULPRIT}
     assert steady.effects["--speculative-num-steps"].share == pytest.approx(0.32, abs=0.05)
     plain, plain_order = await bisect(tmp_path / "a", monkeypatch, interleave=False, slope=-1.5)
-    assert plain.verdict == "cannot-tell" and not plain.confirmed and plain.evidence.drift.beyond_noise
-    assert plain_order[-1] == ("drift", []) and any("drifted" in n for n in plain.notes)
+    # never exit 0 on a drifting box; with each end read once (issue 39) the good end measured again is
+    # judged against a noise the drift itself widened: cannot-tell (drift) or inconclusive, no culprit confirmed
+    assert plain.verdict in ("cannot-tell", "inconclusive") and not plain.confirmed, plain
+    assert not plain.culprits or plain.verdict == "inconclusive", plain_order
     inter, _ = await bisect(tmp_path / "b", monkeypatch, interleave=True, slope=-1.5)
     assert inter.verdict == "several" and inter.confirmed and CULPRIT in inter.culprits
     assert inter.effects[CULPRIT].share == pytest.approx(steady.effects[CULPRIT].share, abs=0.05)

@@ -195,7 +195,7 @@ async def test_pause_holds_before_the_next_question(tmp_path: Path) -> None:
         if isinstance(ev, bm.Paused) and ev.paused:
             asyncio.get_running_loop().call_later(0.05, engine.pause, False)
 
-    result = await asyncio.wait_for(run(engine, on_event), 10)
+    result = await asyncio.wait_for(run(engine, on_event), 60)
     paused = [e.paused for e in seen if isinstance(e, bm.Paused)]
     assert paused[:2] == [True, False] and result.verdict == "found"
 
@@ -224,7 +224,7 @@ async def test_a_metric_missing_from_the_results_is_a_skip_not_a_loop(tmp_path: 
             finished_at=time.time(),
         )
         journal.append(BisectTrialRecord(trial=m))
-    result = await asyncio.wait_for(run(Bisection(NoRemote(), c.good, c.bad, options, journal=journal)), 10)
+    result = await asyncio.wait_for(run(Bisection(NoRemote(), c.good, c.bad, options, journal=journal)), 60)
     assert result.verdict == "inconclusive" and result.launches == 0
     skipped = [t for t in result.trials if t.role == "candidate"]
     assert skipped and all(t.judged == "skip" and "no verify_ms" in t.reason for t in skipped)

@@ -9,6 +9,8 @@ import pytest
 
 from tests.pyparse import parse_file
 
+pytestmark = pytest.mark.static  # whole-tree: `pytest -m static` (.ci/run's own step), not the parallel run
+
 
 def test_core_engines_and_remote_do_not_import_textual():
     code = (

@@ -48,7 +48,7 @@ def append(path: Path, text: str) -> None:
         f.write(text)
 
 
-async def wait_until(cond, timeout: float = 5.0) -> None:
+async def wait_until(cond, timeout: float = 60.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not cond():
         if asyncio.get_running_loop().time() > deadline:
@@ -73,7 +73,7 @@ class Pump:
     def events(self) -> list[str]:
         return [i.kind for i in self.items if isinstance(i, LogEvent)]
 
-    async def until(self, cond, timeout: float = 15.0) -> None:
+    async def until(self, cond, timeout: float = 60.0) -> None:
         deadline = asyncio.get_running_loop().time() + timeout
         while not cond(self):
             if self.task.done():

@@ -65,6 +65,7 @@ def _ruff() -> list[str] | None:
     return [sys.executable, "-m", "ruff"] if probe.returncode == 0 else None
 
 
+@pytest.mark.static  # ruff over the whole tree: `pytest -m static` (.ci/run's own step)
 @pytest.mark.skipif(_ruff() is None, reason="ruff not installed (pip install -e .[dev])")
 def test_no_private_attribute_of_another_class_is_reached():
     """ruff SLF001: `other._private` is a seam that was never declared."""

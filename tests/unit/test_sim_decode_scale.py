@@ -50,6 +50,9 @@ def test_step_cost_scales_with_the_flag() -> None:
 async def test_fast_engine_generates_far_beyond_the_default_ceiling() -> None:
     """1000 tokens at ~89 tok/s take seconds; with 1000x faster steps they take a tiny fraction of that."""
     e = engine(decode_scale=0.001)
+    modelled: list[float] = []  # each forward's modelled duration: the engine's own time, not the test's
+    advance = e._advance
+    e._advance = lambda duration_s: (modelled.append(duration_s), advance(duration_s))[1]  # type: ignore[method-assign]
     e.start()
     try:
         req = e.submit(7, 1000, ignore_eos=True)
@@ -65,4 +68,7 @@ async def test_fast_engine_generates_far_beyond_the_default_ceiling() -> None:
         await e.stop()
     assert n == 1000
     unscaled_s = 1000 / 3.0 * e.step_cost(1).total_ms / 0.001 / 1000  # accept length <= 3 tokens/step
-    assert took < unscaled_s  # generous: only says the scaled engine is not bound by the default steps
+    print(f"1000 tokens in {took:.2f} s wall; modelled {sum(modelled):.4f} s; unscaled {unscaled_s:.1f} s")
+    # not bound by the default steps: the forwards it scheduled model a thousandth of them (a loaded
+    # machine stretches the wall time, not what the engine asks to wait)
+    assert sum(modelled) < unscaled_s / 100

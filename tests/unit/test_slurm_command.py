@@ -24,9 +24,9 @@ def test_a_cancelled_slurm_command_is_ended_with_its_pipes(tmp_path: Path) -> No
 
     async def cancel_midway() -> None:
         # its own session (setsid): _group_alive looks at the group it leads
-        script = f"echo $$ > {pidfile}; exec sleep 30"
+        script = f"echo $$ > {pidfile}; exec sleep 600"
         task = asyncio.ensure_future(slurm_command(["setsid", "sh", "-c", script], timeout=60))
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not pidfile.exists() or not pidfile.read_text().strip():
             assert time.monotonic() < deadline, "the command never started"
             await asyncio.sleep(0.02)
@@ -36,7 +36,7 @@ def test_a_cancelled_slurm_command_is_ended_with_its_pipes(tmp_path: Path) -> No
             await task
 
     assert run_collecting_unraisable(cancel_midway()) == []
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while _group_alive(pids[0]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _group_alive(pids[0]), "the command outlived its cancelled caller"

@@ -2,6 +2,7 @@
 
 CI installs the dev extra, which has mypy; elsewhere the test says why it skips.  mypy's cache
 goes to a temporary folder so the check never depends on (or writes) a cache in the checkout.
+Marked `static`: `pytest -m static` runs it (.ci/run does, as a step of its own); a plain run leaves it out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow  # ~16 s of CPU: a parallel run starts it early instead of ending on it
+@pytest.mark.static  # ~16 s of CPU alone: a step of its own (.ci/run), never inside the parallel run
 @pytest.mark.skipif(
     importlib.util.find_spec("mypy") is None, reason="mypy not installed (pip install -e .[dev])"
 )

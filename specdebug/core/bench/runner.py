@@ -9,38 +9,40 @@ state before/after, the server's own log figures during the run, and warnings (s
 A run where more than 5 % of the requests failed is recorded as failed with its reason: failed
 work is not a result.  Secrets (the profile's values, URL credentials, bearer values) are masked
 in everything recorded or shown.  The result is appended to the session journal with fsync
-before the function returns.
+before the function returns.  Its parts: core.bench.serverstate (health, version, ready line before
+the run), core.bench.command (the profile's own benchmark command), core.bench.conditions (the
+warnings the conditions give).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import httpx
 
 from specdebug.capability import require_write
-from specdebug.core.bench import external, gpu, prom, serverlog
+from specdebug.core.bench import gpu, prom, serverlog
 from specdebug.core.bench.builtin import BuiltinParams, run_builtin
+from specdebug.core.bench.command import run_external, substitute
+from specdebug.core.bench.conditions import node_warnings, run_warnings
 from specdebug.core.bench.events import BenchDone, BenchEvent, BenchLine
 from specdebug.core.bench.holder import NotOurServer, check_port_holder
 from specdebug.core.bench.models import BenchProgress, BenchResult, NodeGpus, judge_failures
-from specdebug.core.control.records import file_size, this_run_offset
+from specdebug.core.bench.serverstate import has_ready_line, server_state
+from specdebug.core.control.records import file_size
 from specdebug.core.drift.report import drift_warning
 from specdebug.core.drift.snapshot import snapshot_or_error
 from specdebug.core.fingerprint import url_host
-from specdebug.core.httpread import SMALL_BODY, get_bounded
 from specdebug.core.journal import EventJournal
 from specdebug.core.model import Model
 from specdebug.core.profiles import Profile
 from specdebug.core.profiles.paths import box_path
 from specdebug.core.records import BenchResultRecord
 from specdebug.core.secrets import Scrubber, mask_argv, mask_env, scrub_tree
-from specdebug.engines import ENGINES, engine_of
 from specdebug.errors import SpecdebugError
 from specdebug.remote.api import Remote, RemoteError
 
@@ -50,11 +52,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# HTTP paths that answer {"version": ...}: every engine's, tried in turn (the kind may be custom)
-VERSION_PATHS = tuple(path for engine in ENGINES.values() for path in engine.version_paths)
 MAX_LOG_SLICE = 8 << 20  # scan at most the last 8 MiB the server wrote during the run
-MAX_OUTPUT_LINES = 5000  # external output kept for parsing (the result block is at the end)
-LineFn = Callable[[str], None]
 EmitFn = Callable[[BenchEvent], None]
 
 
@@ -74,81 +72,6 @@ class BenchRequest(Model):
     label: str | None = None
 
 
-class ServerState(Model):
-    health_status: int | None = None  # None: no answer at all
-    health_error: str | None = None
-    version: str | None = None
-    version_note: str | None = None  # why no version was read, where a probe was cut
-    ready_line: bool | None = None  # None: not checked (custom kind, or no log)
-
-
-HEALTH_DEADLINE_S = 10.0  # the whole health answer
-VERSION_DEADLINE_S = 10.0  # every version path together
-
-
-async def server_state(client: httpx.AsyncClient, health_path: str) -> ServerState:
-    """Health status and server version through the forward (both optional), each read with a
-    whole-request deadline and a byte cap (core.httpread): a server that streams its /version
-    forever costs VERSION_DEADLINE_S, never the benchmark."""
-    st = ServerState()
-    try:
-        got = await get_bounded(client, health_path, deadline_s=HEALTH_DEADLINE_S, read_body=False)
-        st.health_status = got.status
-    except httpx.HTTPError as exc:
-        st.health_error = f"{type(exc).__name__}: {exc}"
-        return st
-    try:
-        async with asyncio.timeout(VERSION_DEADLINE_S):
-            for path in VERSION_PATHS:
-                st.version, note = await _version_at(client, path)
-                st.version_note = note or st.version_note
-                if st.version is not None:
-                    break
-    except TimeoutError:
-        st.version_note = f"the version paths gave no whole answer within {VERSION_DEADLINE_S:g} s"
-    if st.version is not None:
-        st.version_note = None
-    return st
-
-
-async def _version_at(client: httpx.AsyncClient, path: str) -> tuple[str | None, str | None]:
-    """(the version a path answers, or None with why when the answer was cut)."""
-    try:
-        got = await get_bounded(client, path, deadline_s=VERSION_DEADLINE_S)
-    except httpx.HTTPError:
-        return None, None
-    if got.cut:
-        return None, f"{path} answered more than {SMALL_BODY} bytes (not read)"
-    if got.status != 200:
-        return None, None
-    try:
-        data = json.loads(got.body)
-    except ValueError:
-        return None, None
-    version = data.get("version") if isinstance(data, dict) else None
-    return (version[:200], None) if isinstance(version, str) else (None, None)
-
-
-async def has_ready_line(
-    remote: Remote, path: str, kind: str, profile_name: str | None = None
-) -> bool | None:
-    """Did the *current* run print its ready line?  Launch appends to the log, so the search starts
-    at the run's offset from the launch record (an earlier run's ready line proves nothing)."""
-    engine = engine_of(kind)
-    line = engine.ready_line if engine is not None else None
-    if not line or not path:
-        return None
-    offset = await this_run_offset(remote, profile_name, path) if profile_name else 0
-    script = 'tail -c +"$1" -- "$2" | grep -m 1 -c -F -- "$3"'
-    try:
-        res = await remote.run(["sh", "-c", script, "sh", str(offset + 1), path, line], timeout=30)
-    except RemoteError:
-        return None
-    if res.exit_status not in (0, 1):
-        return None
-    return res.exit_status == 0
-
-
 async def read_slice(remote: Remote, path: str, start: int | None, end: int | None) -> bytes:
     """The bytes the server appended between two sizes (the tail, when there is a lot)."""
     if start is None or end is None or end <= start:
@@ -158,48 +81,6 @@ async def read_slice(remote: Remote, path: str, start: int | None, end: int | No
         return await remote.read_file(path, offset=offset, max_bytes=end - offset)
     except RemoteError:
         return b""
-
-
-def substitute(argv: list[str], port: int) -> list[str]:
-    """``{port}`` in the external command names the server's port on the box (data, no shell)."""
-    return [a.replace("{port}", str(port)) for a in argv]
-
-
-async def run_external(
-    remote: Remote,
-    argv: list[str],
-    *,
-    cwd: str | None = None,
-    on_line: LineFn | None = None,
-) -> BenchResult:
-    """Run the profile's benchmark command on the box, stream its output, parse its result block."""
-    lines: list[str] = []
-    t0 = time.time()
-    async with remote.stream(argv, cwd=cwd, stderr=True) as stream:
-        async for line in stream:
-            text = line if isinstance(line, str) else line.decode("utf-8", "replace")
-            text = text.rstrip("\n")
-            lines.append(text)
-            if len(lines) > MAX_OUTPUT_LINES:
-                del lines[: len(lines) - MAX_OUTPUT_LINES]
-            if on_line is not None:
-                on_line(text)
-        status = stream.exit_status
-    parsed = external.parse_output("\n".join(lines))
-    if parsed is None:
-        res = BenchResult(kind="external", source_format="unknown", status="failed")
-        tail = [x for x in lines if x.strip()][-5:]
-        res.errors = [f"no result block in the output (exit {status})", *tail]
-        res.unparsed_lines = lines[-50:]
-    else:
-        res = parsed
-        res.kind = "external"
-        if status not in (0, None):
-            res.warnings.append(f"benchmark command exited with status {status}")
-    res.config.command = mask_argv(list(argv))
-    if res.duration_s is None:
-        res.duration_s = time.time() - t0
-    return res
 
 
 async def bench_events(
@@ -397,8 +278,8 @@ async def _measure(
     prom.fill_server(result)
     result.warnings = [
         *([holder_note] if holder_note else []),
-        *_warnings(state, gpus_before, gpus_after, gpu_err, log_errors, size_before, size_after, leader),
-        *_node_warnings(result.gpus_by_node, leader),
+        *run_warnings(state, gpus_before, gpus_after, gpu_err, log_errors, size_before, size_after, leader),
+        *node_warnings(result.gpus_by_node, leader),
         *result.warnings,
     ]
     if journal is not None and (
@@ -445,46 +326,5 @@ async def _nodes_after(
         result.warnings.append(unproven or f"not every node proven running after the run: {st.reason}")
 
 
-def _node_warnings(by_node: dict[str, NodeGpus], leader: str | None) -> list[str]:
-    """The other nodes' GPU warnings (the leader's are _warnings'), each naming its node."""
-    out: list[str] = []
-    for h, g in by_node.items():
-        if h == leader:
-            continue
-        out += gpu.gpu_warnings(g.before, g.after, h)
-        if g.error:
-            out.append(f"no GPU state on {h}: {g.error}")
-    return out
-
-
 async def _none() -> None:
     return None
-
-
-def _warnings(
-    state: ServerState,
-    before: list[Any],
-    after: list[Any],
-    gpu_err: str | None,
-    log_errors: list[str],
-    size_before: int | None,
-    size_after: int | None,
-    node: str | None = None,
-) -> list[str]:
-    out: list[str] = []
-    if state.health_status != 200:
-        out.append(f"server not ready: health answered HTTP {state.health_status} (still in warmup?)")
-    if state.ready_line is False:
-        out.append("server not ready: no ready line in the log yet (still in warmup?)")
-    if state.version_note:
-        out.append(f"server version unknown: {state.version_note}")
-    out += gpu.gpu_warnings(before, after, node)
-    if gpu_err:
-        out.append(f"no GPU state{f' on {node}' if node else ''}: {gpu_err}")
-    if size_before is None:
-        out.append("server log not readable: no server-side metrics")
-    elif size_after is not None and size_after < size_before:
-        out.append("server log shrank during the run (truncated or rotated): no server-side metrics")
-    if log_errors:
-        out.append(f"{len(log_errors)} error line(s) in the server log during the run: {log_errors[0]}")
-    return out

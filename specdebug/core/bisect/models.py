@@ -208,6 +208,9 @@ class Result(Model):
     effects: dict[str, Effect] = Field(default_factory=dict)  # every knob measured alone (or inferred)
     explained: float | None = None  # share of the gap the culprits explain together (confirmation launch)
     sets: list[SetEffect] = Field(default_factory=list)  # every set of knobs measured together
+    # knobs whose effect together is said but not resolved among them (the launch budget ran out): no
+    # culprit is named among them; their share is the set's in `sets` and the notes
+    unresolved: list[str] = Field(default_factory=list)
     confirmed: bool = False  # the confirmation launch closed the gap within the noise
     metric_used: str = ""  # the metric judged: --metric, or "start" when the bad end fails to start
     knobs: list[KnobRow] = Field(default_factory=list)

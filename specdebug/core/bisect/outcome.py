@@ -11,7 +11,8 @@ from specdebug.core.bisect.book import Book
 from specdebug.core.bisect.judge import Reading
 from specdebug.core.bisect.knobs import Candidates
 from specdebug.core.bisect.models import Effect, SetEffect
-from specdebug.core.bisect.plan import Plan, PlanResult, direction
+from specdebug.core.bisect.plan import Plan
+from specdebug.core.bisect.rules import PlanResult, direction
 
 
 def _effect(r: Reading, basis: str) -> Effect:
@@ -34,8 +35,11 @@ def effects_of(plan: Plan, cands: Candidates, units_map: list[int] | None = None
         unit = cands.units[real]
         alone = plan.readings.get(frozenset({i}))
         group = f" (moves with its group {unit.name})" if len(unit.knobs) > 1 else ""
+        inferred = plan.inferred.get(frozenset({i}))
         if alone is not None:
             eff = _effect(alone, "alone" + group)
+        elif inferred is not None:
+            eff = _effect(inferred, "not launched alone: inside a set that showed no effect" + group)
         elif i in plan.unmeasured:
             eff = Effect(share=None, basis="inferred to matter; could not be measured alone" + group)
         elif i in plan.culprits:

@@ -1,10 +1,11 @@
 """The bisection engine: the async iterator of typed events that the Bisect pane and the verb consume.
 
-Ends first (each at least twice, more while the gap is within the noise; proven apart), then the
+Ends first (once each when the noise known tells them 15 % apart, else again: ends.py), then the
 plan's questions answered one by one, repeated while a reading cannot decide: from this
-bisection's fresh journaled measurements when there are some, else by a trial.  Judging is the
-judge's; the search is the plan's; launching is the trial's.  Controls for a front end: pause
-after the current trial, a judgement by hand, measure a config again.
+bisection's fresh journaled measurements when there are some, else by a trial; then the additive fit
+over every reading before any answer with exit 0 (verify_phase.py), all within one knob at a time's
+launches.  Judging is the judge's; the search is the plan's; launching is the trial's.  Controls for a
+front end: pause after the current trial, a judgement by hand, measure a config again.
 """
 
 from __future__ import annotations
@@ -12,54 +13,48 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import statistics
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-from specdebug.core.bisect.book import END_FAILURES, Book, failure_kind
+from specdebug.core.bisect.book import Book, failure_kind
 from specdebug.core.bisect.boxlock import hold_box
 from specdebug.core.bisect.checks import busy_server, drift_of
+from specdebug.core.bisect.ends import EndsPhase
+from specdebug.core.bisect.finish import FinishPhase
 from specdebug.core.bisect.gate import Gate, parse_gate
-from specdebug.core.bisect.interleave import next_step, reference_end, steady_drift
-from specdebug.core.bisect.judge import START_METRIC, ZERO, Judge, Reading, higher_is_better, plausible
+from specdebug.core.bisect.interleave import next_step, reference_end
+from specdebug.core.bisect.judge import ZERO, Judge, Reading, plausible
 from specdebug.core.bisect.knobs import NAME_SUFFIX, Candidates, settings_for
 from specdebug.core.bisect.models import (
     AwaitJudgement,
     BisectOptions,
     Drift,
-    Effect,
     EndsJudged,
-    Estimate,
-    Finished,
     Judged,
-    KnobStates,
     Measurement,
     Paused,
     Phase,
     Planned,
-    Result,
     Role,
     TrialDone,
     TrialProgress,
     TrialStarted,
 )
-from specdebug.core.bisect.outcome import closing_notes, effects_of, sets_of
-from specdebug.core.bisect.plan import Ask, Plan, decided, settled
+from specdebug.core.bisect.plan import Plan
+from specdebug.core.bisect.rules import Ask, decided, settled
+from specdebug.core.bisect.state import MIN_END_RUNS, Clock
 from specdebug.core.bisect.trial import Nodes, TrialError, TrialSpec, run_trial, stop_leftovers
+from specdebug.core.bisect.verify_phase import VerifyPhase
 from specdebug.core.journal import EventJournal
 from specdebug.core.profiles import Profile
-from specdebug.core.records import BisectEnd, BisectJudgementRecord, BisectResultRecord, BisectStartRecord
+from specdebug.core.records import BisectJudgementRecord
 from specdebug.remote.api import Remote
 
-Clock = Callable[[], float]
-MIN_END_RUNS = 2  # each end at least twice: the noise is measured, not assumed
-# the ends stop repeating once the runs that would settle them (as measured so far) are over this many
-# times --repeats: those launches could not decide it (issue 39: 8 launches to end cannot-tell on 2 knobs)
-FUTILE = 2
+__all__ = ["MIN_END_RUNS", "Bisection"]
 
 
-class Bisection:
+class Bisection(EndsPhase, VerifyPhase, FinishPhase):
     """One bisection of `good` vs `bad` on one remote; iterate `events()` once."""
 
     def __init__(
@@ -243,40 +238,12 @@ class Bisection:
             confirmed=confirmed,
         )
 
-    def _ends_drift(self, ends: tuple[tuple[str, Role, Profile], ...] | None = None) -> str | None:
-        """What to say when the ends' readings move steadily with time (drift, not noise), else None."""
-        fps = [fp for fp, _, _ in ends] if ends else [self.cands.good_fp, self.cands.bad_fp]
-        points = [sorted(self.book.points(fp)) for fp in fps]
-        if self.book.start_mode or self.options.interleave or any(len(p) < 2 for p in points):
-            return None  # --interleave corrects a linear drift itself
-        found = steady_drift(points)
-        if found is None:
-            return None
-        slope, stat = found
-        runs = [x for p in points for _, x in p]
-        scale = statistics.fmean(runs) or 1.0
-        times = [t for p in points for t, _ in p]
-        moved = abs(slope) * (max(times) - min(times))
-        gap = abs(statistics.fmean([x for _, x in points[0]]) - statistics.fmean([x for _, x in points[1]]))
-        if moved < max(0.25 * gap, 0.02 * abs(scale)):
-            return None  # steady but small: a figure that barely moves is not what keeps the ends apart
-        per_min = slope * 60 / scale * 100
-        way = "faster" if (slope > 0) == higher_is_better(self.options.metric) else "slower"
-        return (
-            f"the box drifted during the run: both ends read steadily {way} with time "
-            f"({per_min:+.1f} % of {self.options.metric} a minute, {stat:.1f} standard errors from flat): drift, "
-            "not noise; more runs of the ends would only measure it (rerun on a quiet box, or with --interleave)"
-        )
-
-    def _real(self, units: frozenset[int]) -> frozenset[int]:
-        """The plan's unit indices as the candidates' (a search of part of the knobs maps them)."""
-        return frozenset(self._map[i] for i in units)
-
     async def _search(self, judge: Judge) -> AsyncIterator[Any]:
         """The plan's questions answered one by one, over the units in `self._map`."""
         c = self.cands
         names = [c.units[i].name for i in self._map]
         self.plan = Plan(len(self._map), names)
+        self.plan.afford = self._afford
         while not self.plan.done:
             if self._remeasure:
                 async for ev in self._measure_again():
@@ -284,6 +251,7 @@ class Bisection:
                 judge = self.book.judge()
                 # replay: answered questions come from the cache
                 self.plan = Plan(len(self._map), names)
+                self.plan.afford = self._afford
             yield self._states()
             yield self._estimate()
             if self._paused:
@@ -294,6 +262,12 @@ class Bisection:
                 continue
             ask = self.plan.query
             assert ask is not None
+            if self.launches >= self._cap() and not self.options.hand and self._new_launch(ask):
+                self.plan.result = self.plan.stop(
+                    f"the search would need more launches than one knob at a time ({self._cap()}): "
+                    "stopped (more --repeats allows more)"
+                )
+                break
             judge = self.book.judge()  # repeats (and interleaved ends) refine the noise
             async for ev in self._answer(ask, judge):
                 yield ev
@@ -302,44 +276,7 @@ class Bisection:
             self.plan.refresh(
                 {k: self.book.reading(c.profile(self._real(k))[1], judge) for k in list(self.plan.readings)}
             )
-
-    async def _behind_the_crash(self, crash: frozenset[int]) -> AsyncIterator[Any]:
-        """The bad profile without the knobs that make it fail to start, against the good end, by the
-        metric: a slowdown there is searched too (issue 39: it was measured 25 % slower and then
-        reported as "the culprits explain 100%").  Sets `self.plan` to that search's when there is one."""
-        c = self.cands
-        rest = [i for i in range(len(c.units)) if i not in self._real(crash)]
-        if not rest:
-            return
-        profile, fp = c.profile(frozenset(rest))
-        self.book.start_mode, self.book.start_kind, self._crashed = False, "", True
-        self.book.ends = (c.good_fp, fp)
-        self.book.failed_ends.discard(fp)
-        ends = ((c.good_fp, Role.GOOD, c.good), (fp, Role.CANDIDATE, profile))
-        async for ev in self._ends(ends):
-            yield ev
-        judge = self.book.judge()
-        what = f"the bad profile without {', '.join(c.knob_names(self._real(crash)))} (it starts)"
-        if self.book.end_failed(fp) or self.book.end_failed(c.good_fp):
-            self._slow_notes = [
-                f"{what} could not be measured by {self.options.metric}: cannot tell if it is slower"
-            ]
-            return
-        state, why, _need = judge.ends()
-        if state == "same":
-            self._slow_notes = [f"{what} measures as the good end by {self.options.metric}: {why}"]
-            return
-        if state != "distinct":
-            self._slow_notes = [f"{what} against the good end: cannot tell if it is slower ({why})"]
-            return
-        self._slow_notes = [
-            f"{what} is slower than the good end ({why}): its knobs searched by {self.options.metric}"
-        ]
-        yield EndsJudged(evidence=judge.evidence())
-        assert self.plan is not None
-        self._phases.append((self.plan, self._map))
-        self._map = rest
-        async for ev in self._search(judge):
+        async for ev in self._verify():
             yield ev
 
     async def _refuse_if_busy(self) -> None:
@@ -350,34 +287,6 @@ class Bisection:
                 f"{busy} of this session is running and holds the GPUs; the bisection stops only servers "
                 "it launched: stop it first (specdebug stop -c ...)"
             )
-
-    async def _ends(self, ends: tuple[tuple[str, Role, Profile], ...] | None = None) -> AsyncIterator[Any]:
-        """good, bad, good, bad ... at least twice each (the noise is measured, not assumed), more up to
-        --repeats while the gap is within the noise; an end that fails is launched once more (book).
-        """
-        c = self.cands
-        ends = ends or ((c.good_fp, Role.GOOD, c.good), (c.bad_fp, Role.BAD, c.bad))
-        for i in range(max(MIN_END_RUNS, self.options.repeats)):
-            for fp, role, profile in ends:
-                self.book.row(fp, role, profile.name, [])
-                for _ in range(END_FAILURES):  # a run that gave no figure is tried once more
-                    if self.book.end_needs_run(fp, i):
-                        async for ev in self._measure(profile, fp, role, frozenset()):
-                            yield ev
-                yield TrialDone(row=self.book.update_row(fp, self.book.judge()))
-            if any(self.book.end_failed(fp) for fp, _, _ in ends):
-                return
-            judge = self.book.judge()
-            # not once each even when the server's per-step figure puts them many noise widths apart
-            # (judge.decisive): its lines cannot see a launch-to-launch noise (the sim's --noise 0.03:
-            # lines at 1 %, launches 3 %), and test_bisect_search's noise scenario then ran each end once
-            state, _why, need = judge.ends()
-            if i + 1 >= MIN_END_RUNS and state != "unresolved":
-                return
-            if i + 1 >= MIN_END_RUNS and need is not None and need > FUTILE * self.options.repeats:
-                return  # the runs that would settle it are far beyond --repeats: more decide nothing
-            if i + 1 >= MIN_END_RUNS and self._ends_drift(ends) is not None:
-                return  # the box moves under the ends: more runs of them would only measure the drift
 
     async def _answer(self, ask: Ask, judge: Judge) -> AsyncIterator[Any]:
         """Measure what the plan asks, again while the reading cannot tell zero from the parent's
@@ -420,6 +329,8 @@ class Bisection:
             step = next_step(verdict, n, self.options.repeats, interleave=interleave, fresh_reference=fresh)
             if step is None or role is not Role.CANDIDATE and verdict != "need":
                 break
+            if verdict != "need" and self.launches >= self._cap():
+                break  # no repeat past one knob at a time's launches: the plan decides on what it has
             if step == "reference":  # an end between two runs of this candidate (--interleave)
                 async for ev in self._reference():
                     yield ev
@@ -514,106 +425,3 @@ class Bisection:
         self._remeasure.clear()
 
     # ---- progress and result -------------------------------------------------------------------
-    def _states(self) -> KnobStates:
-        plan, c = self.plan, self.cands
-        states: dict[str, Any] = {}
-        for i, unit in enumerate(c.units):
-            if plan is None:
-                state = "suspect"
-            elif i not in self._map:  # searched before (the crash's knobs): named there
-                named = any(i in {m[u] for u in p.culprits} for p, m in self._phases)
-                state = "culprit" if named else "cleared"
-            elif plan.result is not None:
-                state = "culprit" if i in self._real(plan.result.culprits) else "cleared"
-            else:
-                state = "suspect" if i in self._real(plan.suspects) else "cleared"
-            for name in unit.knobs:
-                states[name] = state
-        return KnobStates(stage=plan.stage if plan else "ends", states=states)
-
-    def _estimate(self) -> Estimate:
-        left = self.plan.remaining_estimate() if self.plan else 2 * MIN_END_RUNS
-        per = statistics.median(self._durations) if self._durations else None
-        # each question may be measured up to --repeats times (an end between repeats: --interleave)
-        each = 1 if self.options.hand else self.options.repeats * (2 if self.options.interleave else 1)
-        high = self.plan.remaining_high() * each if self.plan else None
-        return Estimate(launches_left=left, seconds_left=per * left if per else None, launches_max=high)
-
-    def _naive(self) -> int:
-        """One knob at a time with the same care: each knob once, each end twice (the noise)."""
-        return len(self.cands.units) + 2 * MIN_END_RUNS
-
-    def _start_record(self) -> BisectStartRecord:
-        c = self.cands
-        return BisectStartRecord(
-            bisect=self.id,
-            good=BisectEnd(name=c.good.name, file=str(c.good.source or ""), fingerprint=c.good_fp),
-            bad=BisectEnd(name=c.bad.name, file=str(c.bad.source or ""), fingerprint=c.bad_fp),
-            settings=self.settings.key(),
-            options=self.options.model_copy(),
-            knobs=list(c.rows),
-        )
-
-    def _effects(self) -> dict[str, Effect]:
-        """Every knob's effect, from the search that measured it (the crash's, then the slowdown's)."""
-        out: dict[str, Effect] = {}
-        for plan, units_map in [*self._phases, (self.plan, self._map)]:
-            if plan is not None:
-                out.update(effects_of(plan, self.cands, units_map))
-        return out
-
-    def _finish(
-        self,
-        verdict: str,
-        t0: float,
-        judge: Judge,
-        *,
-        culprits: frozenset[int] = frozenset(),
-        search: str | None = None,
-        notes: list[str] | None = None,
-        confirmed: bool | None = None,
-    ) -> Finished:
-        c, warnings = self.cands, list(self.warnings)
-        if self.options.interleave:  # the last ends moved the drift fit: show the ends as finally judged
-            judge = self.book.judge()
-            for row in self.book.end_rows():
-                self.book.update_row(row.fingerprint, judge)
-        evidence = judge.evidence()
-        evidence.drift = self.drift
-        plan, res = self.plan, self.plan.result if self.plan else None
-        interleaved = self._references if self.options.interleave else None
-        notes = [*(notes or []), *closing_notes(res, self.book, judge.metric, interleaved)]
-        explained = round(res.explained.share, 4) if res is not None and res.explained is not None else None
-        result = Result(
-            verdict=verdict,  # type: ignore[arg-type]
-            culprits=c.knob_names(culprits),
-            knobs=c.rows,
-            trials=sorted(self.book.rows.values(), key=lambda r: r.index),
-            launches=self.launches,
-            naive_launches=self._naive(),
-            duration_s=round(self.clock() - t0, 3),
-            warnings=warnings,
-            search=search,
-            notes=list(notes or []),
-            evidence=evidence,
-            bisect=self.id,
-            good={"name": c.good.name, "fingerprint": c.good_fp, "file": str(c.good.source or "")},
-            bad={"name": c.bad.name, "fingerprint": c.bad_fp, "file": str(c.bad.source or "")},
-            settings=self.settings.key(),
-            effects=self._effects(),
-            sets=[
-                s for p, m in [*self._phases, (plan, self._map)] if p is not None for s in sets_of(p, c, m)
-            ],
-            explained=explained,
-            confirmed=bool(res and res.confirmed) if confirmed is None else confirmed,
-            metric_used=(
-                START_METRIC
-                if self.book.start_mode or self._crashed and not self._phases
-                else f"{START_METRIC}, then {self.options.metric}"  # the slowdown behind the crash
-                if self._crashed
-                else self.options.metric
-            ),
-        )
-        if self.journal is not None:
-            self.journal.append(BisectResultRecord(result=result), sync=True)
-        return Finished(result=result)

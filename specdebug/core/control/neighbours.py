@@ -3,7 +3,8 @@ and any running bisection (the box's bisection lock).
 
 Why: a launch from the TUI while a bisection's trial held the GPUs cost the bisection a data point
 ("failed to start: Not enough memory"), and nothing warned (issue 41).  The front end asks here
-before it launches and lets the user confirm.  Which GPUs a server uses is read from
+before it launches and lets the user confirm; the headless `launch`/`restart` ask the same
+(target_neighbours) and refuse unless `--force`.  Which GPUs a server uses is read from
 CUDA_VISIBLE_DEVICES as recorded (its profile's env): two servers that both name theirs share GPUs
 only where the lists meet; one that names none sees every GPU, so it *may* share (said so).
 """
@@ -11,7 +12,9 @@ only where the lists meet; one that names none sees every GPU, so it *may* share
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -19,6 +22,9 @@ from specdebug.core.control.records import ServerRecord, box_call, group_members
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
 from specdebug.remote.api import Remote, RemoteError
+
+if TYPE_CHECKING:
+    from specdebug.core.target import Target
 
 GPU_VAR = "CUDA_VISIBLE_DEVICES"
 
@@ -29,6 +35,34 @@ class GpuNeighbour:
 
     name: str  # the profile of the other server, or `bisection ID`
     sentence: str
+    # the same, as data (a verb's --json): kind `server` or `bisection`, where, which process, which
+    # GPUs (`gpus`: its CUDA_VISIBLE_DEVICES, None for every GPU; `shared`: where both name theirs)
+    kind: str = "server"
+    host: str = ""
+    pid: int | None = None
+    pgid: int | None = None
+    port: int | None = None
+    gpus: list[str] | None = None
+    shared: list[str] | None = None
+    launched_by: str | None = None
+    stop: str = ""  # how to free the GPUs, as said in the sentence
+    detail: dict[str, Any] = field(default_factory=dict)  # a bisection's record (made visible)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "host": self.host,
+            "pid": self.pid,
+            "pgid": self.pgid,
+            "port": self.port,
+            "gpus": self.gpus,
+            "shared_gpus": self.shared,
+            "launched_by": self.launched_by,
+            "stop": self.stop,
+            "sentence": self.sentence,
+            **({"bisection": self.detail} if self.detail else {}),
+        }
 
 
 def visible_gpus(env: dict[str, str]) -> list[str] | None:
@@ -70,9 +104,23 @@ async def other_records(remote: Remote) -> list[ServerRecord]:
     return records
 
 
-async def gpu_neighbours(remote: Remote, profile: Profile, host: str) -> list[GpuNeighbour]:
+def stop_hint(rec: ServerRecord, host: str) -> str:
+    """How to free the GPUs a recorded server holds.  A bisection's trial is not for stopping (that
+    is what the warning protects): wait for the bisection instead."""
+    if rec.launched_by is not None and "bisect" in rec.launched_by.what:
+        return "it is a bisection's trial: wait for the bisection to end"
+    return (
+        f"stop it first with `specdebug stop {host} -c PROFILE` (PROFILE: {visible(rec.profile)}'s file), "
+        f"or `kill -TERM -- -{rec.pgid}` on {host}"
+    )
+
+
+async def gpu_neighbours(
+    remote: Remote, profile: Profile, host: str, *, same_target: Collection[str] = ()
+) -> list[GpuNeighbour]:
     """Other running servers of this box user whose GPUs may meet the profile's, and every running
-    bisection on the box (it holds the box's GPUs for its whole run), each named."""
+    bisection on the box (it holds the box's GPUs for its whole run), each named.  `same_target`:
+    record names of the target's other nodes (a deployment's own servers are not its neighbours)."""
     from specdebug.core.bisect.boxlock import describe, running_bisections
 
     records, bisections = await asyncio.gather(other_records(remote), running_bisections(remote))
@@ -80,18 +128,53 @@ async def gpu_neighbours(remote: Remote, profile: Profile, host: str) -> list[Gp
     mine = visible_gpus(profile.server.env)
     found: list[GpuNeighbour] = []
     for rec in records:
-        if rec.profile == profile.name or rec.stopped_at is not None or not group_members(procs, rec):
+        if rec.profile == profile.name or rec.profile in same_target or rec.stopped_at is not None:
             continue
-        why = shared_gpus(mine, visible_gpus(rec.env), "it")
+        if not group_members(procs, rec):
+            continue
+        theirs = visible_gpus(rec.env)
+        why = shared_gpus(mine, theirs, "it")
         if why is None:
             continue
-        by = f", launched by {rec.launched_by.describe()}" if rec.launched_by else ""
+        by = rec.launched_by.describe() if rec.launched_by else None
         name = visible(rec.profile)
+        stop = stop_hint(rec, host)
         found.append(
-            GpuNeighbour(name, f"{name} (PID {rec.pid}, port {rec.port}{by}) runs on {host} and {why}")
+            GpuNeighbour(
+                name,
+                f"{name} (PID {rec.pid}, port {rec.port}{', launched by ' + by if by else ''}) runs on "
+                f"{host} and {why}; {stop}",
+                host=host,
+                pid=rec.pid,
+                pgid=rec.pgid,
+                port=rec.port,
+                gpus=theirs,
+                shared=[g for g in mine if g in theirs] if mine is not None and theirs is not None else None,
+                launched_by=by,
+                stop=stop,
+            )
         )
     for holder in bisections or []:
+        pid = holder.get("pid")
         found.append(
-            GpuNeighbour(f"bisection {visible(str(holder.get('bisect', '?')))[:40]}", describe(holder, host))
+            GpuNeighbour(
+                f"bisection {visible(str(holder.get('bisect', '?')))[:40]}",
+                describe(holder, host),
+                kind="bisection",
+                host=host,
+                pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+                stop="wait for it to end, or stop it there",
+                detail={k: visible(str(v))[:200] for k, v in holder.items()},
+            )
         )
     return found
+
+
+async def target_neighbours(target: Target) -> list[GpuNeighbour]:
+    """Every reachable node's neighbours (gpu_neighbours), the target's own servers left out: what a
+    front end asks before it launches the target (the TUI's Startup pane, `launch`, `restart`)."""
+    own = {n.profile.name for n in target.nodes}  # each node's record name
+    per_node = await asyncio.gather(
+        *(gpu_neighbours(target.remote(n), n.profile, n.host, same_target=own) for n in target.reachable())
+    )
+    return [n for found in per_node for n in found]

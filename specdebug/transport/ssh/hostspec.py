@@ -68,6 +68,7 @@ class ResolvedHost:
     warnings: list[str] = field(default_factory=list)
     identities: tuple[str, ...] = ()  # the config's IdentityFile/CertificateFile (a login's identity)
     proxy: str = ""  # the config's ProxyJump or ProxyCommand (the way the host is reached)
+    ciphers: bool = False  # the config names Ciphers: its choice stands (transport.py)
 
     @property
     def config_paths(self) -> list[str]:
@@ -120,6 +121,7 @@ def resolve(spec: HostSpec) -> ResolvedHost:
         warnings=warnings,
         identities=identities,
         proxy=route,
+        ciphers=bool(cfg.get("Ciphers")),
     )
 
 

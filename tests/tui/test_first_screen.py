@@ -1,0 +1,62 @@
+"""The first screen comes before the heavy imports: the hosts show as connecting, then as connected.
+
+`specdebug HOST` in tmux, with an import gate of the test's own (a sitecustomize on PYTHONPATH): any
+import of asyncssh or pydantic waits until the test opens the gate.  While it is shut, the screen must
+already show the app (its header, the host connecting, the keys); once it opens, the host connects.
+An app that imports them before its first paint shows nothing until the gate opens.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pytest
+
+from tests.tmux_harness import Tmux
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+
+GATE = """\
+import os, sys, time
+
+class ImportGate:
+    '''Holds the imports of the heavy modules until the gate file exists (the test opens it).'''
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("asyncssh", "pydantic"):
+            while not os.path.exists(os.environ["SPECDEBUG_TEST_GATE"]):
+                time.sleep(0.05)
+        return None
+
+sys.meta_path.insert(0, ImportGate())
+"""
+
+
+def test_the_hosts_show_connecting_before_asyncssh_and_pydantic_are_imported(sshd, tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(GATE)
+    gate = tmp_path / "gate-open"
+    home = tmp_path / "home"
+    home.mkdir()
+    tmux = Tmux("specdebug-test-first-screen")
+    tmux.kill()
+    try:
+        tmux.new_session(
+            "tui",
+            f"env HOME={home} PYTHONPATH={site} SPECDEBUG_TEST_GATE={gate} {sys.executable} -m specdebug.cli "
+            f"-F {sshd.config_path} gpubox --session {tmp_path / 'session'}",
+            150,
+            40,
+        )
+        # the gate is shut: no asyncssh, no pydantic, and yet the app is on the screen
+        screen = tmux.wait_screen("tui", lambda s: "connecting…" in s and "q Quit" in s, 60)
+        assert "specdebug" in screen and "gpubox" in screen
+        assert not gate.exists()
+        gate.touch()
+        tmux.wait_screen("tui", lambda s: "gpubox connected" in s and "NVIDIA H200" in s, 60)
+        tmux("send-keys", "-t", "tui", "q")
+        tmux.wait_screen("tui", lambda s: "q Quit" not in s, 20)
+    finally:
+        tmux.kill()
