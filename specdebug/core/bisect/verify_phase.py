@@ -37,8 +37,11 @@ class VerifyPhase(EngineState):
         res = plan.result if plan else None
         if plan is None or res is None or not res.culprits:
             return
-        if self.book.start_mode or self.options.hand or self.options.interleave:
-            return  # start / no start has no noise; a hand judgement no figure; --interleave fits its own drift
+        o = self.options
+        if self.book.start_mode or o.hand or o.interleave or o.gate or o.failed_start == "bad":
+            # start / no start has no noise; a hand judgement, the gate or a failed start taken as the
+            # whole effect give no figure to fit; --interleave fits its own drift
+            return
         terms, names = terms_of(plan)
         if res.verdict not in EXIT0 or not res.confirmed:  # unconfirmed: was it the box moving?
             obs, _ = observations(self.book, c, self._map, self.book.judge(), self.book.ends[1])
