@@ -55,6 +55,7 @@ class VerifyPhase(EngineState):
             if why is not None:
                 named = ", ".join(c.knob_names(self._real(res.culprits)))
                 res.verdict, res.culprits, res.drift = "cannot-tell", frozenset(), True
+                res.explained = None  # what the culprits explained is no figure once they cannot stand
                 res.notes += [f"not named culprits (the verdict cannot stand): {named}", why]
             return
         cap = self._cap()
@@ -88,5 +89,6 @@ class VerifyPhase(EngineState):
             + ("" if verdict.state != "undecided" else f" within {cap} launches (one knob at a time's)"),
         ]
         res.confirmed, res.drift = False, res.drift or verdict.state == "drift"
+        res.explained = None  # "the culprits explain N %" beside a verdict that names none misleads
         if res.verdict == "cannot-tell":
             res.culprits = frozenset()
