@@ -88,9 +88,9 @@ def wait_for(predicate, timeout: float, what: str) -> None:
 
 
 def launched_while_measuring(session: Path) -> bool:
-    """The ends twice and a candidate are journaled, and the next candidate's server is up."""
+    """The ends (once each: issue 39) and a candidate are journaled, and the next candidate's server is up."""
     events = Journal(session).events({"bisect_launch", TRIAL_EVENT})
-    return sum(e["kind"] == TRIAL_EVENT for e in events) >= 5 and events[-1]["kind"] == "bisect_launch"
+    return sum(e["kind"] == TRIAL_EVENT for e in events) >= 3 and events[-1]["kind"] == "bisect_launch"
 
 
 def cli_scenario(sshd, tmp: Path) -> dict:
@@ -107,7 +107,7 @@ def cli_scenario(sshd, tmp: Path) -> dict:
     )
     try:
         wait_for(
-            lambda: launched_while_measuring(session), 200, "the ends twice, a candidate, the next launched"
+            lambda: launched_while_measuring(session), 200, "the ends, a candidate, the next launched"
         )
     finally:
         os.kill(proc.pid, signal.SIGKILL)
@@ -262,7 +262,7 @@ def test_kill_9_then_resume_repeats_no_finished_trial(scenarios) -> None:
     stops = Journal(cli["session"]).events({"bisect_stop"})
     assert any(e["pid"] == left["pid"] for e in stops)
     before, after = cli["before"], cli["after_resume"]
-    assert len(before) >= 5
+    assert len(before) >= 3  # the ends once each (issue 39) and a candidate
     assert after[: len(before)] == before  # the journal kept every finished trial
     counts = Counter(e["fingerprint"] for e in after if e["role"] == "candidate")
     assert all(n <= 4 for n in counts.values()), counts  # repeats only while within the noise (--repeats 4)
@@ -291,15 +291,10 @@ def test_pair_only_hurting_together_found_by_ddmin(scenarios) -> None:
     alone = [t for t in result.trials if t.role == "candidate" and len(t.applied) == 1]
     assert len(alone) == 2 and all(t.judged == "good" for t in alone)  # each alone is harmless
     assert all(abs(result.effects[k].share) < 0.1 for k in result.culprits)  # shown by the numbers
-    assert result.confirmed  # the good end measured again: the box did not drift meanwhile
-    # the ends twice + each knob alone + the good end again: 7 launches, nothing repeated.  Without
-    # --noise the sim's own figures do not move between launches (its clock leaves out the stalls of
-    # this loaded machine: specdebug/sim/server/common/engine.py), so a repeat here would be a judging bug
-    if result.launches != 7:
-        # a repeat is a judging bug unless the box moved under it: allowed (two at most) only where a
-        # config measured more than once read differently (a stall under MAX_LAG_S still counts)
-        moved = [t for t in result.trials if len(t.samples) > 1 and len(set(t.samples)) > 1]
-        assert result.launches <= 9 and moved, told(result)
+    assert result.confirmed  # the additive fit over every reading (the good end measured again among them)
+    # the ends once each + each knob alone + the good end again, and the fit's repeats where it needs
+    # them: never more than one knob at a time (issue 39: 7 launches, one knob at a time 6)
+    assert result.launches <= result.naive_launches == 6, told(result)
 
 
 def test_noise_003_with_three_repeats_finds_the_right_culprit(scenarios) -> None:
@@ -307,13 +302,14 @@ def test_noise_003_with_three_repeats_finds_the_right_culprit(scenarios) -> None
     assert isinstance(events[-1], Finished)
     result = events[-1].result
     ev = result.evidence
-    assert ev is not None and ev.spread is not None and ev.noise_dof >= 2  # noise estimated
-    assert 2 <= len(ev.good_samples) <= 3 and 2 <= len(ev.bad_samples) <= 3
+    assert ev is not None and 1 <= len(ev.good_samples) <= 3 and 1 <= len(ev.bad_samples) <= 3
     assert len(set(ev.good_samples)) == len(ev.good_samples)  # every launch drew its own noise
     assert ev.distinguishable and "standard errors" in ev.why
-    # interleaved: good, bad, good, bad ... then the candidates
+    # each end once (25 % apart: issue 39), then the candidates; the fit measures the noise before a name
     roles = [e.role.value for e in events if isinstance(e, TrialStarted)]
-    assert roles[:4] == ["good", "bad", "good", "bad"]
+    assert roles[:2] == ["good", "bad"]
+    if result.verdict == "found":
+        assert any("additive fit" in n for n in result.notes), told(result)
     if result.verdict == "cannot-tell":
         # The good end's first draws can both come out high (one full run in four on 2026-12-04:
         # 95.4 and 96.5, then the harmless knob 92.0, 92.3, 92.0; gen_throughput does not move with
@@ -321,10 +317,10 @@ def test_noise_003_with_three_repeats_finds_the_right_culprit(scenarios) -> None
         # the good end measured again (91.8) shows the two ends' readings disagree.  Naming nobody
         # is the right answer there (naming would include the harmless knob): the culprit among
         # the suspects, the good end measured again, no name claimed.
-        drifted = [n for n in result.notes if "the box drifted during the run, or" in n and "by chance" in n]
+        # (or the additive fit could not confirm within one knob at a time's launches: issue 39)
         suspects = [n for n in result.notes if n.startswith("not named culprits")]
-        assert drifted and suspects and "--disable-cuda-graph" in suspects[0], told(result)
-        assert result.culprits == [] and "drift" in roles, told(result)
+        assert not suspects or "--disable-cuda-graph" in suspects[0], told(result)
+        assert result.culprits == [], told(result)
         return
     # the right culprit and never the harmless flag; at 3 % noise three repeats usually confirm it,
     # but a draw can leave the confirmation too wide (CI saw +6 % of the gap, up to +39 %): then the
@@ -332,7 +328,7 @@ def test_noise_003_with_three_repeats_finds_the_right_culprit(scenarios) -> None
     assert result.culprits == ["--disable-cuda-graph"], told(result)
     if result.verdict != "found":
         assert result.verdict == "inconclusive" and not result.confirmed, told(result)
-        assert any("too noisy to decide" in n for n in result.notes), told(result)
+        assert any("too noisy to decide" in n or "additive fit" in n for n in result.notes), told(result)
     assert result.effects["--disable-cuda-graph"].share > 0.7
     assert result.confirmed or result.verdict != "found"
     assert result.naive_launches == len(result.knobs) + 4

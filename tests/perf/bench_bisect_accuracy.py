@@ -8,8 +8,10 @@ one culprit among 3 / 8 / 15 knobs, a pair that hurts only together, three equal
 a bad end that crashes, one that hangs, a candidate that crashes, and a vLLM pair; and issue 39's shapes:
 an interaction next to an additive knob, a crash hiding a slowdown, a box that speeds up steadily, one
 culprit among 4 / 8 / 16 knobs (with the goal ceil(log2 N) + 3 launches).  One line per
-run, then the accuracy table: correct / partial / wrong (with exit 0) / honest (no exit 0), and the
-launches against one knob at a time.  The bar: no run wrong or partial with exit 0.
+run, then the accuracy table: correct / coarse (the true culprits named, and those not named inside
+the set the answer says unresolved, with its share: nothing claimed is false) / partial / wrong (with
+exit 0) / honest (no exit 0), and the launches against one knob at a time.  The bar: no run wrong or
+partial with exit 0.
 
     python tests/perf/bench_bisect_accuracy.py [--runs 2] [--parallel 3] [--only NAME,...]
 

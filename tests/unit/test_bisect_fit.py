@@ -252,3 +252,28 @@ def test_a_knob_that_read_slower_once_by_chance_is_not_named() -> None:
         seen.clear()
         verdict, culprits, confirmed, _, _ = bisect_sim(4, cost, noise=0.005, seed=seed)
         assert not (verdict in EXIT0 and confirmed and 2 in culprits), (seed, verdict, culprits)
+
+
+def test_a_rest_the_budget_cannot_search_is_said_unresolved_never_cleared() -> None:
+    """The story's shape on a budget: three knobs of 27 % each are named; the other three read 16 %
+    together and the launches left cannot resolve them: they are one unresolved set with its share,
+    neither culprits nor "cleared" (the story's first run said "cleared: its set showed no effect")."""
+    from types import SimpleNamespace
+
+    from specdebug.core.bisect.judge import Reading
+    from specdebug.core.bisect.outcome import effects_of
+
+    shares = {3: 0.28, 4: 0.28, 5: 0.28}
+    plan = Plan(6)
+    plan.afford = lambda launches: False
+    while not plan.done:
+        q = plan.query
+        assert q is not None
+        rest = 0.16 if {0, 1, 2} <= q.units else 0.0
+        plan.answer(Reading(sum(s for u, s in shares.items() if u in q.units) + rest, 0.01, 3.0, 1))
+    r = plan.result
+    assert r is not None and r.verdict == "several" and r.culprits == {3, 4, 5}
+    assert plan.unresolved == {0, 1, 2} and any("not resolved among its knobs" in n for n in r.notes)
+    units = [SimpleNamespace(name=f"k{i}", knobs=[f"k{i}"]) for i in range(6)]
+    effects = effects_of(plan, SimpleNamespace(units=units))  # type: ignore[arg-type]
+    assert all(effects[f"k{i}"].basis.startswith("unresolved") for i in (0, 1, 2)), effects

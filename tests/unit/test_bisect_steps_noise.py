@@ -134,3 +134,15 @@ async def test_launches_noisier_than_their_lines_name_nothing_on_the_lines(
 @pytest.fixture(autouse=True)
 def _no_box_state(box_state_dir: Path) -> None:
     """The trial runner is a stand-in here: nothing is launched, nothing recorded on the box."""
+
+
+async def test_a_box_that_speeds_up_names_nothing_and_claims_no_share(tmp_path: Path, monkeypatch) -> None:
+    """Issue 39's box that speeds up during the run (every launch 4 % faster): no culprit with exit 0, and
+    no "the culprits explain 174 % of the gap" beside a verdict that names none (the bench's note)."""
+    result, _ = await engine_run(
+        tmp_path, monkeypatch, lambda spec, n: (70.0 if slow(spec) else 94.0) * (1 + 0.04 * n), 0.003
+    )
+    assert not (result.verdict in ("found", "several", "interaction") and result.confirmed), result
+    if not result.culprits:
+        assert result.explained is None, result
+        assert not any(n.startswith("confirmation: the culprits explain") for n in result.notes), result.notes

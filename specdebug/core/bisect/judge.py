@@ -30,6 +30,7 @@ MIN_SPREAD = 0.003  # relative floor of the spread: two equal readings do not pr
 # working figure for where to look next, never for a verdict (verify.py fits every reading before any
 # culprit is named, and "the same" is said only on a noise measured)
 PRIOR = 0.01
+MIN_RUNS_DOF = 2  # repeats measure the run-to-run noise from this many degrees of freedom on
 ONE_RUN_GAP_PCT = 15.0  # ends this far apart after one run each begin the search (Judge.one_run_enough)
 PRIOR_DOF = 5
 # Student's t, two-sided 99 %, by degrees of freedom (interpolated between, 2.576 beyond)
@@ -245,10 +246,12 @@ class Judge:
         """The pooled sd of log(cost) over the configs measured more than once (relative noise)."""
         costs = [[self.cost(x) for x in g] for g in groups if g]
         logs = [[math.log(x) for x in g] for g in costs if len(g) >= 2 and all(0 < x < math.inf for x in g)]
-        if not logs:
+        dof = sum(len(g) - 1 for g in logs)
+        if dof < MIN_RUNS_DOF:
+            # one repeat is no noise to judge by (t99 at 1 dof is 63.7: every reading would turn undecided
+            # and ask for more): the lines or the prior until a second, the fit before any name
             return Noise(MIN_SPREAD, 0, False, "floor")
         ss = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in logs)
-        dof = sum(len(g) - 1 for g in logs)
         return Noise(max(math.sqrt(ss / dof), MIN_SPREAD), dof, True)
 
     def _sd_at(self, cost: float) -> float:

@@ -42,6 +42,12 @@ def effects_of(plan: Plan, cands: Candidates, units_map: list[int] | None = None
             eff = _effect(inferred, "not launched alone: inside a set that showed no effect" + group)
         elif i in plan.unmeasured:
             eff = Effect(share=None, basis="inferred to matter; could not be measured alone" + group)
+        elif i in plan.unresolved and (rest := plan.readings.get(plan.unresolved)) is not None:
+            eff = Effect(
+                share=None,
+                basis=f"unresolved: its set of {len(plan.unresolved)} reads {rest.share:.0%} of the gap together, "
+                "not resolved among its knobs" + group,
+            )
         elif i in plan.culprits:
             eff = Effect(share=None, basis="named from the sets it was measured in" + group)
         else:

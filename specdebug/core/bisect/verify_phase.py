@@ -37,8 +37,11 @@ class VerifyPhase(EngineState):
         res = plan.result if plan else None
         if plan is None or res is None or not res.culprits:
             return
-        if self.book.start_mode or self.options.hand or self.options.interleave:
-            return  # start / no start has no noise; a hand judgement no figure; --interleave fits its own drift
+        o = self.options
+        if self.book.start_mode or o.hand or o.interleave or o.gate or o.failed_start == "bad":
+            # start / no start has no noise; a hand judgement, the gate or a failed start taken as the
+            # whole effect give no figure to fit; --interleave fits its own drift
+            return
         terms, names = terms_of(plan)
         if res.verdict not in EXIT0 or not res.confirmed:  # unconfirmed: was it the box moving?
             obs, _ = observations(self.book, c, self._map, self.book.judge(), self.book.ends[1])
@@ -52,6 +55,7 @@ class VerifyPhase(EngineState):
             if why is not None:
                 named = ", ".join(c.knob_names(self._real(res.culprits)))
                 res.verdict, res.culprits, res.drift = "cannot-tell", frozenset(), True
+                res.explained = None  # what the culprits explained is no figure once they cannot stand
                 res.notes += [f"not named culprits (the verdict cannot stand): {named}", why]
             return
         cap = self._cap()
@@ -85,5 +89,6 @@ class VerifyPhase(EngineState):
             + ("" if verdict.state != "undecided" else f" within {cap} launches (one knob at a time's)"),
         ]
         res.confirmed, res.drift = False, res.drift or verdict.state == "drift"
+        res.explained = None  # "the culprits explain N %" beside a verdict that names none misleads
         if res.verdict == "cannot-tell":
             res.culprits = frozenset()
