@@ -75,6 +75,10 @@ def test_agent_waits_for_acks_and_ends_at_stdin_eof(tmp_path: Path) -> None:
 
     proc = start(log, once=False)  # following: held at the window, then the client goes
     assert proc.stdin is not None
-    read_for(proc, 1.0)
+    held, deadline = b"", time.monotonic() + 60  # its window sent: waited for, not 1 s of a clock (a
+    while len(held) < WINDOW and time.monotonic() < deadline:  # loaded machine starts python slowly)
+        held += read_for(proc, 0.2)
+    assert len(held) >= WINDOW, len(held)
     proc.stdin.close()
+    read_for(proc, 60)  # drained to its EOF: a write into a full pipe never holds it
     assert proc.wait(60) == 0  # ended by stdin's EOF, not left behind
