@@ -37,6 +37,8 @@ from specdebug.tui.widgets.status_line import connection_line
 from specdebug.tui.widgets.steady import Steady
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from specdebug.core.profiles import Profile
     from specdebug.remote.api import ConnStatus
     from specdebug.transport.ssh.hostkeys import HostKeyInfo, KeyDecision
@@ -367,6 +369,12 @@ class SpecdebugApp(App[None]):
         from specdebug.tui.profile_action import pick_profile
 
         pick_profile(self)
+
+    def _profile_picked(self, path: Path | None) -> None:
+        """What the profile picker calls with the chosen file (None: none chosen)."""
+        from specdebug.tui.profile_action import profile_picked
+
+        profile_picked(self, path)
 
     def watch_profile(self, profile: Profile | None) -> None:
         self.ctx.profile = profile
