@@ -37,6 +37,8 @@ from specdebug.tui.widgets.status_line import connection_line
 from specdebug.tui.widgets.steady import Steady
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from specdebug.core.profiles import Profile
     from specdebug.remote.api import ConnStatus
     from specdebug.transport.ssh.hostkeys import HostKeyInfo, KeyDecision
@@ -235,27 +237,34 @@ class SpecdebugApp(App[None]):
         self.run_worker(self._run_boot(), name="start-up", exit_on_error=False)
 
     async def _run_boot(self) -> None:
-        """The heavy imports in a thread (the screen keeps answering), then the context, the panes
-        and the connections."""
+        """The connections' modules in a thread (the screen keeps answering), the connections
+        started, then the panes' modules in a thread while they connect, and the panes."""
         boot = self._boot
         assert boot is not None
         try:
             await asyncio.to_thread(boot.imports)
-            ctx, keymap = boot.build()
+            ctx = boot.build()
         except BootFailed as exc:
             self.boot_error = str(exc)
             self.exit(return_code=2)
             return
-        self._adopt(ctx, keymap)
+        self.ctx = ctx
+        await self._connect()
+        await asyncio.to_thread(boot.imports_panes)
+        self._adopt(ctx, boot.keymap())
         self._boot = None
         await self.screen.mount_compose(self._compose_body(), before=self.query_one(KeyBar))
         await self.query_one("#boot-hosts").remove()
-        await self._start()
+        await self._start_panes()
         if self._wanted_tab is not None:
             self.action_show_tab(self._wanted_tab)
 
     async def _start(self) -> None:
-        """Once the panes are there: the keymap, focus, and the connections."""
+        await self._start_panes()
+        await self._connect()
+
+    async def _start_panes(self) -> None:
+        """Once the panes are there: the keymap and the focus."""
         for problem in self._keymap.problems if isinstance(self._keymap, KeymapFile) else ():
             self.notify(problem, severity="error", timeout=10)
         if self._keymap:
@@ -269,6 +278,13 @@ class SpecdebugApp(App[None]):
         pane = self.active_pane()
         if pane is not None:
             self.focus_pane(pane)
+        if self.freeze_gc:
+            self.call_after_refresh(self._freeze_start_up)
+        if self.autorun:
+            self.call_after_refresh(self._run_autorun)
+
+    async def _connect(self) -> None:
+        """Start every connection, heard by the status line (the host-key screen answers them)."""
         if self.ctx.host_key_prompt is not None:
             self.ctx.host_key_prompt.ask = self.ask_host_key
         for remote in self.ctx.remotes.values():
@@ -277,10 +293,6 @@ class SpecdebugApp(App[None]):
                 self.notify(f"{remote.name}: {warning}", severity="warning", timeout=10)
             await remote.start()
         self.refresh_status()
-        if self.freeze_gc:
-            self.call_after_refresh(self._freeze_start_up)
-        if self.autorun:
-            self.call_after_refresh(self._run_autorun)
 
     @staticmethod
     def _freeze_start_up() -> None:
@@ -321,7 +333,7 @@ class SpecdebugApp(App[None]):
 
     def refresh_status(self) -> None:
         line = connection_line(
-            self._boot.hosts if self._boot is not None else [],
+            self._boot.hosts if self._boot is not None and not self.ctx.remotes else [],
             self.ctx.remotes,
             self.ctx.profile.name if self.ctx.profile is not None else None,
             self.ctx.readonly,
@@ -367,6 +379,12 @@ class SpecdebugApp(App[None]):
         from specdebug.tui.profile_action import pick_profile
 
         pick_profile(self)
+
+    def _profile_picked(self, path: Path | None) -> None:
+        """What the profile picker calls with the chosen file (None: none chosen)."""
+        from specdebug.tui.profile_action import profile_picked
+
+        profile_picked(self, path)
 
     def watch_profile(self, profile: Profile | None) -> None:
         self.ctx.profile = profile

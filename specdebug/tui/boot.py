@@ -64,16 +64,21 @@ class BootFailed(SpecdebugError):
 class Boot(Protocol):
     """How the command line's app gets its hosts and context after its first screen.
 
-    `hosts` and `readonly` are known from the arguments; `imports` runs in a thread after the first
-    paint (the heavy modules); `build` runs on the app's loop once they are in (cheap: the
-    connections, the journal, the keymap) and raises BootFailed for what cannot open."""
+    `hosts` and `readonly` are known from the arguments.  Then, in turn: `imports` (in a thread: the
+    connections' modules), `build` (on the app's loop: the connections and the journal; BootFailed
+    for what cannot open), the connections start, `imports_panes` (in a thread, while they connect),
+    `keymap` (on the loop), and the panes are mounted."""
 
     hosts: list[str]
     readonly: bool
 
     def imports(self) -> None: ...
 
-    def build(self) -> tuple[AppContext, dict[str, str]]: ...
+    def build(self) -> AppContext: ...
+
+    def imports_panes(self) -> None: ...
+
+    def keymap(self) -> dict[str, str]: ...
 
 
 def actions_provider() -> type[Provider]:

@@ -6,7 +6,6 @@ act on part of a server.
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,7 +34,7 @@ def pick_profile(app: SpecdebugApp) -> None:
         return
     current = app.ctx.profile_path
     ends = getattr(app.active_pane(), "end_marker", lambda: None)()  # the Bisect pane: g/b mark ends
-    app.push_screen(ProfilePicker(choices, current, ends=ends), partial(profile_picked, app))
+    app.push_screen(ProfilePicker(choices, current, ends=ends), app._profile_picked)
 
 
 def profile_picked(app: SpecdebugApp, path: Path | None) -> None:

@@ -151,17 +151,19 @@ class CommandLineBoot:
         self.said: list[str] = []  # warnings for stderr once the screen is gone
 
     def imports(self) -> None:
-        """The heavy modules (asyncssh, pydantic models, the panes), in a thread."""
+        """What the connections and the journal need (asyncssh, the pydantic models), in a thread."""
         import importlib
-
-        from specdebug.tui.app import binding_ids
 
         for module in ("remote.factory", "core.profiles", "core.journal", "core.boxjournal"):
             importlib.import_module(f"specdebug.{module}")
 
-        binding_ids()  # imports every pane, screen and widget
+    def imports_panes(self) -> None:
+        """Every pane, screen and widget, in a thread while the hosts connect."""
+        from specdebug.tui.app import binding_ids
 
-    def build(self) -> tuple[AppContext, dict[str, str]]:
+        binding_ids()
+
+    def build(self) -> AppContext:
         from specdebug.core.profiles import ProfileError
         from specdebug.remote.api import HostSpecError
         from specdebug.remote.factory import ConnectOptions, HostKeyPrompt, SSHOptions, connect_host
@@ -182,13 +184,15 @@ class CommandLineBoot:
         except (HostSpecError, ProfileError, ValueError) as exc:
             raise BootFailed(str(exc)) from exc
         ctx.host_key_prompt = prompt
+        return ctx
+
+    def keymap(self) -> dict[str, str]:
         from specdebug.tui.app import KeymapFile, binding_ids, load_keymap
 
         try:
-            keymap = load_keymap(known=binding_ids())
+            return load_keymap(known=binding_ids())
         except (OSError, ValueError) as exc:  # said on the screen (the app owns the terminal now)
-            keymap = KeymapFile(problems=[f"keymap ignored: {exc}"])
-        return ctx, keymap
+            return KeymapFile(problems=[f"keymap ignored: {exc}"])
 
 
 def save_quit_note(lines: list[str]) -> None:

@@ -27,7 +27,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from specdebug.core.control.events import ServerState
 from specdebug.core.control.records import ServerRecord, file_size
@@ -49,6 +49,7 @@ from specdebug.remote.api import Remote, RemoteError
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.logs_boxes import LogsBoxes
 from specdebug.tui.screens.log_context import ContextScreen
+from specdebug.tui.widgets.in_turn import TextBox
 from specdebug.tui.widgets.logs_status import FOLLOW_STATE, FollowState, LogsStatus, status_text
 from specdebug.tui.widgets.logview import Entry, LogView, entry_for_event, entry_for_mark, entry_for_match
 from specdebug.tui.widgets.metrics_panel import MetricsPanel
@@ -145,7 +146,7 @@ class LogsPane(LogsBoxes):
             ("logs-path", "/var/log/server.log or ~/logs/server.log"),
         ):
             # the filter box reopens with its regex and the cursor at its end (typing adds to it)
-            box = Input(placeholder=placeholder, id=box_id, select_on_focus=box_id == "logs-path")
+            box = TextBox(placeholder=placeholder, id=box_id, select_on_focus=box_id == "logs-path")
             box.border_title = self.INPUT_PROMPTS[box_id]  # the prompt stays when the box has text
             yield box
         with Horizontal(id="logs-body"):

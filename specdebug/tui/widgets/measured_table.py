@@ -14,9 +14,14 @@ from typing import Any
 from textual import events
 from textual.widgets import DataTable
 
+from specdebug.tui.widgets.in_turn import OwnKeysInTurn
 
-class MeasuredTable(DataTable[Any]):
-    """DataTable that draws its lines afresh once it has measured updated cells."""
+
+class MeasuredTable(OwnKeysInTurn, DataTable[Any]):
+    """DataTable that draws its lines afresh once it has measured updated cells, and whose cursor
+    keys, and the keys bound above it, act in turn (tui.widgets.in_turn)."""
+
+    CHAIN_IN_TURN = True
 
     async def _on_idle(self, event: events.Idle) -> None:
         widths = [c.content_width for c in self.columns.values()]
