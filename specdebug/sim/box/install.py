@@ -42,7 +42,12 @@ PORT_BASE, PORT_BLOCK, PORT_BLOCKS = 10000, 100, 100  # blocks of 10000-19999, a
 # what pip needs of a checkout to build the wheel; the rest (.git, .venv, caches, build output, files
 # of test runs that may not even be readable by this user) stays behind
 CHECKOUT_FILES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md")
-CHECKOUT_DIRS = ("specdebug", "examples", "layouts")
+CHECKOUT_DIRS = (
+    "specdebug",
+    "examples",
+    "layouts",
+    "scripts",
+)  # scripts: the `specdebug` command (pyproject script-files)
 
 
 class InstallError(Exception):
