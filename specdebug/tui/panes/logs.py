@@ -130,6 +130,7 @@ class LogsPane(LogsBoxes):
         self._stats_dirty = False
         self.file_size_seen: int | None = None  # the followed file's size, asked while lines flow
         self._size_at = 0.0
+        self._sizing = False  # a file-size measurement is running (one at a time)
         self.node_followers: dict[str, Follower] = {}  # on a deployment: each node's follower
         self.followed: Target | None = None  # whose log this run's is (None: a typed path)
 
@@ -476,9 +477,21 @@ class LogsPane(LogsBoxes):
         self.notice = str(exc)
         self.app.notify(f"{path}: {exc}", severity="error")
 
-    @work(exclusive=True, group="logs-size", exit_on_error=False)
-    async def _measure_size(self, remote: Remote, follower: Follower) -> None:
-        size = await file_size(remote, follower.resolved_path or follower.path)
+    def _measure_size(self, remote: Remote, follower: Follower) -> None:
+        """How big the file is now (how far behind the pane reads), one measurement at a time: on a
+        loaded box one takes longer than BEHIND_EVERY_S, and a new one cancelling it (the old
+        `exclusive` worker) meant none ever finished and the pane never said it was behind."""
+        if self._sizing:
+            return
+        self._sizing = True
+        self._size_worker(remote, follower)
+
+    @work(group="logs-size", exit_on_error=False)
+    async def _size_worker(self, remote: Remote, follower: Follower) -> None:
+        try:
+            size = await file_size(remote, follower.resolved_path or follower.path)
+        finally:
+            self._sizing = False
         if size is not None and follower is self.follower:
             self.file_size_seen = size
             self.render_status()
