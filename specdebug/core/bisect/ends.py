@@ -3,13 +3,14 @@ measured, not assumed); drift in the ends; the slowdown behind a bad end that do
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from specdebug.core.bisect.book import END_FAILURES
 from specdebug.core.bisect.interleave import steady_drift
-from specdebug.core.bisect.judge import higher_is_better
+from specdebug.core.bisect.judge import ONE_RUN_GAP_PCT, Judge, higher_is_better
 from specdebug.core.bisect.models import (
     EndsJudged,
     Role,
@@ -60,16 +61,20 @@ class EndsPhase(EngineState):
         self.book.ends = (c.good_fp, fp)
         self.book.failed_ends.discard(fp)
         ends = ((c.good_fp, Role.GOOD, c.good), (fp, Role.CANDIDATE, profile))
-        async for ev in self._ends(ends):
+        what = f"the bad profile without {', '.join(c.knob_names(self._real(crash)))} (it starts)"
+        async for ev in self._ends(ends, settled=lambda j: self._bound_behind(j, what)):
             yield ev
         judge = self.book.judge()
-        what = f"the bad profile without {', '.join(c.knob_names(self._real(crash)))} (it starts)"
         if self.book.end_failed(fp) or self.book.end_failed(c.good_fp):
             self._slow_notes = [
                 f"{what} could not be measured by {self.options.metric}: cannot tell if it is slower"
             ]
             return
         state, why, _need = judge.ends()
+        bound = self._bound_behind(judge, what) if state != "distinct" else None
+        if bound is not None:  # one reading each bounds it: no second launch of each to say so
+            self._slow_notes = [bound]
+            return
         if state == "same":
             self._slow_notes = [f"{what} measures as the good end by {self.options.metric}: {why}"]
             return
@@ -86,9 +91,45 @@ class EndsPhase(EngineState):
         async for ev in self._search(judge):
             yield ev
 
-    async def _ends(self, ends: tuple[tuple[str, Role, Profile], ...] | None = None) -> AsyncIterator[Any]:
+    def _bound_behind(self, judge: Judge, what: str) -> str | None:
+        """What one reading of each says of the bad profile without the crash's knobs, when it shows no
+        sign of a slowdown: a bound ("no slowdown beyond X %"), never "none" flat; None when it is not
+        one reading of it, or the reading leans slower (then a second run of each decides: issue 39, the
+        second runs were the launch over one knob at a time on the crash and hang rows)."""
+        g, b = judge.g_cost, judge.b_cost
+        t, rel = judge.t, judge.rel
+        if judge.exact or len(judge.bad) != 1 or g is None or b is None or not (0 < g < math.inf):
+            return None
+        if not (0 < b < math.inf) or not math.isfinite(t) or self.options.interleave:
+            return None
+        lean = math.log(b / g)  # log of the time per unit's ratio: > 0 is slower
+        se = rel * math.sqrt(1 / len(judge.good) + 1 / len(judge.bad))
+        high = (math.exp(lean + t * se) - 1) * 100
+        if lean > t * se or high >= ONE_RUN_GAP_PCT:
+            return None  # a sign of a slowdown, or too wide a bound to be worth saying: a second run
+        moved = (math.exp(lean) - 1) * 100
+        way = "slower" if moved > 0 else "faster"
+        source = (
+            f"noise {rel * 100:.1f}% per run from the server's per-step figure, not from repeats"
+            if judge.noise.source == "steps"
+            else f"run-to-run sd {rel * 100:.1f}% measured"
+            if judge.noise.measured
+            else f"noise not measured: a working {rel * 100:.0f}% per run"
+        )
+        return (
+            f"{what} reads {abs(moved):.1f}% {way} than the good end by {self.options.metric} "
+            f"(one reading each; {source}): no slowdown behind the crash beyond {max(high, 0.0):.1f}% "
+            "at 99 %; a second reading of each would narrow it"
+        )
+
+    async def _ends(
+        self,
+        ends: tuple[tuple[str, Role, Profile], ...] | None = None,
+        settled: Callable[[Judge], str | None] | None = None,
+    ) -> AsyncIterator[Any]:
         """good, bad, good, bad ... at least twice each (the noise is measured, not assumed), more up to
         --repeats while the gap is within the noise; an end that fails is launched once more (book).
+        `settled`: what one run of each already says (not None: no second run; behind the crash).
         """
         c = self.cands
         ends = ends or ((c.good_fp, Role.GOOD, c.good), (c.bad_fp, Role.BAD, c.bad))
@@ -110,8 +151,9 @@ class EndsPhase(EngineState):
             # launch-to-launch noise (the sim's --noise 0.03: lines at 1 %, launches 3 %): the fit over
             # every reading of the run measures it before any culprit is named (verify.py)
             state, _why, need = judge.ends()
-            if i == 0 and judge.one_run_enough() and not self.options.interleave:
-                return
+            if i == 0 and not self.options.interleave:
+                if judge.one_run_enough() or (state != "distinct" and settled and settled(judge)):
+                    return
             if i + 1 >= MIN_END_RUNS and state != "unresolved":
                 return
             if i + 1 >= MIN_END_RUNS and need is not None and need > FUTILE * self.options.repeats:
