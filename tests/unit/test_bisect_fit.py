@@ -16,7 +16,7 @@ from specdebug.core.bisect.fit import Obs, check, fit
 from specdebug.core.bisect.judge import Judge, Within
 from specdebug.core.bisect.plan import Plan
 from specdebug.core.bisect.rules import decided, settled
-from specdebug.core.bisect.verify import budget, decide, terms_of
+from specdebug.core.bisect.verify import budget, decide, terms_of, unresolve_rest
 
 EXIT0 = ("found", "several", "interaction")
 METRIC = "gen_throughput"
@@ -107,6 +107,9 @@ def bisect_sim(
         )
         if verdict.state == "confirmed":
             return res.verdict, res.culprits, True, launches, plan.unresolved
+        if verdict.state == "unexplained" and unresolve_rest(plan, verdict.worst):
+            terms, names = terms_of(plan)
+            continue
         if pick is None:
             return "cannot-tell", frozenset(), False, launches, frozenset()
         measure(pick)
@@ -277,3 +280,46 @@ def test_a_rest_the_budget_cannot_search_is_said_unresolved_never_cleared() -> N
     units = [SimpleNamespace(name=f"k{i}", knobs=[f"k{i}"]) for i in range(6)]
     effects = effects_of(plan, SimpleNamespace(units=units))  # type: ignore[arg-type]
     assert all(effects[f"k{i}"].basis.startswith("unresolved") for i in (0, 1, 2)), effects
+
+
+def story_cost(q: frozenset[int]) -> float:
+    """The acceptance story's pair on the sim's cost model (time per token over the good end's): units 0-2
+    the speculative flags (steps 2 -> 3, topk 1 -> 4, draft tokens 3 -> 6: partly through interactions,
+    ~15 % of the gap together), 3-5 the NCCL vars (~27 % each, additive)."""
+    from specdebug.sim.server.common.costmodel import SpecConfig, expected_rate
+
+    def ms(units: frozenset[int]) -> float:
+        steps, topk = (3 if 0 in units else 2), (4 if 1 in units else 1)
+        tokens = steps + 1 if topk == 1 else (6 if 2 in units else 3)
+        missing = sum(u in units for u in (3, 4, 5))
+        return 1000 / expected_rate(SpecConfig("EAGLE3", steps, topk, tokens), nccl_missing=missing)
+
+    return ms(q) / ms(frozenset())
+
+
+@pytest.mark.parametrize(
+    ("name", "cost", "noise", "least"),
+    [
+        # the sim's launches scatter ~0.3 % on the story's metric (output_tok_s: the story's run, 4 repeats
+        # of one config); at 1 % 8 of 40 ended cannot-tell / inconclusive (was 32 of 40)
+        ("the story on the sim's cost model", story_cost, 0.01, 38),
+        # the rest hurting only as a set of 3 beside three additive 28 % knobs (was 16 of 40)
+        (
+            "the rest only together",
+            lambda q: 1 + 0.35 * (0.28 * len(q & {3, 4, 5}) + 0.16 * ({0, 1, 2} <= q)),
+            0.005,
+            28,
+        ),
+    ],
+)
+def test_the_story_names_the_nccl_vars_beside_an_unresolved_rest(name, cost, noise, least) -> None:
+    """The story needs the three NCCL vars named with their shares in fewer launches than one knob at a
+    time.  A rest the search let close (within 15 % of the gap) but the fit finds beyond the noise is said
+    unresolved beside them (was cannot-tell: 'a config departs from the culprits' additive fit by 13
+    standard errors'); a rest of 15 % or more that the noise lets neither close nor stand apart, with no
+    launch left to search it, is said unresolved too (was a fresh good end, the 10th launch, then
+    inconclusive 'the confirmation is too noisy').  Never a wrong or partial answer."""
+    bad, correct, launches = tally(6, cost, {3, 4, 5}, noise=noise, within=None)
+    assert bad == 0, name
+    assert correct >= least, (name, correct)
+    assert max(launches) <= 10 and sum(launches) / len(launches) < 9.05, (name, launches)

@@ -12,7 +12,7 @@ from specdebug.core.bisect.models import (
 )
 from specdebug.core.bisect.rules import Ask
 from specdebug.core.bisect.state import EXIT0, EngineState
-from specdebug.core.bisect.verify import budget, decide, drifted, observations, terms_of
+from specdebug.core.bisect.verify import budget, decide, drifted, observations, terms_of, unresolve_rest
 
 
 class VerifyPhase(EngineState):
@@ -73,6 +73,9 @@ class VerifyPhase(EngineState):
             if verdict.state == "confirmed":
                 res.notes.append(f"confirmed by the additive fit: {verdict.why}")
                 return
+            if verdict.state == "unexplained" and unresolve_rest(plan, verdict.worst):
+                terms, names = terms_of(plan)
+                continue
             if pick is None:
                 break
             units = self._real(pick)
