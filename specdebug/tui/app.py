@@ -309,7 +309,12 @@ class SpecdebugApp(App[None]):
         second, and each redraw built and drew every host's state again."""
         if not self._status_due:
             self._status_due = True
-            self.set_timer(self.STATUS_BATCH_S, self._status_batch_due)
+            # armed from the app's own queue: this callback runs in the connection's task, outside the
+            # app's context, and a timer made there fails when it fires (no active app)
+            self.call_later(self._arm_status_batch)
+
+    def _arm_status_batch(self) -> None:
+        self.set_timer(self.STATUS_BATCH_S, self._status_batch_due)
 
     def _status_batch_due(self) -> None:
         self._status_due = False

@@ -347,14 +347,21 @@ async def test_the_hosts_pane_shows_a_slurm_node_connected(cluster: Slurm, job: 
     app = SpecdebugApp(AppContext(remotes={host: connect_host(host)}, selected=host))
     async with app.run_test(size=(140, 40)) as pilot:
         pane = app.query_one(HostsPane)
-        deadline = time.monotonic() + 60
-        while host not in pane.infos and time.monotonic() < deadline:
-            await pilot.pause(0.1)
-        row = [str(c) for c in app.query_one("#hosts-table", DataTable).get_row(host)]
         from specdebug.tui.panes.hosts import HOST_COLUMNS
 
         keys = [key for _, key in HOST_COLUMNS]
-        cell = dict(zip(keys, row, strict=False))
+        table = app.query_one("#hosts-table", DataTable)
+
+        def cells() -> dict[str, str]:
+            return dict(zip(keys, [str(c) for c in table.get_row(host)], strict=False))
+
+        # the table takes the hosts' news in batches (hosts.BATCH_S): wait for what it shows
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+            host in pane.infos and cells()["state"].startswith("connected") and cells()["hostname"]
+        ):
+            await pilot.pause(0.1)
+        cell = cells()
         assert cell["state"].startswith("connected") and cell["hostname"] == pane.infos[host].hostname
     # leaving the app ended the helper's step (a step an earlier test left may end meanwhile: in the suite
     # '1.25' was in `before` and gone after, while no step of this app remained)

@@ -34,7 +34,14 @@ def test_a_checkout_is_staged_without_caches_or_unreadable_files(tmp_path: Path)
     from specdebug.sim.box.install import stage_checkout
 
     src = tmp_path / "src"
-    for rel in ("pyproject.toml", "setup.py", "specdebug/__init__.py", "examples/a.toml", "layouts/x.tcss"):
+    for rel in (
+        "pyproject.toml",
+        "setup.py",
+        "specdebug/__init__.py",
+        "examples/a.toml",
+        "layouts/x.tcss",
+        "scripts/specdebug",
+    ):
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text("x")
     secret = src / ".hypothesis" / "constants"
@@ -49,6 +56,7 @@ def test_a_checkout_is_staged_without_caches_or_unreadable_files(tmp_path: Path)
         "examples/a.toml",
         "layouts/x.tcss",
         "pyproject.toml",
+        "scripts/specdebug",
         "setup.py",
         "specdebug/__init__.py",
     ]

@@ -183,6 +183,8 @@ def stage_checkout(src: Path, dst: Path) -> None:
             if (src / name).is_file():
                 shutil.copy2(src / name, dst / name)
         for name in CHECKOUT_DIRS:
+            if not (src / name).is_dir():
+                continue  # pip's build names what it misses
             shutil.copytree(src / name, dst / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     except (shutil.Error, OSError) as exc:
         first = exc.args[0][0] if isinstance(exc, shutil.Error) and exc.args[0] else exc
