@@ -165,6 +165,8 @@ class Master:
 
     def network_failure(self) -> str | None:
         """Why the master ended, where that was the network (see network_failure)."""
+        if not self.folder:  # never started: no folder fitted
+            return None
         try:
             with open(self.said, encoding="utf-8", errors="replace") as f:
                 return network_failure(f.read(4096))
