@@ -11,9 +11,14 @@ line: host keys are verified (StrictHostKeyChecking=yes, or accept-new with --ac
 no key is learnt behind the user's back), no password prompt (BatchMode), no forwards the config asks
 for, no control socket of the config's.
 
-Whenever this path cannot serve (no `ssh` binary, an address it does not take, a master that does
-not come up: a refused key, a refused login, an unreachable host), the transport becomes the
-asyncssh one and connects again: a failure is reported in the direct path's own words.
+Whenever this path cannot serve (no `ssh` binary, an address it does not take, a master that ended
+before it came up: a refused key, a refused login, a ProxyCommand that failed), the transport becomes
+the asyncssh one and connects again: a failure is reported in the direct path's own words.  Never
+because the master is slow: it is waited for as long as it runs (its ConnectTimeout is the user's
+connect timeout; the verb's own wait bounds the rest).  A master that ended for a network reason (an
+unknown name, a refused or timed-out connection, no route) is not followed by a second attempt
+through asyncssh, which would pay the same timeout again: its line is the connect error, which the
+verb words as the direct path does (verbs/connecting.py: fast failures, "not connected after S s").
 """
 
 from __future__ import annotations
@@ -37,6 +42,41 @@ _SPEC = re.compile(r"(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s]+)(?::(?P
 SOCKET_POLL_S = 0.005  # how often the master's control socket is looked for while it connects
 LOST_POLL_S = 0.25  # how often a connected master is looked at (a one-shot verb's link)
 MASTER_EXIT_WAIT_S = 2.0
+# a Unix socket's path: sun_path less its NUL (104 on the BSDs and macOS, 108 on Linux: the smaller);
+# OpenSSH binds CONTROL.<16 random characters> first and links it to CONTROL, so that name must fit.
+# A longer one made the master exit at once (a deep TMPDIR, as pytest-xdist's), and asyncssh served.
+SUN_PATH_MAX = 103
+OPENSSH_BIND_SUFFIX = 17
+# what ssh says when the host cannot be reached: asyncssh could not reach it either
+_NETWORK_FAILURES = (
+    "could not resolve hostname",
+    "connection refused",
+    "connection timed out",
+    "operation timed out",
+    "network is unreachable",
+    "no route to host",
+)
+
+
+def _socket_folder() -> str | None:
+    """A private (0700) folder whose control socket's name OpenSSH can bind: under TMPDIR, else
+    under /tmp where TMPDIR is too deep; None where neither is."""
+    for base in dict.fromkeys((tempfile.gettempdir(), "/tmp")):
+        try:
+            folder = tempfile.mkdtemp(prefix="sdssh-", dir=base)
+        except OSError:
+            continue
+        if len(os.path.join(folder, "c")) + OPENSSH_BIND_SUFFIX <= SUN_PATH_MAX:
+            return folder
+        os.rmdir(folder)
+    return None
+
+
+def network_failure(said: str) -> str | None:
+    """ssh's last line where it says the host could not be reached (no second attempt helps)."""
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    low = "\n".join(lines).lower()
+    return lines[-1] if lines and any(needle in low for needle in _NETWORK_FAILURES) else None
 
 
 def ssh_argv(text: str, ssh_config: str | None) -> list[str] | None:
@@ -83,8 +123,13 @@ class Master:
     """An OpenSSH master connection (`ssh -M -N`) and its control socket in a private folder."""
 
     def __init__(self, ssh: str, options: list[str], target: list[str]) -> None:
-        self.folder = tempfile.mkdtemp(prefix="sdssh-")  # 0700: the control socket is ours alone
+        self.proc: subprocess.Popen[bytes] | None = None
+        folder = _socket_folder()  # 0700: the control socket is ours alone
+        self.folder = folder or ""
         self.control = os.path.join(self.folder, "c")
+        self.said = os.path.join(self.folder, "said")  # the master's stderr: why it ended, if it did
+        if folder is None:
+            return
         argv = [
             ssh,
             *options,
@@ -94,15 +139,15 @@ class Master:
             "-N",
             *target,
         ]  # fmt: skip
-        self.proc: subprocess.Popen[bytes] | None = None
         try:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,  # a failure is told by the asyncssh path, in its words
-                start_new_session=True,  # a Ctrl-C at the terminal is the verb's to handle, not ssh's
-            )
+            with open(self.said, "wb") as said:
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=said,
+                    start_new_session=True,  # a Ctrl-C at the terminal is the verb's to handle, not ssh's
+                )
         except OSError:
             self.end()
 
@@ -117,6 +162,16 @@ class Master:
                 return True
             await asyncio.sleep(SOCKET_POLL_S)
         return False
+
+    def network_failure(self) -> str | None:
+        """Why the master ended, where that was the network (see network_failure)."""
+        if not self.folder:  # never started: no folder fitted
+            return None
+        try:
+            with open(self.said, encoding="utf-8", errors="replace") as f:
+                return network_failure(f.read(4096))
+        except OSError:
+            return None
 
     async def lost(self) -> None:
         while self.running():
@@ -135,7 +190,8 @@ class Master:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 proc.wait()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _EARLY: dict[tuple[object, ...], Master] = {}
@@ -201,7 +257,10 @@ class OpenSSHTransport:
         if await master.up():
             self._master = master
             return
+        unreachable = master.network_failure()
         master.end()
+        if unreachable is not None:  # asyncssh would wait for the same host again: no second attempt
+            raise OSError(unreachable)
         self.fallback = self._fallback_factory()
         self.warnings[:] = self.fallback.warnings
         self.fallback.warnings = self.warnings  # one list, as the session holds it

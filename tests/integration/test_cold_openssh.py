@@ -9,6 +9,7 @@ path runs and says why in its own words.  Real sshd, real ssh, the test's own fi
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,29 @@ def _sd(env: dict[str, str], *argv: str, importtime: bool = False) -> subprocess
         env=env,
         stdin=subprocess.DEVNULL,
     )
+
+
+def _imported(r: subprocess.CompletedProcess[str]) -> set[str]:
+    """The modules a `-X importtime` run imported (asyncssh among them: the asyncssh path served)."""
+    return {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if "|" in line}
+
+
+def _said(r: subprocess.CompletedProcess[str]) -> str:
+    return "\n".join(line for line in r.stderr.splitlines() if "|" not in line)
+
+
+def _ssh_wrapper(folder: Path, master_does: str) -> str:
+    """A `ssh` first on PATH whose master invocation (ControlMaster=yes) runs `master_does` first;
+    every other invocation is the real ssh.  Returns the PATH that has it first."""
+    real = shutil.which("ssh")
+    assert real is not None
+    folder.mkdir()
+    wrapper = folder / "ssh"
+    wrapper.write_text(
+        '#!/bin/sh\ncase " $* " in *" ControlMaster=yes "*) ' + master_does + f' ;; esac\nexec {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return f"{folder}:{os.environ['PATH']}"
 
 
 def _profile(tmp_path: Path) -> Path:
@@ -99,3 +123,43 @@ def test_no_master_outlives_the_verb(sshd: Sshd, tmp_path: Path):
                 assert tmp not in f.read(), f"process {pid} of the verb is left"
         except OSError:
             continue
+
+
+def test_a_deep_tmpdir_still_goes_through_openssh(sshd: Sshd, tmp_path: Path):
+    """OpenSSH binds CONTROL.<16 characters> before naming it CONTROL: under a TMPDIR as deep as
+    pytest-xdist's, that name passed a Unix socket's limit, the master exited at once and asyncssh
+    served (the full suite's failure, not the machine's load)."""
+    deep = tmp_path / ("d" * 70)
+    deep.mkdir()
+    argv = ("status", "-F", str(sshd.config_path), sshd.alias, "-c", str(_profile(tmp_path)), "--json")
+    env = _env(tmp_path, TMPDIR=str(deep))
+    timed = _sd(env, *argv, importtime=True)
+    direct = _sd(_env(tmp_path, SPECDEBUG_OPENSSH="0"), *argv)
+    assert "asyncssh" not in _imported(timed), _said(timed)
+    assert (timed.returncode, timed.stdout) == (direct.returncode, direct.stdout), _said(timed)
+    assert list(deep.iterdir()) == []  # its folder went with it
+
+
+def test_a_slow_master_is_waited_for_not_replaced(sshd: Sshd, tmp_path: Path):
+    """A master that takes seconds to come up (a far box, a loaded machine) is the path that serves:
+    asyncssh connecting again would double the cost and change the path behind the user's back."""
+    path = _ssh_wrapper(tmp_path / "bin", "sleep 3")
+    argv = ("status", "-F", str(sshd.config_path), sshd.alias, "-c", str(_profile(tmp_path)), "--json")
+    timed = _sd(_env(tmp_path, PATH=path), *argv, importtime=True)
+    direct = _sd(_env(tmp_path, SPECDEBUG_OPENSSH="0"), *argv)
+    assert "asyncssh" not in _imported(timed), _said(timed)
+    assert (timed.returncode, timed.stdout) == (direct.returncode, direct.stdout), _said(timed)
+
+
+def test_a_host_that_does_not_answer_is_not_asked_again_through_asyncssh(sshd: Sshd, tmp_path: Path):
+    """A master that ended because the host could not be reached: asyncssh would wait for the same
+    host again (the connect timeout twice); the verb says the network's words and no second path
+    connects (here the real box would have answered asyncssh: a fallback is seen as a success)."""
+    say = f"echo 'ssh: connect to host 127.0.0.1 port {sshd.port}: Connection timed out' >&2; exit 255"
+    path = _ssh_wrapper(tmp_path / "bin", say)
+    argv = ("status", "-F", str(sshd.config_path), sshd.alias, "-c", str(_profile(tmp_path)), "--json")
+    timed = _sd(_env(tmp_path, PATH=path), *argv, "--connect-timeout", "3", importtime=True)
+    said = _said(timed)
+    assert timed.returncode != 0 and timed.stdout == "" and "connection timed out" in said.lower(), said
+    assert "not connected after 3" in said, said
+    assert "asyncssh" not in _imported(timed), said

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from specdebug.remote.openssh import ssh_argv
+from specdebug.remote import openssh
+from specdebug.remote.openssh import network_failure, ssh_argv
 
 
 @pytest.mark.parametrize(
@@ -35,3 +37,46 @@ def test_a_config_file_is_passed_and_a_missing_one_left_to_asyncssh(tmp_path: Pa
     cfg.write_text("")
     assert ssh_argv("box", str(cfg)) == ["-F", str(cfg), "box"]
     assert ssh_argv("box", str(tmp_path / "missing")) is None
+
+
+@pytest.mark.parametrize(
+    ("said", "line"),
+    [
+        (
+            "ssh: Could not resolve hostname nope: Name or service not known\n",
+            "ssh: Could not resolve hostname nope: Name or service not known",
+        ),
+        (
+            "ssh: connect to host 10.0.0.1 port 22: Connection timed out",
+            "ssh: connect to host 10.0.0.1 port 22: Connection timed out",
+        ),
+        (
+            "Connection timed out during banner exchange\r\nConnection to UNKNOWN port 65535 timed out\n",
+            "Connection to UNKNOWN port 65535 timed out",
+        ),
+        (
+            "ssh: connect to host 127.0.0.1 port 1: Connection refused",
+            "ssh: connect to host 127.0.0.1 port 1: Connection refused",
+        ),
+        ("Host key verification failed.", None),  # asyncssh says it in its words
+        ("me@box: Permission denied (publickey).", None),
+        ("kex_exchange_identification: Connection closed by remote host", None),
+        ("", None),
+    ],
+)
+def test_only_a_network_failure_skips_the_asyncssh_path(said: str, line: str | None):
+    assert network_failure(said) == line
+
+
+def test_the_control_socket_fits_under_a_deep_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """OpenSSH binds CONTROL.<16 characters>: under a deep TMPDIR the folder moves to /tmp."""
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    folder = openssh._socket_folder()
+    assert folder is not None
+    try:
+        assert folder.startswith("/tmp/sdssh-") and list(deep.iterdir()) == []
+        assert len(f"{folder}/c") + openssh.OPENSSH_BIND_SUFFIX <= openssh.SUN_PATH_MAX
+    finally:
+        Path(folder).rmdir()
