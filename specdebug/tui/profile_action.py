@@ -34,7 +34,7 @@ def pick_profile(app: SpecdebugApp) -> None:
         return
     current = app.ctx.profile_path
     ends = getattr(app.active_pane(), "end_marker", lambda: None)()  # the Bisect pane: g/b mark ends
-    app.push_screen(ProfilePicker(choices, current, ends=ends), app._profile_picked)
+    app.push_screen(ProfilePicker(choices, current, ends=ends), lambda path: profile_picked(app, path))
 
 
 def profile_picked(app: SpecdebugApp, path: Path | None) -> None:
