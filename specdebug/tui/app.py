@@ -208,7 +208,13 @@ class SpecdebugApp(App[None]):
         with AppBody():
             yield SeatsBar(readonly=self.ctx.readonly)  # shown only inside a `specdebug pair` session
             yield JournalFollower(self.ctx)  # live updates from a journal kept on the box
-            with TabbedContent(id="tabs"):
+            # a tab key pressed on the first screen: the body comes with that pane shown (switching it
+            # right after mounting raced TabbedContent's own start: the tab marked, its pane blank)
+            wanted = self._wanted_tab
+            initial = ""
+            if wanted is not None and 0 <= wanted < len(self.pane_classes):
+                initial = f"tab-{self.pane_classes[wanted].PANE_ID}"
+            with TabbedContent(id="tabs", initial=initial):
                 for cls in self.pane_classes:
                     with AppTabPane(cls.TITLE, id=f"tab-{cls.PANE_ID}"):
                         yield cls(self.ctx).data_bind(
@@ -252,12 +258,14 @@ class SpecdebugApp(App[None]):
         await self._connect()
         await asyncio.to_thread(boot.imports_panes)
         self._adopt(ctx, boot.keymap())
-        self._boot = None
         await self.screen.mount_compose(self._compose_body(), before=self.query_one(KeyBar))
+        # ready only once the body is mounted: a tab key while it mounted switched a TabbedContent that
+        # had not started (the tab marked, its pane blank: the real tier's TUI test, `2` at "connected")
+        self._boot = None
         await self.query_one("#boot-hosts").remove()
         await self._start_panes()
-        if self._wanted_tab is not None:
-            self.action_show_tab(self._wanted_tab)
+        if self._wanted_tab is not None:  # pressed while the body mounted: once it has settled
+            self.call_after_refresh(self.action_show_tab, self._wanted_tab)
 
     async def _start(self) -> None:
         await self._start_panes()

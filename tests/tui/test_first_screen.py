@@ -60,3 +60,35 @@ def test_the_hosts_show_connecting_before_asyncssh_and_pydantic_are_imported(ssh
         tmux.wait_screen("tui", lambda s: "q Quit" not in s, 20)
     finally:
         tmux.kill()
+
+
+def test_a_tab_key_on_the_first_screen_shows_that_pane_with_its_content(sshd, tmp_path):
+    """`2` pressed while the panes are still importing: once they are there, the Startup pane is shown
+    with its content.  A guard: the race it stands beside (a key while the body mounted switched a
+    TabbedContent that had not started: the tab marked, the body blank) showed only in the real tier's
+    TUI test (`2` as soon as the host connected, 2 of 2 runs on the loaded machine; passes after)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(GATE)
+    gate = tmp_path / "gate-open"
+    home = tmp_path / "home"
+    home.mkdir()
+    tmux = Tmux("specdebug-test-first-screen-tab")
+    tmux.kill()
+    try:
+        tmux.new_session(
+            "tui",
+            f"env HOME={home} PYTHONPATH={site} SPECDEBUG_TEST_GATE={gate} {sys.executable} -m specdebug.cli "
+            f"-F {sshd.config_path} gpubox --session {tmp_path / 'session'}",
+            150,
+            40,
+        )
+        tmux.wait_screen("tui", lambda s: "connecting…" in s and "q Quit" in s, 60)
+        tmux("send-keys", "-t", "tui", "2")
+        gate.touch()
+        screen = tmux.wait_screen("tui", lambda s: "no profile: start specdebug with -c PROFILE" in s, 60)
+        assert "NVIDIA H200" not in screen  # the Startup pane, not the Hosts pane
+        tmux("send-keys", "-t", "tui", "q")
+        tmux.wait_screen("tui", lambda s: "q Quit" not in s, 20)
+    finally:
+        tmux.kill()
