@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,16 @@ from specdebug.core.control.watch import launch_and_watch
 from tests.integration.test_startup import sim_profile
 
 pytestmark = pytest.mark.slow
+
+
+def _print_task_stacks() -> None:
+    """Every task's stack, while the watch still holds its watchers: in the rare failure (stop 32,
+    36, and on main after today's merges) the log follower logged no event at all, not even its
+    first agent's `opened`, so it waited on the client side somewhere before the agent's first
+    output, and only its stack can say where."""
+    for task in asyncio.all_tasks():
+        print(f"task {task.get_name()}: {task.get_coro()!r}")
+        task.print_stack(limit=30, file=sys.stdout)
 
 
 @pytest.mark.parametrize("after_s", [0.0, 0.03, 0.08])
@@ -42,6 +53,8 @@ async def test_a_drop_while_the_watch_starts_is_resumed(
             events.append(ev)
             if isinstance(ev, Launched):
                 dropper = asyncio.create_task(drop_soon())
+            if isinstance(ev, Verdict) and ev.verdict != "ready":
+                _print_task_stacks()  # the watchers still run here: where the log follower waits
         verdict = events[-1]
         assert isinstance(verdict, Verdict)
         # every event on stdout, and the watch's own debug log (the follower's events): a rare failure

@@ -134,6 +134,7 @@ async def watch(
     poke = asyncio.Event()  # set when the ready line arrives: ask /health now, not at the next poll
     follower = Follower(remote, record.log_file, offset=record.log_offset)
     follow_task = asyncio.create_task(_follow_log(remote, follower, queue, clock))
+    follow_task.add_done_callback(_log_follow_end)
     drained = False
     tasks = [
         follow_task,
@@ -300,6 +301,13 @@ async def _rest_of_log(remote: Remote, follower: Follower, task: asyncio.Task[No
         data = data[-REST_MAX_BYTES:]
         data = data[data.find(b"\n") + 1 :]
     return [_clean_line(raw) for raw in data.split(b"\n")[: -1 if data.endswith(b"\n") else None] if raw]
+
+
+def _log_follow_end(task: asyncio.Task[None]) -> None:
+    """The follow task ended by an error nobody awaits (the watch never reads its result): said in
+    the debug log, with its traceback, or a watch that sees no line again leaves no clue why."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.debug("the startup log follower ended", exc_info=task.exception())
 
 
 async def _follow_log(remote: Remote, follower: Follower, queue: _Queue, clock: Clock) -> None:
