@@ -106,9 +106,7 @@ def cli_scenario(sshd, tmp: Path) -> dict:
         start_new_session=True,
     )
     try:
-        wait_for(
-            lambda: launched_while_measuring(session), 200, "the ends, a candidate, the next launched"
-        )
+        wait_for(lambda: launched_while_measuring(session), 200, "the ends, a candidate, the next launched")
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=30)
