@@ -257,8 +257,12 @@ class SpecdebugApp(App[None]):
         self.ctx = ctx
         await self._connect()
         await asyncio.to_thread(boot.imports_panes)
+        if self._exit:  # quit or the terminal hung up meanwhile: nothing to mount (an error would turn
+            return  # the hangup's 129 into 1)
         self._adopt(ctx, boot.keymap())
         await self.screen.mount_compose(self._compose_body(), before=self.query_one(KeyBar))
+        if self._exit:
+            return
         # ready only once the body is mounted: a tab key while it mounted switched a TabbedContent that
         # had not started (the tab marked, its pane blank: the real tier's TUI test, `2` at "connected")
         self._boot = None
@@ -419,6 +423,8 @@ class SpecdebugApp(App[None]):
     def action_show_tab(self, index: int) -> None:
         if not self.ready:  # a tab key on the first screen: shown once the panes are there
             self._wanted_tab = index
+            return
+        if self._exit:  # leaving (a hangup while the body mounted): the tabs may be gone
             return
         if 0 <= index < len(self.pane_classes):
             self.show_pane(self.pane_classes[index].PANE_ID)
