@@ -23,6 +23,7 @@ from specdebug.core.deployment.status import DeploymentStatus
 from specdebug.core.deployment.tracker import NodeSummary
 from specdebug.core.profiles import load_profile
 from tests.boxes import local_box
+from tests.leakcheck import group_members
 
 PROFILE = """name = "pidwatch"
 [server]
@@ -37,17 +38,8 @@ def start_ticks(pid: int) -> int:
 
 
 def group_alive(pgid: int) -> list[int]:
-    """Live (not zombie) processes of the group, read from /proc: the listing the watch asks for."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-                out.append(int(d.name))
-    return sorted(out)
+    """Live (not zombie) processes of the group: the listing the watch asks for."""
+    return sorted(p.pid for p in group_members(pgid))
 
 
 def pidfd_held_on(pid: int) -> bool:

@@ -37,6 +37,14 @@ from specdebug.core.bisect.rules import (
 from specdebug.core.bisect.search import Search
 
 
+def good_side_note(forward: Reading) -> str:
+    """What a confirmation from the good side says (the culprits alone read as the bad end)."""
+    return (
+        "confirmed from the good side: the good profile with only the culprits changed "
+        f"reads {forward.share:.0%} of the gap ({forward.low:.0%} to {forward.high:.0%} at 99 %)"
+    )
+
+
 class Plan(Search):
     """The search as a state machine: read `query`, call `answer`, until `result` is set."""
 
@@ -169,15 +177,7 @@ class Plan(Search):
                 # one that fails to start)
                 if self._named() != culprits and rnd < ROUNDS:
                     continue
-                return self._result(
-                    culprits,
-                    forward,
-                    notes
-                    + [
-                        "confirmed from the good side: the good profile with only the culprits changed "
-                        f"reads {forward.share:.0%} of the gap ({forward.low:.0%} to {forward.high:.0%} at 99 %)"
-                    ],
-                )
+                return self._result(culprits, forward, [*notes, good_side_note(forward)])
             inferred = self._zero_superset(rest, culprits)
             residual = (
                 inferred
@@ -231,15 +231,7 @@ class Plan(Search):
                 # the rest too noisy to close the gap by itself, the culprits' own reading the bad end:
                 # confirmed from the good side, and the additive fit over every reading, the rest's
                 # included, has the last word (verify.py)
-                return self._result(
-                    culprits,
-                    forward,
-                    notes
-                    + [
-                        "confirmed from the good side: the good profile with only the culprits changed "
-                        f"reads {forward.share:.0%} of the gap ({forward.low:.0%} to {forward.high:.0%} at 99 %)"
-                    ],
-                )
+                return self._result(culprits, forward, [*notes, good_side_note(forward)])
             if rest and not self.afford(self._need(rest, residual.share)) and self._left_in(residual):
                 # something is left in the rest, and searching it would cost more launches than one knob
                 # at a time: the culprits are named with the rest as one unresolved set beside them (its
