@@ -156,7 +156,9 @@ class KeptConnections:
             if not (asked is None or asked[1].done()) or due > now:
                 await asyncio.sleep(max(due - now, 0.05))
                 continue
-            if not await self._ask(key, remote, timeout, now):
+            # shielded: a drop cancels this task, and cancelling it must not cancel the ask that
+            # requests share (they would get CancelledError, not False, and end without an answer)
+            if not await _settled(asyncio.shield(self._ask(key, remote, timeout, now))):
                 return  # dropped: the next request connects afresh
 
     async def _confirm(
@@ -173,7 +175,7 @@ class KeptConnections:
         started = time.monotonic()
         if asked is not None or not ask_host:
             ok = (
-                (asked is None or await asyncio.shield(asked))
+                (asked is None or await _settled(asyncio.shield(asked)))
                 and check is not None
                 and bool(await check(timeout, ask_host=False))
             )
@@ -194,7 +196,7 @@ class KeptConnections:
         if asker is not None and asker is not asyncio.current_task():
             asker.cancel()
         if remote is not None:
-            await remote.close()
+            await asyncio.shield(remote.close())  # a drop started is finished, whoever is cancelled
 
     def hosts(self) -> list[dict[str, object]]:
         """What `specdebug agent status` shows: each kept login, the name it was asked by, its state."""
@@ -220,3 +222,15 @@ class KeptConnections:
 def _key_check(remote: Connection) -> Any:
     """The transport's host-key check (SSH only: other transports have no host key of their own)."""
     return getattr(getattr(remote, "transport", None), "host_key_unchanged", None)
+
+
+async def _settled(check: asyncio.Future[bool]) -> bool:
+    """A shared check's answer, False when it was cancelled (a drop ended it: the connection may not
+    answer); a cancel of the task that awaits it still propagates."""
+    try:
+        return bool(await check)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        return False

@@ -80,7 +80,12 @@ class _Output:
     async def confirmed(self) -> bool:
         """Whether every kept connection the verb used still has its verified host key (each check
         is bounded: pool.HOST_KEY_CHECK_S)."""
-        return all(await asyncio.gather(*self.checks)) if self.checks else True
+        if not self.checks:
+            return True
+        # a check that failed in any way (cancelled by a drop, an error) is a no: the output is
+        # dropped and the verb runs afresh, never a request ended without an answer
+        answers = await asyncio.gather(*self.checks, return_exceptions=True)
+        return all(answer is True for answer in answers)
 
     def drop(self) -> None:
         """Forget what is held: it came from a connection that may not answer."""
@@ -249,7 +254,7 @@ class Agent:
         try:
             out = _Output(writer)
             out.checks.append(asyncio.ensure_future(_true_or_none(code_same)))
-            rc = await self._attempt(verb, argv, out)
+            rc = await self._guarded(verb, argv, out)
             if not await code_same:
                 return None
             if await out.confirmed():
@@ -257,7 +262,7 @@ class Agent:
                 return rc
             if not out.streamed:  # nothing shown yet: the login whose key changed connects afresh
                 out = _Output(writer)
-                rc = await self._attempt(verb, argv, out)
+                rc = await self._guarded(verb, argv, out)
                 if await out.confirmed():
                     out.release()
                     return rc
@@ -268,6 +273,18 @@ class Agent:
             return 1
         finally:
             heartbeat.cancel()
+
+    async def _guarded(self, verb: str, argv: list[str], out: _Output) -> int:
+        """An attempt.  What it raises while a kept connection it used may not answer is that
+        connection's doing, not the verb's (dropped under it: asyncssh asserted on the closed link
+        and the request ended without an answer, under load): 1, and the output is dropped by the
+        check.  Raised on a connection that may answer, it is the verb's (the caller runs it itself)."""
+        try:
+            return await self._attempt(verb, argv, out)
+        except Exception:
+            if not out.checks or await out.confirmed():
+                raise
+            return 1
 
     async def _attempt(self, verb: str, argv: list[str], out: _Output) -> int:
         from specdebug.errors import SpecdebugError

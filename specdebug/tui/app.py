@@ -30,6 +30,7 @@ from textual.worker import Worker, WorkerState
 
 from specdebug.tui.boot import Boot, BootFailed, actions_provider, binding_ids, load_panes, seats_provider
 from specdebug.tui.context import AppContext
+from specdebug.tui.early_keys import EarlyKeys
 from specdebug.tui.driver import terminal_driver
 from specdebug.tui.settings import KEYMAP_FILE, LAYOUT_DIRS, KeymapFile, find_layout, load_keymap
 from specdebug.tui.widgets.keybar import KeyBar
@@ -165,6 +166,7 @@ class SpecdebugApp(App[None]):
         self.freeze_gc = False
         self._status_due = False  # a status-line redraw is scheduled (_status_changed)
         self._wanted_tab: int | None = None  # a tab key pressed before the panes were there
+        self._early_keys = EarlyKeys()  # other keys typed before the panes were there (replayed)
         self.boot_error: str | None = None  # what the Boot could not open (the command line says it)
         if self.ctx.readonly:
             self.sub_title = "read-only"
@@ -270,6 +272,19 @@ class SpecdebugApp(App[None]):
         await self._start_panes()
         if self._wanted_tab is not None:  # pressed while the body mounted: once it has settled
             self.call_after_refresh(self.action_show_tab, self._wanted_tab)
+        self.call_after_refresh(self._replay_early_keys)  # after that tab: in the order typed
+
+    async def on_event(self, event: events.Event) -> None:
+        """Keys typed before the panes are there wait for them (see tui.early_keys)."""
+        if isinstance(event, events.Key) and self._early_keys.hold(
+            event, self.ready, lambda key: key in self.active_bindings
+        ):
+            return
+        await super().on_event(event)
+
+    def _replay_early_keys(self) -> None:
+        for key in self._early_keys.release():
+            self.post_message(key)
 
     async def _start(self) -> None:
         await self._start_panes()

@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -98,28 +99,47 @@ def test_a_changed_host_key_is_refused_not_answered_from_the_kept_connection(tmp
             second.stop()
 
 
-def test_an_agent_of_other_code_is_replaced(sshd):
+def test_an_agent_of_other_code_is_replaced(sshd, tmp_path):
+    """The code under the agent is edited: it is replaced.  The edit is made in a copy of the package
+    of this test's own (the CLI and its agent import that copy): touching the checkout every test
+    runs from made the agents of the tests beside this one replace themselves too (a stray note)."""
     cfg = str(sshd.config_path)
-    module = Path(specdebug.__file__).parent / "agent" / "__init__.py"
+    site = tmp_path / "site"
+    shutil.copytree(
+        Path(specdebug.__file__).parent, site / "specdebug", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    module = site / "specdebug" / "agent" / "__init__.py"
     before = os.stat(module)
+
+    def sd(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "specdebug.cli", *argv],
+            env={**env, "PYTHONPATH": str(site)},
+            cwd=tmp_path,  # `-m` puts the cwd first on the path: not the checkout
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def status(env: dict[str, str]) -> dict[str, object]:
+        return json.loads(sd(env, "agent", "status", "--json").stdout)
+
     with agent_env() as env:
+        env = {**env, "PYTHONPATH": str(site)}  # the agent the CLI starts imports the copy too
         assert sd(env, "probe", "-F", cfg, sshd.alias, "--json").returncode == 0
         old = wait_kept(env, sshd.alias)["pid"]
-        try:
-            # the checkout is edited (an upgrade changes the files the same way): same version, other code
-            os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
-            got = sd(env, "probe", "-F", cfg, sshd.alias, "--json")
-            assert got.returncode == 0 and json.loads(got.stdout)["connected"], got.stderr
-            notes = [line for line in got.stderr.splitlines() if line.startswith("specdebug:")]
-            assert len(notes) == 1 and "replaced the agent" in notes[0] and "code changed" in notes[0]
-            wait_for("the old agent ends", lambda: process_gone(old), timeout=20)
-            new = wait_kept(env, sshd.alias)["pid"]
-            assert new != old
-            again = sd(env, "probe", "-F", cfg, sshd.alias, "--json")
-            assert again.returncode == 0 and "specdebug:" not in again.stderr, again.stderr
-            assert status(env)["pid"] == new
-        finally:
-            os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+        # the package is edited (an upgrade changes the files the same way): same version, other code
+        os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        got = sd(env, "probe", "-F", cfg, sshd.alias, "--json")
+        assert got.returncode == 0 and json.loads(got.stdout)["connected"], got.stderr
+        notes = [line for line in got.stderr.splitlines() if line.startswith("specdebug:")]
+        assert len(notes) == 1 and "replaced the agent" in notes[0] and "code changed" in notes[0]
+        wait_for("the old agent ends", lambda: process_gone(old), timeout=20)
+        new = wait_kept(env, sshd.alias)["pid"]
+        assert new != old
+        again = sd(env, "probe", "-F", cfg, sshd.alias, "--json")
+        assert again.returncode == 0 and "specdebug:" not in again.stderr, again.stderr
+        assert status(env)["pid"] == new
 
 
 def test_a_verb_sees_the_callers_slurm_conf(sshd, tmp_path):

@@ -92,3 +92,37 @@ def test_a_tab_key_on_the_first_screen_shows_that_pane_with_its_content(sshd, tm
         tmux.wait_screen("tui", lambda s: "q Quit" not in s, 20)
     finally:
         tmux.kill()
+
+
+def test_keys_typed_on_the_first_screen_reach_the_panes_in_order(sshd, tmp_path):
+    """`3 / ctrl+u verifyaccept Enter` typed while the panes are still importing: once they are there,
+    the Logs pane shows that filter.  Before, the letters had nothing to take them and Enter reached
+    the hosts table ("acting on gpubox"; CI: the busy-loops keys test typed at "connected")."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(GATE)
+    gate = tmp_path / "gate-open"
+    home = tmp_path / "home"
+    home.mkdir()
+    tmux = Tmux("specdebug-test-first-screen-keys")
+    tmux.kill()
+    try:
+        tmux.new_session(
+            "tui",
+            f"env HOME={home} PYTHONPATH={site} SPECDEBUG_TEST_GATE={gate} {sys.executable} -m specdebug.cli "
+            f"-F {sshd.config_path} gpubox --session {tmp_path / 'session'}",
+            150,
+            40,
+        )
+        tmux.wait_screen("tui", lambda s: "connecting…" in s and "q Quit" in s, 60)
+        # a `q` inside the word is a letter once a key is held, not Quit
+        tmux("send-keys", "-t", "tui", "3", "/", "C-u")
+        tmux("send-keys", "-t", "tui", "-l", "verifyacceptq")
+        tmux("send-keys", "-t", "tui", "Enter")
+        gate.touch()
+        screen = tmux.wait_screen("tui", lambda s: "filter /verifyacceptq/" in s, 60)
+        assert "acting on gpubox" not in screen
+        tmux("send-keys", "-t", "tui", "q")
+        tmux.wait_screen("tui", lambda s: "q Quit" not in s, 20)
+    finally:
+        tmux.kill()
