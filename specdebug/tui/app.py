@@ -30,8 +30,8 @@ from textual.worker import Worker, WorkerState
 
 from specdebug.tui.boot import Boot, BootFailed, actions_provider, binding_ids, load_panes, seats_provider
 from specdebug.tui.context import AppContext
-from specdebug.tui.early_keys import EarlyKeys
 from specdebug.tui.driver import terminal_driver
+from specdebug.tui.early_keys import EarlyKeys
 from specdebug.tui.settings import KEYMAP_FILE, LAYOUT_DIRS, KeymapFile, find_layout, load_keymap
 from specdebug.tui.widgets.keybar import KeyBar
 from specdebug.tui.widgets.status_line import connection_line
