@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from tests.leakcheck import living_groups
+from tests.leakcheck import group_members, living_groups
 
 
 class Tmux:
@@ -75,6 +75,8 @@ class Tmux:
             while living_groups(panes) and time.monotonic() < deadline:
                 time.sleep(0.1)
             for pgid in living_groups(panes):  # also what the pane's process left behind in its group
+                if sig == signal.SIGTERM:
+                    say_where(pgid)  # before it is ended: what kept it (a failure names its place)
                 forced.append(pgid)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pgid, sig)
@@ -85,3 +87,24 @@ class Tmux:
 
 HANGUP_GRACE_S = 45.0  # the demo's own cleanup (stop its server, then kill its group) is bounded by ~20 s;
 # the margin is for a loaded machine: waiting costs nothing when the panes end at once
+
+
+def say_where(pgid: int) -> None:
+    """On stderr: each process of a group that outlived its terminal, its state and (py-spy, where
+    installed) its Python stacks."""
+    import shutil
+
+    spy = shutil.which("py-spy") or shutil.which("py-spy", path=os.path.dirname(sys.executable))
+    for proc in group_members(pgid):
+        try:
+            with open(f"/proc/{proc.pid}/stat") as stat:
+                state = stat.read().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            state = "?"
+        print(f"outlived its terminal: pid {proc.pid} state {state}: {proc.cmdline[:200]}", file=sys.stderr)
+        if spy and "python" in proc.cmdline:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                got = subprocess.run(
+                    [spy, "dump", "--pid", str(proc.pid)], capture_output=True, text=True, timeout=20
+                )
+                print(got.stdout + got.stderr, file=sys.stderr)

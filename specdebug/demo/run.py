@@ -16,6 +16,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -131,13 +132,47 @@ def run_demo(
     server.start()
 
     by_signal: list[int] = []
+    profiles = [profile]  # every profile the user picked may have a server to stop at exit
+    cleaned = threading.Lock()  # held by whoever cleans up; the other waits for it, then leaves
+    done: list[bool] = []
 
-    def on_signal(signum, frame):  # SIGTERM/SIGHUP: leave through the same cleanup as q
+    def clean_up() -> None:
+        """Stop every server the demo launched, the loopback server, and remove the demo box; once."""
+        with cleaned:
+            if done:
+                return
+            for picked in profiles:
+                try:
+                    asyncio.run(_stop_server(server.config_path, "simbox", picked, state_dir))
+                except (Exception, KeyboardInterrupt):  # the group is killed below either way
+                    logger.debug("stopping %s failed", picked.name, exc_info=True)
+                _kill_recorded_group(picked, started, state_dir)
+            server.stop()
+            # the demo box's log, records and throwaway ssh keys: nothing of it stays in the temp folder
+            # (the journal, in the user's data folder, is what the demo keeps)
+            for folder in (workdir, server.dir):
+                shutil.rmtree(folder, ignore_errors=True)
+            done.append(True)
+
+    def leave_by_signal() -> None:
+        """The terminal is gone (or TERM came): clean up, then leave.  Not through the app's own
+        exit: a SystemExit raised into its loop left asyncio cancelling tasks that never ended (the
+        process outlived its terminal by 45 s under load, test_demo's hangup test), and what is left
+        after the cleanup is a UI without a screen (a box request still waiting, an executor's worker)."""
+        try:
+            clean_up()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(by_signal[0])
+
+    def on_signal(signum, frame):  # SIGTERM/SIGHUP: the same cleanup as q, beside the app
+        if by_signal:
+            return  # a second TERM/HUP (tmux kill-server) must not cut the cleanup short
         by_signal.append(128 + signum)
-        raise SystemExit(128 + signum)
+        threading.Thread(target=leave_by_signal, name="specdebug-demo-leave", daemon=True).start()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
-    profiles = [profile]  # every profile the user picked may have a server to stop at exit
 
     def load(path: Path) -> Profile:
         picked = demo_profile(path, workdir, time_scale, sim_args=sim_args)
@@ -172,31 +207,15 @@ def run_demo(
         ctx.launched_profiles = profiles
         app.run()
     finally:
-        # a second TERM/HUP (the terminal closing while we stop: tmux kill-server) must not cut
-        # this short: it left the whole sim running; Ctrl+C here skips to the kill below
+        # a TERM/HUP from here on (the terminal closing while we stop: tmux kill-server) must not cut
+        # this short: it left the whole sim running; Ctrl+C here skips to the kill in clean_up
         for s in old:
             signal.signal(s, signal.SIG_IGN)
-        for picked in profiles:
-            try:
-                asyncio.run(_stop_server(server.config_path, "simbox", picked, state_dir))
-            except (Exception, KeyboardInterrupt):  # the group is killed below either way
-                logger.debug("stopping %s failed", picked.name, exc_info=True)
-            _kill_recorded_group(picked, started, state_dir)
-        server.stop()
-        # the demo box's log, records and throwaway ssh keys: nothing of it stays in the temp folder
-        # (the journal, in the user's data folder, is what the demo keeps)
-        for folder in (workdir, server.dir):
-            shutil.rmtree(folder, ignore_errors=True)
+        clean_up()  # or wait for the signal's cleanup, which then leaves
         for s, handler in old.items():
             signal.signal(s, handler)
         if by_signal:
-            # the terminal is gone (or TERM came) and the cleanup that matters is done: the server is
-            # stopped, the box and its folders gone.  What is left are threads of a UI that has no screen
-            # (a box request still waiting, an executor's worker); under load they held the process past
-            # its terminal for 45 s (test_demo's hangup test), so leave now
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(by_signal[0])
+            leave_by_signal()
     if (ctx.session_dir / "events.jsonl").is_file():
         print(f"specdebug demo: journal in {ctx.session_dir} (`specdebug history`, `specdebug report`)")
     return 0
