@@ -6,6 +6,7 @@ import fcntl
 import fnmatch
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -37,6 +38,11 @@ def _runs_the_session(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # a suite started in the background by a script (`cmd &` without job control: SIGINT ignored)
+    # handed that to every process the tests start, and the tests of Ctrl+C waited on a CLI that
+    # never saw it: Ctrl+C is the tests' to send, whatever started the suite
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if _runs_the_session(config):  # before any worker or test starts: all of them inherit it
         config.stash[_RUN_TAG] = leakcheck.tag_this_run()
         config.stash[_RUN_FOLDER] = _run_folder()
