@@ -45,6 +45,7 @@ from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.widgets.seats import SeatsProvider
 from tests.boxes import ssh_box
 from tests.simprofiles import sim_profile
+from tests.tui.pilotwait import until
 
 pytestmark = pytest.mark.slow
 
@@ -189,10 +190,7 @@ async def test_no_action_mutates_in_readonly(
                 await pilot.pause(3.0)  # workers the actions started run to their end (or refusal)
                 # attach in a read-only seat observes the driver's server: same phases, health, no write
                 observer = app.query_one(StartupPane)
-                for _ in range(150):
-                    if observer.state == "ready":
-                        break
-                    await pilot.pause(0.2)
+                await until(pilot, lambda: observer.state == "ready")
                 assert observer.state == "ready", notes
                 await app._dispatch_action(app, "quit", ())
         assert {"startup.launch", "startup.stop", "startup.restart", "startup.attach", "bench.run"} <= set(
@@ -249,16 +247,11 @@ async def test_unknown_host_key_is_not_saved_from_a_readonly_app(sshd, tmp_path:
     with capability.readonly_process():
         app = SpecdebugApp(ctx)
         async with app.run_test(size=(140, 40)) as pilot:
-            for _ in range(100):
-                await pilot.pause(0.1)
-                if type(app.screen).__name__ == "HostKeyScreen":
-                    break
+            # waited for with a deadline, not a count of pauses (10 s of pauses failed beside 8 busy loops)
+            await until(pilot, lambda: type(app.screen).__name__ == "HostKeyScreen")
             assert type(app.screen).__name__ == "HostKeyScreen"
             await pilot.press("s")  # accept and save
-            for _ in range(50):
-                await pilot.pause(0.1)
-                if "read-only" in (ro_remote.status.last_error or ""):
-                    break
+            await until(pilot, lambda: "read-only" in (ro_remote.status.last_error or ""))
             assert "read-only" in (ro_remote.status.last_error or "")
             await app._dispatch_action(app, "quit", ())
     assert known.read_text() == ""

@@ -14,6 +14,7 @@ from textual.widgets import Static
 from specdebug.core.profiles import Profile
 from specdebug.sim.box.local import start_local_sim
 from specdebug.tui.panes.logs import LogsPane
+from tests.tui.pilotwait import until
 from tests.tui.test_logs_pane import LogsApp
 from tests.unit.test_log_follow_local import LocalRemote
 
@@ -27,13 +28,10 @@ def _profile(log_file: str, kind: str, port: int) -> Profile:
     )
 
 
-async def _pane_text(app, pilot, want: str, tries: int = 400) -> str:
+async def _pane_text(app, pilot, want: str, timeout_s: float = 60.0) -> str:
+    """The panel's text once it holds `want` (a deadline, not a count of pauses), else as it is."""
     box = app.query_one("#metrics-prom", Static)
-    for _ in range(tries):
-        await pilot.pause(0.05)
-        text = str(box.render())
-        if want in text:
-            return text
+    await until(pilot, lambda: want in str(box.render()), timeout_s)
     return str(box.render())
 
 
