@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from specdebug.sim.box.ports import PORTS_VAR
 from tests import clifork, leakcheck, ports
@@ -22,11 +22,16 @@ from tests.sshd_harness import SSHD, Sshd, start_sshd
 # CI (SPECDEBUG_REQUIRE_SSHD set by .ci/run) runs the property tests on a fixed set of examples, so a
 # landing is never decided by a new random draw; local runs keep exploring new examples each time.
 settings.register_profile("ci", derandomize=True)
+# a busy machine is not a slow strategy: Hypothesis's own clocks (its per-example deadline, its health
+# check of generation speed) failed property tests beside 8 busy loops; the tests' own bounds remain
+settings.register_profile("busy", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "ci-busy", parent=settings.get_profile("ci"), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 # verbs the suite runs take the direct path: no local agent (specdebug.agent) outlives a test; the agent's
 # own tests (tests/integration/test_agent.py) start and stop theirs in a folder of their own
 os.environ["SPECDEBUG_NO_AGENT"] = "1"
-if os.environ.get("SPECDEBUG_REQUIRE_SSHD"):
-    settings.load_profile("ci")
+settings.load_profile("ci-busy" if os.environ.get("SPECDEBUG_REQUIRE_SSHD") else "busy")
 
 
 # --- no process of the suite outlives it (tests/leakcheck.py) ------------------------------------

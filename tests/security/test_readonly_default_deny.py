@@ -187,7 +187,10 @@ async def test_no_action_mutates_in_readonly(
             async with app.run_test(size=(160, 45)) as pilot:
                 await ro_remote.wait_connected(30)
                 ran = await dispatch_everything(app, pilot)
-                await pilot.pause(3.0)  # workers the actions started run to their end (or refusal)
+                # workers the actions started run to their end (or refusal): waited for, not slept for
+                # (3 s of pause missed the benchmark's refusal beside 8 busy loops)
+                for word in ("launch", "benchmark"):
+                    await until(pilot, lambda w=word: any(w in n and "read-only" in n for n in notes))
                 # attach in a read-only seat observes the driver's server: same phases, health, no write
                 observer = app.query_one(StartupPane)
                 await until(pilot, lambda: observer.state == "ready")

@@ -83,8 +83,9 @@ async def test_server_killed_after_ready_is_reported_exited(remote, tmp_path: Pa
             assert pane.state == "ready", pane.verdict
             record = await load_record(remote, profile.name)
             await remote.run(["kill", "-KILL", "--", f"-{record.pgid}"])  # killed outside specdebug
-            await wait_for(lambda: pane.state == "exited", 60)
-            assert pane.pids == [] and pane.health is None
+            # the state, then the PIDs it no longer has (two updates: under load one screen between)
+            await wait_for(lambda: pane.state == "exited" and pane.pids == [] and pane.health is None, 60)
+            assert pane.state == "exited" and pane.pids == [] and pane.health is None
             assert await until(pilot, lambda: "EXITED" in pane.head_text().plain), pane.head_text().plain
     finally:
         await forget_record(remote, profile.name)
