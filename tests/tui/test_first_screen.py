@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,23 +34,30 @@ sys.meta_path.insert(0, ImportGate())
 """
 
 
-def test_the_hosts_show_connecting_before_asyncssh_and_pydantic_are_imported(sshd, tmp_path):
+def _behind_the_gate(sshd, tmp_path, name: str) -> tuple[Tmux, Path]:
+    """`specdebug -F CONFIG gpubox` in a tmux session of its own, its heavy imports held by the gate
+    (a sitecustomize on PYTHONPATH) until the test touches the returned path."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(GATE)
     gate = tmp_path / "gate-open"
     home = tmp_path / "home"
     home.mkdir()
-    tmux = Tmux("specdebug-test-first-screen")
+    tmux = Tmux(name)
     tmux.kill()
+    tmux.new_session(
+        "tui",
+        f"env HOME={home} PYTHONPATH={site} SPECDEBUG_TEST_GATE={gate} {sys.executable} -m specdebug.cli "
+        f"-F {sshd.config_path} gpubox --session {tmp_path / 'session'}",
+        150,
+        40,
+    )
+    return tmux, gate
+
+
+def test_the_hosts_show_connecting_before_asyncssh_and_pydantic_are_imported(sshd, tmp_path):
+    tmux, gate = _behind_the_gate(sshd, tmp_path, "specdebug-test-first-screen")
     try:
-        tmux.new_session(
-            "tui",
-            f"env HOME={home} PYTHONPATH={site} SPECDEBUG_TEST_GATE={gate} {sys.executable} -m specdebug.cli "
-            f"-F {sshd.config_path} gpubox --session {tmp_path / 'session'}",
-            150,
-            40,
-        )
         # the gate is shut: no asyncssh, no pydantic, and yet the app is on the screen
         screen = tmux.wait_screen("tui", lambda s: "connecting…" in s and "q Quit" in s, 60)
         assert "specdebug" in screen and "gpubox" in screen
@@ -67,22 +75,8 @@ def test_a_tab_key_on_the_first_screen_shows_that_pane_with_its_content(sshd, tm
     with its content.  A guard: the race it stands beside (a key while the body mounted switched a
     TabbedContent that had not started: the tab marked, the body blank) showed only in the real tier's
     TUI test (`2` as soon as the host connected, 2 of 2 runs on the loaded machine; passes after)."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(GATE)
-    gate = tmp_path / "gate-open"
-    home = tmp_path / "home"
-    home.mkdir()
-    tmux = Tmux("specdebug-test-first-screen-tab")
-    tmux.kill()
+    tmux, gate = _behind_the_gate(sshd, tmp_path, "specdebug-test-first-screen-tab")
     try:
-        tmux.new_session(
-            "tui",
-            f"env HOME={home} PYTHONPATH={site} SPECDEBUG_TEST_GATE={gate} {sys.executable} -m specdebug.cli "
-            f"-F {sshd.config_path} gpubox --session {tmp_path / 'session'}",
-            150,
-            40,
-        )
         tmux.wait_screen("tui", lambda s: "connecting…" in s and "q Quit" in s, 60)
         tmux("send-keys", "-t", "tui", "2")
         gate.touch()
@@ -98,22 +92,8 @@ def test_keys_typed_on_the_first_screen_reach_the_panes_in_order(sshd, tmp_path)
     """`3 / ctrl+u verifyaccept Enter` typed while the panes are still importing: once they are there,
     the Logs pane shows that filter.  Before, the letters had nothing to take them and Enter reached
     the hosts table ("acting on gpubox"; CI: the busy-loops keys test typed at "connected")."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(GATE)
-    gate = tmp_path / "gate-open"
-    home = tmp_path / "home"
-    home.mkdir()
-    tmux = Tmux("specdebug-test-first-screen-keys")
-    tmux.kill()
+    tmux, gate = _behind_the_gate(sshd, tmp_path, "specdebug-test-first-screen-keys")
     try:
-        tmux.new_session(
-            "tui",
-            f"env HOME={home} PYTHONPATH={site} SPECDEBUG_TEST_GATE={gate} {sys.executable} -m specdebug.cli "
-            f"-F {sshd.config_path} gpubox --session {tmp_path / 'session'}",
-            150,
-            40,
-        )
         tmux.wait_screen("tui", lambda s: "connecting…" in s and "q Quit" in s, 60)
         # a `q` inside the word is a letter once a key is held, not Quit
         tmux("send-keys", "-t", "tui", "3", "/", "C-u")
