@@ -302,7 +302,13 @@ def test_noise_003_with_three_repeats_finds_the_right_culprit(scenarios) -> None
     ev = result.evidence
     assert ev is not None and 1 <= len(ev.good_samples) <= 3 and 1 <= len(ev.bad_samples) <= 3
     assert len(set(ev.good_samples)) == len(ev.good_samples)  # every launch drew its own noise
-    assert ev.distinguishable and "standard errors" in ev.why
+    assert "standard errors" in ev.why
+    if result.verdict == "found":
+        # a culprit named with exit 0 rests on ends proven apart: by their own runs, or by the additive
+        # fit over every reading (CI, 2026-12-06: one run of each end short of t99 at the 2 dof three
+        # repeats measured, the fit's 4 dof proving the gap).  An inconclusive verdict (the
+        # confirmation too wide for 2 dof: about 1 run in 17 of a stand-in stress) may say they are not.
+        assert ev.distinguishable, told(result)
     # each end once (25 % apart: issue 39), then the candidates; the fit measures the noise before a name
     roles = [e.role.value for e in events if isinstance(e, TrialStarted)]
     assert roles[:2] == ["good", "bad"]

@@ -15,6 +15,7 @@ from specdebug.core.bisect.models import (
 )
 from specdebug.core.bisect.outcome import closing_notes, effects_of, sets_of
 from specdebug.core.bisect.state import MIN_END_RUNS, EngineState
+from specdebug.core.bisect.verify import ends_by_fit
 from specdebug.core.records import BisectEnd, BisectResultRecord, BisectStartRecord
 
 
@@ -88,6 +89,9 @@ class FinishPhase(EngineState):
         evidence = judge.evidence()
         evidence.drift = self.drift
         plan, res = self.plan, self.plan.result if self.plan else None
+        confirmed = bool(res and res.confirmed) if confirmed is None else confirmed
+        if confirmed and self._proof is not None:
+            ends_by_fit(evidence, self._proof)
         interleaved = self._references if self.options.interleave else None
         notes = [*(notes or []), *closing_notes(res, self.book, judge.metric, interleaved)]
         explained = round(res.explained.share, 4) if res is not None and res.explained is not None else None
@@ -117,7 +121,7 @@ class FinishPhase(EngineState):
                 if plan is not None and res is not None and res.confirmed
                 else []
             ),
-            confirmed=bool(res and res.confirmed) if confirmed is None else confirmed,
+            confirmed=confirmed,
             metric_used=(
                 START_METRIC
                 if self.book.start_mode or self._crashed and not self._phases

@@ -64,6 +64,12 @@ class Fit:
         """The standard error of term j's effect, in cost units (relative noise at the good end's level)."""
         return self.sd * abs(self.base) * math.sqrt(max(self.cov[j + 1][j + 1], 0.0))
 
+    def gap_se(self) -> float:
+        """The standard error of the fitted gap (every term's effect summed), in cost units."""
+        k = range(1, len(self.effects) + 1)
+        var = sum(self.cov[a][b] for a in k for b in k)
+        return self.sd * abs(self.base) * math.sqrt(max(var, 0.0))
+
     def share(self, j: int) -> tuple[float, float, float]:
         """Term j's effect as a share of the fitted gap: (share, low, high) at 99 %."""
         gap = self.gap or math.inf

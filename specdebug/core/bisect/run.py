@@ -104,6 +104,7 @@ class Bisection(EndsPhase, VerifyPhase, FinishPhase):
         self._mine: set[str] = set()  # profile names launched by this run
         self.current: Profile | None = None  # the config of the trial running now (front ends clean up)
         self.drift: Drift | None = None
+        self._proof = None
         self._box_lock = contextlib.AsyncExitStack()  # the box's bisection lock, from the first launch
         self._box_locked = False
         launched = self.book.load(journal.records()) if journal is not None else {}

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from specdebug.core.bisect.book import Book
+from specdebug.core.bisect.fit import Fit
 from specdebug.core.bisect.judge import Judge
 from specdebug.core.bisect.knobs import Candidates
 from specdebug.core.bisect.models import (
@@ -55,6 +56,7 @@ class EngineState:
     _slow_notes: list[str]
     _durations: list[float]
     _references: int
+    _proof: Fit | None  # the additive fit that confirmed the answer (verify_phase.py)
 
     def _real(self, units: frozenset[int]) -> frozenset[int]:
         """The plan's unit indices as the candidates' (a search of part of the knobs maps them)."""

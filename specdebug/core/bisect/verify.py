@@ -12,13 +12,14 @@ budget (one knob at a time's launches, more with --repeats); past it, cannot-tel
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from specdebug.core.bisect.book import Book
-from specdebug.core.bisect.fit import Obs, Verdict, best_repeat, check, fit
+from specdebug.core.bisect.fit import Fit, Obs, Verdict, best_repeat, check, fit
 from specdebug.core.bisect.judge import LINES_SUFFIX, SE_SUFFIX, Judge
 from specdebug.core.bisect.knobs import Candidates
-from specdebug.core.bisect.models import Status
+from specdebug.core.bisect.models import Evidence, Status
 from specdebug.core.bisect.plan import Plan
 
 DEFAULT_REPEATS = 4  # BisectOptions.repeats' default: the budget grows with a larger one
@@ -150,3 +151,24 @@ def drifted(obs: Sequence[Obs], terms: Sequence[frozenset[int]]) -> str | None:
         return None
     verdict = check(found, ["?"] * len(terms))
     return verdict.why if verdict.state == "drift" else None
+
+
+def ends_by_fit(evidence: Evidence, found: Fit) -> None:
+    """The ends as the confirmed fit over every reading judges them, where their own runs alone fall short.
+
+    The ends are measured once each and judged on the noise known then; a noise measured later from a
+    few repeats (t99 at 2 dof is 9.9) can leave their own runs short of 99 % while the fit, whose
+    replicates are every config the model predicts equal, proves the gap.  The answer names culprits on
+    the fit, so the evidence says the ends are apart on it too, and says both figures (a found culprit
+    beside "the ends are within the noise" was the CI failure of 2026-12-06)."""
+    if evidence.distinguishable:
+        return
+    se = found.gap_se()
+    z = found.gap / se if se > 0 else math.inf
+    if found.gap <= 0 or z < found.t:
+        return
+    evidence.distinguishable = True
+    evidence.why += (
+        f"; apart by the additive fit over every reading ({len(found.obs)}): {z:.1f} standard errors "
+        f"(noise {found.sd:.1%} per run, {found.dof} dof; needs {found.t:.1f} at 99 %)"
+    )

@@ -71,6 +71,7 @@ class VerifyPhase(EngineState):
                 nuisance=bool(plan.unresolved),
             )
             if verdict.state == "confirmed":
+                self._proof = verdict.fit
                 res.notes.append(f"confirmed by the additive fit: {verdict.why}")
                 return
             if verdict.state == "unexplained" and unresolve_rest(plan, verdict.worst):
