@@ -40,14 +40,11 @@ def with_neighbours(args: argparse.Namespace, obj: Any) -> Any:
     return {**data, "neighbours": args.gpu_neighbours}
 
 
-NEIGHBOUR_CHECK_S = 30.0  # a busy box's python3 start and its process list, on every node at once
-
-
 async def gpus_free_or_forced(args: argparse.Namespace, target: Target, verb: str) -> bool:
     """Whether to go on: no other server of this user and no bisection holds the GPUs the target
     would use, or --force.  Each holder is one stderr line; args.gpu_neighbours keeps them for
     --json (None where the check could not be made: then the launch goes on, saying so, as the TUI's)."""
-    from specdebug.core.control.neighbours import target_neighbours
+    from specdebug.core.control.neighbours import NEIGHBOUR_CHECK_S, target_neighbours
     from specdebug.remote.api import RemoteError
 
     try:

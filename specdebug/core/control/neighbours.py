@@ -12,7 +12,7 @@ only where the lists meet; one that names none sees every GPU, so it *may* share
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Collection, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,8 @@ from specdebug.core.control.records import ServerRecord, box_call, group_members
 from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
 from specdebug.remote.api import Remote, RemoteError
+
+NEIGHBOUR_CHECK_S = 30.0  # a busy box's python3 start and its process list, on every node at once
 
 if TYPE_CHECKING:
     from specdebug.core.target import Target
@@ -123,7 +125,9 @@ async def gpu_neighbours(
     record names of the target's other nodes (a deployment's own servers are not its neighbours)."""
     from specdebug.core.bisect.boxlock import describe, running_bisections
 
-    records, bisections = await asyncio.gather(other_records(remote), running_bisections(remote))
+    records: list[ServerRecord]
+    bisections: list[dict[str, Any]] | None
+    records, bisections = await all_of(other_records(remote), running_bisections(remote))
     procs = await remote.processes() if records else []
     mine = visible_gpus(profile.server.env)
     found: list[GpuNeighbour] = []
@@ -174,7 +178,19 @@ async def target_neighbours(target: Target) -> list[GpuNeighbour]:
     """Every reachable node's neighbours (gpu_neighbours), the target's own servers left out: what a
     front end asks before it launches the target (the TUI's Startup pane, `launch`, `restart`)."""
     own = {n.profile.name for n in target.nodes}  # each node's record name
-    per_node = await asyncio.gather(
+    per_node = await all_of(
         *(gpu_neighbours(target.remote(n), n.profile, n.host, same_target=own) for n in target.reachable())
     )
     return [n for found in per_node for n in found]
+
+
+async def all_of(*calls: Coroutine[Any, Any, Any]) -> list[Any]:
+    """Every call's result, side by side; the first error as itself.  A TaskGroup, not gather: a
+    check cancelled midway (its deadline, a second key press) leaves no task running and no
+    "exception was never retrieved" in the log, as nested gathers did."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(c) for c in calls]
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    return [t.result() for t in tasks]

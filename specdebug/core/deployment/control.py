@@ -60,6 +60,12 @@ class NodeEvent(Model):
     event: Any
 
 
+def require_launch(target: Target, journal: EventJournal | None) -> None:
+    """A read-only seat may not launch this target: ReadOnlyError, before any check is made (a front
+    end asks this before its GPU-neighbour check, which would only warn of a launch it cannot make)."""
+    require_write("launch", *target.remotes.values(), journal)
+
+
 async def launch_target(
     target: Target, *, journal: EventJournal | None = None, clock: Any = time.time
 ) -> dict[str, Launching]:
@@ -71,7 +77,7 @@ async def launch_target(
     nodes already started, so no half deployment is left behind."""
     from specdebug.core.control.launch import check_can_launch, start_launch
 
-    require_write("launch", *target.remotes.values(), journal)  # a read-only seat: refused before any check
+    require_launch(target, journal)  # a read-only seat: refused before any check
 
     async def check(node: Node) -> None:
         try:

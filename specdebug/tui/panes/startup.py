@@ -31,12 +31,13 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Static
 
+from specdebug.capability import ReadOnlyError
 from specdebug.core.control import actions as server_control
 from specdebug.core.control.actions import LaunchRefused, ServerStatus
 from specdebug.core.control.events import Launched, ServerPhase, ServerState, StartupEvent, Verdict
 from specdebug.core.control.launch import Launching
 from specdebug.core.control.monitor import ServerMonitor, StateChanged, record_changes, record_now
-from specdebug.core.control.neighbours import GpuNeighbour, gpu_neighbours
+from specdebug.core.control.neighbours import NEIGHBOUR_CHECK_S, target_neighbours
 from specdebug.core.control.observe import observe
 from specdebug.core.control.records import ServerRecord, StopResult
 from specdebug.core.control.tracker import StartupHistory, startup_history, verdict_of_run
@@ -46,6 +47,7 @@ from specdebug.core.deployment.control import (
     finish_launches,
     launch_target,
     records_of,
+    require_launch,
     stop_target,
     watch_target,
 )
@@ -412,7 +414,12 @@ class StartupPane(StartupView, Pane):
         if target is None:
             return
         try:
-            found = await self._gpu_neighbours(target)
+            require_launch(target, self.ctx.journal)
+        except ReadOnlyError as exc:  # refused at once: no GPU check for a launch this seat cannot make
+            self.notify(str(exc), severity="error")
+            return
+        try:
+            found = await asyncio.wait_for(target_neighbours(target), NEIGHBOUR_CHECK_S)
         except Exception as exc:  # cannot tell: launch as before, and say the check could not be made
             logger.debug("the GPU neighbour check failed", exc_info=True)
             self.notify(f"could not check who else holds the GPUs: {describe_error(exc)}", severity="warning")
@@ -438,18 +445,6 @@ class StartupPane(StartupView, Pane):
         if asked is None or time.monotonic() - asked >= self.LAUNCH_CONFIRM_S - 0.05:
             self.launch_warning = ""
             self._dirty = True
-
-    async def _gpu_neighbours(self, target: Target) -> list[GpuNeighbour]:
-        """Every node's: servers of this user and bisections holding GPUs the launch would use."""
-        per_node = await asyncio.wait_for(
-            asyncio.gather(
-                *(gpu_neighbours(target.remote(n), n.profile, n.host) for n in target.reachable())
-            ),
-            self.NEIGHBOUR_CHECK_S,
-        )
-        return [n for found in per_node for n in found]
-
-    NEIGHBOUR_CHECK_S = 20.0
 
     CONFIRM_S = 3.0
 
