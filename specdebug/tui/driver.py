@@ -33,6 +33,10 @@ from textual.drivers.linux_driver import LinuxDriver
 
 WATCH_S = 1.0  # how often the driver asks whether its terminal is still there (one ioctl)
 HANGUP_EXIT_CODE = 128 + signal.SIGHUP  # what a shell reports for a process ended by SIGHUP
+# set once a driver saw its terminal gone: the process leaves with HANGUP_EXIT_CODE and prints nothing,
+# whatever the app's own return code says by then (an error while it closed, beside 8 busy loops, made
+# it 1, and the goodbye lines printed to the dead terminal raised EIO)
+terminal_hung_up = threading.Event()
 
 
 class HangupSafeWriter(WriterThread):
@@ -84,6 +88,7 @@ class TerminalDriver(LinuxDriver):
         """Until application mode ends: a terminal that is gone ends the app as `q` would."""
         while not stop.wait(WATCH_S):
             if not terminal_alive(self.fileno):
+                terminal_hung_up.set()
                 with contextlib.suppress(RuntimeError):  # the loop already closed: the app is leaving
                     loop.call_soon_threadsafe(self._app.exit, None, HANGUP_EXIT_CODE)
                 return

@@ -108,14 +108,21 @@ def run_app(
 ) -> int:
     """Run the TUI on `ctx`, or (the command line) on what `boot` builds after the first screen."""
     from specdebug.tui.app import SpecdebugApp
-    from specdebug.tui.driver import HANGUP_EXIT_CODE
+    from specdebug.tui.driver import HANGUP_EXIT_CODE, terminal_hung_up
 
     if boot is not None:
         app = SpecdebugApp(layout=layout, boot=boot)
     else:
         app = SpecdebugApp(ctx, layout=layout, keymap=read_keymap())
     app.freeze_gc = True
-    app.run()
+    try:
+        app.run()
+    except OSError:  # EIO: Textual's goodbye (an error's traceback) written to a terminal that hung up
+        if not terminal_hung_up.is_set():
+            raise
+    if terminal_hung_up.is_set():  # nothing can be printed; what keeps running is in the quit note
+        save_quit_note(still_running_lines(app.still_running, ssh_config))
+        return HANGUP_EXIT_CODE
     if app.boot_error is not None:
         out(f"specdebug: {app.boot_error}", file=sys.stderr)
         return 2
@@ -124,7 +131,7 @@ def run_app(
     lines = still_running_lines(app.still_running, ssh_config)
     save_quit_note(lines)
     if app.return_code == HANGUP_EXIT_CODE:
-        return HANGUP_EXIT_CODE  # the terminal is gone: nothing can be printed, as after a SIGHUP
+        return HANGUP_EXIT_CODE  # as after a SIGHUP
     for line in lines:
         out(line)
     return 0

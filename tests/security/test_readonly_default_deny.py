@@ -45,7 +45,7 @@ from specdebug.tui.panes.startup import StartupPane
 from specdebug.tui.widgets.seats import SeatsProvider
 from tests.boxes import ssh_box
 from tests.simprofiles import sim_profile
-from tests.tui.pilotwait import until
+from tests.tui.pilotwait import until, until_key_screen
 
 pytestmark = pytest.mark.slow
 
@@ -256,8 +256,7 @@ async def test_unknown_host_key_is_not_saved_from_a_readonly_app(sshd, tmp_path:
             # 60 s once, right after another test of this worker saw its box calls take over 20 s): the
             # key is asked after two connections (the refused one, then the key's own), each an sshd
             # start on the loaded machine.  A bound, not an expected time; a failure says where it was.
-            shown = await until(pilot, lambda: type(app.screen).__name__ == "HostKeyScreen", timeout_s=180)
-            assert shown, f"no host-key screen: {ro_remote.status}"
+            await until_key_screen(pilot, app, ro_remote)
             await pilot.press("s")  # accept and save
             await until(pilot, lambda: "read-only" in (ro_remote.status.last_error or ""))
             assert "read-only" in (ro_remote.status.last_error or "")

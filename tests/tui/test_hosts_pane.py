@@ -10,10 +10,9 @@ from specdebug.tui.app import SpecdebugApp
 from specdebug.tui.context import AppContext
 from specdebug.tui.panes.hosts import HostsPane
 from specdebug.tui.screens.help import HelpScreen
-from specdebug.tui.screens.hostkey import HostKeyScreen
 from tests.boxes import ssh_box
 from tests.tui.fakes import StillRemote, sample_host_info
-from tests.tui.pilotwait import toasts, until
+from tests.tui.pilotwait import toasts, until, until_key_screen
 
 
 async def test_hosts_pane_shows_connected_host_and_gpus(sshd):
@@ -49,9 +48,7 @@ async def test_unknown_host_key_modal_accept_and_save(sshd, tmp_path):
     remote, prompt = _asking_remote(cfg)
     app = SpecdebugApp(AppContext(remotes={"gpubox": remote}, selected="gpubox", host_key_prompt=prompt))
     async with app.run_test(size=(140, 40)) as pilot:
-        assert await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 60.0), (
-            "condition not reached"
-        )
+        await until_key_screen(pilot, app, remote)
         assert "SHA256:" in app.screen.info.fingerprint
         await pilot.press("s")
         assert await until(pilot, lambda: remote.status.state is ConnState.CONNECTED, 60.0), (
@@ -127,17 +124,13 @@ async def test_refused_key_can_be_retried_from_the_hosts_pane(sshd, tmp_path):
     async with app.run_test(size=(140, 40)) as pilot:
         # the ignored ssh option is said in the TUI, not lost behind the screen
         assert any("StrictHostKeyChecking" in m for m in toasts(app)), toasts(app)
-        assert await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 60.0), (
-            "condition not reached"
-        )
+        await until_key_screen(pilot, app, remote)
         await pilot.press("r")  # refuse
         assert await until(pilot, lambda: remote.status.state is ConnState.FAILED, 60.0), (
             "condition not reached"
         )
         await pilot.press("r")  # refresh the hosts pane: asks again
-        assert await until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 60.0), (
-            "condition not reached"
-        )
+        await until_key_screen(pilot, app, remote)
         await pilot.press("o")  # accept once: nothing saved
         assert await until(pilot, lambda: remote.status.state is ConnState.CONNECTED, 60.0), (
             "condition not reached"
