@@ -6,6 +6,8 @@ with --accept-new-host-key), the TUI asks through a `HostKeyPrompt` its app answ
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,15 +30,33 @@ class HostKeyPrompt:
     """The decision of a front end that exists only after its connections (the TUI's key screen).
 
     The connection is built with this object; the app sets `ask` when it mounts and clears it when
-    it goes.  Without an answerer the key is refused, never accepted by default."""
+    it goes.  A key asked before the app has mounted waits for it, up to ARRIVE_S: a pane's first
+    `wait_connected` starts the connection while the app is still mounting, and on a loaded machine
+    the key was asked first and refused unseen (a busy run of the suite, 2026-12-06).  Once the app
+    has gone, or never came, the key is refused, never accepted by default."""
+
+    ARRIVE_S = 120.0
 
     def __init__(self) -> None:
-        self.ask: HostKeyDecider | None = None
+        self._ask: HostKeyDecider | None = None
+        self._came = asyncio.Event()  # set once an app answers (or has gone: nobody will)
+
+    @property
+    def ask(self) -> HostKeyDecider | None:
+        return self._ask
+
+    @ask.setter
+    def ask(self, decider: HostKeyDecider | None) -> None:
+        self._ask = decider
+        self._came.set()  # an answerer, or (None) the app leaving: a waiting key is decided now
 
     async def __call__(self, info: HostKeyInfo) -> KeyDecision:
-        if self.ask is None:
+        if self._ask is None and not self._came.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._came.wait(), self.ARRIVE_S)
+        if self._ask is None:
             return await refuse_unknown_keys(info)
-        return await self.ask(info)
+        return await self._ask(info)
 
 
 @dataclass(frozen=True)
