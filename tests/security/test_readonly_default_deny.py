@@ -258,7 +258,7 @@ async def test_unknown_host_key_is_not_saved_from_a_readonly_app(sshd, tmp_path:
             # start on the loaded machine.  A bound, not an expected time; a failure says where it was.
             await until_key_screen(pilot, app, ro_remote)
             await pilot.press("s")  # accept and save
-            await until(pilot, lambda: "read-only" in (ro_remote.status.last_error or ""))
-            assert "read-only" in (ro_remote.status.last_error or "")
+            saved = await until(pilot, lambda: "read-only" in (ro_remote.status.last_error or ""))
+            assert saved, f"{ro_remote.status}; screens {[type(s).__name__ for s in app.screen_stack]}"
             await app._dispatch_action(app, "quit", ())
     assert known.read_text() == ""

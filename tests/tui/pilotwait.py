@@ -46,11 +46,16 @@ def toasts_with_severity(app: Any) -> list[tuple[str, str]]:
 
 
 async def until_key_screen(pilot: Any, app: Any, remote: Any, timeout_s: float = 180.0) -> None:
-    """The host-key screen is up (asked after two connections: the refused one, then the key's own;
-    2-5 s beside 14 busy loops, but twice in the full suite beside 8 not within 60 s).  A bound, not
-    an expected time; a failure names the connection's state and the screens, so it says where."""
-    shown = await until(pilot, lambda: type(app.screen).__name__ == "HostKeyScreen", timeout_s)
-    assert shown, (
+    """The host-key screen is up and drawn, as a user sees it before answering (a key pressed the
+    moment it was pushed, before its buttons were mounted, was lost beside 8 busy loops).  A bound,
+    not an expected time; a failure names the connection's state and the screens, so it says where."""
+
+    def shown() -> bool:
+        screen = app.screen
+        return type(screen).__name__ == "HostKeyScreen" and screen.is_mounted and bool(screen.query("Button"))
+
+    assert await until(pilot, shown, timeout_s), (
         f"no host-key screen after {timeout_s:.0f} s: {remote.status}; "
         f"screens {[type(s).__name__ for s in app.screen_stack]}"
     )
+    await pilot.pause()  # its first refresh: the keys go to it from here
