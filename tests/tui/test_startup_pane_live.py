@@ -84,8 +84,10 @@ async def test_server_killed_after_ready_is_reported_exited(remote, tmp_path: Pa
             record = await load_record(remote, profile.name)
             await remote.run(["kill", "-KILL", "--", f"-{record.pgid}"])  # killed outside specdebug
             # the state, then the PIDs it no longer has (two updates: under load one screen between)
-            await wait_for(lambda: pane.state == "exited" and pane.pids == [] and pane.health is None, 60)
-            assert pane.state == "exited" and pane.pids == [] and pane.health is None
+            settled = lambda: pane.state == "exited" and pane.pids == [] and pane.health is None  # noqa: E731
+            await until(pilot, settled, 60)
+            # which of the three did not settle (a busy run, 2026-12-06: "timed out", nothing more)
+            assert settled(), (pane.state, pane.pids, pane.health, pane.verdict)
             assert await until(pilot, lambda: "EXITED" in pane.head_text().plain), pane.head_text().plain
     finally:
         await forget_record(remote, profile.name)
