@@ -130,8 +130,6 @@ def run_app(
         out(line, file=sys.stderr)
     lines = still_running_lines(app.still_running, ssh_config)
     save_quit_note(lines)
-    if app.return_code == HANGUP_EXIT_CODE:
-        return HANGUP_EXIT_CODE  # as after a SIGHUP
     for line in lines:
         out(line)
     return 0
