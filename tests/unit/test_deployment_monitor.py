@@ -71,3 +71,43 @@ def test_status_failed_names_the_node_that_is_gone(tmp_path):
     )
     assert mon.state is ServerState.FAILED and mon.failed_node == "n1"
     assert [r.state for r in mon.rows()] == [ServerState.READY, ServerState.EXITED]
+
+
+async def test_after_a_node_failed_its_leftovers_and_the_running_node_are_followed(tmp_path):
+    """The deployment failed on n1 (its main process gone, a worker still exiting): the watch goes on
+    re-asking every node that still lists processes, so neither keeps a PID that is gone."""
+    import asyncio
+
+    from specdebug.core.deployment.monitor import watch_deployment_liveness
+
+    mon = monitor(tmp_path)
+    mon.apply_status(status("running", running("n0", 0, 100, 200), running("n1", 1, 200, None)))
+    answers = {
+        "n0": iter([([100, 101], 200), ([100, 101], 200), ([], None), ([], None)]),
+        "n1": iter([([201], None), ([201], None), ([], None), ([], None)]),
+    }
+
+    from specdebug.remote.api import RemoteError
+
+    class NoHelper:  # main_process_exit and record_now find no helper: liveness alone decides
+        state_dir = "/s"
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def box_op(self, op: str, request: dict, timeout: float = 30) -> dict:
+            raise RemoteError("no helper")
+
+    async def liveness(remote, rec, profile):
+        return next(answers[remote.name])
+
+    async def watch() -> None:
+        remotes = {"n0": NoHelper("n0"), "n1": NoHelper("n1")}
+        async for _ in watch_deployment_liveness(mon, remotes, liveness=liveness, interval=0.01):  # type: ignore[arg-type]
+            pass
+
+    await asyncio.wait_for(watch(), 10)
+    assert mon.state is ServerState.FAILED and mon.failed_node == "n1"
+    assert mon.nodes["n1"].pids == [] and mon.nodes["n0"].pids == []
+    assert mon.message == "n1: server's main process 200 died (killed or crashed)"
+    assert mon.nothing_running() and not mon.alive()

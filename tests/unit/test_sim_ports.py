@@ -36,9 +36,8 @@ def test_a_taken_port_is_skipped(monkeypatch) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         busy = taken.getsockname()[1]
-        draws = iter([busy, busy, free])
-        monkeypatch.setattr(ports.random.SystemRandom, "randrange", lambda self, a, b: next(draws))
-        assert ports.free_port(tries=3) == free
+        monkeypatch.setattr(ports.random.SystemRandom, "sample", lambda self, span, k: [busy, free])
+        assert ports.free_port(tries=2) == free
 
 
 def test_the_demo_and_local_sims_take_it() -> None:
@@ -66,3 +65,12 @@ def test_each_test_worker_draws_its_sims_ports_from_its_own_block(monkeypatch) -
         start = test_ports.BASE + test_ports.worker_index() * test_ports.BLOCK
         assert start + test_ports.TESTS_SPAN == low and high == start + test_ports.BLOCK
     assert all(not set(a) & set(b) for a in spans for b in spans if a is not b)
+
+
+def test_a_port_handed_out_is_not_handed_again_before_its_server_binds_it(monkeypatch) -> None:
+    """Two servers of one test (a 2-node sim's rendezvous and API ports) are handed their ports
+    before either binds: never the same one (CI, 2026-12-06: `[Errno 98]` on node 0's API port)."""
+    low = test_ports.port_range(8)
+    monkeypatch.setenv(ports.PORTS_VAR, f"{low}-{low + 8}")
+    drawn = [ports.free_port() for _ in range(8)]
+    assert sorted(drawn) == list(range(low, low + 8))

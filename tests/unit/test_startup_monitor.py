@@ -233,3 +233,34 @@ def test_after_ready_a_dead_main_process_is_exited_while_children_remain():
 
 def _record_with_pid(pid: int) -> ServerRecord:
     return ServerRecord(profile="p", pid=pid, pgid=pid, port=30000, log_file="/l/server.log", started_at=T0)
+
+
+async def test_the_workers_a_killed_main_process_leaves_are_followed_until_they_are_gone() -> None:
+    """kill -9 of the group: the main process's end is seen first (its pidfd), while a worker is
+    still exiting; the screen must not keep that worker's PID once it is gone (CI, 2026-12-06: the
+    Startup pane said EXITED with PID 10966 for ever)."""
+    answers = iter([([43], None), ([43], None), ([], None)])
+
+    async def liveness(remote, rec, profile):
+        return next(answers)
+
+    mon = ServerMonitor()
+    mon.apply_status(status(200))
+    seen = []
+    async for change in watch_liveness(
+        mon, RecordOnBox(None), record(), None, liveness=liveness, interval=0.01
+    ):  # type: ignore[arg-type]
+        seen.append((change.state if change else None, list(mon.pids)))
+    assert seen[0] == (ServerState.EXITED, [43])
+    assert seen[-1] == (None, []) and mon.state is ServerState.EXITED and mon.pids == []
+    assert mon.message == "server's main process 42 died (killed or crashed)"
+
+
+def test_leftovers_are_not_taken_after_a_stop_or_a_new_run() -> None:
+    mon = ServerMonitor()
+    mon.apply_status(status(200))
+    mon.liveness([43], None, None)
+    assert mon.state is ServerState.EXITED and "still exiting: 43" in mon.message
+    assert mon.leftover([43], None) is True
+    mon.apply(StopResult(profile="p", stopped=True, message="stopped"))
+    assert mon.leftover([43], None) is False and mon.pids == []

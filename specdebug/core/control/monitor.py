@@ -142,6 +142,17 @@ class ServerMonitor:
             return StateChanged(self.state, self.record)
         return None
 
+    def leftover(self, pids: list[int], health: int | None) -> bool:
+        """After the run ended by itself with processes left (its main process goes first, its
+        workers a moment later or never): the group as the box lists it now.  True while some remain;
+        a stop or a new run meanwhile makes it a no-op (False)."""
+        if self.state is not ServerState.EXITED:
+            return False
+        self.pids, self.health = pids, health
+        leader = self.record.pid if self.record is not None else None
+        self.message = EXITED_MESSAGE if leader is None else leader_died(leader, pids)
+        return bool(pids)
+
     def _ended(self, pids: list[int], record_now: ServerRecord | None) -> StateChanged:
         ours, self.found = self.record, None
         elsewhere = self.ended_elsewhere(record_now)
@@ -210,7 +221,8 @@ async def watch_liveness(
 ) -> AsyncIterator[StateChanged | None]:
     """After ready (or found running), keep asking: a server that dies later must not keep saying
     READY, and one found still starting turns READY when its health answers.  Yields after each
-    answer (the change, or None) while the monitor says ready or running."""
+    answer (the change, or None) while the monitor says ready or running, then (it exited with
+    processes left) one per re-ask of them until none is left."""
     # the box watches the main PID itself: its end asks for liveness at once, not at the next interval
     leader = asyncio.create_task(main_process_exit(remote, record))
     try:
@@ -225,8 +237,32 @@ async def watch_liveness(
             except RemoteError:
                 continue  # connection trouble is the header's news; try again
             yield monitor.liveness(pids, health, now)
+        async for _ in leftovers(lambda: [monitor] if monitor.pids else [], interval):
+            try:
+                pids, health = await liveness(remote, record, profile)
+            except RemoteError:
+                continue
+            monitor.leftover(pids, health)
+            yield None
     finally:
         leader.cancel()
+
+
+LEFTOVER_MAX_S = 5.0  # the slowest re-ask of what a dead run left (a worker that never exits)
+
+
+async def leftovers(left: Callable[[], list[ServerMonitor]], interval: float) -> AsyncIterator[None]:
+    """While `left()` names monitors of an ended run whose processes remain: one tick per re-ask of
+    their group (the main process exits first, its workers a moment later, or hang on), every
+    `interval`, slower (up to LEFTOVER_MAX_S) while nothing changes: the screen never keeps a PID
+    that is gone, and a worker that hangs on stays in view."""
+    wait, last = interval, None
+    while monitors := left():
+        await asyncio.sleep(wait)
+        yield None
+        now = [tuple(m.pids) for m in monitors]
+        wait = interval if now != last else min(wait * 2, LEFTOVER_MAX_S)
+        last = now
 
 
 async def record_now(remote: Remote, profile_name: str) -> ServerRecord | None:

@@ -21,6 +21,7 @@ from specdebug.core.control.monitor import (
     Liveness,
     ServerMonitor,
     StateChanged,
+    leftovers,
     record_now,
 )
 from specdebug.core.control.records import ServerRecord, StopResult, main_process_exit
@@ -158,17 +159,31 @@ class DeploymentMonitor:
             self.message = node.message if not self.deployment.multi else f"{host}: {node.message}"
             return StateChanged(self.state, self.leader_record)
         if node.state is ServerState.EXITED:
-            running = [h for h, m in self.nodes.items() if h != host and m.pids]
             self.state, self.failed_node, self.found = ServerState.FAILED, host, None
-            self.message = f"{host}: {node.message}" + (
-                f"; {', '.join(running)} still running (x stops every node)" if running else ""
-            )
+            self.message = self._failed_message(host)
             return StateChanged(self.state, self.leader_record)
         leader = self.nodes[self.deployment.leader.host]
         if self.state is ServerState.RUNNING and leader.health == 200:
             self.state = ServerState.READY
             return StateChanged(self.state, self.leader_record)
         return None
+
+    def leftover(self, host: str, pids: list[int], health: int | None) -> None:
+        """After the deployment failed: a node's group as its box lists it now (the processes a dead
+        node left, or a node still running beside it), so no PID that is gone stays in view."""
+        node = self.nodes.get(host)
+        if node is None or self.state is not ServerState.FAILED:
+            return
+        if not node.leftover(pids, health) and node.state is not ServerState.EXITED:
+            node.pids, node.health = pids, health  # a node still running beside the failed one
+        if self.failed_node is not None and self.failed_node in self.nodes:
+            self.message = self._failed_message(self.failed_node)
+
+    def _failed_message(self, host: str) -> str:
+        running = [h for h, m in self.nodes.items() if h != host and m.pids]
+        return f"{host}: {self.nodes[host].message}" + (
+            f"; {', '.join(running)} still running (x stops every node)" if running else ""
+        )
 
     # questions ------------------------------------------------------------------------------
 
@@ -226,7 +241,8 @@ async def watch_deployment_liveness(
     interval: float,
 ) -> AsyncIterator[StateChanged | None]:
     """After ready (or found running), ask every node at once each `interval`: yields each change
-    (or None) while the deployment is ready or running."""
+    (or None) while the deployment is ready or running; once it failed, a tick per re-ask of the
+    processes its nodes still list, until none is left (a dead main process's workers exit after it)."""
     nodes = [n for n in monitor.deployment.nodes if n.host in remotes]
 
     async def one(host: str) -> tuple[list[int], int | None, ServerRecord | None] | None:
@@ -248,6 +264,7 @@ async def watch_deployment_liveness(
         for n in nodes
         if (rec := monitor.nodes[n.host].record) is not None
     ]
+    was_live = monitor.state in LIVE
     try:
         while monitor.state in LIVE:
             waiting = [t for t in leaders if not t.done()]
@@ -259,6 +276,22 @@ async def watch_deployment_liveness(
             for node, got in zip(nodes, answers, strict=True):
                 if got is not None:
                     yield monitor.liveness(node.host, *got)
+
+        def left() -> list[ServerMonitor]:
+            ended = was_live and monitor.state is ServerState.FAILED
+            return [m for n in nodes if (m := monitor.nodes[n.host]).pids] if ended else []
+
+        async for _ in leftovers(left, interval):
+            for node in [n for n in nodes if monitor.nodes[n.host].pids]:
+                rec = monitor.nodes[node.host].record
+                if rec is None:
+                    continue
+                try:
+                    pids, health = await liveness(remotes[node.host], rec, node.profile)
+                except RemoteError:
+                    continue
+                monitor.leftover(node.host, pids, health)
+            yield None
     finally:
         for t in leaders:
             t.cancel()
