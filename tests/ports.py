@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import threading
+
+from specdebug.sim.box.ports import bindable
 
 BASE = 20000  # below Linux's default ephemeral range (32768-60999)
 BLOCK = 1000  # ports per worker: the first TESTS_SPAN for the tests' own servers, the rest for its sims
@@ -29,15 +30,6 @@ def worker_index() -> int:
     name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     digits = "".join(ch for ch in name if ch.isdigit())
     return int(digits) if digits else 0
-
-
-def _bindable(port: int, host: str) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))  # no SO_REUSEADDR: a port in TIME_WAIT counts as taken
-        except OSError:
-            return False
-    return True
 
 
 def _block_start() -> int:
@@ -62,7 +54,7 @@ def free_port(host: str = "127.0.0.1") -> int:
             assert _next is not None
             port = start + _next % TESTS_SPAN
             _next += 1
-            if _bindable(port, host) and _bindable(port, "0.0.0.0"):
+            if bindable(host, port) and bindable("0.0.0.0", port):
                 return port
     raise RuntimeError(f"no free port in {start}-{start + TESTS_SPAN - 1}")
 
@@ -82,7 +74,7 @@ def port_range(n: int, host: str = "127.0.0.1") -> int:
                 continue
             _next += n
             ports = range(start + first, start + first + n)
-            if all(_bindable(p, host) and _bindable(p, "0.0.0.0") for p in ports):
+            if all(bindable(host, p) and bindable("0.0.0.0", p) for p in ports):
                 return start + first
     raise RuntimeError(f"no {n} free ports in a row in {start}-{start + TESTS_SPAN - 1}")
 

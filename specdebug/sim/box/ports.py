@@ -36,7 +36,8 @@ def sim_ports() -> tuple[int, int]:
     return lo, hi
 
 
-def _bindable(host: str, port: int) -> bool:
+def bindable(host: str, port: int) -> bool:
+    """Can `port` be bound on `host` right now (a probe: closed at once)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((host, port))  # no SO_REUSEADDR: a port in TIME_WAIT counts as taken
@@ -61,7 +62,7 @@ def free_port(host: str = "127.0.0.1", tries: int = 64) -> int:
     with _lock:
         fresh = [p for p in drawn if p not in _HANDED]
         for port in fresh + [p for p in _HANDED if p in drawn]:  # then the least lately handed
-            if _bindable(host, port):
+            if bindable(host, port):
                 if port in _HANDED:
                     _HANDED.remove(port)
                 _HANDED.append(port)
