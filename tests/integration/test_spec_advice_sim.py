@@ -26,6 +26,7 @@ from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile
 from specdebug.core.records import SpecAdviceTryRecord
 from tests import clifork
+from tests.pace import CpuWatch, rate_ok
 from tests.security.boxkit import forget_server, unique, write_profile
 from tests.sshd_harness import free_port
 
@@ -116,12 +117,13 @@ async def test_advise_predicts_each_depth_and_try_checks_the_best(remote, sshd, 
         assert human.returncode == 0 and "advice for " in human.stdout and "measure next:" in human.stdout
 
         tried_name = f"{names[3]}.try-d{best['depth']}"
-        got = specdebug("spec", *ssh, "--try", "--json")
+        with CpuWatch() as cpu:
+            got = specdebug("spec", *ssh, "--try", "--json")
         assert got.returncode == 0, got.stderr
         tried = json.loads(got.stdout)["tried"]
         assert tried["config"] == tried_name and tried["depth"] == best["depth"]
         assert tried["predicted_tok_s"] == pytest.approx(best["predicted_tok_s"], rel=0.02)
-        assert tried["measured_tok_s"] == pytest.approx(tried["predicted_tok_s"], rel=0.15), tried
+        assert rate_ok(tried["measured_tok_s"], tried["predicted_tok_s"], 0.15, cpu), (tried, cpu.describe())
         records = [r for r in Journal(journal.session_dir).records() if isinstance(r, SpecAdviceTryRecord)]
         assert len(records) == 1 and records[0].measured_tok_s == tried["measured_tok_s"]
         assert records[0].config == tried_name and records[0].inside is not None

@@ -18,6 +18,7 @@ from specdebug.core.journal import Journal
 from specdebug.core.profiles import Profile, load_profile
 from specdebug.sim.box import local as sim_local
 from tests import clifork
+from tests.pace import CpuWatch, rate_ok
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 STORY = ("baseline", "eagle3-2step-nccl", "eagle3-3step")
@@ -48,46 +49,51 @@ def specdebug(*args: str) -> subprocess.CompletedProcess:
 
 async def test_spec_predicts_the_story_and_flags_the_3step_verify(remote, sshd, tmp_path: Path) -> None:
     journal = Journal(tmp_path / "session")
-    for name in STORY:
-        example = load_profile(EXAMPLES / f"{name}.toml")
-        log = tmp_path / f"{name}.log"
-        sim = sim_local.start_local_sim(sim_args(example), log_file=log, extra_env=example.server.env)
-        with sim:
-            sim.wait_ready(90)
-            server = example.server.model_copy(update={"port": sim.port, "log_file": str(log)})
-            profile = example.model_copy(update={"server": server})
-            # a decode window of seconds, not ~1.6 s: the rate is tokens / (last - first token) per request,
-            # and one ~150 ms scheduling delay of this loaded host at the last token took 9% off it (the
-            # --live check below, against the log's model times, failed once so in a full run)
-            req = BenchRequest(requests=2, output_len=320, input_len=32)
-            res = await run_benchmark(remote, profile, req, journal=journal, host="gpubox")
-            assert res.status == "done", res.errors
-            if name == "eagle3-3step":  # --live: the same arithmetic from the running server's log now
-                live_profile = tmp_path / "live.toml"
-                argv = [str(sim.port) if a == "31002" else a for a in example.server.argv]  # --port: plumbing
-                envs = ", ".join(f"{k} = {json.dumps(v)}" for k, v in example.server.env.items())
-                live_profile.write_text(
-                    f'name = "{name}"\n[server]\nargv = {json.dumps(argv)}\nport = {sim.port}\n'
-                    f"log_file = {json.dumps(str(log))}\nenv = {{{envs}}}\n"
-                )
-                got = specdebug(
-                    "spec",
-                    "-F",
-                    str(sshd.config_path),
-                    "gpubox",
-                    "-c",
-                    str(live_profile),
-                    "--session",
-                    str(journal.session_dir),
-                    "--live",
-                    "--json",
-                )
-                assert got.returncode == 0, got.stderr
-                live = json.loads(got.stdout)
-                assert live["live"].startswith("server log now") and live["config"]["verify_flagged"]
-                assert live["config"]["predicted_tok_s"] == pytest.approx(
-                    live["config"]["measured_tok_s"], rel=0.1
-                )
+    with CpuWatch() as cpu:  # the benches measured: on a contended CPU they read slower (tests/pace.py)
+        for name in STORY:
+            example = load_profile(EXAMPLES / f"{name}.toml")
+            log = tmp_path / f"{name}.log"
+            sim = sim_local.start_local_sim(sim_args(example), log_file=log, extra_env=example.server.env)
+            with sim:
+                sim.wait_ready(90)
+                server = example.server.model_copy(update={"port": sim.port, "log_file": str(log)})
+                profile = example.model_copy(update={"server": server})
+                # a decode window of seconds, not ~1.6 s: the rate is tokens / (last - first token) per request,
+                # and one ~150 ms scheduling delay of this loaded host at the last token took 9% off it (the
+                # --live check below, against the log's model times, failed once so in a full run)
+                req = BenchRequest(requests=2, output_len=320, input_len=32)
+                res = await run_benchmark(remote, profile, req, journal=journal, host="gpubox")
+                assert res.status == "done", res.errors
+                if name == "eagle3-3step":  # --live: the same arithmetic from the running server's log now
+                    live_profile = tmp_path / "live.toml"
+                    argv = [
+                        str(sim.port) if a == "31002" else a for a in example.server.argv
+                    ]  # --port: plumbing
+                    envs = ", ".join(f"{k} = {json.dumps(v)}" for k, v in example.server.env.items())
+                    live_profile.write_text(
+                        f'name = "{name}"\n[server]\nargv = {json.dumps(argv)}\nport = {sim.port}\n'
+                        f"log_file = {json.dumps(str(log))}\nenv = {{{envs}}}\n"
+                    )
+                    got = specdebug(
+                        "spec",
+                        "-F",
+                        str(sshd.config_path),
+                        "gpubox",
+                        "-c",
+                        str(live_profile),
+                        "--session",
+                        str(journal.session_dir),
+                        "--live",
+                        "--json",
+                    )
+                    assert got.returncode == 0, got.stderr
+                    live = json.loads(got.stdout)
+                    assert live["live"].startswith("server log now") and live["config"]["verify_flagged"]
+                    live_cfg = live["config"]
+                    assert rate_ok(live_cfg["measured_tok_s"], live_cfg["predicted_tok_s"], 0.1, cpu), (
+                        live_cfg,
+                        cpu.describe(),
+                    )
 
     session = str(journal.session_dir)
     for name in STORY:
@@ -106,7 +112,7 @@ async def test_spec_predicts_the_story_and_flags_the_3step_verify(remote, sshd, 
         data = json.loads(got.stdout)
         cfg = data["config"]
         assert cfg["profile"] == name
-        assert cfg["predicted_tok_s"] == pytest.approx(cfg["measured_tok_s"], rel=0.05), cfg
+        assert rate_ok(cfg["measured_tok_s"], cfg["predicted_tok_s"], 0.05, cpu), (cfg, cpu.describe())
         assert data["baseline"]["profile"] == "baseline"
     by = {c["profile"]: c for c in data["configs"]}
     three, two = by["eagle3-3step"], by["eagle3-2step-nccl"]

@@ -23,6 +23,7 @@ from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile
 from specdebug.sim.box import local as sim_local
 from tests import clifork
+from tests.pace import CpuWatch, duration_ok, rate_ok
 from tests.security.boxkit import unique, write_profile
 
 pytestmark = pytest.mark.slow
@@ -52,25 +53,30 @@ async def test_spec_on_vllm_takes_the_cycle_from_the_stream(remote, sshd, tmp_pa
     step_ms: dict[str, float] = {}
     profiles: dict[str, Path] = {}
     names = {n: unique(n) for n in CONFIGS}
-    for name, (tokens, env) in CONFIGS.items():
-        log = tmp_path / f"{name}.log"
-        with sim_local.start_local_sim(sim_args(tokens), log_file=log, time_scale=0.02, extra_env=env) as sim:
-            step_ms[name] = sim.wait_ready(90)["model"]["step_ms"]
-            server = {
-                "argv": ["python3", "-m", "specdebug.sim", *sim_args(tokens)],
-                "port": sim.port,
-                "log_file": str(log),
-                "kind": "vllm",
-                "env": env,
-            }
-            profiles[name] = write_profile(tmp_path / f"{name}.toml", names[name], server)
-            profile = load_profile(profiles[name])
-            # one stream, ~100 cycles per request: a few scheduling delays of this loaded host move
-            # the median gap little (they would move a mean)
-            req = BenchRequest(requests=2, output_len=200, input_len=16)
-            res = await run_benchmark(remote, profile, req, journal=journal, host="gpubox")
-            assert res.status == "done", res.errors
-            assert res.stream_cycles is not None and res.stream_cycles.tokens_exact
+    with (
+        CpuWatch() as cpu
+    ):  # the streams measured: on a contended CPU their cycles are slower (tests/pace.py)
+        for name, (tokens, env) in CONFIGS.items():
+            log = tmp_path / f"{name}.log"
+            with sim_local.start_local_sim(
+                sim_args(tokens), log_file=log, time_scale=0.02, extra_env=env
+            ) as sim:
+                step_ms[name] = sim.wait_ready(90)["model"]["step_ms"]
+                server = {
+                    "argv": ["python3", "-m", "specdebug.sim", *sim_args(tokens)],
+                    "port": sim.port,
+                    "log_file": str(log),
+                    "kind": "vllm",
+                    "env": env,
+                }
+                profiles[name] = write_profile(tmp_path / f"{name}.toml", names[name], server)
+                profile = load_profile(profiles[name])
+                # one stream, ~100 cycles per request: a few scheduling delays of this loaded host move
+                # the median gap little (they would move a mean)
+                req = BenchRequest(requests=2, output_len=200, input_len=16)
+                res = await run_benchmark(remote, profile, req, journal=journal, host="gpubox")
+                assert res.status == "done", res.errors
+                assert res.stream_cycles is not None and res.stream_cycles.tokens_exact
 
     got = specdebug(
         "spec",
@@ -87,7 +93,7 @@ async def test_spec_on_vllm_takes_the_cycle_from_the_stream(remote, sshd, tmp_pa
     assert base["cycle_source"] == "baseline step"
     for name, cfg in ((n, by[names[n]]) for n in list(CONFIGS)[1:]):
         assert cfg["verify_ms"] is None and cfg["cycle_source"] == "stream", cfg
-        assert cfg["cycle_ms"] == pytest.approx(step_ms[name], rel=0.10), (cfg, step_ms[name])
+        assert duration_ok(cfg["cycle_ms"], step_ms[name], 0.10, cpu), (cfg, step_ms[name], cpu.describe())
         stream = cfg["stream"]
         assert stream["p10_ms"] <= cfg["cycle_ms"] <= stream["p90_ms"] and stream["n"] >= 100
         assert max(int(k) for k in stream["tokens_per_burst"]) <= cfg["draft_tokens"]
@@ -95,8 +101,9 @@ async def test_spec_on_vllm_takes_the_cycle_from_the_stream(remote, sshd, tmp_pa
         # the measured rate is the client's wall clock, stalls of a loaded host included; the median cycle
         # leaves them out (the suite under load read 92.0 predicted against 83.0 measured): a loose bound
         print(f"{name}: predicted {cfg['predicted_tok_s']:.1f}, measured {cfg['measured_tok_s']:.1f} tok/s")
-        assert cfg["predicted_tok_s"] == pytest.approx(cfg["measured_tok_s"], rel=0.25), cfg
-    assert two["fit_of"] == "cycle" and not two["cycle_flagged"], two
+        assert rate_ok(cfg["measured_tok_s"], cfg["predicted_tok_s"], 0.25, cpu), (cfg, cpu.describe())
+    # a 2-step cycle slowed by a contended CPU is rightly flagged: the flag is asserted where it was free
+    assert two["fit_of"] == "cycle" and (cpu.contended or not two["cycle_flagged"]), (two, cpu.describe())
     assert three["fit_of"] == "cycle" and three["cycle_flagged"], three
     assert any("NCCL" in c["cause"] for c in three["causes"]), three["causes"]
 
