@@ -48,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 HEALTH_DEADLINE_S = 2.0  # one health answer through the forward, whole
 FOLLOW_RETRY_S = 2.0  # a follower that ended (file unreadable, agent gone) is started again after this
+FOLLOW_FAULTS = 3  # unexpected errors of the follower tried again before the log is said unreadable
 
 
 # -- what the watchers put on the queue (typed; the tracker's inputs) ----------------------------
@@ -314,6 +315,7 @@ async def _follow_log(remote: Remote, follower: Follower, queue: _Queue, clock: 
     """Every line appended to the log from the follower's offset on (exact offsets, resumes after a
     drop, follows rotation and truncation); what keeps it from reading goes on the queue."""
     path = follower.path
+    faults = 0
     while True:
         try:
             async for item in follower.lines():
@@ -335,6 +337,13 @@ async def _follow_log(remote: Remote, follower: Follower, queue: _Queue, clock: 
                     await remote.wait_connected(30)
             else:
                 await queue.put(_Unreadable(f"cannot follow it: {exc}", clock()))
+        except Exception as exc:  # a fault below us (a library's race): never a silent end, where
+            # a healthy server would time out unseen ("ready line not seen"); tried again, then said
+            faults += 1
+            logger.debug("the startup log follower failed (%d)", faults, exc_info=True)
+            if faults > FOLLOW_FAULTS:
+                await queue.put(_Unreadable(f"cannot follow it: {type(exc).__name__}: {exc}", clock()))
+                return
         # the follower keeps its offset, inode and check: a new start resumes exactly there
         await asyncio.sleep(FOLLOW_RETRY_S)
 

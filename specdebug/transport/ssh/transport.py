@@ -306,6 +306,16 @@ class SSHTransport:
                 except (asyncssh.Error, OSError) as exc:
                     await self._slots.release()
                     raise ConnectionDropped(f"{self.name}: {exc}") from exc
+                except AttributeError as exc:
+                    # asyncssh: the link closed between the box accepting the exec and the channel
+                    # starting its session (channel.create: `self._session.session_started()` on a
+                    # session the close already cleared). A drop, not a fault: the follower that
+                    # met it ended silently and a healthy server timed out unseen (busy run, stop 49)
+                    await self._slots.release()
+                    assert conn is not None
+                    if await self._went_down(conn):
+                        raise ConnectionDropped(f"{self.name}: connection lost opening a channel") from exc
+                    raise
                 except BaseException:
                     await self._slots.release()
                     raise
