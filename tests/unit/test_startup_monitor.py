@@ -104,9 +104,9 @@ class RecordOnBox:
         self.rec = rec
 
     async def box_op(self, op: str, request: dict, timeout: float = 30) -> dict:
-        if self.rec is None:
+        if self.rec is None or op != "read_state":  # the main process's pidfd watch: no helper
             raise RemoteError("no helper")
-        assert op == "read_state" and request["name"] == "p"
+        assert request["name"] == "p"
         return {"state": "ok", "path": "/s/p.json", "data": self.rec.model_dump_json()}
 
 
@@ -264,3 +264,22 @@ def test_leftovers_are_not_taken_after_a_stop_or_a_new_run() -> None:
     assert mon.leftover([43], None) is True
     mon.apply(StopResult(profile="p", stopped=True, message="stopped"))
     assert mon.leftover([43], None) is False and mon.pids == []
+
+
+async def test_a_run_stopped_elsewhere_is_not_re_asked_for_its_processes() -> None:
+    """Stopped by another session with processes still listed: that session's stop owns them; the
+    watch ends (it re-asked for ever, the state never EXITED)."""
+    mark = ActorMark(what="specdebug bisect", user="alice", host="laptop", pid=4242, at=T0 + 5)
+
+    async def liveness(remote, rec, profile):
+        return ([43], None)
+
+    mon = ServerMonitor()
+    mon.apply_status(status(200))
+    box = RecordOnBox(record().model_copy(update={"stopped_by": mark}))
+
+    async def watched() -> list:
+        return [c async for c in watch_liveness(mon, box, record(), None, liveness=liveness, interval=0.01)]  # type: ignore[arg-type]
+
+    seen = await asyncio.wait_for(watched(), 10)
+    assert mon.state is ServerState.STOPPED and len(seen) == 1

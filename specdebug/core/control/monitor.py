@@ -237,7 +237,8 @@ async def watch_liveness(
             except RemoteError:
                 continue  # connection trouble is the header's news; try again
             yield monitor.liveness(pids, health, now)
-        async for _ in leftovers(lambda: [monitor] if monitor.pids else [], interval):
+        ended = lambda: [monitor] if monitor.pids and monitor.state is ServerState.EXITED else []  # noqa: E731
+        async for _ in leftovers(ended, interval):
             try:
                 pids, health = await liveness(remote, record, profile)
             except RemoteError:
