@@ -47,6 +47,24 @@ def specdebug(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+def spec_json(sshd, profile: Path, session: str, *extra: str) -> dict:
+    """`specdebug spec -F CFG gpubox -c PROFILE --session S [extra] --json`, exit 0, parsed."""
+    got = specdebug(
+        "spec",
+        "-F",
+        str(sshd.config_path),
+        "gpubox",
+        "-c",
+        str(profile),
+        "--session",
+        session,
+        *extra,
+        "--json",
+    )
+    assert got.returncode == 0, got.stderr
+    return json.loads(got.stdout)
+
+
 async def test_spec_predicts_the_story_and_flags_the_3step_verify(remote, sshd, tmp_path: Path) -> None:
     journal = Journal(tmp_path / "session")
     with CpuWatch() as cpu:  # the benches measured: on a contended CPU they read slower (tests/pace.py)
@@ -74,20 +92,7 @@ async def test_spec_predicts_the_story_and_flags_the_3step_verify(remote, sshd, 
                         f'name = "{name}"\n[server]\nargv = {json.dumps(argv)}\nport = {sim.port}\n'
                         f"log_file = {json.dumps(str(log))}\nenv = {{{envs}}}\n"
                     )
-                    got = specdebug(
-                        "spec",
-                        "-F",
-                        str(sshd.config_path),
-                        "gpubox",
-                        "-c",
-                        str(live_profile),
-                        "--session",
-                        str(journal.session_dir),
-                        "--live",
-                        "--json",
-                    )
-                    assert got.returncode == 0, got.stderr
-                    live = json.loads(got.stdout)
+                    live = spec_json(sshd, live_profile, str(journal.session_dir), "--live")
                     assert live["live"].startswith("server log now") and live["config"]["verify_flagged"]
                     live_cfg = live["config"]
                     assert rate_ok(live_cfg["measured_tok_s"], live_cfg["predicted_tok_s"], 0.1, cpu), (
@@ -97,19 +102,7 @@ async def test_spec_predicts_the_story_and_flags_the_3step_verify(remote, sshd, 
 
     session = str(journal.session_dir)
     for name in STORY:
-        got = specdebug(
-            "spec",
-            "-F",
-            str(sshd.config_path),
-            "gpubox",
-            "-c",
-            str(EXAMPLES / f"{name}.toml"),
-            "--session",
-            session,
-            "--json",
-        )
-        assert got.returncode == 0, got.stderr
-        data = json.loads(got.stdout)
+        data = spec_json(sshd, EXAMPLES / f"{name}.toml", session)
         cfg = data["config"]
         assert cfg["profile"] == name
         assert rate_ok(cfg["measured_tok_s"], cfg["predicted_tok_s"], 0.05, cpu), (cfg, cpu.describe())

@@ -174,8 +174,10 @@ class DeploymentMonitor:
         node = self.nodes.get(host)
         if node is None or self.state is not ServerState.FAILED:
             return
-        if not node.leftover(pids, health) and node.state is not ServerState.EXITED:
-            node.pids, node.health = pids, health  # a node still running beside the failed one
+        if node.state is ServerState.EXITED:
+            node.leftover(pids, health)
+        else:  # a node still running beside the failed one
+            node.pids, node.health = pids, health
         if self.failed_node is not None and self.failed_node in self.nodes:
             self.message = self._failed_message(self.failed_node)
 
