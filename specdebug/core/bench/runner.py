@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import httpx
 
 from specdebug.capability import require_write
-from specdebug.core.bench import gpu, prom, serverlog
+from specdebug.core.bench import cpuwait, gpu, prom, serverlog
 from specdebug.core.bench.builtin import BuiltinParams, run_builtin
 from specdebug.core.bench.command import run_external, substitute
 from specdebug.core.bench.conditions import node_warnings, run_warnings
@@ -211,6 +211,7 @@ async def _measure(
                 else _none(),
                 snapshot_or_error(remote, profile),  # what can move the number besides the profile
             )
+        box_cpu_before = await cpuwait.box_reading(remote)  # the run's window opens here
         state.ready_line = ready
         if state.health_status is None:
             raise BenchError(f"server not reachable on port {srv.port}: {state.health_error}")
@@ -236,14 +237,18 @@ async def _measure(
                 output_len=request.output_len,
                 seed=request.seed,
             )
+            client_cpu_before = cpuwait.local_reading()  # the built-in client runs here
             result = await run_builtin(base_url, params, progress=emit)
+            result.client_cpu_wait = cpuwait.share(client_cpu_before, cpuwait.local_reading())
 
-        (gpus_after, _), others_after, size_after, _ = await asyncio.gather(
+        (gpus_after, _), others_after, size_after, _, box_cpu_after = await asyncio.gather(
             gpu.snapshot(remote),
             gpu.snapshot_nodes(others),
             file_size(remote, log_file),
             prom.attach(result, window),
+            cpuwait.box_reading(remote),
         )
+        result.box_cpu_wait = cpuwait.share(box_cpu_before, box_cpu_after)
         log_slice = await read_slice(remote, log_file, size_before, size_after)
     finally:
         prom.cancel(window)
@@ -280,6 +285,7 @@ async def _measure(
         *([holder_note] if holder_note else []),
         *run_warnings(state, gpus_before, gpus_after, gpu_err, log_errors, size_before, size_after, leader),
         *node_warnings(result.gpus_by_node, leader),
+        *cpuwait.warnings(result.box_cpu_wait, result.client_cpu_wait, result.host),
         *result.warnings,
     ]
     if journal is not None and (

@@ -409,7 +409,7 @@ def take_result(m: Measurement, item: BenchResult | Exception) -> None:
     m.bench_s = item.duration_s
     m.metrics = metrics_of(item)
     m.gpu_before, m.gpu_after = gpu_summary(item.gpu_before), gpu_summary(item.gpu_after)
-    m.warnings += [w for w in item.warnings if w.startswith("GPU")]
+    m.warnings += [w for w in item.warnings if w.startswith(("GPU", "CPU contended"))]
     if item.status != "done":
         m.status = Status.BENCH_FAILED
         m.reason = f"benchmark {item.status}: {'; '.join(item.errors[:2]) or 'no request succeeded'}"

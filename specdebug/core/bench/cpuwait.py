@@ -1,0 +1,85 @@
+"""How much the CPU was contended over a benchmark's run, on the box and on this machine.
+
+A server starved of CPU (another user's job on the box) decodes slower, and a client starved of CPU
+(a busy laptop running the built-in benchmark) reads its stream late: either makes a figure slow
+for a reason that is not the profile.  Linux's CPU pressure (`/proc/pressure/cpu`, "some" line)
+counts the microseconds in which some runnable task waited for a CPU; its growth over the run's
+wall time is the share named here.  Where the file is absent (not Linux, PSI off) nothing is
+claimed: the share is None and no warning is given.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from specdebug.remote.api import Remote, RemoteError
+
+PSI_CPU = "/proc/pressure/cpu"
+CONTENDED = 0.10  # above this share of the run, some task waited for a CPU: the figure may read slow
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """One reading: the cumulative "some" stall (microseconds) at an instant of this machine's
+    monotonic clock (a box's reading is timed when its answer came: the run is long beside that)."""
+
+    stall_us: int
+    at: float
+
+
+def parse_some_total(text: str) -> int | None:
+    """The `total=` of the "some" line of a PSI file, or None when the text is not one."""
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields or fields[0] != "some":
+            continue
+        for field in fields[1:]:
+            key, _, value = field.partition("=")
+            if key == "total" and value.isdigit():
+                return int(value)
+    return None
+
+
+def local_reading() -> Pressure | None:
+    """This machine's CPU pressure now (None without PSI)."""
+    try:
+        with open(PSI_CPU, encoding="ascii", errors="replace") as f:
+            total = parse_some_total(f.read(4096))
+    except OSError:
+        return None
+    return None if total is None else Pressure(total, time.monotonic())
+
+
+async def box_reading(remote: Remote) -> Pressure | None:
+    """The box's CPU pressure now (None without PSI, or when the box cannot be read)."""
+    try:
+        files = await remote.read_files([PSI_CPU])
+    except RemoteError:
+        return None
+    data = files[0].data if files else None
+    total = parse_some_total(data.decode("ascii", "replace")) if data else None
+    return None if total is None else Pressure(total, time.monotonic())
+
+
+def share(before: Pressure | None, after: Pressure | None) -> float | None:
+    """The share of the wall time between two readings in which some task waited for a CPU."""
+    if before is None or after is None or after.at <= before.at or after.stall_us < before.stall_us:
+        return None
+    return min(1.0, (after.stall_us - before.stall_us) / 1e6 / (after.at - before.at))
+
+
+def warnings(box: float | None, client: float | None, host: str) -> list[str]:
+    """A warning for each side whose CPU was contended over the run, with the figure and its source."""
+    out: list[str] = []
+    if box is not None and box >= CONTENDED:
+        out.append(
+            f"CPU contended on {host} during the run: some task waited for a CPU {box:.0%} of the"
+            " time (Linux CPU pressure); the server may have run slower than it can"
+        )
+    if client is not None and client >= CONTENDED:
+        out.append(
+            f"CPU contended on this machine (the benchmark client) during the run: some task waited"
+            f" for a CPU {client:.0%} of the time (Linux CPU pressure); the client's timings may read slow"
+        )
+    return out
