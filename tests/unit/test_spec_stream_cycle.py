@@ -60,3 +60,29 @@ def test_a_stream_interval_makes_bursts_no_cycles() -> None:
     cm = configs[1]
     assert cm.cycle_ms is None and cm.point.stream_cycle_ms is None
     assert any("--stream-interval 8" in n for n in cm.notes)
+
+
+VLLM3 = ["vllm", "serve", "m", "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3}']
+
+
+@pytest.mark.parametrize("busy", [None, 0.03, 0.6])
+def test_a_fit_over_results_from_a_contended_cpu_says_so(busy: float | None) -> None:
+    """Every client-timed figure of a contended run reads slow (the suite beside busy loops read a
+    +36 % cycle as +8.5 %): the fit's verdict carries that, naming the results; quiet runs add nothing."""
+    base = _entry(1, ["vllm", "serve", "m"], 89.0, None)
+    two = _entry(2, VLLM2, 95.0, BURSTS)
+    three = _entry(3, VLLM3, 60.0, [(33.0, 3)] * 40)
+    base.result.client_cpu_wait, base.result.box_cpu_wait = busy, 0.01 if busy is not None else None
+    _, configs = analyze([base, two, three], base)
+    cm = configs[2]
+    assert cm.fit_of == "cycle"
+    said = [n for n in cm.notes if "contended CPU" in n]
+    if busy is not None and busy >= 0.10:
+        assert said == [
+            "the fit's verdict rests on results measured on a contended CPU (#1 p1): a figure read slow can"
+            " hide an excess or make one; measure them again on a quiet machine"
+        ]
+        own = [n for n in configs[0].notes if "contended CPU" in n]
+        assert own and "box 1%, client 60% of the run" in own[0], configs[0].notes
+    else:
+        assert said == [] and not any("contended" in n for c in configs for n in c.notes)

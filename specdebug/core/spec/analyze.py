@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from specdebug.core.bench.cpuwait import CONTENDED
 from specdebug.core.drift.compare import drift_lines, usable
 from specdebug.core.fingerprint import split_argv
 from specdebug.core.report import HistoryEntry
@@ -207,9 +208,10 @@ def _fit_one(
     ex = arith.excess(p.verify_ms, cm.fit_verify_ms)
     cm.verify_excess_pct = ex * 100.0 if ex is not None else None
     cm.verify_flagged = arith.flagged(p.verify_ms, cm.fit_verify_ms)
+    fit_cfgs = [o for o in others if o.speculative and o.verify_ms is not None]
     if cm.verify_flagged:
-        fit_cfgs = [o for o in others if o.speculative and o.verify_ms is not None]
         cm.causes = _causes(cm, fit_cfgs, by_id)
+    _contended_fit(cm, fit_cfgs, others, base)
 
 
 def _fit_cycle(
@@ -242,6 +244,21 @@ def _fit_cycle(
     ex = arith.excess(cm.cycle_ms, cm.fit_cycle_ms)
     cm.cycle_excess_pct = ex * 100.0 if ex is not None else None
     cm.cycle_flagged = arith.flagged(cm.cycle_ms, cm.fit_cycle_ms)
+    fit_cfgs = [o for o in others if o.speculative and o.stream_cycle_ms is not None]
     if cm.cycle_flagged:
-        fit_cfgs = [o for o in others if o.speculative and o.stream_cycle_ms is not None]
         cm.causes = _causes(cm, fit_cfgs, by_id)
+    _contended_fit(cm, fit_cfgs, others, base)
+
+
+def _contended_fit(
+    cm: ConfigMath, fit_cfgs: list[SpecPoint], others: list[SpecPoint], base: Baseline | None
+) -> None:
+    """A fit whose figures were measured on a contended CPU says so: a step or cycle read slow can
+    hide an excess (every figure slower by the same stalls) or make one (this config's alone)."""
+    used = [cm.point, *fit_cfgs, *(o for o in others if base is not None and o.id == base.id)]
+    hot = [f"#{q.id} {q.profile}" for q in used if q.cpu_wait is not None and q.cpu_wait >= CONTENDED]
+    if hot:
+        cm.notes.append(
+            f"the fit's verdict rests on results measured on a contended CPU ({', '.join(hot)}): a figure"
+            " read slow can hide an excess or make one; measure them again on a quiet machine"
+        )

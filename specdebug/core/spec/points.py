@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from specdebug.core.bench import cpuwait
 from specdebug.core.bench.bursts import recompute
 from specdebug.core.bench.models import BenchResult, ServerMetrics, StreamCycles
 from specdebug.core.fingerprint import split_argv
@@ -47,6 +48,7 @@ class SpecPoint:
     stream: dict[str, Any] | None = None  # the stream's cycle distribution (StreamCycles, no samples)
     sources: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # figures left out (outside their sane range)
+    cpu_wait: float | None = None  # the run's worst CPU contention, box or client (core.bench.cpuwait)
 
 
 def _flags(argv: list[str] | None) -> dict[str, list[str]]:
@@ -95,12 +97,28 @@ def point_of(entry: HistoryEntry) -> SpecPoint:
     if p.draft_ms is not None:
         p.sources["draft_ms"] = f"{log} (mean of draft lines)"
     _stream(p, res, where)
+    _contention(p, res, where)
     if not spec:
         p.accept_len, p.draft_ms = 1.0, 0.0
         p.sources["accept_len"] = "no speculation: one token per step"
     else:
         _accept_len(p, res, where)
     return p
+
+
+def _contention(p: SpecPoint, res: BenchResult, where: str) -> None:
+    """A run on a contended CPU: its client-timed figures (tok/s, the stream's cycle) may read slow."""
+    sides = {"box": res.box_cpu_wait, "client": res.client_cpu_wait}
+    known = {k: v for k, v in sides.items() if v is not None}
+    if not known:
+        return
+    p.cpu_wait = max(known.values())
+    if p.cpu_wait >= cpuwait.CONTENDED:
+        said = ", ".join(f"{k} {v:.0%}" for k, v in known.items())
+        p.notes.append(
+            f"{where} ran on a contended CPU (some task waited for a CPU: {said} of the run, Linux CPU"
+            " pressure): its tok/s and stream cycle may read slow"
+        )
 
 
 def _accept_len(p: SpecPoint, res: BenchResult, where: str) -> None:
