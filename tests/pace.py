@@ -15,24 +15,19 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 from types import TracebackType
 
-PRESSURE = Path("/proc/pressure/cpu")
-CONTENDED_SHARE = 0.10  # some task waited for a CPU more than this share of the window
+from specdebug.core.bench import cpuwait
+
+CONTENDED_SHARE = cpuwait.CONTENDED  # some task waited for a CPU more than this share of the window
 SLOWEST = 4.0  # a contended figure may be up to this many times slower, never faster
 
 
 def _waited_us() -> int | None:
-    """CPU pressure's `some` total (microseconds some task waited), None without PSI."""
-    try:
-        first = PRESSURE.read_text().splitlines()[0]
-    except (OSError, IndexError):
-        return None
-    for field in first.split():
-        if field.startswith("total="):
-            return int(field.removeprefix("total="))
-    return None
+    """CPU pressure's `some` total (microseconds some task waited), None without PSI (the product's
+    reader: core.bench.cpuwait, which warns on a contended benchmark by the same share)."""
+    reading = cpuwait.local_reading()
+    return reading.stall_us if reading is not None else None
 
 
 class CpuWatch:
