@@ -260,3 +260,21 @@ def test_the_tui_spec_panel_shows_the_advice_of_the_highlighted_config() -> None
     text = console.export_text()
     assert "Which depth is fastest (spec --advise)" in text
     assert "verdict: cannot tell between depth" in text and "measure next: depth" in text
+
+
+def test_advice_over_a_contended_run_says_so_and_a_quiet_one_adds_nothing() -> None:
+    """The baseline's step and every cycle are client-timed: one measured on a contended CPU (core.bench
+    .cpuwait) reads slow, and the advice names it; the verdict itself is the arithmetic's."""
+    entries = [
+        _entry(1, _sglang(0), 89.0),
+        _entry(2, _sglang(2), 94.0, {1: 44, 2: 24, 3: 32}),
+    ]
+    quiet = advise(entries, entries[0], "p2", _sglang(2), "fp2")
+    assert not any("contended" in n for n in quiet.notes), quiet.notes
+    entries[0].result.client_cpu_wait = 0.4
+    busy = advise(entries, entries[0], "p2", _sglang(2), "fp2")
+    assert busy.verdict == quiet.verdict
+    assert (
+        "the advice rests on results measured on a contended CPU (#1 p1): their cycles and tok/s may read"
+        " slow; measure them again on a quiet machine"
+    ) in busy.notes

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specdebug.core.bench.bursts import reach_by_position, recompute
+from specdebug.core.bench.cpuwait import CONTENDED
 from specdebug.core.bench.models import BenchResult
 from specdebug.core.deployment.place import with_flags
 from specdebug.core.fingerprint import split_argv
@@ -237,9 +238,21 @@ def advise(
     _left_out(adv, cyc, configs)
     adv.cycle_model = cyc.describe()
     adv.notes += cyc.notes
+    _contended(adv, [cm for cm, _ in members], configs, base.id if base else None)
     _grid(adv, acc, cyc, members, argv)
     _decide(adv)
     return adv
+
+
+def _contended(adv: Advice, members: list[ConfigMath], configs: list[ConfigMath], base: int | None) -> None:
+    """Advice over results measured on a contended CPU says so: their cycles and tok/s may read slow."""
+    used = [*members, *(c for c in configs if c.point.id == base and c not in members)]
+    hot = [f"#{c.point.id} {c.point.profile}" for c in used if (c.point.cpu_wait or 0.0) >= CONTENDED]
+    if hot:
+        adv.notes.append(
+            f"the advice rests on results measured on a contended CPU ({', '.join(hot)}): their cycles and"
+            " tok/s may read slow; measure them again on a quiet machine"
+        )
 
 
 def _members(
