@@ -4,10 +4,11 @@ A figure read on the wall clock (a client's tok/s, a stream's cycle) equals the 
 the sim and the client got the CPU they asked for.  Beside busy loops they do not: the sim emits late
 (a starved process cannot keep a deadline) and the client reads late, so the figure is honestly
 slower (busy runs, 2026-12-06: a bench read 88.4 tok/s against the model's 94.0, a vLLM stream's
-median cycle 28.9 ms against 20.0).  Tests therefore measure the contention over their own measuring
+median cycle 28.9 ms against 20.0) — or faster where the client read the first token late and the
+rest came at once (a stream's rate read 92.6 tok/s against 86.4).  Tests therefore measure the contention over their own measuring
 window (Linux's CPU pressure, the share of wall time some task waited for a CPU; the load average
 where pressure is not available) and compare strictly only where the CPU was not contended; else they
-check the direction (a loaded host is never faster) and the order of magnitude.  Accuracy on a quiet
+check only the order of magnitude (a unit or token-count fault still fails).  Accuracy on a quiet
 machine is measured in tests/perf (bench_client.py against a bare client), not asserted here.
 """
 
@@ -20,7 +21,8 @@ from types import TracebackType
 from specdebug.core.bench import cpuwait
 
 CONTENDED_SHARE = cpuwait.CONTENDED  # some task waited for a CPU more than this share of the window
-SLOWEST = 4.0  # a contended figure may be up to this many times slower, never faster
+SLOWEST = 4.0  # a contended figure may be up to this many times slower
+FASTEST = 2.0  # ... or this many times faster (a client that read its first token late)
 
 
 def _waited_us() -> int | None:
@@ -68,15 +70,15 @@ class CpuWatch:
 
 
 def rate_ok(measured: float, model: float, rel: float, cpu: CpuWatch) -> bool:
-    """A rate (tok/s): within `rel` of the model on a quiet machine; on a contended one, not faster
-    than the model by more than `rel` and not slower than SLOWEST times."""
+    """A rate (tok/s): within `rel` of the model on a quiet machine; on a contended one, not slower
+    than SLOWEST times nor faster than FASTEST times."""
     if not cpu.contended:
         return abs(measured / model - 1.0) <= rel
-    return model / SLOWEST <= measured <= model * (1.0 + rel)
+    return model / SLOWEST <= measured <= model * FASTEST
 
 
 def duration_ok(measured: float, model: float, rel: float, cpu: CpuWatch) -> bool:
     """A duration (a cycle's ms): the same rule, the slow side being the longer one."""
     if not cpu.contended:
         return abs(measured / model - 1.0) <= rel
-    return model * (1.0 - rel) <= measured <= model * SLOWEST
+    return model / FASTEST <= measured <= model * SLOWEST

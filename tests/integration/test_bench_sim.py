@@ -118,7 +118,7 @@ async def test_three_configs_match_the_model_and_land_in_history(remote, sshd, t
                 res = await run_benchmark(remote, profile, BenchRequest(), journal=journal, host="gpubox")
         expected = model["expected_single_stream_tok_s"]
         assert res.status == "done" and res.successful_requests == 2, res.errors
-        # the model's pace where the CPU was free; on a contended machine slower, never faster (tests/pace.py)
+        # the model's pace where the CPU was free; on a contended machine its order of magnitude (tests/pace.py)
         assert rate_ok(res.decode_tok_s, expected, 0.05, cpu), (
             name,
             res.decode_tok_s,

@@ -115,7 +115,6 @@ async def test_spec_on_vllm_takes_the_cycle_from_the_stream(remote, sshd, tmp_pa
     # figure slower by the same stalls squeezes the excess: a busy run read +8.5 %), the answer says so
     contended = any("measured on a contended CPU" in n for n in three["notes"])
     assert three["fit_of"] == "cycle" and (three["cycle_flagged"] or contended), (three, cpu.describe())
-    assert three["cycle_excess_pct"] > 0, three
     assert not three["cycle_flagged"] or any("NCCL" in c["cause"] for c in three["causes"]), three["causes"]
 
     human = specdebug(

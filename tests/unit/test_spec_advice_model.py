@@ -275,6 +275,6 @@ def test_advice_over_a_contended_run_says_so_and_a_quiet_one_adds_nothing() -> N
     busy = advise(entries, entries[0], "p2", _sglang(2), "fp2")
     assert busy.verdict == quiet.verdict
     assert (
-        "the advice rests on results measured on a contended CPU (#1 p1): their cycles and tok/s may read"
-        " slow; measure them again on a quiet machine"
+        "the advice rests on results measured on a contended CPU (#1 p1): their cycles and tok/s may be"
+        " off; measure them again on a quiet machine"
     ) in busy.notes

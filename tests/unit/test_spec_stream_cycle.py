@@ -79,7 +79,7 @@ def test_a_fit_over_results_from_a_contended_cpu_says_so(busy: float | None) -> 
     said = [n for n in cm.notes if "contended CPU" in n]
     if busy is not None and busy >= 0.10:
         assert said == [
-            "the fit's verdict rests on results measured on a contended CPU (#1 p1): a figure read slow can"
+            "the fit's verdict rests on results measured on a contended CPU (#1 p1): a figure read off can"
             " hide an excess or make one; measure them again on a quiet machine"
         ]
         own = [n for n in configs[0].notes if "contended CPU" in n]

@@ -245,13 +245,13 @@ def advise(
 
 
 def _contended(adv: Advice, members: list[ConfigMath], configs: list[ConfigMath], base: int | None) -> None:
-    """Advice over results measured on a contended CPU says so: their cycles and tok/s may read slow."""
+    """Advice over results measured on a contended CPU says so: their cycles and tok/s may be off."""
     used = [*members, *(c for c in configs if c.point.id == base and c not in members)]
     hot = [f"#{c.point.id} {c.point.profile}" for c in used if (c.point.cpu_wait or 0.0) >= CONTENDED]
     if hot:
         adv.notes.append(
             f"the advice rests on results measured on a contended CPU ({', '.join(hot)}): their cycles and"
-            " tok/s may read slow; measure them again on a quiet machine"
+            " tok/s may be off; measure them again on a quiet machine"
         )
 
 

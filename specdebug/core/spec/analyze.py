@@ -253,12 +253,12 @@ def _fit_cycle(
 def _contended_fit(
     cm: ConfigMath, fit_cfgs: list[SpecPoint], others: list[SpecPoint], base: Baseline | None
 ) -> None:
-    """A fit whose figures were measured on a contended CPU says so: a step or cycle read slow can
+    """A fit whose figures were measured on a contended CPU says so: a step or cycle read off can
     hide an excess (every figure slower by the same stalls) or make one (this config's alone)."""
     used = [cm.point, *fit_cfgs, *(o for o in others if base is not None and o.id == base.id)]
     hot = [f"#{q.id} {q.profile}" for q in used if q.cpu_wait is not None and q.cpu_wait >= CONTENDED]
     if hot:
         cm.notes.append(
             f"the fit's verdict rests on results measured on a contended CPU ({', '.join(hot)}): a figure"
-            " read slow can hide an excess or make one; measure them again on a quiet machine"
+            " read off can hide an excess or make one; measure them again on a quiet machine"
         )

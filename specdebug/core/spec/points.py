@@ -107,7 +107,7 @@ def point_of(entry: HistoryEntry) -> SpecPoint:
 
 
 def _contention(p: SpecPoint, res: BenchResult, where: str) -> None:
-    """A run on a contended CPU: its client-timed figures (tok/s, the stream's cycle) may read slow."""
+    """A run on a contended CPU: its client-timed figures (tok/s, the stream's cycle) may be off."""
     sides = {"box": res.box_cpu_wait, "client": res.client_cpu_wait}
     known = {k: v for k, v in sides.items() if v is not None}
     if not known:
@@ -117,7 +117,7 @@ def _contention(p: SpecPoint, res: BenchResult, where: str) -> None:
         said = ", ".join(f"{k} {v:.0%}" for k, v in known.items())
         p.notes.append(
             f"{where} ran on a contended CPU (some task waited for a CPU: {said} of the run, Linux CPU"
-            " pressure): its tok/s and stream cycle may read slow"
+            " pressure): its tok/s and stream cycle may be off"
         )
 
 
