@@ -15,7 +15,6 @@ machine is measured in tests/perf (bench_client.py against a bare client), not a
 from __future__ import annotations
 
 import os
-import time
 from types import TracebackType
 
 from specdebug.core.bench import cpuwait
@@ -25,36 +24,28 @@ SLOWEST = 4.0  # a contended figure may be up to this many times slower
 FASTEST = 2.0  # ... or this many times faster (a client that read its first token late)
 
 
-def _waited_us() -> int | None:
-    """CPU pressure's `some` total (microseconds some task waited), None without PSI (the product's
-    reader: core.bench.cpuwait, which warns on a contended benchmark by the same share)."""
-    reading = cpuwait.local_reading()
-    return reading.stall_us if reading is not None else None
-
-
 class CpuWatch:
     """`with CpuWatch() as cpu: <measure>`, then `cpu.contended` (inside the block: so far)."""
 
     def __init__(self) -> None:
-        self._start: tuple[float, int | None] = (0.0, None)
-        self._end: tuple[float, int | None] | None = None
+        self._start: cpuwait.Pressure | None = None
+        self._end: cpuwait.Pressure | None = None
+        self._ended = False
 
     def __enter__(self) -> CpuWatch:
-        self._start, self._end = (time.monotonic(), _waited_us()), None
+        self._start, self._end, self._ended = cpuwait.local_reading(), None, False
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._end = (time.monotonic(), _waited_us())
+        self._end, self._ended = cpuwait.local_reading(), True
 
     @property
     def share(self) -> float | None:
-        """The share of the window some task waited for a CPU (None without PSI)."""
-        (began, waited), (now, waited_now) = self._start, self._end or (time.monotonic(), _waited_us())
-        if waited is None or waited_now is None or now <= began:
-            return None
-        return (waited_now - waited) / 1e6 / (now - began)
+        """The share of the window some task waited for a CPU (None without PSI): the product's
+        reading and share (core.bench.cpuwait, which warns on a contended benchmark by the same line)."""
+        return cpuwait.share(self._start, self._end if self._ended else cpuwait.local_reading())
 
     @property
     def contended(self) -> bool:

@@ -3,9 +3,8 @@
 A server starved of CPU (another user's job on the box) decodes slower, and a client starved of CPU
 (a busy laptop running the built-in benchmark) reads its stream late — slow, or fast where its
 first token was read late and the rest came at once: either moves a figure for a reason that is not
-the profile.  Linux's CPU pressure (`/proc/pressure/cpu`, "some" line)
-counts the microseconds in which some runnable task waited for a CPU; its growth over the run's
-wall time is the share named here.  Where the file is absent (not Linux, PSI off) nothing is
+the profile.  Linux's CPU pressure (`/proc/pressure/cpu`, "some" line) counts the microseconds in
+which some runnable task waited for a CPU; its growth over the run's wall time is the share named here.  Where the file is absent (not Linux, PSI off) nothing is
 claimed: the share is None and no warning is given.
 """
 
@@ -81,6 +80,7 @@ def warnings(box: float | None, client: float | None, host: str) -> list[str]:
     if client is not None and client >= CONTENDED:
         out.append(
             f"CPU contended on this machine (the benchmark client) during the run: some task waited"
-            f" for a CPU {client:.0%} of the time (Linux CPU pressure); the client's timings may be off (a starved client reads the stream late)"
+            f" for a CPU {client:.0%} of the time (Linux CPU pressure); the client's timings may be off"
+            " (a starved client reads the stream late)"
         )
     return out

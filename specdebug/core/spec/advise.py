@@ -14,14 +14,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specdebug.core.bench.bursts import reach_by_position, recompute
-from specdebug.core.bench.cpuwait import CONTENDED
 from specdebug.core.bench.models import BenchResult
 from specdebug.core.deployment.place import with_flags
 from specdebug.core.fingerprint import split_argv
 from specdebug.core.report import HistoryEntry
 from specdebug.core.spec import model as m
 from specdebug.core.spec.analyze import ConfigMath, analyze
-from specdebug.core.spec.points import spec_shape
+from specdebug.core.spec.points import contended, spec_shape
 from specdebug.engines import ENGINES
 from specdebug.engines.base import Engine
 
@@ -247,7 +246,7 @@ def advise(
 def _contended(adv: Advice, members: list[ConfigMath], configs: list[ConfigMath], base: int | None) -> None:
     """Advice over results measured on a contended CPU says so: their cycles and tok/s may be off."""
     used = [*members, *(c for c in configs if c.point.id == base and c not in members)]
-    hot = [f"#{c.point.id} {c.point.profile}" for c in used if (c.point.cpu_wait or 0.0) >= CONTENDED]
+    hot = contended(c.point for c in used)
     if hot:
         adv.notes.append(
             f"the advice rests on results measured on a contended CPU ({', '.join(hot)}): their cycles and"

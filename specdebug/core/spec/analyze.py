@@ -18,12 +18,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specdebug.core.bench.cpuwait import CONTENDED
 from specdebug.core.drift.compare import drift_lines, usable
 from specdebug.core.fingerprint import split_argv
 from specdebug.core.report import HistoryEntry
 from specdebug.core.spec import arith
-from specdebug.core.spec.points import SpecPoint, latest_per_config, point_of
+from specdebug.core.spec.points import SpecPoint, contended, latest_per_config, point_of
 
 NCCL_PREFIX = "NCCL_"
 
@@ -256,7 +255,7 @@ def _contended_fit(
     """A fit whose figures were measured on a contended CPU says so: a step or cycle read off can
     hide an excess (every figure slower by the same stalls) or make one (this config's alone)."""
     used = [cm.point, *fit_cfgs, *(o for o in others if base is not None and o.id == base.id)]
-    hot = [f"#{q.id} {q.profile}" for q in used if q.cpu_wait is not None and q.cpu_wait >= CONTENDED]
+    hot = contended(used)
     if hot:
         cm.notes.append(
             f"the fit's verdict rests on results measured on a contended CPU ({', '.join(hot)}): a figure"

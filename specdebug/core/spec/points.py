@@ -16,6 +16,7 @@ or is left out with a note.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +120,11 @@ def _contention(p: SpecPoint, res: BenchResult, where: str) -> None:
             f"{where} ran on a contended CPU (some task waited for a CPU: {said} of the run, Linux CPU"
             " pressure): its tok/s and stream cycle may be off"
         )
+
+
+def contended(points: Iterable[SpecPoint]) -> list[str]:
+    """`#id profile` of each point whose run was measured on a contended CPU (core.bench.cpuwait)."""
+    return [f"#{q.id} {q.profile}" for q in points if (q.cpu_wait or 0.0) >= cpuwait.CONTENDED]
 
 
 def _accept_len(p: SpecPoint, res: BenchResult, where: str) -> None:
