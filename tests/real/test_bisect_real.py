@@ -69,6 +69,9 @@ def test_bisect_names_speculation_between_two_real_configs(
         f"{result['launches']} launches against {result['naive_launches']} one knob at a time; "
         f"ends {result['evidence'].get('good_mean')} / {result['evidence'].get('bad_mean')}\n"
         + "\n".join(rows)
+        + "\nnotes:\n"
+        + "\n".join(result["notes"])
+        + f"\ndrift check: {json.dumps(result['evidence'].get('drift'))}"
     )
     assert len(result["knobs"]) == 2, result["knobs"]
     if run.returncode == 0:  # an answer: the right one, and only it

@@ -323,3 +323,58 @@ def test_the_story_names_the_nccl_vars_beside_an_unresolved_rest(name, cost, noi
     assert bad == 0, name
     assert correct >= least, (name, correct)
     assert max(launches) <= 10 and sum(launches) / len(launches) < 9.05, (name, launches)
+
+
+# the CI run of 2026-12-07 (tests/real/test_bisect_real.py, the real vLLM): the good end, the bad end, the
+# culprit (--speculative-config) alone, a neutral env var alone, the good end again; tok/s as read
+CI_READINGS = [
+    (frozenset(), 359.9),
+    (frozenset({0, 1}), 90.56),
+    (frozenset({0}), 103.39),
+    (frozenset({1}), 302.71),
+    (frozenset(), 358.0),
+]
+CI_LEVELS = {frozenset(): 360.0, frozenset({1}): 360.0, frozenset({0}): 103.4, frozenset({0, 1}): 90.56}
+
+
+def replay_ci(
+    moved_at: int, *, levels: dict[frozenset[int], float] = CI_LEVELS, cap: int = 9
+) -> tuple[str, list[frozenset[int]]]:
+    """The fit's repeats over the CI run's readings on a box whose level drops by the CI's 1.41x (360 ->
+    255 tok/s) from launch `moved_at` on; the neutral knob (1) does nothing.  (final state, what was
+    measured again, in order)"""
+    data = list(CI_READINGS)
+    terms, names = [frozenset({0}), frozenset({1})], ["--speculative-config", "SPECDEBUG_NEUTRAL"]
+    again: list[frozenset[int]] = []
+    while True:
+        obs = [Obs(u, 1 / v, float(i)) for i, (u, v) in enumerate(data)]
+        counts: dict[frozenset[int], int] = {}
+        for u, _ in data:
+            counts[u] = counts.get(u, 0) + 1
+        verdict, pick = decide(obs, counts, terms, names, room=len(data) < cap, repeats=6)
+        if verdict.state == "confirmed" or pick is None:
+            return verdict.state, again
+        again.append(pick)
+        data.append((pick, levels[pick] / (1.41 if len(data) + 1 >= moved_at else 1.0)))
+
+
+def test_the_fit_never_measures_one_config_twice_in_a_row() -> None:
+    """CI, 2026-12-07: the fit asked the neutral knob's config twice back to back after the good end read
+    360; both read 255 (the box had slowed), and the knob was named beside the culprit ("several").  Back
+    to back, a box that moved lands on that config alone; alternated, on both sides of the comparison."""
+    state, again = replay_ci(moved_at=6)
+    assert state != "confirmed", again  # the box moved: the neutral knob is not named
+    assert all(a != b for a, b in zip(again, again[1:], strict=False)), again
+    assert again[0] == frozenset({1}) and again[1] == frozenset(), again  # the good end between its repeats
+    # the first of the fit's picks follows the good end's drift check (the last measured), as before
+    obs = [Obs(u, 1 / v, float(i)) for i, (u, v) in enumerate(CI_READINGS)]
+    counts = {u: 1 for u, _ in CI_READINGS} | {frozenset(): 2}
+    assert decide(obs, counts, [frozenset({0}), frozenset({1})], ["a", "b"], room=True, repeats=6)[1] == {1}
+
+
+def test_a_box_that_stays_put_still_confirms_a_real_second_culprit() -> None:
+    """The alternation costs no answer where there is one: the knob really slows the good end by 1.41x and
+    the box does not move (the same readings as the CI run, the knob's repeats at 255 and the good end's at
+    360): named, within the same budget."""
+    state, again = replay_ci(moved_at=10_000, levels={**CI_LEVELS, frozenset({1}): 255.0})
+    assert state == "confirmed", again

@@ -13,6 +13,8 @@ import pytest
 
 from specdebug.core.bisect import models as bm
 from specdebug.core.bisect.knobs import Candidates
+from specdebug.core.bisect.plan import Plan
+from specdebug.core.bisect.rules import PlanResult
 from specdebug.core.bisect.run import Bisection, settings_for
 from specdebug.core.journal import Journal
 from specdebug.core.profiles import load_profile_text
@@ -315,3 +317,20 @@ async def test_a_box_that_speeds_up_steadily_is_drift_not_noise(tmp_path: Path) 
     said = " ".join(result.notes)
     assert "the box drifted" in said and "faster with time" in said and "not noise" in said, said
     assert "would settle it" not in said
+
+
+def test_knobs_of_a_set_said_unresolved_are_shown_unresolved_not_cleared(tmp_path: Path) -> None:
+    """A culprit named beside a set the budget left unresolved (its share said, its knobs neither named
+    nor cleared): the Bisect pane's knob table said "cleared" for that set's knobs."""
+    _journal, c = session(tmp_path, slow_if("--disable-cuda-graph"))
+    engine = Bisection(NoRemote(), c.good, c.bad)
+    index = {u.name: i for i, u in enumerate(c.units)}
+    engine.plan = Plan(len(c.units))
+    engine.plan.result = PlanResult("found", frozenset({index["--disable-cuda-graph"]}), confirmed=True)
+    engine.plan.unresolved = frozenset({index["NCCL_PROTO"], index["--schedule-policy"]})
+    states = engine._states().states  # noqa: SLF001  (what the engine's KnobStates event carries)
+    assert states["--disable-cuda-graph"] == "culprit"
+    assert states["NCCL_PROTO"] == states["--schedule-policy"] == "unresolved"
+    assert states["--speculative-num-steps"] == "cleared"
+    engine.plan.result.confirmed = False  # an answer that does not stand says nothing unresolved
+    assert engine._states().states["NCCL_PROTO"] == "cleared"  # noqa: SLF001

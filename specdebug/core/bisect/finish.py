@@ -31,8 +31,15 @@ class FinishPhase(EngineState):
             elif i not in self._map:  # searched before (the crash's knobs): named there
                 named = any(i in {m[u] for u in p.culprits} for p, m in self._phases)
                 state = "culprit" if named else "cleared"
-            elif plan.result is not None:
-                state = "culprit" if i in self._real(plan.result.culprits) else "cleared"
+            elif plan.result is not None:  # a set said unresolved: neither named nor cleared
+                aside = plan.result.confirmed and i in self._real(plan.unresolved)
+                state = (
+                    "culprit"
+                    if i in self._real(plan.result.culprits)
+                    else "unresolved"
+                    if aside
+                    else "cleared"
+                )
             else:
                 state = "suspect" if i in self._real(plan.suspects) else "cleared"
             for name in unit.knobs:

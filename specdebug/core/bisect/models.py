@@ -274,7 +274,7 @@ class EndsJudged(Model):
 class KnobStates(Model):
     type: Literal["knobs"] = "knobs"
     stage: str
-    states: dict[str, Literal["suspect", "cleared", "culprit"]]
+    states: dict[str, Literal["suspect", "cleared", "culprit", "unresolved"]]
 
 
 class Estimate(Model):

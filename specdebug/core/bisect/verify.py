@@ -140,7 +140,20 @@ def decide(
         return verdict, None
     if found is None:
         return verdict, next((u for u in candidates if not u), None)
-    return verdict, best_repeat(found, candidates)
+    return verdict, best_repeat(found, not_again(candidates, obs))
+
+
+def not_again(candidates: Sequence[frozenset[int]], obs: Sequence[Obs]) -> list[frozenset[int]]:
+    """The candidates for a repeat without the config measured last, where another is left.  Repeats of one
+    config back to back put whatever changed on the box meanwhile (a tenant, a clock) on that config alone:
+    a neutral knob read 303, 254, 257 tok/s, its last two after the good end's 360 and one after another,
+    and the fit named it (CI, 2026-12-07).  Alternated, a box that moved lands on both sides of the
+    comparison and shows as noise, or as drift."""
+    if not obs:
+        return list(candidates)
+    last = max(obs, key=lambda o: o.at).units
+    others = [u for u in candidates if u != last]
+    return others or list(candidates)
 
 
 def drifted(obs: Sequence[Obs], terms: Sequence[frozenset[int]]) -> str | None:

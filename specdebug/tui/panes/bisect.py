@@ -1,7 +1,7 @@
 """Bisect pane: pick a good and a bad end, then find the knob(s) that make the bad one slower.
 
 The engine is `specdebug.core.bisect.run.Bisection`, the same as `specdebug bisect`; this pane folds
-its events into tables (knobs: suspect / cleared / culprit; trials: knobs applied, fingerprint,
+its events into tables (knobs: suspect / cleared / culprit / unresolved; trials: knobs applied, fingerprint,
 metric, judged, cached, gated), shows the running trial's phase with progress and an estimate of
 launches and time left, and sends the user's keys back as engine controls (pause after this trial,
 a judgement by hand, measure again, abort).  Ends are picked with g/b on a profile here, or on a
@@ -37,7 +37,7 @@ from specdebug.tui.panes.bisect_view import BisectView, profile_for, progress_ba
 from specdebug.tui.widgets.measured_table import MeasuredTable
 from specdebug.tui.widgets.steady import Steady
 
-STATE_STYLE = {"suspect": "yellow", "cleared": "dim", "culprit": "bold red"}
+STATE_STYLE = {"suspect": "yellow", "cleared": "dim", "culprit": "bold red", "unresolved": "magenta"}
 JUDGED_STYLE = {"good": "green", "bad": "bold red", "skip": "magenta", "unclear": "yellow"}
 FLUSH_S = 0.1
 APPLIED_WIDTH = 40  # the trial table's "knobs applied" cell; the knob table has the full names
