@@ -84,3 +84,24 @@ def warnings(box: float | None, client: float | None, host: str) -> list[str]:
             " (a starved client reads the stream late)"
         )
     return out
+
+
+def over_runs(box: list[float | None], client: list[float | None], host: str) -> list[str]:
+    """One warning per side for many runs (a bisection's launches): how many of the runs measured were
+    contended, and how much; nothing where none was (or nothing was measured)."""
+    out: list[str] = []
+    for shares, where, effect in (
+        (box, host, "the server may have run slower than it can"),
+        (client, "this machine (the benchmark client)", "the client's timings may be off"),
+    ):
+        known = [s for s in shares if s is not None]
+        hot = sorted(s for s in known if s >= CONTENDED)
+        if not hot:
+            continue
+        spread = f"{hot[0]:.0%}" if len(hot) == 1 else f"{hot[0]:.0%} to {hot[-1]:.0%}"
+        out.append(
+            f"CPU contended on {where} during {len(hot)} of {len(known)} benchmark runs: some task waited"
+            f" for a CPU {spread} of the run (Linux CPU pressure); {effect}: readings of those runs may be"
+            " off, and so may a verdict that rests on them"
+        )
+    return out

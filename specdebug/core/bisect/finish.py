@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from specdebug.core.bench import cpuwait
 from specdebug.core.bisect.judge import START_METRIC, Judge
 from specdebug.core.bisect.models import (
     Effect,
@@ -12,6 +13,7 @@ from specdebug.core.bisect.models import (
     Finished,
     KnobStates,
     Result,
+    Status,
 )
 from specdebug.core.bisect.outcome import closing_notes, effects_of, sets_of
 from specdebug.core.bisect.state import MIN_END_RUNS, EngineState
@@ -54,6 +56,13 @@ class FinishPhase(EngineState):
         high = self.plan.remaining_high() * each if self.plan else None
         return Estimate(launches_left=left, seconds_left=per * left if per else None, launches_max=high)
 
+    def _cpu_warnings(self) -> list[str]:
+        """The CPU contention of every benchmark run the answer rests on, said once per side."""
+        runs = [m for ms in self.book.cache.values() for m in ms if m.status is Status.OK]
+        return cpuwait.over_runs(
+            [m.box_cpu_wait for m in runs], [m.client_cpu_wait for m in runs], self.remote.name
+        )
+
     def _naive(self) -> int:
         """One knob at a time with the same care: each knob once, each end twice (the noise)."""
         return len(self.cands.units) + 2 * MIN_END_RUNS
@@ -88,7 +97,7 @@ class FinishPhase(EngineState):
         notes: list[str] | None = None,
         confirmed: bool | None = None,
     ) -> Finished:
-        c, warnings = self.cands, list(self.warnings)
+        c, warnings = self.cands, [*self.warnings, *self._cpu_warnings()]
         if self.options.interleave:  # the last ends moved the drift fit: show the ends as finally judged
             judge = self.book.judge()
             for row in self.book.end_rows():

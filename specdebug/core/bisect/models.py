@@ -129,6 +129,9 @@ class Measurement(Model):
     gpu_before: list[dict[str, Any]] = Field(default_factory=list)
     gpu_after: list[dict[str, Any]] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    # the benchmark's CPU contention (core.bench.cpuwait): summed over the bisection's runs in one warning
+    box_cpu_wait: float | None = None
+    client_cpu_wait: float | None = None
 
 
 class TrialRow(Model):

@@ -409,7 +409,9 @@ def take_result(m: Measurement, item: BenchResult | Exception) -> None:
     m.bench_s = item.duration_s
     m.metrics = metrics_of(item)
     m.gpu_before, m.gpu_after = gpu_summary(item.gpu_before), gpu_summary(item.gpu_after)
-    m.warnings += [w for w in item.warnings if w.startswith(("GPU", "CPU contended"))]
+    m.warnings += [w for w in item.warnings if w.startswith("GPU")]
+    # kept as figures, said once for the whole bisection (finish.py): a warning per run was a line per launch
+    m.box_cpu_wait, m.client_cpu_wait = item.box_cpu_wait, item.client_cpu_wait
     if item.status != "done":
         m.status = Status.BENCH_FAILED
         m.reason = f"benchmark {item.status}: {'; '.join(item.errors[:2]) or 'no request succeeded'}"
