@@ -96,3 +96,34 @@ async def test_an_external_run_measures_the_box_only(tmp_path: Path, monkeypatch
     monkeypatch.setattr(cpuwait, "PSI_CPU", str(psi))
     res = await _bench(tmp_path, psi, stall_during_run=10**15, kind="external")
     assert res.box_cpu_wait == 1.0 and res.client_cpu_wait is None  # its client ran on the box
+
+
+async def test_a_deployment_reads_every_node_and_names_the_contended_one(tmp_path: Path, monkeypatch) -> None:
+    """A starved node holds the whole deployment back: every node's CPU pressure is read over the run
+    (here two box clients of this machine, node1's pressure file its own), the result keeps each node's
+    share and its worst as `box_cpu_wait`, and the warning names node1."""
+    quiet, busy = tmp_path / "cpu0", tmp_path / "cpu1"
+    quiet.write_text(PSI.format(some=1000))
+    busy.write_text(PSI.format(some=1000))
+    monkeypatch.setattr(cpuwait, "PSI_CPU", str(quiet))
+    node1 = LocalRemote()
+    real_read = node1.read_files
+
+    async def node1_reads(paths, *args, **kwargs):  # node1's /proc/pressure/cpu is its own file
+        return await real_read([str(busy) if p == cpuwait.PSI_CPU else p for p in paths], *args, **kwargs)
+
+    monkeypatch.setattr(node1, "read_files", node1_reads)
+    log = tmp_path / "server.log"
+    log.write_text("The server is fired up and ready to roll!\n")
+    leader = LocalRemote()
+    async with FakeSSEServer(FakeServerConfig(step_s=0.001)) as srv:
+        events = bench_events(leader, make_profile(srv.port, log), BenchRequest(requests=2),
+                              host="node0", nodes={"node0": leader, "node1": node1})  # fmt: skip
+        async for ev in events:
+            if isinstance(ev, BenchProgress) and ev.phase == "running":
+                busy.write_text(PSI.format(some=1000 + 10**15))
+            elif isinstance(ev, BenchDone):
+                res = ev.result
+    assert res.cpu_wait_by_node == {"node0": 0.0, "node1": 1.0} and res.box_cpu_wait == 1.0
+    cpu = [w for w in res.warnings if w.startswith("CPU contended on node")]
+    assert len(cpu) == 1 and cpu[0].startswith("CPU contended on node1 during the run"), res.warnings

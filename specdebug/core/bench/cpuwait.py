@@ -4,12 +4,14 @@ A server starved of CPU (another user's job on the box) decodes slower, and a cl
 (a busy laptop running the built-in benchmark) reads its stream late — slow, or fast where its
 first token was read late and the rest came at once: either moves a figure for a reason that is not
 the profile.  Linux's CPU pressure (`/proc/pressure/cpu`, "some" line) counts the microseconds in
-which some runnable task waited for a CPU; its growth over the run's wall time is the share named here.  Where the file is absent (not Linux, PSI off) nothing is
+which some runnable task waited for a CPU; its growth over the run's wall time is the share named here
+(on every node of a deployment: a starved node holds the others back).  Where the file is absent (not Linux, PSI off) nothing is
 claimed: the share is None and no warning is given.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -60,6 +62,17 @@ async def box_reading(remote: Remote) -> Pressure | None:
     data = files[0].data if files else None
     total = parse_some_total(data.decode("ascii", "replace")) if data else None
     return None if total is None else Pressure(total, time.monotonic())
+
+
+async def box_readings(remotes: list[Remote]) -> list[Pressure | None]:
+    """Every box's CPU pressure now, in order (a deployment's nodes: the leader first)."""
+    return list(await asyncio.gather(*(box_reading(r) for r in remotes)))
+
+
+def worst(shares: list[float | None]) -> float | None:
+    """The most contended of several boxes' shares (None: none was measured)."""
+    known = [s for s in shares if s is not None]
+    return max(known) if known else None
 
 
 def share(before: Pressure | None, after: Pressure | None) -> float | None:

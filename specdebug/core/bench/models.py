@@ -213,7 +213,8 @@ class BenchResult(Model):
     gpu_after: list[GpuInfo] = Field(default_factory=list)
     gpus_by_node: dict[str, NodeGpus] = Field(default_factory=dict)  # a deployment: every node's (host ->)
     # share of the run some task waited for a CPU (Linux CPU pressure; None: not measured)
-    box_cpu_wait: float | None = None  # on the box (the server's)
+    box_cpu_wait: float | None = None  # on the box (the server's); a deployment: its most contended node
+    cpu_wait_by_node: dict[str, float | None] = Field(default_factory=dict)  # a deployment: every node's
     client_cpu_wait: float | None = None  # on this machine (the built-in client's)
     warnings: list[str] = Field(default_factory=list)
     drift: dict[str, Any] | None = None  # what the box looked like before the run (core.drift), or {"error"}

@@ -211,7 +211,8 @@ async def _measure(
                 else _none(),
                 snapshot_or_error(remote, profile),  # what can move the number besides the profile
             )
-        box_cpu_before = await cpuwait.box_reading(remote)  # the run's window opens here
+        # the run's window opens here, on every node of a deployment (the leader first)
+        box_cpu_before = await cpuwait.box_readings([remote, *others.values()])
         state.ready_line = ready
         if state.health_status is None:
             raise BenchError(f"server not reachable on port {srv.port}: {state.health_error}")
@@ -246,9 +247,9 @@ async def _measure(
             gpu.snapshot_nodes(others),
             file_size(remote, log_file),
             prom.attach(result, window),
-            cpuwait.box_reading(remote),
+            cpuwait.box_readings([remote, *others.values()]),
         )
-        result.box_cpu_wait = cpuwait.share(box_cpu_before, box_cpu_after)
+        cpu_shares = [cpuwait.share(b, a) for b, a in zip(box_cpu_before, box_cpu_after, strict=True)]
         log_slice = await read_slice(remote, log_file, size_before, size_after)
     finally:
         prom.cancel(window)
@@ -262,6 +263,9 @@ async def _measure(
     result.server_version = state.version
     result.fingerprint = profile.fingerprint()  # one definition; the version is its own field
     result.host = host or remote.name
+    by_node = dict(zip([result.host, *others], cpu_shares, strict=True))
+    result.box_cpu_wait = cpuwait.worst(cpu_shares)
+    result.cpu_wait_by_node = by_node if nodes else {}
     result.started_at = started
     result.finished_at = time.time()
     result.argv = mask_argv(list(srv.argv), scrub.values)
@@ -285,7 +289,8 @@ async def _measure(
         *([holder_note] if holder_note else []),
         *run_warnings(state, gpus_before, gpus_after, gpu_err, log_errors, size_before, size_after, leader),
         *node_warnings(result.gpus_by_node, leader),
-        *cpuwait.warnings(result.box_cpu_wait, result.client_cpu_wait, result.host),
+        *(w for h, s in by_node.items() for w in cpuwait.warnings(s, None, h)),
+        *cpuwait.warnings(None, result.client_cpu_wait, result.host),
         *result.warnings,
     ]
     if journal is not None and (

@@ -60,7 +60,9 @@ class FinishPhase(EngineState):
         """The CPU contention of every benchmark run the answer rests on, said once per side."""
         runs = [m for ms in self.book.cache.values() for m in ms if m.status is Status.OK]
         return cpuwait.over_runs(
-            [m.box_cpu_wait for m in runs], [m.client_cpu_wait for m in runs], self.remote.name
+            [m.box_cpu_wait for m in runs],
+            [m.client_cpu_wait for m in runs],
+            "the most contended node" if self.nodes else self.remote.name,  # a run keeps its worst node's
         )
 
     def _naive(self) -> int:
