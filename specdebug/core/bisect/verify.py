@@ -6,7 +6,8 @@ would fool.  So no answer with exit 0 stands on it: every measurement of this ru
 end plus the named culprits' effects, the residuals of the configs the model predicts equal measure the
 run-to-run noise, and the culprits stand only when each is significantly slower at 99 % for those dof,
 and every reading lies within that noise of the fit.  While it cannot decide, one config is measured
-again: the one whose repeat makes the weakest culprit most certain (fit.best_repeat), within a launch
+again: the one whose repeat makes the weakest culprit most certain (fit.best_repeat; never the config
+measured last while another can run, so that a box that moves shows on both sides), within a launch
 budget (one knob at a time's launches, more with --repeats); past it, cannot-tell.
 """
 
