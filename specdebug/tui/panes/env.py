@@ -37,6 +37,7 @@ from specdebug.core.profiles import Profile
 from specdebug.core.sanitize import visible
 from specdebug.engines import worker_match
 from specdebug.remote.api import Remote, RemoteError
+from specdebug.remote.reconnect import across_drops
 from specdebug.tui.context import AppContext
 from specdebug.tui.pane import Pane
 from specdebug.tui.panes.env_view import (
@@ -203,12 +204,17 @@ class EnvPane(Pane):
             )
         if target.unreachable:
             return self.check_failed(f"no connection to {', '.join(target.unreachable)} here", quiet)
-        try:
-            for node in target.nodes:
-                await target.remote(node).wait_connected(CONNECT_WAIT_S)
-            envs, proof = await target_env(
+        remotes = [target.remote(node) for node in target.nodes]
+
+        async def check() -> tuple[list[NodeEnv], TransportProof | None]:
+            for remote in remotes:
+                await remote.wait_connected(CONNECT_WAIT_S)
+            return await target_env(
                 target, all_matching=all_matching, on_event=None if per_node else self._progress
             )
+
+        try:  # a check a dropped link broke is made again on the new link (remote/reconnect.py)
+            envs, proof = await across_drops(remotes, check, timeout=CONNECT_WAIT_S, on_drop=self._dropped)
         except (RemoteError, LookupError, OSError, TimeoutError) as exc:
             self.check_failed(exc, quiet)
             return
@@ -226,7 +232,8 @@ class EnvPane(Pane):
         query = EnvQuery(
             match=DEFAULT_MATCH, prefixes=list(DEFAULT_PREFIXES), expect_from_launcher=True, box_wide=True
         )
-        try:
+
+        async def look() -> EnvReport | None:
             await remote.wait_connected(CONNECT_WAIT_S)
             report = None
             async for ev in env_events(remote, query):
@@ -234,11 +241,23 @@ class EnvPane(Pane):
                     self.query_one("#env-how", Static).update(Text(ev.describe(), style="dim"))
                 elif isinstance(ev, EnvDone):
                     report = ev.report
+            return report
+
+        try:
+            report = await across_drops([remote], look, timeout=CONNECT_WAIT_S, on_drop=self._dropped)
         except (RemoteError, LookupError, OSError, TimeoutError) as exc:
             self.check_failed(exc, quiet)
             return
         if report is not None:
             self.post_message(self.ReportReady(report))
+
+    def _dropped(self, exc: Exception) -> None:
+        self.query_one("#env-how", Static).update(
+            Text(
+                f"the connection dropped during the check ({exc}): checking again once it is back",
+                style="yellow",
+            )
+        )
 
     def check_failed(self, why: Exception | str, quiet: bool) -> None:
         if not quiet:
