@@ -19,9 +19,14 @@ T = TypeVar("T")
 TRIES = 2  # a drop, then once more on the new link; a second drop is shown
 
 
+def link_of(remote: Remote) -> int | None:
+    """Which link the remote is on (a Connection counts its connects); None where it does not say."""
+    return getattr(remote, "generation", None)
+
+
 def generations(remotes: Sequence[Remote]) -> list[int | None]:
     """Each link's generation now (None: a remote without a lifecycle, e.g. a one-shot)."""
-    return [getattr(r, "generation", None) for r in remotes]
+    return [link_of(r) for r in remotes]
 
 
 async def reconnected(remotes: Sequence[Remote], before: Sequence[int | None], timeout: float) -> None:
@@ -37,7 +42,7 @@ async def reconnected(remotes: Sequence[Remote], before: Sequence[int | None], t
         changed = asyncio.Event()
         unsubscribe = subscribe(lambda _status, changed=changed: changed.set())
         try:
-            while getattr(remote, "generation", gen) == gen or remote.status.state is not ConnState.CONNECTED:
+            while link_of(remote) == gen or remote.status.state is not ConnState.CONNECTED:
                 if remote.status.state in (ConnState.FAILED, ConnState.CLOSED):  # gone for good
                     raise ConnectionDropped(
                         f"{remote.name}: the link did not come back ({remote.status.state})"

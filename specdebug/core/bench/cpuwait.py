@@ -82,19 +82,26 @@ def share(before: Pressure | None, after: Pressure | None) -> float | None:
     return min(1.0, (after.stall_us - before.stall_us) / 1e6 / (after.at - before.at))
 
 
+CLIENT = "this machine (the benchmark client)"
+SERVER_EFFECT = "the server may have run slower than it can"
+CLIENT_EFFECT = "the client's timings may be off"
+
+
+def _said(where: str, spread: str, effect: str, during: str = "the run", of: str = "of the time") -> str:
+    return (
+        f"CPU contended on {where} during {during}: some task waited for a CPU {spread} {of}"
+        f" (Linux CPU pressure); {effect}"
+    )
+
+
 def warnings(box: float | None, client: float | None, host: str) -> list[str]:
     """A warning for each side whose CPU was contended over the run, with the figure and its source."""
     out: list[str] = []
     if box is not None and box >= CONTENDED:
-        out.append(
-            f"CPU contended on {host} during the run: some task waited for a CPU {box:.0%} of the"
-            " time (Linux CPU pressure); the server may have run slower than it can"
-        )
+        out.append(_said(host, f"{box:.0%}", SERVER_EFFECT))
     if client is not None and client >= CONTENDED:
         out.append(
-            f"CPU contended on this machine (the benchmark client) during the run: some task waited"
-            f" for a CPU {client:.0%} of the time (Linux CPU pressure); the client's timings may be off"
-            " (a starved client reads the stream late)"
+            _said(CLIENT, f"{client:.0%}", CLIENT_EFFECT + " (a starved client reads the stream late)")
         )
     return out
 
@@ -103,18 +110,15 @@ def over_runs(box: list[float | None], client: list[float | None], host: str) ->
     """One warning per side for many runs (a bisection's launches): how many of the runs measured were
     contended, and how much; nothing where none was (or nothing was measured)."""
     out: list[str] = []
-    for shares, where, effect in (
-        (box, host, "the server may have run slower than it can"),
-        (client, "this machine (the benchmark client)", "the client's timings may be off"),
-    ):
+    for shares, where, effect in ((box, host, SERVER_EFFECT), (client, CLIENT, CLIENT_EFFECT)):
         known = [s for s in shares if s is not None]
         hot = sorted(s for s in known if s >= CONTENDED)
         if not hot:
             continue
         spread = f"{hot[0]:.0%}" if len(hot) == 1 else f"{hot[0]:.0%} to {hot[-1]:.0%}"
+        during = f"{len(hot)} of {len(known)} benchmark runs"
         out.append(
-            f"CPU contended on {where} during {len(hot)} of {len(known)} benchmark runs: some task waited"
-            f" for a CPU {spread} of the run (Linux CPU pressure); {effect}: readings of those runs may be"
-            " off, and so may a verdict that rests on them"
-        )
+            _said(where, spread, effect + ": readings of those runs may be off, and so may a verdict that rests on them",
+                  during, "of the run")
+        )  # fmt: skip
     return out

@@ -29,6 +29,7 @@ from specdebug.core.logs.agent import (
 )
 from specdebug.core.logs.events import FollowEventKind, LogEvent
 from specdebug.remote.api import ConnectionDropped, ConnState, NotConnected, Remote
+from specdebug.remote.reconnect import link_of
 
 __all__ = [
     "Follower",
@@ -397,11 +398,6 @@ def _connected(remote: Remote) -> bool:
     return remote.status.state is ConnState.CONNECTED
 
 
-def _link(remote: Remote) -> int | None:
-    """Which link the remote is on (a Connection counts its connects); None where it does not say."""
-    return getattr(remote, "generation", None)
-
-
 def _sessions_full(remote: Remote) -> bool:
     full = getattr(remote, "sessions_full", None)
     return bool(full()) if callable(full) else False
@@ -414,7 +410,7 @@ async def _open_stream(remote: Remote, stream: Any) -> str | None:
     polling after OPEN_WAIT_S, any other after OPEN_SLOW_S.  Until stop 33 any open slower than
     5 s fell back, saying MaxSessions was used up where it was not.  An open still pending after a
     reconnect is "down" too: it is made again on the new link."""
-    link = _link(remote)  # the link this open starts on
+    link = link_of(remote)  # the link this open starts on
     opening = asyncio.ensure_future(stream.__aenter__())
     waited = 0.0
     why: str | None = None
@@ -429,7 +425,7 @@ async def _open_stream(remote: Remote, stream: Any) -> str | None:
             waited += OPEN_WAIT_S
             # a reconnect since it started: its link is gone, so open again on the new one instead of
             # waiting up to OPEN_SLOW_S on an open the drop may have left unanswered
-            if not _connected(remote) or _link(remote) != link:
+            if not _connected(remote) or link_of(remote) != link:
                 why = "down"
             elif _sessions_full(remote):
                 why = (
